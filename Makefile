@@ -1,0 +1,71 @@
+# inferd — `make run` starts the server on the example repository, `make test` runs the suite.
+SHELL := /bin/bash
+GO ?= go
+ORT_VERSION := 1.29.0
+ORT_DIR := third_party/onnxruntime
+ORT_LIB := $(ORT_DIR)/libonnxruntime.so.1
+# sha256 of bin/napi-v6/linux/x64/libonnxruntime.so.1 in onnxruntime-node@1.29.0
+ORT_SHA256 := 89688f5cf51c7e31befbb7b9101bc027799009b18d1baa9a5b1146a72e69538d
+ORT_GPU_PKG := com.github.asus4.onnxruntime.linux-x64-gpu@0.4.9
+export ORT_LIB_PATH ?= $(CURDIR)/$(ORT_LIB)
+
+BIN := bin/inferd
+HTTP_PORT ?= 8000
+METRICS_PORT ?= 8002
+FUZZTIME ?= 3s
+
+.PHONY: all build run test vet fuzz bench ort ort-gpu generate clean
+
+all: build
+
+ort: $(ORT_LIB)
+
+# Fetched once with npm pack (the one channel that reaches the registry here),
+# checked against the pinned sha256, never committed.
+$(ORT_LIB):
+	@mkdir -p $(ORT_DIR)/.dl
+	cd $(ORT_DIR)/.dl && npm pack --silent onnxruntime-node@$(ORT_VERSION) >/dev/null
+	tar -xzf $(ORT_DIR)/.dl/onnxruntime-node-$(ORT_VERSION).tgz -C $(ORT_DIR)/.dl package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+	echo "$(ORT_SHA256)  $(ORT_DIR)/.dl/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" | sha256sum -c --quiet
+	mv $(ORT_DIR)/.dl/package/bin/napi-v6/linux/x64/libonnxruntime.so.1 $(ORT_LIB)
+	rm -rf $(ORT_DIR)/.dl
+
+# CUDA 13 execution providers matching ORT 1.29.0, placed beside the core library.
+ort-gpu: $(ORT_LIB)
+	@mkdir -p $(ORT_DIR)/.dlgpu
+	cd $(ORT_DIR)/.dlgpu && npm pack --silent $(ORT_GPU_PKG) >/dev/null && tar -xzf *.tgz
+	find $(ORT_DIR)/.dlgpu -name 'libonnxruntime_providers_*.so' -exec cp {} $(ORT_DIR)/ \;
+	rm -rf $(ORT_DIR)/.dlgpu
+	ls $(ORT_DIR)
+
+build: $(ORT_LIB)
+	$(GO) build -o $(BIN) ./cmd/inferd
+
+run: build
+	./$(BIN) --model-repository=examples/model_repository --http-port=$(HTTP_PORT) --metrics-port=$(METRICS_PORT)
+
+vet:
+	$(GO) vet ./...
+
+test: $(ORT_LIB) vet
+	$(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory fuzz
+
+# A short pass of every fuzz target over its seed corpus and a few seconds of new inputs.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$t"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
+
+bench: $(ORT_LIB)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+generate:
+	$(GO) generate ./...
+
+clean:
+	rm -rf bin
