@@ -1,0 +1,190 @@
+package repo
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// ReadOptions are the repository-wide settings that shape how a model
+// folder is read.
+type ReadOptions struct {
+	// ConfigName selects configs/<name>.pbtxt when it exists (--model-config-name).
+	ConfigName string
+	// AutoComplete allows a missing config.pbtxt (the backend fills it in).
+	AutoComplete bool
+	Logger       *slog.Logger
+}
+
+// Model is a model folder as read from disk, before any backend has seen it.
+type Model struct {
+	Name string
+	Dir  string
+	// Config is the parsed and normalised configuration (§6.1); with
+	// auto-complete it may still lack inputs and outputs.
+	Config *modelconfig.ModelConfig
+	// HasConfigFile is false when the config was started empty.
+	HasConfigFile bool
+	// Versions are all numeric version folders found, ascending.
+	Versions []int64
+}
+
+// ErrNoConfig is returned when config.pbtxt is missing and auto-complete is off.
+var ErrNoConfig = errors.New("model configuration is not provided")
+
+// ReadModel reads the model folder dir for model name. A non-nil override
+// replaces the on-disk configuration (the load API's `config` parameter).
+func ReadModel(dir, name string, override *modelconfig.ModelConfig, opts ReadOptions) (*Model, error) {
+	m := &Model{Name: name, Dir: dir}
+	switch {
+	case override != nil:
+		m.Config = override
+		m.HasConfigFile = true
+	default:
+		cfg, found, err := readConfig(dir, opts.ConfigName)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			if !opts.AutoComplete {
+				return nil, fmt.Errorf("%w: %s", ErrNoConfig, filepath.Join(dir, "config.pbtxt"))
+			}
+			cfg = &modelconfig.ModelConfig{}
+		}
+		m.Config, m.HasConfigFile = cfg, found
+	}
+	versions, err := listVersions(dir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	m.Versions = versions
+	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(dir)); err != nil {
+		return nil, err
+	}
+	if err := modelconfig.Validate(m.Config, name, !opts.AutoComplete); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func readConfig(dir, configName string) (*modelconfig.ModelConfig, bool, error) {
+	path := filepath.Join(dir, "config.pbtxt")
+	if configName != "" {
+		if p := filepath.Join(dir, "configs", configName+".pbtxt"); fileExists(p) {
+			path = p
+		}
+	}
+	text, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	cfg, err := modelconfig.Parse(text)
+	if err != nil {
+		return nil, false, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return cfg, true, nil
+}
+
+var versionName = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+
+// listVersions applies the version-folder rules: warmup, initial_state and
+// configs are never versions; names with leading zeros or that are not
+// plain integers are skipped with a warning (stricter than Triton's stoll,
+// which reads "1abc" as 1).
+func listVersions(dir string, log *slog.Logger) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var out []int64
+	for _, e := range entries {
+		name := e.Name()
+		if !isDir(filepath.Join(dir, name), e) {
+			continue
+		}
+		switch name {
+		case "warmup", "initial_state", "configs":
+			continue
+		}
+		if !versionName.MatchString(name) {
+			if log != nil {
+				log.Warn("ignoring folder that is not a version number", "model_dir", dir, "folder", name)
+			}
+			continue
+		}
+		v, err := strconv.ParseInt(name, 10, 64)
+		if err != nil {
+			if log != nil {
+				log.Warn("ignoring version folder out of range", "model_dir", dir, "folder", name)
+			}
+			continue
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// firstSubdirHasModelONNX implements the backend detection of §6.1: the
+// first sub-folder in plain lexicographic order holds a model.onnx entry.
+func firstSubdirHasModelONNX(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries { // ReadDir sorts by name
+		if isDir(filepath.Join(dir, e.Name()), e) {
+			_, err := os.Stat(filepath.Join(dir, e.Name(), "model.onnx"))
+			return err == nil
+		}
+	}
+	return false
+}
+
+// VersionDir is the folder of one version.
+func (m *Model) VersionDir(v int64) string {
+	return filepath.Join(m.Dir, strconv.FormatInt(v, 10))
+}
+
+// Labels reads every output's label_filename (relative to the model folder,
+// which it may not escape). Keys are output names.
+func (m *Model) Labels() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, o := range m.Config.GetOutput() {
+		if o.GetLabelFilename() == "" {
+			continue
+		}
+		p := filepath.Join(m.Dir, o.GetLabelFilename())
+		rel, err := filepath.Rel(m.Dir, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(o.GetLabelFilename()) {
+			return nil, fmt.Errorf("label file '%s' for output '%s' escapes the model directory", o.GetLabelFilename(), o.GetName())
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("unable to read label file '%s' for output '%s': %w", o.GetLabelFilename(), o.GetName(), err)
+		}
+		// Lines split on \n with no trimming, as Triton's label provider.
+		lines := strings.Split(string(data), "\n")
+		if n := len(lines); n > 0 && lines[n-1] == "" {
+			lines = lines[:n-1]
+		}
+		out[o.GetName()] = lines
+	}
+	return out, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}

@@ -1,0 +1,99 @@
+// Package repo reads Triton model repositories: the layout of model and
+// version folders, config.pbtxt selection and label files. Where the bytes
+// come from (a local folder now; s3:// and gs:// later) hides behind Source.
+package repo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Source is one repository root.
+type Source interface {
+	// String is the root as the user gave it (a path, s3://..., gs://...).
+	String() string
+	// Models lists the model candidates: every first-level folder.
+	Models(ctx context.Context) ([]string, error)
+	// Localize makes the model's folder available on local disk and returns
+	// its path. Local roots return the folder itself.
+	Localize(ctx context.Context, model string) (string, error)
+}
+
+// Open returns the Source for one --model-repository value.
+func Open(ctx context.Context, root string) (Source, error) {
+	switch {
+	case strings.HasPrefix(root, "s3://"), strings.HasPrefix(root, "gs://"), strings.HasPrefix(root, "as://"):
+		return nil, fmt.Errorf("repository %s: cloud repositories are not supported yet", root)
+	}
+	return OpenDir(root)
+}
+
+// Location says where a model candidate lives.
+type Location struct {
+	Source Source
+	Model  string
+}
+
+// Set is the union of several roots.
+type Set struct {
+	Sources []Source
+}
+
+// OpenAll opens every root; any failure is fatal, as in Triton.
+func OpenAll(ctx context.Context, roots []string) (*Set, error) {
+	s := &Set{}
+	for _, r := range roots {
+		src, err := Open(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		s.Sources = append(s.Sources, src)
+	}
+	return s, nil
+}
+
+// Scan lists every model candidate. A name found in two roots is returned in
+// dups (such a model is not loadable) and left out of models.
+func (s *Set) Scan(ctx context.Context) (models map[string]Location, dups map[string][]string, err error) {
+	models = map[string]Location{}
+	seen := map[string][]string{}
+	for _, src := range s.Sources {
+		names, err := src.Models(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scan repository %s: %w", src, err)
+		}
+		for _, n := range names {
+			seen[n] = append(seen[n], src.String())
+			models[n] = Location{Source: src, Model: n}
+		}
+	}
+	for n, roots := range seen {
+		if len(roots) > 1 {
+			if dups == nil {
+				dups = map[string][]string{}
+			}
+			dups[n] = roots
+			delete(models, n)
+		}
+	}
+	return models, dups, nil
+}
+
+// Find locates one model by name.
+func (s *Set) Find(ctx context.Context, name string) (Location, error) {
+	models, dups, err := s.Scan(ctx)
+	if err != nil {
+		return Location{}, err
+	}
+	if roots, ok := dups[name]; ok {
+		sort.Strings(roots)
+		return Location{}, fmt.Errorf("model '%s' appears in more than one repository (%s)", name, strings.Join(roots, ", "))
+	}
+	loc, ok := models[name]
+	if !ok {
+		return Location{}, fmt.Errorf("no model '%s' in any model repository", name)
+	}
+	return loc, nil
+}
