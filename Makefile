@@ -14,7 +14,8 @@ HTTP_PORT ?= 8000
 METRICS_PORT ?= 8002
 FUZZTIME ?= 3s
 
-.PHONY: all build run test vet fuzz bench ort ort-gpu generate clean
+.PHONY: all build run test vet lint fuzz bench ort ort-gpu generate clean
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
 
@@ -47,7 +48,12 @@ run: build
 vet:
 	$(GO) vet ./...
 
-test: $(ORT_LIB) vet
+# gofmt and staticcheck must both be silent.
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+
+test: $(ORT_LIB) lint
 	$(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 

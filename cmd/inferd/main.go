@@ -1,0 +1,194 @@
+// Command inferd serves a Triton model repository of ONNX models over the
+// KServe v2 HTTP API, with Prometheus metrics.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/serve"
+	"github.com/inferd/inferd/repo"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inferd:", err)
+		os.Exit(2)
+	}
+	if cfg.showVersionAndBye {
+		fmt.Println("inferd", version)
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg, newLogger(cfg), nil); err != nil {
+		fmt.Fprintln(os.Stderr, "inferd:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(cfg *config) *slog.Logger {
+	level := slog.LevelInfo
+	if cfg.logVerbose > 0 {
+		level = slog.LevelDebug
+	} else if !cfg.logInfo {
+		level = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// run starts everything and blocks until ctx ends (a signal) or a listener
+// fails. ready, when non-nil, receives the bound addresses once serving.
+func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr, metricsAddr string)) error {
+	mode, err := core.ParseControlMode(cfg.controlMode)
+	if err != nil {
+		return err
+	}
+	if mode == core.ModePoll {
+		return errors.New("--model-control-mode=poll is not supported yet; use none or explicit")
+	}
+	ortSettings, err := cfg.backendSettings("onnxruntime")
+	if err != nil {
+		return err
+	}
+	ortOpts, err := onnxruntimeOptions(ortSettings, log)
+	if err != nil {
+		return err
+	}
+	lib, err := onnxrt.FindLibrary(ortOpts.LibraryPath)
+	if err != nil {
+		return err
+	}
+	ortOpts.LibraryPath = lib
+	ortBackend, err := onnxrt.New(ortOpts)
+	if err != nil {
+		return err
+	}
+	defer ortBackend.Close()
+
+	repos, err := repo.OpenAll(ctx, cfg.repos)
+	if err != nil {
+		return err
+	}
+	srv := core.NewServer(core.Options{
+		Repos:           repos,
+		Backends:        []core.Backend{ortBackend},
+		ControlMode:     mode,
+		StartupModels:   cfg.loadModels,
+		AutoComplete:    cfg.autoComplete(),
+		ConfigName:      cfg.configName,
+		StrictReadiness: cfg.strictReadiness,
+		GPUs:            usableGPUs(lib, log),
+		LoadThreads:     cfg.loadThreads,
+		Logger:          log,
+	})
+	drain := time.Duration(cfg.exitTimeoutSecs) * time.Second
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
+		defer cancel()
+		srv.Shutdown(shutdownCtx)
+	}()
+	if err := srv.Start(ctx); err != nil {
+		if cfg.exitOnError {
+			return err
+		}
+		log.Error("some models failed to load; serving the others (--exit-on-error=false)", "err", err)
+	}
+
+	restricted := map[string]httpapi.Restriction{}
+	for _, r := range cfg.restrictedAPI {
+		if err := httpapi.ParseRestriction(restricted, r); err != nil {
+			return err
+		}
+	}
+	api := httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, Logger: log})
+
+	var actors []serve.Actor
+	var httpAddr, metricsAddr string
+	if cfg.allowHTTP {
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.httpAddress, strconv.Itoa(cfg.httpPort)))
+		if err != nil {
+			return fmt.Errorf("http listener: %w", err)
+		}
+		httpAddr = ln.Addr().String()
+		actors = append(actors, serve.HTTP("http", ln, api))
+	}
+	if cfg.allowMetrics {
+		mcfg, err := cfg.metrics()
+		if err != nil {
+			return err
+		}
+		addr := cfg.metricsAddress
+		if addr == "" {
+			addr = cfg.httpAddress
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(cfg.metricsPort)))
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		metricsAddr = ln.Addr().String()
+		actors = append(actors, serve.HTTP("metrics", ln, metrics.NewHandler(srv, mcfg)))
+	}
+	log.Info("serving", "http", httpAddr, "metrics", metricsAddr, "models", len(srv.ReadyVersions("")))
+	if ready != nil {
+		ready(httpAddr, metricsAddr)
+	}
+	go func() {
+		<-ctx.Done()
+		api.SetExiting()
+	}()
+	err = serve.Group(ctx, drain, actors...)
+	log.Info("stopped serving; unloading models")
+	return err
+}
+
+// onnxruntimeOptions reads --backend-config=onnxruntime,... settings.
+func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Options, error) {
+	opts := onnxrt.Options{DefaultMaxBatchSize: 4, Logger: log}
+	for k, v := range settings {
+		var err error
+		switch k {
+		case "library-path":
+			opts.LibraryPath, err = filepath.Abs(v)
+		case "default-max-batch-size":
+			opts.DefaultMaxBatchSize, err = strconv.Atoi(v)
+		case "enable-global-threadpool":
+			opts.EnableGlobalThreadpool, err = strconv.ParseBool(v)
+		case "intra_op_thread_count":
+			opts.IntraOpThreads, err = strconv.Atoi(v)
+		case "inter_op_thread_count":
+			opts.InterOpThreads, err = strconv.Atoi(v)
+		default:
+			log.Warn("ignoring unknown onnxruntime backend setting", "setting", k)
+		}
+		if err != nil {
+			return opts, fmt.Errorf("--backend-config=onnxruntime,%s=%s: %w", k, v, err)
+		}
+	}
+	return opts, nil
+}

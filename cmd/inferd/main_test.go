@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/internal/onnxbuild"
+)
+
+func TestFlags(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseFlags([]string{"--help"}, &out)
+	if err == nil {
+		t.Fatal("--help returned no error")
+	}
+	for _, name := range []string{"model-repository", "http-port", "metrics-port", "allow-metrics", "model-control-mode", "load-model",
+		"strict-model-config", "disable-auto-complete-config", "exit-on-error", "exit-timeout-secs", "log-verbose",
+		"http-max-input-size", "backend-config", "http-restricted-api", "metrics-config", "strict-readiness"} {
+		if !strings.Contains(out.String(), "-"+name) {
+			t.Errorf("--help does not document --%s", name)
+		}
+	}
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{nil, "--model-repository must be specified"},
+		{[]string{"--model-repository=x", "--load-model=a"}, "only allowed with --model-control-mode=explicit"},
+		{[]string{"--model-repository=x", "--model-control-mode=explicit", "--load-model=*", "--load-model=a"}, "must be the only"},
+		{[]string{"--model-repository=x", "--http-max-input-size=0"}, "greater than 0"},
+		{[]string{"--model-repository=x", "extra"}, "unexpected argument"},
+	}
+	for _, c := range bad {
+		_, err := parseFlags(c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
+		}
+	}
+	cfg, err := parseFlags([]string{"--model-repository=a", "--model-store=b", "--strict-model-config=true"}, io.Discard)
+	if err != nil || len(cfg.repos) != 2 || cfg.autoComplete() {
+		t.Fatalf("cfg %+v err %v", cfg, err)
+	}
+	cfg, _ = parseFlags([]string{"--model-repository=a", "--strict-model-config=false", "--disable-auto-complete-config"}, io.Discard)
+	if cfg.autoComplete() {
+		t.Error("--disable-auto-complete-config must win over --strict-model-config=false")
+	}
+}
+
+type running struct {
+	http, metrics string
+	cancel        context.CancelFunc
+	done          chan error
+}
+
+// start runs the server in-process on free ports, as main does.
+func start(t *testing.T, args ...string) *running {
+	t.Helper()
+	cfg, err := parseFlags(append([]string{"--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, args...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		r.done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(h, m string) {
+			r.http, r.metrics = "http://"+h, "http://"+m
+			close(ready)
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-r.done:
+		cancel()
+		r.done <- err
+		return r
+	case <-time.After(60 * time.Second):
+		t.Fatal("server did not start")
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	return nil
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// readmeExample is the curl example of the README.
+const readmeExample = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+
+func TestExampleRepository(t *testing.T) {
+	r := start(t, "--model-repository=../../examples/model_repository")
+	if s, _ := get(t, r.http+"/v2/health/ready"); s != 200 {
+		t.Fatalf("ready = %d", s)
+	}
+	s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample)
+	want := `{"model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"data":[2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]},{"name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]}]}`
+	if s != 200 || body != want {
+		t.Fatalf("README example: %d %s", s, body)
+	}
+	s, body = post(t, r.http+"/v2/models/identity_fp32/infer", `{"inputs":[{"name":"INPUT0","shape":[1,3],"datatype":"FP32","data":[1.5,-2,0.25]}]}`)
+	if s != 200 || !strings.Contains(body, `"data":[1.5,-2.0,0.25]`) {
+		t.Fatalf("identity_fp32: %d %s", s, body)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("run returned %v after cancel, want nil", err)
+	}
+	if _, err := http.Get(r.http + "/v2/health/live"); err == nil {
+		t.Error("listener still open after shutdown")
+	}
+}
+
+// metricValue finds one sample line's value.
+func metricValue(t *testing.T, text, series string) string {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no series %s in\n%s", series, text)
+	}
+	return m[1]
+}
+
+func TestMetrics(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "simple", `name: "simple"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+metric_tags { key: "team" value: "x" }
+`, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	r := start(t, "--model-repository="+root, "--model-control-mode=explicit")
+
+	s, text := get(t, r.metrics+"/metrics")
+	if s != 200 || strings.Contains(text, "nv_inference_") {
+		t.Fatalf("6: before any load: %d %q", s, text)
+	}
+	resp, err := http.Get(r.metrics + "/metrics/")
+	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("1-2: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if resp, err := http.Post(r.metrics+"/metrics", "text/plain", nil); err != nil || resp.StatusCode != 405 {
+		t.Fatalf("3: POST /metrics = %v %v", resp, err)
+	}
+	if s, b := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+		t.Fatalf("load: %d %s", s, b)
+	}
+	_, text = get(t, r.metrics+"/metrics")
+	labels := `_team="x",model="simple",version="1"`
+	for _, reason := range []string{"BACKEND", "CANCELED", "OTHER", "REJECTED"} {
+		if v := metricValue(t, text, `nv_inference_request_failure{`+labels[:len(labels)-len(`,version="1"`)]+`,reason="`+reason+`",version="1"}`); v != "0" {
+			t.Errorf("7: failure %s = %s", reason, v)
+		}
+	}
+	if v := metricValue(t, text, "nv_model_load_duration_secs{"+labels+"}"); v == "0" {
+		t.Error("31: load duration is 0")
+	}
+
+	ones := strings.TrimSuffix(strings.Repeat("1,", 128), ",")
+	batch8 := `{"inputs":[{"name":"INPUT0","shape":[8,16],"datatype":"INT32","data":[` + ones + `]},{"name":"INPUT1","shape":[8,16],"datatype":"INT32","data":[` + ones + `]}]}`
+	if s, b := post(t, r.http+"/v2/models/simple/infer", batch8); s != 200 {
+		t.Fatalf("batch 8: %d %s", s, b)
+	}
+	_, text = get(t, r.metrics+"/metrics")
+	for series, want := range map[string]string{"nv_inference_request_success": "1", "nv_inference_count": "8", "nv_inference_exec_count": "1"} {
+		if got := metricValue(t, text, series+"{"+labels+"}"); got != want {
+			t.Errorf("8: %s = %s, want %s", series, got, want)
+		}
+	}
+	if s, _ := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+		t.Fatal("batch 1 failed")
+	}
+	bad := strings.Replace(readmeExample, `"datatype":"INT32"`, `"datatype":"FP32"`, 1)
+	if s, _ := post(t, r.http+"/v2/models/simple/infer", bad); s != 400 {
+		t.Fatal("bad shape accepted")
+	}
+	_, text = get(t, r.metrics+"/metrics")
+	for series, want := range map[string]string{"nv_inference_request_success": "2", "nv_inference_count": "9", "nv_inference_exec_count": "2", "nv_inference_pending_request_count": "0"} {
+		if got := metricValue(t, text, series+"{"+labels+"}"); got != want {
+			t.Errorf("10: %s = %s, want %s", series, got, want)
+		}
+	}
+	if v := metricValue(t, text, `nv_inference_request_failure{_team="x",model="simple",reason="OTHER",version="1"}`); v != "0" {
+		t.Errorf("11: invalid shape counted as failure")
+	}
+	if v := metricValue(t, text, "nv_inference_request_duration_us{"+labels+"}"); v == "0" {
+		t.Error("request duration counter is 0")
+	}
+	if s, b := post(t, r.http+"/v2/repository/models/simple/unload", ""); s != 200 {
+		t.Fatalf("unload: %d %s", s, b)
+	}
+	if _, text = get(t, r.metrics+"/metrics"); strings.Contains(text, `model="simple"`) {
+		t.Errorf("44: series remain after unload:\n%s", text)
+	}
+}
+
+func TestMetricsConfig(t *testing.T) {
+	r := start(t, "--model-repository=../../examples/model_repository", "--metrics-config=counter_latencies=false")
+	_, text := get(t, r.metrics+"/metrics")
+	if strings.Contains(text, "_duration_us") || !strings.Contains(text, "nv_inference_request_success") {
+		t.Errorf("18: counter_latencies=false:\n%s", text)
+	}
+	r2 := start(t, "--model-repository=../../examples/model_repository", "--metrics-config=counter_latencies=FALSE", "--allow-http=false")
+	_, text = get(t, r2.metrics+"/metrics")
+	if !strings.Contains(text, "nv_inference_queue_duration_us") {
+		t.Error("19: counter_latencies=FALSE must keep the counters")
+	}
+	r3 := start(t, "--model-repository=../../examples/model_repository", "--allow-metrics=false")
+	if r3.metrics != "http://" {
+		t.Errorf("4: metrics listener open at %s", r3.metrics)
+	}
+	for _, bad := range []string{"foo", "a,b=c", "=x", "k="} {
+		_, err := parseFlags([]string{"--model-repository=x", "--metrics-config=" + bad}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--metrics-config") {
+			t.Errorf("25: --metrics-config=%s: %v", bad, err)
+		}
+	}
+}
+
+func TestExitOnError(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "good", "", onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4)))
+	writeModel(t, root, "broken", "max_batch_size: nope", nil)
+	cfg, err := parseFlags([]string{"--model-repository=" + root, "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err == nil || !strings.Contains(err.Error(), "failed to load all models") {
+		t.Fatalf("run = %v, want failed to load all models", err)
+	}
+	r := start(t, "--model-repository="+root, "--exit-on-error=false")
+	if s, _ := get(t, r.http+"/v2/models/good/ready"); s != 200 {
+		t.Error("good model not served with --exit-on-error=false")
+	}
+	if s, b := post(t, r.http+"/v2/repository/index", ""); s != 200 || !strings.Contains(b, `{"name":"broken","state":"UNAVAILABLE","reason":"`) {
+		t.Errorf("index: %d %s", s, b)
+	}
+}
+
+func TestMissingLibrary(t *testing.T) {
+	t.Setenv("ORT_LIB_PATH", "")
+	cfg, _ := parseFlags([]string{"--model-repository=../../examples/model_repository", "--backend-config=onnxruntime,library-path=/nonexistent/libonnxruntime.so"}, io.Discard)
+	err := run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "/nonexistent/libonnxruntime.so") {
+		t.Fatalf("want a one-line error naming the path, got %v", err)
+	}
+}
+
+func writeModel(t *testing.T, root, name, config string, model []byte) {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(filepath.Join(dir, "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if model != nil {
+		if err := os.WriteFile(filepath.Join(dir, "1", "model.onnx"), model, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package core
+
+import (
+	"context"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// Backend creates execution instances for one kind of model (ONNX Runtime,
+// ensemble, ...). One Backend value serves every model of its kind.
+type Backend interface {
+	// Name is the config `backend` value this backend serves ("onnxruntime").
+	Name() string
+	// AutoComplete fills in what the model file knows and the config lacks
+	// (inputs, outputs, max_batch_size, a dynamic_batching block). It is
+	// called only when auto-complete is on.
+	AutoComplete(ctx context.Context, version VersionFiles, cfg *modelconfig.ModelConfig) error
+	// NewInstance loads one instance of a model version. It validates the
+	// configuration against the model file and returns a load error
+	// (shown as the version's UNAVAILABLE reason) when they disagree.
+	NewInstance(ctx context.Context, spec InstanceSpec) (Instance, error)
+}
+
+// Instance executes batches for one model version on one device. Execute is
+// never called concurrently on the same instance.
+type Instance interface {
+	Execute(ctx context.Context, b *Batch) error
+	Close() error
+}
+
+// VersionFiles locates one version of a model on local disk.
+type VersionFiles struct {
+	ModelName  string
+	Version    int64
+	ModelDir   string // <root>/<model>
+	VersionDir string // <root>/<model>/<version>
+}
+
+// InstanceSpec describes one instance to create.
+type InstanceSpec struct {
+	VersionFiles
+	Name     string // <group name>_<k>
+	Kind     modelconfig.ModelInstanceGroup_Kind
+	DeviceID int32 // GPU id for KIND_GPU
+	Config   *modelconfig.ModelConfig
+}

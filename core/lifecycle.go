@@ -1,0 +1,334 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// LoadOverride is what the repository load API may carry: a configuration
+// (JSON text of a ModelConfig) used instead of config.pbtxt and, optionally,
+// the model's files themselves ("1/model.onnx" -> bytes).
+type LoadOverride struct {
+	ConfigJSON string
+	Files      map[string][]byte
+}
+
+func pollFailure(name string) *Error {
+	return Errorf(CodeInternal, "failed to load '%s', failed to poll from model repository", name)
+}
+
+// Load loads (or reloads) a model. A failure while reading the repository
+// or the configuration leaves any serving copy untouched and answers
+// INTERNAL "failed to poll"; a failure while creating the versions answers
+// INVALID_ARG "load failed for model ...".
+func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error {
+	if err := checkModelName(name); err != nil {
+		return err
+	}
+	l := s.modelLock(name)
+	l.Lock()
+	defer l.Unlock()
+
+	start := time.Now()
+	m, err := s.readModel(ctx, name, ov)
+	if err != nil {
+		s.log.Error("failed to poll model", "model", name, "err", err)
+		s.setModelFailure(name, err.Error())
+		return pollFailure(name)
+	}
+	selected, warnings := modelconfig.SelectVersions(m.Config, m.Versions)
+	for _, w := range warnings {
+		s.log.Error("version policy", "model", name, "warning", w)
+	}
+	if len(selected) == 0 {
+		reason := fmt.Sprintf("at least one version must be available under the version policy of model '%s'", name)
+		s.setModelFailure(name, reason)
+		return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, reason)
+	}
+	cfg, err := s.completeConfig(ctx, m, selected)
+	if err != nil {
+		return s.failVersions(name, selected, err.Error())
+	}
+	labels, err := m.Labels()
+	if err != nil {
+		return s.failVersions(name, selected, err.Error())
+	}
+	backend := s.backends[cfg.GetBackend()]
+
+	// Load every selected version beside whatever serves now.
+	s.markLoading(name, selected)
+	fresh := map[int64]*ModelVersion{}
+	failures := map[int64]string{}
+	for _, v := range selected {
+		mv, err := s.loadVersion(ctx, backend, m, cfg, labels, v)
+		if err != nil {
+			failures[v] = err.Error()
+			s.log.Error("failed to load model version", "model", name, "version", v, "err", err)
+			continue
+		}
+		mv.Stats.setLoadDuration(time.Since(start))
+		fresh[v] = mv
+	}
+	s.commit(name, fresh, failures)
+	if len(failures) == 0 {
+		s.log.Info("loaded model", "model", name, "versions", selected, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	var msg strings.Builder
+	for _, v := range slices.Sorted(maps.Keys(failures)) {
+		fmt.Fprintf(&msg, "version %d is at UNAVAILABLE state: %s;", v, failures[v])
+	}
+	return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, msg.String())
+}
+
+func checkModelName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return Errorf(CodeInvalidArg, "Model name cannot be empty or whitespace")
+	case strings.Contains(name, "/"), name == "..", name == ".":
+		return Errorf(CodeInvalidArg, "invalid model name '%s'", name)
+	}
+	return nil
+}
+
+// readModel finds the model folder (or writes the override's files to a
+// temporary one) and reads its configuration.
+func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride) (*repo.Model, error) {
+	var override *modelconfig.ModelConfig
+	if ov != nil && ov.ConfigJSON != "" {
+		cfg, err := modelconfig.ParseJSON([]byte(ov.ConfigJSON))
+		if err != nil {
+			return nil, fmt.Errorf("invalid config override: %w", err)
+		}
+		override = cfg
+	}
+	var dir string
+	if ov != nil && len(ov.Files) > 0 {
+		if override == nil {
+			return nil, errors.New("the 'config' parameter must accompany 'file:' parameters")
+		}
+		d, err := writeOverrideFiles(name, ov.Files)
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	} else {
+		loc, err := s.opts.Repos.Find(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if dir, err = loc.Source.Localize(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Logger: s.log})
+}
+
+func writeOverrideFiles(name string, files map[string][]byte) (string, error) {
+	dir, err := os.MkdirTemp("", "inferd-"+name+"-")
+	if err != nil {
+		return "", fmt.Errorf("override files for %s: %w", name, err)
+	}
+	for rel, data := range files {
+		clean := filepath.Clean(filepath.FromSlash(rel))
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+			return "", fmt.Errorf("override file path '%s' escapes the model directory", rel)
+		}
+		p := filepath.Join(dir, clean)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("override file %s: %w", rel, err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return "", fmt.Errorf("override file %s: %w", rel, err)
+		}
+	}
+	return dir, nil
+}
+
+// completeConfig runs backend auto-complete (on the highest selected
+// version), re-normalises, validates the tensors and the instance groups.
+func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []int64) (*modelconfig.ModelConfig, error) {
+	cfg := m.Config
+	if cfg.GetPlatform() == "ensemble" {
+		return nil, errors.New("ensemble models are not supported yet")
+	}
+	backend := s.backends[cfg.GetBackend()]
+	if backend == nil {
+		return nil, fmt.Errorf("unable to find backend '%s' for model '%s' (this server has: %s)", cfg.GetBackend(), m.Name, strings.Join(slices.Sorted(maps.Keys(s.backends)), ", "))
+	}
+	if s.opts.AutoComplete {
+		v := selected[len(selected)-1]
+		files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
+		if err := backend.AutoComplete(ctx, files, cfg); err != nil {
+			return nil, err
+		}
+		if err := modelconfig.Normalize(cfg, m.Name, false); err != nil {
+			return nil, err
+		}
+		if err := modelconfig.Validate(cfg, m.Name, true); err != nil {
+			return nil, err
+		}
+	}
+	if err := modelconfig.NormalizeInstanceGroups(cfg, s.opts.GPUs); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64) (*ModelVersion, error) {
+	files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
+	// Passive instances are created (and so validated) but never get
+	// requests from the scheduler.
+	var active, passive []Instance
+	for _, ref := range modelconfig.Instances(cfg) {
+		inst, err := backend.NewInstance(ctx, InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg})
+		if err != nil {
+			for _, i := range append(active, passive...) {
+				_ = i.Close()
+			}
+			return nil, err
+		}
+		if ref.Passive {
+			passive = append(passive, inst)
+		} else {
+			active = append(active, inst)
+		}
+	}
+	mv := newModelVersion(m.Name, v, cfg)
+	mv.Labels = labels
+	mv.passive = passive
+	mv.sched = newScheduler(active, mv.Stats)
+	return mv, nil
+}
+
+func (s *Server) markLoading(name string, versions []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[name]
+	if m == nil {
+		m = &modelState{versions: map[int64]*versionSlot{}}
+		s.models[name] = m
+	}
+	m.reason = ""
+	for _, v := range versions {
+		if slot := m.versions[v]; slot == nil || slot.mv == nil {
+			m.versions[v] = &versionSlot{state: StateLoading}
+		}
+	}
+}
+
+// commit swaps the freshly loaded versions in. With a serving copy present,
+// a reload is all-or-nothing: any failure keeps the old copies serving. On
+// a first load whatever succeeded serves and the failures show their reason.
+func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map[int64]string) {
+	var retire []*ModelVersion
+	s.mu.Lock()
+	m := s.models[name]
+	serving := false
+	for _, slot := range m.versions {
+		if slot.mv != nil {
+			serving = true
+		}
+	}
+	switch {
+	case len(failures) > 0 && serving:
+		for v, mv := range fresh {
+			retire = append(retire, mv)
+			delete(fresh, v)
+		}
+		for v, reason := range failures {
+			if slot := m.versions[v]; slot.mv == nil {
+				slot.state, slot.reason = StateUnavailable, reason
+			}
+		}
+	default:
+		for v, slot := range m.versions {
+			_, loaded := fresh[v]
+			_, failed := failures[v]
+			if slot.mv != nil && !loaded && !failed && len(failures) == 0 {
+				// No longer selected by the version policy.
+				retire = append(retire, slot.mv)
+				slot.mv = nil
+				slot.state, slot.reason = StateUnavailable, "unloaded"
+			}
+		}
+		for v, mv := range fresh {
+			slot := m.versions[v]
+			if slot.mv != nil {
+				retire = append(retire, slot.mv)
+			}
+			slot.mv, slot.state, slot.reason = mv, StateReady, ""
+		}
+		for v, reason := range failures {
+			m.versions[v].state, m.versions[v].reason = StateUnavailable, reason
+		}
+	}
+	s.mu.Unlock()
+	for _, mv := range retire {
+		go mv.close() // in-flight requests finish on the old copy
+	}
+}
+
+func (s *Server) failVersions(name string, versions []int64, reason string) error {
+	s.mu.Lock()
+	m := s.models[name]
+	if m == nil {
+		m = &modelState{versions: map[int64]*versionSlot{}}
+		s.models[name] = m
+	}
+	var msg strings.Builder
+	for _, v := range versions {
+		if slot := m.versions[v]; slot == nil || slot.mv == nil {
+			m.versions[v] = &versionSlot{state: StateUnavailable, reason: reason}
+		}
+		fmt.Fprintf(&msg, "version %d is at UNAVAILABLE state: %s;", v, reason)
+	}
+	s.mu.Unlock()
+	s.log.Error("failed to load model", "model", name, "err", reason)
+	return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, msg.String())
+}
+
+// Unload unloads every version of a model, waiting for in-flight requests.
+// Unknown or never-loaded models are a no-op.
+func (s *Server) Unload(ctx context.Context, name string) error {
+	l := s.modelLock(name)
+	l.Lock()
+	defer l.Unlock()
+	var retire []*ModelVersion
+	s.mu.Lock()
+	m := s.models[name]
+	if m != nil {
+		for _, slot := range m.versions {
+			if slot.mv != nil {
+				retire = append(retire, slot.mv)
+				slot.mv = nil
+			}
+			slot.state, slot.reason = StateUnavailable, "unloaded"
+		}
+		m.reason = ""
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, mv := range retire {
+			mv.close()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return Errorf(CodeInternal, "failed to unload '%s': %v", name, ctx.Err())
+	}
+}

@@ -1,0 +1,284 @@
+package onnxrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"time"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/inferd/inferd/core"
+)
+
+// runScratch holds one Execute's ORT values; it lives in the instance so a
+// steady stream of batches reuses the slices.
+type runScratch struct {
+	inputs  []ort.Value
+	outputs []ort.Value
+	// bufs and shapes are the results of outputs that are pre-allocated in Go
+	// memory, or copied out by a raw run; nil where onnxruntime_go returned a
+	// value of its own.
+	bufs   [][]byte
+	shapes [][]int64
+	// auto marks the outputs ORT allocates in this run.
+	auto []bool
+	raw  []rawOutput
+	// pins keeps the Go buffers that ORT tensors wrap pinned while ORT holds
+	// them: cgo lets C keep a Go pointer past a call only if it is pinned.
+	pins runtime.Pinner
+}
+
+func (r *runScratch) reset(nIn, nOut int) {
+	r.inputs = resize(r.inputs, nIn)
+	r.outputs = resize(r.outputs, nOut)
+	r.bufs = resize(r.bufs, nOut)
+	r.shapes = resize(r.shapes, nOut)
+	r.auto = resize(r.auto, nOut)
+	r.raw = resize(r.raw, nOut)
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// release destroys every value and drops references to results.
+func (r *runScratch) release() {
+	defer r.pins.Unpin()
+	for i, v := range r.inputs {
+		destroy(v)
+		r.inputs[i] = nil
+	}
+	for i, v := range r.outputs {
+		destroy(v)
+		r.outputs[i], r.bufs[i], r.shapes[i], r.raw[i] = nil, nil, nil, rawOutput{}
+	}
+}
+
+// Execute runs one batch. Inputs are wrapped without copying. Outputs whose
+// shape is known in advance (fixed graph dims, the batch dim from the
+// inputs) are pre-allocated in Go memory that ORT writes into and that
+// becomes the result; the rest are allocated by ORT and copied once.
+//
+// onnxruntime_go copies ORT-allocated FLOAT16/BFLOAT16 outputs short (one
+// byte per element instead of two, which then fails), so a batch with such
+// an output of unknown shape runs through the ORT C API directly (runRaw),
+// which copies every ORT-allocated output itself.
+func (in *instance) Execute(ctx context.Context, b *core.Batch) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	b.ComputeStart = time.Now()
+	if in.closed {
+		return core.Errorf(core.CodeUnavailable, "instance '%s' of model '%s' is closed", in.name, in.model)
+	}
+	if err := ctx.Err(); err != nil {
+		return cancelled(in.model, err)
+	}
+	r := &in.scratch
+	r.reset(len(in.inputs), len(in.outputs))
+	defer r.release()
+
+	batch, err := in.setInputs(r, b.Inputs)
+	if err != nil {
+		return err
+	}
+	raw, err := in.allocOutputs(r, batch)
+	if err != nil {
+		return err
+	}
+	b.InferStart = time.Now()
+	if err := in.run(ctx, r, raw); err != nil {
+		return err
+	}
+	b.InferEnd = time.Now()
+	b.Results = make([]*core.Tensor, len(b.Outputs))
+	for i, name := range b.Outputs {
+		if b.Results[i], err = in.result(r, name); err != nil {
+			return err
+		}
+	}
+	b.ComputeEnd = time.Now()
+	return nil
+}
+
+// setInputs wraps the batch's tensors in session input order and returns
+// the batch size (the first dim of the inputs for a batching model).
+func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, error) {
+	batch := int64(-1)
+	for pos, t := range inputs {
+		i := pos
+		if i >= len(in.inputs) || in.inputs[i].name != t.Name {
+			var ok bool
+			if i, ok = in.inputIdx[t.Name]; !ok {
+				return 0, core.Errorf(core.CodeInvalidArg, "unexpected inference input '%s' for model '%s'", t.Name, in.model)
+			}
+		}
+		if r.inputs[i] != nil {
+			return 0, core.Errorf(core.CodeInvalidArg, "input '%s' given twice", t.Name)
+		}
+		v, err := newInput(&in.inputs[i], t, &r.pins)
+		if err != nil {
+			return 0, err
+		}
+		r.inputs[i] = v
+		if batch < 0 && in.maxBatch > 0 && len(t.Shape) > 0 {
+			batch = t.Shape[0]
+		}
+	}
+	for i, v := range r.inputs {
+		if v == nil {
+			return 0, core.Errorf(core.CodeInvalidArg, "expected input '%s' for model '%s' is missing", in.inputs[i].name, in.model)
+		}
+	}
+	return batch, nil
+}
+
+// allocOutputs pre-allocates every fixed-size output whose shape follows
+// from the graph and the batch size, and every scalar. It reports whether
+// an FP16/BF16 output is left to ORT, which calls for a raw run.
+func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err error) {
+	for i := range in.outputs {
+		s := &in.outputs[i]
+		if s.dtype == core.TypeBytes {
+			continue // ORT allocates strings
+		}
+		if len(s.dims) == 0 {
+			v, err := newScalarOutput(s.dtype)
+			if err != nil {
+				return false, core.Errorf(core.CodeInternal, "output '%s': %v", s.name, err)
+			}
+			r.outputs[i] = v
+			continue
+		}
+		if !s.shapeKnown() || s.batched && batch < 0 {
+			raw = raw || s.half
+			continue
+		}
+		shape := append([]int64(nil), s.dims...)
+		if s.batched {
+			shape[0] = batch
+		}
+		n := core.ElementCount(shape) * int64(s.dtype.ByteSize())
+		buf := make([]byte, max(n, 1))
+		r.pins.Pin(&buf[0])
+		v, err := ort.NewCustomDataTensor(ort.Shape(shape), buf, s.onnx)
+		if err != nil {
+			return false, core.Errorf(core.CodeInternal, "output '%s' of shape %s: %v", s.name, core.ShapeString(shape), err)
+		}
+		r.outputs[i], r.bufs[i], r.shapes[i] = tracked(v), buf[:n], shape
+	}
+	return raw, nil
+}
+
+// run runs the session once, honouring ctx through RunOptions.Terminate.
+func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
+	var (
+		stop  func() bool
+		fired chan struct{}
+	)
+	if ctx.Done() != nil {
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			_ = in.runOpts.Terminate()
+			close(fired)
+		})
+	}
+	for i, v := range r.outputs {
+		r.auto[i] = v == nil
+	}
+	var err error
+	if raw {
+		err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inputs, r.outputs, in.elemSizes, r.raw)
+	} else {
+		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
+	}
+	if stop != nil && !stop() {
+		<-fired
+		_ = in.runOpts.UnsetTerminate() // the options are reused by the next run
+	}
+	for i, v := range r.outputs {
+		switch {
+		case !r.auto[i]:
+		case raw:
+			if r.raw[i].shape != nil {
+				r.shapes[i], r.bufs[i] = r.raw[i].shape, r.raw[i].data
+				if r.bufs[i] == nil {
+					r.bufs[i] = []byte{}
+				}
+			}
+		case v == nil:
+		case err != nil && reflect.ValueOf(v).IsNil():
+			// A conversion that failed inside onnxruntime_go leaves a typed nil.
+			r.outputs[i] = nil
+		default:
+			tracked(v)
+		}
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cancelled(in.model, cerr)
+		}
+		return core.Errorf(core.CodeInternal, "onnx runtime error: model '%s': %v", in.model, err)
+	}
+	return nil
+}
+
+// result converts output name into a core tensor.
+func (in *instance) result(r *runScratch, name string) (*core.Tensor, error) {
+	i, ok := in.outputIdx[name]
+	if !ok {
+		return nil, core.Errorf(core.CodeInvalidArg, "unexpected inference output '%s' for model '%s'", name, in.model)
+	}
+	s := &in.outputs[i]
+	t := &core.Tensor{Name: name, DataType: s.dtype}
+	v := r.outputs[i]
+	var err error
+	switch {
+	case r.bufs[i] != nil:
+		t.Shape, t.Data = r.shapes[i], r.bufs[i]
+		if len(t.Shape) == 0 {
+			t.Shape = append([]int64{}, s.scalarShape...)
+		}
+		return t, nil
+	case v == nil:
+		return nil, core.Errorf(core.CodeInternal, "output '%s' was not produced", name)
+	case len(s.dims) == 0 && s.dtype != core.TypeBytes:
+		t.Shape = append([]int64{}, s.scalarShape...)
+		t.Data, err = scalarBytes(v)
+	case s.dtype == core.TypeBytes:
+		st, ok := v.(*ort.StringTensor)
+		if !ok {
+			return nil, core.Errorf(core.CodeInternal, "output '%s': unexpected value %T", name, v)
+		}
+		t.Shape = v.GetShape()
+		scalar := len(t.Shape) == 0
+		if scalar {
+			t.Shape = append([]int64{}, s.scalarShape...)
+		}
+		t.Data, err = stringBytes(st, scalar)
+	default:
+		t.Shape = v.GetShape()
+		t.Data, err = tensorBytes(v)
+	}
+	if err != nil {
+		return nil, core.Errorf(core.CodeInternal, "output '%s': %v", name, err)
+	}
+	return t, nil
+}
+
+// cancelled reports a run stopped by its context, matching both the core's
+// error class and errors.Is(err, context.Canceled).
+func cancelled(model string, cause error) error {
+	code := core.CodeCancelled
+	if errors.Is(cause, context.DeadlineExceeded) {
+		code = core.CodeUnavailable
+	}
+	return fmt.Errorf("%w: %w", core.Errorf(code, "inference of model '%s' stopped", model), cause)
+}

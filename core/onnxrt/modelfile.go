@@ -1,0 +1,146 @@
+package onnxrt
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// defaultModelFile is used when default_model_filename is empty, and is the
+// fixed name inside a model directory.
+const defaultModelFile = "model.onnx"
+
+// modelPath resolves a version's ONNX file (spec §2.4): the configured file
+// name or model.onnx, and for a directory of that name its inner model.onnx.
+func modelPath(v core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error) {
+	name := cfg.GetDefaultModelFilename()
+	if name == "" {
+		name = defaultModelFile
+	}
+	p := filepath.Join(v.VersionDir, name)
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		p = filepath.Join(p, defaultModelFile)
+	}
+	st, err := os.Stat(p)
+	if err == nil && st.IsDir() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", core.Errorf(core.CodeUnavailable, "unable to find '%s' for model instance '%s'", p, modelName(v, cfg))
+		}
+		return "", core.Errorf(core.CodeUnavailable, "unable to read '%s' for model instance '%s': %v", p, modelName(v, cfg), err)
+	}
+	return p, nil
+}
+
+func modelName(v core.VersionFiles, cfg *modelconfig.ModelConfig) string {
+	if v.ModelName != "" {
+		return v.ModelName
+	}
+	return cfg.GetName()
+}
+
+// graphInfo is what ORT reports about a model's graph inputs and outputs,
+// in declaration order.
+type graphInfo struct {
+	inputs, outputs []ort.InputOutputInfo
+}
+
+func (g *graphInfo) input(name string) *ort.InputOutputInfo  { return find(g.inputs, name) }
+func (g *graphInfo) output(name string) *ort.InputOutputInfo { return find(g.outputs, name) }
+
+func find(ios []ort.InputOutputInfo, name string) *ort.InputOutputInfo {
+	for i := range ios {
+		if ios[i].Name == name {
+			return &ios[i]
+		}
+	}
+	return nil
+}
+
+// infoCache remembers graph I/O per model file, because ORT can only report
+// it by loading a whole session: without the cache, auto-complete and every
+// instance of a model would each pay one extra load.
+type infoCache struct {
+	mu      sync.Mutex
+	entries map[infoKey]*graphInfo
+}
+
+type infoKey struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+// maxInfoEntries bounds the cache; reloaded files leave stale keys behind.
+const maxInfoEntries = 256
+
+// load returns the graph I/O of the model at path, loading it with the
+// model's custom-op libraries (needed to parse graphs that use them).
+func (c *infoCache) load(path string, cfg *modelconfig.ModelConfig) (*graphInfo, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	key := infoKey{path, st.Size(), st.ModTime()}
+	c.mu.Lock()
+	g, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err = readGraphInfo(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.entries == nil || len(c.entries) >= maxInfoEntries {
+		c.entries = make(map[infoKey]*graphInfo)
+	}
+	c.entries[key] = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+func readGraphInfo(path string, cfg *modelconfig.ModelConfig) (*graphInfo, error) {
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("session options: %w", err)
+	}
+	defer so.Destroy()
+	// A throw-away session: no optimisation passes and no thread pool worth
+	// the name, just enough to read the graph signature.
+	if err := so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll); err != nil {
+		return nil, fmt.Errorf("session options: %w", err)
+	}
+	if err := so.SetIntraOpNumThreads(1); err != nil {
+		return nil, fmt.Errorf("session options: %w", err)
+	}
+	if err := registerCustomOps(so, cfg); err != nil {
+		return nil, err
+	}
+	in, out, err := ort.GetInputOutputInfoWithOptions(path, so)
+	if err != nil {
+		return nil, core.Errorf(core.CodeInvalidArg, "load %s: %v", path, err)
+	}
+	g := &graphInfo{inputs: in, outputs: out}
+	for _, ios := range [][]ort.InputOutputInfo{in, out} {
+		for _, io := range ios {
+			if io.OrtValueType != ort.ONNXTypeTensor {
+				return nil, core.Errorf(core.CodeUnsupported,
+					"Unsupported ONNX Type '%s' for I/O '%s', expected 'ONNX_TYPE_TENSOR'.", io.OrtValueType, io.Name)
+			}
+		}
+	}
+	return g, nil
+}

@@ -1,0 +1,57 @@
+package core
+
+import "time"
+
+// LatestVersion asks for the highest-numbered READY version.
+const LatestVersion int64 = -1
+
+// InferRequest is one inference request, independent of any protocol.
+type InferRequest struct {
+	ID           string
+	ModelName    string
+	ModelVersion int64 // LatestVersion for "latest ready"
+	Inputs       []*Tensor
+	// Outputs lists the requested outputs; nil means every model output.
+	Outputs []RequestedOutput
+	// Parameters holds request parameters that are passed to the model
+	// (string, int64, bool or float64 values).
+	Parameters map[string]any
+	// Priority and TimeoutMicros are the scheduler parameters (0 = default).
+	Priority      uint64
+	TimeoutMicros uint64
+
+	// Raw marks a raw binary request (binary extension §11.2): the one
+	// input's shape is deduced from the model configuration.
+	Raw bool
+}
+
+// RequestedOutput names one output and how it is to be returned.
+type RequestedOutput struct {
+	Name string
+	// ClassCount > 0 asks for the classification extension's top-K strings.
+	ClassCount uint64
+}
+
+// InferResponse is the result of one request.
+type InferResponse struct {
+	ID           string
+	ModelName    string
+	ModelVersion int64
+	// Outputs in the order the backend produced them (for ONNX Runtime:
+	// ascending byte order of output name), restricted to the requested ones.
+	Outputs    []*Tensor
+	Parameters map[string]any
+}
+
+// Batch is what a scheduler hands to one backend instance: the inputs of
+// one execution, already validated and shaped as the model expects, and the
+// outputs to produce. The instance fills Results and the timestamps.
+type Batch struct {
+	Inputs  []*Tensor
+	Outputs []string
+	// Results are the produced outputs, in the order of Outputs.
+	Results []*Tensor
+	// ComputeStart, InferStart, InferEnd and ComputeEnd bracket input
+	// preparation, the model run and output collection (statistics).
+	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
+}

@@ -1,0 +1,346 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/inferd/inferd/repo"
+)
+
+// ControlMode is --model-control-mode.
+type ControlMode int
+
+// Model control modes.
+const (
+	ModeNone ControlMode = iota
+	ModePoll
+	ModeExplicit
+)
+
+// ParseControlMode reads a --model-control-mode value (case-insensitive).
+func ParseControlMode(s string) (ControlMode, error) {
+	switch strings.ToLower(s) {
+	case "none":
+		return ModeNone, nil
+	case "poll":
+		return ModePoll, nil
+	case "explicit":
+		return ModeExplicit, nil
+	}
+	return 0, fmt.Errorf("unexpected value for --model-control-mode: %q (want none, poll or explicit)", s)
+}
+
+// Options configure a Server.
+type Options struct {
+	Repos       *repo.Set
+	Backends    []Backend
+	ControlMode ControlMode
+	// StartupModels are the --load-model names for explicit mode ("*" = all).
+	StartupModels   []string
+	AutoComplete    bool
+	ConfigName      string
+	StrictReadiness bool
+	// GPUs are the usable CUDA device ids (empty on CPU-only hosts).
+	GPUs        []int32
+	LoadThreads int
+	Logger      *slog.Logger
+}
+
+// Server is the inference core: the model registry, lifecycle and request
+// entry point shared by every frontend.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	backends map[string]Backend
+
+	mu     sync.RWMutex
+	models map[string]*modelState
+
+	loadMu sync.Mutex
+	loads  map[string]*sync.Mutex // serialises loads of one model
+}
+
+type modelState struct {
+	// reason is a model-level failure (config, files) that kept every
+	// version from being attempted.
+	reason   string
+	versions map[int64]*versionSlot
+}
+
+type versionSlot struct {
+	state  State
+	reason string
+	mv     *ModelVersion // serving copy while READY
+}
+
+// NewServer builds a Server; Start loads the start-up models.
+func NewServer(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.LoadThreads < 1 {
+		opts.LoadThreads = 4
+	}
+	s := &Server{opts: opts, log: opts.Logger, backends: map[string]Backend{}, models: map[string]*modelState{}, loads: map[string]*sync.Mutex{}}
+	for _, b := range opts.Backends {
+		s.backends[b.Name()] = b
+	}
+	return s
+}
+
+// ControlMode returns the server's model control mode.
+func (s *Server) ControlMode() ControlMode { return s.opts.ControlMode }
+
+// ErrStartup is returned by Start when some start-up model failed.
+var ErrStartup = errors.New("failed to load all models")
+
+// Start loads the start-up models: every model in NONE and POLL modes, the
+// --load-model names in EXPLICIT mode. It returns ErrStartup (wrapped with
+// the failures) when any failed; the others serve regardless.
+func (s *Server) Start(ctx context.Context) error {
+	var names []string
+	if s.opts.ControlMode != ModeExplicit || slices.Contains(s.opts.StartupModels, "*") {
+		models, dups, err := s.opts.Repos.Scan(ctx)
+		if err != nil {
+			return err
+		}
+		names = slices.Sorted(maps.Keys(models))
+		for n, roots := range dups {
+			s.setModelFailure(n, fmt.Sprintf("model appears in more than one repository: %s", strings.Join(roots, ", ")))
+		}
+		if len(dups) > 0 {
+			return fmt.Errorf("%w: duplicate model names across repositories: %s", ErrStartup, strings.Join(slices.Sorted(maps.Keys(dups)), ", "))
+		}
+	} else {
+		names = s.opts.StartupModels
+	}
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, s.opts.LoadThreads)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = s.Load(ctx, n, nil)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	return nil
+}
+
+// Live reports whether the core is up.
+func (s *Server) Live() bool { return true }
+
+// Ready reports readiness: with strict readiness every known version must
+// be READY or explicitly unloaded.
+func (s *Server) Ready() bool {
+	if !s.opts.StrictReadiness {
+		return true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, m := range s.models {
+		for _, v := range m.versions {
+			if v.state != StateReady && !(v.state == StateUnavailable && v.reason == "unloaded") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Acquire finds the version that serves (name, version) and holds it until
+// release is called. version LatestVersion picks the highest READY version.
+func (s *Server) Acquire(name string, version int64) (mv *ModelVersion, release func(), err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.models[name]
+	if m == nil || (len(m.versions) == 0 && m.reason == "") {
+		return nil, nil, Errorf(CodeNotFound, "Request for unknown model: '%s' is not found", name)
+	}
+	if version == LatestVersion {
+		best := int64(-1)
+		for v, slot := range m.versions {
+			if slot.state == StateReady && v > best {
+				best = v
+			}
+		}
+		if best < 0 {
+			return nil, nil, Errorf(CodeNotFound, "Request for unknown model: '%s' has no available versions", name)
+		}
+		version = best
+	}
+	slot := m.versions[version]
+	if slot == nil {
+		return nil, nil, Errorf(CodeNotFound, "Request for unknown model: '%s' version %d is not found", name, version)
+	}
+	if slot.state != StateReady || slot.mv == nil {
+		return nil, nil, Errorf(CodeUnavailable, "Request for unknown model: '%s' version %d is not at ready state", name, version)
+	}
+	slot.mv.inflight.Add(1)
+	return slot.mv, slot.mv.inflight.Done, nil
+}
+
+// Infer runs one request.
+func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	mv, release, err := s.Acquire(req.ModelName, req.ModelVersion)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return mv.Infer(ctx, req)
+}
+
+// Infer runs one request on an acquired version.
+func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	return mv.infer(ctx, req)
+}
+
+// ModelReady reports whether (name, version) can serve.
+func (s *Server) ModelReady(name string, version int64) bool {
+	_, release, err := s.Acquire(name, version)
+	if err != nil {
+		return false
+	}
+	release()
+	return true
+}
+
+// ReadyVersions returns the READY versions of name (all models when name is
+// empty), sorted by name then version.
+func (s *Server) ReadyVersions(name string) []*ModelVersion {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*ModelVersion
+	for n, m := range s.models {
+		if name != "" && n != name {
+			continue
+		}
+		for _, slot := range m.versions {
+			if slot.state == StateReady && slot.mv != nil {
+				out = append(out, slot.mv)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out
+}
+
+// IndexEntry is one row of the repository index.
+type IndexEntry struct {
+	Name    string
+	Version int64 // -1 when the model never had versions
+	State   State
+	Reason  string
+}
+
+// Index lists every model of the repositories and every known version.
+func (s *Server) Index(ctx context.Context, readyOnly bool) ([]IndexEntry, error) {
+	models, dups, err := s.opts.Repos.Scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for n := range models {
+		names[n] = true
+	}
+	for n := range dups {
+		names[n] = true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for n := range s.models {
+		names[n] = true
+	}
+	var out []IndexEntry
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		m := s.models[n]
+		if m == nil || (len(m.versions) == 0 && m.reason == "") {
+			if !readyOnly {
+				out = append(out, IndexEntry{Name: n, Version: -1})
+			}
+			continue
+		}
+		if len(m.versions) == 0 {
+			if !readyOnly {
+				out = append(out, IndexEntry{Name: n, Version: -1, State: StateUnavailable, Reason: m.reason})
+			}
+			continue
+		}
+		for _, v := range slices.Sorted(maps.Keys(m.versions)) {
+			slot := m.versions[v]
+			if readyOnly && slot.state != StateReady {
+				continue
+			}
+			out = append(out, IndexEntry{Name: n, Version: v, State: slot.state, Reason: slot.reason})
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) setModelFailure(name, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[name]
+	if m == nil {
+		m = &modelState{versions: map[int64]*versionSlot{}}
+		s.models[name] = m
+	}
+	m.reason = reason
+}
+
+func (s *Server) modelLock(name string) *sync.Mutex {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	l := s.loads[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		s.loads[name] = l
+	}
+	return l
+}
+
+// Shutdown unloads every model, waiting for in-flight requests.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	var all []*ModelVersion
+	for _, m := range s.models {
+		for _, slot := range m.versions {
+			if slot.mv != nil {
+				all = append(all, slot.mv)
+				slot.mv = nil
+				slot.state, slot.reason = StateUnavailable, "unloaded"
+			}
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, mv := range all {
+			mv.close()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
+	}
+}

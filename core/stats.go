@@ -1,0 +1,151 @@
+package core
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Duration is a (count, total nanoseconds) pair, as in the statistics extension.
+type Duration struct {
+	Count uint64
+	Ns    uint64
+}
+
+func (d *Duration) add(ns int64) {
+	d.Count++
+	if ns > 0 {
+		d.Ns += uint64(ns)
+	}
+}
+
+// BatchStats are the compute durations of executions of one batch size.
+type BatchStats struct {
+	BatchSize                                 uint64
+	ComputeInput, ComputeInfer, ComputeOutput Duration
+}
+
+// FailureReason labels nv_inference_request_failure.
+type FailureReason int
+
+// Failure reasons, as Triton's metrics name them.
+const (
+	FailBackend FailureReason = iota
+	FailCanceled
+	FailOther
+	FailRejected
+	numFailureReasons
+)
+
+func (r FailureReason) String() string {
+	return [...]string{"BACKEND", "CANCELED", "OTHER", "REJECTED"}[r]
+}
+
+// FailureReasons lists every reason in label order.
+var FailureReasons = [...]FailureReason{FailBackend, FailCanceled, FailOther, FailRejected}
+
+// Stats holds the statistics of one model version. The statistics endpoint
+// and the Prometheus metrics both read it, so the two never disagree.
+type Stats struct {
+	mu   sync.Mutex
+	snap StatsSnapshot
+}
+
+// StatsSnapshot is a copy of Stats at one instant.
+type StatsSnapshot struct {
+	LastInference                             int64 // ms since epoch
+	InferenceCount                            uint64
+	ExecutionCount                            uint64
+	Success, Fail, Queue                      Duration
+	ComputeInput, ComputeInfer, ComputeOutput Duration
+	CacheHit, CacheMiss                       Duration
+	Batches                                   []BatchStats // ascending batch size
+	Failures                                  [numFailureReasons]uint64
+	// Microsecond totals for the *_duration_us counters; Triton truncates
+	// each request's duration to µs before adding it.
+	RequestUs, QueueUs, ComputeInputUs, ComputeInferUs, ComputeOutputUs uint64
+	Pending                                                             int64
+	LoadSeconds                                                         float64
+}
+
+// Snapshot copies the current values.
+func (s *Stats) Snapshot() StatsSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.snap
+	out.Batches = append([]BatchStats(nil), s.snap.Batches...)
+	return out
+}
+
+// requestTimes are the timestamps of one request's life (metrics.md §4).
+type requestTimes struct {
+	req, queue, exec, cin, cout, execEnd time.Time
+}
+
+// recordSuccess records one successful request of batch size bs.
+func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
+	reqNs := end.Sub(t.req).Nanoseconds()
+	queueNs := t.exec.Sub(t.queue).Nanoseconds()
+	cinNs := t.cin.Sub(t.exec).Nanoseconds()
+	inferNs := t.cout.Sub(t.cin).Nanoseconds()
+	coutNs := t.execEnd.Sub(t.cout).Nanoseconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.LastInference = end.UnixMilli()
+	s.snap.InferenceCount += max(bs, 1)
+	s.snap.Success.add(reqNs)
+	s.snap.Queue.add(queueNs)
+	s.snap.ComputeInput.add(cinNs)
+	s.snap.ComputeInfer.add(inferNs)
+	s.snap.ComputeOutput.add(coutNs)
+	s.snap.RequestUs += us(reqNs)
+	s.snap.QueueUs += us(queueNs)
+	s.snap.ComputeInputUs += us(cinNs)
+	s.snap.ComputeInferUs += us(inferNs)
+	s.snap.ComputeOutputUs += us(coutNs)
+}
+
+// recordFailure records one request that failed after it was scheduled.
+func (s *Stats) recordFailure(start, end time.Time, reason FailureReason) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.LastInference = end.UnixMilli()
+	s.snap.Fail.add(end.Sub(start).Nanoseconds())
+	s.snap.Failures[reason]++
+}
+
+// recordExecution records one backend execution of batch size bs.
+func (s *Stats) recordExecution(bs uint64, cin, infer, cout int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.ExecutionCount++
+	i := sort.Search(len(s.snap.Batches), func(i int) bool { return s.snap.Batches[i].BatchSize >= bs })
+	if i == len(s.snap.Batches) || s.snap.Batches[i].BatchSize != bs {
+		s.snap.Batches = append(s.snap.Batches, BatchStats{})
+		copy(s.snap.Batches[i+1:], s.snap.Batches[i:])
+		s.snap.Batches[i] = BatchStats{BatchSize: bs}
+	}
+	b := &s.snap.Batches[i]
+	b.ComputeInput.add(cin)
+	b.ComputeInfer.add(infer)
+	b.ComputeOutput.add(cout)
+}
+
+func (s *Stats) addPending(d int64) {
+	s.mu.Lock()
+	s.snap.Pending += d
+	s.mu.Unlock()
+}
+
+func (s *Stats) setLoadDuration(d time.Duration) {
+	s.mu.Lock()
+	s.snap.LoadSeconds = d.Seconds()
+	s.mu.Unlock()
+}
+
+func us(ns int64) uint64 {
+	if ns <= 0 {
+		return 0
+	}
+	return uint64(ns / 1000)
+}

@@ -1,0 +1,308 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// batchNote is the sentence Triton appends to shape errors of batching models.
+const batchNote = " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
+
+// prepared is a validated request, ready for a scheduler.
+type prepared struct {
+	batch     Batch
+	batchSize uint64 // 0 for non-batching models
+}
+
+func reqPrefix(id string) string {
+	if id == "" {
+		id = "<id_unknown>"
+	}
+	return "[request id: " + id + "] "
+}
+
+// prepare validates req against the model configuration, in Triton's order,
+// and returns the backend inputs (config order, reshaped) and outputs.
+func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
+	cfg := mv.Config
+	name := mv.Name
+	pfx := reqPrefix(req.ID)
+	if req.Raw {
+		if err := mv.fillRaw(req, pfx); err != nil {
+			return nil, err
+		}
+	}
+
+	p := &prepared{}
+	// Requested outputs: unknown names fail, none means all; the backend
+	// returns them in ascending byte order of name (ONNX Runtime backend).
+	if req.Outputs == nil {
+		p.batch.Outputs = mv.outputOrder
+	} else {
+		seen := make(map[string]bool, len(req.Outputs))
+		for _, o := range req.Outputs {
+			if _, ok := mv.outputs[o.Name]; !ok {
+				return nil, Errorf(CodeInvalidArg, "%sunexpected inference output '%s' for model '%s'", pfx, o.Name, name)
+			}
+			seen[o.Name] = true
+		}
+		for _, n := range mv.outputOrder {
+			if seen[n] {
+				p.batch.Outputs = append(p.batch.Outputs, n)
+			}
+		}
+	}
+
+	// Input count and names.
+	required := 0
+	for _, in := range cfg.GetInput() {
+		if !in.GetOptional() {
+			required++
+		}
+	}
+	total := len(cfg.GetInput())
+	given := make(map[string]*Tensor, len(req.Inputs))
+	for _, t := range req.Inputs {
+		given[t.Name] = t
+	}
+	if len(req.Inputs) > total || len(req.Inputs) < required || len(given) != len(req.Inputs) {
+		return nil, mv.inputCountError(req, pfx, required, total)
+	}
+	for _, t := range req.Inputs {
+		if _, ok := mv.inputs[t.Name]; !ok {
+			return nil, Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, name)
+		}
+	}
+	for _, in := range cfg.GetInput() {
+		if !in.GetOptional() && given[in.GetName()] == nil {
+			return nil, mv.inputCountError(req, pfx, required, total)
+		}
+	}
+
+	// Batch dimension.
+	maxBatch := int64(cfg.GetMaxBatchSize())
+	if maxBatch > 0 {
+		var bs int64 = -1
+		for _, t := range req.Inputs {
+			if len(t.Shape) == 0 {
+				return nil, Errorf(CodeInvalidArg, "%sinput '%s' has no shape but model requires batch dimension for '%s'", pfx, t.Name, name)
+			}
+			switch {
+			case bs < 0:
+				bs = t.Shape[0]
+			case t.Shape[0] != bs:
+				return nil, Errorf(CodeInvalidArg, "%sinput '%s' batch size does not match other inputs for '%s'", pfx, t.Name, name)
+			}
+		}
+		if bs > maxBatch {
+			return nil, Errorf(CodeInvalidArg, "%sinference request batch-size must be <= %d for '%s'", pfx, maxBatch, name)
+		}
+		if bs > 0 {
+			p.batchSize = uint64(bs)
+		}
+	}
+
+	// Per input: datatype, shape, byte size; then the shape the model sees.
+	for _, in := range cfg.GetInput() {
+		t := given[in.GetName()]
+		if t == nil {
+			continue
+		}
+		want := DataType(in.GetDataType())
+		if t.DataType != want {
+			return nil, Errorf(CodeInvalidArg, "%sinference input '%s' data-type is '%s', but model '%s' expects '%s'", pfx, t.Name, t.DataType, name, want)
+		}
+		dims := t.Shape
+		if maxBatch > 0 {
+			dims = t.Shape[1:]
+		}
+		if !shapeMatches(dims, in.GetDims()) {
+			expected := in.GetDims()
+			note := ""
+			if maxBatch > 0 {
+				expected = append([]int64{-1}, expected...)
+				note = batchNote
+			}
+			return nil, Errorf(CodeInvalidArg, "%sunexpected shape for input '%s' for model '%s'. Expected %s, got %s.%s", pfx, t.Name, name, ShapeString(expected), ShapeString(t.Shape), note)
+		}
+		for _, d := range t.Shape {
+			if d < 0 {
+				return nil, Errorf(CodeInvalidArg, "%sAll input dimensions should be specified for input '%s' for model '%s', got %s", pfx, t.Name, name, ShapeString(t.Shape))
+			}
+		}
+		if err := checkByteSize(t, pfx, name); err != nil {
+			return nil, err
+		}
+		shape := t.Shape
+		if rs := in.GetReshape(); rs != nil {
+			shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
+		}
+		p.batch.Inputs = append(p.batch.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
+	}
+	return p, nil
+}
+
+func (mv *ModelVersion) inputCountError(req *InferRequest, pfx string, required, total int) error {
+	var got, missing []string
+	present := map[string]bool{}
+	for _, t := range req.Inputs {
+		got = append(got, "'"+t.Name+"'")
+		present[t.Name] = true
+	}
+	for _, in := range mv.Config.GetInput() {
+		if !in.GetOptional() && !present[in.GetName()] {
+			missing = append(missing, "'"+in.GetName()+"'")
+		}
+	}
+	sort.Strings(missing)
+	expected := fmt.Sprintf("expected %d inputs", total)
+	if required != total {
+		expected = fmt.Sprintf("expected number of inputs between %d and %d", required, total)
+	}
+	return Errorf(CodeInvalidArg, "%s%s but got %d inputs for model '%s'. Got input(s) [%s], but missing required input(s) [%s]. Please provide all required input(s).",
+		pfx, expected, len(req.Inputs), mv.Name, strings.Join(got, ","), strings.Join(missing, ","))
+}
+
+// shapeMatches compares request dims with config dims (-1 matches any).
+func shapeMatches(got, want []int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if want[i] != -1 && got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func checkByteSize(t *Tensor, pfx, model string) error {
+	n := ElementCount(t.Shape)
+	if n < 0 {
+		return Errorf(CodeInvalidArg, "%sinvalid shape for input '%s': shape %s causes total element count to exceed maximum size of 9223372036854775807", pfx, t.Name, ShapeString(t.Shape))
+	}
+	if t.DataType == TypeBytes {
+		got := CountBytesElements(t.Data)
+		if got < 0 {
+			return Errorf(CodeInvalidArg, "%sunexpected number of string elements for inference input '%s' for model '%s': element framing is broken", pfx, t.Name, model)
+		}
+		if got != n {
+			return Errorf(CodeInvalidArg, "%sexpected %d string elements for inference input '%s' for model '%s', got %d", pfx, n, t.Name, model, got)
+		}
+		return nil
+	}
+	want := n * int64(t.DataType.ByteSize())
+	if int64(len(t.Data)) != want {
+		return Errorf(CodeInvalidArg, "%sinput byte size mismatch for input '%s' for model '%s'. Expected %d, got %d", pfx, t.Name, model, want, len(t.Data))
+	}
+	return nil
+}
+
+// reshape maps a request shape onto the config's reshape: each -1 of the
+// reshape takes, in order, the request values that matched the -1s of dims.
+func reshape(full, dims, target []int64, batching bool) []int64 {
+	var wild []int64
+	body := full
+	if batching {
+		body = full[1:]
+	}
+	for i, d := range dims {
+		if d == -1 && i < len(body) {
+			wild = append(wild, body[i])
+		}
+	}
+	out := make([]int64, 0, len(target)+1)
+	if batching {
+		out = append(out, full[0])
+	}
+	for _, d := range target {
+		if d == -1 && len(wild) > 0 {
+			d, wild = wild[0], wild[1:]
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// fillRaw completes a raw binary request (Inference-Header-Content-Length: 0):
+// the body is the data of the model's single input.
+func (mv *ModelVersion) fillRaw(req *InferRequest, pfx string) error {
+	inputs := mv.Config.GetInput()
+	if len(inputs) != 1 {
+		return Errorf(CodeInvalidArg, "%sRaw request must only have 1 input (found 1) to be deduced but got %d inputs in '%s' model configuration", pfx, len(inputs), mv.Name)
+	}
+	in := inputs[0]
+	t := req.Inputs[0]
+	t.Name = in.GetName()
+	t.DataType = DataType(in.GetDataType())
+	dims := append([]int64(nil), in.GetDims()...)
+	if t.DataType == TypeBytes {
+		if len(dims) != 1 || dims[0] != 1 {
+			return Errorf(CodeInvalidArg, "%sFor BYTE datatype raw input '%s', the model must have input shape [1]", pfx, t.Name)
+		}
+		t.Data = AppendBytesElement(make([]byte, 0, 4+len(t.Data)), t.Data)
+	} else {
+		variable := -1
+		fixed := int64(1)
+		for i, d := range dims {
+			if d == -1 {
+				if variable >= 0 {
+					return Errorf(CodeInvalidArg, "%sThe shape of the raw input '%s' can not be deduced because there are more than one variable-sized dimension", pfx, t.Name)
+				}
+				variable = i
+				continue
+			}
+			fixed *= d
+		}
+		if variable >= 0 {
+			per := fixed * int64(t.DataType.ByteSize())
+			if per > 0 {
+				dims[variable] = int64(len(t.Data)) / per
+			}
+		}
+	}
+	if mv.Config.GetMaxBatchSize() > 0 {
+		dims = append([]int64{1}, dims...)
+	}
+	t.Shape = dims
+	return nil
+}
+
+// responseShape converts an output's produced shape back to its config dims
+// when the output has a reshape (the model produces reshape.shape).
+func responseShape(out *modelconfig.ModelOutput, produced []int64, batching bool) []int64 {
+	if out.GetReshape() == nil {
+		return produced
+	}
+	dims := out.GetDims()
+	shape := make([]int64, 0, len(dims)+1)
+	if batching && len(produced) > 0 {
+		shape = append(shape, produced[0])
+	}
+	known, wild := int64(1), -1
+	for _, d := range dims {
+		if d == -1 {
+			wild = len(shape)
+		} else {
+			known *= d
+		}
+		shape = append(shape, d)
+	}
+	if wild >= 0 {
+		total := int64(1)
+		start := 0
+		if batching {
+			start = 1
+		}
+		for _, d := range produced[min(start, len(produced)):] {
+			total *= d
+		}
+		if known > 0 {
+			shape[wild] = total / known
+		}
+	}
+	return shape
+}

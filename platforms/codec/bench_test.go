@@ -1,0 +1,122 @@
+package codec
+
+import (
+	"math"
+	"math/rand"
+	"strconv"
+	"testing"
+
+	"github.com/inferd/inferd/core"
+)
+
+func simpleJSONBody() []byte {
+	return []byte(`{"id":"1","inputs":[` + in16("INPUT0", data16) + `,` + in16("INPUT1", data16) +
+		`],"outputs":[{"name":"OUTPUT0"},{"name":"OUTPUT1"}]}`)
+}
+
+func simpleBinaryBody() ([]byte, int) {
+	h := `{"inputs":[` + in16("INPUT0", `"parameters":{"binary_data_size":64}`) + `,` +
+		in16("INPUT1", `"parameters":{"binary_data_size":64}`) +
+		`],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},{"name":"OUTPUT1","parameters":{"binary_data":true}}]}`
+	body := append([]byte(h), i32le(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)...)
+	body = append(body, i32le(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)...)
+	return body, len(h)
+}
+
+// fp32JSONBody is a request with n FP32 values as the Python client sends
+// them: float32 values widened to double, shortest round-trip text.
+func fp32JSONBody(n int) []byte {
+	r := rand.New(rand.NewSource(1))
+	b := []byte(`{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,` + strconv.Itoa(n) + `],"data":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, float64(float32(r.NormFloat64())), 'g', -1, 64)
+	}
+	return append(b, "]}]}"...)
+}
+
+func BenchmarkDecodeSimpleJSON(b *testing.B) {
+	body := simpleJSONBody()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := DecodeRequest("simple", body, -1, testMax); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeSimpleBinary(b *testing.B) {
+	body, n := simpleBinaryBody()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := DecodeRequest("simple", body, n, testMax); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeFP32JSON1M(b *testing.B) {
+	body := fp32JSONBody(1000000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := DecodeRequest("m", body, -1, testMax); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseJSON1M(b *testing.B) {
+	body := fp32JSONBody(1000000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := ParseJSON(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeSimpleJSON(b *testing.B) {
+	resp := simpleResponse("1")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := EncodeResponse(resp, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeSimpleBinary(b *testing.B) {
+	resp := simpleResponse("1")
+	env := &Envelope{DefaultKind: OutputBinary}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := EncodeResponse(resp, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeFP32JSON1M(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	data := make([]byte, 0, 4000000)
+	for i := 0; i < 1000000; i++ {
+		data = le32append(data, math.Float32bits(float32(r.NormFloat64())))
+	}
+	resp := &core.InferResponse{ModelName: "m", ModelVersion: 1, Outputs: []*core.Tensor{{Name: "OUTPUT0", DataType: core.TypeFP32, Shape: []int64{1, 1000000}, Data: data}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := EncodeResponse(resp, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func le32append(b []byte, v uint32) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}

@@ -1,0 +1,274 @@
+package codec
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+
+	"github.com/inferd/inferd/core"
+)
+
+// EncodeResponse renders resp as Triton does (http-api.md §9.6, §11.3): the
+// JSON header and, in header order, the blobs of the BINARY outputs that
+// have data. binary reports whether any blob exists, which selects
+// Content-Type application/octet-stream and Inference-Header-Content-Length
+// (the header length). env decides each output's kind; nil means JSON.
+// Blobs alias the output tensors' data.
+func EncodeResponse(resp *core.InferResponse, env *Envelope) (header []byte, blobs [][]byte, binary bool, err error) {
+	header, blobs, err = AppendResponse(make([]byte, 0, estimateResponse(resp, env)), resp, env)
+	return header, blobs, len(blobs) > 0, err
+}
+
+// AppendResponse is EncodeResponse appending the header to dst.
+func AppendResponse(dst []byte, resp *core.InferResponse, env *Envelope) (header []byte, blobs [][]byte, err error) {
+	b := append(dst, '{')
+	if resp.ID != "" {
+		b = append(b, `"id":`...)
+		b = AppendString(b, resp.ID)
+		b = append(b, ',')
+	}
+	b = append(b, `"model_name":`...)
+	b = AppendString(b, resp.ModelName)
+	b = append(b, `,"model_version":"`...)
+	b = strconv.AppendInt(b, resp.ModelVersion, 10)
+	b = append(b, '"')
+	if len(resp.Parameters) > 0 {
+		if b, err = appendParameters(append(b, `,"parameters":`...), resp.Parameters); err != nil {
+			return nil, nil, err
+		}
+	}
+	b = append(b, `,"outputs":[`...)
+	for i, t := range resp.Outputs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = AppendString(b, t.Name)
+		b = append(b, `,"datatype":`...)
+		b = AppendString(b, t.DataType.String())
+		b = append(b, `,"shape":[`...)
+		for j, dim := range t.Shape {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, uint64(dim), 10)
+		}
+		b = append(b, ']')
+		switch env.OutputKind(t.Name) {
+		case OutputBinary:
+			b = append(b, `,"parameters":{"binary_data_size":`...)
+			b = strconv.AppendInt(b, int64(len(t.Data)), 10)
+			b = append(b, '}')
+			if len(t.Data) > 0 {
+				blobs = append(blobs, t.Data)
+			}
+		case OutputJSON:
+			if b, err = appendTensorData(append(b, `,"data":`...), t); err != nil {
+				return nil, nil, err
+			}
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	return b, blobs, nil
+}
+
+// appendParameters writes the response parameters. A Go map has no order, so
+// keys are sorted to keep the output stable.
+func appendParameters(b []byte, params map[string]any) ([]byte, error) {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, k)
+		b = append(b, ':')
+		switch v := params[k].(type) {
+		case bool:
+			b = AppendBool(b, v)
+		case string:
+			b = AppendString(b, v)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int8:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int16:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int32:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case uint:
+			b = strconv.AppendUint(b, uint64(v), 10)
+		case uint8:
+			b = strconv.AppendUint(b, uint64(v), 10)
+		case uint16:
+			b = strconv.AppendUint(b, uint64(v), 10)
+		case uint32:
+			b = strconv.AppendUint(b, uint64(v), 10)
+		case uint64:
+			b = strconv.AppendUint(b, v, 10)
+		case float32:
+			b = AppendFloat32(b, v)
+		case float64:
+			b = AppendFloat(b, v)
+		case []byte:
+			return nil, &core.Error{Code: core.CodeUnsupported, Msg: "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"}
+		default:
+			return nil, core.Errorf(core.CodeInternal, "response parameter '%s' has unsupported type %T", k, v)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// responseElements is Triton's element count for an output: the product of
+// the dimensions, 1 for a shape of []. ok is false when it cannot describe
+// any tensor (negative dimension or overflow).
+func responseElements(shape []int64) (n uint64, ok bool) {
+	n = 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
+}
+
+func errOutputSize(name string) error {
+	return core.Errorf(core.CodeInternal, "output tensor shape does not match size of output for '%s'", name)
+}
+
+// appendTensorData writes an output's flat "data" array (Triton's
+// WriteDataToJson, §9.6, §10).
+func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
+	switch t.DataType {
+	case core.TypeFP16, core.TypeBF16:
+		return nil, invalidArg("sending " + t.DataType.String() + " data via JSON is not supported. Please use the binary data format for output")
+	case core.TypeInvalid:
+		return nil, invalidArg("Invalid data type for output tensor")
+	}
+	count, ok := responseElements(t.Shape)
+	if !ok {
+		return nil, errOutputSize(t.Name)
+	}
+	data := t.Data
+	if t.DataType != core.TypeBytes && (count > uint64(len(data)) || count*uint64(t.DataType.ByteSize()) != uint64(len(data))) {
+		return nil, errOutputSize(t.Name)
+	}
+	le := binary.LittleEndian
+	b = append(b, '[')
+	n := int(count)
+	switch t.DataType {
+	case core.TypeBool:
+		for i := 0; i < n; i++ {
+			b = AppendBool(b, data[i] != 0)
+			b = append(b, ',')
+		}
+	case core.TypeUint8:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendUint(b, uint64(data[i]), 10)
+			b = append(b, ',')
+		}
+	case core.TypeUint16:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendUint(b, uint64(le.Uint16(data[2*i:])), 10)
+			b = append(b, ',')
+		}
+	case core.TypeUint32:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendUint(b, uint64(le.Uint32(data[4*i:])), 10)
+			b = append(b, ',')
+		}
+	case core.TypeUint64:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendUint(b, le.Uint64(data[8*i:]), 10)
+			b = append(b, ',')
+		}
+	case core.TypeInt8:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendInt(b, int64(int8(data[i])), 10)
+			b = append(b, ',')
+		}
+	case core.TypeInt16:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendInt(b, int64(int16(le.Uint16(data[2*i:]))), 10)
+			b = append(b, ',')
+		}
+	case core.TypeInt32:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendInt(b, int64(int32(le.Uint32(data[4*i:]))), 10)
+			b = append(b, ',')
+		}
+	case core.TypeInt64:
+		for i := 0; i < n; i++ {
+			b = strconv.AppendInt(b, int64(le.Uint64(data[8*i:])), 10)
+			b = append(b, ',')
+		}
+	case core.TypeFP32:
+		for i := 0; i < n; i++ {
+			b = AppendFloat32(b, math.Float32frombits(le.Uint32(data[4*i:])))
+			b = append(b, ',')
+		}
+	case core.TypeFP64:
+		for i := 0; i < n; i++ {
+			b = AppendFloat(b, math.Float64frombits(le.Uint64(data[8*i:])))
+			b = append(b, ',')
+		}
+	case core.TypeBytes:
+		off := 0
+		for i := 0; i < n; i++ {
+			if len(data)-off < 4 {
+				return nil, errOutputSize(t.Name)
+			}
+			l := int(le.Uint32(data[off:]))
+			off += 4
+			if l > len(data)-off {
+				return nil, errOutputSize(t.Name)
+			}
+			b = AppendStringBytes(b, data[off:off+l])
+			b = append(b, ',')
+			off += l
+		}
+	}
+	if n > 0 {
+		b = b[:len(b)-1] // the last comma
+	}
+	return append(b, ']'), nil
+}
+
+// estimateResponse sizes the header buffer so that encoding usually grows it
+// at most once.
+func estimateResponse(resp *core.InferResponse, env *Envelope) int {
+	n := 96 + len(resp.ID) + len(resp.ModelName) + 32*len(resp.Parameters)
+	for _, t := range resp.Outputs {
+		n += 80 + len(t.Name) + 21*len(t.Shape)
+		if env.OutputKind(t.Name) != OutputJSON {
+			continue
+		}
+		switch t.DataType {
+		case core.TypeFP32, core.TypeFP64:
+			n += len(t.Data) / t.DataType.ByteSize() * 24
+		case core.TypeBytes:
+			n += len(t.Data) + len(t.Data)/4
+		case core.TypeBool:
+			n += len(t.Data) * 6
+		default:
+			if s := t.DataType.ByteSize(); s > 0 {
+				n += len(t.Data) / s * (3*s + 2)
+			}
+		}
+	}
+	return n
+}

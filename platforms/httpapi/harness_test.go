@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/repo"
+)
+
+// testModel is one model folder of a test repository.
+type testModel struct {
+	config string
+	onnx   []byte // written to 1/model.onnx when non-nil
+	files  map[string]string
+}
+
+// standardModels are the models most tests use: Triton's `simple`, and
+// the conformance checklist's `id1` (FP32 identity, dims [-1]).
+func standardModels(t testing.TB) map[string]testModel {
+	return map[string]testModel{
+		"simple": {
+			config: `name: "simple"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`,
+			onnx: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)),
+		},
+		"id1": {
+			config: `max_batch_size: 8
+platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`,
+			onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
+		},
+		"id_fp16": {
+			config: `max_batch_size: 8
+platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP16 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP16 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`,
+			onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float16, -1, -1)),
+		},
+		"id_bytes": {
+			config: `max_batch_size: 8
+platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`,
+			onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1, 1)),
+		},
+		"labelled": {
+			config: `max_batch_size: 8
+platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`,
+			onnx:  onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4)),
+			files: map[string]string{"labels.txt": "cat\ndog\n\nbird\n"},
+		},
+	}
+}
+
+// writeRepo writes models to a fresh temporary repository.
+func writeRepo(t testing.TB, models map[string]testModel) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, m := range models {
+		dir := filepath.Join(root, name)
+		must(t, os.MkdirAll(dir, 0o755))
+		if m.config != "" {
+			must(t, os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(m.config), 0o644))
+		}
+		if m.onnx != nil {
+			must(t, os.MkdirAll(filepath.Join(dir, "1"), 0o755))
+			must(t, os.WriteFile(filepath.Join(dir, "1", "model.onnx"), m.onnx, 0o644))
+		}
+		for rel, content := range m.files {
+			p := filepath.Join(dir, rel)
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			must(t, os.WriteFile(p, []byte(content), 0o644))
+		}
+	}
+	return root
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type serverOpts struct {
+	mode          core.ControlMode
+	startup       []string
+	api           Options
+	allowFailures bool
+}
+
+// startServer runs the core and the API on a real loopback listener and
+// returns the base URL; everything stops when the test ends.
+func startServer(t testing.TB, root string, so serverOpts) (string, *core.Server) {
+	t.Helper()
+	lib, err := onnxrt.FindLibrary("")
+	if err != nil {
+		t.Fatalf("%v (run `make ort`)", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
+	must(t, err)
+	repos, err := repo.OpenAll(context.Background(), []string{root})
+	must(t, err)
+	srv := core.NewServer(core.Options{
+		Repos: repos, Backends: []core.Backend{backend}, ControlMode: so.mode, StartupModels: so.startup,
+		AutoComplete: true, StrictReadiness: true, Logger: log,
+	})
+	if err := srv.Start(context.Background()); err != nil && !so.allowFailures {
+		t.Fatal(err)
+	}
+	so.api.Logger = log
+	api := New(srv, so.api)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		srv.Shutdown(ctx)
+		_ = backend.Close()
+	})
+	return "http://" + ln.Addr().String(), srv
+}
+
+// do sends one request and returns status, headers and body.
+func do(t testing.TB, method, url string, header http.Header, body io.Reader) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	must(t, err)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, resp.Header, b
+}
+
+func post(t testing.TB, url, body string) (int, http.Header, []byte) {
+	t.Helper()
+	return do(t, http.MethodPost, url, nil, strings.NewReader(body))
+}

@@ -1,0 +1,182 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
+)
+
+func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readJSONBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	readyOnly := false
+	if len(body) > 0 {
+		ready, present, err := indexReady(body)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		readyOnly = present && ready
+	}
+	entries, err := s.core.Index(r.Context(), readyOnly)
+	if err != nil {
+		writeError(w, core.Errorf(core.CodeInternal, "%v", err))
+		return
+	}
+	b := []byte{'['}
+	for i, e := range entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = codec.AppendString(b, e.Name)
+		if e.Version >= 0 {
+			b = append(b, `,"version":`...)
+			b = codec.AppendString(b, strconv.FormatInt(e.Version, 10))
+		}
+		if e.State != core.StateUnknown {
+			b = append(b, `,"state":`...)
+			b = codec.AppendString(b, e.State.String())
+		}
+		if e.Reason != "" {
+			b = append(b, `,"reason":`...)
+			b = codec.AppendString(b, e.Reason)
+		}
+		b = append(b, '}')
+	}
+	writeJSON(w, append(b, ']'))
+}
+
+var errNotExplicit = core.Errorf(core.CodeUnavailable, "explicit model load / unload is not allowed if polling is enabled")
+
+func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "model")
+	if s.core.ControlMode() != core.ModeExplicit {
+		writeError(w, errNotExplicit)
+		return
+	}
+	body, err := s.readJSONBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var ov *core.LoadOverride
+	if len(body) > 0 {
+		params, err := loadParameters(body)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		for k, v := range params {
+			switch {
+			case k == "config":
+				if ov == nil {
+					ov = &core.LoadOverride{}
+				}
+				ov.ConfigJSON = v
+			case strings.HasPrefix(k, "file:"):
+				if ov == nil {
+					ov = &core.LoadOverride{}
+				}
+				if ov.Files == nil {
+					ov.Files = map[string][]byte{}
+				}
+				ov.Files[strings.TrimPrefix(k, "file:")] = lenientBase64(v)
+			default:
+				writeError(w, core.Errorf(core.CodeInternal, "unexpected error on creating Triton parameter"))
+				return
+			}
+		}
+	}
+	if err := s.core.Load(r.Context(), name, ov); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, nil)
+}
+
+func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "model")
+	if s.core.ControlMode() != core.ModeExplicit {
+		writeError(w, errNotExplicit)
+		return
+	}
+	body, err := s.readJSONBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(body) > 0 {
+		// Only malformed JSON fails: a non-boolean unload_dependents is
+		// ignored, as in Triton.
+		if _, err := codec.ParseJSON(body); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if err := s.core.Unload(r.Context(), name); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, nil)
+}
+
+// readJSONBody reads a (small) JSON request body, enforcing
+// --http-max-input-size on the JSON text.
+func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
+	body, err := readAll(r.Body, r.ContentLength)
+	if err != nil {
+		return nil, core.Errorf(core.CodeInvalidArg, "failed to read the request body: %v", err)
+	}
+	if int64(len(body)) > s.opts.MaxInputSize {
+		return nil, codec.JSONTooLargeError(int64(len(body)), s.opts.MaxInputSize)
+	}
+	return body, nil
+}
+
+// lenientBase64 decodes like Triton's decoder: characters outside the
+// alphabet are skipped, never an error.
+func lenientBase64(s string) []byte {
+	var vals []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var v byte
+		switch {
+		case c >= 'A' && c <= 'Z':
+			v = c - 'A'
+		case c >= 'a' && c <= 'z':
+			v = c - 'a' + 26
+		case c >= '0' && c <= '9':
+			v = c - '0' + 52
+		case c == '+' || c == '-':
+			v = 62
+		case c == '/' || c == '_':
+			v = 63
+		default:
+			continue
+		}
+		vals = append(vals, v)
+	}
+	out := make([]byte, 0, len(vals)*3/4)
+	for i := 0; i+1 < len(vals); i += 4 {
+		n := uint32(vals[i])<<18 | uint32(vals[i+1])<<12
+		out = append(out, byte(n>>16))
+		if i+2 < len(vals) {
+			n |= uint32(vals[i+2]) << 6
+			out = append(out, byte(n>>8))
+		}
+		if i+3 < len(vals) {
+			n |= uint32(vals[i+3])
+			out = append(out, byte(n))
+		}
+	}
+	return out
+}

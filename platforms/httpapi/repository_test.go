@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/onnxbuild"
+)
+
+func TestRepositoryExplicit(t *testing.T) {
+	models := standardModels(t)
+	models["broken_config"] = testModel{config: "max_batch_size: [[[", onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1))}
+	models["bad_onnx"] = testModel{config: `platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]`, onnx: []byte("not an onnx model")}
+	models["wrong_type"] = testModel{config: `platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT64 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ -1 ] } ]`, onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1))}
+	base, _ := startServer(t, writeRepo(t, models), serverOpts{mode: core.ModeExplicit, startup: []string{"simple"}})
+	load := func(name, body string) (int, string) {
+		s, _, b := post(t, base+"/v2/repository/models/"+name+"/load", body)
+		return s, string(b)
+	}
+
+	steps := []struct {
+		name       string
+		do         func() (int, string)
+		wantStatus int
+		wantBody   string // exact when it starts with '{' or '[', else a substring
+	}{
+		{"only --load-model names load at start", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/index", `{"ready":true}`)
+			return s, string(b)
+		}, 200, `[{"name":"simple","version":"1","state":"READY"}]`},
+		{"never-loaded models show only their name", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/index", "")
+			return s, string(b)
+		}, 200, `{"name":"id1"}`},
+		{"21 unknown load parameter", func() (int, string) { return load("id1", `{"parameters":{"foo":"bar"}}`) }, 500, `{"error":"unexpected error on creating Triton parameter"}`},
+		{"parameter value must be a string", func() (int, string) { return load("id1", `{"parameters":{"config":1}}`) }, 500, "non-string as string"},
+		{"22 load of an absent model", func() (int, string) { return load("x", "") }, 500, `{"error":"failed to load 'x', failed to poll from model repository"}`},
+		{"broken config is a poll failure", func() (int, string) { return load("broken_config", "") }, 500, `{"error":"failed to load 'broken_config', failed to poll from model repository"}`},
+		{"ORT load error", func() (int, string) { return load("bad_onnx", "") }, 400, "load failed for model 'bad_onnx': version 1 is at UNAVAILABLE state: "},
+		{"config vs ONNX datatype mismatch", func() (int, string) { return load("wrong_type", "") }, 400, "load failed for model 'wrong_type'"},
+		{"2 not ready after a failed load", func() (int, string) {
+			s, _, b := do(t, "GET", base+"/v2/health/ready", nil, nil)
+			return s, string(b)
+		}, 400, ""},
+		{"failed version shows its reason", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/index", "")
+			return s, string(b)
+		}, 200, `{"name":"bad_onnx","version":"1","state":"UNAVAILABLE","reason":"`},
+		{"load id1", func() (int, string) { return load("id1", "") }, 200, ""},
+		{"id1 is ready", func() (int, string) {
+			s, _, b := do(t, "GET", base+"/v2/models/id1/ready", nil, nil)
+			return s, string(b)
+		}, 200, ""},
+		{"23 unload of a never-loaded model", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/models/never/unload", "")
+			return s, string(b)
+		}, 200, ""},
+		{"unload with malformed JSON", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/models/id1/unload", "{")
+			return s, string(b)
+		}, 500, "failed to parse the request JSON buffer"},
+		{"unload ignores a non-boolean unload_dependents", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/models/id1/unload", `{"parameters":{"unload_dependents":"yes"}}`)
+			return s, string(b)
+		}, 200, ""},
+		{"unloaded version shows reason unloaded", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/index", "")
+			return s, string(b)
+		}, 200, `{"name":"id1","version":"1","state":"UNAVAILABLE","reason":"unloaded"}`},
+		{"infer on an unloaded model", func() (int, string) {
+			s, _, b := post(t, base+"/v2/models/id1/infer", `{"inputs":[]}`)
+			return s, string(b)
+		}, 404, "has no available versions"},
+		{"infer on an unloaded version", func() (int, string) {
+			s, _, b := post(t, base+"/v2/models/id1/versions/1/infer", `{"inputs":[]}`)
+			return s, string(b)
+		}, 503, `{"error":"Request for unknown model: 'id1' version 1 is not at ready state"}`},
+		{"invalid config override", func() (int, string) { return load("id1", `{"parameters":{"config":"{not json"}}`) }, 500, "failed to poll from model repository"},
+		{"config override changes the model", func() (int, string) {
+			cfg := `{"platform":"onnxruntime_onnx","max_batch_size":2,"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[-1]}],"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[-1]}]}`
+			body, _ := json.Marshal(map[string]any{"parameters": map[string]string{"config": cfg}})
+			return load("id1", string(body))
+		}, 200, ""},
+		{"the override's max_batch_size is in force", func() (int, string) {
+			s, _, b := post(t, base+"/v2/models/id1/infer", `{"inputs":[{"name":"INPUT0","shape":[3,1],"datatype":"FP32","data":[1,2,3]}]}`)
+			return s, string(b)
+		}, 400, "inference request batch-size must be <= 2 for 'id1'"},
+		{"load with file: contents", func() (int, string) {
+			cfg := `{"platform":"onnxruntime_onnx","max_batch_size":4,"input":[{"name":"INPUT0","data_type":"TYPE_INT32","dims":[-1]}],"output":[{"name":"OUTPUT0","data_type":"TYPE_INT32","dims":[-1]}]}`
+			model := base64.StdEncoding.EncodeToString(onnxbuild.Must(onnxbuild.Identity(onnxbuild.Int32, -1, -1)))
+			body, _ := json.Marshal(map[string]any{"parameters": map[string]string{"config": cfg, "file:1/model.onnx": model}})
+			return load("uploaded", string(body))
+		}, 200, ""},
+		{"the uploaded model serves", func() (int, string) {
+			s, _, b := post(t, base+"/v2/models/uploaded/infer", `{"inputs":[{"name":"INPUT0","shape":[1,3],"datatype":"INT32","data":[7,8,9]}]}`)
+			return s, string(b)
+		}, 200, `{"model_name":"uploaded","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,3],"data":[7,8,9]}]}`},
+		{"file: without config", func() (int, string) {
+			return load("uploaded2", `{"parameters":{"file:1/model.onnx":"AAAA"}}`)
+		}, 500, "failed to poll from model repository"},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			status, body := st.do()
+			if status != st.wantStatus {
+				t.Fatalf("status = %d, want %d (%s)", status, st.wantStatus, body)
+			}
+			switch {
+			case st.wantBody == "":
+			case strings.HasPrefix(st.wantBody, "{") && strings.HasSuffix(st.wantBody, "}") && strings.HasPrefix(body, "{"),
+				strings.HasPrefix(st.wantBody, "["):
+				if body != st.wantBody {
+					t.Fatalf("body = %s, want %s", body, st.wantBody)
+				}
+			default:
+				if !strings.Contains(body, st.wantBody) {
+					t.Fatalf("body %s does not contain %s", body, st.wantBody)
+				}
+			}
+		})
+	}
+}
+
+// TestReloadUnderLoad reloads a model while requests run; none may fail.
+func TestReloadUnderLoad(t *testing.T) {
+	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{mode: core.ModeExplicit, startup: []string{"simple"}})
+	body := `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	ok := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s, _, b := post(t, base+"/v2/models/simple/infer", body)
+				mu.Lock()
+				if s != 200 {
+					failures = append(failures, string(b))
+				} else {
+					ok++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for range 5 {
+		if s, _, b := post(t, base+"/v2/repository/models/simple/load", ""); s != 200 {
+			t.Errorf("reload: %d %s", s, b)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if len(failures) > 0 || ok == 0 {
+		t.Fatalf("%d ok, %d failed during reloads; first: %v", ok, len(failures), failures[:min(1, len(failures))])
+	}
+}

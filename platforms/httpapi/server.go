@@ -1,0 +1,172 @@
+// Package httpapi is the KServe v2 / Triton HTTP API over the inference
+// core. Platform frontends (SageMaker, Vertex AI, Lambda) mount their routes
+// on the same router and call the same handlers.
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/inferd/inferd/core"
+)
+
+// DefaultMaxInputSize is --http-max-input-size's default (64 MiB).
+const DefaultMaxInputSize = 64 << 20
+
+// Options configure the HTTP API.
+type Options struct {
+	// MaxInputSize bounds JSON text, JSON-decoded tensors, raw bodies and
+	// decompressed bodies (--http-max-input-size).
+	MaxInputSize int64
+	// Restricted maps an API category to the header it requires
+	// (--http-restricted-api).
+	Restricted map[string]Restriction
+	Logger     *slog.Logger
+}
+
+// Restriction is one --http-restricted-api group's header.
+type Restriction struct{ Key, Value string }
+
+// Categories of --http-restricted-api.
+var Categories = []string{"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging"}
+
+// ParseRestriction reads one --http-restricted-api value,
+// "<cat>[,<cat>...]:<key>=<value>", into dst.
+func ParseRestriction(dst map[string]Restriction, arg string) error {
+	cats, kv, ok := strings.Cut(arg, ":")
+	key, value, ok2 := strings.Cut(kv, "=")
+	if !ok || !ok2 || key == "" {
+		return fmt.Errorf("--http-restricted-api expects <category>[,<category>...]:<key>=<value>, got %q", arg)
+	}
+	for _, c := range strings.Split(cats, ",") {
+		known := false
+		for _, k := range Categories {
+			known = known || k == c
+		}
+		if !known {
+			return fmt.Errorf("unknown restricted api '%s'", c)
+		}
+		if _, dup := dst[c]; dup {
+			return fmt.Errorf("restricted api '%s' can not be specified in multiple config groups", c)
+		}
+		dst[c] = Restriction{Key: key, Value: value}
+	}
+	return nil
+}
+
+// Server serves the v2 API.
+type Server struct {
+	core    *core.Server
+	opts    Options
+	log     *slog.Logger
+	router  chi.Router
+	exiting atomic.Bool
+	meta    []byte // server metadata, computed once
+}
+
+// New builds the API server over c.
+func New(c *core.Server, opts Options) *Server {
+	if opts.MaxInputSize <= 0 {
+		opts.MaxInputSize = DefaultMaxInputSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{core: c, opts: opts, log: opts.Logger}
+	s.meta = serverMetadata()
+	s.router = s.routes()
+	return s
+}
+
+// Router is the chi router, for platform frontends that add routes.
+func (s *Server) Router() chi.Router { return s.router }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// SetExiting makes health answer 503 "Server exiting" during a drain.
+func (s *Server) SetExiting() { s.exiting.Store(true) }
+
+// Core returns the inference core the API serves.
+func (s *Server) Core() *core.Server { return s.core }
+
+// handle wraps a handler with the checks Triton runs after routing and
+// before anything else: the restricted-API header (403), then the method (405).
+func (s *Server) handle(category string, methods []string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if res, ok := s.opts.Restricted[category]; ok {
+			if got, present := r.Header[http.CanonicalHeaderKey(res.Key)]; !present || len(got) == 0 || got[0] != res.Value {
+				writeErrorStatus(w, http.StatusForbidden, "This API is restricted, expecting header '"+res.Key+"'")
+				return
+			}
+		}
+		allowed := false
+		for _, m := range methods {
+			allowed = allowed || r.Method == m
+		}
+		if !allowed {
+			writeErrorStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+			return
+		}
+		h(w, r)
+	}
+}
+
+var (
+	getOnly  = []string{http.MethodGet}
+	postOnly = []string{http.MethodPost}
+)
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeErrorStatus(w, http.StatusNotFound, "Not Found")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeErrorStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	})
+	r.HandleFunc("/v2/health/live", s.handle("health", getOnly, s.live))
+	r.HandleFunc("/v2/health/ready", s.handle("health", getOnly, s.ready))
+	r.HandleFunc("/v2", s.handle("metadata", getOnly, s.serverMeta))
+	r.HandleFunc("/v2/models/stats", s.handle("statistics", getOnly, s.stats))
+
+	model := func(suffix, category string, methods []string, h func(http.ResponseWriter, *http.Request, string, int64)) {
+		wrapped := s.handle(category, methods, func(w http.ResponseWriter, r *http.Request) {
+			name := chi.URLParam(r, "model")
+			version := core.LatestVersion
+			if vs := chi.URLParam(r, "version"); vs != "" {
+				v, err := strconv.ParseInt(vs, 10, 64)
+				if err != nil {
+					writeErrorStatus(w, http.StatusBadRequest, "failed to get model version from specified version string '"+vs+"' (details: stol), version should be an integral value > 0")
+					return
+				}
+				version = v
+			}
+			h(w, r, name, version)
+		})
+		r.HandleFunc("/v2/models/{model}"+suffix, wrapped)
+		r.HandleFunc("/v2/models/{model}/versions/{version:[0-9]+}"+suffix, wrapped)
+	}
+	model("", "metadata", getOnly, s.modelMeta)
+	model("/ready", "health", getOnly, s.modelReady)
+	model("/config", "model-config", getOnly, s.modelConfig)
+	model("/stats", "statistics", getOnly, s.modelStats)
+	model("/infer", "inference", postOnly, s.infer)
+
+	r.HandleFunc("/v2/repository/index", s.handle("model-repository", postOnly, s.repoIndex))
+	r.HandleFunc("/v2/repository/{repo}/index", s.handle("model-repository", postOnly, s.repoIndex))
+	r.HandleFunc("/v2/repository/models/{model}/load", s.handle("model-repository", postOnly, s.repoLoad))
+	r.HandleFunc("/v2/repository/models/{model}/unload", s.handle("model-repository", postOnly, s.repoUnload))
+	named := s.handle("model-repository", postOnly, func(w http.ResponseWriter, _ *http.Request) {
+		writeErrorStatus(w, http.StatusNotImplemented, "'repository_name' specification is not supported")
+	})
+	r.HandleFunc("/v2/repository/{repo}/models/{model}/load", named)
+	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)
+	return r
+}

@@ -1,0 +1,148 @@
+// Package metrics serves Triton's Prometheus metrics (nv_inference_* ...)
+// from the inference core's per-version statistics, so /metrics and the
+// statistics endpoint always agree.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/inferd/inferd/core"
+)
+
+// Config is what --metrics-config sets.
+type Config struct {
+	// CounterLatencies keeps the *_duration_us counters (on unless "false").
+	CounterLatencies bool
+}
+
+// DefaultConfig is Triton's default.
+func DefaultConfig() Config { return Config{CounterLatencies: true} }
+
+// ParseSetting applies one --metrics-config "<setting>=<value>". Unknown
+// settings are ignored, as in Triton; a malformed one is a usage error.
+func (c *Config) ParseSetting(arg string) error {
+	key, value, ok := strings.Cut(arg, "=")
+	if !ok || key == "" || value == "" || strings.Contains(key, ",") {
+		return fmt.Errorf("--metrics-config expects <setting>=<value>, got %q", arg)
+	}
+	if key == "counter_latencies" {
+		// Only the literal "false" turns it off (Triton's string compare).
+		c.CounterLatencies = value != "false"
+	}
+	return nil
+}
+
+// Source is what the collector reads: the serving model versions.
+type Source interface {
+	ReadyVersions(name string) []*core.ModelVersion
+}
+
+// Handler serves GET /metrics (and /metrics/).
+type Handler struct {
+	reg *prometheus.Registry
+}
+
+// NewHandler builds the metrics endpoint over src.
+func NewHandler(src Source, cfg Config) *Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{src: src, cfg: cfg})
+	return &Handler{reg: reg}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/metrics" && r.URL.Path != "/metrics/" {
+		// Triton answers 200 with an empty body here; nothing scrapes other
+		// paths, and a 404 tells a misconfigured scraper the truth.
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	families, err := h.reg.Gather()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			return
+		}
+	}
+}
+
+type family struct {
+	name, help string
+	kind       prometheus.ValueType
+}
+
+var (
+	famSuccess = family{"nv_inference_request_success", "Number of successful inference requests, all batch sizes", prometheus.CounterValue}
+	famFailure = family{"nv_inference_request_failure", "Number of failed inference requests, all batch sizes", prometheus.CounterValue}
+	famCount   = family{"nv_inference_count", "Number of inferences performed (a batch of n counts n)", prometheus.CounterValue}
+	famExec    = family{"nv_inference_exec_count", "Number of model executions performed (a dynamic batch counts 1)", prometheus.CounterValue}
+	famPending = family{"nv_inference_pending_request_count", "Instantaneous number of requests waiting to execute", prometheus.GaugeValue}
+	famLoad    = family{"nv_model_load_duration_secs", "Time taken to load the model version, in seconds", prometheus.GaugeValue}
+	famRequest = family{"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", prometheus.CounterValue}
+	famQueue   = family{"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", prometheus.CounterValue}
+	famCompIn  = family{"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", prometheus.CounterValue}
+	famCompInf = family{"nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", prometheus.CounterValue}
+	famCompOut = family{"nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", prometheus.CounterValue}
+)
+
+// collector emits const metrics per model version at scrape time; label
+// sets differ between models (metric_tags add `_<key>` labels), which a
+// fixed *Vec cannot express.
+type collector struct {
+	src Source
+	cfg Config
+}
+
+// Describe sends nothing: an unchecked collector, since label sets change
+// with the loaded models.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, mv := range c.src.ReadyVersions("") {
+		st := mv.Stats.Snapshot()
+		names := []string{"model", "version"}
+		values := []string{mv.Name, strconv.FormatInt(mv.Version, 10)}
+		for k, v := range mv.Config.GetMetricTags() {
+			names = append(names, "_"+k)
+			values = append(values, v)
+		}
+		emit := func(f family, v float64, extraName, extraValue string) {
+			n, vals := names, values
+			if extraName != "" {
+				n = append(append([]string(nil), names...), extraName)
+				vals = append(append([]string(nil), values...), extraValue)
+			}
+			desc := prometheus.NewDesc(f.name, f.help, n, nil)
+			ch <- prometheus.MustNewConstMetric(desc, f.kind, v, vals...)
+		}
+		emit(famSuccess, float64(st.Success.Count), "", "")
+		for _, r := range core.FailureReasons {
+			emit(famFailure, float64(st.Failures[r]), "reason", r.String())
+		}
+		emit(famCount, float64(st.InferenceCount), "", "")
+		emit(famExec, float64(st.ExecutionCount), "", "")
+		emit(famPending, float64(st.Pending), "", "")
+		emit(famLoad, st.LoadSeconds, "", "")
+		if c.cfg.CounterLatencies {
+			emit(famRequest, float64(st.RequestUs), "", "")
+			emit(famQueue, float64(st.QueueUs), "", "")
+			emit(famCompIn, float64(st.ComputeInputUs), "", "")
+			emit(famCompInf, float64(st.ComputeInferUs), "", "")
+			emit(famCompOut, float64(st.ComputeOutputUs), "", "")
+		}
+	}
+}
