@@ -123,13 +123,13 @@ func rankInts[T int64 | uint64](out []byte, idx []int32, n, k int, labels []stri
 		vals[i] = at(i)
 	}
 	idx = topK(idx, n, k, func(a, b int32) bool { return vals[a] > vals[b] })
+	var buf [24]byte
 	for _, i := range idx {
 		var s []byte
-		switch v := any(vals[i]).(type) {
-		case int64:
-			s = strconv.AppendInt(s, v, 10)
-		case uint64:
-			s = strconv.AppendUint(s, v, 10)
+		if v := vals[i]; v < 0 {
+			s = strconv.AppendInt(buf[:0], int64(v), 10)
+		} else {
+			s = strconv.AppendUint(buf[:0], uint64(v), 10)
 		}
 		out = appendClass(out, s, i, labels)
 	}

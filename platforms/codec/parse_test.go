@@ -315,9 +315,8 @@ func TestTypeErrorTexts(t *testing.T) {
 		{func() error { a, _ := v.MemberArray("a"); _, err := a.MemberString("x"); return err }(), "attempt to access non-existing object member 'x'"},
 		{func() error { _, err := (Value{}).StringBytes(); return err }(), MsgNonString},
 	}
-	for i, c := range checks {
+	for _, c := range checks {
 		wantError(t, c.err, core.CodeInternal, c.msg)
-		_ = i
 	}
 	if f, err := v.MemberFloat64("neg"); err != nil || f != -1 {
 		t.Fatalf("int as double: %v %v", f, err)

@@ -300,8 +300,8 @@ func (d *decoder) inputs(root Value) error {
 			return err
 		}
 		ptrs = append(ptrs, t)
-		req.Inputs = ptrs
 	}
+	req.Inputs = ptrs
 	return nil
 }
 

@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -34,7 +36,7 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 	root := writeRepo(b, map[string]testModel{"simple": m})
 	base, _ := startServer(b, root, serverOpts{})
 	body := []byte(`{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 	httpCall := func() error {
 		resp, err := client.Post(base+"/v2/models/simple/infer", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -134,4 +136,45 @@ func measure(b *testing.B, conc int, call func() error) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+}
+
+// BenchmarkSpinning compares ONNX Runtime's intra-op spinning off (inferd's
+// default) and on, for a MatMul model that uses the intra-op pool, served
+// over HTTP at concurrency 1 and 16:
+//
+//	go test ./platforms/httpapi -run '^$' -bench BenchmarkSpinning -benchtime 1000x
+func BenchmarkSpinning(b *testing.B) {
+	model := onnxbuild.Must(onnxbuild.MatMul(onnxbuild.Float, -1, 256, 256))
+	cfg := func(spin string) string {
+		return `platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 256 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 256 ] } ]
+instance_group [ { kind: KIND_CPU count: 2 } ]
+parameters { key: "allow_spinning" value { string_value: "` + spin + `" } }
+`
+	}
+	root := writeRepo(b, map[string]testModel{"spin_off": {config: cfg("false"), onnx: model}, "spin_on": {config: cfg("true"), onnx: model}})
+	base, _ := startServer(b, root, serverOpts{})
+	data := strings.TrimSuffix(strings.Repeat("0.5,", 8*256), ",")
+	body := []byte(`{"inputs":[{"name":"x","shape":[8,256],"datatype":"FP32","data":[` + data + `]}],"parameters":{"binary_data_output":true}}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	for _, conc := range []int{1, 16} {
+		for _, m := range []string{"spin_off", "spin_on"} {
+			b.Run(m+"/c"+strconv.Itoa(conc), func(b *testing.B) {
+				measure(b, conc, func() error {
+					resp, err := client.Post(base+"/v2/models/"+m+"/infer", "application/json", bytes.NewReader(body))
+					if err != nil {
+						return err
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Fatalf("status %d", resp.StatusCode)
+					}
+					return nil
+				})
+			})
+		}
+	}
 }

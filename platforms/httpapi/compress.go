@@ -1,13 +1,13 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/inferd/inferd/core"
 )
@@ -68,25 +68,34 @@ func responseEncoding(header string) string {
 	return best
 }
 
+// Compressors are pooled: a fresh gzip or zlib writer allocates about a
+// megabyte of tables, which dominated CPU under load before pooling.
+var (
+	gzipPool = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	zlibPool = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
+)
+
+type resetWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
 // compress encodes parts (JSON header then blobs) as one gzip or zlib stream.
 func compress(encoding string, parts [][]byte) ([]byte, error) {
-	var buf bytes.Buffer
-	var wc io.WriteCloser
+	pool := &zlibPool
 	if encoding == "gzip" {
-		wc = gzip.NewWriter(&buf)
-	} else {
-		wc = zlib.NewWriter(&buf)
+		pool = &gzipPool
 	}
-	bw := bufio.NewWriter(wc)
+	w := pool.Get().(resetWriter)
+	defer pool.Put(w)
+	var buf bytes.Buffer
+	w.Reset(&buf)
 	for _, p := range parts {
-		if _, err := bw.Write(p); err != nil {
+		if _, err := w.Write(p); err != nil {
 			return nil, err
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return nil, err
-	}
-	if err := wc.Close(); err != nil {
+	if err := w.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
