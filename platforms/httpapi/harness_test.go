@@ -66,6 +66,16 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
 			onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1, 1)),
 		},
+		"decoupled": {
+			config: `max_batch_size: 8
+platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+model_transaction_policy { decoupled: true }
+`,
+			onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
+		},
 		"labelled": {
 			config: `max_batch_size: 8
 platform: "onnxruntime_onnx"

@@ -18,6 +18,10 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		return
 	}
 	defer release()
+	if mv.Config.GetModelTransactionPolicy().GetDecoupled() {
+		writeErrorStatus(w, http.StatusNotImplemented, "HTTP end point doesn't support models with decoupled transaction policy")
+		return
+	}
 	env, err := s.decodeInfer(r, name)
 	if err != nil {
 		if ce, ok := err.(*core.Error); ok && ce.Code == core.CodeUnsupported && ce.Msg == "Unsupported compression type" {
@@ -35,7 +39,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	s.writeInferResponse(w, r, resp, env)
 }
 
-// DecodeInfer reads and decodes an infer request body for model name. It is
+// decodeInfer reads and decodes an infer request body for model name. It is
 // the seam platform frontends use to accept v2 bodies on their own routes.
 func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, error) {
 	body, err := readAll(r.Body, r.ContentLength)
