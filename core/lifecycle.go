@@ -318,9 +318,18 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 		m.reason = ""
 	}
 	s.mu.Unlock()
+	if err := closeAll(ctx, retire); err != nil {
+		return Errorf(CodeInternal, "failed to unload '%s': %v", name, err)
+	}
+	return nil
+}
+
+// closeAll closes versions (each waits for its in-flight requests), giving
+// up waiting when ctx ends; the closes then finish in the background.
+func closeAll(ctx context.Context, versions []*ModelVersion) error {
 	done := make(chan struct{})
 	go func() {
-		for _, mv := range retire {
+		for _, mv := range versions {
 			mv.close()
 		}
 		close(done)
@@ -329,6 +338,6 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return Errorf(CodeInternal, "failed to unload '%s': %v", name, ctx.Err())
+		return ctx.Err()
 	}
 }

@@ -331,16 +331,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		for _, mv := range all {
-			mv.close()
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
+	if err := closeAll(ctx, all); err != nil {
+		s.log.Warn("shutdown: gave up waiting for models to unload", "err", err)
 	}
 }

@@ -10,11 +10,7 @@ import (
 
 // param returns the string_value of a config parameter.
 func param(cfg *modelconfig.ModelConfig, key string) (string, bool) {
-	p, ok := cfg.GetParameters()[key]
-	if !ok || p == nil {
-		return "", ok
-	}
-	return p.GetStringValue(), true
+	return modelconfig.StringParameter(cfg, key)
 }
 
 // intParam parses an integer parameter, def when absent.
@@ -36,27 +32,13 @@ func boolParam(cfg *modelconfig.ModelConfig, key string) (v, ok bool, err error)
 	return v, true, err
 }
 
-// parseInt parses like C++ std::stoi, which Triton uses: leading blanks and
-// a sign are allowed and anything after the digits is ignored ("2x" is 2),
-// but there must be at least one digit.
+// parseInt parses like C++ std::stoi, which Triton uses.
 func parseInt(s string) (int, error) {
-	t := strings.TrimLeft(s, " \t\n\v\f\r")
-	end := 0
-	if end < len(t) && (t[end] == '+' || t[end] == '-') {
-		end++
-	}
-	digits := end
-	for end < len(t) && t[end] >= '0' && t[end] <= '9' {
-		end++
-	}
-	if end == digits {
-		return 0, core.Errorf(core.CodeInvalidArg, "failed to convert '%s' to integral number", s)
-	}
-	v, err := strconv.ParseInt(t[:end], 10, 32)
+	v, err := modelconfig.ParseInt(s)
 	if err != nil {
-		return 0, core.Errorf(core.CodeInvalidArg, "failed to convert '%s' to integral number: out of range", s)
+		return 0, core.Errorf(core.CodeInvalidArg, "%v", err)
 	}
-	return int(v), nil
+	return v, nil
 }
 
 // parseUint64 parses like std::stoull (a leading '-' wraps, as in C++; we
@@ -80,13 +62,11 @@ func parseUint64(s string) (uint64, error) {
 
 // parseBool accepts Triton's spellings, case-insensitively.
 func parseBool(s string) (bool, error) {
-	switch strings.ToLower(s) {
-	case "true", "on", "1":
-		return true, nil
-	case "false", "off", "0":
-		return false, nil
+	v, err := modelconfig.ParseBool(s)
+	if err != nil {
+		return false, core.Errorf(core.CodeInvalidArg, "%v", err)
 	}
-	return false, core.Errorf(core.CodeInvalidArg, "failed to convert '%s' to boolean", s)
+	return v, nil
 }
 
 // ortBool renders a bool as ORT config entries want it.

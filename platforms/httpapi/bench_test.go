@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -36,19 +37,7 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 	root := writeRepo(b, map[string]testModel{"simple": m})
 	base, _ := startServer(b, root, serverOpts{})
 	body := []byte(`{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
-	httpCall := func() error {
-		resp, err := client.Post(base+"/v2/models/simple/infer", "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-		return nil
-	}
+	httpCall := inferCaller(base+"/v2/models/simple/infer", body)
 
 	// In-process: the same backend, one instance per worker, no HTTP.
 	cfg, err := modelconfig.Parse([]byte(m.config))
@@ -176,5 +165,23 @@ parameters { key: "allow_spinning" value { string_value: "` + spin + `" } }
 				})
 			})
 		}
+	}
+}
+
+// inferCaller posts body to url over keep-alive connections, without asking
+// for compression (perf_analyzer and tritonclient do not by default).
+func inferCaller(url string, body []byte) func() error {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	return func() error {
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
 	}
 }

@@ -132,7 +132,7 @@ func checkProfileIndex(group, model, platform, profile string) error {
 	if profile == "" {
 		return errors.New("profile name must not be empty")
 	}
-	idx, err := leadingInt(profile)
+	idx, err := ParseInt(profile)
 	if err != nil {
 		return fmt.Errorf("unable to parse '%s': %w", profile, err)
 	}
@@ -143,28 +143,6 @@ func checkProfileIndex(group, model, platform, profile string) error {
 			group, model, platform, profile)
 	}
 	return nil
-}
-
-// leadingInt parses like C++ stoi: optional white space and sign, then
-// the leading digits; trailing text is ignored.
-func leadingInt(s string) (int, error) {
-	t := strings.TrimLeft(s, " \t\n\r\f\v")
-	end := 0
-	if end < len(t) && (t[end] == '+' || t[end] == '-') {
-		end++
-	}
-	digits := end
-	for end < len(t) && t[end] >= '0' && t[end] <= '9' {
-		end++
-	}
-	if end == digits {
-		return 0, errors.New("stoi")
-	}
-	n, err := strconv.ParseInt(t[:end], 10, 32)
-	if err != nil {
-		return 0, errors.New("stoi")
-	}
-	return int(n), nil
 }
 
 func joinGPUs(ids []int32) string {

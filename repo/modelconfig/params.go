@@ -2,6 +2,7 @@ package modelconfig
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -26,4 +27,28 @@ func StringParameter(cfg *ModelConfig, key string) (string, bool) {
 		return "", false
 	}
 	return p.GetStringValue(), true
+}
+
+// ParseInt parses an integer the way Triton's C++ std::stoi does: leading
+// white space and a sign are allowed and text after the digits is ignored
+// ("2x" is 2), but there must be at least one digit and the value must fit
+// in 32 bits.
+func ParseInt(s string) (int, error) {
+	t := strings.TrimLeft(s, " \t\n\v\f\r")
+	end := 0
+	if end < len(t) && (t[end] == '+' || t[end] == '-') {
+		end++
+	}
+	digits := end
+	for end < len(t) && t[end] >= '0' && t[end] <= '9' {
+		end++
+	}
+	if end == digits {
+		return 0, fmt.Errorf("failed to convert '%s' to integral number", s)
+	}
+	v, err := strconv.ParseInt(t[:end], 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("failed to convert '%s' to integral number: out of range", s)
+	}
+	return int(v), nil
 }
