@@ -101,19 +101,14 @@ func compress(encoding string, parts [][]byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// readAll reads a body, sized up front from Content-Length when known.
+// readAll reads a body. Content-Length sizes the buffer up front, but only
+// up to 16 MiB: a client may claim more than it sends, and the claim alone
+// must not commit memory.
 func readAll(r io.Reader, contentLength int64) ([]byte, error) {
-	if contentLength <= 0 || contentLength > 1<<30 {
-		return io.ReadAll(r)
+	var buf bytes.Buffer
+	if contentLength > 0 {
+		buf.Grow(int(min(contentLength, 16<<20)) + bytes.MinRead)
 	}
-	buf := make([]byte, contentLength)
-	n, err := io.ReadFull(r, buf)
-	if err == io.ErrUnexpectedEOF {
-		return buf[:n], nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A body longer than its Content-Length is cut by net/http already.
-	return buf, nil
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
