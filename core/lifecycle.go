@@ -43,7 +43,11 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	m, err := s.readModel(ctx, name, ov)
 	if err != nil {
 		s.log.Error("failed to poll model", "model", name, "err", err)
-		s.setModelFailure(name, err.Error())
+		// A name with no folder leaves no trace (Triton: "could not poll",
+		// not "deleted"); a folder that fails shows its reason in the index.
+		if !errors.Is(err, repo.ErrModelNotFound) {
+			s.setModelFailure(name, err.Error())
+		}
 		return pollFailure(name)
 	}
 	selected, warnings := modelconfig.SelectVersions(m.Config, m.Versions)

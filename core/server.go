@@ -251,7 +251,8 @@ type IndexEntry struct {
 	Reason  string
 }
 
-// Index lists every model of the repositories and every known version.
+// Index lists the models of the repositories (as Triton, only names that
+// have a folder) with every known version.
 func (s *Server) Index(ctx context.Context, readyOnly bool) ([]IndexEntry, error) {
 	models, dups, err := s.opts.Repos.Scan(ctx)
 	if err != nil {
@@ -266,9 +267,6 @@ func (s *Server) Index(ctx context.Context, readyOnly bool) ([]IndexEntry, error
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for n := range s.models {
-		names[n] = true
-	}
 	var out []IndexEntry
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		m := s.models[n]

@@ -5,6 +5,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -81,6 +82,9 @@ func (s *Set) Scan(ctx context.Context) (models map[string]Location, dups map[st
 	return models, dups, nil
 }
 
+// ErrModelNotFound is returned by Find for a name no root holds.
+var ErrModelNotFound = errors.New("model not found in any model repository")
+
 // Find locates one model by name.
 func (s *Set) Find(ctx context.Context, name string) (Location, error) {
 	models, dups, err := s.Scan(ctx)
@@ -93,7 +97,7 @@ func (s *Set) Find(ctx context.Context, name string) (Location, error) {
 	}
 	loc, ok := models[name]
 	if !ok {
-		return Location{}, fmt.Errorf("no model '%s' in any model repository", name)
+		return Location{}, fmt.Errorf("%w: '%s'", ErrModelNotFound, name)
 	}
 	return loc, nil
 }

@@ -45,6 +45,17 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ -1 ] } ]`, onnx: onnxbu
 		{"21 unknown load parameter", func() (int, string) { return load("id1", `{"parameters":{"foo":"bar"}}`) }, 500, `{"error":"unexpected error on creating Triton parameter"}`},
 		{"parameter value must be a string", func() (int, string) { return load("id1", `{"parameters":{"config":1}}`) }, 500, "non-string as string"},
 		{"22 load of an absent model", func() (int, string) { return load("x", "") }, 500, `{"error":"failed to load 'x', failed to poll from model repository"}`},
+		{"an absent model stays out of the index", func() (int, string) {
+			s, _, b := post(t, base+"/v2/repository/index", "")
+			if strings.Contains(string(b), `"name":"x"`) {
+				return 0, string(b)
+			}
+			return s, string(b)
+		}, 200, ""},
+		{"an absent model is still not found", func() (int, string) {
+			s, _, b := do(t, "GET", base+"/v2/models/x", nil, nil)
+			return s, string(b)
+		}, 404, `{"error":"Request for unknown model: 'x' is not found"}`},
 		{"broken config is a poll failure", func() (int, string) { return load("broken_config", "") }, 500, `{"error":"failed to load 'broken_config', failed to poll from model repository"}`},
 		{"ORT load error", func() (int, string) { return load("bad_onnx", "") }, 400, "load failed for model 'bad_onnx': version 1 is at UNAVAILABLE state: "},
 		{"config vs ONNX datatype mismatch", func() (int, string) { return load("wrong_type", "") }, 400, "load failed for model 'wrong_type'"},
