@@ -170,6 +170,12 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT
 instance_group [ { kind: KIND_CPU count: 1 } ]
 metric_tags { key: "team" value: "x" }
 `, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	writeModel(t, root, "fails_at_run", `platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 2, 2 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`, reshapeTo2x2(t))
 	r := start(t, "--model-repository="+root, "--model-control-mode=explicit")
 
 	s, text := get(t, r.metrics+"/metrics")
@@ -228,6 +234,27 @@ metric_tags { key: "team" value: "x" }
 	if v := metricValue(t, text, "nv_inference_request_duration_us{"+labels+"}"); v == "0" {
 		t.Error("request duration counter is 0")
 	}
+	// 14: an ONNX Runtime execution error counts as reason BACKEND.
+	if s, b := post(t, r.http+"/v2/repository/models/fails_at_run/load", ""); s != 200 {
+		t.Fatalf("load fails_at_run: %d %s", s, b)
+	}
+	if s, b := post(t, r.http+"/v2/models/fails_at_run/infer", `{"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2,3]}]}`); s != 500 || !strings.Contains(b, "onnx runtime error") {
+		t.Fatalf("run error: %d %s", s, b)
+	}
+	if s, b := post(t, r.http+"/v2/models/fails_at_run/infer", `{"inputs":[{"name":"x","shape":[4],"datatype":"FP32","data":[1,2,3,4]}]}`); s != 200 {
+		t.Fatalf("valid run: %d %s", s, b)
+	}
+	_, text = get(t, r.metrics+"/metrics")
+	if v := metricValue(t, text, `nv_inference_request_failure{model="fails_at_run",reason="BACKEND",version="1"}`); v != "1" {
+		t.Errorf("14: BACKEND failures = %s, want 1", v)
+	}
+	if v := metricValue(t, text, `nv_inference_request_success{model="fails_at_run",version="1"}`); v != "1" {
+		t.Errorf("success after a failure = %s, want 1", v)
+	}
+	if s, b := get(t, r.http+"/v2/models/fails_at_run/stats"); s != 200 || !strings.Contains(b, `"fail":{"count":1,`) {
+		t.Errorf("statistics fail count: %d %s", s, b)
+	}
+
 	if s, b := post(t, r.http+"/v2/repository/models/simple/unload", ""); s != 200 {
 		t.Fatalf("unload: %d %s", s, b)
 	}
@@ -305,4 +332,20 @@ func writeModel(t *testing.T, root, name, config string, model []byte) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// reshapeTo2x2 is a model whose run fails unless x has exactly 4 elements:
+// a Reshape to a constant [2,2].
+func reshapeTo2x2(t *testing.T) []byte {
+	t.Helper()
+	g := onnxbuild.NewGraph("reshape")
+	g.Input("x", onnxbuild.Float, -1)
+	g.Output("y", onnxbuild.Float, 2, 2)
+	shape, err := onnxbuild.Encode(onnxbuild.Int64, []float64{2, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Initializer("shape", onnxbuild.Int64, []int64{2}, shape)
+	g.Node("Reshape", []string{"x", "shape"}, []string{"y"})
+	return onnxbuild.Must(onnxbuild.Model(g, onnxbuild.DefaultOpset))
 }
