@@ -35,6 +35,7 @@ type config struct {
 	backendConfig     stringList
 	restrictedAPI     stringList
 	configName        string
+	allowClientShm    bool
 	loadThreads       int
 	showVersionAndBye bool
 }
@@ -89,6 +90,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(&c.backendConfig, "backend-config", "Backend setting <backend>,<key>=<value> (repeatable): onnxruntime,library-path=...; onnxruntime,default-max-batch-size=4; onnxruntime,enable-global-threadpool=true; onnxruntime,intra_op_thread_count=N; onnxruntime,inter_op_thread_count=N.")
 	fs.Var(&c.restrictedAPI, "http-restricted-api", "Restrict API categories to requests carrying a header: <category>[,<category>...]:<key>=<value> (repeatable).")
 	fs.StringVar(&c.configName, "model-config-name", "", "Use <model>/configs/<name>.pbtxt when it exists instead of config.pbtxt.")
+	fs.BoolVar(&c.allowClientShm, "allow-client-shm", false, "Client shared memory (not supported yet; off, as Triton's default, answers register calls with 501).")
 	fs.IntVar(&c.loadThreads, "model-load-thread-count", 4, "Models loaded in parallel at start-up.")
 	fs.BoolVar(&c.showVersionAndBye, "version", false, "Print the version and exit.")
 	fs.Usage = func() {
@@ -119,6 +121,9 @@ func (c *config) check() error {
 	}
 	if _, err := c.metrics(); err != nil {
 		return err
+	}
+	if c.allowClientShm {
+		return fmt.Errorf("--allow-client-shm=true: client shared memory is not supported yet")
 	}
 	if c.maxInputSize <= 0 {
 		return fmt.Errorf("--http-max-input-size must be greater than 0")

@@ -168,5 +168,6 @@ func (s *Server) routes() chi.Router {
 	})
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/load", named)
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)
+	s.sharedMemoryRoutes(r)
 	return r
 }
