@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -57,16 +58,14 @@ func Errorf(code Code, format string, args ...any) *Error {
 }
 
 // CodeOf returns the class of err: the Code of an *Error in its chain,
-// CodeCancelled for context cancellation, else CodeInternal.
+// CodeCancelled for a cancelled or expired context, else CodeInternal.
 func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	if errors.Is(err, errCancelled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return CodeCancelled
 	}
 	return CodeInternal
 }
-
-var errCancelled = errors.New("cancelled")
