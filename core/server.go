@@ -106,6 +106,7 @@ var ErrStartup = errors.New("failed to load all models")
 // the failures) when any failed; the others serve regardless.
 func (s *Server) Start(ctx context.Context) error {
 	var names []string
+	var dupErr error
 	if s.opts.ControlMode != ModeExplicit || slices.Contains(s.opts.StartupModels, "*") {
 		models, dups, err := s.opts.Repos.Scan(ctx)
 		if err != nil {
@@ -116,12 +117,13 @@ func (s *Server) Start(ctx context.Context) error {
 			s.setModelFailure(n, fmt.Sprintf("model appears in more than one repository: %s", strings.Join(roots, ", ")))
 		}
 		if len(dups) > 0 {
-			return fmt.Errorf("%w: duplicate model names across repositories: %s", ErrStartup, strings.Join(slices.Sorted(maps.Keys(dups)), ", "))
+			dupErr = fmt.Errorf("duplicate model names across repositories: %s", strings.Join(slices.Sorted(maps.Keys(dups)), ", "))
 		}
 	} else {
 		names = s.opts.StartupModels
 	}
-	errs := make([]error, len(names))
+	// Every other model loads regardless, so --exit-on-error=false serves them.
+	errs := make([]error, len(names), len(names)+1)
 	sem := make(chan struct{}, s.opts.LoadThreads)
 	var wg sync.WaitGroup
 	for i, n := range names {
@@ -134,7 +136,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, dupErr)...); err != nil {
 		return fmt.Errorf("%w: %w", ErrStartup, err)
 	}
 	return nil

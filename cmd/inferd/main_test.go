@@ -308,6 +308,29 @@ func TestExitOnError(t *testing.T) {
 	}
 }
 
+func TestDuplicateAcrossRepositories(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	model := onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4))
+	writeModel(t, a, "dup", "", model)
+	writeModel(t, b, "dup", "", model)
+	writeModel(t, b, "only_b", "", model)
+	cfg, err := parseFlags([]string{"--model-repository=" + a, "--model-repository=" + b, "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err == nil || !strings.Contains(err.Error(), "duplicate model names across repositories: dup") {
+		t.Fatalf("run = %v", err)
+	}
+	r := start(t, "--model-repository="+a, "--model-repository="+b, "--exit-on-error=false")
+	if s, _ := get(t, r.http+"/v2/models/only_b/ready"); s != 200 {
+		t.Error("the other model must serve")
+	}
+	if s, body := post(t, r.http+"/v2/repository/index", ""); !strings.Contains(body, `{"name":"dup","state":"UNAVAILABLE","reason":"model appears in more than one repository`) {
+		t.Errorf("index: %d %s", s, body)
+	}
+}
+
 func TestMissingLibrary(t *testing.T) {
 	t.Setenv("ORT_LIB_PATH", "")
 	cfg, _ := parseFlags([]string{"--model-repository=../../examples/model_repository", "--backend-config=onnxruntime,library-path=/nonexistent/libonnxruntime.so"}, io.Discard)
