@@ -249,6 +249,10 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 		for v, mv := range fresh {
 			retire = append(retire, mv)
 			delete(fresh, v)
+			if slot := m.versions[v]; slot.mv == nil {
+				// A version new to this load: it worked but is not committed.
+				slot.state, slot.reason = StateUnavailable, "not loaded: another version of the model failed to load"
+			}
 		}
 		for v, reason := range failures {
 			if slot := m.versions[v]; slot.mv == nil {

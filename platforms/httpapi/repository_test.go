@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -182,4 +184,60 @@ func TestReloadUnderLoad(t *testing.T) {
 	if len(failures) > 0 || ok == 0 {
 		t.Fatalf("%d ok, %d failed during reloads; first: %v", ok, len(failures), failures[:min(1, len(failures))])
 	}
+}
+
+// TestReloadFailureKeepsServing: a reload that fails leaves the serving copy
+// untouched (all-or-nothing), and no version is left LOADING.
+func TestReloadFailureKeepsServing(t *testing.T) {
+	good := onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1))
+	cfg := `platform: "onnxruntime_onnx"
+max_batch_size: 8
+version_policy: { all: {} }
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`
+	root := writeRepo(t, map[string]testModel{"m": {config: cfg, onnx: good}})
+	base, _ := startServer(t, root, serverOpts{mode: core.ModeExplicit, startup: []string{"m"}})
+	infer := func(version string) int {
+		s, _, _ := post(t, base+"/v2/models/m"+version+"/infer", `{"inputs":[{"name":"INPUT0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`)
+		return s
+	}
+	index := func() string {
+		_, _, b := post(t, base+"/v2/repository/index", "")
+		return string(b)
+	}
+	// Version 2 is good, but version 1's file is now broken: the reload
+	// fails as a whole and version 1 keeps serving its old copy.
+	writeFile(t, root+"/m/2/model.onnx", good)
+	writeFile(t, root+"/m/1/model.onnx", []byte("broken"))
+	if s, _, b := post(t, base+"/v2/repository/models/m/load", ""); s != 400 || !strings.Contains(string(b), "version 1 is at UNAVAILABLE state") {
+		t.Fatalf("reload: %d %s", s, b)
+	}
+	if s := infer("/versions/1"); s != 200 {
+		t.Errorf("version 1 stopped serving after a failed reload: %d", s)
+	}
+	if s := infer("/versions/2"); s != 503 {
+		t.Errorf("uncommitted version 2 answered %d, want 503", s)
+	}
+	if idx := index(); strings.Contains(idx, "LOADING") || !strings.Contains(idx, `{"name":"m","version":"2","state":"UNAVAILABLE","reason":"not loaded: another version of the model failed to load"}`) {
+		t.Errorf("index %s", idx)
+	}
+	// Fixed: both versions load and the latest serves unversioned requests.
+	writeFile(t, root+"/m/1/model.onnx", good)
+	if s, _, b := post(t, base+"/v2/repository/models/m/load", ""); s != 200 {
+		t.Fatalf("reload: %d %s", s, b)
+	}
+	if s := infer(""); s != 200 || !strings.Contains(index(), `{"name":"m","version":"2","state":"READY"}`) {
+		t.Errorf("after the fix: infer %d, index %s", s, index())
+	}
+	if s, _, b := post(t, base+"/v2/models/m", ""); s != 405 {
+		t.Errorf("%d %s", s, b)
+	}
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	must(t, os.WriteFile(path, data, 0o644))
 }
