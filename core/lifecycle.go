@@ -312,21 +312,35 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 	l := s.modelLock(name)
 	l.Lock()
 	defer l.Unlock()
+	// Versions that served show UNLOADING until their in-flight requests
+	// are done, then UNAVAILABLE "unloaded".
 	var retire []*ModelVersion
+	var draining []*versionSlot
 	s.mu.Lock()
 	m := s.models[name]
 	if m != nil {
 		for _, slot := range m.versions {
 			if slot.mv != nil {
 				retire = append(retire, slot.mv)
+				draining = append(draining, slot)
 				slot.mv = nil
+				slot.state, slot.reason = StateUnloading, ""
+				continue
 			}
 			slot.state, slot.reason = StateUnavailable, "unloaded"
 		}
 		m.reason = ""
 	}
 	s.mu.Unlock()
-	if err := closeAll(ctx, retire); err != nil {
+	err := closeAll(ctx, retire)
+	s.mu.Lock()
+	for _, slot := range draining {
+		if slot.mv == nil && slot.state == StateUnloading {
+			slot.state, slot.reason = StateUnavailable, "unloaded"
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
 		return Errorf(CodeInternal, "failed to unload '%s': %v", name, err)
 	}
 	return nil
