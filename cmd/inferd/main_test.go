@@ -308,6 +308,26 @@ func TestExitOnError(t *testing.T) {
 	}
 }
 
+// Checklist 11-12 of model-repository.md: without config.pbtxt a model
+// auto-completes from its ONNX file, unless auto-complete is disabled.
+func TestAutoCompleteFlag(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "noconfig", "", onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4)))
+	r := start(t, "--model-repository="+root)
+	if s, body := get(t, r.http+"/v2/models/noconfig/config"); s != 200 ||
+		!strings.Contains(body, `"platform":"onnxruntime_onnx"`) || !strings.Contains(body, `"backend":"onnxruntime"`) ||
+		!strings.Contains(body, `"max_batch_size":4`) || !strings.Contains(body, `"preferred_batch_size":[4]`) {
+		t.Errorf("auto-completed config: %d %s", s, body)
+	}
+	r2 := start(t, "--model-repository="+root, "--disable-auto-complete-config", "--exit-on-error=false")
+	if s, _ := get(t, r2.http+"/v2/models/noconfig/ready"); s == 200 {
+		t.Error("a model without config.pbtxt loaded with auto-complete disabled")
+	}
+	if _, body := post(t, r2.http+"/v2/repository/index", ""); !strings.Contains(body, "model configuration is not provided") {
+		t.Errorf("index: %s", body)
+	}
+}
+
 func TestDuplicateAcrossRepositories(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	model := onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4))
