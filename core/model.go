@@ -61,9 +61,10 @@ func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *
 	return mv
 }
 
-// infer runs one request on this version. Validation errors return before
-// the request is scheduled and are not counted as failures (as Triton).
-func (mv *ModelVersion) infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+// Infer runs one request on this (acquired) version. Validation errors
+// return before the request is scheduled and are not counted as failures
+// (as Triton).
+func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
 	tReq := time.Now()
 	p, err := mv.prepare(req)
 	if err != nil {

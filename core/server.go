@@ -205,11 +205,6 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	return mv.Infer(ctx, req)
 }
 
-// Infer runs one request on an acquired version.
-func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
-	return mv.infer(ctx, req)
-}
-
 // ModelReady reports whether (name, version) can serve.
 func (s *Server) ModelReady(name string, version int64) bool {
 	_, release, err := s.Acquire(name, version)

@@ -17,7 +17,9 @@ type prepared struct {
 	batchSize uint64 // 0 for non-batching models
 }
 
-func reqPrefix(id string) string {
+// RequestPrefix is the "[request id: <id>] " prefix of request validation
+// messages; an empty id reads <id_unknown>, as in Triton.
+func RequestPrefix(id string) string {
 	if id == "" {
 		id = "<id_unknown>"
 	}
@@ -29,7 +31,7 @@ func reqPrefix(id string) string {
 func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 	cfg := mv.Config
 	name := mv.Name
-	pfx := reqPrefix(req.ID)
+	pfx := RequestPrefix(req.ID)
 	if req.Raw {
 		if err := mv.fillRaw(req, pfx); err != nil {
 			return nil, err

@@ -19,15 +19,6 @@ func wrap(prefix string, err error) error {
 
 func invalidArg(msg string) error { return &core.Error{Code: core.CodeInvalidArg, Msg: msg} }
 
-// RequestPrefix is the "[request id: <id>] " prefix of core validation
-// messages; an empty id reads <id_unknown>.
-func RequestPrefix(id string) string {
-	if id == "" {
-		id = "<id_unknown>"
-	}
-	return "[request id: " + id + "] "
-}
-
 // JSONTooLargeError is the --http-max-input-size failure for a JSON text of
 // n bytes (every endpoint, http-api.md §18).
 func JSONTooLargeError(n, limit int64) error {

@@ -357,7 +357,7 @@ func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, prev []*core.
 	t.Shape = (*shapes)[start:len(*shapes):len(*shapes)]
 	for _, p := range prev {
 		if p.Name == t.Name {
-			return invalidArg(RequestPrefix(d.env.Request.ID) + "input '" + t.Name + "' already exists in request")
+			return invalidArg(core.RequestPrefix(d.env.Request.ID) + "input '" + t.Name + "' already exists in request")
 		}
 	}
 
@@ -444,7 +444,7 @@ func (d *decoder) checkBinarySize(t *core.Tensor) error {
 		return byteSizeOverflowError(t.Name, count, size)
 	}
 	if want := count * int64(size); want != int64(len(t.Data)) {
-		return invalidArg(RequestPrefix(d.env.Request.ID) + "input byte size mismatch for input '" + t.Name +
+		return invalidArg(core.RequestPrefix(d.env.Request.ID) + "input byte size mismatch for input '" + t.Name +
 			"' for model '" + d.model + "'. Expected " + strconv.FormatInt(want, 10) + ", got " + strconv.Itoa(len(t.Data)))
 	}
 	return nil

@@ -54,27 +54,16 @@ func AppendBool(dst []byte, b bool) []byte {
 // it: '"' and '\\' escaped, control bytes as \b \t \n \f \r or \u00XX
 // (upper-case hex), every other byte copied raw — no UTF-8 validation, no
 // "\/", no HTML or U+2028 escaping.
-func AppendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte { return appendQuoted(dst, s) }
+
+// AppendStringBytes is AppendString for a byte slice (BYTES elements).
+func AppendStringBytes(dst, s []byte) []byte { return appendQuoted(dst, s) }
+
+func appendQuoted[S string | []byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		dst = appendEscape(dst, c)
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// AppendStringBytes is AppendString for a byte slice (BYTES elements).
-func AppendStringBytes(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i, c := range s {
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
