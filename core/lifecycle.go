@@ -211,6 +211,9 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	mv := newModelVersion(m.Name, v, cfg)
 	mv.Labels = labels
 	mv.passive = passive
+	if s.opts.Observers != nil {
+		mv.Stats.obs = s.opts.Observers(mv)
+	}
 	mv.sched = newScheduler(active, mv.Stats)
 	return mv, nil
 }

@@ -51,6 +51,9 @@ type Options struct {
 	GPUs        []int32
 	LoadThreads int
 	Logger      *slog.Logger
+	// Observers, when set, gives each loaded version an Observer (latency
+	// summaries and histograms).
+	Observers ObserverFactory
 }
 
 // Server is the inference core: the model registry, lifecycle and request

@@ -49,7 +49,31 @@ var FailureReasons = [...]FailureReason{FailBackend, FailCanceled, FailOther, Fa
 type Stats struct {
 	mu   sync.Mutex
 	snap StatsSnapshot
+	// obs, when set at load, also sees each request's durations (latency
+	// summaries and histograms live in the metrics package).
+	obs Observer
 }
+
+// Observer receives per-request durations that Stats only sums. The metrics
+// package implements it for the *_summary_us families and the
+// first-response histogram.
+type Observer interface {
+	// ObserveSuccess is called once per successful request.
+	ObserveSuccess(d RequestDurations)
+	// ObserveFirstResponse is called once per request that was scheduled,
+	// when its (first and only) response is produced, success or failure.
+	ObserveFirstResponse(ms uint64)
+}
+
+// RequestDurations are one request's durations in whole microseconds
+// (truncated, as Triton adds them).
+type RequestDurations struct {
+	RequestUs, QueueUs, ComputeInputUs, ComputeInferUs, ComputeOutputUs uint64
+}
+
+// ObserverFactory creates the Observer of a freshly loaded model version
+// (nil: none). It runs before the version serves or warms up.
+type ObserverFactory func(mv *ModelVersion) Observer
 
 // StatsSnapshot is a copy of Stats at one instant.
 type StatsSnapshot struct {
@@ -89,6 +113,11 @@ func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
 	cinNs := t.cin.Sub(t.exec).Nanoseconds()
 	inferNs := t.cout.Sub(t.cin).Nanoseconds()
 	coutNs := t.execEnd.Sub(t.cout).Nanoseconds()
+	d := RequestDurations{us(reqNs), us(queueNs), us(cinNs), us(inferNs), us(coutNs)}
+	if s.obs != nil {
+		s.obs.ObserveSuccess(d)
+		s.obs.ObserveFirstResponse(uint64(max(reqNs, 0) / 1e6))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snap.LastInference = end.UnixMilli()
@@ -98,15 +127,18 @@ func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
 	s.snap.ComputeInput.add(cinNs)
 	s.snap.ComputeInfer.add(inferNs)
 	s.snap.ComputeOutput.add(coutNs)
-	s.snap.RequestUs += us(reqNs)
-	s.snap.QueueUs += us(queueNs)
-	s.snap.ComputeInputUs += us(cinNs)
-	s.snap.ComputeInferUs += us(inferNs)
-	s.snap.ComputeOutputUs += us(coutNs)
+	s.snap.RequestUs += d.RequestUs
+	s.snap.QueueUs += d.QueueUs
+	s.snap.ComputeInputUs += d.ComputeInputUs
+	s.snap.ComputeInferUs += d.ComputeInferUs
+	s.snap.ComputeOutputUs += d.ComputeOutputUs
 }
 
 // recordFailure records one request that failed after it was scheduled.
 func (s *Stats) recordFailure(start, end time.Time, reason FailureReason) {
+	if s.obs != nil {
+		s.obs.ObserveFirstResponse(uint64(max(end.Sub(start).Nanoseconds(), 0) / 1e6))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snap.LastInference = end.UnixMilli()
