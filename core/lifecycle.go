@@ -214,7 +214,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	if s.opts.Observers != nil {
 		mv.Stats.obs = s.opts.Observers(mv)
 	}
-	mv.sched = newScheduler(active, mv.Stats)
+	mv.sched = newScheduler(cfg, active, mv.Stats)
 	return mv, nil
 }
 

@@ -81,6 +81,9 @@ func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferRes
 	if err != nil {
 		var c *cancelled
 		switch {
+		case err == errExpired:
+			mv.Stats.recordFailure(tReq, end, FailRejected)
+			return nil, errExpired
 		case errors.As(err, &c):
 			mv.Stats.recordFailure(tReq, end, FailCanceled)
 			return nil, Errorf(CodeCancelled, "%s", err.Error())

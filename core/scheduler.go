@@ -2,8 +2,27 @@ package core
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// Scheduler errors, worded as Triton's.
+var (
+	errQueueFull = Errorf(CodeUnavailable, "Exceeds maximum queue size")
+	errExpired   = Errorf(CodeUnavailable, "Request timeout expired")
+)
+
+// jobState says where a job is; it changes only under scheduler.mu.
+type jobState uint8
+
+const (
+	jobNew     jobState = iota
+	jobQueued           // waiting in a level
+	jobTaken            // in a batch handed to an instance
+	jobRemoved          // cancelled or expired while queued; already answered
 )
 
 // job is one request travelling through a scheduler.
@@ -12,24 +31,137 @@ type job struct {
 	p     *prepared
 	times requestTimes
 	done  chan error
+
+	state    jobState
+	size     int64     // max(1, batch size): what the request adds to a batch
+	deadline time.Time // zero: no queue timeout
+	delayed  bool      // timed out under DELAY: served after the level's others
+	level    *level
+	stop     func() bool // detaches the cancellation hook
+	timer    *time.Timer // REJECT timeout
+
+	// preserve_ordering: the finished result waits for earlier jobs.
+	finished bool
+	err      error
 }
 
-// scheduler is the default scheduler: requests wait FIFO for the next free
-// instance and run one per execution. The dynamic batcher replaces it for
-// models with a dynamic_batching block.
+// queuePolicy is one priority level's ModelQueuePolicy.
+type queuePolicy struct {
+	delay    bool // timeout_action DELAY (else REJECT)
+	timeout  time.Duration
+	override bool
+	maxSize  int
+}
+
+// level is one priority level's queue: FIFO, with requests that timed out
+// under DELAY kept after the others.
+type level struct {
+	policy  queuePolicy
+	jobs    []*job // queue order; removed jobs are skipped and compacted
+	delayed []*job
+	count   int // jobs still queued (not removed)
+}
+
+// schedConfig is the scheduling part of a model configuration.
+type schedConfig struct {
+	batching bool // dynamic_batching present: form batches, apply policies
+	maxBS    int64
+	pref     []int64 // sorted preferred batch sizes
+	maxPref  int64
+	delay    time.Duration
+	preserve bool
+	defLevel int // index into levels of default_priority_level
+	// enforced are the inputs whose shapes must agree inside a batch:
+	// variable dims and not ragged (§9.4). sameSet: the model has optional
+	// inputs, so requests must also bring the same inputs.
+	enforced map[string]bool
+	sameSet  bool
+	gather   gatherPlan
+}
+
+func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
+	sc := schedConfig{maxBS: max(1, int64(cfg.GetMaxBatchSize())), enforced: map[string]bool{}}
+	sc.gather = newGatherPlan(cfg)
+	db := cfg.GetDynamicBatching()
+	if db == nil {
+		// Default scheduler: one FIFO queue, one request per execution.
+		return sc, []queuePolicy{{}}
+	}
+	sc.batching = true
+	for _, p := range db.GetPreferredBatchSize() {
+		sc.pref = append(sc.pref, int64(p))
+	}
+	if len(sc.pref) == 0 {
+		sc.pref = []int64{sc.maxBS}
+	}
+	slices.Sort(sc.pref)
+	sc.pref = slices.Compact(sc.pref)
+	sc.maxPref = sc.pref[len(sc.pref)-1]
+	sc.delay = time.Duration(db.GetMaxQueueDelayMicroseconds()) * time.Microsecond
+	sc.preserve = db.GetPreserveOrdering()
+	for _, in := range cfg.GetInput() {
+		if in.GetOptional() {
+			sc.sameSet = true
+		}
+		if slices.Contains(in.GetDims(), -1) && !in.GetAllowRaggedBatch() {
+			sc.enforced[in.GetName()] = true
+		}
+	}
+	toPolicy := func(p *modelconfig.ModelQueuePolicy) queuePolicy {
+		return queuePolicy{
+			delay:    p.GetTimeoutAction() == modelconfig.ModelQueuePolicy_DELAY,
+			timeout:  time.Duration(p.GetDefaultTimeoutMicroseconds()) * time.Microsecond,
+			override: p.GetAllowTimeoutOverride(),
+			maxSize:  int(p.GetMaxQueueSize()),
+		}
+	}
+	def := toPolicy(db.GetDefaultQueuePolicy())
+	n := int(db.GetPriorityLevels())
+	if n == 0 {
+		return sc, []queuePolicy{def}
+	}
+	policies := make([]queuePolicy, n)
+	for i := range policies {
+		policies[i] = def
+		if p, ok := db.GetPriorityQueuePolicy()[uint64(i+1)]; ok {
+			policies[i] = toPolicy(p)
+		}
+	}
+	sc.defLevel = max(int(db.GetDefaultPriorityLevel())-1, 0)
+	return sc, policies
+}
+
+// scheduler feeds one model version's instances. Without dynamic_batching
+// it is Triton's default scheduler (FIFO, one request per execution); with
+// it, the dynamic batcher of model-repository.md §9. Idle instances take
+// turns forming the next batch, so a batch is formed only when an instance
+// can run it and grows while every instance is busy.
 type scheduler struct {
-	queue chan *job
+	cfg   schedConfig
 	stats *Stats
-	wg    sync.WaitGroup
 	insts []Instance
+
+	mu     sync.Mutex
+	levels []*level
+	closed bool
+
+	arrive chan struct{} // poked on enqueue, cancel and close
+	turn   chan struct{} // held by the one instance forming a batch
+	wg     sync.WaitGroup
+
+	// preserve_ordering: jobs in the order they left the queue.
+	orderMu sync.Mutex
+	order   []*job
 }
 
-// queueDepth bounds how many requests may wait before Submit blocks the
-// caller (who can still give up through its context).
-const queueDepth = 1 << 14
-
-func newScheduler(insts []Instance, stats *Stats) *scheduler {
-	s := &scheduler{queue: make(chan *job, queueDepth), stats: stats, insts: insts}
+func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats) *scheduler {
+	sc, policies := newSchedConfig(cfg)
+	s := &scheduler{cfg: sc, stats: stats, insts: insts,
+		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+	for _, p := range policies {
+		s.levels = append(s.levels, &level{policy: p})
+	}
+	s.turn <- struct{}{}
 	for _, inst := range insts {
 		s.wg.Add(1)
 		go s.worker(inst)
@@ -37,40 +169,349 @@ func newScheduler(insts []Instance, stats *Stats) *scheduler {
 	return s
 }
 
-func (s *scheduler) submit(j *job) error {
-	s.stats.addPending(1)
+func (s *scheduler) poke() {
 	select {
-	case s.queue <- j:
-		return nil
-	case <-j.ctx.Done():
-		s.stats.addPending(-1)
-		return Errorf(CodeCancelled, "request cancelled before it was queued")
+	case s.arrive <- struct{}{}:
+	default:
 	}
+}
+
+// submit queues j or refuses it synchronously (queue full); a refused
+// request is not a failed inference.
+func (s *scheduler) submit(j *job) error {
+	lv := s.levels[0]
+	if s.cfg.batching {
+		lv = s.levels[s.cfg.defLevel]
+		if p := j.p.priority; p >= 1 && p <= uint64(len(s.levels)) {
+			lv = s.levels[p-1]
+		}
+	}
+	j.size = max(1, int64(j.p.batchSize))
+	j.level = lv
+	pol := lv.policy
+	if t := pol.timeout; s.cfg.batching && t > 0 {
+		if r := time.Duration(j.p.timeoutMicros) * time.Microsecond; pol.override && r != 0 && r < t {
+			t = r
+		}
+		j.deadline = j.times.queue.Add(t)
+	}
+
+	// A client that goes away takes its request out of the queue at once.
+	if j.ctx.Done() != nil {
+		j.stop = context.AfterFunc(j.ctx, func() {
+			s.remove(j, &cancelled{context.Cause(j.ctx)})
+		})
+	}
+	s.mu.Lock()
+	err := s.enqueue(j, lv)
+	s.mu.Unlock()
+	if err != nil {
+		if j.stop != nil {
+			j.stop()
+		}
+		return err
+	}
+	s.poke()
+	return nil
+}
+
+func (s *scheduler) enqueue(j *job, lv *level) error {
+	switch pol := lv.policy; {
+	case s.closed:
+		return Errorf(CodeUnavailable, "model is unloading")
+	case j.ctx.Err() != nil:
+		// Cancelled before the hook above could see it queued.
+		return Errorf(CodeCancelled, "request cancelled before it was queued")
+	case pol.maxSize > 0 && lv.count >= pol.maxSize:
+		return errQueueFull
+	}
+	j.state = jobQueued
+	lv.jobs = append(lv.jobs, j)
+	lv.count++
+	s.stats.addPending(1)
+	if !j.deadline.IsZero() && !lv.policy.delay {
+		j.timer = time.AfterFunc(time.Until(j.deadline), func() { s.remove(j, errExpired) })
+	}
+	return nil
+}
+
+// remove answers a still-queued job with err (cancelled or expired).
+func (s *scheduler) remove(j *job, err error) {
+	s.mu.Lock()
+	if j.state != jobQueued {
+		s.mu.Unlock()
+		return
+	}
+	j.state = jobRemoved
+	j.level.count--
+	s.stats.addPending(-1)
+	s.mu.Unlock()
+	if j.timer != nil {
+		j.timer.Stop()
+	}
+	j.done <- err
+	s.poke() // the batch being formed may have changed
 }
 
 func (s *scheduler) worker(inst Instance) {
 	defer s.wg.Done()
-	for j := range s.queue {
-		s.stats.addPending(-1)
-		j.times.exec = time.Now()
-		if err := j.ctx.Err(); err != nil {
-			j.done <- &cancelled{err}
+	for {
+		<-s.turn
+		jobs := s.next()
+		s.turn <- struct{}{}
+		if jobs == nil {
+			return
+		}
+		s.execute(inst, jobs)
+	}
+}
+
+// next blocks until a batch is due and takes it off the queue; nil once
+// the scheduler is closed and drained.
+func (s *scheduler) next() []*job {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		jobs, wait := s.form(time.Now())
+		if jobs != nil {
+			now := time.Now()
+			for _, j := range jobs {
+				j.state = jobTaken
+				j.level.count--
+				j.times.exec = now
+			}
+			s.stats.addPending(-int64(len(jobs)))
+			if s.cfg.preserve {
+				s.orderMu.Lock()
+				s.order = append(s.order, jobs...)
+				s.orderMu.Unlock()
+			}
+			s.mu.Unlock()
+			for _, j := range jobs {
+				if j.stop != nil {
+					j.stop()
+				}
+				if j.timer != nil {
+					j.timer.Stop()
+				}
+			}
+			return jobs
+		}
+		closed := s.closed && wait < 0
+		s.mu.Unlock()
+		if closed {
+			return nil
+		}
+		var fire <-chan time.Time
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			fire = timer.C
+		}
+		select {
+		case <-s.arrive:
+		case <-fire:
+		}
+	}
+}
+
+// form applies §9.3 to the queue at time now. It returns the batch to run,
+// or nil and how long to wait before looking again (< 0: queue empty, wait
+// for an arrival).
+func (s *scheduler) form(now time.Time) ([]*job, time.Duration) {
+	var batch []*job
+	var sum int64
+	prefAt := -1     // batch length at the preferred point
+	stopped := false // stopped by max batch size or a shape mismatch
+	var oldest time.Time
+	var soonest time.Time // nearest DELAY deadline among the candidates
+	for _, lv := range s.levels {
+		lv.compact(now)
+		for _, list := range [2][]*job{lv.jobs, lv.delayed} {
+			for _, j := range list {
+				if j.state != jobQueued || j.ctx.Err() != nil {
+					continue // a cancelled one is about to be answered by its hook
+				}
+				if len(batch) == 0 {
+					batch = append(batch, j)
+					sum, oldest = j.size, j.times.queue
+					if !s.cfg.batching {
+						return batch, 0
+					}
+					if slices.Contains(s.cfg.pref, sum) {
+						prefAt = 1
+					}
+					if j.level.policy.delay && !j.delayed && j.deadline.After(now) {
+						soonest = j.deadline
+					}
+					continue
+				}
+				if sum+j.size > s.cfg.maxPref && prefAt < 0 {
+					prefAt = len(batch)
+				}
+				if sum+j.size > s.cfg.maxBS || !s.compatible(batch[0], j) {
+					stopped = true
+					break
+				}
+				batch = append(batch, j)
+				sum += j.size
+				if j.times.queue.Before(oldest) {
+					oldest = j.times.queue
+				}
+				if j.level.policy.delay && !j.delayed && j.deadline.After(now) && (soonest.IsZero() || j.deadline.Before(soonest)) {
+					soonest = j.deadline
+				}
+				if slices.Contains(s.cfg.pref, sum) {
+					prefAt = len(batch)
+				}
+			}
+			if stopped {
+				break
+			}
+		}
+		if stopped {
+			break
+		}
+	}
+	if len(batch) == 0 {
+		return nil, -1
+	}
+	waited := now.Sub(oldest)
+	d := s.cfg.delay
+	switch {
+	case prefAt > 0 && (d == 0 || waited < d):
+		return batch[:prefAt], 0
+	case stopped || sum >= s.cfg.maxPref, d == 0 || waited >= d:
+		return batch, 0
+	}
+	wait := d - waited
+	if !soonest.IsZero() && soonest.Sub(now) < wait {
+		wait = soonest.Sub(now)
+	}
+	return nil, wait
+}
+
+// compact drops answered jobs from the head of the level and moves jobs
+// whose DELAY timeout passed to the delayed tail.
+func (lv *level) compact(now time.Time) {
+	keep := lv.jobs[:0]
+	for _, j := range lv.jobs {
+		switch {
+		case j.state != jobQueued:
+		case lv.policy.delay && !j.deadline.IsZero() && !now.Before(j.deadline):
+			j.delayed = true
+			lv.delayed = append(lv.delayed, j)
+		default:
+			keep = append(keep, j)
+		}
+	}
+	clear(lv.jobs[len(keep):])
+	lv.jobs = keep
+	if len(lv.delayed) > 0 {
+		live := lv.delayed[:0]
+		for _, j := range lv.delayed {
+			if j.state == jobQueued {
+				live = append(live, j)
+			}
+		}
+		clear(lv.delayed[len(live):])
+		lv.delayed = live
+	}
+}
+
+// compatible reports whether j may join a batch started by first (§9.4).
+func (s *scheduler) compatible(first, j *job) bool {
+	a, b := first.p.batch.Inputs, j.p.batch.Inputs
+	if s.cfg.sameSet && len(a) != len(b) {
+		return false
+	}
+	for i, t := range b {
+		if s.cfg.sameSet && a[i].Name != t.Name {
+			return false
+		}
+		if !s.cfg.enforced[t.Name] {
 			continue
 		}
-		b := &j.p.batch
-		err := inst.Execute(j.ctx, b)
-		if err == nil {
-			bs := max(j.p.batchSize, 1)
-			s.stats.recordExecution(bs, b.InferStart.Sub(b.ComputeStart).Nanoseconds(),
-				b.InferEnd.Sub(b.InferStart).Nanoseconds(), b.ComputeEnd.Sub(b.InferEnd).Nanoseconds())
+		var ref *Tensor
+		if i < len(a) && a[i].Name == t.Name {
+			ref = a[i]
+		} else {
+			for _, x := range a {
+				if x.Name == t.Name {
+					ref = x
+				}
+			}
 		}
-		j.done <- err
+		if ref == nil || !slices.Equal(ref.Shape[1:], t.Shape[1:]) {
+			return false
+		}
 	}
+	return true
+}
+
+// execute runs one batch on inst and answers its jobs.
+func (s *scheduler) execute(inst Instance, jobs []*job) {
+	b, err := s.cfg.gather.gather(jobs)
+	if err == nil {
+		ctx := context.Background()
+		if len(jobs) == 1 {
+			// A lone request may be abandoned mid-run; a batch runs for all.
+			ctx = jobs[0].ctx
+		}
+		err = inst.Execute(ctx, b)
+	}
+	var total uint64
+	for _, j := range jobs {
+		total += uint64(j.size)
+	}
+	errs := make([]error, len(jobs))
+	if err == nil {
+		s.stats.recordExecution(total, b.InferStart.Sub(b.ComputeStart).Nanoseconds(),
+			b.InferEnd.Sub(b.InferStart).Nanoseconds(), b.ComputeEnd.Sub(b.InferEnd).Nanoseconds())
+		s.cfg.gather.scatter(b, jobs, errs)
+	} else {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	for i, j := range jobs {
+		s.finish(j, errs[i])
+	}
+}
+
+// finish answers j, in queue order when preserve_ordering asks for it.
+func (s *scheduler) finish(j *job, err error) {
+	if !s.cfg.preserve {
+		j.done <- err
+		return
+	}
+	s.orderMu.Lock()
+	j.finished, j.err = true, err
+	n := 0
+	for n < len(s.order) && s.order[n].finished {
+		s.order[n].done <- s.order[n].err
+		n++
+	}
+	s.order = slices.Delete(s.order, 0, n)
+	s.orderMu.Unlock()
 }
 
 // close stops taking work, lets queued jobs finish and closes the instances.
 func (s *scheduler) close() {
-	close(s.queue)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	// The worker forming a batch wakes, finds the queue closed and empty,
+	// and passes the turn on; each later worker checks before it waits.
+	s.poke()
 	s.wg.Wait()
 	for _, inst := range s.insts {
 		_ = inst.Close()

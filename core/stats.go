@@ -92,6 +92,10 @@ type StatsSnapshot struct {
 	LoadSeconds                                                         float64
 }
 
+// Observer is the Observer the factory gave this version at load (nil:
+// none); the metrics package exports what its own observers hold.
+func (s *Stats) Observer() Observer { return s.obs }
+
 // Snapshot copies the current values.
 func (s *Stats) Snapshot() StatsSnapshot {
 	s.mu.Lock()

@@ -15,6 +15,8 @@ const batchNote = " NOTE: Setting a non-zero max_batch_size in the model config 
 type prepared struct {
 	batch     Batch
 	batchSize uint64 // 0 for non-batching models
+	// priority and timeoutMicros are the request's scheduler parameters.
+	priority, timeoutMicros uint64
 }
 
 // RequestPrefix is the "[request id: <id>] " prefix of request validation
@@ -38,7 +40,7 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		}
 	}
 
-	p := &prepared{}
+	p := &prepared{priority: req.Priority, timeoutMicros: req.TimeoutMicros}
 	// Requested outputs: unknown names fail, none means all; the backend
 	// returns them in ascending byte order of name (ONNX Runtime backend).
 	if req.Outputs == nil {

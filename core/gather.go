@@ -1,0 +1,237 @@
+package core
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// gatherPlan turns the requests of one batch into the backend's inputs
+// (concatenated along dim 0, ragged inputs flattened, batch inputs
+// computed) and cuts the outputs back per request (§9.4–§9.6).
+type gatherPlan struct {
+	ragged      map[string]bool
+	batchInputs []*modelconfig.BatchInput
+}
+
+func newGatherPlan(cfg *modelconfig.ModelConfig) gatherPlan {
+	g := gatherPlan{batchInputs: cfg.GetBatchInput()}
+	for _, in := range cfg.GetInput() {
+		if in.GetAllowRaggedBatch() {
+			if g.ragged == nil {
+				g.ragged = map[string]bool{}
+			}
+			g.ragged[in.GetName()] = true
+		}
+	}
+	return g
+}
+
+// direct reports whether a one-request batch can go to the backend as it is.
+func (g *gatherPlan) direct() bool { return g.ragged == nil && len(g.batchInputs) == 0 }
+
+// gather builds the backend batch for jobs (queue order).
+func (g *gatherPlan) gather(jobs []*job) (*Batch, error) {
+	if len(jobs) == 1 && g.direct() {
+		return &jobs[0].p.batch, nil
+	}
+	first := &jobs[0].p.batch
+	b := &Batch{Inputs: make([]*Tensor, 0, len(first.Inputs)+len(g.batchInputs))}
+	for i, t := range first.Inputs {
+		size := 0
+		for _, j := range jobs {
+			size += len(j.p.batch.Inputs[i].Data)
+		}
+		data := make([]byte, 0, size)
+		var rows, elems int64
+		for _, j := range jobs {
+			jt := j.p.batch.Inputs[i]
+			data = append(data, jt.Data...)
+			elems += ElementCount(jt.Shape)
+			if len(jt.Shape) > 0 {
+				rows += jt.Shape[0]
+			}
+		}
+		var shape []int64
+		switch {
+		case g.ragged[t.Name]:
+			shape = []int64{elems}
+		case len(jobs) == 1:
+			shape = t.Shape
+		default:
+			shape = append([]int64{rows}, t.Shape[1:]...)
+		}
+		b.Inputs = append(b.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: data})
+	}
+	for _, bi := range g.batchInputs {
+		t, err := batchInput(bi, jobs)
+		if err != nil {
+			return nil, err
+		}
+		b.Inputs = append(b.Inputs, t)
+	}
+	b.Outputs = first.Outputs
+	for _, j := range jobs[1:] {
+		if !slices.Equal(j.p.batch.Outputs, b.Outputs) {
+			b.Outputs = unionSorted(b.Outputs, j.p.batch.Outputs)
+		}
+	}
+	return b, nil
+}
+
+// unionSorted merges two ascending name lists.
+func unionSorted(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// scatter hands each job its rows of the batch's outputs; a request whose
+// rows cannot be cut gets its own error in errs.
+func (g *gatherPlan) scatter(b *Batch, jobs []*job, errs []error) {
+	if len(jobs) == 1 && b == &jobs[0].p.batch {
+		return
+	}
+	var offset int64
+	for i, j := range jobs {
+		pb := &j.p.batch
+		rows := int64(j.p.batchSize)
+		pb.ComputeStart, pb.InferStart, pb.InferEnd, pb.ComputeEnd = b.ComputeStart, b.InferStart, b.InferEnd, b.ComputeEnd
+		pb.Results = make([]*Tensor, 0, len(pb.Outputs))
+		for _, name := range pb.Outputs {
+			k := slices.Index(b.Outputs, name)
+			if k < 0 || k >= len(b.Results) {
+				errs[i] = Errorf(CodeInternal, "output '%s' missing from the batch results", name)
+				break
+			}
+			t, err := sliceRows(b.Results[k], offset, rows)
+			if err != nil {
+				errs[i] = err
+				break
+			}
+			pb.Results = append(pb.Results, t)
+		}
+		offset += rows
+	}
+}
+
+// sliceRows returns rows [from, from+n) of t along dim 0, sharing t's data.
+func sliceRows(t *Tensor, from, n int64) (*Tensor, error) {
+	if len(t.Shape) == 0 || t.Shape[0] < from+n {
+		lead := int64(0)
+		if len(t.Shape) > 0 {
+			lead = t.Shape[0]
+		}
+		return nil, Errorf(CodeInternal, "failed to split the output tensor '%s' in responses: expected batch size of at least %d in model output, got %d", t.Name, from+n, lead)
+	}
+	shape := append([]int64{n}, t.Shape[1:]...)
+	if t.Shape[0] == n && from == 0 {
+		return &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data}, nil
+	}
+	rowElems := ElementCount(t.Shape[1:])
+	if t.DataType != TypeBytes {
+		rowBytes := rowElems * int64(t.DataType.ByteSize())
+		return &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data[from*rowBytes : (from+n)*rowBytes : (from+n)*rowBytes]}, nil
+	}
+	// BYTES: walk the length-prefixed elements to find the row boundaries.
+	start, end := -1, -1
+	pos := 0
+	for e := int64(0); e <= (from+n)*rowElems; e++ {
+		if e == from*rowElems {
+			start = pos
+		}
+		if e == (from+n)*rowElems {
+			end = pos
+			break
+		}
+		if pos+4 > len(t.Data) {
+			break
+		}
+		pos += 4 + int(binary.LittleEndian.Uint32(t.Data[pos:]))
+		if pos > len(t.Data) {
+			break
+		}
+	}
+	if start < 0 || end < 0 {
+		return nil, Errorf(CodeInternal, "failed to split the output tensor '%s': element framing is broken", t.Name)
+	}
+	return &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data[start:end:end]}, nil
+}
+
+// batchInput computes one batch_input tensor over the requests of a batch.
+func batchInput(bi *modelconfig.BatchInput, jobs []*job) (*Tensor, error) {
+	name := bi.GetTargetName()[0]
+	dt := DataType(bi.GetDataType())
+	var src []*Tensor
+	for _, j := range jobs {
+		var t *Tensor
+		for _, in := range j.p.batch.Inputs {
+			if len(bi.GetSourceInput()) > 0 && in.Name == bi.GetSourceInput()[0] {
+				t = in
+			}
+		}
+		if t == nil {
+			return nil, Errorf(CodeInvalidArg, "batch input '%s': source input is missing from a request", name)
+		}
+		src = append(src, t)
+	}
+	var values []int64
+	var shape []int64
+	switch bi.GetKind() {
+	case modelconfig.BatchInput_BATCH_ELEMENT_COUNT, modelconfig.BatchInput_BATCH_ACCUMULATED_ELEMENT_COUNT,
+		modelconfig.BatchInput_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO:
+		acc := bi.GetKind() != modelconfig.BatchInput_BATCH_ELEMENT_COUNT
+		if bi.GetKind() == modelconfig.BatchInput_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO {
+			values = append(values, 0)
+		}
+		var sum int64
+		for _, t := range src {
+			n := ElementCount(t.Shape)
+			sum += n
+			if acc {
+				n = sum
+			}
+			values = append(values, n)
+		}
+		shape = []int64{int64(len(values))}
+	case modelconfig.BatchInput_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE:
+		var most int64
+		for _, t := range src {
+			most = max(most, ElementCount(t.Shape))
+		}
+		values = make([]int64, most)
+		shape = []int64{most}
+	case modelconfig.BatchInput_BATCH_ITEM_SHAPE, modelconfig.BatchInput_BATCH_ITEM_SHAPE_FLATTEN:
+		var rows, rank int64
+		for _, t := range src {
+			if len(t.Shape) == 0 {
+				return nil, Errorf(CodeInvalidArg, "batch input '%s': source input has no batch dimension", name)
+			}
+			rank = int64(len(t.Shape) - 1)
+			for range t.Shape[0] {
+				values = append(values, t.Shape[1:]...)
+			}
+			rows += t.Shape[0]
+		}
+		shape = []int64{rows, rank}
+		if bi.GetKind() == modelconfig.BatchInput_BATCH_ITEM_SHAPE_FLATTEN {
+			shape = []int64{rows * rank}
+		}
+	default:
+		return nil, Errorf(CodeUnsupported, "batch input '%s': kind %s is not supported", name, bi.GetKind())
+	}
+	data := make([]byte, 0, 4*len(values))
+	for _, v := range values {
+		switch dt {
+		case TypeFP32:
+			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(v)))
+		case TypeInt32:
+			data = binary.LittleEndian.AppendUint32(data, uint32(int32(v)))
+		default:
+			return nil, Errorf(CodeInvalidArg, "batch input '%s' must be TYPE_INT32 or TYPE_FP32, not %s", name, dt)
+		}
+	}
+	return &Tensor{Name: name, DataType: dt, Shape: shape, Data: data}, nil
+}
