@@ -131,12 +131,12 @@ type result struct {
 // async runs requests concurrently, one goroutine each, submitted in order
 // (each is queued before the next is sent).
 type async struct {
-	t    *testing.T
-	s    *Server
-	b    *echoBackend
-	mu   sync.Mutex
-	n    int
-	res  []chan result
+	t   *testing.T
+	s   *Server
+	b   *echoBackend
+	mu  sync.Mutex
+	n   int
+	res []chan result
 }
 
 func (a *async) send(ctx context.Context, req *InferRequest) int {

@@ -95,6 +95,16 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 	if err != nil {
 		return err
 	}
+	// Latency summaries and the first-response histogram observe each
+	// request from the moment a version loads.
+	var observers core.ObserverFactory
+	if cfg.allowMetrics {
+		mcfg, err := cfg.metrics()
+		if err != nil {
+			return err
+		}
+		observers = mcfg.Observers(log)
+	}
 	srv := core.NewServer(core.Options{
 		Repos:           repos,
 		Backends:        []core.Backend{ortBackend},
@@ -106,6 +116,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 		GPUs:            usableGPUs(lib, log),
 		LoadThreads:     cfg.loadThreads,
 		Logger:          log,
+		Observers:       observers,
 	})
 	drain := time.Duration(cfg.exitTimeoutSecs) * time.Second
 	defer func() {

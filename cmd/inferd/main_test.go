@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,6 +286,128 @@ func TestMetricsConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--metrics-config") {
 			t.Errorf("25: --metrics-config=%s: %v", bad, err)
 		}
+	}
+}
+
+// sampleLabel lists, in output order, the values of label on the samples
+// named series (e.g. x_bucket) that carry the given label prefix.
+func sampleLabel(text, series, labels, label string) []string {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series+"{"+labels+",") + label + `="([^"]*)"\} `)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// Checklist 20-24, 26, 27, 44, 47 for the *_summary_us families and the
+// first-response histogram, over the real listener.
+func TestMetricsLatencyFamilies(t *testing.T) {
+	summaries := []string{"nv_inference_request_summary_us", "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
+		"nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us"}
+	const histogram = "nv_inference_first_response_histogram_ms"
+	const bucketsOverride = `model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 1, 2, 4, 8 ] } } ] }`
+	cases := []struct {
+		name        string
+		settings    []string
+		modelConfig string   // appended to the model's config
+		quantiles   []string // nil: no summary family may appear
+		buckets     []string // nil: no histogram text may appear
+	}{
+		{name: "20 summary_latencies", settings: []string{"summary_latencies=true"},
+			quantiles: []string{"0.5", "0.9", "0.95", "0.99", "0.999"}},
+		{name: "21 summary_quantiles", settings: []string{"summary_latencies=true", "summary_quantiles=0.5:0.05,0.9:0.01"},
+			quantiles: []string{"0.5", "0.9"}},
+		{name: "21 bad pairs skipped", settings: []string{"summary_latencies=true", "summary_quantiles=0.9:0.01,bad,0.5:x"},
+			quantiles: []string{"0.9"}},
+		{name: "22 histogram_latencies", settings: []string{"histogram_latencies=true"},
+			buckets: []string{"100", "500", "2000", "5000", "+Inf"}},
+		{name: "23 neither", settings: []string{"summary_quantiles=0.5:0.05"}},
+		{name: "23 not literal true", settings: []string{"summary_latencies=TRUE", "histogram_latencies=1"}},
+		{name: "23 buckets without the flag", modelConfig: bucketsOverride},
+		{name: "24 model buckets", settings: []string{"histogram_latencies=true", "summary_latencies=true"}, modelConfig: bucketsOverride,
+			quantiles: []string{"0.5", "0.9", "0.95", "0.99", "0.999"}, buckets: []string{"1", "2", "4", "8", "+Inf"}},
+	}
+	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	const requests = 3
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeModel(t, root, "simple", `name: "simple"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+metric_tags { key: "team" value: "x" }
+`+c.modelConfig, model)
+			args := []string{"--model-repository=" + root, "--model-control-mode=explicit"}
+			for _, s := range c.settings {
+				args = append(args, "--metrics-config="+s)
+			}
+			r := start(t, args...)
+			if s, b := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+				t.Fatalf("load: %d %s", s, b)
+			}
+			// 26, 27, 47: the model's labels, sorted by name; le and
+			// quantile come last, as in Triton's output.
+			const labels = `_team="x",model="simple",version="1"`
+			check := func(text, want string) {
+				t.Helper()
+				for _, f := range summaries {
+					if c.quantiles == nil {
+						if strings.Contains(text, f) {
+							t.Errorf("%s present without summary_latencies=true", f)
+						}
+						continue
+					}
+					if got := sampleLabel(text, f, labels, "quantile"); !slices.Equal(got, c.quantiles) {
+						t.Errorf("%s quantiles %v, want %v", f, got, c.quantiles)
+					}
+					if got := metricValue(t, text, f+"_count{"+labels+"}"); got != want {
+						t.Errorf("%s_count = %s, want %s", f, got, want)
+					}
+					metricValue(t, text, f+"_sum{"+labels+"}")
+				}
+				if c.buckets == nil {
+					if strings.Contains(text, histogram) {
+						t.Errorf("%s present without histogram_latencies=true", histogram)
+					}
+					return
+				}
+				if got := sampleLabel(text, histogram+"_bucket", labels, "le"); !slices.Equal(got, c.buckets) {
+					t.Errorf("buckets %v, want %v", got, c.buckets)
+				}
+				for _, series := range []string{histogram + "_count{" + labels + "}", histogram + `_bucket{` + labels + `,le="+Inf"}`} {
+					if got := metricValue(t, text, series); got != want {
+						t.Errorf("%s = %s, want %s", series, got, want)
+					}
+				}
+			}
+			// The series exist from load on.
+			_, text := get(t, r.metrics+"/metrics")
+			check(text, "0")
+
+			for range requests {
+				if s, b := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+					t.Fatalf("infer: %d %s", s, b)
+				}
+			}
+			_, text = get(t, r.metrics+"/metrics")
+			success := metricValue(t, text, "nv_inference_request_success{"+labels+"}")
+			if success != strconv.Itoa(requests) {
+				t.Fatalf("success = %s, want %d", success, requests)
+			}
+			check(text, success)
+
+			// 44: unload takes the new families along.
+			if s, b := post(t, r.http+"/v2/repository/models/simple/unload", ""); s != 200 {
+				t.Fatalf("unload: %d %s", s, b)
+			}
+			if _, text = get(t, r.metrics+"/metrics"); strings.Contains(text, "_summary_us") || strings.Contains(text, histogram) {
+				t.Errorf("44: series remain after unload:\n%s", text)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package onnxbuild
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -141,4 +142,72 @@ func Cast(from, to DataType, dims ...int64) ([]byte, error) {
 	g.Output("OUTPUT0", to, dims...)
 	g.Node("Cast", []string{"INPUT0"}, []string{"OUTPUT0"}, AttrInt("to", int64(to)))
 	return Model(g, DefaultOpset)
+}
+
+// MLP is a multilayer perceptron for compute-bound benchmarks: FLOAT input x
+// [batch, in] (batch symbolic), FLOAT output y [batch, hidden], and layers
+// fully connected layers h = h·W_l + b_l with weights W_l [k, hidden] (k is
+// in for the first layer, hidden after) and biases b_l [hidden] from
+// MLPWeights and MLPBias. A Relu follows every layer but the last. One
+// execution costs about 2·batch·hidden·(in + (layers-1)·hidden) flops.
+func MLP(in, hidden, layers int64) ([]byte, error) {
+	if in <= 0 || hidden <= 0 || layers <= 0 {
+		return nil, fmt.Errorf("onnxbuild: MLP: in=%d hidden=%d layers=%d, want all > 0", in, hidden, layers)
+	}
+	g := NewGraph("mlp")
+	g.Input("x", Float, -1, in)
+	g.Output("y", Float, -1, hidden)
+	h := "x"
+	for l := range layers {
+		k := hidden
+		if l == 0 {
+			k = in
+		}
+		w, err := Encode(Float, MLPWeights(l, k, hidden))
+		if err != nil {
+			return nil, fmt.Errorf("onnxbuild: MLP weights: %w", err)
+		}
+		bias, err := Encode(Float, MLPBias(l, hidden))
+		if err != nil {
+			return nil, fmt.Errorf("onnxbuild: MLP bias: %w", err)
+		}
+		wName, bName := fmt.Sprintf("W%d", l), fmt.Sprintf("b%d", l)
+		g.Initializer(wName, Float, []int64{k, hidden}, w)
+		g.Initializer(bName, Float, []int64{hidden}, bias)
+		mm, sum := fmt.Sprintf("mm%d", l), fmt.Sprintf("h%d", l)
+		if l == layers-1 {
+			sum = "y"
+		}
+		g.Node("MatMul", []string{h, wName}, []string{mm})
+		g.Node("Add", []string{mm, bName}, []string{sum})
+		h = sum
+		if l < layers-1 {
+			g.Node("Relu", []string{sum}, []string{sum + "_relu"})
+			h = sum + "_relu"
+		}
+	}
+	return Model(g, DefaultOpset)
+}
+
+// MLPWeights are the row-major [k, n] weights of MLP layer l: a fixed
+// pseudo-random pattern of multiples of 1/64 in [-1, 1), scaled by 1/√k so
+// that activations stay of order one through any number of layers. Every
+// value is exact in FLOAT.
+func MLPWeights(l, k, n int64) []float64 {
+	w := make([]float64, k*n)
+	scale := 1 / math.Sqrt(float64(k))
+	for i := range w {
+		h := uint32(int64(i)*2654435761+l*40503) >> 7
+		w[i] = float64(float32(float64(int64(h%128)-64) / 64 * scale))
+	}
+	return w
+}
+
+// MLPBias is the bias of MLP layer l: small values in [-0.02, 0.02].
+func MLPBias(l, n int64) []float64 {
+	b := make([]float64, n)
+	for j := range b {
+		b[j] = float64(float32(float64((int64(j)+l)%5-2) / 100))
+	}
+	return b
 }

@@ -10,8 +10,9 @@
 //	model, err := onnxbuild.Model(g, onnxbuild.DefaultOpset)
 //
 // Ready-made models (AddSub, Identity, MatMul, ThreeOutputs, Cast) cover the
-// usual test cases; Encode and Decode convert element values to and from raw
-// tensor bytes for every numeric type, FLOAT16 and BFLOAT16 included.
+// usual test cases, and MLP a compute-bound one for benchmarks; Encode and
+// Decode convert element values to and from raw tensor bytes for every
+// numeric type, FLOAT16 and BFLOAT16 included.
 package onnxbuild
 
 import (

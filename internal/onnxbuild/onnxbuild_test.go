@@ -205,6 +205,8 @@ func TestReadyMadeRejectsTypes(t *testing.T) {
 		{"MatMul INT8", func() ([]byte, error) { return MatMul(Int8, -1, 2, 2) }},
 		{"MatMul BFLOAT16", func() ([]byte, error) { return MatMul(BFloat16, -1, 2, 2) }},
 		{"MatMul k=0", func() ([]byte, error) { return MatMul(Float, -1, 0, 2) }},
+		{"MLP layers=0", func() ([]byte, error) { return MLP(4, 4, 0) }},
+		{"MLP hidden=0", func() ([]byte, error) { return MLP(4, 0, 2) }},
 		{"Identity invalid", func() ([]byte, error) { return Identity(Undefined, 2) }},
 		{"Cast invalid target", func() ([]byte, error) { return Cast(Float, 0, 2) }},
 	}

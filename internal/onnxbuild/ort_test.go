@@ -417,3 +417,71 @@ func TestInputWithDefaultORT(t *testing.T) {
 	checkOutputs(t, run(t, model, []tensor{x, bias}, []tensor{y}),
 		[]tensor{{name: "y", elem: Float, shape: shape, nums: []float64{-15, 1}}})
 }
+
+func TestMLPORT(t *testing.T) {
+	orttest.Init(t)
+	const in, hidden, layers, rows = 5, 6, 3, 3
+	model, err := MLP(in, hidden, layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInfo(t, model,
+		[]tensor{{name: "x", elem: Float, shape: []int64{-1, in}}},
+		[]tensor{{name: "y", elem: Float, shape: []int64{-1, hidden}}})
+	x := seq(rows*in, func(i int) float64 { return float64(i%7) - 3 })
+	// Reference in float64; ORT computes in float32, hence the tolerance.
+	h, k := x, int64(in)
+	for l := range int64(layers) {
+		w, bias := MLPWeights(l, k, hidden), MLPBias(l, hidden)
+		next := make([]float64, rows*hidden)
+		for r := range int64(rows) {
+			for j := range int64(hidden) {
+				v := bias[j]
+				for i := range k {
+					v += h[r*k+i] * w[i*hidden+j]
+				}
+				if l < layers-1 {
+					v = max(v, 0)
+				}
+				next[r*hidden+j] = v
+			}
+		}
+		h, k = next, hidden
+	}
+	got := run(t, model,
+		[]tensor{{name: "x", elem: Float, shape: []int64{rows, in}, nums: x}},
+		[]tensor{{name: "y", elem: Float, shape: []int64{rows, hidden}}})
+	nonzero := 0
+	for i, want := range h {
+		if math.Abs(got[0].nums[i]-want) > 1e-4 {
+			t.Fatalf("y[%d] = %v, want %v", i, got[0].nums[i], want)
+		}
+		if want != 0 {
+			nonzero++
+		}
+	}
+	if nonzero < len(h)/2 {
+		t.Errorf("only %d of %d outputs nonzero: %v", nonzero, len(h), h)
+	}
+}
+
+func TestMLPWeights(t *testing.T) {
+	w := MLPWeights(0, 16, 16)
+	var pos, neg int
+	for _, v := range w {
+		if math.Abs(v) > 1/math.Sqrt(16) || float64(float32(v)) != v {
+			t.Fatalf("weight %v out of range or not exact in float32", v)
+		}
+		if v > 0 {
+			pos++
+		} else if v < 0 {
+			neg++
+		}
+	}
+	if pos < len(w)/4 || neg < len(w)/4 {
+		t.Errorf("weights unbalanced: %d positive, %d negative of %d", pos, neg, len(w))
+	}
+	if slices.Equal(w, MLPWeights(1, 16, 16)) {
+		t.Error("layers 0 and 1 have the same weights")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,11 +20,17 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// BenchmarkSimple compares, in one run, the `simple` model served over HTTP
-// (JSON) with the same model run in-process through the ONNX Runtime
-// backend, at concurrency 1 and 16. It reports p50 latency and throughput:
+// BenchmarkSimple measures, in one run, what the server costs for a model
+// whose run is negligible: Triton's `simple` (AddSub INT32 [1,16], two CPU
+// instances) over HTTP with JSON tensors and with the binary extension,
+// against a bare net/http handler that decodes the same JSON body with
+// encoding/json and writes a fixed reply (the floor of any Go HTTP server),
+// and against the same model run in-process through the ONNX Runtime backend
+// (one instance per worker, no HTTP). Concurrency 1 and 16; the "ratio"
+// sub-benchmark reports the p50 latency and throughput ratios
+// (BENCHMARKS.md, figure 3):
 //
-//	go test ./platforms/httpapi -run '^$' -bench BenchmarkSimple -benchtime 2000x
+//	go test ./platforms/httpapi -run '^$' -bench BenchmarkSimple -benchtime 2s
 func BenchmarkSimple(b *testing.B) {
 	models := standardModels(b)
 	m := models["simple"]
@@ -36,8 +43,23 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 `
 	root := writeRepo(b, map[string]testModel{"simple": m})
 	base, _ := startServer(b, root, serverOpts{})
-	body := []byte(`{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`)
-	httpCall := inferCaller(base+"/v2/models/simple/infer", body)
+	url := base + "/v2/models/simple/infer"
+	in0 := int32Bytes(seq(16, func(i int) int32 { return int32(i) })...)
+	in1 := int32Bytes(seq(16, func(int) int32 { return 1 })...)
+	body := []byte(`{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`)
+	status, _, reply := post(b, url, string(body))
+	if status != 200 {
+		b.Fatalf("status %d: %s", status, reply)
+	}
+	bare := startBareServer(b, reply) // answers with inferd's own reply
+	callers := []struct {
+		name string
+		call func() error
+	}{
+		{"bare-http", inferCaller(bare, body)},
+		{"http-json", inferCaller(url, body)},
+		{"http-binary", binaryCaller(url, simpleAllBinaryHeader, in0, in1)},
+	}
 
 	// In-process: the same backend, one instance per worker, no HTTP.
 	cfg, err := modelconfig.Parse([]byte(m.config))
@@ -48,8 +70,6 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib})
 	must(b, err)
 	defer backend.Close()
-	in0 := int32Bytes(seq(16, func(i int) int32 { return int32(i) })...)
-	in1 := int32Bytes(seq(16, func(int) int32 { return 1 })...)
 	newInst := func() core.Instance {
 		inst, err := backend.NewInstance(context.Background(), core.InstanceSpec{
 			VersionFiles: core.VersionFiles{ModelName: "simple", Version: 1, ModelDir: root + "/simple", VersionDir: root + "/simple/1"},
@@ -59,7 +79,12 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 		return inst
 	}
 
+	rs := results{}
 	for _, conc := range []int{1, 16} {
+		c := "/c" + strconv.Itoa(conc)
+		for _, cl := range callers {
+			rs.run(b, cl.name+c, conc, 1, cl.call)
+		}
 		insts := make(chan core.Instance, conc)
 		for range min(conc, 2) {
 			insts <- newInst()
@@ -76,27 +101,47 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 			}
 			return inst.Execute(context.Background(), batch)
 		}
-		for _, c := range []struct {
-			name string
-			call func() error
-		}{{"in-process-ort", ortCall}, {"http-json", httpCall}} {
-			b.Run(c.name+"/c"+strconv.Itoa(conc), func(b *testing.B) { measure(b, conc, c.call) })
-		}
+		rs.run(b, "in-process-ort"+c, conc, 1, ortCall)
 		close(insts)
 		for inst := range insts {
 			_ = inst.Close()
 		}
 	}
+	rs.report(b,
+		ratio{"json/bare-p50-c1", "http-json/c1", "bare-http/c1", p50Of},
+		ratio{"binary/bare-p50-c1", "http-binary/c1", "bare-http/c1", p50Of},
+		ratio{"json/bare-thru-c16", "http-json/c16", "bare-http/c16", inferOf},
+		ratio{"binary/bare-thru-c16", "http-binary/c16", "bare-http/c16", inferOf},
+		ratio{"json/ort-thru-c16", "http-json/c16", "in-process-ort/c16", inferOf},
+	)
 }
 
-// measure runs b.N calls over conc workers and reports p50 latency (µs)
-// and throughput (req/s).
-func measure(b *testing.B, conc int, call func() error) {
+// simpleAllBinaryHeader asks for `simple` with both inputs and both outputs
+// as binary blobs, as tritonclient sends it with binary_data=True.
+const simpleAllBinaryHeader = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},{"name":"OUTPUT1","parameters":{"binary_data":true}}]}`
+
+// result is one sub-benchmark's measurement.
+type result struct {
+	p50      time.Duration
+	reqPerS  float64 // calls per second
+	inferPer float64 // inferences per second: calls per second × batch
+}
+
+// measure runs b.N calls over conc workers and reports p50 latency (µs),
+// throughput (req/s) and the CPU cores the process kept busy meanwhile.
+func measure(b *testing.B, conc int, call func() error) result {
+	return measureBatch(b, conc, 1, call)
+}
+
+// measureBatch is measure for calls that each carry batch inferences; for
+// batch > 1 it also reports infer/s.
+func measureBatch(b *testing.B, conc, batch int, call func() error) result {
 	lat := make([]time.Duration, b.N)
 	var next int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	start := time.Now()
 	for range conc {
 		wg.Add(1)
@@ -121,10 +166,69 @@ func measure(b *testing.B, conc int, call func() error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	r := result{p50: lat[len(lat)/2], reqPerS: float64(b.N) / elapsed.Seconds()}
+	r.inferPer = r.reqPerS * float64(batch)
+	b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
+	b.ReportMetric(r.reqPerS, "req/s")
+	if batch > 1 {
+		b.ReportMetric(r.inferPer, "infer/s")
+	}
+	b.ReportMetric(cpu.Seconds()/elapsed.Seconds(), "cpu-cores")
+	return r
+}
+
+// cpuTime is the user and system CPU time of this process so far: load
+// generator, server and ONNX Runtime threads together.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// results keeps the last measurement of each sub-benchmark of one benchmark,
+// so that a closing "ratio" sub-benchmark can report the side-by-side ratios
+// that BENCHMARKS.md quotes.
+type results map[string]result
+
+// run measures call as sub-benchmark name (each call carries batch
+// inferences).
+func (rs results) run(b *testing.B, name string, conc, batch int, call func() error) {
+	b.Run(name, func(b *testing.B) { rs[name] = measureBatch(b, conc, batch, call) })
+}
+
+// ratio is one reported quotient of two sub-benchmarks' results.
+type ratio struct {
+	unit     string // metric name, e.g. "json/bare-p50-c1"
+	num, den string // sub-benchmark names
+	of       func(result) float64
+}
+
+func p50Of(r result) float64   { return float64(r.p50) }
+func inferOf(r result) float64 { return r.inferPer }
+
+// report runs the "ratio" sub-benchmark, which reports every ratio whose two
+// sides were measured in this run (a -bench filter may leave some out).
+func (rs results) report(b *testing.B, ratios ...ratio) {
+	b.Run("ratio", func(b *testing.B) {
+		n := 0
+		for _, q := range ratios {
+			num, ok1 := rs[q.num]
+			den, ok2 := rs[q.den]
+			if !ok1 || !ok2 || q.of(den) == 0 {
+				continue
+			}
+			b.ReportMetric(q.of(num)/q.of(den), q.unit)
+			n++
+		}
+		if n == 0 {
+			b.Skip("no pair of sub-benchmarks was measured in this run")
+		}
+	})
 }
 
 // BenchmarkSpinning compares ONNX Runtime's intra-op spinning off (inferd's
@@ -147,33 +251,42 @@ parameters { key: "allow_spinning" value { string_value: "` + spin + `" } }
 	base, _ := startServer(b, root, serverOpts{})
 	data := strings.TrimSuffix(strings.Repeat("0.5,", 8*256), ",")
 	body := []byte(`{"inputs":[{"name":"x","shape":[8,256],"datatype":"FP32","data":[` + data + `]}],"parameters":{"binary_data_output":true}}`)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	rs := results{}
 	for _, conc := range []int{1, 16} {
 		for _, m := range []string{"spin_off", "spin_on"} {
-			b.Run(m+"/c"+strconv.Itoa(conc), func(b *testing.B) {
-				measure(b, conc, func() error {
-					resp, err := client.Post(base+"/v2/models/"+m+"/infer", "application/json", bytes.NewReader(body))
-					if err != nil {
-						return err
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Fatalf("status %d", resp.StatusCode)
-					}
-					return nil
-				})
-			})
+			rs.run(b, m+"/c"+strconv.Itoa(conc), conc, 1, inferCaller(base+"/v2/models/"+m+"/infer", body))
 		}
 	}
+	rs.report(b,
+		ratio{"off/on-p50-c1", "spin_off/c1", "spin_on/c1", p50Of},
+		ratio{"off/on-thru-c16", "spin_off/c16", "spin_on/c16", inferOf},
+	)
 }
 
-// inferCaller posts body to url over keep-alive connections, without asking
-// for compression (perf_analyzer and tritonclient do not by default).
+// inferCaller posts a JSON body to url over keep-alive connections, without
+// asking for compression (perf_analyzer and tritonclient do not by default).
 func inferCaller(url string, body []byte) func() error {
+	return postCaller(url, body, http.Header{"Content-Type": {"application/json"}})
+}
+
+// binaryCaller posts a binary-extension request: the JSON header, then the
+// blobs, with Inference-Header-Content-Length set.
+func binaryCaller(url, header string, blobs ...[]byte) func() error {
+	h, body := binaryRequest(header, blobs...)
+	return postCaller(url, body, h)
+}
+
+// postCaller returns a call that posts body with header to url over
+// keep-alive connections, reads the whole reply and wants status 200.
+func postCaller(url string, body []byte, header http.Header) func() error {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 	return func() error {
-		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header = header.Clone()
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}

@@ -19,23 +19,71 @@ import (
 type Config struct {
 	// CounterLatencies keeps the *_duration_us counters (on unless "false").
 	CounterLatencies bool
+	// SummaryLatencies adds the *_summary_us families (off unless "true").
+	SummaryLatencies bool
+	// SummaryQuantiles are the summaries' objectives: quantile → allowed
+	// error. Replaced, never mutated, so copies of a Config may share it.
+	SummaryQuantiles map[float64]float64
+	// HistogramLatencies adds nv_inference_first_response_histogram_ms
+	// (off unless "true").
+	HistogramLatencies bool
+
+	// badQuantiles are the summary_quantiles pairs that were skipped;
+	// Observers logs them, as ParseSetting has no logger.
+	badQuantiles []string
 }
 
 // DefaultConfig is Triton's default.
-func DefaultConfig() Config { return Config{CounterLatencies: true} }
+func DefaultConfig() Config {
+	return Config{CounterLatencies: true, SummaryQuantiles: defaultQuantiles()}
+}
+
+func defaultQuantiles() map[float64]float64 {
+	return map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.95: 0.001, 0.99: 0.001, 0.999: 0.001}
+}
 
 // ParseSetting applies one --metrics-config "<setting>=<value>". Unknown
 // settings are ignored, as in Triton; a malformed one is a usage error.
+// Boolean settings compare the literal string, as Triton does.
 func (c *Config) ParseSetting(arg string) error {
 	key, value, ok := strings.Cut(arg, "=")
 	if !ok || key == "" || value == "" || strings.Contains(key, ",") {
 		return fmt.Errorf("--metrics-config expects <setting>=<value>, got %q", arg)
 	}
-	if key == "counter_latencies" {
-		// Only the literal "false" turns it off (Triton's string compare).
+	switch key {
+	case "counter_latencies":
 		c.CounterLatencies = value != "false"
+	case "summary_latencies":
+		c.SummaryLatencies = value == "true"
+	case "histogram_latencies":
+		c.HistogramLatencies = value == "true"
+	case "summary_quantiles":
+		c.SummaryQuantiles, c.badQuantiles = parseQuantiles(value)
 	}
 	return nil
+}
+
+// parseQuantiles reads "<quantile>:<error>,...". Bad pairs are skipped
+// rather than failing the start-up (Triton logs them); when none is left
+// the default objectives apply.
+func parseQuantiles(value string) (map[float64]float64, []string) {
+	out := map[float64]float64{}
+	var bad []string
+	for pair := range strings.SplitSeq(value, ",") {
+		qs, es, ok := strings.Cut(pair, ":")
+		q, qerr := strconv.ParseFloat(strings.TrimSpace(qs), 64)
+		e, eerr := strconv.ParseFloat(strings.TrimSpace(es), 64)
+		// Out-of-range values would make the quantile estimator meaningless.
+		if !ok || qerr != nil || eerr != nil || !(q >= 0 && q <= 1) || !(e >= 0 && e <= 1) {
+			bad = append(bad, pair)
+			continue
+		}
+		out[q] = e
+	}
+	if len(out) == 0 {
+		return defaultQuantiles(), bad
+	}
+	return out, bad
 }
 
 // Source is what the collector reads: the serving model versions.
@@ -114,12 +162,7 @@ func (c *collector) Describe(chan<- *prometheus.Desc) {}
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, mv := range c.src.ReadyVersions("") {
 		st := mv.Stats.Snapshot()
-		names := []string{"model", "version"}
-		values := []string{mv.Name, strconv.FormatInt(mv.Version, 10)}
-		for k, v := range mv.Config.GetMetricTags() {
-			names = append(names, "_"+k)
-			values = append(values, v)
-		}
+		names, values := versionLabels(mv)
 		emit := func(f family, v float64, extraName, extraValue string) {
 			n, vals := names, values
 			if extraName != "" {
@@ -144,5 +187,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit(famCompInf, float64(st.ComputeInferUs), "", "")
 			emit(famCompOut, float64(st.ComputeOutputUs), "", "")
 		}
+		// Summaries and the histogram live in the version's observer, so
+		// they come and go with the version like the series above.
+		if o, ok := mv.Stats.Observer().(*observer); ok {
+			o.collect(ch)
+		}
 	}
+}
+
+// versionLabels are the labels of every per-version series: model, version
+// and one `_<key>` per metric_tags entry.
+func versionLabels(mv *core.ModelVersion) (names, values []string) {
+	names = []string{"model", "version"}
+	values = []string{mv.Name, strconv.FormatInt(mv.Version, 10)}
+	for k, v := range mv.Config.GetMetricTags() {
+		names = append(names, "_"+k)
+		values = append(values, v)
+	}
+	return names, values
 }
