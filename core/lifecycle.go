@@ -214,6 +214,15 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	if s.opts.Observers != nil {
 		mv.Stats.obs = s.opts.Observers(mv)
 	}
+	// Warmup runs on every instance before the version can serve.
+	for _, inst := range append(slices.Clone(active), passive...) {
+		if err := mv.warmup(ctx, inst, m.Dir); err != nil {
+			for _, i := range append(active, passive...) {
+				_ = i.Close()
+			}
+			return nil, err
+		}
+	}
 	mv.sched = newScheduler(cfg, active, mv.Stats)
 	return mv, nil
 }

@@ -459,32 +459,39 @@ func (s *scheduler) compatible(first, j *job) bool {
 
 // execute runs one batch on inst and answers its jobs.
 func (s *scheduler) execute(inst Instance, jobs []*job) {
-	b, err := s.cfg.gather.gather(jobs)
+	errs := runBatch(inst, &s.cfg.gather, s.stats, jobs)
+	for i, j := range jobs {
+		s.finish(j, errs[i])
+	}
+}
+
+// runBatch gathers jobs into one execution on inst, records it and cuts
+// the results back into each job; errs[i] is job i's outcome.
+func runBatch(inst Instance, plan *gatherPlan, stats *Stats, jobs []*job) []error {
+	b, err := plan.gather(jobs)
 	if err == nil {
 		ctx := context.Background()
-		if len(jobs) == 1 {
+		if len(jobs) == 1 && jobs[0].ctx != nil {
 			// A lone request may be abandoned mid-run; a batch runs for all.
 			ctx = jobs[0].ctx
 		}
 		err = inst.Execute(ctx, b)
 	}
+	errs := make([]error, len(jobs))
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	var total uint64
 	for _, j := range jobs {
 		total += uint64(j.size)
 	}
-	errs := make([]error, len(jobs))
-	if err == nil {
-		s.stats.recordExecution(total, b.InferStart.Sub(b.ComputeStart).Nanoseconds(),
-			b.InferEnd.Sub(b.InferStart).Nanoseconds(), b.ComputeEnd.Sub(b.InferEnd).Nanoseconds())
-		s.cfg.gather.scatter(b, jobs, errs)
-	} else {
-		for i := range errs {
-			errs[i] = err
-		}
-	}
-	for i, j := range jobs {
-		s.finish(j, errs[i])
-	}
+	stats.recordExecution(total, b.InferStart.Sub(b.ComputeStart).Nanoseconds(),
+		b.InferEnd.Sub(b.InferStart).Nanoseconds(), b.ComputeEnd.Sub(b.InferEnd).Nanoseconds())
+	plan.scatter(b, jobs, errs)
+	return errs
 }
 
 // finish answers j, in queue order when preserve_ordering asks for it.

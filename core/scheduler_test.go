@@ -81,7 +81,27 @@ func (b *echoBackend) executions() ([][]int32, [][]int64) {
 // are added) on the echo backend.
 func echoServer(t *testing.T, cfg string) (*Server, *echoBackend) {
 	t.Helper()
+	s, b, err := startEcho(t, cfg, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, b
+}
+
+// startEcho starts a server over model "m" with extra files (relative to
+// the model folder); open executions never wait at the gate.
+func startEcho(t *testing.T, cfg string, open bool, files map[string][]byte) (*Server, *echoBackend, error) {
+	t.Helper()
 	root := t.TempDir()
+	for name, data := range files {
+		path := filepath.Join(root, "m", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +112,14 @@ func echoServer(t *testing.T, cfg string) (*Server, *echoBackend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{})}
+	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: open}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true})
 	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if !s.Ready() {
 		idx, _ := s.Index(context.Background(), false)
-		t.Fatalf("model not ready: %+v", idx)
+		return nil, nil, fmt.Errorf("model not ready: %+v", idx)
 	}
 	t.Cleanup(func() {
 		b.mu.Lock()
@@ -108,7 +128,7 @@ func echoServer(t *testing.T, cfg string) (*Server, *echoBackend) {
 		close(b.gate)
 		s.Shutdown(context.Background())
 	})
-	return s, b
+	return s, b, nil
 }
 
 // batchReq is a request of rows rows of width values each, x = base + i.

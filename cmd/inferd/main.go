@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/platforms/httpapi"
@@ -28,6 +29,12 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "perf" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		code := perf.Main(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

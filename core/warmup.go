@@ -1,0 +1,160 @@
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// warmup runs the config's model_warmup samples on one instance
+// (model-repository.md §13): each sample as batch_size requests of batch 1
+// in one execution, count times. They are recorded like real requests.
+func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir string) error {
+	samples := mv.Config.GetModelWarmup()
+	if len(samples) == 0 {
+		return nil
+	}
+	plan := newGatherPlan(mv.Config)
+	for _, sample := range samples {
+		if sample.GetBatchSize() == 0 {
+			continue
+		}
+		bs := int(sample.GetBatchSize())
+		if mv.Config.GetMaxBatchSize() == 0 {
+			bs = 1
+		}
+		req, err := mv.warmupRequest(sample, modelDir)
+		if err != nil {
+			return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
+		}
+		for range max(sample.GetCount(), 1) {
+			jobs := make([]*job, bs)
+			for i := range jobs {
+				start := time.Now()
+				p, err := mv.prepare(req)
+				if err != nil {
+					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
+				}
+				jobs[i] = &job{ctx: ctx, p: p, size: max(1, int64(p.batchSize))}
+				jobs[i].times.req, jobs[i].times.queue, jobs[i].times.exec = start, start, start
+			}
+			errs := runBatch(inst, &plan, mv.Stats, jobs)
+			for i, j := range jobs {
+				if errs[i] != nil {
+					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), errs[i])
+				}
+				b := &j.p.batch
+				j.times.cin, j.times.cout, j.times.execEnd = b.InferStart, b.InferEnd, b.ComputeEnd
+				mv.Stats.recordSuccess(j.times, time.Now(), j.p.batchSize)
+			}
+		}
+	}
+	return nil
+}
+
+// warmupRequest builds one batch-1 request from a warmup sample. Inputs
+// that the model does not declare are control inputs, which ONNX models
+// do not have: they are left out.
+func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir string) (*InferRequest, error) {
+	req := &InferRequest{ID: "warmup", ModelName: mv.Name, ModelVersion: mv.Version}
+	names := make([]string, 0, len(sample.GetInputs()))
+	for name := range sample.GetInputs() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	// One random source per sample keeps random data reproducible.
+	rng := rand.New(rand.NewPCG(1, uint64(len(names))))
+	for _, name := range names {
+		in := sample.GetInputs()[name]
+		if _, ok := mv.inputs[name]; !ok {
+			continue
+		}
+		dt := DataType(in.GetDataType())
+		n := ElementCount(in.GetDims())
+		for _, d := range in.GetDims() {
+			if d < 0 {
+				return nil, fmt.Errorf("warmup input '%s' has a variable dimension %s", name, ShapeString(in.GetDims()))
+			}
+		}
+		var data []byte
+		switch {
+		case in.GetInputDataFile() != "":
+			raw, err := os.ReadFile(filepath.Join(modelDir, "warmup", filepath.Base(in.GetInputDataFile())))
+			if err != nil {
+				return nil, fmt.Errorf("warmup input '%s': %w", name, err)
+			}
+			if data, err = leadingElements(raw, dt, n); err != nil {
+				return nil, fmt.Errorf("warmup input '%s' from '%s': %w", name, in.GetInputDataFile(), err)
+			}
+		case in.GetRandomData() && dt != TypeBytes:
+			data = randomData(rng, dt, n)
+		default:
+			// Zeros; for STRING that is n empty elements (4-byte zero lengths).
+			size := n * 4
+			if dt != TypeBytes {
+				size = n * int64(dt.ByteSize())
+			}
+			data = make([]byte, size)
+		}
+		shape := in.GetDims()
+		if mv.Config.GetMaxBatchSize() > 0 {
+			shape = append([]int64{1}, shape...)
+		}
+		req.Inputs = append(req.Inputs, &Tensor{Name: name, DataType: dt, Shape: shape, Data: data})
+	}
+	return req, nil
+}
+
+// leadingElements takes the first n elements of raw, which must hold them.
+func leadingElements(raw []byte, dt DataType, n int64) ([]byte, error) {
+	if dt != TypeBytes {
+		need := n * int64(dt.ByteSize())
+		if int64(len(raw)) < need {
+			return nil, fmt.Errorf("file holds %d bytes, the input needs %d", len(raw), need)
+		}
+		return raw[:need], nil
+	}
+	pos := 0
+	for range n {
+		if pos+4 > len(raw) {
+			return nil, fmt.Errorf("file holds fewer than %d string elements", n)
+		}
+		pos += 4 + int(binary.LittleEndian.Uint32(raw[pos:]))
+		if pos > len(raw) {
+			return nil, fmt.Errorf("file holds fewer than %d string elements", n)
+		}
+	}
+	return raw[:pos], nil
+}
+
+// randomData fills n elements with values valid for their type (no NaNs).
+func randomData(rng *rand.Rand, dt DataType, n int64) []byte {
+	size := dt.ByteSize()
+	out := make([]byte, 0, n*int64(size))
+	for range n {
+		switch dt {
+		case TypeFP32:
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(rng.Float32()))
+		case TypeFP64:
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(rng.Float64()))
+		case TypeFP16, TypeBF16:
+			// Mantissa bits only: values in [0, 2^-14) / tiny, never NaN or Inf.
+			out = binary.LittleEndian.AppendUint16(out, uint16(rng.IntN(1<<10)))
+		case TypeBool:
+			out = append(out, byte(rng.IntN(2)))
+		default:
+			for range size {
+				out = append(out, byte(rng.Uint32()))
+			}
+		}
+	}
+	return out
+}
