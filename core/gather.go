@@ -89,25 +89,45 @@ func unionSorted(a, b []string) []string {
 }
 
 // scatter hands each job its rows of the batch's outputs; a request whose
-// rows cannot be cut gets its own error in errs.
+// rows cannot be cut gets its own error in errs. The per-request tensors,
+// shapes and result lists come from three shared allocations.
 func (g *gatherPlan) scatter(b *Batch, jobs []*job, errs []error) {
 	if len(jobs) == 1 && b == &jobs[0].p.batch {
 		return
 	}
+	nOut, dims := 0, 0
+	for _, j := range jobs {
+		nOut += len(j.p.batch.Outputs)
+	}
+	for _, r := range b.Results {
+		dims += len(r.Shape)
+	}
+	tensors := make([]Tensor, nOut)
+	lists := make([]*Tensor, nOut)
+	shapes := make([]int64, 0, dims*len(jobs))
 	var offset int64
 	for i, j := range jobs {
 		pb := &j.p.batch
 		rows := int64(j.p.batchSize)
 		pb.ComputeStart, pb.InferStart, pb.InferEnd, pb.ComputeEnd = b.ComputeStart, b.InferStart, b.InferEnd, b.ComputeEnd
-		pb.Results = make([]*Tensor, 0, len(pb.Outputs))
+		n := len(pb.Outputs)
+		pb.Results = lists[:0:n]
+		lists = lists[n:]
 		for _, name := range pb.Outputs {
 			k := slices.Index(b.Outputs, name)
 			if k < 0 || k >= len(b.Results) {
 				errs[i] = Errorf(CodeInternal, "output '%s' missing from the batch results", name)
 				break
 			}
-			t, err := sliceRows(b.Results[k], offset, rows)
-			if err != nil {
+			t := &tensors[0]
+			tensors = tensors[1:]
+			src := b.Results[k]
+			if len(src.Shape) > 0 {
+				start := len(shapes)
+				shapes = append(append(shapes, rows), src.Shape[1:]...)
+				t.Shape = shapes[start:len(shapes):len(shapes)]
+			}
+			if err := sliceRows(t, src, offset, rows); err != nil {
 				errs[i] = err
 				break
 			}
@@ -117,23 +137,26 @@ func (g *gatherPlan) scatter(b *Batch, jobs []*job, errs []error) {
 	}
 }
 
-// sliceRows returns rows [from, from+n) of t along dim 0, sharing t's data.
-func sliceRows(t *Tensor, from, n int64) (*Tensor, error) {
+// sliceRows sets dst to rows [from, from+n) of t along dim 0, sharing t's
+// data; dst.Shape must already hold the cut shape.
+func sliceRows(dst, t *Tensor, from, n int64) error {
 	if len(t.Shape) == 0 || t.Shape[0] < from+n {
 		lead := int64(0)
 		if len(t.Shape) > 0 {
 			lead = t.Shape[0]
 		}
-		return nil, Errorf(CodeInternal, "failed to split the output tensor '%s' in responses: expected batch size of at least %d in model output, got %d", t.Name, from+n, lead)
+		return Errorf(CodeInternal, "failed to split the output tensor '%s' in responses: expected batch size of at least %d in model output, got %d", t.Name, from+n, lead)
 	}
-	shape := append([]int64{n}, t.Shape[1:]...)
+	dst.Name, dst.DataType = t.Name, t.DataType
 	if t.Shape[0] == n && from == 0 {
-		return &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data}, nil
+		dst.Data = t.Data
+		return nil
 	}
 	rowElems := ElementCount(t.Shape[1:])
 	if t.DataType != TypeBytes {
 		rowBytes := rowElems * int64(t.DataType.ByteSize())
-		return &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data[from*rowBytes : (from+n)*rowBytes : (from+n)*rowBytes]}, nil
+		dst.Data = t.Data[from*rowBytes : (from+n)*rowBytes : (from+n)*rowBytes]
+		return nil
 	}
 	// BYTES: walk the length-prefixed elements to find the row boundaries.
 	start, end := -1, -1
@@ -155,9 +178,10 @@ func sliceRows(t *Tensor, from, n int64) (*Tensor, error) {
 		}
 	}
 	if start < 0 || end < 0 {
-		return nil, Errorf(CodeInternal, "failed to split the output tensor '%s': element framing is broken", t.Name)
+		return Errorf(CodeInternal, "failed to split the output tensor '%s': element framing is broken", t.Name)
 	}
-	return &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data[start:end:end]}, nil
+	dst.Data = t.Data[start:end:end]
+	return nil
 }
 
 // batchInput computes one batch_input tensor over the requests of a batch.

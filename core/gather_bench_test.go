@@ -1,0 +1,82 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// BenchmarkGatherScatter measures building one execution from R requests
+// of one FP32 row each and cutting the output back per request:
+//
+//	go test ./core -run '^$' -bench GatherScatter -benchmem
+func BenchmarkGatherScatter(b *testing.B) {
+	for _, r := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("requests=%d", r), func(b *testing.B) {
+			const width = 256
+			jobs := make([]*job, r)
+			for i := range jobs {
+				jobs[i] = &job{size: 1, p: &prepared{batchSize: 1, batch: Batch{
+					Inputs:  []*Tensor{{Name: "x", DataType: TypeFP32, Shape: []int64{1, width}, Data: make([]byte, 4*width)}},
+					Outputs: []string{"y"},
+				}}}
+			}
+			var plan gatherPlan
+			errs := make([]error, r)
+			b.ReportAllocs()
+			for b.Loop() {
+				batch, err := plan.gather(jobs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				in := batch.Inputs[0]
+				batch.Results = []*Tensor{{Name: "y", DataType: in.DataType, Shape: in.Shape, Data: in.Data}}
+				plan.scatter(batch, jobs, errs)
+			}
+		})
+	}
+}
+
+// BenchmarkSchedulerRoundTrip measures a request's trip through the
+// scheduler to an instance that returns at once, with and without dynamic
+// batching, at 16 concurrent callers:
+//
+//	go test ./core -run '^$' -bench SchedulerRoundTrip -benchmem
+func BenchmarkSchedulerRoundTrip(b *testing.B) {
+	for _, tc := range []struct{ name, cfg string }{
+		{"default", ""},
+		{"dynamic", "dynamic_batching {}\n"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, _, err := startEcho(b, "max_batch_size: 8\n"+tc.cfg+`input [ { name: "x" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 2 } ]
+`, true, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mv, release, err := s.Acquire("m", LatestVersion)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer release()
+			b.ReportAllocs()
+			var wg sync.WaitGroup
+			per := b.N/16 + 1
+			b.ResetTimer()
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range per {
+						if _, err := mv.Infer(context.Background(), batchReq(1, 1, 16)); err != nil {
+							panic(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
