@@ -57,7 +57,8 @@ type queuePolicy struct {
 // under DELAY kept after the others.
 type level struct {
 	policy  queuePolicy
-	jobs    []*job // queue order; removed jobs are skipped and compacted
+	jobs    []*job // queue order from head; removed jobs are skipped and compacted
+	head    int
 	delayed []*job
 	count   int // jobs still queued (not removed)
 }
@@ -335,7 +336,7 @@ func (s *scheduler) form(now time.Time) ([]*job, time.Duration) {
 	var soonest time.Time // nearest DELAY deadline among the candidates
 	for _, lv := range s.levels {
 		lv.compact(now)
-		for _, list := range [2][]*job{lv.jobs, lv.delayed} {
+		for _, list := range [2][]*job{lv.jobs[lv.head:], lv.delayed} {
 			for _, j := range list {
 				if j.state != jobQueued || j.ctx.Err() != nil {
 					continue // a cancelled one is about to be answered by its hook
@@ -399,22 +400,37 @@ func (s *scheduler) form(now time.Time) ([]*job, time.Duration) {
 	return nil, wait
 }
 
-// compact drops answered jobs from the head of the level and moves jobs
-// whose DELAY timeout passed to the delayed tail.
+// compact drops answered jobs from the head of the level and, under a
+// DELAY policy, moves jobs whose timeout passed to the delayed tail. It is
+// O(1) per taken job unless DELAY timeouts are configured.
 func (lv *level) compact(now time.Time) {
-	keep := lv.jobs[:0]
-	for _, j := range lv.jobs {
-		switch {
-		case j.state != jobQueued:
-		case lv.policy.delay && !j.deadline.IsZero() && !now.Before(j.deadline):
-			j.delayed = true
-			lv.delayed = append(lv.delayed, j)
-		default:
-			keep = append(keep, j)
-		}
+	for lv.head < len(lv.jobs) && lv.jobs[lv.head].state != jobQueued {
+		lv.jobs[lv.head] = nil
+		lv.head++
 	}
-	clear(lv.jobs[len(keep):])
-	lv.jobs = keep
+	switch {
+	case lv.head == len(lv.jobs):
+		lv.jobs, lv.head = lv.jobs[:0], 0
+	case lv.head > 64 && lv.head > len(lv.jobs)/2:
+		n := copy(lv.jobs, lv.jobs[lv.head:])
+		clear(lv.jobs[n:])
+		lv.jobs, lv.head = lv.jobs[:n], 0
+	}
+	if lv.policy.delay && lv.policy.timeout > 0 {
+		keep := lv.jobs[:lv.head]
+		for _, j := range lv.jobs[lv.head:] {
+			switch {
+			case j.state != jobQueued:
+			case !j.deadline.IsZero() && !now.Before(j.deadline):
+				j.delayed = true
+				lv.delayed = append(lv.delayed, j)
+			default:
+				keep = append(keep, j)
+			}
+		}
+		clear(lv.jobs[len(keep):])
+		lv.jobs = keep
+	}
 	if len(lv.delayed) > 0 {
 		live := lv.delayed[:0]
 		for _, j := range lv.delayed {
