@@ -1,0 +1,337 @@
+package perf
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options is the parsed command line.
+type options struct {
+	model   string
+	version string
+	baseURL string // scheme://host[:port][/prefix], no trailing slash
+	batch   int
+
+	concurrency  []int     // closed-loop settings; empty in request-rate mode
+	rates        []float64 // open-loop settings (requests/s)
+	distribution string    // constant or poisson
+	maxThreads   int       // most requests in flight at once in request-rate mode
+
+	inputData    string // random, zero or a JSON data file
+	shapes       map[string][]int64
+	stringLength int
+	binary       bool
+
+	interval         time.Duration
+	stability        float64 // fraction, 0.1 = 10%
+	maxTrials        int
+	percentile       int // 0: average latency decides stability
+	latencyThreshold time.Duration
+
+	csvPath  string
+	jsonPath string
+}
+
+// usageError marks bad command-line input (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// shapeFlag collects repeated --shape NAME:d1,d2,... values.
+type shapeFlag map[string][]int64
+
+func (s shapeFlag) String() string {
+	parts := make([]string, 0, len(s))
+	for name, dims := range s {
+		parts = append(parts, name+":"+joinDims(dims))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (s shapeFlag) Set(v string) error {
+	name, dims, err := parseShape(v)
+	if err != nil {
+		return err
+	}
+	if _, dup := s[name]; dup {
+		return fmt.Errorf("input %q given twice", name)
+	}
+	s[name] = dims
+	return nil
+}
+
+// parseShape reads NAME:d1,d2,...; the name may itself hold colons, so the
+// last one separates it from the dims.
+func parseShape(v string) (string, []int64, error) {
+	i := strings.LastIndexByte(v, ':')
+	if i <= 0 {
+		return "", nil, fmt.Errorf("%q: want NAME:D1,D2", v)
+	}
+	name, list := v[:i], v[i+1:]
+	if list == "" {
+		return name, []int64{}, nil // a scalar input
+	}
+	var dims []int64
+	for _, f := range strings.Split(list, ",") {
+		d, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || d < 0 {
+			return "", nil, fmt.Errorf("%q: dimension %q is not a non-negative integer", v, f)
+		}
+		dims = append(dims, d)
+	}
+	return name, dims, nil
+}
+
+// parseRange reads perf_analyzer's start[:end[:step]] (step defaults to 1).
+func parseRange(v string) (start, end, step float64, err error) {
+	parts := strings.Split(v, ":")
+	if len(parts) > 3 {
+		return 0, 0, 0, fmt.Errorf("%q: want start:end:step", v)
+	}
+	vals := []float64{0, 0, 1}
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0, 0, 0, fmt.Errorf("%q: %q is not a number", v, p)
+		}
+		vals[i] = f
+	}
+	if len(parts) == 1 {
+		vals[1] = vals[0]
+	}
+	start, end, step = vals[0], vals[1], vals[2]
+	switch {
+	case start <= 0:
+		return 0, 0, 0, fmt.Errorf("%q: start must be greater than 0", v)
+	case end < start:
+		return 0, 0, 0, fmt.Errorf("%q: end must not be below start", v)
+	case step <= 0:
+		return 0, 0, 0, fmt.Errorf("%q: step must be greater than 0", v)
+	case (end-start)/step > 10000:
+		return 0, 0, 0, fmt.Errorf("%q: more than 10000 settings", v)
+	}
+	return start, end, step, nil
+}
+
+// concurrencyRange expands a range of whole worker counts.
+func concurrencyRange(v string) ([]int, error) {
+	start, end, step, err := parseRange(v)
+	if err != nil {
+		return nil, err
+	}
+	if start != math.Trunc(start) || end != math.Trunc(end) || step != math.Trunc(step) {
+		return nil, fmt.Errorf("%q: concurrency values must be whole numbers", v)
+	}
+	var out []int
+	for c := start; c <= end; c += step {
+		out = append(out, int(c))
+	}
+	return out, nil
+}
+
+// rateRange expands a range of request rates; the values are computed from
+// the index so that steps like 0.1 do not drift.
+func rateRange(v string) ([]float64, error) {
+	start, end, step, err := parseRange(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for i := 0; ; i++ {
+		r := start + float64(i)*step
+		if r > end*(1+1e-9) {
+			break
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// normalizeURL accepts host:port or a full http(s) URL.
+func normalizeURL(v string) (string, error) {
+	if !strings.Contains(v, "://") {
+		v = "http://" + v
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return "", fmt.Errorf("-u %q: %w", v, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("-u %q: scheme must be http or https", v)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("-u %q: no host", v)
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+const usageText = `usage: inferd perf -m MODEL [flags]
+
+Measures throughput and latency of a KServe v2 (Triton-compatible) HTTP server.
+
+  -m MODEL                        model name (required)
+  -x VERSION                      model version (default: the server's choice)
+  -u HOST:PORT|URL                server (default localhost:8000)
+  -i http                         protocol (only http)
+  -b N                            batch size (default 1)
+  --concurrency-range S:E:STEP    closed loop: N requests kept in flight (default 1)
+  --request-rate-range S:E:STEP   open loop: requests/s sent on a schedule
+  --request-distribution D        constant or poisson (default constant)
+  --max-threads N                 request-rate mode: most requests in flight (default 1024)
+  --input-data random|zero|FILE   input values; FILE is a perf_analyzer JSON data file
+  --shape NAME:D1,D2,...          dims of a variable-shape input, batch dim excluded (repeatable)
+  --string-length N               length of generated BYTES elements (default 128)
+  --binary                        binary tensor extension for inputs and outputs (default true)
+  --protocol-json                 JSON tensors instead (same as --binary=false)
+  -p, --measurement-interval MS   window length in milliseconds (default 5000)
+  -s, --stability-percentage P    windows agree within P percent (default 10)
+  --max-trials N                  windows per setting before giving up on stability (default 10)
+  --percentile P                  use the P-th percentile latency for stability (default: average)
+  -l, --latency-threshold MS      stop the sweep once latency exceeds MS (default: off)
+  -f FILE                         write a CSV report
+  --json FILE                     write a JSON report
+`
+
+// parseArgs reads the command line; -h gives flag.ErrHelp after printing
+// the usage to stderr.
+func parseArgs(args []string, stderr io.Writer) (*options, error) {
+	o := &options{shapes: map[string][]int64{}}
+	fs := flag.NewFlagSet("inferd perf", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by Main
+	fs.Usage = func() {}
+	var (
+		rawURL, protocol, concArg, rateArg string
+		intervalMS, latencyMS              int
+		stabilityPct                       float64
+		protocolJSON                       bool
+	)
+	fs.StringVar(&o.model, "m", "", "model name")
+	fs.StringVar(&o.version, "x", "", "model version")
+	fs.StringVar(&rawURL, "u", "localhost:8000", "server")
+	fs.StringVar(&protocol, "i", "http", "protocol")
+	fs.IntVar(&o.batch, "b", 1, "batch size")
+	fs.StringVar(&concArg, "concurrency-range", "", "closed-loop range")
+	fs.StringVar(&rateArg, "request-rate-range", "", "open-loop range")
+	fs.StringVar(&o.distribution, "request-distribution", "constant", "constant or poisson")
+	fs.IntVar(&o.maxThreads, "max-threads", 1024, "request-rate concurrency cap")
+	fs.StringVar(&o.inputData, "input-data", "random", "random, zero or a data file")
+	fs.Var(shapeFlag(o.shapes), "shape", "NAME:dims")
+	fs.IntVar(&o.stringLength, "string-length", 128, "generated BYTES length")
+	fs.BoolVar(&o.binary, "binary", true, "binary tensors")
+	fs.BoolVar(&protocolJSON, "protocol-json", false, "JSON tensors")
+	for _, n := range []string{"p", "measurement-interval"} {
+		fs.IntVar(&intervalMS, n, 5000, "window ms")
+	}
+	for _, n := range []string{"s", "stability-percentage"} {
+		fs.Float64Var(&stabilityPct, n, 10, "stability percent")
+	}
+	fs.IntVar(&o.maxTrials, "max-trials", 10, "windows per setting")
+	fs.IntVar(&o.percentile, "percentile", 0, "stability percentile")
+	for _, n := range []string{"l", "latency-threshold"} {
+		fs.IntVar(&latencyMS, n, 0, "latency threshold ms")
+	}
+	fs.StringVar(&o.csvPath, "f", "", "CSV report")
+	fs.StringVar(&o.jsonPath, "json", "", "JSON report")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText)
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if o.model == "" {
+		return nil, usagef("-m MODEL is required")
+	}
+	if o.version != "" {
+		if v, err := strconv.ParseInt(o.version, 10, 64); err != nil || v < 0 {
+			return nil, usagef("-x %q: version must be a non-negative integer", o.version)
+		}
+	}
+	var err error
+	if o.baseURL, err = normalizeURL(rawURL); err != nil {
+		return nil, usageError{err}
+	}
+	if !strings.EqualFold(protocol, "http") {
+		return nil, usagef("-i %q: only http is supported", protocol)
+	}
+	if o.batch < 1 {
+		return nil, usagef("-b %d: batch size must be at least 1", o.batch)
+	}
+	if concArg != "" && rateArg != "" {
+		return nil, usagef("--concurrency-range and --request-rate-range are mutually exclusive")
+	}
+	switch {
+	case rateArg != "":
+		if o.rates, err = rateRange(rateArg); err != nil {
+			return nil, usagef("--request-rate-range %w", err)
+		}
+	case concArg != "":
+		if o.concurrency, err = concurrencyRange(concArg); err != nil {
+			return nil, usagef("--concurrency-range %w", err)
+		}
+	default:
+		o.concurrency = []int{1}
+	}
+	if o.distribution != "constant" && o.distribution != "poisson" {
+		return nil, usagef("--request-distribution %q: want constant or poisson", o.distribution)
+	}
+	if o.maxThreads < 1 {
+		return nil, usagef("--max-threads %d: must be at least 1", o.maxThreads)
+	}
+	if protocolJSON {
+		if set["binary"] && o.binary {
+			return nil, usagef("--protocol-json and --binary=true contradict each other")
+		}
+		o.binary = false
+	}
+	if o.stringLength < 0 {
+		return nil, usagef("--string-length %d: must not be negative", o.stringLength)
+	}
+	if intervalMS <= 0 {
+		return nil, usagef("--measurement-interval %d: must be greater than 0", intervalMS)
+	}
+	o.interval = time.Duration(intervalMS) * time.Millisecond
+	if stabilityPct <= 0 || math.IsNaN(stabilityPct) || math.IsInf(stabilityPct, 0) {
+		return nil, usagef("--stability-percentage %v: must be greater than 0", stabilityPct)
+	}
+	o.stability = stabilityPct / 100
+	if o.maxTrials < stabilityWindows {
+		return nil, usagef("--max-trials %d: must be at least %d (stability compares the last %d windows)", o.maxTrials, stabilityWindows, stabilityWindows)
+	}
+	if o.percentile < 0 || o.percentile >= 100 || (set["percentile"] && o.percentile == 0) {
+		return nil, usagef("--percentile %d: must be between 1 and 99", o.percentile)
+	}
+	if latencyMS < 0 {
+		return nil, usagef("--latency-threshold %d: must not be negative", latencyMS)
+	}
+	o.latencyThreshold = time.Duration(latencyMS) * time.Millisecond
+	return o, nil
+}
+
+func joinDims(dims []int64) string {
+	s := make([]string, len(dims))
+	for i, d := range dims {
+		s[i] = strconv.FormatInt(d, 10)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,264 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// errAllFailed is wrapped by the error that ends a run in which no request
+// of a window succeeded.
+var errAllFailed = errors.New("every request failed")
+
+// stabilityWindows is how many recent windows must agree, as in
+// perf_analyzer.
+const stabilityWindows = 3
+
+// window is one measurement interval's client-side view.
+type window struct {
+	dur     time.Duration
+	lats    []int64 // latencies of successful requests, ns, sorted
+	ok      int
+	errs    int
+	late    int
+	lastErr string
+	stats   *statsSnapshot // server statistics at the window's end; nil if unavailable
+}
+
+func (w *window) throughput(batch int) float64 {
+	if w.dur <= 0 {
+		return 0
+	}
+	return float64(w.ok*batch) / w.dur.Seconds()
+}
+
+// latency is the figure stability is judged on: the average when
+// percentile is 0, else that percentile (ns).
+func (w *window) latency(percentile int) float64 {
+	if percentile == 0 {
+		return mean(w.lats)
+	}
+	return float64(percentileOf(w.lats, float64(percentile)))
+}
+
+// percentileOf is the nearest-rank percentile of sorted values: the
+// smallest value with at least p% of the values at or below it.
+func percentileOf(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	rank = min(max(rank, 1), len(sorted))
+	return sorted[rank-1]
+}
+
+func mean(v []int64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range v {
+		sum += float64(x)
+	}
+	return sum / float64(len(v))
+}
+
+// stable applies perf_analyzer's rule: each of the last three windows'
+// throughput and latency is within threshold (a fraction) of the three's
+// average. A window without successful requests is never stable.
+func stable(tput, lat []float64, threshold float64) bool {
+	if len(tput) < stabilityWindows || len(lat) < stabilityWindows {
+		return false
+	}
+	for _, series := range [][]float64{tput[len(tput)-stabilityWindows:], lat[len(lat)-stabilityWindows:]} {
+		avg := 0.0
+		for _, v := range series {
+			avg += v
+		}
+		avg /= float64(len(series))
+		if avg <= 0 {
+			return false
+		}
+		for _, v := range series {
+			if math.Abs(v/avg-1) > threshold+1e-9 { // 1e-9: 110 vs 100 is within 10%, whatever the rounding
+
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// result is the report of one concurrency or request-rate setting: the
+// last three windows merged.
+type result struct {
+	Concurrency int     `json:"concurrency,omitempty"`
+	RequestRate float64 `json:"request_rate,omitempty"`
+	Throughput  float64 `json:"throughput_infer_per_sec"`
+	P50         float64 `json:"p50_latency_us"`
+	P90         float64 `json:"p90_latency_us"`
+	P95         float64 `json:"p95_latency_us"`
+	P99         float64 `json:"p99_latency_us"`
+	Avg         float64 `json:"avg_latency_us"`
+	// StabilityLatency is the latency stability was judged on (the
+	// average, or --percentile).
+	StabilityLatency float64      `json:"stability_latency_us"`
+	Requests         int          `json:"requests"`
+	Errors           int          `json:"errors"`
+	Delayed          int          `json:"delayed_requests"`
+	Stable           bool         `json:"stable"`
+	Windows          int          `json:"windows"`
+	Server           *serverSplit `json:"server,omitempty"`
+	LastError        string       `json:"last_error,omitempty"`
+}
+
+// merge sums windows into a result; before is the server snapshot taken
+// when the first of them began.
+func merge(ws []*window, before *statsSnapshot, batch, percentile int) result {
+	var r result
+	var dur time.Duration
+	var lats []int64
+	for _, w := range ws {
+		dur += w.dur
+		lats = append(lats, w.lats...)
+		r.Requests += w.ok + w.errs
+		r.Errors += w.errs
+		r.Delayed += w.late
+		if w.lastErr != "" {
+			r.LastError = w.lastErr
+		}
+	}
+	slices.Sort(lats)
+	ok := len(lats)
+	if dur > 0 {
+		r.Throughput = float64(ok*batch) / dur.Seconds()
+	}
+	us := func(ns float64) float64 { return math.Round(ns/10) / 100 } // µs, two decimals
+	r.P50 = us(float64(percentileOf(lats, 50)))
+	r.P90 = us(float64(percentileOf(lats, 90)))
+	r.P95 = us(float64(percentileOf(lats, 95)))
+	r.P99 = us(float64(percentileOf(lats, 99)))
+	r.Avg = us(mean(lats))
+	r.StabilityLatency = r.Avg
+	if percentile > 0 {
+		r.StabilityLatency = us(float64(percentileOf(lats, float64(percentile))))
+	}
+	if last := ws[len(ws)-1].stats; before != nil && last != nil {
+		r.Server = split(*before, *last)
+	}
+	return r
+}
+
+// measurer runs the measurement windows of one setting.
+type measurer struct {
+	opts     *options
+	statsURL string
+	sender   *sender
+	progress *progress
+	warn     func(string)
+	statsOff bool // the server gave no statistics; stop asking
+}
+
+func (m *measurer) snapshot(ctx context.Context) *statsSnapshot {
+	if m.statsOff {
+		return nil
+	}
+	s, err := fetchStats(ctx, m.sender.hc, m.statsURL)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.statsOff = true
+			m.warn(fmt.Sprintf("no server-side split: %v", err))
+		}
+		return nil
+	}
+	return &s
+}
+
+// measure repeats windows until the last three agree or max trials pass.
+// label names the setting in progress lines.
+func (m *measurer) measure(ctx context.Context, start func(context.Context) load, label string) (result, error) {
+	rec := newRecorder()
+	m.sender.rec = rec
+	l := start(ctx)
+	defer l.stop()
+
+	var (
+		ws         []*window
+		snaps      []*statsSnapshot // snaps[i] is taken when window i begins
+		tput, lat  []float64
+		buf, carry []record
+		batch      = m.opts.batch
+		isStable   bool
+	)
+	snaps = append(snaps, m.snapshot(ctx))
+	windowStart := rec.now()
+	timer := time.NewTimer(m.opts.interval)
+	defer timer.Stop()
+	for trial := 1; trial <= m.opts.maxTrials; trial++ {
+		select {
+		case <-ctx.Done():
+			return result{}, ctx.Err()
+		case <-timer.C:
+		}
+		end := rec.now()
+		timer.Reset(m.opts.interval)
+		snaps = append(snaps, m.snapshot(ctx))
+
+		var lastErr string
+		buf, lastErr = rec.drain(append(buf[:0], carry...))
+		carry = carry[:0]
+		w := &window{dur: time.Duration(end - windowStart), lastErr: lastErr, stats: snaps[len(snaps)-1]}
+		// A request belongs to the window it ended in; one that ended
+		// after the window closed waits for the next.
+		for _, r := range buf {
+			switch {
+			case r.end >= end:
+				carry = append(carry, r)
+			case r.end < windowStart:
+				// ended before this window (cannot happen after the first)
+			case r.ok:
+				w.ok++
+				w.lats = append(w.lats, r.end-r.start)
+			default:
+				w.errs++
+			}
+			if r.end >= windowStart && r.end < end && r.late {
+				w.late++
+			}
+		}
+		slices.Sort(w.lats)
+		windowStart = end
+		ws = append(ws, w)
+		tput = append(tput, w.throughput(batch))
+		lat = append(lat, w.latency(m.opts.percentile))
+
+		if w.ok == 0 && w.errs > 0 {
+			return result{}, fmt.Errorf("%s: %w: %s", label, errAllFailed, w.lastErr)
+		}
+		isStable = stable(tput, lat, m.opts.stability)
+		line := fmt.Sprintf("%s: window %d/%d: %.1f infer/s, %s latency %.0f µs, %d errors",
+			label, trial, m.opts.maxTrials, tput[len(tput)-1], latencyName(m.opts.percentile), lat[len(lat)-1]/1000, w.errs)
+		if isStable {
+			line += ", stable"
+		}
+		m.progress.update(line)
+		if isStable {
+			break
+		}
+	}
+	n := min(stabilityWindows, len(ws))
+	r := merge(ws[len(ws)-n:], snaps[len(snaps)-1-n], batch, m.opts.percentile)
+	r.Stable = isStable
+	r.Windows = len(ws)
+	return r, nil
+}
+
+func latencyName(percentile int) string {
+	if percentile == 0 {
+		return "avg"
+	}
+	return fmt.Sprintf("p%d", percentile)
+}

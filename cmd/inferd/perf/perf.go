@@ -1,0 +1,259 @@
+// Package perf is `inferd perf`, a perf_analyzer-style load tool for any
+// KServe v2 HTTP server (inferd or Triton): it sweeps concurrency or request
+// rate, measures in windows until they agree, and reports client latency
+// and throughput beside the server's own queue/compute split.
+package perf
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Main runs the tool with args (the words after "perf") and returns the
+// exit code: 0 done, 1 failed, 2 bad command line.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		err = run(ctx, o, stdout, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "inferd perf:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	conns := o.maxThreads
+	if len(o.concurrency) > 0 {
+		conns = o.concurrency[len(o.concurrency)-1]
+	}
+	hc := newHTTPClient(conns)
+	defer hc.CloseIdleConnections()
+	prog := newProgress(stderr)
+	warn := func(msg string) { prog.println("inferd perf: warning: " + msg) }
+
+	ep := newEndpoints(o.baseURL, o.model, o.version)
+	info, err := fetchModel(ctx, hc, ep, o.baseURL, o.model)
+	if err != nil {
+		return err
+	}
+	if info.noConfig {
+		warn("the server has no model config endpoint; treating the model as non-batching")
+	}
+	bodies, err := buildBodies(o, info, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		return usageError{err}
+	}
+	inferURL, err := url.Parse(ep.infer)
+	if err != nil {
+		return fmt.Errorf("infer URL: %w", err)
+	}
+	s := &sender{hc: hc, rt: hc.Transport, url: inferURL, bodies: bodies}
+	// One request before measuring: a request the server refuses outright
+	// would fail every time, so say so now rather than after a window.
+	if err := s.do(ctx); err != nil {
+		var se *serverError
+		if errors.As(err, &se) && se.status/100 == 4 {
+			return fmt.Errorf("the server rejects the request: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+
+	writeSettings(stdout, o, info)
+	m := &measurer{opts: o, statsURL: ep.stats, sender: s, progress: prog, warn: warn}
+	var results []result
+	var runErr error
+	for i := range max(len(o.concurrency), len(o.rates)) {
+		var label string
+		var start func(context.Context) load
+		if len(o.concurrency) > 0 {
+			n := o.concurrency[i]
+			label = "concurrency " + strconv.Itoa(n)
+			start = func(ctx context.Context) load { return startConcurrency(ctx, s, n) }
+		} else {
+			rate := o.rates[i]
+			label = "request rate " + strconv.FormatFloat(rate, 'g', -1, 64)
+			rng := rand.New(rand.NewPCG(3, uint64(i)))
+			start = func(ctx context.Context) load {
+				return startRate(ctx, s, rate, o.distribution == "poisson", o.maxThreads, rng)
+			}
+		}
+		r, err := m.measure(ctx, start, label)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = errors.New("interrupted")
+			}
+			runErr = err
+			break
+		}
+		if len(o.concurrency) > 0 {
+			r.Concurrency = o.concurrency[i]
+		} else {
+			r.RequestRate = o.rates[i]
+		}
+		results = append(results, r)
+		if !r.Stable {
+			warn(fmt.Sprintf("%s: no stable measurement within %d windows; try a longer --measurement-interval", label, o.maxTrials))
+		}
+		if r.Errors > 0 {
+			warn(fmt.Sprintf("%s: %d of %d requests failed, last: %s", label, r.Errors, r.Requests, r.LastError))
+		}
+		if o.latencyThreshold > 0 && r.StabilityLatency > float64(o.latencyThreshold.Microseconds()) {
+			prog.println(fmt.Sprintf("inferd perf: %s latency exceeds --latency-threshold; stopping the sweep", label))
+			break
+		}
+	}
+	prog.done()
+	if len(results) > 0 {
+		writeTable(stdout, o, results)
+	}
+	// Reports hold whatever was measured, also when the run was cut short.
+	if err := writeReports(o, results); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// buildBodies encodes every request the load will send.
+func buildBodies(o *options, info *modelInfo, rng *rand.Rand) ([]reqBody, error) {
+	if info.maxBatch == 0 && o.batch > 1 {
+		return nil, fmt.Errorf("-b %d: model %q does not batch (max_batch_size 0)", o.batch, info.name)
+	}
+	if info.maxBatch > 0 && o.batch > info.maxBatch {
+		return nil, fmt.Errorf("-b %d: model %q takes at most %d", o.batch, info.name, info.maxBatch)
+	}
+	for name := range o.shapes {
+		found := false
+		for _, in := range info.inputs {
+			found = found || in.Name == name
+		}
+		if !found {
+			return nil, fmt.Errorf("--shape %s: the model has no input %q", name, name)
+		}
+	}
+	withBatch := func(dims []int64) []int64 {
+		if info.maxBatch == 0 {
+			return dims
+		}
+		return append([]int64{int64(o.batch)}, dims...)
+	}
+
+	switch o.inputData {
+	case "random", "zero":
+		var tensors []tensorData
+		for _, in := range info.inputs {
+			shape, err := resolveShape(in.Name, in.Shape, o.shapes[in.Name], -1)
+			if err != nil {
+				return nil, err
+			}
+			t, err := synthetic(in.Datatype, withBatch(shape), o.inputData == "zero", o.stringLength, rng)
+			if err != nil {
+				return nil, fmt.Errorf("input %s: %w", in.Name, err)
+			}
+			tensors = append(tensors, t)
+		}
+		b, err := encodeRequest(info.inputs, tensors, info.outputs, o.binary)
+		if err != nil {
+			return nil, err
+		}
+		return []reqBody{b}, nil
+	}
+
+	raw, err := os.ReadFile(o.inputData)
+	if err != nil {
+		return nil, fmt.Errorf("--input-data: %w", err)
+	}
+	df, err := parseDataFile(raw)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := bindDataFile(df, info.inputs, o.shapes)
+	if err != nil {
+		return nil, err
+	}
+	// Request k carries steps k .. k+b-1 (wrapping), as perf_analyzer
+	// fills a batch from consecutive steps.
+	bodies := make([]reqBody, 0, len(steps))
+	for k := range steps {
+		tensors := make([]tensorData, len(info.inputs))
+		for i, in := range info.inputs {
+			first := steps[k][i]
+			var joined []byte
+			for j := 0; j < o.batch; j++ {
+				t := steps[(k+j)%len(steps)][i]
+				if !slices.Equal(t.shape, first.shape) {
+					return nil, fmt.Errorf("data file: input %s: steps in one batch of %d have different shapes [%s] and [%s]", in.Name, o.batch, joinDims(first.shape), joinDims(t.shape))
+				}
+				joined = append(joined, t.raw...)
+			}
+			tensors[i] = tensorData{raw: joined, shape: withBatch(first.shape), count: first.count * int64(o.batch)}
+		}
+		b, err := encodeRequest(info.inputs, tensors, info.outputs, o.binary)
+		if err != nil {
+			return nil, fmt.Errorf("data file: step %d: %w", k, err)
+		}
+		bodies = append(bodies, b)
+	}
+	return bodies, nil
+}
+
+// progress writes one status line per window to stderr: rewritten in place
+// on a terminal, one line each otherwise (logs, CI).
+type progress struct {
+	w       io.Writer
+	tty     bool
+	lastLen int
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(line string) {
+	if !p.tty {
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	pad := max(p.lastLen-len(line), 0)
+	fmt.Fprint(p.w, "\r"+line+strings.Repeat(" ", pad))
+	p.lastLen = len(line)
+}
+
+// println prints a line of its own, clearing a pending progress line.
+func (p *progress) println(line string) {
+	p.done()
+	fmt.Fprintln(p.w, line)
+}
+
+// done clears the progress line on a terminal.
+func (p *progress) done() {
+	if p.tty && p.lastLen > 0 {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", p.lastLen)+"\r")
+		p.lastLen = 0
+	}
+}

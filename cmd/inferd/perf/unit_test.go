@@ -1,0 +1,545 @@
+package perf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/internal/onnxbuild"
+)
+
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	o, err := parseArgs([]string{"-m", "m"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// perf_analyzer's defaults.
+	if o.baseURL != "http://localhost:8000" || o.batch != 1 || !reflect.DeepEqual(o.concurrency, []int{1}) || !o.binary ||
+		o.interval != 5*time.Second || o.stability != 0.1 || o.maxTrials != 10 || o.percentile != 0 || o.inputData != "random" {
+		t.Errorf("defaults: %+v", o)
+	}
+
+	good := []struct {
+		args  []string
+		check func(*options) bool
+	}{
+		{[]string{"--concurrency-range", "1:4:3"}, func(o *options) bool { return reflect.DeepEqual(o.concurrency, []int{1, 4}) }},
+		{[]string{"--concurrency-range", "2:5"}, func(o *options) bool { return reflect.DeepEqual(o.concurrency, []int{2, 3, 4, 5}) }},
+		{[]string{"--concurrency-range", "8"}, func(o *options) bool { return reflect.DeepEqual(o.concurrency, []int{8}) }},
+		{[]string{"--request-rate-range", "0.5:1.5:0.5"}, func(o *options) bool {
+			return reflect.DeepEqual(o.rates, []float64{0.5, 1, 1.5}) && o.concurrency == nil
+		}},
+		{[]string{"--request-rate-range", "0.1:0.3:0.1"}, func(o *options) bool { return len(o.rates) == 3 }},
+		{[]string{"-u", "https://h:1/prefix/"}, func(o *options) bool { return o.baseURL == "https://h:1/prefix" }},
+		{[]string{"-u", "10.0.0.1:8000"}, func(o *options) bool { return o.baseURL == "http://10.0.0.1:8000" }},
+		{[]string{"--protocol-json"}, func(o *options) bool { return !o.binary }},
+		{[]string{"--binary=false"}, func(o *options) bool { return !o.binary }},
+		{[]string{"-p", "250", "-s", "5", "--max-trials", "4", "--percentile", "95", "-l", "3"}, func(o *options) bool {
+			return o.interval == 250*time.Millisecond && o.stability == 0.05 && o.maxTrials == 4 && o.percentile == 95 && o.latencyThreshold == 3*time.Millisecond
+		}},
+		{[]string{"--measurement-interval", "10", "--stability-percentage", "50"}, func(o *options) bool {
+			return o.interval == 10*time.Millisecond && o.stability == 0.5
+		}},
+		{[]string{"--shape", "IN:1,2", "--shape", "a:b:3", "--shape", "S:"}, func(o *options) bool {
+			return reflect.DeepEqual(o.shapes, map[string][]int64{"IN": {1, 2}, "a:b": {3}, "S": {}})
+		}},
+		{[]string{"-i", "HTTP", "-x", "3", "-b", "4"}, func(o *options) bool { return o.version == "3" && o.batch == 4 }},
+	}
+	for _, c := range good {
+		o, err := parseArgs(append([]string{"-m", "m"}, c.args...), io.Discard)
+		if err != nil || !c.check(o) {
+			t.Errorf("%v: %+v, %v", c.args, o, err)
+		}
+	}
+
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "-m MODEL is required"},
+		{[]string{"-m", "m", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-m", "m", "--nope"}, "flag provided but not defined"},
+		{[]string{"-m", "m", "-b", "0"}, "batch size must be at least 1"},
+		{[]string{"-m", "m", "-i", "grpc"}, "only http"},
+		{[]string{"-m", "m", "-x", "v1"}, "non-negative integer"},
+		{[]string{"-m", "m", "-u", "ftp://h"}, "scheme must be http"},
+		{[]string{"-m", "m", "-u", "http://"}, "no host"},
+		{[]string{"-m", "m", "--concurrency-range", "1:2", "--request-rate-range", "5"}, "mutually exclusive"},
+		{[]string{"-m", "m", "--concurrency-range", "0:2"}, "start must be greater than 0"},
+		{[]string{"-m", "m", "--concurrency-range", "4:2"}, "end must not be below start"},
+		{[]string{"-m", "m", "--concurrency-range", "1:4:0"}, "step must be greater than 0"},
+		{[]string{"-m", "m", "--concurrency-range", "1:4:1:1"}, "want start:end:step"},
+		{[]string{"-m", "m", "--concurrency-range", "1.5"}, "whole numbers"},
+		{[]string{"-m", "m", "--concurrency-range", "a"}, "is not a number"},
+		{[]string{"-m", "m", "--concurrency-range", "1:100000"}, "more than 10000"},
+		{[]string{"-m", "m", "--request-rate-range", "-1"}, "start must be greater than 0"},
+		{[]string{"-m", "m", "--request-rate-range", "NaN"}, "is not a number"},
+		{[]string{"-m", "m", "--request-distribution", "uniform"}, "constant or poisson"},
+		{[]string{"-m", "m", "--max-threads", "0"}, "at least 1"},
+		{[]string{"-m", "m", "--protocol-json", "--binary=true"}, "contradict"},
+		{[]string{"-m", "m", "-p", "0"}, "greater than 0"},
+		{[]string{"-m", "m", "-s", "0"}, "greater than 0"},
+		{[]string{"-m", "m", "--max-trials", "2"}, "at least 3"},
+		{[]string{"-m", "m", "--percentile", "100"}, "between 1 and 99"},
+		{[]string{"-m", "m", "--percentile", "0"}, "between 1 and 99"},
+		{[]string{"-m", "m", "-l", "-1"}, "must not be negative"},
+		{[]string{"-m", "m", "--string-length", "-1"}, "must not be negative"},
+		{[]string{"-m", "m", "--shape", "IN"}, "want NAME:D1,D2"},
+		{[]string{"-m", "m", "--shape", "IN:1,x"}, "not a non-negative integer"},
+		{[]string{"-m", "m", "--shape", "IN:1", "--shape", "IN:2"}, "given twice"},
+	}
+	for _, c := range bad {
+		_, err := parseArgs(c.args, io.Discard)
+		var ue usageError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ue) {
+			t.Errorf("%v: err = %v, want a usage error with %q", c.args, err, c.want)
+		}
+	}
+
+	var help bytes.Buffer
+	if _, err := parseArgs([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "--concurrency-range") {
+		t.Errorf("-h: %v %q", err, help.String())
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main(t.Context(), []string{"-b", "x", "-m", "m"}, &stdout, &stderr); code != 2 || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("bad flag: exit %d, %q", code, stderr.String())
+	}
+	if code := Main(t.Context(), []string{"--help"}, &stdout, &stderr); code != 0 {
+		t.Errorf("--help: exit %d", code)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	hundred := make([]int64, 100)
+	for i := range hundred {
+		hundred[i] = int64(i + 1)
+	}
+	for _, c := range []struct {
+		vals []int64
+		p    float64
+		want int64
+	}{
+		{nil, 50, 0},
+		{[]int64{7}, 1, 7},
+		{[]int64{7}, 99, 7},
+		{[]int64{1, 2}, 50, 1},
+		{[]int64{1, 2}, 51, 2},
+		{[]int64{1, 2, 3, 4}, 50, 2},
+		{[]int64{1, 2, 3, 4}, 75, 3},
+		{[]int64{1, 2, 3, 4}, 99, 4},
+		{hundred, 50, 50},
+		{hundred, 90, 90},
+		{hundred, 95, 95},
+		{hundred, 99, 99},
+		{hundred, 99.5, 100},
+		{hundred, 0.1, 1},
+	} {
+		if got := percentileOf(c.vals, c.p); got != c.want {
+			t.Errorf("p%v of %d values = %d, want %d", c.p, len(c.vals), got, c.want)
+		}
+	}
+	if mean([]int64{1, 2, 6}) != 3 || mean(nil) != 0 {
+		t.Error("mean")
+	}
+}
+
+func TestStable(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		tput, lat []float64
+		threshold float64
+		want      bool
+	}{
+		{"too few windows", []float64{100, 100}, []float64{5, 5}, 0.1, false},
+		{"identical", []float64{100, 100, 100}, []float64{5, 5, 5}, 0.1, true},
+		{"within 10%", []float64{95, 100, 105}, []float64{5, 5.2, 4.9}, 0.1, true},
+		{"throughput off", []float64{80, 100, 120}, []float64{5, 5, 5}, 0.1, false},
+		{"latency off", []float64{100, 100, 100}, []float64{4, 5, 6.5}, 0.1, false},
+		{"only the last three count", []float64{1, 1000, 100, 100, 100}, []float64{50, 1, 5, 5, 5}, 0.1, true},
+		{"a late outlier counts", []float64{100, 100, 100, 300}, []float64{5, 5, 5, 5}, 0.1, false},
+		{"zero throughput", []float64{0, 0, 0}, []float64{0, 0, 0}, 0.1, false},
+		{"wide band", []float64{80, 100, 120}, []float64{4, 5, 6}, 0.25, true},
+		{"edge: exactly on the band", []float64{90, 100, 110}, []float64{5, 5, 5}, 0.1, true},
+	} {
+		if got := stable(c.tput, c.lat, c.threshold); got != c.want {
+			t.Errorf("%s: stable = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMergeAndSplit(t *testing.T) {
+	t.Parallel()
+	before := &statsSnapshot{successCount: 10, inferenceCount: 20, executionCount: 10, queueNS: 1e6, inputNS: 1e6, inferNS: 1e6, outputNS: 1e6}
+	after := &statsSnapshot{successCount: 14, inferenceCount: 28, executionCount: 14, queueNS: 1e6 + 4000, inputNS: 1e6 + 8000, inferNS: 1e6 + 400000, outputNS: 1e6}
+	ws := []*window{
+		{dur: time.Second, lats: []int64{1000, 2000}, ok: 2, errs: 1, lastErr: "x"},
+		{dur: time.Second, lats: []int64{3000, 4000}, ok: 2, late: 3, stats: after},
+	}
+	r := merge(ws, before, 2, 50)
+	if r.Throughput != 4 || r.Requests != 5 || r.Errors != 1 || r.Delayed != 3 || r.LastError != "x" {
+		t.Errorf("merge: %+v", r)
+	}
+	if r.P50 != 2 || r.P99 != 4 || r.Avg != 2.5 || r.StabilityLatency != 2 {
+		t.Errorf("latencies: %+v", r)
+	}
+	want := &serverSplit{Requests: 4, QueueUS: 1, ComputeInput: 2, ComputeInfer: 100, ComputeOutput: 0, AvgBatchSize: 2}
+	if !reflect.DeepEqual(r.Server, want) {
+		t.Errorf("split %+v, want %+v", r.Server, want)
+	}
+	if split(*after, *before) != nil {
+		t.Error("counters going backwards must give no split")
+	}
+	if split(*before, *before) != nil {
+		t.Error("no successes must give no split")
+	}
+	if merge(ws, nil, 1, 0).Server != nil {
+		t.Error("a split without a start snapshot")
+	}
+}
+
+func TestResolveShape(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		model, given []int64
+		count        int64
+		want         []int64
+		err          string
+	}{
+		{[]int64{16}, nil, -1, []int64{16}, ""},
+		{[]int64{2, 3}, nil, 6, []int64{2, 3}, ""},
+		{[]int64{-1}, []int64{5}, -1, []int64{5}, ""},
+		{[]int64{-1, 4}, []int64{3, 4}, -1, []int64{3, 4}, ""},
+		{[]int64{-1, 4}, nil, 12, []int64{3, 4}, ""},
+		{[]int64{-1}, nil, 0, []int64{0}, ""},
+		{[]int64{}, []int64{}, -1, []int64{}, ""},
+		{[]int64{-1}, nil, -1, nil, "give --shape X"},
+		{[]int64{-1, -1}, nil, 12, nil, "variable dims [-1,-1]"},
+		{[]int64{-1, 4}, nil, 10, nil, "10 elements do not fill"},
+		{[]int64{-1, 0}, nil, 10, nil, "do not fill"},
+		{[]int64{-1, 4}, []int64{3, 5}, -1, nil, "does not match the model's [-1,4]"},
+		{[]int64{-1, 4}, []int64{3}, -1, nil, "has 1 dims, the model has 2"},
+	} {
+		got, err := resolveShape("X", c.model, c.given, c.count)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v %v %d: err %v, want %q", c.model, c.given, c.count, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%v %v %d: %v %v, want %v", c.model, c.given, c.count, got, err, c.want)
+		}
+	}
+}
+
+func TestDataFile(t *testing.T) {
+	t.Parallel()
+	inputs := []tensorMeta{
+		{Name: "I", Datatype: "INT32", Shape: []int64{-1}},
+		{Name: "F", Datatype: "FP16", Shape: []int64{2}},
+		{Name: "S", Datatype: "BYTES", Shape: []int64{-1}},
+		{Name: "B", Datatype: "BOOL", Shape: []int64{2}},
+	}
+	df, err := parseDataFile([]byte(`{"data":[
+		{"I":[[1,-2],[3,4]],"F":[1.5,-2],"S":["ab",""],"B":[true,0]},
+		{"I":{"content":[7],"shape":[1]},"F":{"b64":"AD4AwA=="},"S":{"b64":"eHl6"},"B":{"content":[false,true]}}],
+		"validation_data":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := bindDataFile(df, inputs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]tensorData{
+		{
+			{raw: int32s(1, -2, 3, 4), shape: []int64{4}, count: 4},
+			{raw: []byte{0x00, 0x3e, 0x00, 0xc0}, shape: []int64{2}, count: 2}, // 1.5 and -2 in binary16
+			{raw: []byte{2, 0, 0, 0, 'a', 'b', 0, 0, 0, 0}, shape: []int64{2}, count: 2},
+			{raw: []byte{1, 0}, shape: []int64{2}, count: 2},
+		},
+		{
+			{raw: int32s(7), shape: []int64{1}, count: 1},
+			{raw: []byte{0x00, 0x3e, 0x00, 0xc0}, shape: []int64{2}, count: 2},
+			{raw: []byte{3, 0, 0, 0, 'x', 'y', 'z'}, shape: []int64{1}, count: 1},
+			{raw: []byte{0, 1}, shape: []int64{2}, count: 2},
+		},
+	}
+	if !reflect.DeepEqual(steps, want) {
+		t.Errorf("bound\n%v\nwant\n%v", steps, want)
+	}
+	// --shape applies where the file gives none.
+	df, _ = parseDataFile([]byte(`{"data":[{"I":[1,2,3,4,5,6],"F":[0,0],"S":["a"],"B":[1,1]}]}`))
+	if _, err := bindDataFile(df, inputs, map[string][]int64{"I": {5}}); err == nil || !strings.Contains(err.Error(), "has 6 elements, shape [5] needs 5") {
+		t.Errorf("--shape vs data: %v", err)
+	}
+
+	parseErrs := []struct{ doc, want string }{
+		{`[]`, "data file"},
+		{`{}`, `"data" is missing or empty`},
+		{`{"data":[]}`, `"data" is missing or empty`},
+		{`{"data":[[{"I":[1]}]]}`, "streams"},
+		{`{"data":[1]}`, "want an object of inputs"},
+		{`{"data":[{"I":5}]}`, "want an array"},
+		{`{"data":[{"I":{"shape":[1]}}]}`, `needs "content" or "b64"`},
+		{`{"data":[{"I":{"content":[1],"b64":"AA=="}}]}`, "not both"},
+		{`{"data":[{"I":{"b64":"!"}}]}`, "b64"},
+		{`{"data":[{"I":{"content":[1],"shape":[-1]}}]}`, "negative dimension"},
+		{`{"data":[{"I":[null]}]}`, "unexpected element"},
+		{`{"data":[{"I":[{"a":1}]}]}`, "unexpected element"},
+		{`{"data":[{"I":{"content":5}}]}`, "must be an array"},
+	}
+	for _, c := range parseErrs {
+		if _, err := parseDataFile([]byte(c.doc)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.doc, err, c.want)
+		}
+	}
+
+	one := func(dt string) []tensorMeta { return []tensorMeta{{Name: "X", Datatype: dt, Shape: []int64{-1}}} }
+	bindErrs := []struct {
+		doc, dt, want string
+	}{
+		{`{"data":[{"X":[1],"Y":[1]}]}`, "INT32", `no input "Y"`},
+		{`{"data":[{"Z":[1]}]}`, "INT32", `no input "Z"`},
+		{`{"data":[{"X":[128]}]}`, "INT8", "fits INT8"},
+		{`{"data":[{"X":[-1]}]}`, "UINT8", "fits UINT8"},
+		{`{"data":[{"X":[1.5]}]}`, "INT32", "not an integer"},
+		{`{"data":[{"X":[18446744073709551616]}]}`, "UINT64", "fits UINT64"},
+		{`{"data":[{"X":[1e39]}]}`, "FP32", "out of range for FP32"},
+		{`{"data":[{"X":["a"]}]}`, "FP32", "wants a number"},
+		{`{"data":[{"X":[2]}]}`, "BOOL", "BOOL wants"},
+		{`{"data":[{"X":[1]}]}`, "BYTES", "BYTES wants a string"},
+		{`{"data":[{"X":{"b64":"AAA="}}]}`, "INT32", "not a whole number"},
+		{`{"data":[{"X":[1]}]}`, "COMPLEX", "not supported"},
+		{`{"data":[{"X":[1]},{"Y":[1]}]}`, "INT32", "step 1"},
+	}
+	for _, c := range bindErrs {
+		df, err := parseDataFile([]byte(c.doc))
+		if err == nil {
+			_, err = bindDataFile(df, one(c.dt), nil)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s as %s: err %v, want %q", c.doc, c.dt, err, c.want)
+		}
+	}
+
+	// 64-bit integers keep every digit (no float64 detour).
+	df, _ = parseDataFile([]byte(`{"data":[{"X":[9223372036854775807,-9223372036854775808]}]}`))
+	steps, err = bindDataFile(df, one("INT64"), nil)
+	if err != nil || binary.LittleEndian.Uint64(steps[0][0].raw) != math.MaxInt64 || int64(binary.LittleEndian.Uint64(steps[0][0].raw[8:])) != math.MinInt64 {
+		t.Errorf("INT64 extremes: %v %x", err, steps)
+	}
+}
+
+func FuzzDataFile(f *testing.F) {
+	for _, seed := range []string{
+		`{"data":[{"INPUT0":[1,2,3,4],"INPUT1":{"content":[[1,2],[3,4]],"shape":[4]}}]}`,
+		`{"data":[{"INPUT0":{"b64":"AQAAAA=="},"INPUT1":[5,6,7,8]},{"INPUT0":[1],"INPUT1":[0]}]}`,
+		`{"data":[{"INPUT0":{"content":[],"shape":[0]},"INPUT1":[]}]}`,
+		`{"data":[[{"INPUT0":[1]}]]}`,
+		`{"data":[{"S":["a","b"]}]}`,
+		`{"data":[{"INPUT0":[1e400]}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	inputs := []tensorMeta{{Name: "INPUT0", Datatype: "INT32", Shape: []int64{-1}}, {Name: "INPUT1", Datatype: "FP16", Shape: []int64{-1}}}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		df, err := parseDataFile(doc)
+		if err != nil {
+			return
+		}
+		if len(df.steps) == 0 {
+			t.Fatal("parsed a file without steps")
+		}
+		steps, err := bindDataFile(df, inputs, nil)
+		if err != nil {
+			return
+		}
+		// Whatever binds has as many bytes as its shape says.
+		for _, step := range steps {
+			for i, td := range step {
+				n, err := elements(td.shape)
+				if err != nil || n != td.count || int64(len(td.raw)) != n*int64(elemSize(inputs[i].Datatype)) {
+					t.Fatalf("input %s: shape %v, count %d, %d bytes", inputs[i].Name, td.shape, td.count, len(td.raw))
+				}
+			}
+		}
+		// And it encodes into a request whose JSON header parses.
+		tensors := make([]tensorData, len(inputs))
+		for i := range inputs {
+			tensors[i] = steps[0][i]
+		}
+		body, err := encodeRequest(inputs, tensors, nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(body.header.Get("Inference-Header-Content-Length"))
+		if err != nil || n > len(body.data) || !json.Valid(body.data[:n]) {
+			t.Fatalf("bad request header %q", body.data)
+		}
+	})
+}
+
+func TestFloat16(t *testing.T) {
+	t.Parallel()
+	// Cross-check against the independent converter in onnxbuild, on
+	// edge cases and random float32 bit patterns.
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1, -2, 0.1, 65504, 65519.99, 65520, 1e-8, 5.96e-8, 2.98e-8, 2.99e-8, 6.1e-5,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 200000 {
+		vals = append(vals, math.Float32frombits(rng.Uint32()))
+	}
+	for _, v := range vals {
+		got, want := float64ToHalf(float64(v)), onnxbuild.Float32ToFloat16(v)
+		if got != want {
+			t.Fatalf("%g (%#x): half %#04x, want %#04x", v, math.Float32bits(v), got, want)
+		}
+		if b, w := float32ToBF16(v), onnxbuild.Float32ToBFloat16(v); b != w {
+			t.Fatalf("%g: bf16 %#04x, want %#04x", v, b, w)
+		}
+	}
+}
+
+func TestSynthetic(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, dt := range []string{"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "FP16", "BF16", "FP32", "FP64", "BYTES"} {
+		td, err := synthetic(dt, []int64{2, 3}, false, 4, rng)
+		if err != nil || td.count != 6 {
+			t.Fatalf("%s: %v %+v", dt, err, td)
+		}
+		size := elemSize(dt)
+		if size == 0 {
+			size = 8 // 4-byte length + 4 characters
+		}
+		if len(td.raw) != 6*size {
+			t.Errorf("%s: %d bytes", dt, len(td.raw))
+		}
+		switch dt {
+		case "FP16":
+			for i := 0; i < len(td.raw); i += 2 {
+				h := binary.LittleEndian.Uint16(td.raw[i:])
+				if f := onnxbuild.Float16ToFloat32(h); !(f >= 0 && f <= 1) {
+					t.Errorf("FP16 random value %v (%#04x) outside [0,1]", f, h)
+				}
+			}
+		case "BOOL":
+			for _, b := range td.raw {
+				if b > 1 {
+					t.Errorf("BOOL byte %d", b)
+				}
+			}
+		}
+		zero, _ := synthetic(dt, []int64{2}, true, 3, rng)
+		if dt != "BYTES" && !bytes.Equal(zero.raw, make([]byte, 2*elemSize(dt))) {
+			t.Errorf("%s zero: %x", dt, zero.raw)
+		}
+		// Everything except the half types can travel as JSON.
+		if js, err := appendJSONData(nil, dt, td.raw); (err == nil) == halfType(dt) || (err == nil && !json.Valid(js)) {
+			t.Errorf("%s JSON: %s %v", dt, js, err)
+		}
+	}
+	if _, err := synthetic("COMPLEX64", []int64{1}, false, 0, rng); err == nil {
+		t.Error("unknown datatype accepted")
+	}
+}
+
+func TestEncodeRequest(t *testing.T) {
+	t.Parallel()
+	in := []tensorMeta{{Name: "A", Datatype: "INT32"}, {Name: "S", Datatype: "BYTES"}}
+	out := []tensorMeta{{Name: "O", Datatype: "INT32"}, {Name: "H", Datatype: "FP16"}}
+	tensors := []tensorData{{raw: int32s(-1, 2), shape: []int64{1, 2}}, {raw: appendBytesElem(nil, []byte("q\"")), shape: []int64{1}}}
+
+	b, err := encodeRequest(in, tensors, out, true)
+	must(t, err)
+	n := len(`{"inputs":[{"name":"A","shape":[1,2],"datatype":"INT32","parameters":{"binary_data_size":8}},{"name":"S","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6}}],"outputs":[{"name":"O","parameters":{"binary_data":true}},{"name":"H","parameters":{"binary_data":true}}]}`)
+	if got := string(b.data[:n]); got != `{"inputs":[{"name":"A","shape":[1,2],"datatype":"INT32","parameters":{"binary_data_size":8}},{"name":"S","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6}}],"outputs":[{"name":"O","parameters":{"binary_data":true}},{"name":"H","parameters":{"binary_data":true}}]}` ||
+		b.header.Get("Inference-Header-Content-Length") != strconv.Itoa(n) || !bytes.Equal(b.data[n:], append(int32s(-1, 2), tensors[1].raw...)) ||
+		b.header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("binary request %q %v", b.data, b.header)
+	}
+
+	// JSON tensors; the FP16 output must still be asked for in binary.
+	b, err = encodeRequest(in, tensors, out, false)
+	must(t, err)
+	want := `{"inputs":[{"name":"A","shape":[1,2],"datatype":"INT32","data":[-1,2]},{"name":"S","shape":[1],"datatype":"BYTES","data":["q\""]}],"outputs":[{"name":"O","parameters":{"binary_data":false}},{"name":"H","parameters":{"binary_data":true}}]}`
+	if string(b.data) != want || b.header.Get("Inference-Header-Content-Length") != "" {
+		t.Errorf("JSON request\n%s\nwant\n%s", b.data, want)
+	}
+	// Without half outputs, JSON requests leave "outputs" out.
+	b, _ = encodeRequest(in, tensors, out[:1], false)
+	if strings.Contains(string(b.data), "outputs") {
+		t.Errorf("%s", b.data)
+	}
+	if _, err := encodeRequest([]tensorMeta{{Name: "H", Datatype: "FP16"}}, []tensorData{{raw: []byte{0, 0}, shape: []int64{1}}}, nil, false); err == nil || !strings.Contains(err.Error(), "drop --protocol-json") {
+		t.Errorf("FP16 JSON input: %v", err)
+	}
+	for _, c := range []struct {
+		dt   string
+		raw  []byte
+		want string
+	}{
+		{"BOOL", []byte{1, 0}, "[true,false]"},
+		{"INT8", []byte{0xff, 1}, "[-1,1]"},
+		{"UINT16", []byte{0xff, 0xff}, "[65535]"},
+		{"INT64", binary.LittleEndian.AppendUint64(nil, 1<<63), "[-9223372036854775808]"},
+		{"UINT64", binary.LittleEndian.AppendUint64(nil, 1<<63), "[9223372036854775808]"},
+		{"FP32", binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.1)), "[0.1]"},
+		{"FP64", binary.LittleEndian.AppendUint64(nil, math.Float64bits(1e-7)), "[1e-07]"},
+		{"BYTES", nil, "[]"},
+	} {
+		got, err := appendJSONData(nil, c.dt, c.raw)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s %x: %s %v, want %s", c.dt, c.raw, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		dt  string
+		raw []byte
+	}{
+		{"INT32", []byte{1, 2, 3}},
+		{"BYTES", []byte{5, 0, 0, 0, 'a'}},
+		{"BYTES", []byte{5, 0}},
+		{"FP32", binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(math.NaN())))},
+	} {
+		if _, err := appendJSONData(nil, c.dt, c.raw); err == nil {
+			t.Errorf("%s %x: no error", c.dt, c.raw)
+		}
+	}
+}
+
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	p := &progress{w: &buf, tty: true}
+	p.update("window 1 long line")
+	p.update("window 2")
+	p.println("warning")
+	p.done()
+	want := "\rwindow 1 long line" + "\rwindow 2" + strings.Repeat(" ", 10) + "\r" + strings.Repeat(" ", 8) + "\r" + "warning\n"
+	if buf.String() != want {
+		t.Errorf("tty progress %q, want %q", buf.String(), want)
+	}
+	buf.Reset()
+	p = newProgress(&buf)
+	p.update("a")
+	p.update("b")
+	p.done()
+	if buf.String() != "a\nb\n" {
+		t.Errorf("plain progress %q", buf.String())
+	}
+}
