@@ -213,6 +213,17 @@ func (a *async) wait(i int) result {
 	}
 }
 
+// busy starts the echo server and occupies its (first) instance with a
+// request of one row of width values, so that what follows queues.
+func busy(t *testing.T, cfg string, width int) (*Server, *echoBackend, *async) {
+	t.Helper()
+	s, b := echoServer(t, cfg)
+	a := &async{t: t, s: s, b: b}
+	a.send(context.Background(), batchReq(0, 1, width))
+	started(t, b)
+	return s, b, a
+}
+
 // step lets one execution finish and returns the rows of the next one to
 // start.
 func step(t *testing.T, b *echoBackend) int {
@@ -248,11 +259,8 @@ const oneInstance = "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
 // batch sizes while the blocker runs; returns the row counts of the
 // executions that follow.
 func batchSizes(t *testing.T, cfg string, sizes []int) []int {
-	s, b := echoServer(t, cfg)
-	a := &async{t: t, s: s, b: b}
+	_, b, a := busy(t, cfg, 1)
 	ctx := context.Background()
-	a.send(ctx, batchReq(0, 1, 1))
-	started(t, b)
 	for i, n := range sizes {
 		a.send(ctx, batchReq(int32(100*i), n, 1))
 	}
@@ -312,15 +320,12 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 }
 
 func TestScatterAndStats(t *testing.T) {
-	s, b := echoServer(t, `max_batch_size: 16
+	s, b, a := busy(t, `max_batch_size: 16
 dynamic_batching {}
 input [ { name: "x" data_type: TYPE_INT32 dims: [ 2 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 2 ] } ]
-`+oneInstance)
-	a := &async{t: t, s: s, b: b}
+`+oneInstance, 2)
 	ctx := context.Background()
-	a.send(ctx, batchReq(0, 1, 2))
-	started(t, b)
 	base := stats(t, s)
 	rows := []int{1, 3, 8}
 	for i, n := range rows {
@@ -364,15 +369,12 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 2 ] } ]
 func TestShapesNeverMixed(t *testing.T) {
 	// Checklist 34/35: a variable dim is compared, a fixed one is not, and
 	// a mismatch closes the batch without reordering.
-	s, b := echoServer(t, `max_batch_size: 8
+	_, b, a := busy(t, `max_batch_size: 8
 dynamic_batching {}
 input [ { name: "x" data_type: TYPE_INT32 dims: [ -1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ -1 ] } ]
-`+oneInstance)
-	a := &async{t: t, s: s, b: b}
+`+oneInstance, 2)
 	ctx := context.Background()
-	a.send(ctx, batchReq(0, 1, 2))
-	started(t, b)
 	for i, w := range []int{2, 2, 3, 2} {
 		a.send(ctx, batchReq(int32(10*i), 1, w))
 	}
@@ -393,15 +395,12 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ -1 ] } ]
 }
 
 func TestRaggedInputIsFlattened(t *testing.T) {
-	s, b := echoServer(t, `max_batch_size: 8
+	_, b, a := busy(t, `max_batch_size: 8
 dynamic_batching {}
 input [ { name: "x" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ -1 ] } ]
-`+oneInstance)
-	a := &async{t: t, s: s, b: b}
+`+oneInstance, 2)
 	ctx := context.Background()
-	a.send(ctx, batchReq(0, 1, 2))
-	started(t, b)
 	a.send(ctx, batchReq(10, 1, 3))
 	a.send(ctx, batchReq(20, 1, 1))
 	step(t, b)
@@ -453,11 +452,8 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 
 	t.Run("max queue size", func(t *testing.T) {
 		// Checklist 37 and metrics 12.
-		s, b := echoServer(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { max_queue_size: 2 } }\n"+io)
-		a := &async{t: t, s: s, b: b}
+		s, _, a := busy(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { max_queue_size: 2 } }\n"+io, 1)
 		ctx := context.Background()
-		a.send(ctx, batchReq(0, 1, 1))
-		started(t, b)
 		a.send(ctx, batchReq(1, 1, 1))
 		a.send(ctx, batchReq(2, 1, 1))
 		_, err := s.Infer(ctx, batchReq(3, 1, 1))
@@ -472,11 +468,8 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 
 	t.Run("timeout reject", func(t *testing.T) {
 		// Checklist 38 and metrics 13.
-		s, b := echoServer(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { default_timeout_microseconds: 20000 } }\n"+io)
-		a := &async{t: t, s: s, b: b}
+		s, _, a := busy(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { default_timeout_microseconds: 20000 } }\n"+io, 1)
 		ctx := context.Background()
-		a.send(ctx, batchReq(0, 1, 1))
-		started(t, b)
 		i := a.send(ctx, batchReq(1, 1, 1))
 		r := a.wait(i)
 		if CodeOf(r.err) != CodeUnavailable || r.err.Error() != "Request timeout expired" {
@@ -489,11 +482,8 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 	})
 
 	t.Run("request timeout shortens the default", func(t *testing.T) {
-		s, b := echoServer(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 allow_timeout_override: true } }\n"+io)
-		a := &async{t: t, s: s, b: b}
+		_, _, a := busy(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 allow_timeout_override: true } }\n"+io, 1)
 		ctx := context.Background()
-		a.send(ctx, batchReq(0, 1, 1))
-		started(t, b)
 		req := batchReq(1, 1, 1)
 		req.TimeoutMicros = 10000
 		if r := a.wait(a.send(ctx, req)); r.err != errExpired {
@@ -503,11 +493,8 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 
 	t.Run("override ignored without a default", func(t *testing.T) {
 		// Checklist 39.
-		s, b := echoServer(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { allow_timeout_override: true } }\n"+io)
-		a := &async{t: t, s: s, b: b}
+		_, b, a := busy(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { allow_timeout_override: true } }\n"+io, 1)
 		ctx := context.Background()
-		a.send(ctx, batchReq(0, 1, 1))
-		started(t, b)
 		req := batchReq(1, 1, 1)
 		req.TimeoutMicros = 1000
 		i := a.send(ctx, req)
@@ -520,11 +507,8 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 	})
 
 	t.Run("delay serves timed-out requests last", func(t *testing.T) {
-		s, b := echoServer(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 60000000 allow_timeout_override: true } }\n"+io)
-		a := &async{t: t, s: s, b: b}
+		_, b, a := busy(t, "max_batch_size: 1\ndynamic_batching { default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 60000000 allow_timeout_override: true } }\n"+io, 1)
 		ctx := context.Background()
-		a.send(ctx, batchReq(0, 1, 1))
-		started(t, b)
 		late := batchReq(1, 1, 1)
 		late.TimeoutMicros = 1000
 		a.send(ctx, late)
@@ -547,15 +531,12 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 
 func TestPriorityLevels(t *testing.T) {
 	// Checklist 40: 0 and > levels map to the default level; level 1 first.
-	s, b := echoServer(t, `max_batch_size: 1
+	_, b, a := busy(t, `max_batch_size: 1
 dynamic_batching { priority_levels: 2 default_priority_level: 2 }
 input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
-`+oneInstance)
-	a := &async{t: t, s: s, b: b}
+`+oneInstance, 1)
 	ctx := context.Background()
-	a.send(ctx, batchReq(0, 1, 1))
-	started(t, b)
 	for _, pr := range []struct {
 		v        int32
 		priority uint64

@@ -163,16 +163,19 @@ func metricValue(t *testing.T, text, series string) string {
 	return m[1]
 }
 
-func TestMetrics(t *testing.T) {
-	root := t.TempDir()
-	writeModel(t, root, "simple", `name: "simple"
+// taggedSimple is Triton's `simple` model with a metric tag.
+const taggedSimple = `name: "simple"
 platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 metric_tags { key: "team" value: "x" }
-`, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+`
+
+func TestMetrics(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "simple", taggedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
 	writeModel(t, root, "fails_at_run", `platform: "onnxruntime_onnx"
 max_batch_size: 0
 input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
@@ -333,14 +336,7 @@ func TestMetricsLatencyFamilies(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			writeModel(t, root, "simple", `name: "simple"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-metric_tags { key: "team" value: "x" }
-`+c.modelConfig, model)
+			writeModel(t, root, "simple", taggedSimple+c.modelConfig, model)
 			args := []string{"--model-repository=" + root, "--model-control-mode=explicit"}
 			for _, s := range c.settings {
 				args = append(args, "--metrics-config="+s)
