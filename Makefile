@@ -67,8 +67,16 @@ fuzz:
 	  done; \
 	done
 
+# Benchmarks (BENCHMARKS.md). BENCH is the -bench pattern, BENCHTIME the
+# -benchtime, BENCHCOUNT the -count, BENCHPKGS the packages: e.g. figures 1
+# and 2 alone, three times over, with
+#   make bench BENCH=BenchmarkBatching BENCHTIME=3s BENCHCOUNT=3 BENCHPKGS=./platforms/httpapi
+BENCH ?= .
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 1
+BENCHPKGS ?= ./...
 bench: $(ORT_LIB)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -benchmem $(BENCHPKGS)
 
 generate:
 	$(GO) generate ./...

@@ -190,15 +190,54 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// results keeps the last measurement of each sub-benchmark of one benchmark,
-// so that a closing "ratio" sub-benchmark can report the side-by-side ratios
-// that BENCHMARKS.md quotes.
-type results map[string]result
+// results keeps the measurements of each sub-benchmark of one benchmark, so
+// that a closing "ratio" sub-benchmark can report the side-by-side ratios
+// that BENCHMARKS.md quotes. The framework calls a sub-benchmark's function
+// several times (b.N = 1, then more) with one B, and once more with a new B
+// for each -count repetition: a measurement is the last call with a B.
+type results map[string]*measurements
+
+type measurements struct {
+	last *testing.B
+	runs []result
+}
 
 // run measures call as sub-benchmark name (each call carries batch
 // inferences).
 func (rs results) run(b *testing.B, name string, conc, batch int, call func() error) {
-	b.Run(name, func(b *testing.B) { rs[name] = measureBatch(b, conc, batch, call) })
+	b.Run(name, func(b *testing.B) { rs.record(b, name, measureBatch(b, conc, batch, call)) })
+}
+
+// record keeps r, measured by b in sub-benchmark name.
+func (rs results) record(b *testing.B, name string, r result) {
+	m := rs[name]
+	if m == nil {
+		m = &measurements{}
+		rs[name] = m
+	}
+	if m.last == b {
+		m.runs[len(m.runs)-1] = r
+		return
+	}
+	m.last, m.runs = b, append(m.runs, r)
+}
+
+// median is the median over the repetitions of one metric of name's
+// measurements; ok is false when name was not measured.
+func (rs results) median(name string, of func(result) float64) (v float64, ok bool) {
+	m := rs[name]
+	if m == nil || len(m.runs) == 0 {
+		return 0, false
+	}
+	vs := make([]float64, len(m.runs))
+	for i, r := range m.runs {
+		vs[i] = of(r)
+	}
+	sort.Float64s(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2, true
+	}
+	return vs[len(vs)/2], true
 }
 
 // ratio is one reported quotient of two sub-benchmarks' results.
@@ -212,17 +251,20 @@ func p50Of(r result) float64   { return float64(r.p50) }
 func inferOf(r result) float64 { return r.inferPer }
 
 // report runs the "ratio" sub-benchmark, which reports every ratio whose two
-// sides were measured in this run (a -bench filter may leave some out).
+// sides were measured in this run (a -bench filter may leave some out). With
+// -count N each side was measured N times in a row, and the ratio is that of
+// their medians.
 func (rs results) report(b *testing.B, ratios ...ratio) {
 	b.Run("ratio", func(b *testing.B) {
+		b.ReportMetric(0, "ns/op") // nothing is timed here
 		n := 0
 		for _, q := range ratios {
-			num, ok1 := rs[q.num]
-			den, ok2 := rs[q.den]
-			if !ok1 || !ok2 || q.of(den) == 0 {
+			num, ok1 := rs.median(q.num, q.of)
+			den, ok2 := rs.median(q.den, q.of)
+			if !ok1 || !ok2 || den == 0 {
 				continue
 			}
-			b.ReportMetric(q.of(num)/q.of(den), q.unit)
+			b.ReportMetric(num/den, q.unit)
 			n++
 		}
 		if n == 0 {

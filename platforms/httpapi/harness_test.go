@@ -130,6 +130,24 @@ type serverOpts struct {
 // returns the base URL; everything stops when the test ends.
 func startServer(t testing.TB, root string, so serverOpts) (string, *core.Server) {
 	t.Helper()
+	api, srv := newAPI(t, root, so)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String(), srv
+}
+
+// newAPI starts the core on root and returns the API handler without a
+// listener; the core stops when the test ends (after startServer's HTTP
+// server, since cleanups run last-in first-out).
+func newAPI(t testing.TB, root string, so serverOpts) (*Server, *core.Server) {
+	t.Helper()
 	lib, err := onnxrt.FindLibrary("")
 	if err != nil {
 		t.Fatalf("%v (run `make ort`)", err)
@@ -143,23 +161,17 @@ func startServer(t testing.TB, root string, so serverOpts) (string, *core.Server
 		Repos: repos, Backends: []core.Backend{backend}, ControlMode: so.mode, StartupModels: so.startup,
 		AutoComplete: true, StrictReadiness: true, Logger: log,
 	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		_ = backend.Close()
+	})
 	if err := srv.Start(context.Background()); err != nil && !so.allowFailures {
 		t.Fatal(err)
 	}
 	so.api.Logger = log
-	api := New(srv, so.api)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		srv.Shutdown(ctx)
-		_ = backend.Close()
-	})
-	return "http://" + ln.Addr().String(), srv
+	return New(srv, so.api), srv
 }
 
 // do sends one request and returns status, headers and body.
