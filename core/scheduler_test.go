@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,7 +122,8 @@ func startEcho(t testing.TB, cfg string, open bool, files map[string][]byte) (*S
 		t.Fatal(err)
 	}
 	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: open}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true})
+	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		return nil, nil, err
 	}
