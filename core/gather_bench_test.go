@@ -80,3 +80,33 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 		})
 	}
 }
+
+// BenchmarkQueueDelay reports how long a lone request waits with
+// max_queue_delay_microseconds: 200 on an idle server (queue-µs); the
+// runtime's own timers would make it about 1000:
+//
+//	go test ./core -run '^$' -bench QueueDelay
+func BenchmarkQueueDelay(b *testing.B) {
+	s, _, err := startEcho(b, `max_batch_size: 8
+dynamic_batching { max_queue_delay_microseconds: 200 }
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`, true, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mv, release, err := s.Acquire("m", LatestVersion)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	before := mv.Stats.Snapshot()
+	for b.Loop() {
+		if _, err := mv.Infer(context.Background(), batchReq(1, 1, 16)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	after := mv.Stats.Snapshot()
+	b.ReportMetric(float64(after.QueueUs-before.QueueUs)/float64(after.Queue.Count-before.Queue.Count), "queue-µs")
+}

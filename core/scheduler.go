@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -146,7 +147,8 @@ type scheduler struct {
 	levels []*level
 	closed bool
 
-	arrive chan struct{} // poked on enqueue, cancel and close
+	arrive chan struct{} // poked on enqueue, cancel, close and delay expiry
+	wakeAt atomic.Int64  // unix ns of the pending precise wake-up, 0: none
 	turn   chan struct{} // held by the one instance forming a batch
 	wg     sync.WaitGroup
 
@@ -309,19 +311,41 @@ func (s *scheduler) next() []*job {
 			return nil
 		}
 		var fire <-chan time.Time
-		if wait > 0 {
+		switch {
+		case wait >= preciseBelow:
 			if timer == nil {
 				timer = time.NewTimer(wait)
 			} else {
 				timer.Reset(wait)
 			}
 			fire = timer.C
+		case wait > 0:
+			s.wakeIn(wait)
 		}
 		select {
 		case <-s.arrive:
 		case <-fire:
 		}
 	}
+}
+
+// preciseBelow is the delay under which the batcher sleeps on the kernel's
+// timer instead of the runtime's (see sleepPrecise).
+const preciseBelow = 2 * time.Millisecond
+
+// wakeIn pokes the forming instance after d, unless a sleeper already
+// will as soon. Stale sleepers only cause a harmless re-evaluation.
+func (s *scheduler) wakeIn(d time.Duration) {
+	at := time.Now().Add(d).UnixNano()
+	if w := s.wakeAt.Load(); w != 0 && w <= at {
+		return
+	}
+	s.wakeAt.Store(at)
+	go func() {
+		sleepPrecise(d)
+		s.wakeAt.CompareAndSwap(at, 0)
+		s.poke()
+	}()
 }
 
 // form applies §9.3 to the queue at time now. It returns the batch to run,

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package core
+
+import "time"
+
+// sleepPrecise is time.Sleep where no finer sleep is wired up.
+func sleepPrecise(d time.Duration) { time.Sleep(d) }
