@@ -258,15 +258,66 @@ func (s *scheduler) remove(j *job, err error) {
 
 func (s *scheduler) worker(inst Instance) {
 	defer s.wg.Done()
+	var jobs []*job
 	for {
-		<-s.turn
-		jobs := s.next()
-		s.turn <- struct{}{}
 		if jobs == nil {
-			return
+			<-s.turn
+			jobs = s.next()
+			s.turn <- struct{}{}
+			if jobs == nil {
+				return
+			}
 		}
-		s.execute(inst, jobs)
+		errs := runBatch(inst, &s.cfg.gather, s.stats, jobs)
+		// Take the next batch, if one is due, before answering this one:
+		// the answered handlers would otherwise take the CPU while this
+		// instance sits idle.
+		var next []*job
+		select {
+		case <-s.turn:
+			next, _, _ = s.take()
+			s.turn <- struct{}{}
+		default:
+		}
+		for i, j := range jobs {
+			s.finish(j, errs[i])
+		}
+		jobs = next
 	}
+}
+
+// take takes the batch that is due now off the queue, or says how long to
+// wait (< 0: for an arrival) and whether the scheduler is closed and empty.
+func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
+	s.mu.Lock()
+	jobs, wait = s.form(time.Now())
+	if jobs == nil {
+		closed = s.closed && wait < 0
+		s.mu.Unlock()
+		return nil, wait, closed
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		j.state = jobTaken
+		j.level.count--
+		j.times.exec = now
+	}
+	s.stats.addPending(-int64(len(jobs)))
+	if s.cfg.preserve {
+		s.orderMu.Lock()
+		s.order = append(s.order, jobs...)
+		s.orderMu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, j := range jobs {
+		if j.stop != nil {
+			j.stop()
+		}
+		if j.timer != nil {
+			j.timer.Stop()
+		}
+	}
+	return jobs, 0, false
 }
 
 // next blocks until a batch is due and takes it off the queue; nil once
@@ -279,36 +330,9 @@ func (s *scheduler) next() []*job {
 		}
 	}()
 	for {
-		s.mu.Lock()
-		jobs, wait := s.form(time.Now())
-		if jobs != nil {
-			now := time.Now()
-			for _, j := range jobs {
-				j.state = jobTaken
-				j.level.count--
-				j.times.exec = now
-			}
-			s.stats.addPending(-int64(len(jobs)))
-			if s.cfg.preserve {
-				s.orderMu.Lock()
-				s.order = append(s.order, jobs...)
-				s.orderMu.Unlock()
-			}
-			s.mu.Unlock()
-			for _, j := range jobs {
-				if j.stop != nil {
-					j.stop()
-				}
-				if j.timer != nil {
-					j.timer.Stop()
-				}
-			}
+		jobs, wait, closed := s.take()
+		if jobs != nil || closed {
 			return jobs
-		}
-		closed := s.closed && wait < 0
-		s.mu.Unlock()
-		if closed {
-			return nil
 		}
 		var fire <-chan time.Time
 		switch {
@@ -495,14 +519,6 @@ func (s *scheduler) compatible(first, j *job) bool {
 		}
 	}
 	return true
-}
-
-// execute runs one batch on inst and answers its jobs.
-func (s *scheduler) execute(inst Instance, jobs []*job) {
-	errs := runBatch(inst, &s.cfg.gather, s.stats, jobs)
-	for i, j := range jobs {
-		s.finish(j, errs[i])
-	}
 }
 
 // runBatch gathers jobs into one execution on inst, records it and cuts

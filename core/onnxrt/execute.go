@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"time"
+	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -26,6 +27,11 @@ type runScratch struct {
 	// auto marks the outputs ORT allocates in this run.
 	auto []bool
 	raw  []rawOutput
+	// inCache and outCache are the cached values in use (see cache.go),
+	// nil for values made for this run only.
+	inCache, outCache []*cachedValue
+	// inH and outH are the OrtValues for a direct run.
+	inH, outH []unsafe.Pointer
 	// pins keeps the Go buffers that ORT tensors wrap pinned while ORT holds
 	// them: cgo lets C keep a Go pointer past a call only if it is pinned.
 	pins runtime.Pinner
@@ -38,6 +44,10 @@ func (r *runScratch) reset(nIn, nOut int) {
 	r.shapes = resize(r.shapes, nOut)
 	r.auto = resize(r.auto, nOut)
 	r.raw = resize(r.raw, nOut)
+	r.inCache = resize(r.inCache, nIn)
+	r.outCache = resize(r.outCache, nOut)
+	r.inH = resize(r.inH, nIn)
+	r.outH = resize(r.outH, nOut)
 }
 
 func resize[T any](s []T, n int) []T {
@@ -53,19 +63,26 @@ func resize[T any](s []T, n int) []T {
 func (r *runScratch) release() {
 	defer r.pins.Unpin()
 	for i, v := range r.inputs {
-		destroy(v)
-		r.inputs[i] = nil
+		if r.inCache[i] == nil {
+			destroy(v)
+		}
+		r.inputs[i], r.inCache[i] = nil, nil
 	}
 	for i, v := range r.outputs {
-		destroy(v)
-		r.outputs[i], r.bufs[i], r.shapes[i], r.raw[i] = nil, nil, nil, rawOutput{}
+		if r.outCache[i] == nil {
+			destroy(v)
+		}
+		r.outputs[i], r.bufs[i], r.shapes[i], r.raw[i], r.outCache[i] = nil, nil, nil, rawOutput{}, nil
 	}
 }
 
-// Execute runs one batch. Inputs are wrapped without copying. Outputs whose
-// shape is known in advance (fixed graph dims, the batch dim from the
-// inputs) are pre-allocated in Go memory that ORT writes into and that
-// becomes the result; the rest are allocated by ORT and copied once.
+// Execute runs one batch. Small fixed-size tensors (up to
+// smallTensorBytes) use the instance's cached ORT values: inputs are copied
+// in, outputs copied out (cache.go). Larger inputs are wrapped without
+// copying, and larger outputs whose shape is known in advance (fixed graph
+// dims, the batch dim from the inputs) are pre-allocated in Go memory that
+// ORT writes into and that becomes the result. The rest are allocated by ORT
+// and copied once.
 //
 // onnxruntime_go copies ORT-allocated FLOAT16/BFLOAT16 outputs short (one
 // byte per element instead of two, which then fails), so a batch with such
@@ -98,11 +115,8 @@ func (in *instance) Execute(ctx context.Context, b *core.Batch) error {
 		return err
 	}
 	b.InferEnd = time.Now()
-	b.Results = make([]*core.Tensor, len(b.Outputs))
-	for i, name := range b.Outputs {
-		if b.Results[i], err = in.result(r, name); err != nil {
-			return err
-		}
+	if b.Results, err = in.results(r, b.Outputs); err != nil {
+		return err
 	}
 	b.ComputeEnd = time.Now()
 	return nil
@@ -123,8 +137,14 @@ func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, erro
 		if r.inputs[i] != nil {
 			return 0, core.Errorf(core.CodeInvalidArg, "input '%s' given twice", t.Name)
 		}
-		v, err := newInput(&in.inputs[i], t, &r.pins)
+		c, err := in.cachedInput(i, t)
 		if err != nil {
+			return 0, err
+		}
+		var v ort.Value
+		if c != nil {
+			r.inCache[i], v = c, c.val
+		} else if v, err = newInput(&in.inputs[i], t, &r.pins); err != nil {
 			return 0, err
 		}
 		r.inputs[i] = v
@@ -161,6 +181,14 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 			raw = raw || s.half
 			continue
 		}
+		c, err := in.cachedOutput(i, batch)
+		if err != nil {
+			return false, err
+		}
+		if c != nil {
+			r.outputs[i], r.outCache[i] = c.val, c
+			continue
+		}
 		shape := append([]int64(nil), s.dims...)
 		if s.batched {
 			shape[0] = batch
@@ -190,11 +218,19 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 			close(fired)
 		})
 	}
+	direct := !raw
 	for i, v := range r.outputs {
 		r.auto[i] = v == nil
+		direct = direct && v != nil
 	}
 	var err error
-	if raw {
+	if direct {
+		// Every value exists: run on their OrtValues, which costs no
+		// allocation (onnxruntime_go's Run allocates per value).
+		if err = in.handles(r); err == nil {
+			err = runValues(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH)
+		}
+	} else if raw {
 		err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inputs, r.outputs, in.elemSizes, r.raw)
 	} else {
 		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
@@ -230,14 +266,68 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 	return nil
 }
 
-// result converts output name into a core tensor.
-func (in *instance) result(r *runScratch, name string) (*core.Tensor, error) {
-	i, ok := in.outputIdx[name]
-	if !ok {
-		return nil, core.Errorf(core.CodeInvalidArg, "unexpected inference output '%s' for model '%s'", name, in.model)
+// handles fills r.inH and r.outH.
+func (in *instance) handles(r *runScratch) error {
+	var err error
+	for i, v := range r.inputs {
+		if c := r.inCache[i]; c != nil {
+			r.inH[i] = c.handle
+		} else if r.inH[i], err = valueHandle(v); err != nil {
+			return err
+		}
 	}
+	for i, v := range r.outputs {
+		if c := r.outCache[i]; c != nil {
+			r.outH[i] = c.handle
+		} else if r.outH[i], err = valueHandle(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// results converts the named outputs into core tensors. Cached outputs are
+// copied out, since the next run reuses their buffers; the copies, like the
+// tensors, share one allocation per batch.
+func (in *instance) results(r *runScratch, names []string) ([]*core.Tensor, error) {
+	var size, rank int
+	for _, name := range names {
+		if i, ok := in.outputIdx[name]; ok && r.outCache[i] != nil {
+			size += len(r.outCache[i].buf)
+			rank += len(r.outCache[i].shape)
+		}
+	}
+	data, dims := make([]byte, size), make([]int64, rank)
+	tensors, res := make([]core.Tensor, len(names)), make([]*core.Tensor, len(names))
+	for k, name := range names {
+		t := &tensors[k]
+		res[k] = t
+		i, ok := in.outputIdx[name]
+		if !ok {
+			return nil, core.Errorf(core.CodeInvalidArg, "unexpected inference output '%s' for model '%s'", name, in.model)
+		}
+		c := r.outCache[i]
+		if c == nil {
+			if err := in.result(r, i, t); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		n, d := len(c.buf), len(c.shape)
+		t.Name, t.DataType = name, in.outputs[i].dtype
+		t.Data, data = data[:n:n], data[n:]
+		t.Shape, dims = dims[:d:d], dims[d:]
+		copy(t.Data, c.buf)
+		copy(t.Shape, c.shape)
+	}
+	return res, nil
+}
+
+// result converts output i into t.
+func (in *instance) result(r *runScratch, i int, t *core.Tensor) error {
 	s := &in.outputs[i]
-	t := &core.Tensor{Name: name, DataType: s.dtype}
+	name := s.name
+	t.Name, t.DataType = name, s.dtype
 	v := r.outputs[i]
 	var err error
 	switch {
@@ -246,16 +336,16 @@ func (in *instance) result(r *runScratch, name string) (*core.Tensor, error) {
 		if len(t.Shape) == 0 {
 			t.Shape = append([]int64{}, s.scalarShape...)
 		}
-		return t, nil
+		return nil
 	case v == nil:
-		return nil, core.Errorf(core.CodeInternal, "output '%s' was not produced", name)
+		return core.Errorf(core.CodeInternal, "output '%s' was not produced", name)
 	case len(s.dims) == 0 && s.dtype != core.TypeBytes:
 		t.Shape = append([]int64{}, s.scalarShape...)
 		t.Data, err = scalarBytes(v)
 	case s.dtype == core.TypeBytes:
 		st, ok := v.(*ort.StringTensor)
 		if !ok {
-			return nil, core.Errorf(core.CodeInternal, "output '%s': unexpected value %T", name, v)
+			return core.Errorf(core.CodeInternal, "output '%s': unexpected value %T", name, v)
 		}
 		t.Shape = v.GetShape()
 		scalar := len(t.Shape) == 0
@@ -268,9 +358,9 @@ func (in *instance) result(r *runScratch, name string) (*core.Tensor, error) {
 		t.Data, err = tensorBytes(v)
 	}
 	if err != nil {
-		return nil, core.Errorf(core.CodeInternal, "output '%s': %v", name, err)
+		return core.Errorf(core.CodeInternal, "output '%s': %v", name, err)
 	}
-	return t, nil
+	return nil
 }
 
 // cancelled reports a run stopped by its context, matching both the core's

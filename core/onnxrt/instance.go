@@ -28,6 +28,7 @@ type instance struct {
 	session *ort.DynamicAdvancedSession
 	runOpts *ort.RunOptions
 	scratch runScratch
+	cache   valueCache
 	// For runRaw: the session's names as C strings, and each output's
 	// element size (0 for STRING).
 	inNames, outNames cNames
@@ -244,6 +245,7 @@ func newInstance(name, model string, cfg *modelconfig.ModelConfig, g *graphInfo)
 			return nil, err
 		}
 	}
+	in.cache = valueCache{inputs: make([]slotCache, len(in.inputs)), outputs: make([]slotCache, len(in.outputs))}
 	return in, nil
 }
 
@@ -266,6 +268,7 @@ func (in *instance) Close() error {
 		return nil
 	}
 	in.closed = true
+	in.cache.free()
 	if err := in.session.Destroy(); err != nil {
 		in.log.Warn("destroy session", "err", err)
 	}

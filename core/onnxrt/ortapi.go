@@ -235,14 +235,6 @@ func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, ou
 	if err != nil {
 		return err
 	}
-	sess, err := sessionHandle(session)
-	if err != nil {
-		return err
-	}
-	rop, err := handle(ro)
-	if err != nil {
-		return err
-	}
 	ins := make([]unsafe.Pointer, len(inputs))
 	for i, v := range inputs {
 		if ins[i], err = valueHandle(v); err != nil {
@@ -257,16 +249,7 @@ func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, ou
 			}
 		}
 	}
-	var inPtr, inNamePtr, outPtr, outNamePtr unsafe.Pointer
-	if len(ins) > 0 {
-		inPtr, inNamePtr = unsafe.Pointer(&ins[0]), unsafe.Pointer(&inNames[0])
-	}
-	if len(outs) > 0 {
-		outPtr, outNamePtr = unsafe.Pointer(&outs[0]), unsafe.Pointer(&outNames[0])
-	}
-	err = status(C.inferd_run(a, sess, rop,
-		(**C.char)(inNamePtr), (*unsafe.Pointer)(inPtr), C.size_t(len(ins)),
-		(**C.char)(outNamePtr), (*unsafe.Pointer)(outPtr), C.size_t(len(outs))))
+	err = runValues(session, ro, inNames, outNames, ins, outs)
 	// Copy and release every value ORT allocated, even after a failure.
 	for i, v := range outs {
 		if v == nil || outputs[i] != nil {
@@ -278,6 +261,34 @@ func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, ou
 		C.inferd_release_value(a, v)
 	}
 	return err
+}
+
+// runValues is OrtApi::Run over the given OrtValues; a nil output is
+// allocated by ORT and left in outs. Unlike onnxruntime_go's Run it
+// allocates nothing in Go.
+func runValues(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames, ins, outs []unsafe.Pointer) error {
+	a, err := api()
+	if err != nil {
+		return err
+	}
+	sess, err := sessionHandle(session)
+	if err != nil {
+		return err
+	}
+	rop, err := handle(ro)
+	if err != nil {
+		return err
+	}
+	var inPtr, inNamePtr, outPtr, outNamePtr unsafe.Pointer
+	if len(ins) > 0 {
+		inPtr, inNamePtr = unsafe.Pointer(&ins[0]), unsafe.Pointer(&inNames[0])
+	}
+	if len(outs) > 0 {
+		outPtr, outNamePtr = unsafe.Pointer(&outs[0]), unsafe.Pointer(&outNames[0])
+	}
+	return status(C.inferd_run(a, sess, rop,
+		(**C.char)(inNamePtr), (*unsafe.Pointer)(inPtr), C.size_t(len(ins)),
+		(**C.char)(outNamePtr), (*unsafe.Pointer)(outPtr), C.size_t(len(outs))))
 }
 
 // maxRank bounds the dims read back from ORT; ONNX tensors stay far below.
