@@ -23,9 +23,10 @@ import (
 // less than creating an OrtValue.
 const smallTensorBytes = 64 << 10
 
-// cacheWays is how many shapes a slot keeps, for the few batch sizes that
-// dynamic batching alternates between.
-const cacheWays = 4
+// cacheWays is how many shapes a slot keeps: enough for every batch size
+// of a max_batch_size 8 model under dynamic batching, which otherwise
+// cycles through more shapes than the cache holds and misses every time.
+const cacheWays = 8
 
 // cachedValue is a reusable ORT tensor of one shape. Its buffer is C memory:
 // ORT holds on to it between runs, which Go memory could do only pinned, and
@@ -94,10 +95,7 @@ func newCachedValue(dims []int64, first, n int64, onnx ort.TensorElementDataType
 	if first >= 0 {
 		shape[0] = first
 	}
-	p := C.malloc(C.size_t(n))
-	if p == nil {
-		return nil, core.Errorf(core.CodeInternal, "out of memory for a tensor of %d bytes", n)
-	}
+	p := C.malloc(C.size_t(n)) // cgo's malloc never returns nil
 	v := &cachedValue{shape: shape, buf: unsafe.Slice((*byte)(p), n)}
 	val, err := ort.NewCustomDataTensor(ort.Shape(shape), v.buf, onnx)
 	if err != nil {
@@ -158,7 +156,11 @@ func (in *instance) cachedOutput(i int, batch int64) (*cachedValue, error) {
 	}
 	v, err := in.cache.outputs[i].get(s.dims, first, n, s.onnx)
 	if err != nil {
-		return nil, core.Errorf(core.CodeInternal, "output '%s' of batch %d: %v", s.name, batch, err)
+		shape := append([]int64(nil), s.dims...)
+		if first >= 0 {
+			shape[0] = first
+		}
+		return nil, core.Errorf(core.CodeInternal, "output '%s' of shape %s: %v", s.name, core.ShapeString(shape), err)
 	}
 	return v, nil
 }

@@ -50,7 +50,7 @@ func TestExecuteCache(t *testing.T) {
 	wantShape := [][]int64{append([]int64{}, first[0].Shape...), append([]int64{}, first[1].Shape...)}
 	// Hits and misses; 20 rows (80 KiB) take the uncached path; 2, 4, 5, 6
 	// and 7 evict the older shapes, so 1 and 3 come back as misses.
-	for r, batch := range []int64{3, 1, 1, 20, 3, 2, 4, 5, 6, 7, 1, 3, 20, 1} {
+	for r, batch := range []int64{3, 1, 1, 20, 3, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 3, 20, 1} {
 		run(r+1, batch)
 		if n := len(in.cache.inputs[0]); n > cacheWays {
 			t.Fatalf("%d cached shapes, at most %d expected", n, cacheWays)
