@@ -49,18 +49,7 @@ func BenchmarkSchedulerRoundTrip(b *testing.B) {
 		{"dynamic", "dynamic_batching {}\n"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s, _, err := startEcho(b, "max_batch_size: 8\n"+tc.cfg+`input [ { name: "x" data_type: TYPE_INT32 dims: [ 16 ] } ]
-output [ { name: "y" data_type: TYPE_INT32 dims: [ 16 ] } ]
-instance_group [ { kind: KIND_CPU count: 2 } ]
-`, true, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			mv, release, err := s.Acquire("m", LatestVersion)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer release()
+			mv := echoVersion(b, tc.cfg+"instance_group [ { kind: KIND_CPU count: 2 } ]\n")
 			b.ReportAllocs()
 			var wg sync.WaitGroup
 			per := b.N/16 + 1
@@ -87,20 +76,7 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 //
 //	go test ./core -run '^$' -bench QueueDelay
 func BenchmarkQueueDelay(b *testing.B) {
-	s, _, err := startEcho(b, `max_batch_size: 8
-dynamic_batching { max_queue_delay_microseconds: 200 }
-input [ { name: "x" data_type: TYPE_INT32 dims: [ 16 ] } ]
-output [ { name: "y" data_type: TYPE_INT32 dims: [ 16 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-`, true, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mv, release, err := s.Acquire("m", LatestVersion)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer release()
+	mv := echoVersion(b, "dynamic_batching { max_queue_delay_microseconds: 200 }\ninstance_group [ { kind: KIND_CPU count: 1 } ]\n")
 	before := mv.Stats.Snapshot()
 	for b.Loop() {
 		if _, err := mv.Infer(context.Background(), batchReq(1, 1, 16)); err != nil {
@@ -109,4 +85,22 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 	}
 	after := mv.Stats.Snapshot()
 	b.ReportMetric(float64(after.QueueUs-before.QueueUs)/float64(after.Queue.Count-before.Queue.Count), "queue-µs")
+}
+
+// echoVersion serves an open echo model over INT32 [16] rows (max batch 8)
+// with the given extra config lines and returns its version.
+func echoVersion(b *testing.B, extra string) *ModelVersion {
+	s, _, err := startEcho(b, `max_batch_size: 8
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 16 ] } ]
+`+extra, true, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mv, release, err := s.Acquire("m", LatestVersion)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(release)
+	return mv
 }
