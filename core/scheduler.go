@@ -220,6 +220,9 @@ func (s *scheduler) submit(j *job) error {
 
 func (s *scheduler) enqueue(j *job, lv *level) error {
 	switch pol := lv.policy; {
+	case len(s.insts) == 0:
+		// Only passive instances: nothing would ever take the request.
+		return Errorf(CodeUnavailable, "no active instance to run the request: every instance group is passive")
 	case s.closed:
 		return Errorf(CodeUnavailable, "model is unloading")
 	case j.ctx.Err() != nil:

@@ -682,3 +682,17 @@ func TestSliceRowsBytes(t *testing.T) {
 		t.Fatal("cutting past the end succeeded")
 	}
 }
+
+func TestOnlyPassiveInstancesRefuse(t *testing.T) {
+	s, _, err := startEcho(t, `max_batch_size: 1
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 passive: true } ]
+`, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Infer(context.Background(), batchReq(1, 1, 1)); CodeOf(err) != CodeUnavailable {
+		t.Fatalf("request to a passive-only model: %v, want UNAVAILABLE at once", err)
+	}
+}
