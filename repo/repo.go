@@ -22,13 +22,10 @@ type Source interface {
 	Localize(ctx context.Context, model string) (string, error)
 }
 
-// Open returns the Source for one --model-repository value.
+// Open returns the Source for one local --model-repository value; remote
+// roots need OpenOptions with their stores.
 func Open(ctx context.Context, root string) (Source, error) {
-	switch {
-	case strings.HasPrefix(root, "s3://"), strings.HasPrefix(root, "gs://"), strings.HasPrefix(root, "as://"):
-		return nil, fmt.Errorf("repository %s: cloud repositories are not supported yet", root)
-	}
-	return OpenDir(root)
+	return OpenOptions{}.Open(ctx, root)
 }
 
 // Location says where a model candidate lives.
@@ -42,17 +39,9 @@ type Set struct {
 	Sources []Source
 }
 
-// OpenAll opens every root; any failure is fatal, as in Triton.
+// OpenAll opens local roots; any failure is fatal, as in Triton.
 func OpenAll(ctx context.Context, roots []string) (*Set, error) {
-	s := &Set{}
-	for _, r := range roots {
-		src, err := Open(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		s.Sources = append(s.Sources, src)
-	}
-	return s, nil
+	return OpenOptions{}.OpenAll(ctx, roots)
 }
 
 // Scan lists every model candidate. A name found in two roots is returned in

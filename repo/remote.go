@@ -1,0 +1,260 @@
+package repo
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// OpenOptions say how roots are opened: which remote stores exist (by URL
+// scheme) and where their models are copied.
+type OpenOptions struct {
+	// Stores opens a remote root by its scheme ("s3", "gs"). The store
+	// packages import repo, so the caller wires them in.
+	Stores map[string]func(ctx context.Context, root string) (Store, error)
+	// CacheDir holds the local copies of remote models (default: the OS
+	// temp dir's inferd-cache).
+	CacheDir string
+	// Parallel bounds concurrent downloads per model (default 8).
+	Parallel int
+	Logger   *slog.Logger
+}
+
+// Open returns the Source for one --model-repository value.
+func (o OpenOptions) Open(ctx context.Context, root string) (Source, error) {
+	scheme, _, remote := strings.Cut(root, "://")
+	if !remote {
+		return OpenDir(root)
+	}
+	open := o.Stores[scheme]
+	if open == nil {
+		return nil, fmt.Errorf("repository %s: %s:// repositories are not supported", root, scheme)
+	}
+	st, err := open(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", root, err)
+	}
+	return o.Remote(st), nil
+}
+
+// OpenAll opens every root; any failure is fatal, as in Triton.
+func (o OpenOptions) OpenAll(ctx context.Context, roots []string) (*Set, error) {
+	s := &Set{}
+	for _, r := range roots {
+		src, err := o.Open(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		s.Sources = append(s.Sources, src)
+	}
+	return s, nil
+}
+
+// Remote is a repository in an object store, used through local copies.
+type Remote struct {
+	store    Store
+	cache    string // this root's folder in the cache
+	parallel int
+	log      *slog.Logger
+	mu       sync.Mutex // one Localize per root at a time keeps the copy consistent
+}
+
+// Remote wraps st as a Source whose models are copied under the cache dir.
+func (o OpenOptions) Remote(st Store) *Remote {
+	dir := o.CacheDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "inferd-cache")
+	}
+	sum := sha256.Sum256([]byte(st.String()))
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Remote{store: st, cache: filepath.Join(dir, hex.EncodeToString(sum[:8])), parallel: max(o.Parallel, 8), log: log}
+}
+
+func (r *Remote) String() string { return r.store.String() }
+
+// Models lists the first-level "folders": prefixes holding objects.
+func (r *Remote) Models(ctx context.Context) ([]string, error) {
+	objs, err := r.store.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", r.store, err)
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if name, _, ok := strings.Cut(o.Key, "/"); ok && name != "" {
+			seen[name] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// manifestName records, beside a local copy, the version of each object
+// copied, so an unchanged object is not fetched again.
+const manifestName = ".inferd-manifest.json"
+
+// Localize brings the local copy of model up to date with the store:
+// objects whose version changed are fetched (in parallel, each checked and
+// renamed into place), objects gone from the store are removed.
+func (r *Remote) Localize(ctx context.Context, model string) (string, error) {
+	if err := safeKey(model); err != nil || strings.Contains(model, "/") {
+		return "", fmt.Errorf("model name %q cannot be a local folder", model)
+	}
+	objs, err := r.store.List(ctx, model+"/")
+	if err != nil {
+		return "", fmt.Errorf("list %s/%s: %w", r.store, model, err)
+	}
+	if len(objs) == 0 {
+		return "", fmt.Errorf("model folder %s/%s not found", r.store, model)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	local := filepath.Join(r.cache, model)
+	if err := os.MkdirAll(local, 0o700); err != nil {
+		return "", fmt.Errorf("cache for %s: %w", model, err)
+	}
+	have := readManifest(filepath.Join(local, manifestName))
+	want := map[string]string{}
+	var fetch []Object
+	var total int64
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.Key, model+"/")
+		if rel == "" || strings.HasSuffix(rel, "/") {
+			continue
+		}
+		if err := safeKey(rel); err != nil {
+			return "", fmt.Errorf("%s/%s: %w", r.store, o.Key, err)
+		}
+		want[rel] = o.Version
+		if v, ok := have[rel]; ok && v == o.Version && o.Version != "" && exists(filepath.Join(local, filepath.FromSlash(rel))) {
+			continue
+		}
+		fetch = append(fetch, o)
+		total += o.Size
+	}
+	if err := r.fetch(ctx, model, local, fetch, total); err != nil {
+		return "", err
+	}
+	// Files the store no longer has go, so a removed version disappears.
+	for rel := range have {
+		if _, ok := want[rel]; !ok {
+			_ = os.Remove(filepath.Join(local, filepath.FromSlash(rel)))
+		}
+	}
+	if err := writeManifest(filepath.Join(local, manifestName), want); err != nil {
+		return "", fmt.Errorf("cache for %s: %w", model, err)
+	}
+	return local, nil
+}
+
+// fetch downloads objs with a bounded pool, logging progress for large
+// models. The first failure cancels the rest.
+func (r *Remote) fetch(ctx context.Context, model, local string, objs []Object, total int64) error {
+	if len(objs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var done atomic.Int64
+	start := time.Now()
+	stop := make(chan struct{})
+	if total >= 64<<20 {
+		go func() {
+			tick := time.NewTicker(2 * time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					d := done.Load()
+					r.log.Info("downloading model", "model", model, "from", r.store.String(), "bytes", d, "total", total,
+						"MiB/s", fmt.Sprintf("%.1f", float64(d)/(1<<20)/time.Since(start).Seconds()))
+				}
+			}
+		}()
+	}
+	defer close(stop)
+	work := make(chan Object)
+	var wg sync.WaitGroup
+	for range min(r.parallel, len(objs)) {
+		wg.Go(func() {
+			for o := range work {
+				rel := strings.TrimPrefix(o.Key, model+"/")
+				if _, err := r.store.Download(ctx, o.Key, filepath.Join(local, filepath.FromSlash(rel))); err != nil {
+					cancel(fmt.Errorf("download %s/%s: %w", r.store, o.Key, err))
+					continue
+				}
+				done.Add(o.Size)
+			}
+		})
+	}
+	for _, o := range objs {
+		select {
+		case work <- o:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	r.log.Info("downloaded model", "model", model, "from", r.store.String(), "files", len(objs), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// safeKey refuses keys that would land outside the cache folder.
+func safeKey(key string) error {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") {
+		return errors.New("object key escapes the model folder")
+	}
+	for _, seg := range strings.Split(key, "/") {
+		if seg == ".." {
+			return errors.New("object key escapes the model folder")
+		}
+	}
+	return nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func readManifest(p string) map[string]string {
+	m := map[string]string{}
+	if b, err := os.ReadFile(p); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+func writeManifest(p string, m map[string]string) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}

@@ -1,0 +1,146 @@
+package repo
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memStore is an in-memory Store for the Remote logic; the S3 and GCS
+// stores are tested against real-protocol servers in their packages.
+type memStore struct {
+	mu        sync.Mutex
+	objects   map[string][]byte
+	corrupt   map[string]bool
+	downloads []string
+}
+
+func (m *memStore) String() string { return "mem://bucket" }
+
+func (m *memStore) List(_ context.Context, prefix string) ([]Object, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Object
+	for k, v := range m.objects {
+		if strings.HasPrefix(k, prefix) {
+			sum := sha256.Sum256(v)
+			out = append(out, Object{Key: k, Size: int64(len(v)), Version: hex.EncodeToString(sum[:8]), Modified: time.Unix(1, 0)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+func (m *memStore) Download(_ context.Context, key, path string) (Object, error) {
+	m.mu.Lock()
+	data, ok := m.objects[key]
+	bad := m.corrupt[key]
+	m.downloads = append(m.downloads, key)
+	m.mu.Unlock()
+	if !ok {
+		return Object{}, fmt.Errorf("no object %s", key)
+	}
+	if bad {
+		return Object{}, fmt.Errorf("%s: %w", key, ErrIntegrity)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return Object{}, err
+	}
+	return Object{Key: key}, os.WriteFile(path, data, 0o644)
+}
+
+func (m *memStore) fetched() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Clone(m.downloads)
+	m.downloads = nil
+	sort.Strings(out)
+	return out
+}
+
+func TestRemoteLocalize(t *testing.T) {
+	ctx := context.Background()
+	st := &memStore{objects: map[string][]byte{
+		"a/config.pbtxt": []byte("backend: \"onnxruntime\""),
+		"a/1/model.onnx": []byte("v1"),
+		"a/2/model.onnx": []byte("v2"),
+		"b/1/model.onnx": []byte("b"),
+		"toplevel.txt":   []byte("ignored: not in a folder"),
+		"c/labels/x.txt": []byte("x"),
+	}}
+	r := OpenOptions{CacheDir: t.TempDir()}.Remote(st)
+	models, err := r.Models(ctx)
+	if err != nil || !slices.Equal(models, []string{"a", "b", "c"}) {
+		t.Fatalf("models %v %v", models, err)
+	}
+	dir, err := r.Localize(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.fetched(); !slices.Equal(got, []string{"a/1/model.onnx", "a/2/model.onnx", "a/config.pbtxt"}) {
+		t.Fatalf("first copy fetched %v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "2", "model.onnx")); string(b) != "v2" {
+		t.Fatalf("local copy holds %q", b)
+	}
+
+	// Unchanged objects are not fetched again; changed ones are; removed
+	// ones disappear from the copy.
+	st.mu.Lock()
+	st.objects["a/2/model.onnx"] = []byte("v2 changed")
+	delete(st.objects, "a/1/model.onnx")
+	st.mu.Unlock()
+	if _, err := r.Localize(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.fetched(); !slices.Equal(got, []string{"a/2/model.onnx"}) {
+		t.Fatalf("second copy fetched %v, want only the changed object", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "1", "model.onnx")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("removed object still in the copy: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "2", "model.onnx")); string(b) != "v2 changed" {
+		t.Fatalf("local copy holds %q", b)
+	}
+}
+
+func TestRemoteLocalizeRefuses(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		objects map[string][]byte
+		corrupt string
+		model   string
+		want    string
+	}{
+		{name: "escaping key", objects: map[string][]byte{"m/../../etc/x": nil, "m/1/model.onnx": nil}, model: "m", want: "escapes the model folder"},
+		{name: "escaping model name", objects: map[string][]byte{"m/1/model.onnx": nil}, model: "..", want: "cannot be a local folder"},
+		{name: "missing model", objects: map[string][]byte{"m/1/model.onnx": nil}, model: "n", want: "not found"},
+		{name: "integrity", objects: map[string][]byte{"m/1/model.onnx": []byte("x"), "m/config.pbtxt": nil}, corrupt: "m/1/model.onnx", model: "m", want: "integrity check failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &memStore{objects: tc.objects, corrupt: map[string]bool{tc.corrupt: true}}
+			_, err := OpenOptions{CacheDir: t.TempDir()}.Remote(st).Localize(ctx, tc.model)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Localize: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpenUnknownScheme(t *testing.T) {
+	_, err := OpenOptions{}.Open(context.Background(), "as://account/container/models")
+	if err == nil || !strings.Contains(err.Error(), "as:// repositories are not supported") {
+		t.Fatalf("as:// root: %v", err)
+	}
+}
