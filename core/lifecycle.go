@@ -40,6 +40,19 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	defer l.Unlock()
 
 	start := time.Now()
+	// Loading a model whose files did not change since it loaded is a
+	// no-op, as in Triton; an override always reloads.
+	var fp string
+	if ov == nil {
+		if loc, err := s.opts.Repos.Find(ctx, name); err == nil {
+			fp, _ = loc.Source.Fingerprint(ctx, name)
+		}
+		if fp != "" && s.unchanged(name, fp) {
+			s.log.Debug("model unchanged; not reloaded", "model", name)
+			return nil
+		}
+		s.setFingerprints(name, "", fp)
+	}
 	m, err := s.readModel(ctx, name, ov)
 	if err != nil {
 		s.log.Error("failed to poll model", "model", name, "err", err)
@@ -85,6 +98,7 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	}
 	s.commit(name, fresh, failures)
 	if len(failures) == 0 {
+		s.setFingerprints(name, fp, fp)
 		s.log.Info("loaded model", "model", name, "versions", selected, "took", time.Since(start).Round(time.Millisecond))
 		return nil
 	}
@@ -93,6 +107,36 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		fmt.Fprintf(&msg, "version %d is at UNAVAILABLE state: %s;", v, failures[v])
 	}
 	return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, msg.String())
+}
+
+// unchanged reports whether name serves every version from files with
+// fingerprint fp.
+func (s *Server) unchanged(name, fp string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.models[name]
+	if m == nil || m.loaded != fp || len(m.versions) == 0 {
+		return false
+	}
+	for _, slot := range m.versions {
+		if slot.mv == nil && !(slot.state == StateUnavailable && slot.reason == "unloaded") {
+			return false
+		}
+	}
+	return true
+}
+
+// setFingerprints records a load attempt (attempted) and, when it served
+// every version, its files (loaded).
+func (s *Server) setFingerprints(name, loaded, attempted string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[name]
+	if m == nil {
+		m = &modelState{versions: map[int64]*versionSlot{}}
+		s.models[name] = m
+	}
+	m.loaded, m.attempted = loaded, attempted
 }
 
 func checkModelName(name string) error {
@@ -342,6 +386,7 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 			slot.state, slot.reason = StateUnavailable, "unloaded"
 		}
 		m.reason = ""
+		m.loaded, m.attempted = "", ""
 	}
 	s.mu.Unlock()
 	err := closeAll(ctx, retire)

@@ -138,6 +138,15 @@ func TestReloadSwitchesCopies(t *testing.T) {
 		result <- err
 	}()
 	<-b.started
+	// A changed file makes the load a reload (an unchanged model is a no-op).
+	cfgPath := filepath.Join(s.opts.Repos.Sources[0].String(), "m", "config.pbtxt")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(cfg, "# changed\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Load(context.Background(), "m", nil); err != nil {
 		t.Fatal(err)
 	}

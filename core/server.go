@@ -75,6 +75,11 @@ type modelState struct {
 	// version from being attempted.
 	reason   string
 	versions map[int64]*versionSlot
+	// loaded is the repository fingerprint of the files every serving
+	// version was loaded from ("" after an override or a partial failure);
+	// attempted is the fingerprint of the last load tried from the
+	// repository, successful or not.
+	loaded, attempted string
 }
 
 type versionSlot struct {

@@ -2,7 +2,10 @@ package repo
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,6 +56,33 @@ func (d *Dir) Localize(ctx context.Context, model string) (string, error) {
 		return "", fmt.Errorf("model folder %s not found", p)
 	}
 	return p, nil
+}
+
+// Fingerprint hashes the path, size, modification time and mode of every
+// entry below the model folder (links followed for the folder itself).
+func (d *Dir) Fingerprint(ctx context.Context, model string) (string, error) {
+	root, err := d.Localize(ctx, model)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			// An unreadable part counts as absent, as in Triton.
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%o\n", filepath.ToSlash(rel), info.Size(), info.ModTime().UnixNano(), info.Mode())
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("fingerprint %s: %w", root, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // isDir follows symbolic links, so a linked model folder counts.

@@ -106,6 +106,23 @@ func (r *Remote) Models(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// Fingerprint hashes the keys, sizes and versions of the model's objects;
+// it lists the store but downloads nothing.
+func (r *Remote) Fingerprint(ctx context.Context, model string) (string, error) {
+	objs, err := r.store.List(ctx, model+"/")
+	if err != nil {
+		return "", fmt.Errorf("list %s/%s: %w", r.store, model, err)
+	}
+	if len(objs) == 0 {
+		return "", fmt.Errorf("model folder %s/%s not found", r.store, model)
+	}
+	h := sha256.New()
+	for _, o := range objs {
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d\n", o.Key, o.Size, o.Version, o.Modified.UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // manifestName records, beside a local copy, the version of each object
 // copied, so an unchanged object is not fetched again.
 const manifestName = ".inferd-manifest.json"

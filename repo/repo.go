@@ -20,6 +20,11 @@ type Source interface {
 	// Localize makes the model's folder available on local disk and returns
 	// its path. Local roots return the folder itself.
 	Localize(ctx context.Context, model string) (string, error)
+	// Fingerprint summarises the model's files (names, sizes, times or
+	// object versions): it changes whenever a file is added, removed or
+	// rewritten, which is how polling and repeated loads tell a changed
+	// model from an unchanged one.
+	Fingerprint(ctx context.Context, model string) (string, error)
 }
 
 // Open returns the Source for one local --model-repository value; remote

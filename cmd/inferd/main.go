@@ -76,9 +76,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 	if err != nil {
 		return err
 	}
-	if mode == core.ModePoll {
-		return errors.New("--model-control-mode=poll is not supported yet; use none or explicit")
-	}
 	ortSettings, err := cfg.backendSettings("onnxruntime")
 	if err != nil {
 		return err
@@ -171,6 +168,19 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 		}
 		metricsAddr = ln.Addr().String()
 		actors = append(actors, serve.HTTP("metrics", ln, metrics.NewHandler(srv, mcfg)))
+	}
+	if mode == core.ModePoll && cfg.pollSecs > 0 {
+		// Triton: 0 in poll mode means never poll after start-up.
+		pollCtx, stopPoll := context.WithCancel(ctx)
+		done := make(chan struct{})
+		actors = append(actors, serve.Actor{Name: "poll",
+			Run: func() error {
+				defer close(done)
+				srv.PollEvery(pollCtx, time.Duration(cfg.pollSecs)*time.Second)
+				return nil
+			},
+			Stop: func(context.Context) { stopPoll(); <-done },
+		})
 	}
 	log.Info("serving", "http", httpAddr, "metrics", metricsAddr, "models", len(srv.ReadyVersions("")))
 	if ready != nil {

@@ -513,3 +513,25 @@ func reshapeTo2x2(t *testing.T) []byte {
 	g.Node("Reshape", []string{"x", "shape"}, []string{"y"})
 	return onnxbuild.Must(onnxbuild.Model(g, onnxbuild.DefaultOpset))
 }
+
+// TestPollMode: with --model-control-mode=poll the running server picks up
+// a model added to the repository within a few poll intervals.
+func TestPollMode(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "simple", taggedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	r := start(t, "--model-repository="+root, "--model-control-mode=poll", "--repository-poll-secs=1")
+	writeModel(t, root, "added", strings.Replace(taggedSimple, `name: "simple"`, `name: "added"`, 1), onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if s, _ := get(t, r.http+"/v2/models/added/ready"); s == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("model added to the repository never became ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s, body := post(t, r.http+"/v2/models/added/infer", readmeExample); s != 200 {
+		t.Fatalf("infer on the polled model: %d %s", s, body)
+	}
+}

@@ -93,6 +93,13 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 func writeRepo(t testing.TB, models map[string]testModel) string {
 	t.Helper()
 	root := t.TempDir()
+	writeRepoInto(t, root, models)
+	return root
+}
+
+// writeRepoInto writes models into an existing repository root.
+func writeRepoInto(t testing.TB, root string, models map[string]testModel) {
+	t.Helper()
 	for name, m := range models {
 		dir := filepath.Join(root, name)
 		must(t, os.MkdirAll(dir, 0o755))
@@ -109,7 +116,6 @@ func writeRepo(t testing.TB, models map[string]testModel) string {
 			must(t, os.WriteFile(p, []byte(content), 0o644))
 		}
 	}
-	return root
 }
 
 func must(t testing.TB, err error) {

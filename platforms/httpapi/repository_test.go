@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -144,45 +148,128 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ -1 ] } ]`, onnx: onnxbu
 	}
 }
 
-// TestReloadUnderLoad reloads a model while requests run; none may fail.
+// TestReloadUnderLoad adds a version five times while four clients send
+// requests, reloading through the repository API (explicit) or a poll:
+// no request may fail, and answers move to each new version.
 func TestReloadUnderLoad(t *testing.T) {
-	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{mode: core.ModeExplicit, startup: []string{"simple"}})
-	body := `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	ok := 0
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				s, _, b := post(t, base+"/v2/models/simple/infer", body)
-				mu.Lock()
-				if s != 200 {
-					failures = append(failures, string(b))
-				} else {
-					ok++
-				}
-				mu.Unlock()
+	for _, mode := range []core.ControlMode{core.ModeExplicit, core.ModePoll} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			models := standardModels(t)
+			root := writeRepo(t, map[string]testModel{"simple": models["simple"]})
+			so := serverOpts{mode: mode}
+			if mode == core.ModeExplicit {
+				so.startup = []string{"simple"}
 			}
-		}()
+			base, srv := startServer(t, root, so)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var failures []string
+			seen := map[string]int{}
+			for range 4 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						s, _, b := post(t, base+"/v2/models/simple/infer", simpleBody(1, ""))
+						var r struct {
+							Version string `json:"model_version"`
+						}
+						_ = json.Unmarshal(b, &r)
+						mu.Lock()
+						if s != 200 {
+							failures = append(failures, string(b))
+						} else {
+							seen[r.Version]++
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			for v := 2; v <= 6; v++ {
+				time.Sleep(20 * time.Millisecond) // let requests reach the current version
+				writeFile(t, fmt.Sprintf("%s/simple/%d/model.onnx", root, v), models["simple"].onnx)
+				if mode == core.ModeExplicit {
+					if s, _, b := post(t, base+"/v2/repository/models/simple/load", ""); s != 200 {
+						t.Errorf("reload: %d %s", s, b)
+					}
+				} else if err := srv.Poll(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+			if len(failures) > 0 {
+				t.Fatalf("%d failed during reloads; first: %v", len(failures), failures[0])
+			}
+			if len(seen) < 3 {
+				t.Fatalf("answers came from versions %v; want them to follow the reloads", seen)
+			}
+			if _, _, b := post(t, base+"/v2/models/simple/infer", simpleBody(1, "")); !strings.Contains(string(b), `"model_version":"6"`) {
+				t.Fatalf("after the last reload: %s", b)
+			}
+		})
 	}
-	for range 5 {
-		if s, _, b := post(t, base+"/v2/repository/models/simple/load", ""); s != 200 {
-			t.Errorf("reload: %d %s", s, b)
-		}
+}
+
+// TestLoadUnchangedIsNoOp: loading a model whose files did not change keeps
+// the serving copy (its statistics go on); a changed file reloads it.
+func TestLoadUnchangedIsNoOp(t *testing.T) {
+	models := standardModels(t)
+	root := writeRepo(t, map[string]testModel{"simple": models["simple"]})
+	base, _ := startServer(t, root, serverOpts{mode: core.ModeExplicit, startup: []string{"simple"}})
+	count := func() uint64 {
+		return statsOverHTTP(t, base, "simple").ModelStats[0].InferenceCount
 	}
-	close(stop)
-	wg.Wait()
-	if len(failures) > 0 || ok == 0 {
-		t.Fatalf("%d ok, %d failed during reloads; first: %v", ok, len(failures), failures[:min(1, len(failures))])
+	post(t, base+"/v2/models/simple/infer", simpleBody(1, ""))
+	if s, _, b := post(t, base+"/v2/repository/models/simple/load", ""); s != 200 {
+		t.Fatalf("load: %d %s", s, b)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("inference count %d after loading an unchanged model, want 1 (no reload)", n)
+	}
+	writeFile(t, root+"/simple/config.pbtxt", []byte(models["simple"].config+"\n# changed\n"))
+	if s, _, b := post(t, base+"/v2/repository/models/simple/load", ""); s != 200 {
+		t.Fatalf("load: %d %s", s, b)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("inference count %d after a changed config, want 0 (a new copy)", n)
+	}
+}
+
+// TestPollAddsAndRemoves: a poll loads a new model folder and unloads a
+// removed one; an unreadable change leaves the serving copy.
+func TestPollAddsAndRemoves(t *testing.T) {
+	models := standardModels(t)
+	root := writeRepo(t, map[string]testModel{"simple": models["simple"]})
+	base, srv := startServer(t, root, serverOpts{mode: core.ModePoll})
+	ctx := context.Background()
+	ready := func(name string) int {
+		s, _, _ := do(t, http.MethodGet, base+"/v2/models/"+name+"/ready", nil, nil)
+		return s
+	}
+	writeRepoInto(t, root, map[string]testModel{"id1": models["id1"]})
+	must(t, srv.Poll(ctx))
+	if ready("id1") != 200 || ready("simple") != 200 {
+		t.Fatalf("after adding id1: id1 %d simple %d", ready("id1"), ready("simple"))
+	}
+	// A broken config leaves the serving copy in place.
+	writeFile(t, root+"/id1/config.pbtxt", []byte("not a config"))
+	must(t, srv.Poll(ctx))
+	if ready("id1") != 200 {
+		t.Fatalf("a broken config stopped id1: %d", ready("id1"))
+	}
+	must(t, os.RemoveAll(root+"/id1"))
+	must(t, srv.Poll(ctx))
+	if ready("id1") == 200 {
+		t.Fatal("id1 still ready after its folder was removed")
+	}
+	if s, _, b := post(t, base+"/v2/repository/models/simple/unload", ""); s != 503 || !strings.Contains(string(b), "polling is enabled") {
+		t.Fatalf("unload in poll mode: %d %s", s, b)
 	}
 }
 

@@ -1,0 +1,94 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Poll applies repository changes once (POLL mode, model-repository.md
+// §15.3): models that appeared or whose files changed are (re)loaded beside
+// the serving copy, which keeps serving until the new one commits (or for
+// good, when the new one fails); models whose folder is gone are unloaded.
+// A repository that cannot be listed changes nothing.
+func (s *Server) Poll(ctx context.Context) error {
+	models, dups, err := s.opts.Repos.Scan(ctx)
+	if err != nil {
+		return fmt.Errorf("poll repositories: %w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(models)) {
+		loc := models[name]
+		fp, err := loc.Source.Fingerprint(ctx, name)
+		if err != nil {
+			s.log.Error("poll model", "model", name, "err", err)
+			continue
+		}
+		if s.attempted(name) == fp {
+			continue
+		}
+		if err := s.Load(ctx, name, nil); err != nil {
+			s.log.Error("poll: model failed to load", "model", name, "err", err)
+		}
+	}
+	for _, name := range s.knownModels() {
+		if _, ok := models[name]; ok {
+			continue
+		}
+		if _, ok := dups[name]; ok {
+			s.setModelFailure(name, "model appears in more than one repository: "+strings.Join(dups[name], ", "))
+			continue
+		}
+		if err := s.Unload(ctx, name); err != nil {
+			s.log.Error("poll: unload of removed model", "model", name, "err", err)
+		} else {
+			s.log.Info("poll: model removed from the repository; unloaded", "model", name)
+		}
+	}
+	return nil
+}
+
+// PollEvery polls every interval until ctx ends.
+func (s *Server) PollEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Poll(ctx); err != nil {
+				s.log.Error("poll", "err", err)
+			}
+		}
+	}
+}
+
+func (s *Server) attempted(name string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if m := s.models[name]; m != nil {
+		return m.attempted
+	}
+	return ""
+}
+
+// knownModels lists models that have (or had) versions and are not
+// already unloaded.
+func (s *Server) knownModels() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for name, m := range s.models {
+		for _, slot := range m.versions {
+			if !(slot.state == StateUnavailable && slot.reason == "unloaded") {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
