@@ -23,6 +23,7 @@ type config struct {
 	controlMode       string
 	loadModels        stringList
 	pollSecs          int
+	cacheDir          string
 	strictConfig      boolFlag
 	disableAuto       bool
 	exitOnError       bool
@@ -75,9 +76,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.metricsAddress, "metrics-address", "", "Address the metrics endpoint binds to (default: --http-address).")
 	fs.BoolVar(&c.allowMetrics, "allow-metrics", true, "Serve Prometheus metrics.")
 	fs.Var(&c.metricsConfig, "metrics-config", "Metrics setting <setting>=<value> (repeatable), e.g. counter_latencies=false.")
-	fs.StringVar(&c.controlMode, "model-control-mode", "none", "none: load every model at start-up; explicit: only --load-model names, then the repository API loads and unloads.")
+	fs.StringVar(&c.controlMode, "model-control-mode", "none", "none: load every model at start-up; poll: also apply repository changes every --repository-poll-secs; explicit: only --load-model names, then the repository API loads and unloads.")
 	fs.Var(&c.loadModels, "load-model", "Model to load at start-up in explicit mode (repeatable; * loads all).")
-	fs.IntVar(&c.pollSecs, "repository-poll-secs", 15, "Polling interval of poll mode, in seconds.")
+	fs.IntVar(&c.pollSecs, "repository-poll-secs", 15, "Polling interval of poll mode, in seconds (0: never poll after start-up).")
+	fs.StringVar(&c.cacheDir, "repository-cache-dir", "", "Where models of s3:// and gs:// repositories are copied (default: $TRITON_AWS_MOUNT_DIRECTORY or $TRITON_GCS_MOUNT_DIRECTORY, else <temp dir>/inferd-cache).")
 	fs.Var(&c.strictConfig, "strict-model-config", "Deprecated: true turns config auto-complete off (use --disable-auto-complete-config).")
 	fs.BoolVar(&c.disableAuto, "disable-auto-complete-config", false, "Require a complete config.pbtxt; do not fill inputs, outputs and max_batch_size from the ONNX model.")
 	fs.BoolVar(&c.exitOnError, "exit-on-error", true, "Exit when any start-up model fails to load.")

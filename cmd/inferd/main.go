@@ -23,6 +23,8 @@ import (
 	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/gcs"
+	"github.com/inferd/inferd/repo/s3"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -95,7 +97,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 	}
 	defer ortBackend.Close()
 
-	repos, err := repo.OpenAll(ctx, cfg.repos)
+	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
 	if err != nil {
 		return err
 	}
@@ -193,6 +195,29 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 	err = serve.Group(ctx, drain, actors...)
 	log.Info("stopped serving; unloading models")
 	return err
+}
+
+// repoOptions wires the S3 and GCS stores and the local cache of their
+// models.
+func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
+	dir := cfg.cacheDir
+	for _, env := range []string{"TRITON_AWS_MOUNT_DIRECTORY", "TRITON_GCS_MOUNT_DIRECTORY"} {
+		if dir == "" {
+			dir = os.Getenv(env)
+		}
+	}
+	return repo.OpenOptions{
+		CacheDir: dir,
+		Logger:   log,
+		Stores: map[string]func(context.Context, string) (repo.Store, error){
+			"s3": func(ctx context.Context, root string) (repo.Store, error) {
+				return s3.Open(ctx, root, s3.Options{Logger: log})
+			},
+			"gs": func(ctx context.Context, root string) (repo.Store, error) {
+				return gcs.Open(ctx, root, gcs.Options{Logger: log})
+			},
+		},
+	}
 }
 
 // onnxruntimeOptions reads --backend-config=onnxruntime,... settings.

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/inferd/inferd/internal/onnxbuild"
+)
+
+// fakeS3 serves an in-process S3 (gofakes3) on loopback holding bucket
+// "models" and points the SDK's credentials at static test keys.
+func fakeS3(t *testing.T) (*s3mem.Backend, string) {
+	t.Helper()
+	backend := s3mem.New()
+	if err := backend.CreateBucket("models"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return backend, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func putObject(t *testing.T, b *s3mem.Backend, key string, data []byte) {
+	t.Helper()
+	if _, err := b.PutObject("models", key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestS3Repository serves a model from an S3 repository (custom endpoint
+// form) in every control mode, and in poll mode picks up a new version.
+func TestS3Repository(t *testing.T) {
+	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	for _, mode := range []string{"none", "explicit", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			backend, host := fakeS3(t)
+			putObject(t, backend, "repo/nested/simple/config.pbtxt", []byte(taggedSimple))
+			putObject(t, backend, "repo/nested/simple/1/model.onnx", model)
+			args := []string{"--model-repository=s3://" + host + "/models/repo/nested", "--model-control-mode=" + mode,
+				"--repository-cache-dir=" + t.TempDir()}
+			switch mode {
+			case "explicit":
+				args = append(args, "--load-model=simple")
+			case "poll":
+				args = append(args, "--repository-poll-secs=1")
+			}
+			r := start(t, args...)
+			if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 || !strings.Contains(body, `"model_version":"1"`) {
+				t.Fatalf("infer: %d %s", s, body)
+			}
+			if mode != "poll" {
+				return
+			}
+			putObject(t, backend, "repo/nested/simple/2/model.onnx", model)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				_, body := post(t, r.http+"/v2/models/simple/infer", readmeExample)
+				if strings.Contains(body, `"model_version":"2"`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("version 2 added to the bucket never served; last answer %s", body)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestS3Unreachable: a repository whose server does not answer stops the
+// start-up with a message naming it.
+func TestS3Unreachable(t *testing.T) {
+	_, host := fakeS3(t)
+	cfg, err := parseFlags([]string{"--model-repository=s3://" + host + "/no-such-bucket/x", "--http-port=0", "--metrics-port=0"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
+	if err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
+		t.Fatalf("start with a missing bucket: %v", err)
+	}
+}
