@@ -53,7 +53,7 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		}
 		s.setFingerprints(name, "", fp)
 	}
-	m, err := s.readModel(ctx, name, ov)
+	m, src, err := s.readModel(ctx, name, ov)
 	if err != nil {
 		s.log.Error("failed to poll model", "model", name, "err", err)
 		// A name with no folder leaves no trace (Triton: "could not poll",
@@ -71,6 +71,12 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		reason := fmt.Sprintf("at least one version must be available under the version policy of model '%s'", name)
 		s.setModelFailure(name, reason)
 		return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, reason)
+	}
+	// A remote repository fetches only the versions the policy selected.
+	if vl, ok := src.(repo.VersionLocalizer); ok {
+		if err := vl.LocalizeVersions(ctx, name, selected); err != nil {
+			return s.failVersions(name, selected, err.Error())
+		}
 	}
 	cfg, err := s.completeConfig(ctx, m, selected)
 	if err != nil {
@@ -151,35 +157,38 @@ func checkModelName(name string) error {
 
 // readModel finds the model folder (or writes the override's files to a
 // temporary one) and reads its configuration.
-func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride) (*repo.Model, error) {
+func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride) (*repo.Model, repo.Source, error) {
 	var override *modelconfig.ModelConfig
 	if ov != nil && ov.ConfigJSON != "" {
 		cfg, err := modelconfig.ParseJSON([]byte(ov.ConfigJSON))
 		if err != nil {
-			return nil, fmt.Errorf("invalid config override: %w", err)
+			return nil, nil, fmt.Errorf("invalid config override: %w", err)
 		}
 		override = cfg
 	}
 	var dir string
+	var src repo.Source
 	if ov != nil && len(ov.Files) > 0 {
 		if override == nil {
-			return nil, errors.New("the 'config' parameter must accompany 'file:' parameters")
+			return nil, nil, errors.New("the 'config' parameter must accompany 'file:' parameters")
 		}
 		d, err := writeOverrideFiles(name, ov.Files)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dir = d
 	} else {
 		loc, err := s.opts.Repos.Find(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if dir, err = loc.Source.Localize(ctx, name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		src = loc.Source
 	}
-	return repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Logger: s.log})
+	m, err := repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Logger: s.log})
+	return m, src, err
 }
 
 func writeOverrideFiles(name string, files map[string][]byte) (string, error) {

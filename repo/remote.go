@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,10 +128,29 @@ func (r *Remote) Fingerprint(ctx context.Context, model string) (string, error) 
 // copied, so an unchanged object is not fetched again.
 const manifestName = ".inferd-manifest.json"
 
-// Localize brings the local copy of model up to date with the store:
-// objects whose version changed are fetched (in parallel, each checked and
-// renamed into place), objects gone from the store are removed.
+// Localize brings the local copy of model's configuration and other files
+// up to date with the store and creates its version folders empty; the
+// core then fetches the versions the policy selects with LocalizeVersions.
+// Objects whose version changed are fetched (in parallel, each checked and
+// renamed into place); objects gone from the store are removed.
 func (r *Remote) Localize(ctx context.Context, model string) (string, error) {
+	return r.sync(ctx, model, func(string) bool { return true }, false)
+}
+
+// LocalizeVersions fetches the files of the given version folders.
+func (r *Remote) LocalizeVersions(ctx context.Context, model string, versions []int64) error {
+	want := map[string]bool{}
+	for _, v := range versions {
+		want[strconv.FormatInt(v, 10)] = true
+	}
+	_, err := r.sync(ctx, model, func(folder string) bool { return want[folder] }, true)
+	return err
+}
+
+// sync updates the local copy of model: files outside numeric version
+// folders when versions is false, else the files of version folders for
+// which pick is true.
+func (r *Remote) sync(ctx context.Context, model string, pick func(versionFolder string) bool, versions bool) (string, error) {
 	if err := safeKey(model); err != nil || strings.Contains(model, "/") {
 		return "", fmt.Errorf("model name %q cannot be a local folder", model)
 	}
@@ -148,7 +168,8 @@ func (r *Remote) Localize(ctx context.Context, model string) (string, error) {
 		return "", fmt.Errorf("cache for %s: %w", model, err)
 	}
 	have := readManifest(filepath.Join(local, manifestName))
-	want := map[string]string{}
+	remote := map[string]bool{}
+	folders := map[string]bool{} // version folders the store has
 	var fetch []Object
 	var total int64
 	for _, o := range objs {
@@ -159,26 +180,67 @@ func (r *Remote) Localize(ctx context.Context, model string) (string, error) {
 		if err := safeKey(rel); err != nil {
 			return "", fmt.Errorf("%s/%s: %w", r.store, o.Key, err)
 		}
-		want[rel] = o.Version
+		remote[rel] = true
+		top, _, nested := strings.Cut(rel, "/")
+		isVersion := nested && isVersionFolder(top)
+		if isVersion {
+			folders[top] = true
+			// The folder exists locally even before its files do, so the
+			// version policy sees every version.
+			if err := os.MkdirAll(filepath.Join(local, top), 0o700); err != nil {
+				return "", fmt.Errorf("cache for %s: %w", model, err)
+			}
+		}
+		if isVersion != versions || (versions && !pick(top)) {
+			continue
+		}
 		if v, ok := have[rel]; ok && v == o.Version && o.Version != "" && exists(filepath.Join(local, filepath.FromSlash(rel))) {
 			continue
 		}
 		fetch = append(fetch, o)
 		total += o.Size
 	}
-	if err := r.fetch(ctx, model, local, fetch, total); err != nil {
-		return "", err
+	err = r.fetch(ctx, model, local, fetch, total)
+	// Record what is on disk now, even after a failure, so a retry fetches
+	// only what is still missing or changed.
+	for _, o := range fetch {
+		delete(have, strings.TrimPrefix(o.Key, model+"/"))
+	}
+	for _, o := range fetch {
+		rel := strings.TrimPrefix(o.Key, model+"/")
+		if o.Version != "" && exists(filepath.Join(local, filepath.FromSlash(rel))) && err == nil {
+			have[rel] = o.Version
+		}
 	}
 	// Files the store no longer has go, so a removed version disappears.
 	for rel := range have {
-		if _, ok := want[rel]; !ok {
+		if !remote[rel] {
 			_ = os.Remove(filepath.Join(local, filepath.FromSlash(rel)))
+			delete(have, rel)
 		}
 	}
-	if err := writeManifest(filepath.Join(local, manifestName), want); err != nil {
-		return "", fmt.Errorf("cache for %s: %w", model, err)
+	// So do version folders, or the policy would still see the version.
+	if entries, rerr := os.ReadDir(local); rerr == nil {
+		for _, e := range entries {
+			if e.IsDir() && isVersionFolder(e.Name()) && !folders[e.Name()] {
+				_ = os.RemoveAll(filepath.Join(local, e.Name()))
+			}
+		}
+	}
+	if werr := writeManifest(filepath.Join(local, manifestName), have); werr != nil && err == nil {
+		err = fmt.Errorf("cache for %s: %w", model, werr)
+	}
+	if err != nil {
+		return "", err
 	}
 	return local, nil
+}
+
+// isVersionFolder matches the names that can be version folders: decimal
+// numbers (the core applies Triton's finer rules when it lists them).
+func isVersionFolder(name string) bool {
+	_, err := strconv.ParseUint(name, 10, 63)
+	return err == nil
 }
 
 // fetch downloads objs with a bounded pool, logging progress for large

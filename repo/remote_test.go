@@ -87,8 +87,25 @@ func TestRemoteLocalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st.fetched(); !slices.Equal(got, []string{"a/1/model.onnx", "a/2/model.onnx", "a/config.pbtxt"}) {
-		t.Fatalf("first copy fetched %v", got)
+	// Localize brings the configuration and empty version folders only.
+	if got := st.fetched(); !slices.Equal(got, []string{"a/config.pbtxt"}) {
+		t.Fatalf("Localize fetched %v", got)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "1")); err != nil || len(entries) != 0 {
+		t.Fatalf("version folder 1: %v %v, want it empty", entries, err)
+	}
+	// Only the selected version's files are fetched.
+	if err := r.LocalizeVersions(ctx, "a", []int64{2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.fetched(); !slices.Equal(got, []string{"a/2/model.onnx"}) {
+		t.Fatalf("selecting version 2 fetched %v", got)
+	}
+	if err := r.LocalizeVersions(ctx, "a", []int64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.fetched(); !slices.Equal(got, []string{"a/1/model.onnx"}) {
+		t.Fatalf("adding version 1 fetched %v, want only its file", got)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "2", "model.onnx")); string(b) != "v2" {
 		t.Fatalf("local copy holds %q", b)
@@ -101,6 +118,9 @@ func TestRemoteLocalize(t *testing.T) {
 	delete(st.objects, "a/1/model.onnx")
 	st.mu.Unlock()
 	if _, err := r.Localize(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.LocalizeVersions(ctx, "a", []int64{2}); err != nil {
 		t.Fatal(err)
 	}
 	if got := st.fetched(); !slices.Equal(got, []string{"a/2/model.onnx"}) {
@@ -130,9 +150,18 @@ func TestRemoteLocalizeRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &memStore{objects: tc.objects, corrupt: map[string]bool{tc.corrupt: true}}
-			_, err := OpenOptions{CacheDir: t.TempDir()}.Remote(st).Localize(ctx, tc.model)
+			r := OpenOptions{CacheDir: t.TempDir()}.Remote(st)
+			dir, err := r.Localize(ctx, tc.model)
+			if err == nil {
+				err = r.LocalizeVersions(ctx, tc.model, []int64{1})
+			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Localize: %v, want %q", err, tc.want)
+			}
+			if tc.corrupt != "" {
+				if _, err := os.Stat(filepath.Join(dir, "1", "model.onnx")); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("a corrupted object reached the copy: %v", err)
+				}
 			}
 		})
 	}
@@ -142,5 +171,24 @@ func TestOpenUnknownScheme(t *testing.T) {
 	_, err := OpenOptions{}.Open(context.Background(), "as://account/container/models")
 	if err == nil || !strings.Contains(err.Error(), "as:// repositories are not supported") {
 		t.Fatalf("as:// root: %v", err)
+	}
+}
+
+func TestRemoteRemovedVersionFolder(t *testing.T) {
+	ctx := context.Background()
+	st := &memStore{objects: map[string][]byte{"a/1/model.onnx": []byte("1"), "a/2/model.onnx": []byte("2")}}
+	r := OpenOptions{CacheDir: t.TempDir()}.Remote(st)
+	dir, err := r.Localize(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	delete(st.objects, "a/2/model.onnx")
+	st.mu.Unlock()
+	if _, err := r.Localize(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "2")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("version folder 2 left in the copy after it left the store: %v", err)
 	}
 }

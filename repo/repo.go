@@ -27,6 +27,13 @@ type Source interface {
 	Fingerprint(ctx context.Context, model string) (string, error)
 }
 
+// VersionLocalizer is a Source whose Localize brings only the model's
+// configuration and other non-version files (and empty version folders),
+// so that only the versions the policy selects are then fetched.
+type VersionLocalizer interface {
+	LocalizeVersions(ctx context.Context, model string, versions []int64) error
+}
+
 // Open returns the Source for one local --model-repository value; remote
 // roots need OpenOptions with their stores.
 func Open(ctx context.Context, root string) (Source, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -63,18 +64,26 @@ func TestS3Repository(t *testing.T) {
 			if mode != "poll" {
 				return
 			}
-			putObject(t, backend, "repo/nested/simple/2/model.onnx", model)
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				_, body := post(t, r.http+"/v2/models/simple/infer", readmeExample)
-				if strings.Contains(body, `"model_version":"2"`) {
-					break
+			waitVersion := func(v, why string) {
+				t.Helper()
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					_, body := post(t, r.http+"/v2/models/simple/infer", readmeExample)
+					if strings.Contains(body, `"model_version":"`+v+`"`) {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: version %s never served; last answer %s", why, v, body)
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("version 2 added to the bucket never served; last answer %s", body)
-				}
-				time.Sleep(100 * time.Millisecond)
 			}
+			putObject(t, backend, "repo/nested/simple/2/model.onnx", model)
+			waitVersion("2", "version 2 added to the bucket")
+			if _, err := backend.DeleteObject("models", "repo/nested/simple/2/model.onnx"); err != nil {
+				t.Fatal(err)
+			}
+			waitVersion("1", "version 2 deleted from the bucket")
 		})
 	}
 }
@@ -90,5 +99,43 @@ func TestS3Unreachable(t *testing.T) {
 	err = run(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
 	if err == nil || !strings.Contains(err.Error(), "no-such-bucket") {
 		t.Fatalf("start with a missing bucket: %v", err)
+	}
+}
+
+// TestGCSRepository serves a gs:// repository through the storage
+// emulator variable; a model whose object fails its checksum is
+// UNAVAILABLE with the reason and nothing of it is served.
+func TestGCSRepository(t *testing.T) {
+	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	obj := func(name string, content []byte) fakestorage.Object {
+		return fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bucket", Name: name}, Content: content}
+	}
+	corrupt := obj("models/broken/1/model.onnx", model)
+	corrupt.Crc32c = "AAAAAA==" // not the CRC32C of the content
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme: "http", Host: "127.0.0.1", PublicHost: "127.0.0.1",
+		InitialObjects: []fakestorage.Object{
+			obj("models/simple/config.pbtxt", []byte(taggedSimple)),
+			obj("models/simple/1/model.onnx", model),
+			obj("models/broken/config.pbtxt", []byte(strings.Replace(taggedSimple, `name: "simple"`, `name: "broken"`, 1))),
+			corrupt,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
+	r := start(t, "--model-repository=gs://bucket/models", "--exit-on-error=false", "--strict-readiness=false",
+		"--repository-cache-dir="+t.TempDir())
+	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+		t.Fatalf("infer: %d %s", s, body)
+	}
+	if s, _ := get(t, r.http+"/v2/models/broken/ready"); s == 200 {
+		t.Fatal("model with a corrupted object is ready")
+	}
+	_, index := post(t, r.http+"/v2/repository/index", "")
+	if !strings.Contains(index, `"name":"broken","version":"1","state":"UNAVAILABLE"`) || !strings.Contains(index, "integrity check failed") {
+		t.Fatalf("index %s", index)
 	}
 }
