@@ -2,11 +2,14 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/inferd/inferd/repo"
 )
 
 // Poll applies repository changes once (POLL mode, model-repository.md
@@ -16,9 +19,12 @@ import (
 // A repository that cannot be listed changes nothing.
 func (s *Server) Poll(ctx context.Context) error {
 	models, dups, err := s.opts.Repos.Scan(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, repo.ErrUnreachable) {
 		return fmt.Errorf("poll repositories: %w", err)
 	}
+	// With a root unreachable its models are missing from the scan, not
+	// gone: nothing is unloaded until every root answers again.
+	complete := err == nil
 	for _, name := range slices.Sorted(maps.Keys(models)) {
 		loc := models[name]
 		fp, err := loc.Source.Fingerprint(ctx, name)
@@ -34,7 +40,7 @@ func (s *Server) Poll(ctx context.Context) error {
 		}
 	}
 	for _, name := range s.knownModels() {
-		if _, ok := models[name]; ok {
+		if _, ok := models[name]; ok || !complete {
 			continue
 		}
 		if _, ok := dups[name]; ok {
@@ -47,7 +53,50 @@ func (s *Server) Poll(ctx context.Context) error {
 			s.log.Info("poll: model removed from the repository; unloaded", "model", name)
 		}
 	}
-	return nil
+	return err
+}
+
+// RetryUnreachable keeps scanning, with backoff, while some repository root
+// is unreachable, and loads the start-up models that appear (every model in
+// NONE and POLL modes, the --load-model names in EXPLICIT mode). It returns
+// once every root answers or ctx ends.
+func (s *Server) RetryUnreachable(ctx context.Context) {
+	wait := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+		models, _, err := s.opts.Repos.Scan(ctx)
+		if err != nil && !errors.Is(err, repo.ErrUnreachable) {
+			s.log.Error("repository scan", "err", err)
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(models)) {
+			if s.opts.ControlMode == ModeExplicit && !slices.Contains(s.opts.StartupModels, "*") && !slices.Contains(s.opts.StartupModels, name) {
+				continue
+			}
+			if s.attempted(name) != "" || s.known(name) {
+				continue
+			}
+			if err := s.Load(ctx, name, nil); err != nil {
+				s.log.Error("model from a repository that came back failed to load", "model", name, "err", err)
+			}
+		}
+		if err == nil {
+			s.log.Info("every repository answers again")
+			return
+		}
+	}
+}
+
+func (s *Server) known(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.models[name]
+	return m != nil && (len(m.versions) > 0 || m.reason != "")
 }
 
 // PollEvery polls every interval until ctx ends.

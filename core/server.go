@@ -114,12 +114,15 @@ var ErrStartup = errors.New("failed to load all models")
 // the failures) when any failed; the others serve regardless.
 func (s *Server) Start(ctx context.Context) error {
 	var names []string
-	var dupErr error
+	var dupErr, unreachableErr error
 	if s.opts.ControlMode != ModeExplicit || slices.Contains(s.opts.StartupModels, "*") {
 		models, dups, err := s.opts.Repos.Scan(ctx)
-		if err != nil {
+		if err != nil && !errors.Is(err, repo.ErrUnreachable) {
 			return err
 		}
+		// An unreachable root fails the start-up (its models are missing)
+		// but the others load; RetryUnreachable picks it up later.
+		unreachableErr = err
 		names = slices.Sorted(maps.Keys(models))
 		for n, roots := range dups {
 			s.setModelFailure(n, fmt.Sprintf("model appears in more than one repository: %s", strings.Join(roots, ", ")))
@@ -144,7 +147,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(append(errs, dupErr)...); err != nil {
+	if err := errors.Join(append(errs, dupErr, unreachableErr)...); err != nil {
 		return fmt.Errorf("%w: %w", ErrStartup, err)
 	}
 	return nil
@@ -260,7 +263,7 @@ type IndexEntry struct {
 // have a folder) with every known version.
 func (s *Server) Index(ctx context.Context, readyOnly bool) ([]IndexEntry, error) {
 	models, dups, err := s.opts.Repos.Scan(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, repo.ErrUnreachable) {
 		return nil, err
 	}
 	names := map[string]bool{}

@@ -29,7 +29,11 @@ type OpenOptions struct {
 	CacheDir string
 	// Parallel bounds concurrent downloads per model (default 8).
 	Parallel int
-	Logger   *slog.Logger
+	// Lenient keeps a remote root that fails to open (storage down, no
+	// credentials yet) instead of failing: its models are missing until a
+	// later scan reaches it (see ErrUnreachable).
+	Lenient bool
+	Logger  *slog.Logger
 }
 
 // Open returns the Source for one --model-repository value.
@@ -42,11 +46,24 @@ func (o OpenOptions) Open(ctx context.Context, root string) (Source, error) {
 	if open == nil {
 		return nil, fmt.Errorf("repository %s: %s:// repositories are not supported", root, scheme)
 	}
-	st, err := open(ctx, root)
-	if err != nil {
-		return nil, fmt.Errorf("repository %s: %w", root, err)
+	openRemote := func(ctx context.Context) (Source, error) {
+		st, err := open(ctx, root)
+		if err != nil {
+			return nil, fmt.Errorf("repository %s: %w", root, err)
+		}
+		return o.Remote(st), nil
 	}
-	return o.Remote(st), nil
+	src, err := openRemote(ctx)
+	if err != nil && o.Lenient {
+		if o.Logger != nil {
+			o.Logger.Error("repository unreachable; its models load once it answers", "root", root, "err", err)
+		}
+		u := &unreachable{root: root, open: openRemote, err: err}
+		u.backoff = time.Second
+		u.next = time.Now().Add(u.backoff)
+		return u, nil
+	}
+	return src, err
 }
 
 // OpenAll opens every root; any failure is fatal, as in Triton.

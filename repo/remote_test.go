@@ -192,3 +192,26 @@ func TestRemoteRemovedVersionFolder(t *testing.T) {
 		t.Fatalf("version folder 2 left in the copy after it left the store: %v", err)
 	}
 }
+
+func TestLenientUnreachableRoot(t *testing.T) {
+	ctx := context.Background()
+	local := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(local, "m"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	down := errors.New("connection refused")
+	opts := OpenOptions{Lenient: true, CacheDir: t.TempDir(), Stores: map[string]func(context.Context, string) (Store, error){
+		"s3": func(context.Context, string) (Store, error) { return nil, down },
+	}}
+	set, err := opts.OpenAll(ctx, []string{local, "s3://bucket/models"})
+	if err != nil {
+		t.Fatalf("lenient open: %v", err)
+	}
+	models, _, err := set.Scan(ctx)
+	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, down) || len(models) != 1 {
+		t.Fatalf("scan: %v models %v; want the local model and an unreachable root", err, models)
+	}
+	if _, err := (OpenOptions{Stores: opts.Stores}).OpenAll(ctx, []string{"s3://bucket/models"}); !errors.Is(err, down) {
+		t.Fatalf("strict open: %v", err)
+	}
+}

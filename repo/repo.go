@@ -57,12 +57,20 @@ func OpenAll(ctx context.Context, roots []string) (*Set, error) {
 }
 
 // Scan lists every model candidate. A name found in two roots is returned in
-// dups (such a model is not loadable) and left out of models.
+// dups (such a model is not loadable) and left out of models. A root that
+// cannot be listed because it is unreachable (ErrUnreachable) leaves its
+// models out and is reported in err alongside the others' models; any
+// other listing failure returns no models.
 func (s *Set) Scan(ctx context.Context) (models map[string]Location, dups map[string][]string, err error) {
 	models = map[string]Location{}
 	seen := map[string][]string{}
+	var unreachable []error
 	for _, src := range s.Sources {
 		names, err := src.Models(ctx)
+		if errors.Is(err, ErrUnreachable) {
+			unreachable = append(unreachable, err)
+			continue
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("scan repository %s: %w", src, err)
 		}
@@ -80,7 +88,7 @@ func (s *Set) Scan(ctx context.Context) (models map[string]Location, dups map[st
 			delete(models, n)
 		}
 	}
-	return models, dups, nil
+	return models, dups, errors.Join(unreachable...)
 }
 
 // ErrModelNotFound is returned by Find for a name no root holds.
@@ -89,7 +97,7 @@ var ErrModelNotFound = errors.New("model not found in any model repository")
 // Find locates one model by name.
 func (s *Set) Find(ctx context.Context, name string) (Location, error) {
 	models, dups, err := s.Scan(ctx)
-	if err != nil {
+	if err != nil && (models == nil || !errors.Is(err, ErrUnreachable)) {
 		return Location{}, err
 	}
 	if roots, ok := dups[name]; ok {
@@ -98,6 +106,10 @@ func (s *Set) Find(ctx context.Context, name string) (Location, error) {
 	}
 	loc, ok := models[name]
 	if !ok {
+		if err != nil {
+			// It may be in the root that cannot be reached.
+			return Location{}, fmt.Errorf("%w: '%s' (%w)", ErrModelNotFound, name, err)
+		}
 		return Location{}, fmt.Errorf("%w: '%s'", ErrModelNotFound, name)
 	}
 	return loc, nil

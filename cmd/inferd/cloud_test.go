@@ -139,3 +139,39 @@ func TestGCSRepository(t *testing.T) {
 		t.Fatalf("index %s", index)
 	}
 }
+
+// TestS3UnreachableAtStart: with --exit-on-error=false the server starts
+// while the bucket is missing, serves the local repository, and loads the
+// bucket's models once it exists.
+func TestS3UnreachableAtStart(t *testing.T) {
+	backend, host := fakeS3(t)
+	local := t.TempDir()
+	writeModel(t, local, "simple", taggedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	r := start(t, "--model-repository="+local, "--model-repository=s3://"+host+"/later/models", "--exit-on-error=false",
+		"--repository-cache-dir="+t.TempDir())
+	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+		t.Fatalf("local model while the bucket is missing: %d %s", s, body)
+	}
+	if err := backend.CreateBucket("later"); err != nil {
+		t.Fatal(err)
+	}
+	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	for key, data := range map[string][]byte{
+		"models/remote/config.pbtxt": []byte(strings.Replace(taggedSimple, `name: "simple"`, `name: "remote"`, 1)),
+		"models/remote/1/model.onnx": model,
+	} {
+		if _, err := backend.PutObject("later", key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s, _ := get(t, r.http+"/v2/models/remote/ready"); s == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bucket's model never loaded after the bucket appeared")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -135,6 +135,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 			return err
 		}
 		log.Error("some models failed to load; serving the others (--exit-on-error=false)", "err", err)
+		if errors.Is(err, repo.ErrUnreachable) {
+			go srv.RetryUnreachable(ctx)
+		}
 	}
 
 	restricted := map[string]httpapi.Restriction{}
@@ -209,6 +212,9 @@ func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
 	return repo.OpenOptions{
 		CacheDir: dir,
 		Logger:   log,
+		// Without --exit-on-error a storage outage at start-up must not
+		// keep the other repositories from serving.
+		Lenient: !cfg.exitOnError,
 		Stores: map[string]func(context.Context, string) (repo.Store, error){
 			"s3": func(ctx context.Context, root string) (repo.Store, error) {
 				return s3.Open(ctx, root, s3.Options{Logger: log})
