@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -60,6 +61,17 @@ func TestS3Repository(t *testing.T) {
 			r := start(t, args...)
 			if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 || !strings.Contains(body, `"model_version":"1"`) {
 				t.Fatalf("infer: %d %s", s, body)
+			}
+			if mode == "explicit" {
+				// The repository API reloads from the bucket: a new version
+				// serves once the load returns.
+				putObject(t, backend, "repo/nested/simple/2/model.onnx", model)
+				if s, body := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+					t.Fatalf("load: %d %s", s, body)
+				}
+				if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 || !strings.Contains(body, `"model_version":"2"`) {
+					t.Fatalf("after the load: %d %s", s, body)
+				}
 			}
 			if mode != "poll" {
 				return
@@ -173,5 +185,23 @@ func TestS3UnreachableAtStart(t *testing.T) {
 			t.Fatal("the bucket's model never loaded after the bucket appeared")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestS3ManyVersions: with version_policy all, every version in the bucket
+// loads and answers under its own number.
+func TestS3ManyVersions(t *testing.T) {
+	backend, host := fakeS3(t)
+	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	putObject(t, backend, "m/simple/config.pbtxt", []byte(taggedSimple+"version_policy: { all: {} }\n"))
+	const versions = 12
+	for v := 1; v <= versions; v++ {
+		putObject(t, backend, fmt.Sprintf("m/simple/%d/model.onnx", v), model)
+	}
+	r := start(t, "--model-repository=s3://"+host+"/models/m", "--repository-cache-dir="+t.TempDir())
+	for v := 1; v <= versions; v++ {
+		if s, body := post(t, r.http+fmt.Sprintf("/v2/models/simple/versions/%d/infer", v), readmeExample); s != 200 || !strings.Contains(body, fmt.Sprintf(`"model_version":"%d"`, v)) {
+			t.Fatalf("version %d: %d %s", v, s, body)
+		}
 	}
 }
