@@ -41,6 +41,23 @@ func putObject(t *testing.T, b *s3mem.Backend, key string, data []byte) {
 	}
 }
 
+// waitVersion waits until unversioned requests to simple are answered by
+// version v.
+func waitVersion(t *testing.T, r *running, v, why string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := post(t, r.http+"/v2/models/simple/infer", readmeExample)
+		if strings.Contains(body, `"model_version":"`+v+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: version %s never served; last answer %s", why, v, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestS3Repository serves a model from an S3 repository (custom endpoint
 // form) in every control mode, and in poll mode picks up a new version.
 func TestS3Repository(t *testing.T) {
@@ -76,26 +93,12 @@ func TestS3Repository(t *testing.T) {
 			if mode != "poll" {
 				return
 			}
-			waitVersion := func(v, why string) {
-				t.Helper()
-				deadline := time.Now().Add(20 * time.Second)
-				for {
-					_, body := post(t, r.http+"/v2/models/simple/infer", readmeExample)
-					if strings.Contains(body, `"model_version":"`+v+`"`) {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s: version %s never served; last answer %s", why, v, body)
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-			}
 			putObject(t, backend, "repo/nested/simple/2/model.onnx", model)
-			waitVersion("2", "version 2 added to the bucket")
+			waitVersion(t, r, "2", "version 2 added to the bucket")
 			if _, err := backend.DeleteObject("models", "repo/nested/simple/2/model.onnx"); err != nil {
 				t.Fatal(err)
 			}
-			waitVersion("1", "version 2 deleted from the bucket")
+			waitVersion(t, r, "1", "version 2 deleted from the bucket")
 		})
 	}
 }
@@ -115,40 +118,61 @@ func TestS3Unreachable(t *testing.T) {
 }
 
 // TestGCSRepository serves a gs:// repository through the storage
-// emulator variable; a model whose object fails its checksum is
-// UNAVAILABLE with the reason and nothing of it is served.
+// emulator variable in every control mode; a model whose object fails its
+// checksum is UNAVAILABLE with the reason and nothing of it is served.
 func TestGCSRepository(t *testing.T) {
 	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
 	obj := func(name string, content []byte) fakestorage.Object {
 		return fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bucket", Name: name}, Content: content}
 	}
-	corrupt := obj("models/broken/1/model.onnx", model)
-	corrupt.Crc32c = "AAAAAA==" // not the CRC32C of the content
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
-		Scheme: "http", Host: "127.0.0.1", PublicHost: "127.0.0.1",
-		InitialObjects: []fakestorage.Object{
-			obj("models/simple/config.pbtxt", []byte(taggedSimple)),
-			obj("models/simple/1/model.onnx", model),
-			obj("models/broken/config.pbtxt", []byte(strings.Replace(taggedSimple, `name: "simple"`, `name: "broken"`, 1))),
-			corrupt,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
-	r := start(t, "--model-repository=gs://bucket/models", "--exit-on-error=false", "--strict-readiness=false",
-		"--repository-cache-dir="+t.TempDir())
-	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
-		t.Fatalf("infer: %d %s", s, body)
-	}
-	if s, _ := get(t, r.http+"/v2/models/broken/ready"); s == 200 {
-		t.Fatal("model with a corrupted object is ready")
-	}
-	_, index := post(t, r.http+"/v2/repository/index", "")
-	if !strings.Contains(index, `"name":"broken","version":"1","state":"UNAVAILABLE"`) || !strings.Contains(index, "integrity check failed") {
-		t.Fatalf("index %s", index)
+	for _, mode := range []string{"none", "explicit", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			corrupt := obj("models/broken/1/model.onnx", model)
+			corrupt.Crc32c = "AAAAAA==" // not the CRC32C of the content
+			srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+				Scheme: "http", Host: "127.0.0.1", PublicHost: "127.0.0.1",
+				InitialObjects: []fakestorage.Object{
+					obj("models/simple/config.pbtxt", []byte(taggedSimple)),
+					obj("models/simple/1/model.onnx", model),
+					obj("models/broken/config.pbtxt", []byte(strings.Replace(taggedSimple, `name: "simple"`, `name: "broken"`, 1))),
+					corrupt,
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Stop)
+			t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
+			args := []string{"--model-repository=gs://bucket/models", "--exit-on-error=false", "--strict-readiness=false",
+				"--repository-cache-dir=" + t.TempDir(), "--model-control-mode=" + mode}
+			switch mode {
+			case "explicit":
+				args = append(args, "--load-model=simple", "--load-model=broken")
+			case "poll":
+				args = append(args, "--repository-poll-secs=1")
+			}
+			r := start(t, args...)
+			if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+				t.Fatalf("infer: %d %s", s, body)
+			}
+			if s, _ := get(t, r.http+"/v2/models/broken/ready"); s == 200 {
+				t.Fatal("model with a corrupted object is ready")
+			}
+			_, index := post(t, r.http+"/v2/repository/index", "")
+			if !strings.Contains(index, `"name":"broken","version":"1","state":"UNAVAILABLE"`) || !strings.Contains(index, "integrity check failed") {
+				t.Fatalf("index %s", index)
+			}
+			srv.CreateObject(obj("models/simple/2/model.onnx", model))
+			switch mode {
+			case "explicit":
+				if s, body := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+					t.Fatalf("load: %d %s", s, body)
+				}
+				waitVersion(t, r, "2", "explicit load after version 2 was added")
+			case "poll":
+				waitVersion(t, r, "2", "version 2 added to the bucket")
+			}
+		})
 	}
 }
 
