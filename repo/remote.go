@@ -121,7 +121,27 @@ func (r *Remote) Models(ctx context.Context) ([]string, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	r.prune(seen)
 	return names, nil
+}
+
+// prune deletes local copies of models the store no longer holds, so the
+// cache does not grow with every model ever served. A loaded session does
+// not need its files any more.
+func (r *Remote) prune(present map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	entries, err := os.ReadDir(r.cache)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && !present[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(r.cache, e.Name())); err == nil {
+				r.log.Info("removed the local copy of a model gone from the repository", "model", e.Name(), "from", r.store.String())
+			}
+		}
+	}
 }
 
 // Fingerprint hashes the keys, sizes and versions of the model's objects;

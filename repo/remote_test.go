@@ -215,3 +215,22 @@ func TestLenientUnreachableRoot(t *testing.T) {
 		t.Fatalf("strict open: %v", err)
 	}
 }
+
+func TestRemotePrunesRemovedModels(t *testing.T) {
+	ctx := context.Background()
+	st := &memStore{objects: map[string][]byte{"a/config.pbtxt": nil, "b/config.pbtxt": nil}}
+	r := OpenOptions{CacheDir: t.TempDir()}.Remote(st)
+	dir, err := r.Localize(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	delete(st.objects, "b/config.pbtxt")
+	st.mu.Unlock()
+	if names, err := r.Models(ctx); err != nil || !slices.Equal(names, []string{"a"}) {
+		t.Fatalf("models %v %v", names, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("copy of a model gone from the store kept: %v", err)
+	}
+}
