@@ -23,6 +23,7 @@ import (
 	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/credfile"
 	"github.com/inferd/inferd/repo/gcs"
 	"github.com/inferd/inferd/repo/s3"
 )
@@ -209,6 +210,26 @@ func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
 			dir = os.Getenv(env)
 		}
 	}
+	// With TRITON_CLOUD_CREDENTIAL_PATH only the file's entries are used,
+	// read on the first cloud root so a server of local roots never needs it.
+	var creds *credfile.Lazy
+	if path := os.Getenv("TRITON_CLOUD_CREDENTIAL_PATH"); path != "" {
+		creds = credfile.NewLazy(path)
+	}
+	// entry loads the file and returns it with the label of root's entry
+	// in section, or Triton's error when no entry matches.
+	entry := func(section, root string, prefix func(*credfile.File, string) (string, bool)) (*credfile.File, string, error) {
+		f, err := creds.Get()
+		if err != nil {
+			return nil, "", fmt.Errorf("TRITON_CLOUD_CREDENTIAL_PATH: %w", err)
+		}
+		p, ok := prefix(f, root)
+		if !ok {
+			// Triton's wording first, then which file and section.
+			return nil, "", fmt.Errorf("%s (no %q key of credential file %s is a prefix of it)", "Cannot match credential for path "+root, section, f.Path())
+		}
+		return f, fmt.Sprintf("credential file %s entry %q", f.Path(), p), nil
+	}
 	return repo.OpenOptions{
 		CacheDir: dir,
 		Logger:   log,
@@ -217,10 +238,29 @@ func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
 		Lenient: !cfg.exitOnError,
 		Stores: map[string]func(context.Context, string) (repo.Store, error){
 			"s3": func(ctx context.Context, root string) (repo.Store, error) {
-				return s3.Open(ctx, root, s3.Options{Logger: log})
+				opts := s3.Options{Logger: log}
+				if creds != nil {
+					f, label, err := entry("s3", root, (*credfile.File).S3Prefix)
+					if err != nil {
+						return nil, err
+					}
+					c, _ := f.S3(root)
+					opts.Creds = &s3.Credentials{KeyID: c.KeyID, Secret: c.SecretKey, SessionToken: c.SessionToken,
+						Region: c.Region, Profile: c.Profile, Source: label}
+				}
+				return s3.Open(ctx, root, opts)
 			},
 			"gs": func(ctx context.Context, root string) (repo.Store, error) {
-				return gcs.Open(ctx, root, gcs.Options{Logger: log})
+				opts := gcs.Options{Logger: log}
+				if creds != nil {
+					f, label, err := entry("gs", root, (*credfile.File).GCSPrefix)
+					if err != nil {
+						return nil, err
+					}
+					opts.CredentialsFile, _ = f.GCS(root)
+					opts.CredentialsSource = label
+				}
+				return gcs.Open(ctx, root, opts)
 			},
 		},
 	}

@@ -5,6 +5,7 @@ package gcs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,7 +35,14 @@ type Options struct {
 	// and replace credential discovery: the caller then owns endpoint and
 	// authentication (tests point the client at a local fake this way).
 	ClientOptions []option.ClientOption
-	Logger        *slog.Logger
+	// CredentialsFile, when set, names a service-account or authorized-user
+	// JSON file to use instead of GOOGLE_APPLICATION_CREDENTIALS and the
+	// rest of discovery (an entry of Triton's credential file).
+	CredentialsFile string
+	// CredentialsSource says in messages where CredentialsFile came from,
+	// for instance `credential file /etc/creds.json entry "gs://bucket"`.
+	CredentialsSource string
+	Logger            *slog.Logger
 }
 
 // Store is one gs:// root.
@@ -99,7 +107,15 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	copts, source, err := clientOptions(ctx, opts.ClientOptions, log)
+	var copts []option.ClientOption
+	var source string
+	// The emulator and caller-supplied options keep their precedence over
+	// a credentials file, as they do over GOOGLE_APPLICATION_CREDENTIALS.
+	if opts.CredentialsFile != "" && len(opts.ClientOptions) == 0 && os.Getenv("STORAGE_EMULATOR_HOST") == "" {
+		copts, source, err = fileOptions(opts.CredentialsFile, opts.CredentialsSource)
+	} else {
+		copts, source, err = clientOptions(ctx, opts.ClientOptions, log)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gs://%s: %w", bucket, err)
 	}
@@ -207,6 +223,41 @@ func clientOptions(ctx context.Context, given []option.ClientOption, log *slog.L
 	}
 	return []option.ClientOption{option.WithoutAuthentication()},
 		"none (anonymous; set GOOGLE_APPLICATION_CREDENTIALS or run on Google Cloud)", nil
+}
+
+// fileOptions authenticates with the credentials file at path. Only the
+// two kinds Triton reads are accepted: a file from an untrusted place must
+// not be able to make the server run an external program or call an
+// arbitrary token endpoint, as other kinds can.
+func fileOptions(path, from string) ([]option.ClientOption, string, error) {
+	source := "credentials file " + path
+	if from != "" {
+		source += " (" + from + ")"
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, source, fmt.Errorf("%s does not exist", source)
+	} else if err != nil {
+		return nil, source, wrap(err, "%s", source)
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, source, wrap(err, "%s is not a JSON credentials file", source)
+	}
+	var kind credentials.CredType
+	switch credentials.CredType(head.Type) {
+	case credentials.ServiceAccount, credentials.AuthorizedUser:
+		kind = credentials.CredType(head.Type)
+	default:
+		return nil, source, fmt.Errorf("%s: credential type %q is not supported; want %q or %q", source, head.Type, credentials.ServiceAccount, credentials.AuthorizedUser)
+	}
+	creds, err := credentials.NewCredentialsFromJSON(kind, data, &credentials.DetectOptions{Scopes: []string{storage.ScopeReadOnly}})
+	if err != nil {
+		return nil, source, wrap(err, "%s is not usable", source)
+	}
+	return []option.ClientOption{option.WithAuthCredentials(creds)}, source, nil
 }
 
 func (s *Store) String() string { return s.root }

@@ -30,6 +30,25 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives debug messages; nil discards them.
 	Logger *slog.Logger
+	// Creds, when set, are the root's own credentials (an entry of
+	// Triton's credential file) and come before the environment's.
+	Creds *Credentials
+}
+
+// Credentials are explicit credentials for one root. KeyID with Secret
+// are used as static keys; failing that Profile names a shared-config
+// profile; with neither, the environment is used as without Creds. Region,
+// when set, replaces the environment's region in every case.
+type Credentials struct {
+	KeyID        string
+	Secret       string
+	SessionToken string
+	Region       string
+	Profile      string
+	// Source says where they came from in messages, for instance
+	// `credential file /etc/creds.json entry "s3://bucket"`; empty reads
+	// "explicit credentials".
+	Source string
 }
 
 // Store is one s3:// repository root.
@@ -65,7 +84,7 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg, creds, err := loadConfig(ctx, root)
+	cfg, creds, chain, err := loadConfig(ctx, root, opts.Creds)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +96,10 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	c, err := cfg.Credentials.Retrieve(rctx)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("s3 repository %s: no usable AWS credentials from %s%s: %w", root, creds, chainHint(creds), flat(err))
+		return nil, fmt.Errorf("s3 repository %s: no usable AWS credentials from %s%s: %w", root, creds, chainHint(chain), flat(err))
 	}
-	if creds == "default chain" {
-		creds = fmt.Sprintf("default chain (%s)", c.Source)
+	if chain {
+		creds = fmt.Sprintf("%s (%s)", creds, c.Source)
 	}
 
 	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
@@ -104,30 +123,65 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// loadConfig picks credentials as Triton does: static keys from the
-// environment, else AWS_PROFILE, else the SDK default chain. It returns the
-// config and a description of the credential source.
-func loadConfig(ctx context.Context, root string) (aws.Config, string, error) {
+// loadConfig picks credentials as Triton does: the root's own credentials
+// (static keys, else a profile), then static keys from the environment,
+// else AWS_PROFILE, else the SDK default chain. It returns the config, a
+// description of the credential source and whether the default chain is
+// the source (whose provider is then known only once it is asked).
+func loadConfig(ctx context.Context, root string, own *Credentials) (cfg aws.Config, creds string, chain bool, err error) {
 	region := os.Getenv("AWS_REGION")
 	if region == "" {
 		region = os.Getenv("AWS_DEFAULT_REGION") // Triton's variable; the SDK ignores it
 	}
+	label := ""
+	if own != nil {
+		label = own.Source
+		if label == "" {
+			label = "explicit credentials"
+		}
+		if own.Region != "" {
+			region = own.Region
+		}
+		if own.KeyID != "" && own.Secret != "" {
+			return staticConfig(region, own.KeyID, own.Secret, own.SessionToken), label + " (static keys)", false, nil
+		}
+		if own.Profile != "" {
+			cfg, creds, err := sharedConfig(ctx, root, region, own.Profile, label+" (profile "+own.Profile+")")
+			return cfg, creds, false, err
+		}
+		// Triton falls back to the default chain here, which reads the
+		// environment's keys first too.
+		label += " (no keys or profile), then "
+	}
 
 	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 	if id != "" && secret != "" {
-		// Built by hand rather than by config.LoadDefaultConfig, which
-		// fails when AWS_PROFILE names a profile missing from the shared
-		// files; the keys must win over AWS_PROFILE.
-		if region == "" {
-			region = defaultRegion
-		}
-		prov := credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN"))
-		return aws.Config{
-			Region:      region,
-			Credentials: aws.NewCredentialsCache(prov),
-		}, "static keys from AWS_ACCESS_KEY_ID", nil
+		return staticConfig(region, id, secret, os.Getenv("AWS_SESSION_TOKEN")), label + "static keys from AWS_ACCESS_KEY_ID", false, nil
 	}
+	if p := os.Getenv("AWS_PROFILE"); p != "" {
+		cfg, creds, err := sharedConfig(ctx, root, region, p, label+"profile "+p)
+		return cfg, creds, false, err
+	}
+	cfg, creds, err = sharedConfig(ctx, root, region, "", label+"default chain")
+	return cfg, creds, true, err
+}
 
+// staticConfig uses fixed keys. It is built by hand rather than by
+// config.LoadDefaultConfig, which fails when AWS_PROFILE names a profile
+// missing from the shared files; the keys must win over AWS_PROFILE.
+func staticConfig(region, id, secret, token string) aws.Config {
+	if region == "" {
+		region = defaultRegion
+	}
+	return aws.Config{
+		Region:      region,
+		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(id, secret, token)),
+	}
+}
+
+// sharedConfig loads the SDK configuration for profile, or for the default
+// chain when profile is empty; creds describes the source for messages.
+func sharedConfig(ctx context.Context, root, region, profile, creds string) (aws.Config, string, error) {
 	var lopts []func(*config.LoadOptions) error
 	if region != "" {
 		lopts = append(lopts, config.WithRegion(region))
@@ -135,11 +189,10 @@ func loadConfig(ctx context.Context, root string) (aws.Config, string, error) {
 	if strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
 		lopts = append(lopts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
-	creds := "default chain"
-	if p := os.Getenv("AWS_PROFILE"); p != "" {
-		creds = "profile " + p
-		// Set explicitly so the profile also beats web-identity variables.
-		lopts = append(lopts, config.WithSharedConfigProfile(p))
+	if profile != "" {
+		// Set explicitly so the profile also beats web-identity variables
+		// and the environment's keys.
+		lopts = append(lopts, config.WithSharedConfigProfile(profile))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, lopts...)
 	if err != nil {
@@ -156,8 +209,8 @@ func loadConfig(ctx context.Context, root string) (aws.Config, string, error) {
 
 // chainHint lists where the default chain looked, which its own error
 // leaves out.
-func chainHint(creds string) string {
-	if creds != "default chain" {
+func chainHint(chain bool) string {
+	if !chain {
 		return ""
 	}
 	return " (AWS_ACCESS_KEY_ID+AWS_SECRET_ACCESS_KEY, AWS_PROFILE, shared config and credentials files, web identity, container and instance roles)"
