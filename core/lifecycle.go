@@ -137,11 +137,7 @@ func (s *Server) unchanged(name, fp string) bool {
 func (s *Server) setFingerprints(name, loaded, attempted string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.models[name]
-	if m == nil {
-		m = &modelState{versions: map[int64]*versionSlot{}}
-		s.models[name] = m
-	}
+	m := s.stateLocked(name)
 	m.loaded, m.attempted = loaded, attempted
 }
 
@@ -283,11 +279,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 func (s *Server) markLoading(name string, versions []int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.models[name]
-	if m == nil {
-		m = &modelState{versions: map[int64]*versionSlot{}}
-		s.models[name] = m
-	}
+	m := s.stateLocked(name)
 	m.reason = ""
 	for _, v := range versions {
 		if slot := m.versions[v]; slot == nil || slot.mv == nil {
@@ -354,11 +346,7 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 
 func (s *Server) failVersions(name string, versions []int64, reason string) error {
 	s.mu.Lock()
-	m := s.models[name]
-	if m == nil {
-		m = &modelState{versions: map[int64]*versionSlot{}}
-		s.models[name] = m
-	}
+	m := s.stateLocked(name)
 	var msg strings.Builder
 	for _, v := range versions {
 		if slot := m.versions[v]; slot == nil || slot.mv == nil {

@@ -301,14 +301,20 @@ func (s *Server) Index(ctx context.Context, readyOnly bool) ([]IndexEntry, error
 	return out, nil
 }
 
-func (s *Server) setModelFailure(name, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// stateLocked returns name's state, creating it; s.mu must be held.
+func (s *Server) stateLocked(name string) *modelState {
 	m := s.models[name]
 	if m == nil {
 		m = &modelState{versions: map[int64]*versionSlot{}}
 		s.models[name] = m
 	}
+	return m
+}
+
+func (s *Server) setModelFailure(name, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.stateLocked(name)
 	m.reason = reason
 }
 
