@@ -183,7 +183,8 @@ func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride) (
 		}
 		src = loc.Source
 	}
-	m, err := repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Logger: s.log})
+	_, renamed := src.(*repo.Mapped)
+	m, err := repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Renamed: renamed, Logger: s.log})
 	return m, src, err
 }
 

@@ -21,7 +21,10 @@ type ReadOptions struct {
 	ConfigName string
 	// AutoComplete allows a missing config.pbtxt (the backend fills it in).
 	AutoComplete bool
-	Logger       *slog.Logger
+	// Renamed says the folder is served under another name (a Mapped
+	// root): the config's own name is replaced by the served one.
+	Renamed bool
+	Logger  *slog.Logger
 }
 
 // Model is a model folder as read from disk, before any backend has seen it.
@@ -66,6 +69,9 @@ func ReadModel(dir, name string, override *modelconfig.ModelConfig, opts ReadOpt
 		return nil, err
 	}
 	m.Versions = versions
+	if opts.Renamed {
+		m.Config.Name = name
+	}
 	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(dir)); err != nil {
 		return nil, err
 	}

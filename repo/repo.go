@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Source is one repository root.
@@ -46,9 +48,50 @@ type Location struct {
 	Model  string
 }
 
-// Set is the union of several roots.
+// Set is the union of several roots. Roots given at start-up are in
+// Sources; Add and Remove change the set while serving (SageMaker's
+// multi-model endpoint registers one root per loaded model).
 type Set struct {
 	Sources []Source
+
+	mu    sync.RWMutex
+	added []Source
+}
+
+// ErrAlreadyRegistered is returned by Add for a root already in the set.
+var ErrAlreadyRegistered = errors.New("repository is already registered")
+
+// Add registers one more root.
+func (s *Set) Add(src Source) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, have := range append(slices.Clone(s.Sources), s.added...) {
+		if have.String() == src.String() {
+			return fmt.Errorf("%w: %s", ErrAlreadyRegistered, src)
+		}
+	}
+	s.added = append(s.added, src)
+	return nil
+}
+
+// Remove unregisters a root added with Add; it reports whether it was there.
+func (s *Set) Remove(root string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, src := range s.added {
+		if src.String() == root {
+			s.added = slices.Delete(s.added, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// all is every root, start-up ones first.
+func (s *Set) all() []Source {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append(slices.Clone(s.Sources), s.added...)
 }
 
 // OpenAll opens local roots; any failure is fatal, as in Triton.
@@ -65,7 +108,7 @@ func (s *Set) Scan(ctx context.Context) (models map[string]Location, dups map[st
 	models = map[string]Location{}
 	seen := map[string][]string{}
 	var unreachable []error
-	for _, src := range s.Sources {
+	for _, src := range s.all() {
 		names, err := src.Models(ctx)
 		if errors.Is(err, ErrUnreachable) {
 			unreachable = append(unreachable, err)
