@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -39,6 +40,16 @@ type config struct {
 	allowClientShm    bool
 	loadThreads       int
 	showVersionAndBye bool
+
+	// Cloud frontends (platforms.md §0, §3.3, §4.2).
+	allowSageMaker     bool
+	sageMakerPort      int
+	sageMakerSafeRange string
+	sageMakerThreads   int
+	allowVertex        bool
+	vertexPort         int
+	vertexThreads      int
+	vertexDefaultModel string
 }
 
 type stringList []string
@@ -99,11 +110,33 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		fmt.Fprintf(out, "inferd — a Triton-compatible inference server for ONNX models.\n\nUsage: inferd --model-repository=<path> [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
+	fs.BoolVar(&c.allowSageMaker, "allow-sagemaker", false, "Serve the SageMaker routes (/ping, /invocations, /models) on --sagemaker-port.")
+	fs.IntVar(&c.sageMakerPort, "sagemaker-port", 8080, "Port of the SageMaker listener (address 0.0.0.0).")
+	fs.StringVar(&c.sageMakerSafeRange, "sagemaker-safe-port-range", "", "<lo>-<hi>: every other listener must use a port in this range.")
+	fs.IntVar(&c.sageMakerThreads, "sagemaker-thread-count", 8, "Accepted for Triton compatibility; Go serves each request on its own goroutine.")
+	vertexMode := os.Getenv("AIP_MODE") == "PREDICTION"
+	fs.BoolVar(&c.allowVertex, "allow-vertex-ai", vertexMode, "Serve the Vertex AI routes (AIP_HEALTH_ROUTE, AIP_PREDICT_ROUTE) on --vertex-ai-port (default: true when AIP_MODE=PREDICTION).")
+	vertexPort := 8080
+	if p, err := strconv.Atoi(os.Getenv("AIP_HTTP_PORT")); err == nil {
+		vertexPort = p
+	}
+	fs.IntVar(&c.vertexPort, "vertex-ai-port", vertexPort, "Port of the Vertex AI listener (default: AIP_HTTP_PORT, else 8080).")
+	fs.IntVar(&c.vertexThreads, "vertex-ai-thread-count", 8, "Accepted for Triton compatibility; Go serves each request on its own goroutine.")
+	fs.StringVar(&c.vertexDefaultModel, "vertex-ai-default-model", "", "Model the Vertex AI predict route serves (default: the only model).")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if vertexMode && !given["allow-http"] {
+		// On Vertex AI only the Vertex listener serves unless asked.
+		c.allowHTTP = false
+	}
+	if uri := os.Getenv("AIP_STORAGE_URI"); len(c.repos) == 0 && uri != "" && c.allowVertex {
+		c.repos = append(c.repos, uri)
 	}
 	return c, c.check()
 }

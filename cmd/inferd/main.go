@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -76,6 +77,11 @@ func newLogger(cfg *config) *slog.Logger {
 // fails. ready, when non-nil, receives the bound addresses once serving.
 func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr, metricsAddr string)) error {
 	mode, err := core.ParseControlMode(cfg.controlMode)
+	if err != nil {
+		return err
+	}
+	// Listener conflicts fail the start before any model loads.
+	specs, err := listeners(cfg)
 	if err != nil {
 		return err
 	}
@@ -151,29 +157,31 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 
 	var actors []serve.Actor
 	var httpAddr, metricsAddr string
-	if cfg.allowHTTP {
-		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.httpAddress, strconv.Itoa(cfg.httpPort)))
+	for _, spec := range specs {
+		var h http.Handler
+		switch spec.service {
+		case "HTTP":
+			h = api
+		case "metrics":
+			mcfg, err := cfg.metrics()
+			if err != nil {
+				return err
+			}
+			h = metrics.NewHandler(srv, mcfg)
+		default:
+			return fmt.Errorf("the %s listener is not available in this build", spec.service)
+		}
+		ln, err := net.Listen("tcp", spec.hostPort())
 		if err != nil {
-			return fmt.Errorf("http listener: %w", err)
+			return fmt.Errorf("%s listener: %w", spec.service, err)
 		}
-		httpAddr = ln.Addr().String()
-		actors = append(actors, serve.HTTP("http", ln, api))
-	}
-	if cfg.allowMetrics {
-		mcfg, err := cfg.metrics()
-		if err != nil {
-			return err
+		switch spec.service {
+		case "HTTP":
+			httpAddr = ln.Addr().String()
+		case "metrics":
+			metricsAddr = ln.Addr().String()
 		}
-		addr := cfg.metricsAddress
-		if addr == "" {
-			addr = cfg.httpAddress
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(cfg.metricsPort)))
-		if err != nil {
-			return fmt.Errorf("metrics listener: %w", err)
-		}
-		metricsAddr = ln.Addr().String()
-		actors = append(actors, serve.HTTP("metrics", ln, metrics.NewHandler(srv, mcfg)))
+		actors = append(actors, serve.HTTP(spec.service, ln, h))
 	}
 	if mode == core.ModePoll && cfg.pollSecs > 0 {
 		// Triton: 0 in poll mode means never poll after start-up.

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// listenSpec is one listener the server opens.
+type listenSpec struct {
+	service string // as Triton names it in errors: HTTP, metrics, SageMaker, Vertex AI
+	addr    string
+	port    int
+}
+
+func (l listenSpec) hostPort() string { return net.JoinHostPort(l.addr, strconv.Itoa(l.port)) }
+
+// listeners lists the listeners cfg asks for and applies Triton's start-up
+// rules (platforms.md §3.3): two services may not share an address and
+// port, and with --sagemaker-safe-port-range every listener but
+// SageMaker's must use a port in the range.
+func listeners(cfg *config) ([]listenSpec, error) {
+	var out []listenSpec
+	if cfg.allowHTTP {
+		out = append(out, listenSpec{"HTTP", cfg.httpAddress, cfg.httpPort})
+	}
+	if cfg.allowSageMaker {
+		out = append(out, listenSpec{"SageMaker", "0.0.0.0", cfg.sageMakerPort})
+	}
+	if cfg.allowVertex {
+		out = append(out, listenSpec{"Vertex AI", "0.0.0.0", cfg.vertexPort})
+	}
+	if cfg.allowMetrics {
+		addr := cfg.metricsAddress
+		if addr == "" {
+			addr = cfg.httpAddress
+		}
+		out = append(out, listenSpec{"metrics", addr, cfg.metricsPort})
+	}
+	for i, a := range out {
+		for _, b := range out[i+1:] {
+			// Port 0 asks the system for a free port: never a clash.
+			if a.port != 0 && a.port == b.port && (a.addr == b.addr || a.addr == "0.0.0.0" || b.addr == "0.0.0.0") {
+				// Triton's wording, capital letter included.
+				return nil, fmt.Errorf("%s", fmt.Sprintf("The server cannot listen to %s requests and %s requests at the same address and port %s:%d", a.service, b.service, a.addr, a.port))
+			}
+		}
+	}
+	if cfg.allowSageMaker && cfg.sageMakerSafeRange != "" {
+		lo, hi, err := parsePortRange(cfg.sageMakerSafeRange)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range out {
+			if l.service != "SageMaker" && (l.port < lo || l.port > hi) {
+				return nil, fmt.Errorf("%s", fmt.Sprintf("The server cannot listen to %s requests at port %d, allowed port range is [%d, %d]", l.service, l.port, lo, hi))
+			}
+		}
+	}
+	return out, nil
+}
+
+func parsePortRange(s string) (lo, hi int, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || lo > hi || lo < 0 || hi > 65535 {
+		return 0, 0, fmt.Errorf("--sagemaker-safe-port-range expects <lo>-<hi>, got %q", s)
+	}
+	return lo, hi, nil
+}
