@@ -21,6 +21,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/platforms/httpapi"
+	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/repo"
@@ -76,6 +77,7 @@ func newLogger(cfg *config) *slog.Logger {
 // run starts everything and blocks until ctx ends (a signal) or a listener
 // fails. ready, when non-nil, receives the bound addresses once serving.
 func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr, metricsAddr string)) error {
+	started := time.Now()
 	mode, err := core.ParseControlMode(cfg.controlMode)
 	if err != nil {
 		return err
@@ -155,6 +157,13 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 	}
 	api := httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, Logger: log})
 
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		// Lambda: no sockets; the runtime loop feeds events to the same
+		// v2 router and never returns (platforms.md §0, §5.1).
+		log.Info("serving AWS Lambda events", "models", len(srv.ReadyVersions("")), "init", time.Since(started).Round(time.Millisecond))
+		lambdaplat.Start(api, lambdaplat.Options{Logger: log})
+		return nil
+	}
 	var actors []serve.Actor
 	var httpAddr, metricsAddr string
 	for _, spec := range specs {
