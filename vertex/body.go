@@ -1,0 +1,144 @@
+package vertex
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/inferd/inferd/platforms/codec"
+)
+
+// BinaryContentType prefixes the Content-Type of a request whose JSON header
+// is followed by binary tensors; the header length follows the "=".
+const BinaryContentType = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
+
+// headerSize reads the JSON header length from a Content-Type (spec §1.4):
+// -1 when the prefix is absent (the whole body is JSON), else the value
+// parsed like C's stoi and checked against the body length. The texts are
+// Triton's.
+func headerSize(contentType string, bodyLen int) (int, error) {
+	pos := strings.Index(contentType, BinaryContentType)
+	if pos < 0 {
+		return -1, nil
+	}
+	if pos != 0 {
+		return 0, badRequest("expect MIME type for binary data starts with '" + BinaryContentType + "', got: " + contentType)
+	}
+	rest := contentType[len(BinaryContentType):]
+	i := 0
+	for i < len(rest) && (rest[i] == ' ' || (rest[i] >= '\t' && rest[i] <= '\r')) {
+		i++
+	}
+	neg := false
+	if i < len(rest) && (rest[i] == '+' || rest[i] == '-') {
+		neg = rest[i] == '-'
+		i++
+	}
+	start := i
+	var n int64
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		if n <= math.MaxInt32+1 { // past that only "out of range" matters
+			n = n*10 + int64(rest[i]-'0')
+		}
+		i++
+	}
+	if i == start {
+		return 0, badRequest("Unable to parse inference header size, got: " + rest)
+	}
+	if neg {
+		n = -n
+	}
+	if n > math.MaxInt32 || n < math.MinInt32 {
+		return 0, badRequest("Unable to parse inference header size, value is out of range [ -2147483648, 2147483647 ], got: " + rest)
+	}
+	if n < 0 || n > int64(bodyLen) {
+		return 0, badRequest("inference header size should be in range (0, " + strconv.Itoa(bodyLen) + "), got: " + rest)
+	}
+	return int(n), nil
+}
+
+// badRequest is an error answered with 400 before the base server runs.
+type badRequest string
+
+func (e badRequest) Error() string { return string(e) }
+
+// rewrite clones r as a request for the base server: another method and
+// path, and without the encodings the Vertex listener ignores. The chi route
+// context is cleared so the base router routes afresh even when this
+// handler is itself mounted on a chi router.
+func rewrite(r *http.Request, method, path string) *http.Request {
+	req := r.Clone(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
+	req.Method = method
+	req.URL.Path, req.URL.RawPath, req.RequestURI = path, "", path
+	req.Header.Del("Content-Encoding")
+	req.Header.Del("Accept-Encoding")
+	return req
+}
+
+// rewriteBody is rewrite for a POST whose body was already read; the body's
+// JSON length is carried only by the caller's Inference-Header-Content-Length.
+func rewriteBody(r *http.Request, path string, body []byte) *http.Request {
+	req := rewrite(r, http.MethodPost, path)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.TransferEncoding = nil
+	req.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	req.Header.Del(codec.HeaderLengthName)
+	return req
+}
+
+// recorder buffers a base-server reply that needs a look before it is sent.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+
+func (r *recorder) copyTo(w http.ResponseWriter) {
+	for k, v := range r.header {
+		w.Header()[k] = v
+	}
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	w.WriteHeader(r.status)
+	_, _ = w.Write(r.body.Bytes())
+}
+
+// writeError writes the shared {"error":"..."} body.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	body := codec.AppendString([]byte(`{"error":`), msg)
+	body = append(body, '}')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeEmpty writes a bodiless reply (text/plain, as libevhtp's default).
+func writeEmpty(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(status)
+}

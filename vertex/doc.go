@@ -1,0 +1,45 @@
+// Package vertex is the Google Vertex AI container frontend. It is a thin
+// layer over the KServe v2 API server (platforms/httpapi): every Vertex
+// request is rewritten (path, method, headers, body framing) into a v2
+// request and served by the base server in-process, so inference, health,
+// restrictions (--http-restricted-api), size limits and the error mapping
+// are the base server's own.
+//
+// Routes, matched against the whole request path (query ignored):
+//
+//   - AIP_HEALTH_ROUTE: GET /v2/health/ready (200 / 400 / 405 / 503). Until
+//     Resolve succeeds it answers 400, so the port can be bound before the
+//     models load (Vertex's TCP liveness probe gives up after ~40 s).
+//   - AIP_PREDICT_ROUTE without X-Vertex-Ai-Triton-Redirect: POST
+//     /v2/models/<default>/infer. The JSON header length comes from
+//     Content-Type "application/vnd.vertex-ai-triton.binary+json;json-header-size=<H>";
+//     Inference-Header-Content-Length, Content-Encoding and Accept-Encoding
+//     are ignored, as in Triton.
+//   - AIP_PREDICT_ROUTE with X-Vertex-Ai-Triton-Redirect: <value>: the
+//     request must be POST and is rewritten to "/"+<value> with the target's
+//     native method; mutating shared-memory and model-control targets are
+//     refused (403), anything unknown is 400.
+//   - anything else: 400 with an empty body.
+//
+// Beyond Triton, the predict route also accepts Vertex's standard envelope,
+// so `gcloud ai endpoints predict` works. A JSON body whose top-level object
+// has an "instances" member and no "inputs" member is translated:
+//
+//   - Each instance is either that input's row (only for one-input models)
+//     or an object keyed by input name (any model). Every instance uses the
+//     same form and the same keys; multi-input models require the object
+//     form.
+//   - Each input becomes one v2 input whose data is the instances' rows in
+//     order. For models with max_batch_size > 0 the shape is
+//     [len(instances)] + row shape; models without batching take exactly one
+//     instance, whose value is the whole tensor. The row shape is the
+//     input's dims when they are all fixed, else the nesting of the JSON
+//     arrays.
+//   - "parameters" becomes the v2 request parameters, without
+//     "binary_data_output" (the predictions are always JSON).
+//   - The response maps back to {"predictions": [...]}: with one output,
+//     predictions[i] is that output's row i (nested to the row shape); with
+//     several, predictions[i] is {"<output name>": row i, ...}.
+//   - Errors keep the {"error": "..."} body; a mapping the model's inputs
+//     do not allow is 400.
+package vertex

@@ -1,0 +1,271 @@
+package vertex
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/metrics"
+)
+
+// Start-up error texts, Triton's own (tests and users grep for them; the
+// "API_" typo is Triton's).
+const (
+	MsgNoPredictRoute = "API_PREDICT_ROUTE is not defined for Vertex AI endpoint"
+	MsgNoHealthRoute  = "AIP_HEALTH_ROUTE is not defined for Vertex AI endpoint"
+	MsgSingleModel    = "Expect the model repository contains only a single model if default model is not specified"
+)
+
+// RedirectHeader names the target of a redirected predict request.
+const RedirectHeader = "X-Vertex-Ai-Triton-Redirect"
+
+// Options configure the Vertex frontend.
+type Options struct {
+	// HealthRoute and PredictRoute are AIP_HEALTH_ROUTE and AIP_PREDICT_ROUTE.
+	HealthRoute, PredictRoute string
+	// DefaultModel is --vertex-ai-default-model; empty means "the only
+	// model in the repository".
+	DefaultModel string
+	Logger       *slog.Logger
+	// Metrics serves the "metrics" redirect target; nil builds one over the
+	// core with metrics.DefaultConfig().
+	Metrics http.Handler
+}
+
+// startupError is a start-up check failure. Its own type keeps Triton's
+// capitalised texts intact.
+type startupError string
+
+func (e startupError) Error() string { return string(e) }
+
+// OptionsFromEnv reads the routes Vertex sets (AIP_PREDICT_ROUTE,
+// AIP_HEALTH_ROUTE) and fails as Triton does when either is missing.
+func OptionsFromEnv(getenv func(string) string, defaultModel string) (Options, error) {
+	o := Options{PredictRoute: getenv("AIP_PREDICT_ROUTE"), HealthRoute: getenv("AIP_HEALTH_ROUTE"), DefaultModel: defaultModel}
+	if o.PredictRoute == "" {
+		return Options{}, startupError(MsgNoPredictRoute)
+	}
+	if o.HealthRoute == "" {
+		return Options{}, startupError(MsgNoHealthRoute)
+	}
+	return o, nil
+}
+
+// Handler is the Vertex listener's http.Handler.
+type Handler struct {
+	core    *core.Server
+	api     *httpapi.Server
+	opts    Options
+	log     *slog.Logger
+	metrics http.Handler
+	// model is the resolved default model; nil until Resolve succeeds.
+	model atomic.Pointer[string]
+}
+
+// New builds the handler. It serves at once (health answers 400 and
+// predict 503 until Resolve), so the listener can bind before loading.
+func New(c *core.Server, api *httpapi.Server, opts Options) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewHandler(c, metrics.DefaultConfig())
+	}
+	return &Handler{core: c, api: api, opts: opts, log: opts.Logger, metrics: opts.Metrics}
+}
+
+// Resolve picks the default model over the READY models (call it after the
+// start-up loads) and marks the handler ready. Unlike Triton it counts
+// model names, not versions, so one model with several READY versions
+// starts (spec §4.2, quirk fixed).
+func (h *Handler) Resolve() error {
+	entries, err := h.core.Index(context.Background(), true)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.State == core.StateReady && (len(names) == 0 || names[len(names)-1] != e.Name) {
+			names = append(names, e.Name) // Index is sorted by name
+		}
+	}
+	model := h.opts.DefaultModel
+	if model == "" {
+		if len(names) != 1 {
+			return startupError(MsgSingleModel)
+		}
+		model = names[0]
+	} else {
+		found := false
+		for _, n := range names {
+			found = found || n == model
+		}
+		if !found {
+			return startupError("Expect the default model '" + model + "' is loaded")
+		}
+	}
+	h.model.Store(&model)
+	h.log.Info("vertex: serving", "default_model", model, "predict_route", h.opts.PredictRoute, "health_route", h.opts.HealthRoute)
+	return nil
+}
+
+// DefaultModel returns the resolved default model ("" before Resolve).
+func (h *Handler) DefaultModel() string {
+	if m := h.model.Load(); m != nil {
+		return *m
+	}
+	return ""
+}
+
+// ServeHTTP dispatches in Triton's order: health route first (so it wins
+// when both routes are equal), then predict, else 400.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case h.opts.HealthRoute:
+		h.health(w, r)
+	case h.opts.PredictRoute:
+		model := h.model.Load()
+		if model == nil {
+			writeError(w, http.StatusServiceUnavailable, "Server not ready")
+			return
+		}
+		// Header keys arrive canonicalised, so any spelling matches.
+		if target, ok := r.Header[RedirectHeader]; ok {
+			value := ""
+			if len(target) > 0 {
+				value = target[0]
+			}
+			h.redirect(w, r, "/"+value)
+			return
+		}
+		h.infer(w, r, *model, "/v2/models/"+*model+"/infer", true)
+	default:
+		writeEmpty(w, http.StatusBadRequest)
+	}
+}
+
+// health is the base server's readiness check; before Resolve a ready
+// answer is turned into 400, since the default model is not known yet.
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+	req := rewrite(r, r.Method, "/v2/health/ready")
+	if h.model.Load() != nil {
+		h.api.ServeHTTP(w, req)
+		return
+	}
+	rec := newRecorder()
+	h.api.ServeHTTP(rec, req)
+	if rec.status == http.StatusOK {
+		writeEmpty(w, http.StatusBadRequest)
+		return
+	}
+	rec.copyTo(w)
+}
+
+// Redirect targets, as Triton's regular expressions match them.
+var (
+	modelTarget  = regexp.MustCompile(`^/v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|generate|generate_stream|ready|config|stats|trace/setting))?$`)
+	serverTarget = regexp.MustCompile(`^/v2(?:/health/(live|ready))?$`)
+	shmTarget    = regexp.MustCompile(`^/v2/(?:system|cuda)sharedmemory(?:/region/[^/]+)?/(status|register|unregister)$`)
+	repoTarget   = regexp.MustCompile(`^/v2/repository(?:/[^/]+)?/(index|models/[^/]+/(?:load|unload))$`)
+)
+
+// redirect serves X-Vertex-Ai-Triton-Redirect (spec §4.4). The base
+// handler of the target runs with the target's native method, so it also
+// applies the target's restriction category.
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string) {
+	if r.Method != http.MethodPost {
+		writeEmpty(w, http.StatusMethodNotAllowed)
+		return
+	}
+	switch {
+	case target == "/metrics":
+		h.metrics.ServeHTTP(w, rewrite(r, http.MethodGet, "/metrics"))
+		return
+	case target == "/v2/models/stats":
+		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
+		return
+	}
+	if m := modelTarget.FindStringSubmatch(target); m != nil {
+		switch m[3] {
+		case "infer":
+			h.infer(w, r, m[1], target, false)
+			return
+		case "", "ready", "config", "stats":
+			h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
+			return
+		}
+		// generate, generate_stream, trace/setting: not offered on Vertex.
+	}
+	switch {
+	case serverTarget.MatchString(target):
+		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
+	case shmTarget.MatchString(target):
+		if shmTarget.FindStringSubmatch(target)[1] != "status" {
+			writeEmpty(w, http.StatusForbidden) // mutating: refused whatever the headers
+			return
+		}
+		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
+	case repoTarget.MatchString(target):
+		if repoTarget.FindStringSubmatch(target)[1] != "index" {
+			writeEmpty(w, http.StatusForbidden) // load/unload: refused whatever the headers
+			return
+		}
+		h.api.ServeHTTP(w, rewrite(r, http.MethodPost, target))
+	default:
+		writeEmpty(w, http.StatusBadRequest)
+	}
+}
+
+// infer serves an inference on model through the base route path, with
+// Vertex's body framing. envelope allows the "instances" translation.
+func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, envelope bool) {
+	if r.Method != http.MethodPost {
+		// The base route answers 403 (restricted) or 405 with JSON.
+		h.api.ServeHTTP(w, rewrite(r, r.Method, path))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		h.refuse(w, r, path, http.StatusBadRequest, "failed to read the request body: "+err.Error())
+		return
+	}
+	jsonLen, err := headerSize(r.Header.Get("Content-Type"), len(body))
+	if err != nil {
+		h.refuse(w, r, path, http.StatusBadRequest, err.Error())
+		return
+	}
+	if envelope && jsonLen < 0 {
+		if top, ok := detectEnvelope(body); ok {
+			h.predictEnvelope(w, r, model, path, top)
+			return
+		}
+	}
+	req := rewriteBody(r, path, body)
+	if jsonLen >= 0 {
+		req.Header.Set(codec.HeaderLengthName, strconv.Itoa(jsonLen))
+	}
+	h.api.ServeHTTP(w, req)
+}
+
+// refuse answers an error found before the base server saw the request,
+// unless the base route is restricted and the request lacks the header:
+// the restriction (403) comes first in Triton. A GET on the POST-only route
+// runs just that check (403, else 405) without touching the model.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, path string, status int, msg string) {
+	probe := rewrite(r, http.MethodGet, path)
+	probe.Body, probe.ContentLength = http.NoBody, 0
+	rec := newRecorder()
+	h.api.ServeHTTP(rec, probe)
+	if rec.status == http.StatusForbidden {
+		rec.copyTo(w)
+		return
+	}
+	writeError(w, status, msg)
+}
