@@ -229,3 +229,46 @@ func TestS3ManyVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestVertexMode runs the server with the environment Vertex AI sets: the
+// repository comes from AIP_STORAGE_URI on the (emulated) GCS, only the
+// Vertex listener serves, and the predict route answers both a v2 body and
+// the instances envelope.
+func TestVertexMode(t *testing.T) {
+	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	obj := func(name string, content []byte) fakestorage.Object {
+		return fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bucket", Name: name}, Content: content}
+	}
+	gcs, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme: "http", Host: "127.0.0.1", PublicHost: "127.0.0.1",
+		InitialObjects: []fakestorage.Object{
+			obj("models/simple/config.pbtxt", []byte(taggedSimple)),
+			obj("models/simple/1/model.onnx", model),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gcs.Stop)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(gcs.URL(), "http://"))
+	t.Setenv("AIP_MODE", "PREDICTION")
+	t.Setenv("AIP_HTTP_PORT", "0")
+	t.Setenv("AIP_HEALTH_ROUTE", "/v1/endpoints/e/deployedModels/d")
+	t.Setenv("AIP_PREDICT_ROUTE", "/v1/endpoints/e/deployedModels/d:predict")
+	t.Setenv("AIP_STORAGE_URI", "gs://bucket/models")
+	r := start(t, "--repository-cache-dir="+t.TempDir(), "--allow-metrics=false")
+	base := "http://" + r.addrs["Vertex AI"]
+	if r.addrs["HTTP"] != "" {
+		t.Fatalf("the KServe HTTP listener opened in Vertex mode at %s", r.addrs["HTTP"])
+	}
+	if s, _ := get(t, base+"/v1/endpoints/e/deployedModels/d"); s != 200 {
+		t.Fatalf("health route: %d", s)
+	}
+	if s, body := post(t, base+"/v1/endpoints/e/deployedModels/d:predict", readmeExample); s != 200 || !strings.Contains(body, `"model_name":"simple"`) {
+		t.Fatalf("v2 predict: %d %s", s, body)
+	}
+	instances := `{"instances":[{"INPUT0":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"INPUT1":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+	if s, body := post(t, base+"/v1/endpoints/e/deployedModels/d:predict", instances); s != 200 || !strings.Contains(body, `"predictions":[{`) || !strings.Contains(body, `"OUTPUT0":[2,3,4`) {
+		t.Fatalf("envelope predict: %d %s", s, body)
+	}
+}

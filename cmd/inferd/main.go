@@ -28,6 +28,7 @@ import (
 	"github.com/inferd/inferd/repo/credfile"
 	"github.com/inferd/inferd/repo/gcs"
 	"github.com/inferd/inferd/repo/s3"
+	"github.com/inferd/inferd/vertex"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -76,7 +77,7 @@ func newLogger(cfg *config) *slog.Logger {
 
 // run starts everything and blocks until ctx ends (a signal) or a listener
 // fails. ready, when non-nil, receives the bound addresses once serving.
-func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr, metricsAddr string)) error {
+func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs map[string]string)) error {
 	started := time.Now()
 	mode, err := core.ParseControlMode(cfg.controlMode)
 	if err != nil {
@@ -139,16 +140,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 		defer cancel()
 		srv.Shutdown(shutdownCtx)
 	}()
-	if err := srv.Start(ctx); err != nil {
-		if cfg.exitOnError {
-			return err
-		}
-		log.Error("some models failed to load; serving the others (--exit-on-error=false)", "err", err)
-		if errors.Is(err, repo.ErrUnreachable) {
-			go srv.RetryUnreachable(ctx)
-		}
-	}
-
 	restricted := map[string]httpapi.Restriction{}
 	for _, r := range cfg.restrictedAPI {
 		if err := httpapi.ParseRestriction(restricted, r); err != nil {
@@ -156,6 +147,47 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 		}
 	}
 	api := httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, Logger: log})
+	mcfg, err := cfg.metrics()
+	if err != nil {
+		return err
+	}
+	metricsHandler := metrics.NewHandler(srv, mcfg)
+
+	// Vertex AI binds before the models load, so its liveness probe
+	// passes during long loads; health reads 400 until Resolve.
+	var actors []serve.Actor
+	addrs := map[string]string{}
+	var vertexHandler *vertex.Handler
+	if cfg.allowVertex {
+		opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel)
+		if err != nil {
+			return err
+		}
+		opts.Logger, opts.Metrics = log, metricsHandler
+		vertexHandler = vertex.New(srv, api, opts)
+		actor, addr, err := startEarly(specFor(specs, "Vertex AI"), vertexHandler)
+		if err != nil {
+			return err
+		}
+		actors, addrs["Vertex AI"] = append(actors, actor), addr
+	}
+
+	if err := srv.Start(ctx); err != nil {
+		if cfg.exitOnError {
+			stopAll(actors, drain)
+			return err
+		}
+		log.Error("some models failed to load; serving the others (--exit-on-error=false)", "err", err)
+		if errors.Is(err, repo.ErrUnreachable) {
+			go srv.RetryUnreachable(ctx)
+		}
+	}
+	if vertexHandler != nil {
+		if err := vertexHandler.Resolve(); err != nil {
+			stopAll(actors, drain)
+			return err
+		}
+	}
 
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		// Lambda: no sockets; the runtime loop feeds events to the same
@@ -164,32 +196,24 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 		lambdaplat.Start(api, lambdaplat.Options{Logger: log})
 		return nil
 	}
-	var actors []serve.Actor
-	var httpAddr, metricsAddr string
 	for _, spec := range specs {
 		var h http.Handler
 		switch spec.service {
 		case "HTTP":
 			h = api
 		case "metrics":
-			mcfg, err := cfg.metrics()
-			if err != nil {
-				return err
-			}
-			h = metrics.NewHandler(srv, mcfg)
+			h = metricsHandler
+		case "Vertex AI":
+			continue // already serving
 		default:
 			return fmt.Errorf("the %s listener is not available in this build", spec.service)
 		}
 		ln, err := net.Listen("tcp", spec.hostPort())
 		if err != nil {
+			stopAll(actors, drain)
 			return fmt.Errorf("%s listener: %w", spec.service, err)
 		}
-		switch spec.service {
-		case "HTTP":
-			httpAddr = ln.Addr().String()
-		case "metrics":
-			metricsAddr = ln.Addr().String()
-		}
+		addrs[spec.service] = ln.Addr().String()
 		actors = append(actors, serve.HTTP(spec.service, ln, h))
 	}
 	if mode == core.ModePoll && cfg.pollSecs > 0 {
@@ -205,9 +229,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(httpAddr
 			Stop: func(context.Context) { stopPoll(); <-done },
 		})
 	}
-	log.Info("serving", "http", httpAddr, "metrics", metricsAddr, "models", len(srv.ReadyVersions("")))
+	log.Info("serving", "http", addrs["HTTP"], "metrics", addrs["metrics"], "sagemaker", addrs["SageMaker"], "vertex", addrs["Vertex AI"], "models", len(srv.ReadyVersions("")))
 	if ready != nil {
-		ready(httpAddr, metricsAddr)
+		ready(addrs)
 	}
 	go func() {
 		<-ctx.Done()
@@ -307,4 +331,36 @@ func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Op
 		}
 	}
 	return opts, nil
+}
+
+// specFor returns the listener of one service from the plan.
+func specFor(specs []listenSpec, service string) listenSpec {
+	for _, s := range specs {
+		if s.service == service {
+			return s
+		}
+	}
+	return listenSpec{service: service}
+}
+
+// startEarly serves h on spec's port now, before the models load, and
+// returns the actor the run group waits on and stops.
+func startEarly(spec listenSpec, h http.Handler) (serve.Actor, string, error) {
+	ln, err := net.Listen("tcp", spec.hostPort())
+	if err != nil {
+		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
+	}
+	actor := serve.HTTP(spec.service, ln, h)
+	errc := make(chan error, 1)
+	go func() { errc <- actor.Run() }()
+	return serve.Actor{Name: spec.service, Run: func() error { return <-errc }, Stop: actor.Stop}, ln.Addr().String(), nil
+}
+
+// stopAll stops actors already serving when the start-up fails.
+func stopAll(actors []serve.Actor, drain time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	for _, a := range actors {
+		a.Stop(ctx)
+	}
 }

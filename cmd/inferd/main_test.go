@@ -60,6 +60,7 @@ func TestFlags(t *testing.T) {
 
 type running struct {
 	http, metrics string
+	addrs         map[string]string // by service
 	cancel        context.CancelFunc
 	done          chan error
 }
@@ -75,8 +76,9 @@ func start(t *testing.T, args ...string) *running {
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
 	go func() {
-		r.done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(h, m string) {
-			r.http, r.metrics = "http://"+h, "http://"+m
+		r.done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(addrs map[string]string) {
+			r.http, r.metrics = "http://"+addrs["HTTP"], "http://"+addrs["metrics"]
+			r.addrs = addrs
 			close(ready)
 		})
 	}()
