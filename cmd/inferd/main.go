@@ -28,6 +28,7 @@ import (
 	"github.com/inferd/inferd/repo/credfile"
 	"github.com/inferd/inferd/repo/gcs"
 	"github.com/inferd/inferd/repo/s3"
+	"github.com/inferd/inferd/sagemaker"
 	"github.com/inferd/inferd/vertex"
 )
 
@@ -41,7 +42,21 @@ func main() {
 		stop()
 		os.Exit(code)
 	}
-	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "serve" {
+		// SageMaker runs `docker run <image> serve`: its environment
+		// becomes flags, as Triton's serve script does (platforms.md §3.2).
+		flags, exports, err := sagemaker.ServeArgs(os.Getenv, sagemaker.ServeConfig{ModelDir: os.Getenv("INFERD_SAGEMAKER_MODEL_DIR")})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for k, v := range exports {
+			_ = os.Setenv(k, v)
+		}
+		args = append(flags, args[1:]...)
+	}
+	cfg, err := parseFlags(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -205,6 +220,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			h = metricsHandler
 		case "Vertex AI":
 			continue // already serving
+		case "SageMaker":
+			opts := sagemaker.OptionsFromEnv(os.Getenv)
+			opts.Logger = log
+			h = sagemaker.New(srv, api, opts)
 		default:
 			return fmt.Errorf("the %s listener is not available in this build", spec.service)
 		}

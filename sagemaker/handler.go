@@ -1,0 +1,367 @@
+// Package sagemaker is the Amazon SageMaker container frontend
+// (platforms.md §3): /ping, /invocations and the multi-model endpoint
+// routes. It is a thin translation layer: health and inference requests are
+// rewritten onto the base KServe v2 server (httpapi) and its replies
+// adjusted where SageMaker differs; model management goes to the core.
+package sagemaker
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/httpapi"
+)
+
+// Options configure the frontend.
+type Options struct {
+	// DefaultModel serves /invocations (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME).
+	DefaultModel string
+	// PingMode "live" answers /ping with liveness; anything else readiness.
+	PingMode string
+	// InferenceType is infer, generate or generate_stream.
+	InferenceType string
+	// ModelsRoot is where SageMaker extracts MME artifacts; load urls must
+	// lie under it. Default /opt/ml/models (tests point it elsewhere).
+	ModelsRoot string
+	Logger     *slog.Logger
+}
+
+// OptionsFromEnv reads the env the server process sees (§3.3).
+func OptionsFromEnv(getenv func(string) string) Options {
+	o := Options{
+		DefaultModel:  getenv(envDefaultModel),
+		PingMode:      getenv(envPingMode),
+		InferenceType: getenv(envInferenceType),
+	}
+	return o.withDefaults()
+}
+
+func (o Options) withDefaults() Options {
+	if o.DefaultModel == "" {
+		o.DefaultModel = unspecifiedModel
+	}
+	if o.PingMode == "" {
+		o.PingMode = "ready"
+	}
+	if o.InferenceType == "" {
+		o.InferenceType = "infer"
+	}
+	if o.ModelsRoot == "" {
+		o.ModelsRoot = "/opt/ml/models"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+type handler struct {
+	core *core.Server
+	api  *httpapi.Server
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	loaded  map[string]*mmeModel // SageMaker model id -> record
+	pending map[string]bool      // ids being loaded (a second load is 409)
+
+	// Unload waits for the index to report the model unloaded (§3.7.6).
+	pollEvery, unloadTimeout time.Duration
+}
+
+// New builds the SageMaker handler over the core and its base API server.
+// The listener (body size cap, chunk counting) is the caller's.
+func New(c *core.Server, api *httpapi.Server, opts Options) http.Handler {
+	opts = opts.withDefaults()
+	return &handler{
+		core: c, api: api, opts: opts, log: opts.Logger,
+		loaded: map[string]*mmeModel{}, pending: map[string]bool{},
+		pollEvery: 500 * time.Millisecond, unloadTimeout: 350 * time.Second,
+	}
+}
+
+// ServeHTTP dispatches on the exact path, in Triton's order (§3.4). Paths
+// are compared as strings: http.ServeMux would redirect /models and
+// cleaned paths where SageMaker expects 400.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case p == "/ping":
+		h.ping(w, r)
+	case p == "/invocations":
+		h.invocations(w, r)
+	case p == "/models" || strings.HasPrefix(p, "/models/"):
+		id, invoke, ok := parseModelsPath(p)
+		if !ok {
+			writeEmpty(w, http.StatusBadRequest)
+			return
+		}
+		switch {
+		case r.Method == http.MethodGet && id == "" && !invoke:
+			h.list(w, r)
+		case r.Method == http.MethodGet:
+			h.get(w, r, id)
+		case r.Method == http.MethodPost && invoke:
+			h.invoke(w, r, id)
+		case r.Method == http.MethodPost:
+			h.load(w, r) // POST /models/{m} loads too (Triton quirk, mirrored)
+		case r.Method == http.MethodDelete:
+			h.unload(w, r, id)
+		default:
+			writeEmpty(w, http.StatusBadRequest)
+		}
+	default:
+		writeEmpty(w, http.StatusBadRequest)
+	}
+}
+
+// parseModelsPath splits /models[/[{m}[/invoke]]]. Unlike Triton's regex
+// the slash after /models is required (/modelsfoo is 400).
+func parseModelsPath(p string) (id string, invoke, ok bool) {
+	rest := strings.TrimPrefix(p, "/models")
+	if rest == "" || rest == "/" {
+		return "", false, true
+	}
+	if rest[0] != '/' {
+		return "", false, false
+	}
+	rest = rest[1:]
+	id, tail, _ := strings.Cut(rest, "/")
+	switch tail {
+	case "":
+		return id, false, !strings.HasSuffix(rest, "/")
+	case "invoke":
+		return id, true, true
+	}
+	return "", false, false
+}
+
+// ping is GET /v2/health/{ready,live} on the base server, which owns the
+// health restriction, 405 and the 503 while exiting.
+func (h *handler) ping(w http.ResponseWriter, r *http.Request) {
+	target := "/v2/health/ready"
+	if h.opts.PingMode == "live" {
+		target = "/v2/health/live"
+	}
+	h.api.ServeHTTP(w, h.rewrite(r, target))
+}
+
+// invocations runs the default model (§3.6).
+func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
+	if h.opts.InferenceType != "infer" {
+		h.generate(w, r)
+		return
+	}
+	h.infer(w, r, h.opts.DefaultModel, false)
+}
+
+// generate forwards to the base server's generate routes. Until httpapi
+// has the generate extension (its router answers 404 "Not Found"), the
+// request fails with UNSUPPORTED after the usual restriction and method
+// checks.
+func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
+	target := "/v2/models/" + h.opts.DefaultModel + "/" + h.opts.InferenceType
+	rec := &recorder{w: w, hold: true}
+	h.api.ServeHTTP(rec, h.rewrite(r, target))
+	if !rec.held {
+		return
+	}
+	if rec.status != http.StatusNotFound || rec.body.String() != `{"error":"Not Found"}` {
+		rec.flush(rec.status)
+		return
+	}
+	if h.restricted(w, r, "inference") {
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	writeError(w, http.StatusNotImplemented, "SAGEMAKER_TRITON_INFERENCE_TYPE '"+h.opts.InferenceType+"' needs the generate extension, which inferd does not support yet")
+}
+
+// infer is POST /v2/models/<name>/infer on the base server with the
+// SageMaker body and reply rules. mme folds every error but a restriction
+// 403 into 400, or 507 on an out-of-memory message (§3.7.5).
+func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme bool) {
+	if r.Method != http.MethodPost {
+		// The base server answers the restriction 403 or the 405.
+		h.api.ServeHTTP(w, h.rewrite(r, "/v2/models/_/infer"))
+		return
+	}
+	size, present, err := headerSize(r.Header.Get("Content-Type"), r.ContentLength)
+	if err != nil {
+		if !h.restricted(w, r, "inference") {
+			writeError(w, http.StatusBadRequest, err.Error())
+		}
+		return
+	}
+	if strings.Contains(name, "/") {
+		// Not routable on the base server; core never serves such names.
+		if h.restricted(w, r, "inference") {
+			return
+		}
+		status := http.StatusNotFound
+		if mme {
+			status = http.StatusBadRequest
+		}
+		writeError(w, status, "Request for unknown model: '"+name+"' is not found")
+		return
+	}
+	fwd := h.rewrite(r, "/v2/models/"+name+"/infer")
+	// The vendor content type replaces the base server's header, which
+	// SageMaker requests must not set themselves (§1.4).
+	if present {
+		fwd.Header.Set(codec.HeaderLengthName, strconv.Itoa(size))
+	}
+	rec := &recorder{w: w, hold: mme}
+	h.api.ServeHTTP(rec, fwd)
+	if rec.held {
+		status := http.StatusBadRequest
+		switch {
+		case rec.status == http.StatusForbidden:
+			status = rec.status
+		case hasOOMMarker(rec.body.String()):
+			status = http.StatusInsufficientStorage
+		}
+		rec.flush(status)
+	}
+}
+
+// rewrite clones r onto a base-server path. Headers SageMaker's listener
+// ignores (compression, the base binary header) are dropped.
+func (h *handler) rewrite(r *http.Request, path string) *http.Request {
+	// A chi route context from an enclosing router would make the base
+	// router treat itself as a sub-router; start it afresh.
+	ctx := context.WithValue(r.Context(), chi.RouteCtxKey, nil)
+	fwd := r.Clone(ctx)
+	fwd.URL.Path, fwd.URL.RawPath, fwd.RequestURI = path, "", path
+	fwd.Header.Del(codec.HeaderLengthName)
+	fwd.Header.Del("Content-Encoding")
+	fwd.Header.Del("Accept-Encoding")
+	return fwd
+}
+
+// restricted writes the base server's 403 when r lacks the header that
+// --http-restricted-api requires for category. httpapi does not export its
+// check, so this probes a base route of that category with a method it
+// rejects: the restriction check runs first (403), otherwise 405 and
+// nothing happens.
+func (h *handler) restricted(w http.ResponseWriter, r *http.Request, category string) bool {
+	probe := map[string]string{
+		"inference":        "/v2/models/_/infer",
+		"model-repository": "/v2/repository/index",
+	}[category]
+	fwd := h.rewrite(r, probe)
+	fwd.Method = http.MethodPut
+	fwd.Body, fwd.ContentLength = http.NoBody, 0
+	rec := &recorder{w: w, hold: true}
+	h.api.ServeHTTP(rec, fwd)
+	if rec.held && rec.status == http.StatusForbidden {
+		rec.flush(rec.status)
+		return true
+	}
+	return false
+}
+
+// recorder passes a base-server reply through, giving a binary reply the
+// SageMaker content type. With hold it keeps error replies (status >= 400)
+// for the caller to re-status.
+type recorder struct {
+	w      http.ResponseWriter
+	hold   bool
+	status int
+	held   bool
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (rc *recorder) Header() http.Header { return rc.w.Header() }
+
+func (rc *recorder) WriteHeader(status int) {
+	if rc.wrote || rc.held {
+		return
+	}
+	rc.status = status
+	if rc.hold && status >= 400 {
+		rc.held = true
+		return
+	}
+	hdr := rc.w.Header()
+	if n := hdr.Get(codec.HeaderLengthName); n != "" {
+		if v, err := strconv.Atoi(n); err == nil {
+			hdr.Set("Content-Type", binaryContentType(v))
+		}
+		hdr.Del(codec.HeaderLengthName)
+	}
+	rc.wrote = true
+	rc.w.WriteHeader(status)
+}
+
+func (rc *recorder) Write(p []byte) (int, error) {
+	if !rc.wrote && !rc.held {
+		rc.WriteHeader(http.StatusOK)
+	}
+	if rc.held {
+		return rc.body.Write(p)
+	}
+	return rc.w.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (rc *recorder) Unwrap() http.ResponseWriter { return rc.w }
+
+// flush sends a held reply with the given status.
+func (rc *recorder) flush(status int) {
+	rc.w.Header().Set("Content-Length", strconv.Itoa(rc.body.Len()))
+	rc.w.WriteHeader(status)
+	_, _ = rc.w.Write(rc.body.Bytes())
+}
+
+// oomMarkers are the substrings that make an MME load or invoke failure a
+// 507, so SageMaker evicts models and retries (§3.7.2).
+var oomMarkers = []string{
+	"CUDA out of memory", "CUDA_OUT_OF_MEMORY", "Out of memory", "Out Of Memory", "out of memory",
+	"MemoryError", "OutOfMemory", "OOM", "Dst tensor is not initialized", "Src tensor is not initialized",
+	"CNMEM_STATUS_OUT_OF_MEMORY", "CUDNN_STATUS_NOT_INITIALIZED", "CUBLAS_STATUS_ALLOC_FAILED",
+	"CUBLAS_STATUS_NOT_INITIALIZED", "Failed to allocate memory", "failed to allocate memory", "No space left on device",
+}
+
+func hasOOMMarker(msg string) bool {
+	for _, m := range oomMarkers {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeError writes {"error":"..."} as application/json.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	body := codec.AppendString([]byte(`{"error":`), msg)
+	body = append(body, '}')
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeEmpty answers without a body; text/plain as Triton's HTTP library.
+func writeEmpty(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(status)
+}

@@ -1,0 +1,152 @@
+package sagemaker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/repo"
+)
+
+// Configs of the test models; none names itself, so any folder (or MME
+// served name) works.
+const (
+	simpleConfig = `platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`
+	idConfig = `platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`
+	decoupledConfig = idConfig + "model_transaction_policy { decoupled: true }\n"
+)
+
+var (
+	simpleONNX = onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
+	idONNX     = onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1))
+)
+
+// writeModel writes a model folder: config.pbtxt and 1/model.onnx.
+func writeModel(t testing.TB, dir, config string, onnx []byte) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Join(dir, "1"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(config), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "1", "model.onnx"), onnx, 0o644))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type env struct {
+	url  string
+	core *core.Server
+	api  *httpapi.Server
+	h    *handler
+}
+
+type setup struct {
+	repo          string // repository root (a fresh empty one when "")
+	startup       []string
+	api           httpapi.Options
+	sm            Options
+	allowFailures bool
+}
+
+// start runs core, base API and SageMaker handler behind a real listener;
+// all of it stops when the test ends.
+func start(t testing.TB, s setup) *env {
+	t.Helper()
+	lib, err := onnxrt.FindLibrary("")
+	if err != nil {
+		t.Fatalf("%v (set ORT_LIB_PATH)", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
+	must(t, err)
+	if s.repo == "" {
+		s.repo = t.TempDir()
+	}
+	repos, err := repo.OpenAll(context.Background(), []string{s.repo})
+	must(t, err)
+	c := core.NewServer(core.Options{
+		Repos: repos, Backends: []core.Backend{backend}, ControlMode: core.ModeExplicit, StartupModels: s.startup,
+		AutoComplete: true, StrictReadiness: true, Logger: log,
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Shutdown(ctx)
+		_ = backend.Close()
+	})
+	if err := c.Start(context.Background()); err != nil && !s.allowFailures {
+		t.Fatal(err)
+	}
+	s.api.Logger = log
+	api := httpapi.New(c, s.api)
+	s.sm.Logger = log
+	h := New(c, api, s.sm).(*handler)
+	h.pollEvery = 10 * time.Millisecond
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{url: srv.URL, core: c, api: api, h: h}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends one request; header values are set verbatim (no
+// canonicalisation of Content-Type values happens in net/http).
+func (e *env) do(t testing.TB, method, path string, header map[string]string, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	must(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// expect checks status and, unless body is "*", the exact body.
+func (r reply) expect(t testing.TB, what string, status int, body string) {
+	t.Helper()
+	if r.status != status || (body != "*" && r.body != body) {
+		t.Errorf("%s: got %d %q, want %d %q", what, r.status, r.body, status, body)
+	}
+}
+
+// expectError checks status, a JSON error body containing msg, and its
+// Content-Type.
+func (r reply) expectError(t testing.TB, what string, status int, msg string) {
+	t.Helper()
+	if r.status != status || !strings.HasPrefix(r.body, `{"error":`) || !strings.Contains(r.body, msg) || r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("%s: got %d %q (%s), want %d error containing %q", what, r.status, r.body, r.header.Get("Content-Type"), status, msg)
+	}
+}
