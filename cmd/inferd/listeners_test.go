@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/inferd/inferd/sagemaker"
 )
 
 func TestListenerRules(t *testing.T) {
@@ -65,5 +67,44 @@ func TestVertexEnvironmentDefaults(t *testing.T) {
 	cfg, err = parseFlags([]string{"--allow-http=true", "--model-repository=/m"}, io.Discard)
 	if err != nil || !cfg.allowHTTP || cfg.repos[0] != "/m" {
 		t.Fatalf("explicit flags win: %v %+v", err, cfg)
+	}
+}
+
+// platforms.md checklist 51: under serve only the SageMaker listener opens
+// unless SAGEMAKER_TRITON_ALLOW_METRICS enables metrics; 53: without
+// AIP_MODE the Vertex listener is off.
+func TestServeListeners(t *testing.T) {
+	dir := t.TempDir()
+	writeModel(t, dir, "simple", taggedSimple, nil)
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, "SageMaker"},
+		{map[string]string{"SAGEMAKER_TRITON_ALLOW_METRICS": "true"}, "SageMaker,metrics"},
+	} {
+		args, _, err := sagemaker.ServeArgs(func(k string) string { return tc.env[k] }, sagemaker.ServeConfig{ModelDir: dir, Stderr: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, err := listeners(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range specs {
+			names = append(names, s.service)
+		}
+		if strings.Join(names, ",") != tc.want {
+			t.Errorf("env %v: listeners %v, want %s", tc.env, names, tc.want)
+		}
+	}
+	cfg, err := parseFlags([]string{"--model-repository=x"}, io.Discard)
+	if err != nil || cfg.allowVertex {
+		t.Fatalf("without AIP_MODE the Vertex listener is on: %v", err)
 	}
 }
