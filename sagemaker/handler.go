@@ -252,25 +252,9 @@ func (h *handler) rewrite(r *http.Request, path string) *http.Request {
 }
 
 // restricted writes the base server's 403 when r lacks the header that
-// --http-restricted-api requires for category. httpapi does not export its
-// check, so this probes a base route of that category with a method it
-// rejects: the restriction check runs first (403), otherwise 405 and
-// nothing happens.
+// --http-restricted-api requires for category.
 func (h *handler) restricted(w http.ResponseWriter, r *http.Request, category string) bool {
-	probe := map[string]string{
-		"inference":        "/v2/models/_/infer",
-		"model-repository": "/v2/repository/index",
-	}[category]
-	fwd := h.rewrite(r, probe)
-	fwd.Method = http.MethodPut
-	fwd.Body, fwd.ContentLength = http.NoBody, 0
-	rec := &recorder{w: w, hold: true}
-	h.api.ServeHTTP(rec, fwd)
-	if rec.held && rec.status == http.StatusForbidden {
-		rec.flush(rec.status)
-		return true
-	}
-	return false
+	return h.api.Restricted(w, r, category)
 }
 
 // recorder passes a base-server reply through, giving a binary reply the

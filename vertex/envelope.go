@@ -43,7 +43,7 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 	release()
 	body, n, err := envelopeRequest(model, cfg, top)
 	if err != nil {
-		h.refuse(w, r, path, http.StatusBadRequest, err.Error())
+		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	rec := newRecorder()

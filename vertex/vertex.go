@@ -233,12 +233,12 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		h.refuse(w, r, path, http.StatusBadRequest, "failed to read the request body: "+err.Error())
+		h.refuse(w, r, http.StatusBadRequest, "failed to read the request body: "+err.Error())
 		return
 	}
 	jsonLen, err := headerSize(r.Header.Get("Content-Type"), len(body))
 	if err != nil {
-		h.refuse(w, r, path, http.StatusBadRequest, err.Error())
+		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	if envelope && jsonLen < 0 {
@@ -255,16 +255,9 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 }
 
 // refuse answers an error found before the base server saw the request,
-// unless the base route is restricted and the request lacks the header:
-// the restriction (403) comes first in Triton. A GET on the POST-only route
-// runs just that check (403, else 405) without touching the model.
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, path string, status int, msg string) {
-	probe := rewrite(r, http.MethodGet, path)
-	probe.Body, probe.ContentLength = http.NoBody, 0
-	rec := newRecorder()
-	h.api.ServeHTTP(rec, probe)
-	if rec.status == http.StatusForbidden {
-		rec.copyTo(w)
+// unless the route's restriction applies: Triton checks it (403) first.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if h.api.Restricted(w, r, "inference") {
 		return
 	}
 	writeError(w, status, msg)

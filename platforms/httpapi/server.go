@@ -96,15 +96,28 @@ func (s *Server) SetExiting() { s.exiting.Store(true) }
 // Core returns the inference core the API serves.
 func (s *Server) Core() *core.Server { return s.core }
 
+// Restricted answers Triton's 403 and reports true when r lacks the header
+// --http-restricted-api requires for category ("inference",
+// "model-repository", "health", ...). The platform frontends call it before
+// their own payload errors, which Triton reports only after this check.
+func (s *Server) Restricted(w http.ResponseWriter, r *http.Request, category string) bool {
+	res, ok := s.opts.Restricted[category]
+	if !ok {
+		return false
+	}
+	if got, present := r.Header[http.CanonicalHeaderKey(res.Key)]; present && len(got) > 0 && got[0] == res.Value {
+		return false
+	}
+	writeErrorStatus(w, http.StatusForbidden, "This API is restricted, expecting header '"+res.Key+"'")
+	return true
+}
+
 // handle wraps a handler with the checks Triton runs after routing and
 // before anything else: the restricted-API header (403), then the method (405).
 func (s *Server) handle(category string, methods []string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if res, ok := s.opts.Restricted[category]; ok {
-			if got, present := r.Header[http.CanonicalHeaderKey(res.Key)]; !present || len(got) == 0 || got[0] != res.Value {
-				writeErrorStatus(w, http.StatusForbidden, "This API is restricted, expecting header '"+res.Key+"'")
-				return
-			}
+		if s.Restricted(w, r, category) {
+			return
 		}
 		allowed := false
 		for _, m := range methods {
