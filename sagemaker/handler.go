@@ -102,7 +102,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/models" || strings.HasPrefix(p, "/models/"):
 		id, invoke, ok := parseModelsPath(p)
 		if !ok {
-			writeEmpty(w, http.StatusBadRequest)
+			httpapi.WriteEmpty(w, http.StatusBadRequest)
 			return
 		}
 		switch {
@@ -117,10 +117,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case r.Method == http.MethodDelete:
 			h.unload(w, r, id)
 		default:
-			writeEmpty(w, http.StatusBadRequest)
+			httpapi.WriteEmpty(w, http.StatusBadRequest)
 		}
 	default:
-		writeEmpty(w, http.StatusBadRequest)
+		httpapi.WriteEmpty(w, http.StatusBadRequest)
 	}
 }
 
@@ -183,10 +183,10 @@ func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		httpapi.WriteError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 		return
 	}
-	writeError(w, http.StatusNotImplemented, "SAGEMAKER_TRITON_INFERENCE_TYPE '"+h.opts.InferenceType+"' needs the generate extension, which inferd does not support yet")
+	httpapi.WriteError(w, http.StatusNotImplemented, "SAGEMAKER_TRITON_INFERENCE_TYPE '"+h.opts.InferenceType+"' needs the generate extension, which inferd does not support yet")
 }
 
 // infer is POST /v2/models/<name>/infer on the base server with the
@@ -201,7 +201,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 	size, present, err := headerSize(r.Header.Get("Content-Type"), r.ContentLength)
 	if err != nil {
 		if !h.restricted(w, r, "inference") {
-			writeError(w, http.StatusBadRequest, err.Error())
+			httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		}
 		return
 	}
@@ -214,7 +214,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 		if mme {
 			status = http.StatusBadRequest
 		}
-		writeError(w, status, "Request for unknown model: '"+name+"' is not found")
+		httpapi.WriteError(w, status, "Request for unknown model: '"+name+"' is not found")
 		return
 	}
 	fwd := h.rewrite(r, "/v2/models/"+name+"/infer")
@@ -329,23 +329,9 @@ func hasOOMMarker(msg string) bool {
 	return false
 }
 
-// writeError writes {"error":"..."} as application/json.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	body := codec.AppendString([]byte(`{"error":`), msg)
-	body = append(body, '}')
-	writeJSON(w, status, body)
-}
-
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-// writeEmpty answers without a body; text/plain as Triton's HTTP library.
-func writeEmpty(w http.ResponseWriter, status int) {
-	w.Header().Set("Content-Type", "text/plain")
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(status)
 }

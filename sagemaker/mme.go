@@ -2,6 +2,7 @@ package sagemaker
 
 import (
 	"context"
+	"github.com/inferd/inferd/platforms/httpapi"
 	"io"
 	"net/http"
 	"os"
@@ -37,13 +38,13 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxLoadBody+1))
 	if err != nil || len(body) > maxLoadBody {
-		writeError(w, http.StatusBadRequest, "failed to read the request body")
+		httpapi.WriteError(w, http.StatusBadRequest, "failed to read the request body")
 		return
 	}
 	var id, url string
 	if len(body) > 0 { // an empty body is not parsed: both fields stay ""
 		if id, url, err = loadFields(body); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 	}
@@ -60,17 +61,17 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range []string{"/dev/", "/proc/", "/sys/"} {
 		if strings.HasPrefix(norm, p) {
-			writeEmpty(w, http.StatusBadRequest)
+			httpapi.WriteEmpty(w, http.StatusBadRequest)
 			return
 		}
 	}
 	if !h.urlPattern().MatchString(norm) {
-		writeError(w, http.StatusBadRequest, `Invalid "url" '`+url+`': expected a path of the form `+h.opts.ModelsRoot+`/<hash>/model[/<subdir>]`)
+		httpapi.WriteError(w, http.StatusBadRequest, `Invalid "url" '`+url+`': expected a path of the form `+h.opts.ModelsRoot+`/<hash>/model[/<subdir>]`)
 		return
 	}
 	repoPath, modelDir, err := resolveModelDir(filepath.Clean(norm), h.log)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	name := servedFromHeader(r.Header.Get(targetModelHeader))
@@ -81,7 +82,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	if h.loaded[id] != nil || h.pending[id] {
 		h.mu.Unlock()
-		writeError(w, http.StatusConflict, "Model "+id+" is already loaded.")
+		httpapi.WriteError(w, http.StatusConflict, "Model "+id+" is already loaded.")
 		return
 	}
 	h.pending[id] = true
@@ -100,7 +101,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 		if core.CodeOf(err) == core.CodeAlreadyExists {
 			status = http.StatusConflict
 		}
-		writeError(w, status, err.Error())
+		httpapi.WriteError(w, status, err.Error())
 		return
 	}
 	if err := h.core.Load(ctx, name, nil); err != nil {
@@ -116,14 +117,14 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusInsufficientStorage
 		}
 		h.log.Warn("sagemaker: model load failed", "model", id, "name", name, "url", url, "status", status, "err", err)
-		writeError(w, status, err.Error())
+		httpapi.WriteError(w, status, err.Error())
 		return
 	}
 	h.mu.Lock()
 	h.loaded[id] = &mmeModel{repoPath: repoPath, tritonName: name}
 	h.mu.Unlock()
 	h.log.Info("sagemaker: model loaded", "model", id, "name", name, "repository", repoPath)
-	writeEmpty(w, http.StatusOK)
+	httpapi.WriteEmpty(w, http.StatusOK)
 }
 
 // urlPattern is Triton's load-url pattern rooted at ModelsRoot.
@@ -239,7 +240,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	rec := h.lookup(id)
 	if rec == nil {
-		writeEmpty(w, http.StatusNotFound)
+		httpapi.WriteEmpty(w, http.StatusNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, appendModel(nil, id, rec.repoPath))
@@ -265,7 +266,7 @@ func servedFromHeader(v string) string { return strings.ReplaceAll(v, "/", "_") 
 func (h *handler) invoke(w http.ResponseWriter, r *http.Request, id string) {
 	rec := h.lookup(id)
 	if rec == nil {
-		writeEmpty(w, http.StatusNotFound)
+		httpapi.WriteEmpty(w, http.StatusNotFound)
 		return
 	}
 	h.infer(w, r, servedName(r, rec), true)
@@ -279,13 +280,13 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	rec := h.lookup(id)
 	if rec == nil {
-		writeEmpty(w, http.StatusNotFound)
+		httpapi.WriteEmpty(w, http.StatusNotFound)
 		return
 	}
 	name := servedName(r, rec)
 	ctx := context.WithoutCancel(r.Context())
 	if err := h.core.Unload(ctx, name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !h.waitUnloaded(ctx, name) {
@@ -295,11 +296,11 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
 	delete(h.loaded, id)
 	h.mu.Unlock()
 	if err := h.core.UnregisterRepository(rec.repoPath); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	h.log.Info("sagemaker: model unloaded", "model", id, "name", name)
-	writeEmpty(w, http.StatusOK)
+	httpapi.WriteEmpty(w, http.StatusOK)
 }
 
 // waitUnloaded polls the repository index until no version of name is

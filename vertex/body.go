@@ -125,20 +125,3 @@ func (r *recorder) copyTo(w http.ResponseWriter) {
 	w.WriteHeader(r.status)
 	_, _ = w.Write(r.body.Bytes())
 }
-
-// writeError writes the shared {"error":"..."} body.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	body := codec.AppendString([]byte(`{"error":`), msg)
-	body = append(body, '}')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// writeEmpty writes a bodiless reply (text/plain, as libevhtp's default).
-func writeEmpty(w http.ResponseWriter, status int) {
-	w.Header().Set("Content-Type", "text/plain")
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(status)
-}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/inferd/inferd/platforms/httpapi"
 	"net/http"
 	"slices"
 	"strconv"
@@ -54,7 +55,7 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 	}
 	out, err := predictions(rec.body.Bytes(), n, cfg.GetMaxBatchSize() > 0)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		httpapi.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

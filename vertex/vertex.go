@@ -133,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.opts.PredictRoute:
 		model := h.model.Load()
 		if model == nil {
-			writeError(w, http.StatusServiceUnavailable, "Server not ready")
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "Server not ready")
 			return
 		}
 		// Header keys arrive canonicalised, so any spelling matches.
@@ -147,7 +147,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.infer(w, r, *model, "/v2/models/"+*model+"/infer", true)
 	default:
-		writeEmpty(w, http.StatusBadRequest)
+		httpapi.WriteEmpty(w, http.StatusBadRequest)
 	}
 }
 
@@ -162,7 +162,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	rec := newRecorder()
 	h.api.ServeHTTP(rec, req)
 	if rec.status == http.StatusOK {
-		writeEmpty(w, http.StatusBadRequest)
+		httpapi.WriteEmpty(w, http.StatusBadRequest)
 		return
 	}
 	rec.copyTo(w)
@@ -181,7 +181,7 @@ var (
 // applies the target's restriction category.
 func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string) {
 	if r.Method != http.MethodPost {
-		writeEmpty(w, http.StatusMethodNotAllowed)
+		httpapi.WriteEmpty(w, http.StatusMethodNotAllowed)
 		return
 	}
 	switch {
@@ -208,18 +208,18 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
 	case shmTarget.MatchString(target):
 		if shmTarget.FindStringSubmatch(target)[1] != "status" {
-			writeEmpty(w, http.StatusForbidden) // mutating: refused whatever the headers
+			httpapi.WriteEmpty(w, http.StatusForbidden) // mutating: refused whatever the headers
 			return
 		}
 		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
 	case repoTarget.MatchString(target):
 		if repoTarget.FindStringSubmatch(target)[1] != "index" {
-			writeEmpty(w, http.StatusForbidden) // load/unload: refused whatever the headers
+			httpapi.WriteEmpty(w, http.StatusForbidden) // load/unload: refused whatever the headers
 			return
 		}
 		h.api.ServeHTTP(w, rewrite(r, http.MethodPost, target))
 	default:
-		writeEmpty(w, http.StatusBadRequest)
+		httpapi.WriteEmpty(w, http.StatusBadRequest)
 	}
 }
 
@@ -260,5 +260,5 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg
 	if h.api.Restricted(w, r, "inference") {
 		return
 	}
-	writeError(w, status, msg)
+	httpapi.WriteError(w, status, msg)
 }

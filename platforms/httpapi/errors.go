@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
@@ -33,12 +34,25 @@ func writeError(w http.ResponseWriter, err error) {
 	writeErrorStatus(w, statusOf(code), err.Error())
 }
 
-func writeErrorStatus(w http.ResponseWriter, status int, msg string) {
+func writeErrorStatus(w http.ResponseWriter, status int, msg string) { WriteError(w, status, msg) }
+
+// WriteError writes Triton's error body {"error":"<msg>"} with status; the
+// platform frontends answer their own errors with it.
+func WriteError(w http.ResponseWriter, status int, msg string) {
 	body := codec.AppendString([]byte(`{"error":`), msg)
 	body = append(body, '}')
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// WriteEmpty answers status without a body, as Triton does for unknown
+// platform routes (text/plain, its HTTP library's default type).
+func WriteEmpty(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(status)
 }
 
 // writeJSON writes a 200 JSON body.
