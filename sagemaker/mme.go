@@ -2,7 +2,6 @@ package sagemaker
 
 import (
 	"context"
-	"github.com/inferd/inferd/platforms/httpapi"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/httpapi"
 )
 
 // targetModelHeader names the served model of an MME artifact.
