@@ -1,22 +1,18 @@
 package sagemaker
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
-	"github.com/inferd/inferd/repo"
 )
 
 // Configs of the test models; none names itself, so any folder (or MME
@@ -45,17 +41,10 @@ var (
 // writeModel writes a model folder: config.pbtxt and 1/model.onnx.
 func writeModel(t testing.TB, dir, config string, onnx []byte) {
 	t.Helper()
-	must(t, os.MkdirAll(filepath.Join(dir, "1"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(config), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "1", "model.onnx"), onnx, 0o644))
+	servertest.WriteModel(t, dir, servertest.Model{Config: config, ONNX: onnx})
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = servertest.Must
 
 type env struct {
 	url  string
@@ -76,33 +65,10 @@ type setup struct {
 // all of it stops when the test ends.
 func start(t testing.TB, s setup) *env {
 	t.Helper()
-	lib, err := onnxrt.FindLibrary("")
-	if err != nil {
-		t.Fatalf("%v (set ORT_LIB_PATH)", err)
-	}
+	c, api := servertest.Start(t, servertest.Options{
+		Repo: s.repo, Mode: core.ModeExplicit, Startup: s.startup, API: s.api, AllowFailures: s.allowFailures,
+	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
-	must(t, err)
-	if s.repo == "" {
-		s.repo = t.TempDir()
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{s.repo})
-	must(t, err)
-	c := core.NewServer(core.Options{
-		Repos: repos, Backends: []core.Backend{backend}, ControlMode: core.ModeExplicit, StartupModels: s.startup,
-		AutoComplete: true, StrictReadiness: true, Logger: log,
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Shutdown(ctx)
-		_ = backend.Close()
-	})
-	if err := c.Start(context.Background()); err != nil && !s.allowFailures {
-		t.Fatal(err)
-	}
-	s.api.Logger = log
-	api := httpapi.New(c, s.api)
 	s.sm.Logger = log
 	h := New(c, api, s.sm).(*handler)
 	h.pollEvery = 10 * time.Millisecond

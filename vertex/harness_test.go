@@ -1,22 +1,17 @@
 package vertex
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
-	"github.com/inferd/inferd/repo"
 )
 
 // Vertex's default route shapes.
@@ -25,82 +20,55 @@ const (
 	predictRoute = "/v1/endpoints/123/deployedModels/456:predict"
 )
 
-// testModel is one model folder: config.pbtxt plus model.onnx in versions.
-type testModel struct {
-	config   string
-	onnx     []byte
-	versions []string // defaults to "1"
-}
+// testModel is one model folder: config.pbtxt plus model.onnx in versions
+// (defaults to "1").
+type testModel = servertest.Model
 
 var (
 	simpleModel = testModel{
-		config: `platform: "onnxruntime_onnx"
+		Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
-		onnx: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)),
+		ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)),
 	}
 	// id1 is FP32 identity with a variable dimension.
 	id1Model = testModel{
-		config: `platform: "onnxruntime_onnx"
+		Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
-		onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
+		ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
 	}
 	// nb does not batch: one instance is the whole [2,2] tensor.
 	nbModel = testModel{
-		config: `platform: "onnxruntime_onnx"
+		Config: `platform: "onnxruntime_onnx"
 max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
-		onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, 2, 2)),
+		ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, 2, 2)),
 	}
 	// twoVersions serves versions 1 and 2 at once.
 	twoVersionsModel = testModel{
-		config: `platform: "onnxruntime_onnx"
+		Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 version_policy: { all: {} }
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
-		onnx:     onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
-		versions: []string{"1", "2"},
+		ONNX:     onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
+		Versions: []string{"1", "2"},
 	}
 )
 
-func writeRepo(t testing.TB, models map[string]testModel) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, m := range models {
-		dir := filepath.Join(root, name)
-		must(t, os.MkdirAll(dir, 0o755))
-		must(t, os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(m.config), 0o644))
-		versions := m.versions
-		if versions == nil {
-			versions = []string{"1"}
-		}
-		for _, v := range versions {
-			must(t, os.MkdirAll(filepath.Join(dir, v), 0o755))
-			must(t, os.WriteFile(filepath.Join(dir, v, "model.onnx"), m.onnx, 0o644))
-		}
-	}
-	return root
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = servertest.Must
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -108,24 +76,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // builds the base API over it; both stop when the test ends.
 func startCore(t testing.TB, models map[string]testModel, apiOpts httpapi.Options) (*core.Server, *httpapi.Server) {
 	t.Helper()
-	lib, err := onnxrt.FindLibrary("")
-	if err != nil {
-		t.Fatalf("%v (set ORT_LIB_PATH)", err)
-	}
-	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: quiet})
-	must(t, err)
-	repos, err := repo.OpenAll(context.Background(), []string{writeRepo(t, models)})
-	must(t, err)
-	srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{backend}, AutoComplete: true, StrictReadiness: true, Logger: quiet})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		_ = backend.Close()
-	})
-	must(t, srv.Start(context.Background()))
-	apiOpts.Logger = quiet
-	return srv, httpapi.New(srv, apiOpts)
+	return servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models), API: apiOpts})
 }
 
 // listen serves a Vertex handler with the default routes on a real

@@ -6,67 +6,30 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
-	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
-	"github.com/inferd/inferd/repo"
 )
 
 // newV2Server starts the core with ONNX Runtime on a one-model repository
 // (id1: FP32 identity, dims [-1]) and returns the real v2 API handler.
 func newV2Server(t *testing.T) *httpapi.Server {
 	t.Helper()
-	lib, err := onnxrt.FindLibrary("")
-	if err != nil {
-		t.Fatalf("%v (set ORT_LIB_PATH)", err)
-	}
-	root := t.TempDir()
-	dir := filepath.Join(root, "id1")
-	if err := os.MkdirAll(filepath.Join(dir, "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	config := `max_batch_size: 8
+	root := servertest.WriteRepo(t, map[string]servertest.Model{"id1": {
+		Config: `max_batch_size: 8
 platform: "onnxruntime_onnx"
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
-`
-	if err := os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "1", "model.onnx"), onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{backend}, AutoComplete: true, StrictReadiness: true, Logger: log})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		_ = backend.Close()
-	})
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return httpapi.New(srv, httpapi.Options{Logger: log})
+`,
+		ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
+	}})
+	_, api := servertest.Start(t, servertest.Options{Repo: root})
+	return api
 }
 
 type inferResponse struct {

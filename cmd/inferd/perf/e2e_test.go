@@ -8,7 +8,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -21,11 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
-	"github.com/inferd/inferd/platforms/httpapi"
-	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/internal/servertest"
 )
 
 // testModels are served by the in-process inferd: Triton's "simple" (and
@@ -33,10 +29,7 @@ import (
 // the test that checks them), an
 // FP16 and a BYTES identity, and a non-batching FP32 identity with a
 // variable dim.
-func testModels(t *testing.T) map[string]struct {
-	config string
-	onnx   []byte
-} {
+func testModels(t *testing.T) map[string]servertest.Model {
 	t.Helper()
 	cpu := "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
 	simple := `platform: "onnxruntime_onnx"
@@ -45,27 +38,24 @@ input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" 
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 ` + cpu
 	addSub := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
-	return map[string]struct {
-		config string
-		onnx   []byte
-	}{
-		"simple":   {simple, addSub},
-		"simple_b": {simple, addSub},
-		"id_fp16": {`platform: "onnxruntime_onnx"
+	return map[string]servertest.Model{
+		"simple":   {Config: simple, ONNX: addSub},
+		"simple_b": {Config: simple, ONNX: addSub},
+		"id_fp16": {Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP16 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP16 dims: [ -1 ] } ]
-` + cpu, onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float16, -1, -1))},
-		"id_bytes": {`platform: "onnxruntime_onnx"
+` + cpu, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float16, -1, -1))},
+		"id_bytes": {Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
-` + cpu, onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1, 1))},
-		"id_nobatch": {`platform: "onnxruntime_onnx"
+` + cpu, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1, 1))},
+		"id_nobatch": {Config: `platform: "onnxruntime_onnx"
 max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-` + cpu, onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1))},
+` + cpu, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1))},
 	}
 }
 
@@ -73,41 +63,13 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 // listener and returns its host:port.
 func startInferd(t *testing.T) string {
 	t.Helper()
-	lib, err := onnxrt.FindLibrary("")
-	if err != nil {
-		t.Fatalf("%v (export ORT_LIB_PATH or run `make ort`)", err)
-	}
-	root := t.TempDir()
-	for name, m := range testModels(t) {
-		dir := filepath.Join(root, name)
-		must(t, os.MkdirAll(filepath.Join(dir, "1"), 0o755))
-		must(t, os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(m.config), 0o644))
-		must(t, os.WriteFile(filepath.Join(dir, "1", "model.onnx"), m.onnx, 0o644))
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
-	must(t, err)
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	must(t, err)
-	srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{backend}, AutoComplete: true, StrictReadiness: true, Logger: log})
-	must(t, srv.Start(context.Background()))
-	hs := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log}))
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		_ = backend.Close()
-	})
+	_, api := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, testModels(t))})
+	hs := httptest.NewServer(api)
+	t.Cleanup(hs.Close)
 	return strings.TrimPrefix(hs.URL, "http://")
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = servertest.Must
 
 // runPerf runs Main and returns exit code, stdout and stderr.
 func runPerf(t *testing.T, args ...string) (int, string, string) {

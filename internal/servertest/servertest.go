@@ -1,0 +1,103 @@
+// Package servertest starts the inference core with the real ONNX Runtime
+// backend, and the base v2 API over it, for the tests of the packages built
+// on top (platform frontends, the load tool). It needs the ONNX Runtime
+// library (`make ort`, or ORT_LIB_PATH).
+package servertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/repo"
+)
+
+// Model is one model folder: its config and the ONNX file of each version
+// (version "1" when Versions is empty).
+type Model struct {
+	Config   string
+	ONNX     []byte
+	Versions []string
+}
+
+// WriteRepo writes models into a fresh temporary repository root.
+func WriteRepo(t testing.TB, models map[string]Model) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, m := range models {
+		WriteModel(t, filepath.Join(root, name), m)
+	}
+	return root
+}
+
+// WriteModel writes one model folder.
+func WriteModel(t testing.TB, dir string, m Model) {
+	t.Helper()
+	versions := m.Versions
+	if len(versions) == 0 {
+		versions = []string{"1"}
+	}
+	for _, v := range versions {
+		Must(t, os.MkdirAll(filepath.Join(dir, v), 0o755))
+		Must(t, os.WriteFile(filepath.Join(dir, v, "model.onnx"), m.ONNX, 0o644))
+	}
+	Must(t, os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(m.Config), 0o644))
+}
+
+// Options say how to start.
+type Options struct {
+	Repo    string           // repository root; a fresh empty one when ""
+	Mode    core.ControlMode // ModeNone loads every model
+	Startup []string         // --load-model names in explicit mode
+	API     httpapi.Options
+	// AllowFailures keeps going when some start-up model fails.
+	AllowFailures bool
+}
+
+// Start runs the core over o.Repo and builds the API; both stop when the
+// test ends. Logs are discarded.
+func Start(t testing.TB, o Options) (*core.Server, *httpapi.Server) {
+	t.Helper()
+	lib, err := onnxrt.FindLibrary("")
+	if err != nil {
+		t.Fatalf("%v (run `make ort` or set ORT_LIB_PATH)", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
+	Must(t, err)
+	if o.Repo == "" {
+		o.Repo = t.TempDir()
+	}
+	repos, err := repo.OpenAll(context.Background(), []string{o.Repo})
+	Must(t, err)
+	srv := core.NewServer(core.Options{
+		Repos: repos, Backends: []core.Backend{backend}, ControlMode: o.Mode, StartupModels: o.Startup,
+		AutoComplete: true, StrictReadiness: true, Logger: log,
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		_ = backend.Close()
+	})
+	if err := srv.Start(context.Background()); err != nil && !o.AllowFailures {
+		t.Fatal(err)
+	}
+	o.API.Logger = log
+	return srv, httpapi.New(srv, o.API)
+}
+
+// Must fails the test on err.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
