@@ -164,29 +164,29 @@ func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
 	h.infer(w, r, h.opts.DefaultModel, false)
 }
 
-// generate forwards to the base server's generate routes. Until httpapi
-// has the generate extension (its router answers 404 "Not Found"), the
-// request fails with UNSUPPORTED after the usual restriction and method
-// checks.
+// generate is POST /v2/models/<default>/generate or /generate_stream on the
+// base server (§3.6.2, §3.6.3), which answers the restriction 403, the 405
+// and every reply, SSE included. Unlike infer, Content-Encoding is kept:
+// the generate routes reject a non-identity one.
 func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
-	target := "/v2/models/" + h.opts.DefaultModel + "/" + h.opts.InferenceType
-	rec := &recorder{w: w, hold: true}
-	h.api.ServeHTTP(rec, h.rewrite(r, target))
-	if !rec.held {
+	name := h.opts.DefaultModel
+	if strings.Contains(name, "/") {
+		// Not routable on the base server; core never serves such names.
+		if h.restricted(w, r, "inference") {
+			return
+		}
+		if r.Method != http.MethodPost {
+			httpapi.WriteError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+			return
+		}
+		httpapi.WriteError(w, http.StatusNotFound, "Request for unknown model: '"+name+"' is not found")
 		return
 	}
-	if rec.status != http.StatusNotFound || rec.body.String() != `{"error":"Not Found"}` {
-		rec.flush(rec.status)
-		return
+	fwd := h.rewrite(r, "/v2/models/"+name+"/"+h.opts.InferenceType)
+	if ce, ok := r.Header["Content-Encoding"]; ok {
+		fwd.Header["Content-Encoding"] = ce
 	}
-	if h.restricted(w, r, "inference") {
-		return
-	}
-	if r.Method != http.MethodPost {
-		httpapi.WriteError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-		return
-	}
-	httpapi.WriteError(w, http.StatusNotImplemented, "SAGEMAKER_TRITON_INFERENCE_TYPE '"+h.opts.InferenceType+"' needs the generate extension, which inferd does not support yet")
+	h.api.ServeHTTP(w, fwd)
 }
 
 // infer is POST /v2/models/<name>/infer on the base server with the

@@ -237,18 +237,6 @@ func TestInvocationsLimitsAndRestrictions(t *testing.T) {
 	r.do(t, http.MethodGet, "/invocations", nil, "").expect(t, "GET", 403, forbidden)
 }
 
-func TestGenerateUnsupported(t *testing.T) {
-	root := smeRepo(t)
-	for _, typ := range []string{"generate", "generate_stream"} {
-		e := start(t, setup{repo: root, startup: []string{"id1"}, sm: Options{DefaultModel: "id1", InferenceType: typ},
-			api: httpapi.Options{Restricted: map[string]httpapi.Restriction{"inference": {Key: "X-Auth", Value: "s"}}}})
-		auth := map[string]string{"X-Auth": "s"}
-		e.do(t, http.MethodPost, "/invocations", auth, `{"INPUT0":[1]}`).expectError(t, typ, 501, "generate extension")
-		e.do(t, http.MethodGet, "/invocations", auth, "").expect(t, typ+" GET", 405, `{"error":"Method Not Allowed"}`)
-		e.do(t, http.MethodPost, "/invocations", nil, "{}").expectError(t, typ+" restricted", 403, "restricted")
-	}
-}
-
 // TestRouting is §3.4's dispatch: checklist 23, 42, 43.
 func TestRouting(t *testing.T) {
 	e := start(t, setup{repo: smeRepo(t), startup: []string{"simple"}, sm: Options{DefaultModel: "simple"}})

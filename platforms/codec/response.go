@@ -90,42 +90,53 @@ func appendParameters(b []byte, params map[string]any) ([]byte, error) {
 		}
 		b = AppendString(b, k)
 		b = append(b, ':')
-		switch v := params[k].(type) {
-		case bool:
-			b = AppendBool(b, v)
-		case string:
-			b = AppendString(b, v)
-		case int:
-			b = strconv.AppendInt(b, int64(v), 10)
-		case int8:
-			b = strconv.AppendInt(b, int64(v), 10)
-		case int16:
-			b = strconv.AppendInt(b, int64(v), 10)
-		case int32:
-			b = strconv.AppendInt(b, int64(v), 10)
-		case int64:
-			b = strconv.AppendInt(b, v, 10)
-		case uint:
-			b = strconv.AppendUint(b, uint64(v), 10)
-		case uint8:
-			b = strconv.AppendUint(b, uint64(v), 10)
-		case uint16:
-			b = strconv.AppendUint(b, uint64(v), 10)
-		case uint32:
-			b = strconv.AppendUint(b, uint64(v), 10)
-		case uint64:
-			b = strconv.AppendUint(b, v, 10)
-		case float32:
-			b = AppendFloat32(b, v)
-		case float64:
-			b = AppendFloat(b, v)
-		case []byte:
-			return nil, &core.Error{Code: core.CodeUnsupported, Msg: "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"}
-		default:
-			return nil, core.Errorf(core.CodeInternal, "response parameter '%s' has unsupported type %T", k, v)
+		var err error
+		if b, err = AppendParameterValue(b, k, params[k]); err != nil {
+			return nil, err
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// AppendParameterValue writes the JSON value of response parameter name
+// (bool, string, any integer, float32 or float64); a []byte value is
+// Triton's UNSUPPORTED BYTES parameter.
+func AppendParameterValue(b []byte, name string, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case bool:
+		b = AppendBool(b, v)
+	case string:
+		b = AppendString(b, v)
+	case int:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int8:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int16:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int32:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int64:
+		b = strconv.AppendInt(b, v, 10)
+	case uint:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint8:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint16:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint32:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint64:
+		b = strconv.AppendUint(b, v, 10)
+	case float32:
+		b = AppendFloat32(b, v)
+	case float64:
+		b = AppendFloat(b, v)
+	case []byte:
+		return nil, &core.Error{Code: core.CodeUnsupported, Msg: "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"}
+	default:
+		return nil, core.Errorf(core.CodeInternal, "response parameter '%s' has unsupported type %T", name, v)
+	}
+	return b, nil
 }
 
 // responseElements is Triton's element count for an output: the product of

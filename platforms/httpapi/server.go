@@ -171,6 +171,8 @@ func (s *Server) routes() chi.Router {
 	model("/config", "model-config", getOnly, s.modelConfig)
 	model("/stats", "statistics", getOnly, s.modelStats)
 	model("/infer", "inference", postOnly, s.infer)
+	model("/generate", "inference", postOnly, s.generate)
+	model("/generate_stream", "inference", postOnly, s.generateStream)
 
 	r.HandleFunc("/v2/repository/index", s.handle("model-repository", postOnly, s.repoIndex))
 	r.HandleFunc("/v2/repository/{repo}/index", s.handle("model-repository", postOnly, s.repoIndex))

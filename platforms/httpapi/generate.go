@@ -1,0 +1,339 @@
+package httpapi
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// The generate extension (http-api.md §14): a flat JSON object in, one flat
+// JSON object out per response. The core produces exactly one response per
+// request, so /generate always has its single response and /generate_stream
+// sends exactly one event.
+
+// generate is POST /v2/models/{m}[/versions/{v}]/generate.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, name string, version int64) {
+	s.serveGenerate(w, r, name, version, false)
+}
+
+// generateStream is POST /v2/models/{m}[/versions/{v}]/generate_stream.
+func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, name string, version int64) {
+	s.serveGenerate(w, r, name, version, true)
+}
+
+// sseContentType is the Content-Type of /generate_stream once it streams.
+const sseContentType = "text/event-stream; charset=utf-8"
+
+func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
+	mv, release, err := s.core.Acquire(name, version)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	switch r.Header.Get("Content-Encoding") {
+	case "", "identity":
+	default:
+		writeErrorStatus(w, http.StatusBadRequest, "Unsupported content-encoding, only 'identity' is supported.")
+		return
+	}
+	body, err := readAll(r.Body, r.ContentLength)
+	if err != nil {
+		writeError(w, core.Errorf(core.CodeInvalidArg, "failed to read the request body: %v", err))
+		return
+	}
+	if int64(len(body)) > s.opts.MaxInputSize {
+		writeError(w, codec.JSONTooLargeError(int64(len(body)), s.opts.MaxInputSize))
+		return
+	}
+	req, err := decodeGenerate(body, mv.Config, s.opts.MaxInputSize)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req.ModelName, req.ModelVersion = name, mv.Version
+	// Validation, scheduling and execution errors all surface here, before
+	// anything is written, so they are ordinary JSON error replies (for
+	// the stream too: the core cannot tell a validation error, which Triton
+	// reports before streaming, from a failed execution).
+	resp, err := mv.Infer(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
+	if !stream {
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		// Triton sends the one object chunked; flushing after the write
+		// gives the same framing.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(obj)
+		_ = http.NewResponseController(w).Flush()
+		return
+	}
+	status := http.StatusOK
+	if err != nil {
+		// A response that fails to convert is an error response: as the
+		// first response it sets the status, and it is still an event.
+		status = errorStatus(err)
+		obj = codec.AppendString([]byte(`{"error":`), err.Error())
+		obj = append(obj, '}')
+	}
+	w.Header().Set("Content-Type", sseContentType)
+	w.WriteHeader(status)
+	event := make([]byte, 0, len(obj)+8)
+	event = append(event, "data: "...)
+	event = append(event, obj...)
+	event = append(event, "\n\n"...)
+	_, _ = w.Write(event)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// errorStatus is the HTTP status of err's class (INTERNAL for a plain error).
+func errorStatus(err error) int {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return statusOf(ce.Code)
+	}
+	return http.StatusInternalServerError
+}
+
+// decodeGenerate converts a generate request body (§14.1) for a model with
+// configuration cfg. Top-level members are processed in document order:
+// "id" is the request ID (and a string parameter), "parameters" an object
+// of request parameters, a model input's name an input tensor (a scalar or
+// a flat array shaped from the config), anything else a request parameter.
+// maxInputSize bounds the cumulative decoded input bytes.
+func decodeGenerate(body []byte, cfg *modelconfig.ModelConfig, maxInputSize int64) (*core.InferRequest, error) {
+	doc, err := codec.ParseJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	root := doc.Root()
+	if !root.IsObject() {
+		return nil, core.Errorf(core.CodeInternal, "%s", codec.MsgNonObject)
+	}
+	inputs := make(map[string]*modelconfig.ModelInput, len(cfg.GetInput()))
+	for _, in := range cfg.GetInput() {
+		inputs[in.GetName()] = in
+	}
+	batching := cfg.GetMaxBatchSize() > 0
+	req := &core.InferRequest{ModelVersion: core.LatestVersion, Parameters: map[string]any{}}
+	var total int64
+	for k, v := range root.Members() {
+		key := string(k)
+		switch in := inputs[key]; {
+		case key == "id":
+			id, err := v.Str()
+			if err != nil {
+				return nil, err
+			}
+			req.ID = id
+			req.Parameters["id"] = id
+		case key == "parameters":
+			if in != nil {
+				return nil, core.Errorf(core.CodeInvalidArg, "Keyword 'parameters' for nested schema also given as input tensor name")
+			}
+			if !v.IsObject() {
+				return nil, core.Errorf(core.CodeInternal, "Expected JSON object for keyword: 'parameters': %s", codec.MsgNonObject)
+			}
+			for pk, pv := range v.Members() {
+				if !setGenerateParameter(req.Parameters, string(pk), pv) {
+					return nil, core.Errorf(core.CodeInvalidArg, "Converting keyword: 'parameters': %s", parameterTypeError(string(pk)))
+				}
+			}
+		case in != nil:
+			for _, t := range req.Inputs {
+				if t.Name == key {
+					return nil, core.Errorf(core.CodeInvalidArg, "input '%s' already exists in request", key)
+				}
+			}
+			t, err := generateInput(in, batching, v, &total, maxInputSize)
+			if err != nil {
+				return nil, err
+			}
+			req.Inputs = append(req.Inputs, t)
+		default:
+			if !setGenerateParameter(req.Parameters, key, v) {
+				return nil, core.Errorf(core.CodeInvalidArg, "%s", parameterTypeError(key))
+			}
+		}
+	}
+	return req, nil
+}
+
+// setGenerateParameter stores one request parameter: string, int64 (JSON
+// integers in int64 range), double (other numbers) or bool. It reports
+// false for any other JSON type.
+func setGenerateParameter(params map[string]any, key string, v codec.Value) bool {
+	switch v.Kind() {
+	case codec.KindString:
+		s, _ := v.Str()
+		params[key] = s
+	case codec.KindBool:
+		b, _ := v.Bool()
+		params[key] = b
+	case codec.KindNumber:
+		if v.IsInt64() {
+			params[key], _ = v.Int64()
+		} else {
+			params[key], _ = v.Float64()
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func parameterTypeError(key string) string {
+	return "parameter '" + key + "' has invalid type. It should be either 'int', 'bool', or 'string'."
+}
+
+// generateInput converts the value of input in's member into a tensor with
+// the config datatype and a shape filled from the config (the batch
+// dimension included), adding its size to *total.
+func generateInput(in *modelconfig.ModelInput, batching bool, v codec.Value, total *int64, maxInputSize int64) (*core.Tensor, error) {
+	name := in.GetName()
+	dt := core.DataType(in.GetDataType())
+	count := int64(1)
+	if v.IsArray() {
+		count = int64(v.Len())
+	}
+	shape, ok := generateShape(in.GetDims(), batching, count)
+	if !ok {
+		return nil, core.Errorf(core.CodeInvalidArg, "The schema can not convert input '%s' to tensor with proper shape", name)
+	}
+	check := func(size int64) error {
+		if maxInputSize > 0 && size > maxInputSize-*total {
+			return core.Errorf(core.CodeInvalidArg, "request size of %d bytes with input '%s' of size %d bytes exceeds the maximum allowed input size of %d. Use --http-max-input-size to increase the limit.", *total, name, size, maxInputSize)
+		}
+		*total += size
+		return nil
+	}
+	// Fixed-size data is checked before it is decoded; BYTES once its size
+	// is known.
+	if es := int64(dt.ByteSize()); es > 0 {
+		size := int64(math.MaxInt64)
+		if count <= math.MaxInt64/es {
+			size = count * es
+		}
+		if err := check(size); err != nil {
+			return nil, err
+		}
+	}
+	data, _, err := codec.GenerateTensorData(name, dt, v)
+	if err != nil {
+		return nil, err
+	}
+	if dt == core.TypeBytes {
+		if err := check(int64(len(data))); err != nil {
+			return nil, err
+		}
+	}
+	return &core.Tensor{Name: name, DataType: dt, Shape: shape, Data: data}, nil
+}
+
+// generateShape fills the input shape (config dims, with the batch
+// dimension -1 first for a batching model) for e elements: the fixed dims
+// must divide e, the innermost -1 takes the quotient and every other -1
+// is 1. ok is false when e cannot fill the shape.
+func generateShape(dims []int64, batching bool, e int64) (shape []int64, ok bool) {
+	shape = make([]int64, 0, len(dims)+1)
+	if batching {
+		shape = append(shape, -1)
+	}
+	shape = append(shape, dims...)
+	fixed, last := int64(1), -1
+	for i, d := range shape {
+		switch {
+		case d < 0:
+			last = i
+		case d > 0 && fixed > math.MaxInt64/d:
+			return nil, false
+		default:
+			fixed *= d
+		}
+	}
+	rest := int64(1)
+	switch {
+	case fixed == 0:
+		if e != 0 {
+			return nil, false
+		}
+	case e%fixed != 0:
+		return nil, false
+	default:
+		rest = e / fixed
+	}
+	if last < 0 && rest != 1 {
+		return nil, false
+	}
+	for i, d := range shape {
+		if d < 0 {
+			shape[i] = 1
+			if i == last {
+				shape[i] = rest
+			}
+		}
+	}
+	return shape, true
+}
+
+// appendGenerateResponse writes a response as the generate object (§14.2):
+// id (when set), model_name, model_version, every response parameter and
+// every output, keys in byte-wise order; a 1-element output is a scalar.
+func appendGenerateResponse(b []byte, resp *core.InferResponse) ([]byte, error) {
+	type member struct {
+		key   string
+		str   string       // id, model_name, model_version
+		param any          // a response parameter when isPar
+		out   *core.Tensor // an output
+		isPar bool
+	}
+	members := make([]member, 0, 3+len(resp.Parameters)+len(resp.Outputs))
+	if resp.ID != "" {
+		members = append(members, member{key: "id", str: resp.ID})
+	}
+	members = append(members,
+		member{key: "model_name", str: resp.ModelName},
+		member{key: "model_version", str: strconv.FormatInt(resp.ModelVersion, 10)})
+	for k, v := range resp.Parameters {
+		members = append(members, member{key: k, param: v, isPar: true})
+	}
+	for _, t := range resp.Outputs {
+		members = append(members, member{key: t.Name, out: t})
+	}
+	slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	b = append(b, '{')
+	for i, m := range members {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = codec.AppendString(b, m.key)
+		b = append(b, ':')
+		var err error
+		switch {
+		case m.out != nil:
+			b, err = codec.AppendGenerateValue(b, m.out)
+		case m.isPar:
+			b, err = codec.AppendParameterValue(b, m.key, m.param)
+		default:
+			b = codec.AppendString(b, m.str)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
