@@ -65,10 +65,12 @@ type setup struct {
 // all of it stops when the test ends.
 func start(t testing.TB, s setup) *env {
 	t.Helper()
-	c, api := servertest.Start(t, servertest.Options{
-		Repo: s.repo, Mode: core.ModeExplicit, Startup: s.startup, API: s.api, AllowFailures: s.allowFailures,
+	c := servertest.Start(t, servertest.Options{
+		Repo: s.repo, Mode: core.ModeExplicit, Startup: s.startup, AllowFailures: s.allowFailures,
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s.api.Logger = log
+	api := httpapi.New(c, s.api)
 	s.sm.Logger = log
 	h := New(c, api, s.sm).(*handler)
 	h.pollEvery = 10 * time.Millisecond

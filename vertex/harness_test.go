@@ -76,7 +76,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // builds the base API over it; both stop when the test ends.
 func startCore(t testing.TB, models map[string]testModel, apiOpts httpapi.Options) (*core.Server, *httpapi.Server) {
 	t.Helper()
-	return servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models), API: apiOpts})
+	c := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
+	apiOpts.Logger = quiet
+	return c, httpapi.New(c, apiOpts)
 }
 
 // listen serves a Vertex handler with the default routes on a real

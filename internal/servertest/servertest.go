@@ -1,7 +1,9 @@
 // Package servertest starts the inference core with the real ONNX Runtime
-// backend, and the base v2 API over it, for the tests of the packages built
-// on top (platform frontends, the load tool). It needs the ONNX Runtime
-// library (`make ort`, or ORT_LIB_PATH).
+// backend over Go-built models, for the tests of the API server and the
+// packages built on it (platform frontends, the load tool); they put
+// httpapi.New over the core themselves, so that httpapi's own tests can
+// use this package too. It needs the ONNX Runtime library (`make ort`, or
+// ORT_LIB_PATH).
 package servertest
 
 import (
@@ -15,7 +17,6 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
-	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -56,14 +57,13 @@ type Options struct {
 	Repo    string           // repository root; a fresh empty one when ""
 	Mode    core.ControlMode // ModeNone loads every model
 	Startup []string         // --load-model names in explicit mode
-	API     httpapi.Options
 	// AllowFailures keeps going when some start-up model fails.
 	AllowFailures bool
 }
 
-// Start runs the core over o.Repo and builds the API; both stop when the
-// test ends. Logs are discarded.
-func Start(t testing.TB, o Options) (*core.Server, *httpapi.Server) {
+// Start runs the core over o.Repo; it stops when the test ends. Logs are
+// discarded.
+func Start(t testing.TB, o Options) *core.Server {
 	t.Helper()
 	lib, err := onnxrt.FindLibrary("")
 	if err != nil {
@@ -90,8 +90,7 @@ func Start(t testing.TB, o Options) (*core.Server, *httpapi.Server) {
 	if err := srv.Start(context.Background()); err != nil && !o.AllowFailures {
 		t.Fatal(err)
 	}
-	o.API.Logger = log
-	return srv, httpapi.New(srv, o.API)
+	return srv
 }
 
 // Must fails the test on err.

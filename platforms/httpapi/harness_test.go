@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
-	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/internal/servertest"
 )
 
 // testModel is one model folder of a test repository.
@@ -154,29 +153,8 @@ func startServer(t testing.TB, root string, so serverOpts) (string, *core.Server
 // server, since cleanups run last-in first-out).
 func newAPI(t testing.TB, root string, so serverOpts) (*Server, *core.Server) {
 	t.Helper()
-	lib, err := onnxrt.FindLibrary("")
-	if err != nil {
-		t.Fatalf("%v (run `make ort`)", err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
-	must(t, err)
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	must(t, err)
-	srv := core.NewServer(core.Options{
-		Repos: repos, Backends: []core.Backend{backend}, ControlMode: so.mode, StartupModels: so.startup,
-		AutoComplete: true, StrictReadiness: true, Logger: log,
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		_ = backend.Close()
-	})
-	if err := srv.Start(context.Background()); err != nil && !so.allowFailures {
-		t.Fatal(err)
-	}
-	so.api.Logger = log
+	srv := servertest.Start(t, servertest.Options{Repo: root, Mode: so.mode, Startup: so.startup, AllowFailures: so.allowFailures})
+	so.api.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return New(srv, so.api), srv
 }
 

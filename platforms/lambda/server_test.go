@@ -28,7 +28,7 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
 		ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
 	}})
-	_, api := servertest.Start(t, servertest.Options{Repo: root})
+	api := httpapi.New(servertest.Start(t, servertest.Options{Repo: root}), httpapi.Options{})
 	return api
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/platforms/httpapi"
 )
 
 // testModels are served by the in-process inferd: Triton's "simple" (and
@@ -63,7 +64,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 // listener and returns its host:port.
 func startInferd(t *testing.T) string {
 	t.Helper()
-	_, api := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, testModels(t))})
+	api := httpapi.New(servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, testModels(t))}), httpapi.Options{})
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return strings.TrimPrefix(hs.URL, "http://")
