@@ -331,6 +331,8 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 		for v, mv := range fresh {
 			slot := m.versions[v]
 			if slot.mv != nil {
+				// A hot reload: the metrics go on counting.
+				slot.mv.carry.replace(slot.mv, mv)
 				retire = append(retire, slot.mv)
 			}
 			slot.mv, slot.state, slot.reason = mv, StateReady, ""

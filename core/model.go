@@ -42,11 +42,12 @@ type ModelVersion struct {
 	sched    *scheduler
 	passive  []Instance
 	inflight sync.WaitGroup
+	carry    *metricCarry
 }
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
 	mv := &ModelVersion{
-		Name: name, Version: version, Config: cfg, Stats: &Stats{},
+		Name: name, Version: version, Config: cfg, Stats: &Stats{}, carry: &metricCarry{},
 		inputs:  map[string]*modelconfig.ModelInput{},
 		outputs: map[string]*modelconfig.ModelOutput{},
 	}
@@ -136,9 +137,11 @@ func (mv *ModelVersion) response(req *InferRequest, b *Batch) (*InferResponse, e
 	return resp, nil
 }
 
-// close waits for in-flight requests, then frees the instances.
+// close waits for in-flight requests, then frees the instances and folds
+// the copy's counters into its version's metric chain.
 func (mv *ModelVersion) close() {
 	mv.inflight.Wait()
+	defer mv.carry.closed(mv)
 	if mv.sched != nil {
 		mv.sched.close()
 	}

@@ -537,3 +537,50 @@ func TestPollMode(t *testing.T) {
 		t.Fatalf("infer on the polled model: %d %s", s, body)
 	}
 }
+
+// TestMetricsAcrossReloads: metrics.md checklist 43. A hot reload keeps
+// the counters going (they may never go down), while the statistics
+// endpoint starts over with the new copy; an explicit unload and load
+// restarts the counters.
+func TestMetricsAcrossReloads(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "simple", taggedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	r := start(t, "--model-repository="+root, "--model-control-mode=explicit", "--load-model=simple")
+	success := func() string {
+		t.Helper()
+		_, text := get(t, r.metrics+"/metrics")
+		return metricValue(t, text, `nv_inference_request_success{_team="x",model="simple",version="1"}`)
+	}
+	for range 2 {
+		if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+			t.Fatalf("infer: %d %s", s, body)
+		}
+	}
+	// A changed config makes the load a reload beside the serving copy.
+	cfg := filepath.Join(root, "simple", "config.pbtxt")
+	if err := os.WriteFile(cfg, []byte(taggedSimple+"# changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, body := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+		t.Fatalf("reload: %d %s", s, body)
+	}
+	if got := success(); got != "2" {
+		t.Fatalf("success after a hot reload = %s, want 2 (counters continue)", got)
+	}
+	if _, stats := get(t, r.http+"/v2/models/simple/stats"); !strings.Contains(stats, `"inference_count":0`) {
+		t.Fatalf("statistics of the new copy: %s, want them to start over", stats)
+	}
+	post(t, r.http+"/v2/models/simple/infer", readmeExample)
+	if got := success(); got != "3" {
+		t.Fatalf("success = %s, want 3", got)
+	}
+	if s, body := post(t, r.http+"/v2/repository/models/simple/unload", ""); s != 200 {
+		t.Fatalf("unload: %d %s", s, body)
+	}
+	if s, body := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+		t.Fatalf("load: %d %s", s, body)
+	}
+	if got := success(); got != "0" {
+		t.Fatalf("success after unload and load = %s, want 0", got)
+	}
+}

@@ -161,7 +161,7 @@ func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, mv := range c.src.ReadyVersions("") {
-		st := mv.Stats.Snapshot()
+		st := mv.MetricsSnapshot()
 		names, values := versionLabels(mv)
 		emit := func(f family, v float64, extraName, extraValue string) {
 			n, vals := names, values
