@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -248,7 +249,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			Stop: func(context.Context) { stopPoll(); <-done },
 		})
 	}
-	log.Info("serving", "http", addrs["HTTP"], "metrics", addrs["metrics"], "sagemaker", addrs["SageMaker"], "vertex", addrs["Vertex AI"], "models", len(srv.ReadyVersions("")))
+	var attrs []any
+	for _, spec := range specs {
+		attrs = append(attrs, strings.ToLower(strings.ReplaceAll(spec.service, " ", "_")), addrs[spec.service])
+	}
+	log.Info("serving", append(attrs, "models", len(srv.ReadyVersions("")))...)
 	if ready != nil {
 		ready(addrs)
 	}
