@@ -104,65 +104,21 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	if err != nil {
 		return err
 	}
-	ortSettings, err := cfg.backendSettings("onnxruntime")
+	srv, closeBackend, err := newCore(ctx, cfg, mode, log)
 	if err != nil {
 		return err
 	}
-	ortOpts, err := onnxruntimeOptions(ortSettings, log)
-	if err != nil {
-		return err
-	}
-	lib, err := onnxrt.FindLibrary(ortOpts.LibraryPath)
-	if err != nil {
-		return err
-	}
-	ortOpts.LibraryPath = lib
-	ortBackend, err := onnxrt.New(ortOpts)
-	if err != nil {
-		return err
-	}
-	defer ortBackend.Close()
-
-	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
-	if err != nil {
-		return err
-	}
-	// Latency summaries and the first-response histogram observe each
-	// request from the moment a version loads.
-	var observers core.ObserverFactory
-	if cfg.allowMetrics {
-		mcfg, err := cfg.metrics()
-		if err != nil {
-			return err
-		}
-		observers = mcfg.Observers(log)
-	}
-	srv := core.NewServer(core.Options{
-		Repos:           repos,
-		Backends:        []core.Backend{ortBackend},
-		ControlMode:     mode,
-		StartupModels:   cfg.loadModels,
-		AutoComplete:    cfg.autoComplete(),
-		ConfigName:      cfg.configName,
-		StrictReadiness: cfg.strictReadiness,
-		GPUs:            usableGPUs(lib, log),
-		LoadThreads:     cfg.loadThreads,
-		Logger:          log,
-		Observers:       observers,
-	})
+	defer closeBackend()
 	drain := time.Duration(cfg.exitTimeoutSecs) * time.Second
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 		defer cancel()
 		srv.Shutdown(shutdownCtx)
 	}()
-	restricted := map[string]httpapi.Restriction{}
-	for _, r := range cfg.restrictedAPI {
-		if err := httpapi.ParseRestriction(restricted, r); err != nil {
-			return err
-		}
+	api, err := newAPI(cfg, srv, log)
+	if err != nil {
+		return err
 	}
-	api := httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, Logger: log})
 	mcfg, err := cfg.metrics()
 	if err != nil {
 		return err
@@ -238,16 +194,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	}
 	if mode == core.ModePoll && cfg.pollSecs > 0 {
 		// Triton: 0 in poll mode means never poll after start-up.
-		pollCtx, stopPoll := context.WithCancel(ctx)
-		done := make(chan struct{})
-		actors = append(actors, serve.Actor{Name: "poll",
-			Run: func() error {
-				defer close(done)
-				srv.PollEvery(pollCtx, time.Duration(cfg.pollSecs)*time.Second)
-				return nil
-			},
-			Stop: func(context.Context) { stopPoll(); <-done },
-		})
+		actors = append(actors, pollActor(ctx, srv, time.Duration(cfg.pollSecs)*time.Second))
 	}
 	var attrs []any
 	for _, spec := range specs {
@@ -355,6 +302,83 @@ func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Op
 		}
 	}
 	return opts, nil
+}
+
+// newCore builds the ONNX Runtime backend, opens the repositories and
+// creates the core (nothing loads yet); closeBackend frees the backend.
+func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, closeBackend func(), err error) {
+	ortSettings, err := cfg.backendSettings("onnxruntime")
+	if err != nil {
+		return nil, nil, err
+	}
+	ortOpts, err := onnxruntimeOptions(ortSettings, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	lib, err := onnxrt.FindLibrary(ortOpts.LibraryPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	ortOpts.LibraryPath = lib
+	ortBackend, err := onnxrt.New(ortOpts)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeBackend = func() { _ = ortBackend.Close() }
+	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
+	if err != nil {
+		closeBackend()
+		return nil, nil, err
+	}
+	// Latency summaries and the first-response histogram observe each
+	// request from the moment a version loads.
+	var observers core.ObserverFactory
+	if cfg.allowMetrics {
+		mcfg, err := cfg.metrics()
+		if err != nil {
+			closeBackend()
+			return nil, nil, err
+		}
+		observers = mcfg.Observers(log)
+	}
+	return core.NewServer(core.Options{
+		Repos:           repos,
+		Backends:        []core.Backend{ortBackend},
+		ControlMode:     mode,
+		StartupModels:   cfg.loadModels,
+		AutoComplete:    cfg.autoComplete(),
+		ConfigName:      cfg.configName,
+		StrictReadiness: cfg.strictReadiness,
+		GPUs:            usableGPUs(lib, log),
+		LoadThreads:     cfg.loadThreads,
+		Logger:          log,
+		Observers:       observers,
+	}), closeBackend, nil
+}
+
+// newAPI builds the base v2 API server every frontend goes through.
+func newAPI(cfg *config, srv *core.Server, log *slog.Logger) (*httpapi.Server, error) {
+	restricted := map[string]httpapi.Restriction{}
+	for _, r := range cfg.restrictedAPI {
+		if err := httpapi.ParseRestriction(restricted, r); err != nil {
+			return nil, err
+		}
+	}
+	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, Logger: log}), nil
+}
+
+// pollActor applies repository changes every interval until stopped.
+func pollActor(ctx context.Context, srv *core.Server, interval time.Duration) serve.Actor {
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	done := make(chan struct{})
+	return serve.Actor{Name: "poll",
+		Run: func() error {
+			defer close(done)
+			srv.PollEvery(pollCtx, interval)
+			return nil
+		},
+		Stop: func(context.Context) { stopPoll(); <-done },
+	}
 }
 
 // specFor returns the listener of one service from the plan.
