@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,33 +30,13 @@ func headerSize(contentType string, bodyLen int) (int, error) {
 		return 0, badRequest("expect MIME type for binary data starts with '" + BinaryContentType + "', got: " + contentType)
 	}
 	rest := contentType[len(BinaryContentType):]
-	i := 0
-	for i < len(rest) && (rest[i] == ' ' || (rest[i] >= '\t' && rest[i] <= '\r')) {
-		i++
-	}
-	neg := false
-	if i < len(rest) && (rest[i] == '+' || rest[i] == '-') {
-		neg = rest[i] == '-'
-		i++
-	}
-	start := i
-	var n int64
-	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-		if n <= math.MaxInt32+1 { // past that only "out of range" matters
-			n = n*10 + int64(rest[i]-'0')
-		}
-		i++
-	}
-	if i == start {
+	n, ok, inRange := codec.Stoi(rest)
+	switch {
+	case !ok:
 		return 0, badRequest("Unable to parse inference header size, got: " + rest)
-	}
-	if neg {
-		n = -n
-	}
-	if n > math.MaxInt32 || n < math.MinInt32 {
+	case !inRange:
 		return 0, badRequest("Unable to parse inference header size, value is out of range [ -2147483648, 2147483647 ], got: " + rest)
-	}
-	if n < 0 || n > int64(bodyLen) {
+	case n < 0 || n > int64(bodyLen):
 		return 0, badRequest("inference header size should be in range (0, " + strconv.Itoa(bodyLen) + "), got: " + rest)
 	}
 	return int(n), nil

@@ -1,8 +1,8 @@
 package codec
 
 import (
-	"math"
 	"strconv"
+	"strings"
 
 	"github.com/inferd/inferd/core"
 )
@@ -16,43 +16,36 @@ const HeaderLengthName = "Inference-Header-Content-Length"
 // checked against the body length. 0 means a raw binary request; bodyLen a
 // plain JSON request.
 func ParseHeaderLength(value string, bodyLen int) (int, error) {
-	i := 0
-	for i < len(value) && isCSpace(value[i]) {
-		i++
-	}
-	neg := false
-	if i < len(value) && (value[i] == '+' || value[i] == '-') {
-		neg = value[i] == '-'
-		i++
-	}
-	start := i
-	var n uint64
-	overflow := false
-	for i < len(value) && isDigit(value[i]) {
-		if n > math.MaxInt32+1 {
-			overflow = true // keep consuming; only the class matters now
-		} else {
-			n = n*10 + uint64(value[i]-'0')
-		}
-		i++
-	}
-	if i == start {
+	v, ok, inRange := Stoi(value)
+	switch {
+	case !ok:
 		return 0, core.Errorf(core.CodeInvalidArg, "Unable to parse %s, got: %s", HeaderLengthName, value)
-	}
-	v := int64(n)
-	if neg {
-		v = -v
-	}
-	if overflow || v > math.MaxInt32 || v < math.MinInt32 {
+	case !inRange:
 		return 0, core.Errorf(core.CodeInvalidArg, "Unable to parse %s, value is out of range [ -2147483648, 2147483647 ], got: %s", HeaderLengthName, value)
-	}
-	if v < 0 || v > int64(bodyLen) {
+	case v < 0 || v > int64(bodyLen):
 		return 0, core.Errorf(core.CodeInvalidArg, "inference header size should be in range (0, %s), got: %s", strconv.Itoa(bodyLen), value)
 	}
 	return int(v), nil
 }
 
-// isCSpace is C's isspace in the "C" locale.
-func isCSpace(c byte) bool {
-	return c == ' ' || (c >= '\t' && c <= '\r')
+// Stoi parses s like C's std::stoi into an int32, as Triton reads every
+// header length (the binary extension's header, the SageMaker and Vertex
+// content types): leading white space, an optional sign, decimal digits,
+// anything after them ignored. ok is false without digits; inRange is
+// false beyond int32.
+func Stoi(s string) (v int64, ok, inRange bool) {
+	t := strings.TrimLeft(s, " \t\n\v\f\r") // C's isspace in the "C" locale
+	end := 0
+	if end < len(t) && (t[end] == '+' || t[end] == '-') {
+		end++
+	}
+	digits := end
+	for end < len(t) && isDigit(t[end]) {
+		end++
+	}
+	if end == digits {
+		return 0, false, false
+	}
+	v, err := strconv.ParseInt(t[:end], 10, 32)
+	return v, true, err == nil
 }
