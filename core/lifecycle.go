@@ -40,11 +40,18 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	defer l.Unlock()
 
 	start := time.Now()
+	// One lookup serves the fingerprint and the read: for a remote root it
+	// lists the store.
+	var loc repo.Location
+	var findErr error
+	if ov == nil || len(ov.Files) == 0 {
+		loc, findErr = s.opts.Repos.Find(ctx, name)
+	}
 	// Loading a model whose files did not change since it loaded is a
 	// no-op, as in Triton; an override always reloads.
 	var fp string
 	if ov == nil {
-		if loc, err := s.opts.Repos.Find(ctx, name); err == nil {
+		if findErr == nil {
 			fp, _ = loc.Source.Fingerprint(ctx, name)
 		}
 		if fp != "" && s.unchanged(name, fp) {
@@ -53,7 +60,7 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		}
 		s.setFingerprints(name, "", fp)
 	}
-	m, src, err := s.readModel(ctx, name, ov)
+	m, src, err := s.readModel(ctx, name, ov, loc, findErr)
 	if err != nil {
 		s.log.Error("failed to poll model", "model", name, "err", err)
 		// A name with no folder leaves no trace (Triton: "could not poll",
@@ -151,9 +158,9 @@ func checkModelName(name string) error {
 	return nil
 }
 
-// readModel finds the model folder (or writes the override's files to a
-// temporary one) and reads its configuration.
-func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride) (*repo.Model, repo.Source, error) {
+// readModel brings the model folder Load found to local disk (or writes the
+// override's files to a temporary one) and reads its configuration.
+func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride, loc repo.Location, findErr error) (*repo.Model, repo.Source, error) {
 	var override *modelconfig.ModelConfig
 	if ov != nil && ov.ConfigJSON != "" {
 		cfg, err := modelconfig.ParseJSON([]byte(ov.ConfigJSON))
@@ -174,10 +181,10 @@ func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride) (
 		}
 		dir = d
 	} else {
-		loc, err := s.opts.Repos.Find(ctx, name)
-		if err != nil {
-			return nil, nil, err
+		if findErr != nil {
+			return nil, nil, findErr
 		}
+		var err error
 		if dir, err = loc.Source.Localize(ctx, name); err != nil {
 			return nil, nil, err
 		}
