@@ -7,15 +7,12 @@ package sagemaker
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
@@ -240,11 +237,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 // rewrite clones r onto a base-server path. Headers SageMaker's listener
 // ignores (compression, the base binary header) are dropped.
 func (h *handler) rewrite(r *http.Request, path string) *http.Request {
-	// A chi route context from an enclosing router would make the base
-	// router treat itself as a sub-router; start it afresh.
-	ctx := context.WithValue(r.Context(), chi.RouteCtxKey, nil)
-	fwd := r.Clone(ctx)
-	fwd.URL.Path, fwd.URL.RawPath, fwd.RequestURI = path, "", path
+	fwd := httpapi.Reroute(r, r.Method, path)
 	fwd.Header.Del(codec.HeaderLengthName)
 	fwd.Header.Del("Content-Encoding")
 	fwd.Header.Del("Accept-Encoding")

@@ -2,15 +2,13 @@ package vertex
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/httpapi"
 )
 
 // BinaryContentType prefixes the Content-Type of a request whose JSON header
@@ -52,9 +50,7 @@ func (e badRequest) Error() string { return string(e) }
 // context is cleared so the base router routes afresh even when this
 // handler is itself mounted on a chi router.
 func rewrite(r *http.Request, method, path string) *http.Request {
-	req := r.Clone(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
-	req.Method = method
-	req.URL.Path, req.URL.RawPath, req.RequestURI = path, "", path
+	req := httpapi.Reroute(r, method, path)
 	req.Header.Del("Content-Encoding")
 	req.Header.Del("Accept-Encoding")
 	return req

@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -95,6 +96,17 @@ func (s *Server) SetExiting() { s.exiting.Store(true) }
 
 // Core returns the inference core the API serves.
 func (s *Server) Core() *core.Server { return s.core }
+
+// Reroute copies r for another route of this server, as the platform
+// frontends translate their routes: method and path replaced, and chi's
+// routing state cleared, since a route context left by an enclosing router
+// would make the base router act as its sub-router.
+func Reroute(r *http.Request, method, path string) *http.Request {
+	fwd := r.Clone(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
+	fwd.Method = method
+	fwd.URL.Path, fwd.URL.RawPath, fwd.RequestURI = path, "", path
+	return fwd
+}
 
 // Restricted answers Triton's 403 and reports true when r lacks the header
 // --http-restricted-api requires for category ("inference",
