@@ -241,12 +241,11 @@ func (r *Remote) sync(ctx context.Context, model string, pick func(versionFolder
 	// Record what is on disk now, even after a failure, so a retry fetches
 	// only what is still missing or changed.
 	for _, o := range fetch {
-		delete(have, strings.TrimPrefix(o.Key, model+"/"))
-	}
-	for _, o := range fetch {
 		rel := strings.TrimPrefix(o.Key, model+"/")
-		if o.Version != "" && exists(filepath.Join(local, filepath.FromSlash(rel))) && err == nil {
+		if err == nil && o.Version != "" {
 			have[rel] = o.Version
+		} else {
+			delete(have, rel)
 		}
 	}
 	// Files the store no longer has go, so a removed version disappears.
