@@ -184,13 +184,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		default:
 			return fmt.Errorf("the %s listener is not available in this build", spec.service)
 		}
-		ln, err := net.Listen("tcp", spec.hostPort())
+		actor, addr, err := listen(spec, h)
 		if err != nil {
 			stopAll(actors, drain)
-			return fmt.Errorf("%s listener: %w", spec.service, err)
+			return err
 		}
-		addrs[spec.service] = ln.Addr().String()
-		actors = append(actors, serve.HTTP(spec.service, ln, h))
+		actors, addrs[spec.service] = append(actors, actor), addr
 	}
 	if mode == core.ModePoll && cfg.pollSecs > 0 {
 		// Triton: 0 in poll mode means never poll after start-up.
@@ -394,14 +393,23 @@ func specFor(specs []listenSpec, service string) listenSpec {
 // startEarly serves h on spec's port now, before the models load, and
 // returns the actor the run group waits on and stops.
 func startEarly(spec listenSpec, h http.Handler) (serve.Actor, string, error) {
+	actor, addr, err := listen(spec, h)
+	if err != nil {
+		return serve.Actor{}, "", err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- actor.Run() }()
+	return serve.Actor{Name: spec.service, Run: func() error { return <-errc }, Stop: actor.Stop}, addr, nil
+}
+
+// listen binds spec's address and returns the actor serving h there and
+// the bound address.
+func listen(spec listenSpec, h http.Handler) (serve.Actor, string, error) {
 	ln, err := net.Listen("tcp", spec.hostPort())
 	if err != nil {
 		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
 	}
-	actor := serve.HTTP(spec.service, ln, h)
-	errc := make(chan error, 1)
-	go func() { errc <- actor.Run() }()
-	return serve.Actor{Name: spec.service, Run: func() error { return <-errc }, Stop: actor.Stop}, ln.Addr().String(), nil
+	return serve.HTTP(spec.service, ln, h), ln.Addr().String(), nil
 }
 
 // stopAll stops actors already serving when the start-up fails.
