@@ -159,25 +159,14 @@ func sliceRows(dst, t *Tensor, from, n int64) error {
 		return nil
 	}
 	// BYTES: walk the length-prefixed elements to find the row boundaries.
-	start, end := -1, -1
-	pos := 0
-	for e := int64(0); e <= (from+n)*rowElems; e++ {
-		if e == from*rowElems {
-			start = pos
-		}
-		if e == (from+n)*rowElems {
-			end = pos
-			break
-		}
-		if pos+4 > len(t.Data) {
-			break
-		}
-		pos += 4 + int(binary.LittleEndian.Uint32(t.Data[pos:]))
-		if pos > len(t.Data) {
-			break
+	start := bytesOffset(t.Data, from*rowElems)
+	end := -1
+	if start >= 0 {
+		if size := bytesOffset(t.Data[start:], n*rowElems); size >= 0 {
+			end = start + size
 		}
 	}
-	if start < 0 || end < 0 {
+	if end < 0 {
 		return Errorf(CodeInternal, "failed to split the output tensor '%s': element framing is broken", t.Name)
 	}
 	dst.Data = t.Data[start:end:end]

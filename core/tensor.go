@@ -89,6 +89,24 @@ func CountBytesElements(data []byte) int64 {
 	return n
 }
 
+// bytesOffset is the byte offset just past the first k elements of a BYTES
+// payload, or -1 when the data holds fewer than k whole elements.
+func bytesOffset(data []byte, k int64) int {
+	off := 0
+	for range k {
+		if len(data)-off < 4 {
+			return -1
+		}
+		l := int(binary.LittleEndian.Uint32(data[off:]))
+		off += 4
+		if l > len(data)-off {
+			return -1
+		}
+		off += l
+	}
+	return off
+}
+
 // AppendBytesElement appends one length-prefixed element to a BYTES payload.
 func AppendBytesElement(dst, elem []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(elem)))

@@ -122,15 +122,9 @@ func leadingElements(raw []byte, dt DataType, n int64) ([]byte, error) {
 		}
 		return raw[:need], nil
 	}
-	pos := 0
-	for range n {
-		if pos+4 > len(raw) {
-			return nil, fmt.Errorf("file holds fewer than %d string elements", n)
-		}
-		pos += 4 + int(binary.LittleEndian.Uint32(raw[pos:]))
-		if pos > len(raw) {
-			return nil, fmt.Errorf("file holds fewer than %d string elements", n)
-		}
+	pos := bytesOffset(raw, n)
+	if pos < 0 {
+		return nil, fmt.Errorf("file holds fewer than %d string elements", n)
 	}
 	return raw[:pos], nil
 }
