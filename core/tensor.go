@@ -52,21 +52,36 @@ func ShapeString(shape []int64) string {
 	return b.String()
 }
 
+// walkBytes is the one walker over a BYTES payload's length-prefixed
+// elements. It visits up to limit elements (all of them when limit < 0),
+// calling visit (when non-nil) with each element, and returns how many it
+// walked and the byte offset just past the last. The framing is broken when
+// a length prefix is truncated or runs past the end of the data.
+func walkBytes(data []byte, limit int64, visit func([]byte)) (n int64, end int, err error) {
+	off := 0
+	for ; off < len(data) && (limit < 0 || n < limit); n++ {
+		if len(data)-off < 4 {
+			return n, off, fmt.Errorf("truncated BYTES element length at byte %d", off)
+		}
+		l := int(binary.LittleEndian.Uint32(data[off:]))
+		off += 4
+		if l > len(data)-off {
+			return n, off, fmt.Errorf("BYTES element of %d bytes at byte %d runs past the end of the tensor", l, off)
+		}
+		if visit != nil {
+			visit(data[off : off+l : off+l])
+		}
+		off += l
+	}
+	return n, off, nil
+}
+
 // BytesElements splits a BYTES payload into its elements, without copying.
 // It fails when a length prefix runs past the end of the data.
 func BytesElements(data []byte) ([][]byte, error) {
 	var out [][]byte
-	for off := 0; off < len(data); {
-		if len(data)-off < 4 {
-			return nil, fmt.Errorf("truncated BYTES element length at byte %d", off)
-		}
-		n := int(binary.LittleEndian.Uint32(data[off:]))
-		off += 4
-		if n > len(data)-off {
-			return nil, fmt.Errorf("BYTES element of %d bytes at byte %d runs past the end of the tensor", n, off)
-		}
-		out = append(out, data[off:off+n:off+n])
-		off += n
+	if _, _, err := walkBytes(data, -1, func(e []byte) { out = append(out, e) }); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -74,17 +89,9 @@ func BytesElements(data []byte) ([][]byte, error) {
 // CountBytesElements counts the elements of a BYTES payload, or returns -1
 // when the framing is broken.
 func CountBytesElements(data []byte) int64 {
-	var n int64
-	for off := 0; off < len(data); n++ {
-		if len(data)-off < 4 {
-			return -1
-		}
-		l := int(binary.LittleEndian.Uint32(data[off:]))
-		off += 4
-		if l > len(data)-off {
-			return -1
-		}
-		off += l
+	n, _, err := walkBytes(data, -1, nil)
+	if err != nil {
+		return -1
 	}
 	return n
 }
@@ -92,19 +99,11 @@ func CountBytesElements(data []byte) int64 {
 // bytesOffset is the byte offset just past the first k elements of a BYTES
 // payload, or -1 when the data holds fewer than k whole elements.
 func bytesOffset(data []byte, k int64) int {
-	off := 0
-	for range k {
-		if len(data)-off < 4 {
-			return -1
-		}
-		l := int(binary.LittleEndian.Uint32(data[off:]))
-		off += 4
-		if l > len(data)-off {
-			return -1
-		}
-		off += l
+	n, end, err := walkBytes(data, k, nil)
+	if err != nil || n < k {
+		return -1
 	}
-	return off
+	return end
 }
 
 // AppendBytesElement appends one length-prefixed element to a BYTES payload.
