@@ -12,12 +12,13 @@ import (
 // (concatenated along dim 0, ragged inputs flattened, batch inputs
 // computed) and cuts the outputs back per request (§9.4–§9.6).
 type gatherPlan struct {
+	model       string // for errors
 	ragged      map[string]bool
 	batchInputs []*modelconfig.BatchInput
 }
 
 func newGatherPlan(cfg *modelconfig.ModelConfig) gatherPlan {
-	g := gatherPlan{batchInputs: cfg.GetBatchInput()}
+	g := gatherPlan{model: cfg.GetName(), batchInputs: cfg.GetBatchInput()}
 	for _, in := range cfg.GetInput() {
 		if in.GetAllowRaggedBatch() {
 			if g.ragged == nil {

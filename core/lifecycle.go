@@ -266,6 +266,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		}
 	}
 	mv := newModelVersion(m.Name, v, cfg)
+	mv.log = s.log.With("model", m.Name, "version", v)
 	mv.Labels = labels
 	mv.passive = passive
 	if s.opts.Observers != nil {
@@ -280,7 +281,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 			return nil, err
 		}
 	}
-	mv.sched = newScheduler(cfg, active, mv.Stats)
+	mv.sched = newScheduler(cfg, active, mv.Stats, mv.log)
 	return mv, nil
 }
 

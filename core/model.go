@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -41,13 +42,14 @@ type ModelVersion struct {
 
 	sched    *scheduler
 	passive  []Instance
+	log      *slog.Logger
 	inflight sync.WaitGroup
 	carry    *metricCarry
 }
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
 	mv := &ModelVersion{
-		Name: name, Version: version, Config: cfg, Stats: &Stats{}, carry: &metricCarry{},
+		Name: name, Version: version, Config: cfg, Stats: &Stats{}, carry: &metricCarry{}, log: slog.New(slog.DiscardHandler),
 		inputs:  map[string]*modelconfig.ModelInput{},
 		outputs: map[string]*modelconfig.ModelOutput{},
 	}

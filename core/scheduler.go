@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -142,6 +145,7 @@ type scheduler struct {
 	cfg   schedConfig
 	stats *Stats
 	insts []Instance
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	levels []*level
@@ -157,9 +161,9 @@ type scheduler struct {
 	order   []*job
 }
 
-func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats) *scheduler {
+func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
-	s := &scheduler{cfg: sc, stats: stats, insts: insts,
+	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log,
 		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
 	for _, p := range policies {
 		s.levels = append(s.levels, &level{policy: p})
@@ -271,7 +275,7 @@ func (s *scheduler) worker(inst Instance) {
 				return
 			}
 		}
-		errs := runBatch(inst, &s.cfg.gather, s.stats, jobs)
+		errs := runBatch(inst, &s.cfg.gather, s.stats, jobs, s.log)
 		// Take the next batch, if one is due, before answering this one:
 		// the answered handlers would otherwise take the CPU while this
 		// instance sits idle.
@@ -526,7 +530,20 @@ func (s *scheduler) compatible(first, j *job) bool {
 
 // runBatch gathers jobs into one execution on inst, records it and cuts
 // the results back into each job; errs[i] is job i's outcome.
-func runBatch(inst Instance, plan *gatherPlan, stats *Stats, jobs []*job) []error {
+// A panic anywhere in the batch's path (gather, the backend, scatter) fails
+// the batch's requests with an INTERNAL error naming the model and logs
+// the stack once; the instance goes on serving.
+func runBatch(inst Instance, plan *gatherPlan, stats *Stats, jobs []*job, log *slog.Logger) (errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("recovered from a panic while executing a batch", "model", plan.model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err := Errorf(CodeInternal, "model '%s' failed to execute the request: internal error: %v", plan.model, r)
+			errs = make([]error, len(jobs))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
 	b, err := plan.gather(jobs)
 	if err == nil {
 		ctx := context.Background()
@@ -536,7 +553,7 @@ func runBatch(inst Instance, plan *gatherPlan, stats *Stats, jobs []*job) []erro
 		}
 		err = inst.Execute(ctx, b)
 	}
-	errs := make([]error, len(jobs))
+	errs = make([]error, len(jobs))
 	if err != nil {
 		for i := range errs {
 			errs[i] = err

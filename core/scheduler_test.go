@@ -30,6 +30,7 @@ type echoBackend struct {
 	gate    chan struct{}
 	open    bool // executions do not wait
 	execs   atomic.Int64
+	panicOn atomic.Int32 // an execution whose first x is this (non-zero) value panics
 }
 
 func (b *echoBackend) Name() string { return "echo" }
@@ -54,6 +55,9 @@ func (i *echoInstance) Execute(ctx context.Context, batch *Batch) error {
 	open := i.b.open
 	i.b.mu.Unlock()
 	i.b.execs.Add(1)
+	if p := i.b.panicOn.Load(); p != 0 && len(vals) > 0 && vals[0] == p {
+		panic(fmt.Sprintf("echo: x = %d", p))
+	}
 	rows := 0
 	if len(x.Shape) > 0 {
 		rows = int(x.Shape[0])

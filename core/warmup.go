@@ -46,7 +46,7 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 				jobs[i] = &job{ctx: ctx, p: p, size: max(1, int64(p.batchSize))}
 				jobs[i].times.req, jobs[i].times.queue, jobs[i].times.exec = start, start, start
 			}
-			errs := runBatch(inst, &plan, mv.Stats, jobs)
+			errs := runBatch(inst, &plan, mv.Stats, jobs, mv.log)
 			for i, j := range jobs {
 				if errs[i] != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), errs[i])

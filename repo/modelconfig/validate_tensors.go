@@ -213,6 +213,14 @@ func validateBatchIO(cfg *ModelConfig) error {
 				return fmt.Errorf("unknown source input name '%s'", src)
 			}
 		}
+		// Triton leaves this to the backend, which reads the first target
+		// name; the batcher feeds exactly one tensor under that name.
+		if n := len(bi.GetTargetName()); n != 1 {
+			return fmt.Errorf("batch input kind '%s' expects 1 target name, got %d", bi.GetKind(), n)
+		}
+		if target := bi.GetTargetName()[0]; target == "" || inputs[target] {
+			return fmt.Errorf("batch input target name '%s' must be non-empty and differ from every input name", target)
+		}
 	}
 
 	for _, bo := range cfg.GetBatchOutput() {
