@@ -35,9 +35,7 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	if err := checkModelName(name); err != nil {
 		return err
 	}
-	l := s.modelLock(name)
-	l.Lock()
-	defer l.Unlock()
+	defer s.lockModel(name)()
 
 	start := time.Now()
 	// One lookup serves the fingerprint and the read: for a remote root it
@@ -140,11 +138,18 @@ func (s *Server) unchanged(name, fp string) bool {
 }
 
 // setFingerprints records a load attempt (attempted) and, when it served
-// every version, its files (loaded).
+// every version, its files (loaded). A name with no state and nothing to
+// record gets none: unknown names must not grow the model table.
 func (s *Server) setFingerprints(name, loaded, attempted string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.stateLocked(name)
+	m := s.models[name]
+	if m == nil {
+		if loaded == "" && attempted == "" {
+			return
+		}
+		m = s.stateLocked(name)
+	}
 	m.loaded, m.attempted = loaded, attempted
 }
 
@@ -247,6 +252,9 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 }
 
 func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64) (*ModelVersion, error) {
+	if err := schedulable(cfg); err != nil {
+		return nil, err
+	}
 	files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
 	// Passive instances are created (and so validated) but never get
 	// requests from the scheduler.
@@ -373,9 +381,7 @@ func (s *Server) failVersions(name string, versions []int64, reason string) erro
 // Unload unloads every version of a model, waiting for in-flight requests.
 // Unknown or never-loaded models are a no-op.
 func (s *Server) Unload(ctx context.Context, name string) error {
-	l := s.modelLock(name)
-	l.Lock()
-	defer l.Unlock()
+	defer s.lockModel(name)()
 	// Versions that served show UNLOADING until their in-flight requests
 	// are done, then UNAVAILABLE "unloaded".
 	var retire []*ModelVersion

@@ -161,6 +161,16 @@ type scheduler struct {
 	order   []*job
 }
 
+// schedulable refuses a configuration whose scheduling this server cannot
+// do, so the model is UNAVAILABLE with a reason instead of READY and
+// failing every request.
+func schedulable(cfg *modelconfig.ModelConfig) error {
+	if cfg.GetSequenceBatching() != nil {
+		return Errorf(CodeUnsupported, "sequence_batching is not supported yet: this server has no sequence batcher to feed the sequence's control inputs (START, END, READY, CORRID) and implicit state, and to route a sequence's requests to one instance")
+	}
+	return nil
+}
+
 func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
 	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log,

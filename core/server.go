@@ -67,7 +67,15 @@ type Server struct {
 	models map[string]*modelState
 
 	loadMu sync.Mutex
-	loads  map[string]*sync.Mutex // serialises loads of one model
+	loads  map[string]*nameLock // serialises loads of one model; only names in use
+}
+
+// nameLock is one model name's load/unload lock. It lives only while some
+// call holds or waits for it, so names that are never loaded (a client
+// asking for 100,000 unknown models) leave nothing behind.
+type nameLock struct {
+	mu   sync.Mutex
+	refs int // holders and waiters, under Server.loadMu
 }
 
 type modelState struct {
@@ -96,7 +104,7 @@ func NewServer(opts Options) *Server {
 	if opts.LoadThreads < 1 {
 		opts.LoadThreads = 4
 	}
-	s := &Server{opts: opts, log: opts.Logger, backends: map[string]Backend{}, models: map[string]*modelState{}, loads: map[string]*sync.Mutex{}}
+	s := &Server{opts: opts, log: opts.Logger, backends: map[string]Backend{}, models: map[string]*modelState{}, loads: map[string]*nameLock{}}
 	for _, b := range opts.Backends {
 		s.backends[b.Name()] = b
 	}
@@ -318,15 +326,26 @@ func (s *Server) setModelFailure(name, reason string) {
 	m.reason = reason
 }
 
-func (s *Server) modelLock(name string) *sync.Mutex {
+// lockModel takes name's load/unload lock; unlock releases it and drops the
+// lock's entry when nobody else holds or waits for it.
+func (s *Server) lockModel(name string) (unlock func()) {
 	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
 	l := s.loads[name]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = &nameLock{}
 		s.loads[name] = l
 	}
-	return l
+	l.refs++
+	s.loadMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.loadMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.loads, name)
+		}
+		s.loadMu.Unlock()
+	}
 }
 
 // Shutdown unloads every model, waiting for in-flight requests.

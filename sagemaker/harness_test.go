@@ -30,7 +30,13 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `
-	decoupledConfig = idConfig + "model_transaction_policy { decoupled: true }\n"
+	// ONNX Runtime refuses decoupled models; the test backend does not.
+	decoupledConfig = `backend: "identity"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+model_transaction_policy { decoupled: true }
+`
 )
 
 var (

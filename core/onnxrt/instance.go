@@ -80,6 +80,11 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 	}()
 	cfg := spec.Config
 	model := modelName(spec.VersionFiles, cfg)
+	if cfg.GetModelTransactionPolicy().GetDecoupled() {
+		// A decoupled model would pass validation and then answer every
+		// request with the one-response path; refuse it at load instead.
+		return nil, core.Errorf(core.CodeInvalidArg, "unable to load model '%s', the onnxruntime backend does not support model_transaction_policy { decoupled: true }: ONNX Runtime returns exactly one response per request", model)
+	}
 	path, err := modelPath(spec.VersionFiles, cfg)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,13 @@ func TestLoadValidation(t *testing.T) {
 	}{
 		{name: "simple loads", model: addSub, config: addSubConfig},
 		{
+			name:    "decoupled",
+			model:   addSub,
+			config:  addSubConfig + "model_transaction_policy { decoupled: true }",
+			wantErr: "unable to load model 'm', the onnxruntime backend does not support model_transaction_policy { decoupled: true }",
+			code:    core.CodeInvalidArg,
+		},
+		{
 			// checklist 59
 			name:  "optional input on a batching model",
 			model: defaulted,

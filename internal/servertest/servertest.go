@@ -61,8 +61,8 @@ type Options struct {
 	AllowFailures bool
 }
 
-// Start runs the core over o.Repo; it stops when the test ends. Logs are
-// discarded.
+// Start runs the core over o.Repo with the ONNX Runtime and Identity
+// backends; it stops when the test ends. Logs are discarded.
 func Start(t testing.TB, o Options) *core.Server {
 	t.Helper()
 	lib, err := onnxrt.FindLibrary("")
@@ -78,7 +78,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	repos, err := repo.OpenAll(context.Background(), []string{o.Repo})
 	Must(t, err)
 	srv := core.NewServer(core.Options{
-		Repos: repos, Backends: []core.Backend{backend}, ControlMode: o.Mode, StartupModels: o.Startup,
+		Repos: repos, Backends: []core.Backend{backend, Identity{}}, ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: true, StrictReadiness: true, Logger: log,
 	})
 	t.Cleanup(func() {
