@@ -3,6 +3,7 @@ package onnxrt
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -42,11 +43,13 @@ func acquireEnv(lib string, level slog.Level) error {
 		loadAPI(resolved) // assuming it is the same library; checked by RTLD_NOLOAD
 		return nil
 	}
+	defaultTelemetryOff()
 	ort.SetSharedLibraryPath(lib)
 	if err := ort.InitializeEnvironment(ortLogLevel(level)); err != nil {
 		return fmt.Errorf("initialize ONNX Runtime from %s: %w", lib, err)
 	}
-	// Telemetry is off in Linux builds already; this only makes it explicit.
+	// Stops telemetry events for the rest of the process; the crash above
+	// happens before this call could help.
 	_ = ort.DisableTelemetry()
 	loadAPI(resolved)
 	env.refs, env.lib, env.owned = 1, resolved, true
@@ -81,6 +84,22 @@ func releaseEnv() error {
 		return fmt.Errorf("destroy ONNX Runtime environment: %w", err)
 	}
 	return nil
+}
+
+// telemetryEnv is read by ONNX Runtime when it creates its environment.
+const telemetryEnv = "ORT_DISABLE_TELEMETRY"
+
+// defaultTelemetryOff sets ORT_DISABLE_TELEMETRY=1 unless the user set it.
+// ORT 1.29.0's POSIX telemetry, on by default, crashes CreateOrtEnv when
+// /etc/machine-id is missing or empty and there is no /bin/sh (distroless,
+// chiseled and most scratch images): its device-id fallback popen()s a shell
+// and then calls pclose(NULL). microsoft/onnxruntime#32173, fixed by #32226.
+// The variable must be in the C environment before CreateOrtEnv runs; with
+// cgo, os.Setenv writes it there.
+func defaultTelemetryOff() {
+	if _, set := os.LookupEnv(telemetryEnv); !set {
+		_ = os.Setenv(telemetryEnv, "1")
+	}
 }
 
 func resolvePath(p string) string {
