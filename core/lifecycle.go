@@ -58,7 +58,16 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		}
 		s.setFingerprints(name, "", fp)
 	}
-	m, src, err := s.readModel(ctx, name, ov, loc, findErr)
+	m, src, tmp, err := s.readModel(ctx, name, ov, loc, findErr)
+	if tmp != "" {
+		// The override's files are read while the versions load (ORT keeps
+		// what it needs), so the folder goes on every path out of Load.
+		defer func() {
+			if rerr := os.RemoveAll(tmp); rerr != nil {
+				s.log.Warn("failed to remove the load override's files", "model", name, "dir", tmp, "err", rerr)
+			}
+		}()
+	}
 	if err != nil {
 		s.log.Error("failed to poll model", "model", name, "err", err)
 		// A name with no folder leaves no trace (Triton: "could not poll",
@@ -164,42 +173,42 @@ func checkModelName(name string) error {
 }
 
 // readModel brings the model folder Load found to local disk (or writes the
-// override's files to a temporary one) and reads its configuration.
-func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride, loc repo.Location, findErr error) (*repo.Model, repo.Source, error) {
+// override's files to a temporary folder, tmp, which the caller removes)
+// and reads its configuration.
+func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride, loc repo.Location, findErr error) (m *repo.Model, src repo.Source, tmp string, err error) {
 	var override *modelconfig.ModelConfig
 	if ov != nil && ov.ConfigJSON != "" {
 		cfg, err := modelconfig.ParseJSON([]byte(ov.ConfigJSON))
 		if err != nil {
-			return nil, nil, fmt.Errorf("invalid config override: %w", err)
+			return nil, nil, "", fmt.Errorf("invalid config override: %w", err)
 		}
 		override = cfg
 	}
 	var dir string
-	var src repo.Source
 	if ov != nil && len(ov.Files) > 0 {
 		if override == nil {
-			return nil, nil, errors.New("the 'config' parameter must accompany 'file:' parameters")
+			return nil, nil, "", errors.New("the 'config' parameter must accompany 'file:' parameters")
 		}
-		d, err := writeOverrideFiles(name, ov.Files)
-		if err != nil {
-			return nil, nil, err
+		if tmp, err = writeOverrideFiles(name, ov.Files); err != nil {
+			return nil, nil, tmp, err
 		}
-		dir = d
+		dir = tmp
 	} else {
 		if findErr != nil {
-			return nil, nil, findErr
+			return nil, nil, "", findErr
 		}
-		var err error
 		if dir, err = loc.Source.Localize(ctx, name); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		src = loc.Source
 	}
 	_, renamed := src.(*repo.Mapped)
-	m, err := repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Renamed: renamed, Logger: s.log})
-	return m, src, err
+	m, err = repo.ReadModel(dir, name, override, repo.ReadOptions{ConfigName: s.opts.ConfigName, AutoComplete: s.opts.AutoComplete, Renamed: renamed, Logger: s.log})
+	return m, src, tmp, err
 }
 
+// writeOverrideFiles writes the load API's files to a new temporary folder;
+// the folder is returned even with an error, for the caller to remove.
 func writeOverrideFiles(name string, files map[string][]byte) (string, error) {
 	dir, err := os.MkdirTemp("", "inferd-"+name+"-")
 	if err != nil {
@@ -208,14 +217,14 @@ func writeOverrideFiles(name string, files map[string][]byte) (string, error) {
 	for rel, data := range files {
 		clean := filepath.Clean(filepath.FromSlash(rel))
 		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-			return "", fmt.Errorf("override file path '%s' escapes the model directory", rel)
+			return dir, fmt.Errorf("override file path '%s' escapes the model directory", rel)
 		}
 		p := filepath.Join(dir, clean)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", fmt.Errorf("override file %s: %w", rel, err)
+			return dir, fmt.Errorf("override file %s: %w", rel, err)
 		}
 		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return "", fmt.Errorf("override file %s: %w", rel, err)
+			return dir, fmt.Errorf("override file %s: %w", rel, err)
 		}
 	}
 	return dir, nil

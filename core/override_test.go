@@ -1,0 +1,48 @@
+package core
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The load API's files go to a temporary folder that is removed on every
+// path out of Load: success, a bad file path, a config that fails.
+func TestOverrideFilesAreRemoved(t *testing.T) {
+	s, _, err := startEcho(t, `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
+	must(t, err)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	const good = `{"backend":"echo","input":[{"name":"x","data_type":"TYPE_INT32","dims":[1]}],"output":[{"name":"y","data_type":"TYPE_INT32","dims":[1]}]}`
+	tests := []struct {
+		name   string
+		ov     *LoadOverride
+		loads  bool
+		reason string
+	}{
+		{"loads", &LoadOverride{ConfigJSON: good, Files: map[string][]byte{"1/model.bin": []byte("w")}}, true, ""},
+		{"escaping path", &LoadOverride{ConfigJSON: good, Files: map[string][]byte{"1/a": []byte("a"), "../b": []byte("b")}}, false, "failed to poll"},
+		{"failing config", &LoadOverride{ConfigJSON: `{"backend":"echo","max_batch_size":-1}`, Files: map[string][]byte{"1/model.bin": []byte("w")}}, false, "failed to poll"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.Load(context.Background(), "m2", tt.ov)
+			if (err == nil) != tt.loads || (err != nil && !strings.Contains(err.Error(), tt.reason)) {
+				t.Fatalf("load = %v, want success %v or an error naming %q", err, tt.loads, tt.reason)
+			}
+			if tt.loads && !s.ModelReady("m2", LatestVersion) {
+				t.Fatal("model not ready after the override load")
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, "inferd-m2-*"))
+			if len(left) != 0 {
+				t.Fatalf("override folders left behind: %v", left)
+			}
+			if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+				t.Fatalf("temporary folder not empty: %v", entries)
+			}
+		})
+	}
+}
