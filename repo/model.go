@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,7 +74,7 @@ func ReadModel(dir, name string, override *modelconfig.ModelConfig, opts ReadOpt
 	if opts.Renamed {
 		m.Config.Name = name
 	}
-	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(dir)); err != nil {
+	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(treeOf(dir))); err != nil {
 		return nil, err
 	}
 	if err := modelconfig.Validate(m.Config, name, !opts.AutoComplete); err != nil {
@@ -143,20 +145,86 @@ func listVersions(dir string, log *slog.Logger) ([]int64, error) {
 }
 
 // firstSubdirHasModelONNX implements the backend detection of §6.1: the
-// first sub-folder in plain lexicographic order holds a model.onnx entry.
-func firstSubdirHasModelONNX(dir string) bool {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
+// first sub-folder in plain lexicographic order holds a model.onnx entry
+// (file or folder).
+func firstSubdirHasModelONNX(t folderTree) bool {
+	subdirs := t.subdirs()
+	return len(subdirs) > 0 && t.has(subdirs[0]+"/model.onnx")
+}
+
+// folderTree is what a model folder holds, for the checks made before the
+// versions are fetched.
+type folderTree interface {
+	// subdirs lists the sub-folders in plain lexicographic order.
+	subdirs() []string
+	// has reports whether the "/"-separated path names a file or folder.
+	has(rel string) bool
+}
+
+// treeOf answers for the model folder dir: from disk, or, for the local
+// copy of a remote model (whose version folders stay empty until their
+// version is selected), from the listing of the store that the sync
+// recorded beside it. Every kind of root thus gives the same answer.
+func treeOf(dir string) folderTree {
+	if t, ok := listedTree(dir); ok {
+		return t
 	}
-	for _, e := range entries { // ReadDir sorts by name
-		if isDir(filepath.Join(dir, e.Name()), e) {
-			_, err := os.Stat(filepath.Join(dir, e.Name(), "model.onnx"))
-			return err == nil
+	return diskTree(dir)
+}
+
+// diskTree is a folder on local disk; links are followed.
+type diskTree string
+
+func (d diskTree) subdirs() []string {
+	entries, err := os.ReadDir(string(d)) // sorted by name
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if isDir(filepath.Join(string(d), e.Name()), e) {
+			out = append(out, e.Name())
 		}
 	}
-	return false
+	return out
 }
+
+func (d diskTree) has(rel string) bool {
+	_, err := os.Stat(filepath.Join(string(d), filepath.FromSlash(rel)))
+	return err == nil
+}
+
+// listing is a model folder as an object store lists it: a folder exists
+// when some object's path lies below it (a "name/" folder marker counts).
+type listing struct {
+	entries map[string]bool // every object path and every folder above one
+	top     []string        // first-level folders, sorted
+}
+
+// newListing builds the tree of the paths (relative to the model folder).
+func newListing(paths []string) listing {
+	l := listing{entries: map[string]bool{}}
+	top := map[string]bool{}
+	for _, p := range paths {
+		if first, _, nested := strings.Cut(p, "/"); nested && first != "" {
+			top[first] = true
+		}
+		p = strings.TrimSuffix(p, "/")
+		for p != "" {
+			l.entries[p] = true
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
+	}
+	l.top = slices.Sorted(maps.Keys(top))
+	return l
+}
+
+func (l listing) subdirs() []string   { return l.top }
+func (l listing) has(rel string) bool { return l.entries[rel] }
 
 // VersionDir is the folder of one version.
 func (m *Model) VersionDir(v int64) string {

@@ -161,15 +161,28 @@ func (r *Remote) Fingerprint(ctx context.Context, model string) (string, error) 
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// manifestName records, beside a local copy, the version of each object
-// copied, so an unchanged object is not fetched again.
+// manifestName is the manifest recorded beside a local copy.
 const manifestName = ".inferd-manifest.json"
+
+// manifest is what every sync records beside a local copy.
+type manifest struct {
+	// Fetched is the version of each object copied, by its path below the
+	// model folder, so an unchanged object is not fetched again.
+	Fetched map[string]string `json:"fetched"`
+	// Listed is every path the store holds below the model folder, fetched
+	// or not. The copy's version folders stay empty until their version is
+	// selected; ReadModel learns what they hold from this listing (the
+	// backend detection of §6.1 looks into the first folder, which the
+	// version policy may never select).
+	Listed []string `json:"listed"`
+}
 
 // Localize brings the local copy of model's configuration and other files
 // up to date with the store and creates its version folders empty; the
 // core then fetches the versions the policy selects with LocalizeVersions.
 // Objects whose version changed are fetched (in parallel, each checked and
-// renamed into place); objects gone from the store are removed.
+// renamed into place); objects gone from the store are removed. The
+// manifest beside the copy records the listing of the whole model folder.
 func (r *Remote) Localize(ctx context.Context, model string) (string, error) {
 	return r.sync(ctx, model, func(string) bool { return true }, false)
 }
@@ -204,13 +217,17 @@ func (r *Remote) sync(ctx context.Context, model string, pick func(versionFolder
 	if err := os.MkdirAll(local, 0o700); err != nil {
 		return "", fmt.Errorf("cache for %s: %w", model, err)
 	}
-	have := readManifest(filepath.Join(local, manifestName))
+	have := readManifest(filepath.Join(local, manifestName)).Fetched
 	remote := map[string]bool{}
+	listed := make([]string, 0, len(objs))
 	folders := map[string]bool{} // version folders the store has
 	var fetch []Object
 	var total int64
 	for _, o := range objs {
 		rel := strings.TrimPrefix(o.Key, model+"/")
+		if rel != "" {
+			listed = append(listed, rel)
+		}
 		if rel == "" || strings.HasSuffix(rel, "/") {
 			continue
 		}
@@ -263,7 +280,7 @@ func (r *Remote) sync(ctx context.Context, model string, pick func(versionFolder
 			}
 		}
 	}
-	if werr := writeManifest(filepath.Join(local, manifestName), have); werr != nil && err == nil {
+	if werr := writeManifest(filepath.Join(local, manifestName), manifest{Fetched: have, Listed: listed}); werr != nil && err == nil {
 		err = fmt.Errorf("cache for %s: %w", model, werr)
 	}
 	if err != nil {
@@ -354,15 +371,31 @@ func exists(p string) bool {
 	return err == nil
 }
 
-func readManifest(p string) map[string]string {
-	m := map[string]string{}
-	if b, err := os.ReadFile(p); err == nil {
-		_ = json.Unmarshal(b, &m)
+// readManifest reads the manifest at p; a missing or unreadable one (or
+// one from before the listing was recorded) reads as empty, so everything
+// is fetched again.
+func readManifest(p string) manifest {
+	var m manifest
+	if b, err := os.ReadFile(p); err != nil || json.Unmarshal(b, &m) != nil {
+		m = manifest{}
+	}
+	if m.Fetched == nil {
+		m.Fetched = map[string]string{}
 	}
 	return m
 }
 
-func writeManifest(p string, m map[string]string) error {
+// listedTree returns the store's listing recorded beside dir when dir is
+// the local copy of a remote model.
+func listedTree(dir string) (folderTree, bool) {
+	m := readManifest(filepath.Join(dir, manifestName))
+	if m.Listed == nil {
+		return nil, false
+	}
+	return newListing(m.Listed), true
+}
+
+func writeManifest(p string, m manifest) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err

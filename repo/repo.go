@@ -31,7 +31,9 @@ type Source interface {
 
 // VersionLocalizer is a Source whose Localize brings only the model's
 // configuration and other non-version files (and empty version folders),
-// so that only the versions the policy selects are then fetched.
+// so that only the versions the policy selects are then fetched. Its
+// Localize also records the store's listing of the model beside the copy,
+// which ReadModel reads for what the empty folders hold.
 type VersionLocalizer interface {
 	LocalizeVersions(ctx context.Context, model string, versions []int64) error
 }
