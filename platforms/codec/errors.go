@@ -27,7 +27,9 @@ func JSONTooLargeError(n, limit int64) error {
 		" bytes. Use --http-max-input-size to increase the limit.")
 }
 
-func rawTooLargeError(n, limit int64) error {
+// RawTooLargeError is the --http-max-input-size failure for a raw binary
+// request of n bytes (http-api.md §11.2).
+func RawTooLargeError(n, limit int64) error {
 	return invalidArg("Raw input has a byte_size (" + strconv.FormatInt(n, 10) +
 		" bytes) that exceeds the maximum allowed value of " + strconv.FormatInt(limit, 10) +
 		" bytes. Use --http-max-input-size to increase the limit.")

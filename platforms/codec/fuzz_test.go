@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -67,6 +68,9 @@ func FuzzDecodeJSON(f *testing.F) {
 		`{"id":"1","inputs":[{"name":"A","datatype":"INT32","shape":[2],"data":[1,2]}]}`,
 		`{"inputs":[{"name":"A","datatype":"BYTES","shape":[2],"data":[["a"],"\u0000"]}]}`,
 		`{"parameters":{"sequence_id":"s","priority":1,"x":1.5},"inputs":[{"name":"B","datatype":"FP32","shape":[1,2],"data":[NaN,-Infinity]}],"outputs":[{"name":"O","parameters":{"binary_data":true,"classification":2}}]}`,
+		// "data" nested past MaxDataNesting, and past MaxDepth.
+		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", 120) + "1" + strings.Repeat("]", 120) + `}]}`,
+		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", MaxDepth) + "1" + strings.Repeat("]", MaxDepth) + `}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -85,6 +89,13 @@ func FuzzBinaryFraming(f *testing.F) {
 	add(h, []byte{1, 0, 0, 0}, itoa(len(h)))
 	add(`{"inputs":[]}`, nil, "13")
 	add("", []byte{0, 0, 128, 63}, "0")
+	// Bodies longer than the header announces, and announced sizes that
+	// overflow when summed.
+	add(h, append(bytes.Repeat([]byte{1, 0, 0, 0}, 2), bytes.Repeat([]byte{'x'}, 64)...), itoa(len(h)))
+	big := `{"inputs":[{"name":"A","datatype":"INT8","shape":[1],"parameters":{"binary_data_size":18446744073709551615}},{"name":"B","datatype":"INT8","shape":[1],"parameters":{"binary_data_size":2}}]}`
+	add(big, []byte{1, 2, 3}, itoa(len(big)))
+	str := `{"inputs":[{"name":"A","datatype":"INT8","shape":[1],"parameters":{"binary_data_size":"1"}}]}`
+	add(str, []byte{1, 2}, itoa(len(str)))
 	f.Fuzz(func(t *testing.T, lengthHeader string, body []byte) {
 		n, err := ParseHeaderLength(lengthHeader, len(body))
 		if err != nil {
@@ -96,7 +107,30 @@ func FuzzBinaryFraming(f *testing.F) {
 		}
 		env, err := DecodeRequest("m", body, n, fuzzMax)
 		checkDecoded(t, body, env, err)
+		checkTruncated(t, body, n, err)
 	})
+}
+
+// checkTruncated asserts what a server reading only the announced binary
+// section relies on: parsing the header first and decoding a body cut one
+// byte past the header plus BinarySize fails, or succeeds, exactly as the
+// whole body does (want is DecodeRequest's error).
+func checkTruncated(t *testing.T, body []byte, jsonLen int, want error) {
+	t.Helper()
+	if jsonLen <= 0 {
+		return
+	}
+	h, err := ParseRequestHeader("m", body[:jsonLen], fuzzMax)
+	if err == nil {
+		cut := len(body)
+		if rest := int64(len(body) - jsonLen); h.BinarySize() < rest {
+			cut = jsonLen + int(h.BinarySize()) + 1
+		}
+		_, err = h.Decode(body[:cut])
+	}
+	if (err == nil) != (want == nil) || (err != nil && err.Error() != want.Error()) {
+		t.Fatalf("header then truncated body: %v; whole body: %v", err, want)
+	}
 }
 
 // FuzzParseJSON checks the parser against encoding/json: every document
@@ -104,7 +138,10 @@ func FuzzBinaryFraming(f *testing.F) {
 // for a double or an unpaired high surrogate escape (both of which
 // RapidJSON rejects).
 func FuzzParseJSON(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5,"x",null,true,{}]}`, `[1e308,-0,"\u00e9"]`, `"\ud800\udc00"`} {
+	for _, s := range []string{`{"a":[1,2.5,"x",null,true,{}]}`, `[1e308,-0,"\u00e9"]`, `"\ud800\udc00"`,
+		strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
+		strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1),
+		strings.Repeat("[", MaxDepth+5)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {

@@ -75,10 +75,20 @@ const (
 	reasonMissExponent      = "Miss exponent in number."
 )
 
+// MaxDepth bounds the nesting of arrays and objects in a document, as
+// encoding/json does (10,000, the same limit). RapidJSON has none: its
+// recursive parser, which Triton releases use, runs out of stack on a
+// document nested a million levels deep, and its iterative one accepts it.
+// Nothing in the API nests deeper than a tensor's "data" (at most
+// MaxDataNesting arrays), so a deeper document is refused as a parse error
+// before any handler walks it.
+const MaxDepth = 10000
+
 // ParseJSON parses src the way Triton's TritonJson does (RapidJSON with
 // kParseNanAndInfFlag | kParseIterativeFlag): NaN, Inf, Infinity and their
 // negatives are accepted, strings are not validated as UTF-8, and a NUL byte
-// ends the input as RapidJSON's memory stream does. A syntax error is a
+// ends the input as RapidJSON's memory stream does; nesting beyond MaxDepth
+// is refused. A syntax error is a
 // CodeInternal *core.Error "failed to parse the request JSON buffer: <reason>
 // at <offset>".
 func ParseJSON(src []byte) (*Document, error) {
@@ -201,6 +211,10 @@ func (p *parser) run() error {
 		case stStart, stKeyValueDelim, stArrayInitial, stElementDelim:
 			switch c {
 			case '[', '{':
+				if len(p.stack) >= MaxDepth {
+					// Not a RapidJSON reason: it has no such limit.
+					return parseError("The document is nested deeper than "+strconv.Itoa(MaxDepth)+" levels.", p.pos)
+				}
 				p.addChild()
 				k, next := KindArray, stArrayInitial
 				if c == '{' {

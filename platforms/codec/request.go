@@ -105,42 +105,100 @@ func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (
 	if jsonLen > len(body) {
 		return nil, invalidArg("inference header size should be in range (0, " + strconv.Itoa(len(body)) + "), got: " + strconv.Itoa(jsonLen))
 	}
-	// The envelope, its request and the decoder share one allocation; the
-	// decoder part is cleared before returning so the parsed document is
-	// not kept alive by the request.
-	st := &decodeState{}
-	env := &st.env
-	env.Request, env.HeaderLength = &st.req, jsonLen
-	st.req.ModelName, st.req.ModelVersion = model, core.LatestVersion
 	if jsonLen == 0 {
 		if maxInputSize > 0 && int64(len(body)) > maxInputSize {
-			return nil, rawTooLargeError(int64(len(body)), maxInputSize)
+			return nil, RawTooLargeError(int64(len(body)), maxInputSize)
 		}
+		st := &RequestHeader{}
+		env := &st.env
+		env.Request, env.HeaderLength = &st.req, 0
+		st.req.ModelName, st.req.ModelVersion = model, core.LatestVersion
 		env.Request.Raw = true
 		env.Request.Inputs = []*core.Tensor{{Data: body}}
 		env.DefaultKind = OutputBinary
 		return env, nil
 	}
-	if maxInputSize > 0 && int64(jsonLen) > maxInputSize {
-		return nil, JSONTooLargeError(int64(jsonLen), maxInputSize)
+	h, err := ParseRequestHeader(model, body[:jsonLen], maxInputSize)
+	if err != nil {
+		return nil, err
 	}
-	d := &st.dec
-	*d = decoder{model: model, body: body, off: jsonLen, max: maxInputSize, env: env}
-	err := d.doc.parse(body[:jsonLen])
-	if err == nil {
-		err = d.decode()
+	return h.Decode(body)
+}
+
+// RequestHeader is the parsed JSON header of an infer request whose binary
+// section is still to be read: ParseRequestHeader, then BinarySize to know
+// how much binary data the header announces, then Decode. The envelope,
+// its request and the decoder share this one allocation.
+type RequestHeader struct {
+	env Envelope
+	req core.InferRequest
+	dec decoder
+}
+
+// ParseRequestHeader parses the JSON header of an infer request for model
+// (the first Inference-Header-Content-Length bytes of the body, at least
+// one), after the --http-max-input-size check of its length. It reports the
+// same errors, in the same order, as DecodeRequest up to and including the
+// JSON parse.
+func ParseRequestHeader(model string, header []byte, maxInputSize int64) (*RequestHeader, error) {
+	if maxInputSize > 0 && int64(len(header)) > maxInputSize {
+		return nil, JSONTooLargeError(int64(len(header)), maxInputSize)
 	}
+	h := &RequestHeader{}
+	h.env.Request, h.env.HeaderLength = &h.req, len(header)
+	h.req.ModelName, h.req.ModelVersion = model, core.LatestVersion
+	h.dec = decoder{model: model, off: len(header), max: maxInputSize, env: &h.env}
+	if err := h.dec.doc.parse(header); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// BinarySize is the number of binary bytes the header announces: the sum
+// of the inputs' "binary_data_size" parameters (saturating at MaxInt64).
+// Values that are not unsigned integers count as 0; Decode reports them.
+// A body longer than the header plus BinarySize fails to decode whatever
+// follows, so a reader needs no more than one byte beyond it.
+func (h *RequestHeader) BinarySize() int64 {
+	inputs, ok := h.dec.doc.Root().Find("inputs")
+	if !ok || !inputs.IsArray() {
+		return 0
+	}
+	var total uint64
+	for _, in := range inputs.Elements() {
+		params, ok := in.Find("parameters")
+		if !ok {
+			continue
+		}
+		v, ok := params.Find("binary_data_size")
+		if !ok {
+			continue
+		}
+		if n, err := v.Uint64(); err == nil {
+			total += n
+			if total < n || total > math.MaxInt64 {
+				return math.MaxInt64
+			}
+		}
+	}
+	return int64(total)
+}
+
+// Decode decodes the request. body is the whole request body: the header
+// given to ParseRequestHeader followed by the binary section (or a prefix
+// of it one byte longer than BinarySize, which decodes the same way). Call
+// it once.
+func (h *RequestHeader) Decode(body []byte) (*Envelope, error) {
+	d := &h.dec
+	d.body = body
+	err := d.decode()
+	// Clear the decoder so the parsed document is not kept alive by the
+	// request.
 	*d = decoder{}
 	if err != nil {
 		return nil, err
 	}
-	return env, nil
-}
-
-type decodeState struct {
-	env Envelope
-	req core.InferRequest
-	dec decoder
+	return &h.env, nil
 }
 
 // decoder walks the JSON header in Triton's order: id, parameters, inputs

@@ -528,3 +528,67 @@ func TestDecodeAllocsBounded(t *testing.T) {
 		t.Fatalf("%v allocations per decode", allocs)
 	}
 }
+
+// TestDecodeDeepData: a "data" array nested past MaxDataNesting is Triton's
+// 400; one nested a million deep is a parse error (500), and neither uses
+// the call stack.
+func TestDecodeDeepData(t *testing.T) {
+	body := func(depth int) string {
+		return `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1],"data":` +
+			strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth) + `}]}`
+	}
+	for _, c := range []struct {
+		depth int
+		code  core.Code
+		msg   string
+	}{
+		{120, core.CodeInvalidArg, "JSON nesting depth exceeds maximum allowed limit (100)"},
+		{5000, core.CodeInvalidArg, "JSON nesting depth exceeds maximum allowed limit (100)"},
+		{1_000_000, core.CodeInternal, "The document is nested deeper than 10000 levels."},
+	} {
+		_, err := decodeJSON(body(c.depth))
+		if core.CodeOf(err) != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("depth %d: %v, want %s %q", c.depth, err, c.code, c.msg)
+		}
+	}
+}
+
+// TestRequestHeaderBinarySize: the header tells how many binary bytes
+// follow, and a body cut one byte past them decodes like the whole body.
+func TestRequestHeaderBinarySize(t *testing.T) {
+	header := `{"inputs":[` + in16("INPUT0", `"parameters":{"binary_data_size":64}`) + "," +
+		in16("INPUT1", `"parameters":{"binary_data_size":64}`) + `]}`
+	h, err := ParseRequestHeader("simple", []byte(header), testMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.BinarySize(); got != 128 {
+		t.Fatalf("BinarySize = %d, want 128", got)
+	}
+	body := append([]byte(header), make([]byte, 128)...)
+	env, err := h.Decode(body)
+	if err != nil || len(env.Request.Inputs) != 2 || len(env.Request.Inputs[1].Data) != 64 {
+		t.Fatalf("Decode: %v", err)
+	}
+	h, _ = ParseRequestHeader("simple", []byte(header), testMax)
+	if _, err := h.Decode(append(body, 0)); err == nil || err.Error() != "unexpected additional input data for model 'simple'" {
+		t.Fatalf("one byte too many: %v", err)
+	}
+	for _, c := range []struct {
+		header string
+		want   int64
+	}{
+		{`{"inputs":[]}`, 0},
+		{`{"inputs":{}}`, 0},
+		{`{"inputs":[{"parameters":{"binary_data_size":"8"}},{"parameters":{"binary_data_size":3}}]}`, 3},
+		{`{"inputs":[{"parameters":{"binary_data_size":18446744073709551615}},{"parameters":{"binary_data_size":1}}]}`, math.MaxInt64},
+	} {
+		h, err := ParseRequestHeader("m", []byte(c.header), testMax)
+		if err != nil || h.BinarySize() != c.want {
+			t.Errorf("%s: BinarySize %v, want %d", c.header, err, c.want)
+		}
+	}
+	if _, err := ParseRequestHeader("m", []byte(`{"inputs":[]}`), 5); err == nil || !strings.Contains(err.Error(), "request JSON size of 13 bytes exceeds the maximum allowed input size of 5 bytes") {
+		t.Fatalf("too large: %v", err)
+	}
+}
