@@ -1,6 +1,10 @@
 # inferd — `make run` starts the server on the example repository, `make test` runs the suite.
 SHELL := /bin/bash
 GO ?= go
+# 1.29.0's telemetry crashes CreateOrtEnv in shell-less images without
+# /etc/machine-id (microsoft/onnxruntime#32173); 1.30.0 has the fix (#32226)
+# but ORT_GPU_PKG has no 1.30 build yet, so the binary sets
+# ORT_DISABLE_TELEMETRY=1 itself (core/onnxrt) and deploy's TestImage checks it.
 ORT_VERSION := 1.29.0
 ORT_DIR := third_party/onnxruntime
 ORT_LIB := $(ORT_DIR)/libonnxruntime.so.1
