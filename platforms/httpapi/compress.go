@@ -8,36 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/inferd/inferd/core"
 )
-
-// decompress inflates a request body sent with Content-Encoding gzip or
-// deflate. Triton's decoder auto-detects the gzip or zlib wrapper for both,
-// so either works under either name.
-func decompress(body []byte, limit int64) ([]byte, error) {
-	if len(body) == 0 {
-		return nil, core.Errorf(core.CodeInvalidArg, "nothing to be decompressed")
-	}
-	var r io.Reader
-	var err error
-	if len(body) >= 2 && body[0] == 0x1f && body[1] == 0x8b {
-		r, err = gzip.NewReader(bytes.NewReader(body))
-	} else {
-		r, err = zlib.NewReader(bytes.NewReader(body))
-	}
-	if err != nil {
-		return nil, core.Errorf(core.CodeInvalidArg, "failed to decompress the request body: %v", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, core.Errorf(core.CodeInvalidArg, "failed to decompress the request body: %v", err)
-	}
-	if int64(len(out)) > limit {
-		return nil, core.Errorf(core.CodeInvalidArg, "Decompressed data size exceeds the maximum allowed value of %d bytes. Use --http-max-input-size to increase the limit.", limit)
-	}
-	return out, nil
-}
 
 // responseEncoding picks gzip, deflate or "" (identity) from Accept-Encoding
 // with Triton's exact rules: the weight is read only from a ";q=" suffix,
@@ -99,16 +70,4 @@ func compress(encoding string, parts [][]byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// readAll reads a body. Content-Length sizes the buffer up front, but only
-// up to 16 MiB: a client may claim more than it sends, and the claim alone
-// must not commit memory.
-func readAll(r io.Reader, contentLength int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if contentLength > 0 {
-		buf.Grow(int(min(contentLength, 16<<20)) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
 }

@@ -32,27 +32,29 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, name str
 const sseContentType = "text/event-stream; charset=utf-8"
 
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
-	mv, release, err := s.core.Acquire(name, version)
-	if err != nil {
+	// As for /infer, the body is read between the lookup and the
+	// acquisition, so a slow upload never holds the model.
+	if err := s.lookup(name, version, false); err != nil {
 		writeError(w, err)
 		return
 	}
-	defer release()
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
 	default:
 		writeErrorStatus(w, http.StatusBadRequest, "Unsupported content-encoding, only 'identity' is supported.")
 		return
 	}
-	body, err := readAll(r.Body, r.ContentLength)
+	body, err := s.readJSONBody(r)
 	if err != nil {
-		writeError(w, core.Errorf(core.CodeInvalidArg, "failed to read the request body: %v", err))
+		writeError(w, err)
 		return
 	}
-	if int64(len(body)) > s.opts.MaxInputSize {
-		writeError(w, codec.JSONTooLargeError(int64(len(body)), s.opts.MaxInputSize))
+	mv, release, err := s.acquire(name, version, false)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
+	defer release()
 	req, err := decodeGenerate(body, mv.Config, s.opts.MaxInputSize)
 	if err != nil {
 		writeError(w, err)

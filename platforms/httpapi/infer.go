@@ -10,16 +10,12 @@ import (
 
 // infer is POST /v2/models/{m}[/versions/{v}]/infer, processed in Triton's
 // order (http-api.md §9.1): lookup, decompression, header length, decode,
-// core, encode.
+// core, encode. The body is read between a lookup that only reports the
+// lookup errors and the acquisition for the execution, so a slow upload
+// never holds the model (an unload or reload waits for held models).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
-	mv, release, err := s.core.Acquire(name, version)
-	if err != nil {
+	if err := s.lookup(name, version, true); err != nil {
 		writeError(w, err)
-		return
-	}
-	defer release()
-	if mv.Config.GetModelTransactionPolicy().GetDecoupled() {
-		writeErrorStatus(w, http.StatusNotImplemented, "HTTP end point doesn't support models with decoupled transaction policy")
 		return
 	}
 	env, err := s.decodeInfer(r, name)
@@ -30,6 +26,12 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		writeError(w, err)
 		return
 	}
+	mv, release, err := s.acquire(name, version, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
 	env.Request.ModelName, env.Request.ModelVersion = name, mv.Version
 	resp, err := mv.Infer(r.Context(), env.Request)
 	if err != nil {
@@ -39,39 +41,31 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	s.writeInferResponse(w, r, resp, env)
 }
 
-// decodeInfer reads and decodes an infer request body for model name. It is
-// the seam platform frontends use to accept v2 bodies on their own routes.
-func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, error) {
-	body, err := readAll(r.Body, r.ContentLength)
+// errDecoupled is /infer's refusal of a decoupled model.
+var errDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
+
+// acquire holds (name, version) for an execution, answering the lookup
+// errors of http-api.md §2.2 and, for /infer, the decoupled refusal.
+func (s *Server) acquire(name string, version int64, refuseDecoupled bool) (*core.ModelVersion, func(), error) {
+	mv, release, err := s.core.Acquire(name, version)
 	if err != nil {
-		return nil, core.Errorf(core.CodeInvalidArg, "failed to read the request body: %v", err)
+		return nil, nil, err
 	}
-	switch enc := r.Header.Get("Content-Encoding"); enc {
-	case "", "identity":
-	case "gzip", "deflate":
-		if body, err = decompress(body, s.opts.MaxInputSize); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, core.Errorf(core.CodeUnsupported, "Unsupported compression type")
+	if refuseDecoupled && mv.Config.GetModelTransactionPolicy().GetDecoupled() {
+		release()
+		return nil, nil, errDecoupled
 	}
-	jsonLen := -1
-	if hv, ok := r.Header["Inference-Header-Content-Length"]; ok && len(hv) > 0 {
-		if jsonLen, err = codec.ParseHeaderLength(hv[0], len(body)); err != nil {
-			return nil, err
-		}
+	return mv, release, nil
+}
+
+// lookup reports the errors acquire would, without holding the model: the
+// lookup comes first in Triton's order, before the body is read.
+func (s *Server) lookup(name string, version int64, refuseDecoupled bool) error {
+	_, release, err := s.acquire(name, version, refuseDecoupled)
+	if err == nil {
+		release()
 	}
-	if jsonLen < 0 && len(body) == 0 {
-		jsonLen = 0 // an empty body without the header is a raw request
-	}
-	headerSize := int64(jsonLen)
-	if jsonLen < 0 {
-		headerSize = int64(len(body))
-	}
-	if headerSize > s.opts.MaxInputSize {
-		return nil, codec.JSONTooLargeError(headerSize, s.opts.MaxInputSize)
-	}
-	return codec.DecodeRequest(name, body, jsonLen, s.opts.MaxInputSize)
+	return err
 }
 
 func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.Envelope) {

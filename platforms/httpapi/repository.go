@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,7 +97,9 @@ func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := s.core.Load(r.Context(), name, ov); err != nil {
+	// The load outlives the request: a client that gives up (or drops
+	// the connection) must not cancel a load half-way.
+	if err := s.core.Load(context.WithoutCancel(r.Context()), name, ov); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -127,19 +130,6 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, nil)
-}
-
-// readJSONBody reads a (small) JSON request body, enforcing
-// --http-max-input-size on the JSON text.
-func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
-	body, err := readAll(r.Body, r.ContentLength)
-	if err != nil {
-		return nil, core.Errorf(core.CodeInvalidArg, "failed to read the request body: %v", err)
-	}
-	if int64(len(body)) > s.opts.MaxInputSize {
-		return nil, codec.JSONTooLargeError(int64(len(body)), s.opts.MaxInputSize)
-	}
-	return body, nil
 }
 
 // lenientBase64 decodes like Triton's decoder: characters outside the

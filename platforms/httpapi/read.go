@@ -1,0 +1,307 @@
+package httpapi
+
+import (
+	"bufio"
+	"compress/gzip"
+	"compress/zlib"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
+)
+
+// Request bodies are read only as far as a limit: --http-max-input-size
+// for JSON texts, raw and decompressed bodies, and the JSON header plus
+// the binary blobs it announces for binary infer requests (http-api.md
+// §11.1, §18). What the buffer commits grows with what the client has
+// actually sent (at most twice it), so neither a large Content-Length nor
+// a large announcement costs memory by itself.
+const (
+	// presize is the most a body buffer is sized for up front from
+	// Content-Length; bodies up to it are read with one allocation.
+	presize = 1 << 20
+	// minBuffer is the first buffer of a body of unknown length.
+	minBuffer = 4 << 10
+)
+
+// bodyReader reads a request body into one growing buffer.
+type bodyReader struct {
+	r    io.Reader
+	size int64 // Content-Length, or -1 when unknown
+	buf  []byte
+	eof  bool
+	err  error // read failure other than EOF
+}
+
+func newBodyReader(r io.Reader, size int64) *bodyReader {
+	return &bodyReader{r: r, size: size}
+}
+
+// fill reads until the buffer holds n bytes or the body ends.
+func (b *bodyReader) fill(n int64) {
+	for !b.eof && b.err == nil && int64(len(b.buf)) < n {
+		if len(b.buf) == cap(b.buf) && !b.grow(n) {
+			// The body should have ended at Content-Length: look for
+			// its end (or, from an unusual reader, one more byte).
+			var one [1]byte
+			k, err := b.r.Read(one[:])
+			b.buf = append(b.buf, one[:k]...)
+			b.done(err)
+			continue
+		}
+		k, err := b.r.Read(b.buf[len(b.buf):min(int64(cap(b.buf)), n)])
+		b.buf = b.buf[:len(b.buf)+k]
+		b.done(err)
+	}
+}
+
+func (b *bodyReader) done(err error) {
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.err = err
+	}
+}
+
+// grow enlarges the buffer towards n bytes: to Content-Length when that is
+// small, else to at most twice what it holds (plus one byte); never past
+// Content-Length or n. It reports false when the buffer cannot grow
+// (Content-Length reached).
+func (b *bodyReader) grow(n int64) bool {
+	limit := n
+	if b.size >= 0 {
+		limit = min(limit, b.size)
+	}
+	have := int64(len(b.buf))
+	if have >= limit {
+		return false
+	}
+	want := max(2*have, minBuffer)
+	if b.size >= 0 && have == 0 {
+		want = max(want, presize)
+	}
+	if want > limit/2 {
+		// The next doubling would pass the limit: go there at once
+		// rather than through a copy one byte short of it.
+		want = limit
+	}
+	nb := make([]byte, have, want)
+	copy(nb, b.buf)
+	b.buf = nb
+	return true
+}
+
+// readError is the 400 for a body that could not be read (the client went
+// away, or stalled past --http-body-read-timeout).
+func readError(err error) error {
+	return core.Errorf(core.CodeInvalidArg, "failed to read the request body: %v", err)
+}
+
+// BodyTooLarge reports a body longer than the limit it was read with.
+// Size is its Content-Length when the client sent one, else the bytes read
+// before stopping (the limit plus one).
+type BodyTooLarge struct{ Size int64 }
+
+func (e *BodyTooLarge) Error() string { return "request body too large" }
+
+// ReadBody reads r's body, at most limit bytes of it: a longer body is a
+// *BodyTooLarge error, found from Content-Length before reading when the
+// client sent one. A failed read is a 400 *core.Error. The SageMaker and
+// Vertex frontends read their bodies with it.
+func ReadBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &BodyTooLarge{Size: r.ContentLength}
+	}
+	b := newBodyReader(r.Body, r.ContentLength)
+	b.fill(limit + 1)
+	if b.err != nil {
+		return nil, readError(b.err)
+	}
+	if n := int64(len(b.buf)); n > limit {
+		return nil, &BodyTooLarge{Size: n}
+	}
+	return b.buf, nil
+}
+
+// readJSONBody reads a JSON request body, enforcing --http-max-input-size
+// on the JSON text (every endpoint, http-api.md §18).
+func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
+	body, err := ReadBody(r, s.opts.MaxInputSize)
+	var tl *BodyTooLarge
+	if errors.As(err, &tl) {
+		return nil, codec.JSONTooLargeError(tl.Size, s.opts.MaxInputSize)
+	}
+	return body, err
+}
+
+// decodeInfer reads and decodes an infer request body for model name in
+// Triton's order (http-api.md §9.1 steps 4-7), reading no further than
+// the limits allow: --http-max-input-size bounds a JSON body, a raw body and
+// a decompressed one; a binary request is read up to its JSON header plus
+// the blobs that header announces, and one byte more to tell that the body
+// goes on (an error whatever follows).
+func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, error) {
+	limit := s.opts.MaxInputSize
+	headerValue, hasHeader := "", false
+	if hv, ok := r.Header[codec.HeaderLengthName]; ok && len(hv) > 0 {
+		headerValue, hasHeader = hv[0], true
+	}
+	switch r.Header.Get("Content-Encoding") {
+	case "", "identity":
+	case "gzip", "deflate":
+		body, err := decompressBody(r.Body, limit)
+		if err != nil {
+			return nil, err
+		}
+		jsonLen := -1
+		if hasHeader {
+			if jsonLen, err = codec.ParseHeaderLength(headerValue, len(body)); err != nil {
+				return nil, err
+			}
+		}
+		if jsonLen < 0 && len(body) == 0 {
+			jsonLen = 0 // an empty body without the header is a raw request
+		}
+		return codec.DecodeRequest(name, body, jsonLen, limit)
+	default:
+		return nil, core.Errorf(core.CodeUnsupported, "Unsupported compression type")
+	}
+
+	if !hasHeader {
+		// The whole body is JSON; empty, it is a raw request.
+		body, err := ReadBody(r, limit)
+		var tl *BodyTooLarge
+		if errors.As(err, &tl) {
+			return nil, codec.JSONTooLargeError(tl.Size, limit)
+		}
+		if err != nil {
+			return nil, err
+		}
+		jsonLen := -1
+		if len(body) == 0 {
+			jsonLen = 0
+		}
+		return codec.DecodeRequest(name, body, jsonLen, limit)
+	}
+
+	jsonLen, ok, inRange := codec.Stoi(headerValue)
+	if !ok || !inRange {
+		_, err := codec.ParseHeaderLength(headerValue, 0)
+		return nil, err
+	}
+	size := r.ContentLength
+	if size >= 0 {
+		// Content-Length is the body length (§9.1 step 5): check the
+		// header against it before reading.
+		if _, err := codec.ParseHeaderLength(headerValue, int(min(size, math.MaxInt32))); err != nil {
+			return nil, err
+		}
+	}
+	b := newBodyReader(r.Body, size)
+	switch {
+	case jsonLen < 0:
+		// Out of range whatever the length; the message names it.
+		b.fill(limit + 1)
+		if b.err != nil {
+			return nil, readError(b.err)
+		}
+		_, err := codec.ParseHeaderLength(headerValue, len(b.buf))
+		return nil, err
+	case jsonLen == 0:
+		// Raw binary request (§11.2).
+		if size > limit {
+			return nil, codec.RawTooLargeError(size, limit)
+		}
+		b.fill(limit + 1)
+		if b.err != nil {
+			return nil, readError(b.err)
+		}
+		return codec.DecodeRequest(name, b.buf, 0, limit)
+	case jsonLen > limit:
+		// Without Content-Length only reading jsonLen bytes would tell
+		// that the body is shorter than the header; too large either way.
+		return nil, codec.JSONTooLargeError(jsonLen, limit)
+	}
+	b.fill(jsonLen)
+	if b.err != nil {
+		return nil, readError(b.err)
+	}
+	if int64(len(b.buf)) < jsonLen {
+		_, err := codec.ParseHeaderLength(headerValue, len(b.buf))
+		return nil, err
+	}
+	if size == jsonLen {
+		return codec.DecodeRequest(name, b.buf, int(jsonLen), limit)
+	}
+	header, err := codec.ParseRequestHeader(name, b.buf[:jsonLen], limit)
+	if err != nil {
+		return nil, err
+	}
+	end := jsonLen + header.BinarySize()
+	if end < jsonLen || end == math.MaxInt64 {
+		end = math.MaxInt64 - 1 // announced sizes beyond any body
+	}
+	b.fill(end + 1)
+	if b.err != nil {
+		return nil, readError(b.err)
+	}
+	return header.Decode(b.buf)
+}
+
+// decompressBody inflates a Content-Encoding gzip or deflate body as it
+// arrives, stopping once the output passes limit. Triton's decoder
+// auto-detects the gzip or zlib wrapper for both names.
+func decompressBody(body io.Reader, limit int64) ([]byte, error) {
+	src := &errorReader{r: body}
+	br := bufio.NewReader(src)
+	head, _ := br.Peek(2)
+	if src.err != nil {
+		return nil, readError(src.err)
+	}
+	if len(head) == 0 {
+		return nil, core.Errorf(core.CodeInvalidArg, "nothing to be decompressed")
+	}
+	var zr io.Reader
+	var err error
+	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err = gzip.NewReader(br)
+	} else {
+		zr, err = zlib.NewReader(br)
+	}
+	if src.err != nil {
+		return nil, readError(src.err)
+	}
+	if err != nil {
+		return nil, core.Errorf(core.CodeInvalidArg, "failed to decompress the request body: %v", err)
+	}
+	out := newBodyReader(zr, -1)
+	out.fill(limit + 1)
+	switch {
+	case src.err != nil:
+		return nil, readError(src.err)
+	case out.err != nil:
+		return nil, core.Errorf(core.CodeInvalidArg, "failed to decompress the request body: %v", out.err)
+	case int64(len(out.buf)) > limit:
+		return nil, core.Errorf(core.CodeInvalidArg, "Decompressed data size exceeds the maximum allowed value of %d bytes. Use --http-max-input-size to increase the limit.", limit)
+	}
+	return out.buf, nil
+}
+
+// errorReader remembers the first failure of the underlying body, so a
+// client that went away is not reported as corrupt compressed data.
+type errorReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errorReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
