@@ -67,6 +67,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	router  chi.Router
+	handler http.Handler // router behind Recover
 	exiting atomic.Bool
 	meta    []byte // server metadata, computed once
 }
@@ -82,14 +83,19 @@ func New(c *core.Server, opts Options) *Server {
 	s := &Server{core: c, opts: opts, log: opts.Logger}
 	s.meta = serverMetadata()
 	s.router = s.routes()
+	s.handler = Recover(s.router, s.log, nil)
 	return s
 }
 
 // Router is the chi router, for platform frontends that add routes.
 func (s *Server) Router() chi.Router { return s.router }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: the router, behind Recover, so a
+// panic in any route (Lambda's included) is a 500 for its request only.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// MaxInputSize is --http-max-input-size.
+func (s *Server) MaxInputSize() int64 { return s.opts.MaxInputSize }
 
 // SetExiting makes health answer 503 "Server exiting" during a drain.
 func (s *Server) SetExiting() { s.exiting.Store(true) }
