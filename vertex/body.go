@@ -18,8 +18,9 @@ const BinaryContentType = "application/vnd.vertex-ai-triton.binary+json;json-hea
 // headerSize reads the JSON header length from a Content-Type (spec §1.4):
 // -1 when the prefix is absent (the whole body is JSON), else the value
 // parsed like C's stoi and checked against the body length. The texts are
-// Triton's.
-func headerSize(contentType string, bodyLen int) (int, error) {
+// Triton's. A body length < 0 (unknown: chunked) skips the upper bound,
+// which the base server then checks against the bytes it reads.
+func headerSize(contentType string, bodyLen int64) (int, error) {
 	pos := strings.Index(contentType, BinaryContentType)
 	if pos < 0 {
 		return -1, nil
@@ -34,8 +35,8 @@ func headerSize(contentType string, bodyLen int) (int, error) {
 		return 0, badRequest("Unable to parse inference header size, got: " + rest)
 	case !inRange:
 		return 0, badRequest("Unable to parse inference header size, value is out of range [ -2147483648, 2147483647 ], got: " + rest)
-	case n < 0 || n > int64(bodyLen):
-		return 0, badRequest("inference header size should be in range (0, " + strconv.Itoa(bodyLen) + "), got: " + rest)
+	case n < 0 || (bodyLen >= 0 && n > bodyLen):
+		return 0, badRequest("inference header size should be in range (0, " + strconv.FormatInt(max(bodyLen, 0), 10) + "), got: " + rest)
 	}
 	return int(n), nil
 }
@@ -53,6 +54,15 @@ func rewrite(r *http.Request, method, path string) *http.Request {
 	req := httpapi.Reroute(r, method, path)
 	req.Header.Del("Content-Encoding")
 	req.Header.Del("Accept-Encoding")
+	return req
+}
+
+// rewriteStream is rewrite for a POST whose body the base server reads;
+// the body's JSON length is carried only by the caller's
+// Inference-Header-Content-Length.
+func rewriteStream(r *http.Request, path string) *http.Request {
+	req := rewrite(r, http.MethodPost, path)
+	req.Header.Del(codec.HeaderLengthName)
 	return req
 }
 

@@ -2,7 +2,7 @@ package vertex
 
 import (
 	"context"
-	"io"
+	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -67,6 +67,8 @@ type Handler struct {
 	metrics http.Handler
 	// model is the resolved default model; nil until Resolve succeeds.
 	model atomic.Pointer[string]
+	// recovered is serve behind httpapi.Recover.
+	recovered http.Handler
 }
 
 // New builds the handler. It serves at once (health answers 400 and
@@ -78,7 +80,24 @@ func New(c *core.Server, api *httpapi.Server, opts Options) *Handler {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewHandler(c, metrics.DefaultConfig())
 	}
-	return &Handler{core: c, api: api, opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	h := &Handler{core: c, api: api, opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	h.recovered = httpapi.Recover(http.HandlerFunc(h.serve), h.log, h.modelOf)
+	return h
+}
+
+// modelOf names the model of a request for httpapi.Recover: the redirect
+// target's, else the predict route's default model.
+func (h *Handler) modelOf(r *http.Request) string {
+	if r.URL.Path != h.opts.PredictRoute {
+		return ""
+	}
+	if target, ok := r.Header[RedirectHeader]; ok {
+		if len(target) == 0 {
+			return ""
+		}
+		return httpapi.ModelOfPath("/" + target[0])
+	}
+	return h.DefaultModel()
 }
 
 // Resolve picks the default model over the READY models (call it after the
@@ -124,9 +143,13 @@ func (h *Handler) DefaultModel() string {
 	return ""
 }
 
-// ServeHTTP dispatches in Triton's order: health route first (so it wins
-// when both routes are equal), then predict, else 400.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP serves the Vertex routes; a panic answers its request 500
+// (httpapi.Recover) and the listener goes on serving.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.recovered.ServeHTTP(w, r) }
+
+// serve dispatches in Triton's order: health route first (so it wins when
+// both routes are equal), then predict, else 400.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case h.opts.HealthRoute:
 		h.health(w, r)
@@ -225,33 +248,59 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 
 // infer serves an inference on model through the base route path, with
 // Vertex's body framing. envelope allows the "instances" translation.
+// Only a body that may be an envelope (JSON, on the predict route) is read
+// here, and no further than --http-max-input-size; any other goes to the
+// base server unread, which reads it within its limits.
 func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, envelope bool) {
 	if r.Method != http.MethodPost {
 		// The base route answers 403 (restricted) or 405 with JSON.
 		h.api.ServeHTTP(w, rewrite(r, r.Method, path))
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		h.refuse(w, r, http.StatusBadRequest, "failed to read the request body: "+err.Error())
-		return
-	}
-	jsonLen, err := headerSize(r.Header.Get("Content-Type"), len(body))
+	jsonLen, err := headerSize(r.Header.Get("Content-Type"), r.ContentLength)
 	if err != nil {
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if envelope && jsonLen < 0 {
-		if top, ok := detectEnvelope(body); ok {
-			h.predictEnvelope(w, r, model, path, top)
+	if !envelope || jsonLen >= 0 {
+		req := rewriteStream(r, path)
+		if jsonLen >= 0 {
+			req.Header.Set(codec.HeaderLengthName, strconv.Itoa(jsonLen))
+		}
+		h.api.ServeHTTP(w, req)
+		return
+	}
+	body, err := httpapi.ReadBody(r, h.api.MaxInputSize())
+	var tooLarge *httpapi.BodyTooLarge
+	switch {
+	case errors.As(err, &tooLarge):
+		h.tooLarge(w, r, model, path, tooLarge.Size)
+		return
+	case err != nil:
+		h.refuse(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if top, ok := detectEnvelope(body); ok {
+		h.predictEnvelope(w, r, model, path, top)
+		return
+	}
+	h.api.ServeHTTP(w, rewriteBody(r, path, body))
+}
+
+// tooLarge answers a predict body over --http-max-input-size as the base
+// infer route would: its lookup errors (and the decoupled refusal) first.
+func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, model, path string, size int64) {
+	mv, release, err := h.core.Acquire(model, core.LatestVersion)
+	if err == nil {
+		decoupled := mv.Config.GetModelTransactionPolicy().GetDecoupled()
+		release()
+		if !decoupled {
+			h.refuse(w, r, http.StatusBadRequest, codec.JSONTooLargeError(size, h.api.MaxInputSize()).Error())
 			return
 		}
 	}
-	req := rewriteBody(r, path, body)
-	if jsonLen >= 0 {
-		req.Header.Set(codec.HeaderLengthName, strconv.Itoa(jsonLen))
-	}
-	h.api.ServeHTTP(w, req)
+	// The base route reports the lookup failure with its own status.
+	h.api.ServeHTTP(w, rewriteBody(r, path, nil))
 }
 
 // refuse answers an error found before the base server saw the request,

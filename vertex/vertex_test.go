@@ -491,8 +491,11 @@ func TestHeaderSize(t *testing.T) {
 		{BinaryContentType + "2147483648", 1 << 31, 0, true},
 		{"x" + BinaryContentType + "4", 10, 0, true},
 		{"application/vnd.vertex-ai-triton.binary+json; json-header-size=4", 10, -1, false},
+		// Unknown body length (chunked): the base server checks the bound.
+		{BinaryContentType + "11", -1, 11, false},
+		{BinaryContentType + "-1", -1, 0, true},
 	} {
-		got, err := headerSize(c.ct, c.n)
+		got, err := headerSize(c.ct, int64(c.n))
 		if (err != nil) != c.err || (err == nil && got != c.want) {
 			t.Errorf("headerSize(%q, %d) = %d, %v; want %d, err %v", c.ct, c.n, got, err, c.want, c.err)
 		}

@@ -157,7 +157,7 @@ func Recover(h http.Handler, log *slog.Logger, modelOf func(*http.Request) strin
 		log = slog.Default()
 	}
 	if modelOf == nil {
-		modelOf = ModelOfPath
+		modelOf = func(r *http.Request) string { return ModelOfPath(r.URL.Path) }
 	}
 	return &recoverer{h: h, log: log, modelOf: modelOf}
 }
@@ -219,10 +219,9 @@ func (t *trackingWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
-// ModelOfPath is the model a v2 route names: {m} of /v2/models/{m}/... and
-// of /v2/repository[/{repo}]/models/{m}/...; "" for other paths.
-func ModelOfPath(r *http.Request) string {
-	p := r.URL.Path
+// ModelOfPath is the model a v2 route path names: {m} of /v2/models/{m}/...
+// and of /v2/repository[/{repo}]/models/{m}/...; "" for other paths.
+func ModelOfPath(p string) string {
 	if rest, ok := strings.CutPrefix(p, "/v2/models/"); ok {
 		name, _, _ := strings.Cut(rest, "/")
 		if name == "stats" && !strings.Contains(rest, "/") {
