@@ -30,8 +30,16 @@ type Options struct {
 	// ModelsRoot is where SageMaker extracts MME artifacts; load urls must
 	// lie under it. Default /opt/ml/models (tests point it elsewhere).
 	ModelsRoot string
-	Logger     *slog.Logger
+	// UnloadTimeout bounds an MME unload: the wait for the model's
+	// in-flight requests and for the index to report it unloaded
+	// (§3.7.6). Default DefaultUnloadTimeout.
+	UnloadTimeout time.Duration
+	Logger        *slog.Logger
 }
+
+// DefaultUnloadTimeout is 350 s: SageMaker gives an unload 360 s, so the
+// reply must come before that.
+const DefaultUnloadTimeout = 350 * time.Second
 
 // OptionsFromEnv reads the env the server process sees (§3.3).
 func OptionsFromEnv(getenv func(string) string) Options {
@@ -56,6 +64,9 @@ func (o Options) withDefaults() Options {
 	if o.ModelsRoot == "" {
 		o.ModelsRoot = "/opt/ml/models"
 	}
+	if o.UnloadTimeout <= 0 {
+		o.UnloadTimeout = DefaultUnloadTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -74,23 +85,51 @@ type handler struct {
 
 	// Unload waits for the index to report the model unloaded (§3.7.6).
 	pollEvery, unloadTimeout time.Duration
+
+	// recovered is serve behind httpapi.Recover.
+	recovered http.Handler
 }
 
 // New builds the SageMaker handler over the core and its base API server.
 // The listener (body size cap, chunk counting) is the caller's.
 func New(c *core.Server, api *httpapi.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
-	return &handler{
+	h := &handler{
 		core: c, api: api, opts: opts, log: opts.Logger,
 		loaded: map[string]*mmeModel{}, pending: map[string]bool{},
-		pollEvery: 500 * time.Millisecond, unloadTimeout: 350 * time.Second,
+		pollEvery: 500 * time.Millisecond, unloadTimeout: opts.UnloadTimeout,
 	}
+	h.recovered = httpapi.Recover(http.HandlerFunc(h.serve), h.log, h.modelOf)
+	return h
 }
 
-// ServeHTTP dispatches on the exact path, in Triton's order (§3.4). Paths
-// are compared as strings: http.ServeMux would redirect /models and
-// cleaned paths where SageMaker expects 400.
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP serves the SageMaker routes; a panic answers its request 500
+// (httpapi.Recover) and the listener goes on serving.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.recovered.ServeHTTP(w, r) }
+
+// modelOf names a request's model for httpapi.Recover: the default model
+// of /invocations, the served name (or id) of an MME route. It takes no
+// lock: the panic may have happened holding one.
+func (h *handler) modelOf(r *http.Request) string {
+	if r.URL.Path == "/invocations" {
+		return h.opts.DefaultModel
+	}
+	if !strings.HasPrefix(r.URL.Path, "/models/") {
+		return ""
+	}
+	if id, _, ok := parseModelsPath(r.URL.Path); ok && id != "" {
+		if n := servedFromHeader(r.Header.Get(targetModelHeader)); n != "" {
+			return n
+		}
+		return id
+	}
+	return ""
+}
+
+// serve dispatches on the exact path, in Triton's order (§3.4). Paths are
+// compared as strings: http.ServeMux would redirect /models and cleaned
+// paths where SageMaker expects 400.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	switch p := r.URL.Path; {
 	case p == "/ping":
 		h.ping(w, r)

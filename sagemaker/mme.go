@@ -2,7 +2,6 @@ package sagemaker
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,8 +35,8 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 	if h.restricted(w, r, "model-repository") {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxLoadBody+1))
-	if err != nil || len(body) > maxLoadBody {
+	body, err := httpapi.ReadBody(r, maxLoadBody)
+	if err != nil {
 		httpapi.WriteError(w, http.StatusBadRequest, "failed to read the request body")
 		return
 	}
@@ -284,13 +283,20 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	name := servedName(r, rec)
-	ctx := context.WithoutCancel(r.Context())
-	if err := h.core.Unload(ctx, name); err != nil {
+	// The unload goes on if SageMaker drops the request, but its wait (for
+	// in-flight requests, then for the index) ends in time for SageMaker's
+	// own 360 s: past it, as in Triton, the delay is logged, not returned.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.unloadTimeout)
+	defer cancel()
+	err := h.core.Unload(ctx, name)
+	if err != nil && ctx.Err() == nil {
 		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !h.waitUnloaded(ctx, name) {
-		h.log.Warn("sagemaker: model not reported unloaded in time", "model", id, "name", name, "waited", h.unloadTimeout)
+	// err != nil: the deadline passed while in-flight requests held the
+	// model; they finish, and the model unloads, in the background.
+	if err != nil || !h.waitUnloaded(ctx, name) {
+		h.log.Warn("sagemaker: model not unloaded in time; it finishes unloading in the background", "model", id, "name", name, "waited", h.unloadTimeout)
 	}
 	h.mu.Lock()
 	delete(h.loaded, id)
@@ -304,18 +310,20 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // waitUnloaded polls the repository index until no version of name is
-// READY, LOADING or UNLOADING, or unloadTimeout passes.
+// READY, LOADING or UNLOADING, or ctx ends (the unload's deadline).
 func (h *handler) waitUnloaded(ctx context.Context, name string) bool {
-	deadline := time.Now().Add(h.unloadTimeout)
+	tick := time.NewTicker(h.pollEvery)
+	defer tick.Stop()
 	for {
 		entries, err := h.core.Index(ctx, false)
 		if err == nil && unloaded(entries, name) {
 			return true
 		}
-		if !time.Now().Add(h.pollEvery).Before(deadline) {
+		select {
+		case <-ctx.Done():
 			return false
+		case <-tick.C:
 		}
-		time.Sleep(h.pollEvery)
 	}
 }
 

@@ -260,9 +260,10 @@ func TestUnloadWait(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, filepath.Join(root, "m"), idConfig, idONNX)
 	e := start(t, setup{repo: root, startup: []string{"m"}})
-	e.h.unloadTimeout = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
 	begin := time.Now()
-	if e.h.waitUnloaded(context.Background(), "m") {
+	if e.h.waitUnloaded(ctx, "m") {
 		t.Error("waitUnloaded reported a READY model unloaded")
 	}
 	if d := time.Since(begin); d < 40*time.Millisecond || d > 5*time.Second {
