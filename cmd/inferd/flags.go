@@ -7,8 +7,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/sagemaker"
 )
 
 // config holds every command-line setting; the flag names are Triton's.
@@ -34,6 +37,10 @@ type config struct {
 	logInfo           bool
 	logFormat         string
 	maxInputSize      int64
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	bodyReadTimeout   time.Duration
+	bodyMinRate       int64
 	backendConfig     stringList
 	restrictedAPI     stringList
 	configName        string
@@ -46,6 +53,7 @@ type config struct {
 	sageMakerPort      int
 	sageMakerSafeRange string
 	sageMakerThreads   int
+	sageMakerUnload    time.Duration
 	allowVertex        bool
 	vertexPort         int
 	vertexThreads      int
@@ -99,7 +107,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.logVerbose, "log-verbose", 0, "Verbose logging level (> 0 logs debug lines).")
 	fs.BoolVar(&c.logInfo, "log-info", true, "Log info lines.")
 	fs.StringVar(&c.logFormat, "log-format", "default", "Log format: default (text) or json.")
-	fs.Int64Var(&c.maxInputSize, "http-max-input-size", 64<<20, "Largest JSON text, JSON tensor, raw body or decompressed body accepted, in bytes.")
+	fs.Int64Var(&c.maxInputSize, "http-max-input-size", 64<<20, "Largest JSON text, JSON tensor, raw body or decompressed body accepted, in bytes; a request body is read no further (binary tensors after the JSON header excepted).")
+	fs.DurationVar(&c.readHeaderTimeout, "http-read-header-timeout", httpapi.DefaultReadHeaderTimeout, "Longest time a client may take to send a request's headers, on every listener (0: no limit).")
+	fs.DurationVar(&c.idleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "How long a kept-alive connection may wait for its next request, on every listener (0: no limit).")
+	fs.DurationVar(&c.bodyReadTimeout, "http-body-read-timeout", httpapi.DefaultBodyReadTimeout, "Longest wait for more bytes of a request body; every read that brings data restarts it, so steady uploads of any size are never cut (0: no limit).")
+	fs.Int64Var(&c.bodyMinRate, "http-body-min-rate", httpapi.DefaultBodyMinRate, "Bytes per second a request body must average once --http-body-read-timeout has passed, so a client cannot hold a connection by trickling (0: no minimum).")
 	fs.Var(&c.backendConfig, "backend-config", "Backend setting <backend>,<key>=<value> (repeatable): onnxruntime,library-path=...; onnxruntime,default-max-batch-size=4; onnxruntime,enable-global-threadpool=true; onnxruntime,intra_op_thread_count=N; onnxruntime,inter_op_thread_count=N.")
 	fs.Var(&c.restrictedAPI, "http-restricted-api", "Restrict API categories to requests carrying a header: <category>[,<category>...]:<key>=<value> (repeatable).")
 	fs.StringVar(&c.configName, "model-config-name", "", "Use <model>/configs/<name>.pbtxt when it exists instead of config.pbtxt.")
@@ -114,6 +126,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.sageMakerPort, "sagemaker-port", 8080, "Port of the SageMaker listener (address 0.0.0.0).")
 	fs.StringVar(&c.sageMakerSafeRange, "sagemaker-safe-port-range", "", "<lo>-<hi>: every other listener must use a port in this range.")
 	fs.IntVar(&c.sageMakerThreads, "sagemaker-thread-count", 8, "Accepted for Triton compatibility; Go serves each request on its own goroutine.")
+	fs.DurationVar(&c.sageMakerUnload, "sagemaker-unload-timeout", sagemaker.DefaultUnloadTimeout, "Longest an MME unload (DELETE /models/{m}) waits for the model's requests to finish before answering; SageMaker allows 360 s.")
 	vertexMode := os.Getenv("AIP_MODE") == "PREDICTION"
 	fs.BoolVar(&c.allowVertex, "allow-vertex-ai", vertexMode, "Serve the Vertex AI routes (AIP_HEALTH_ROUTE, AIP_PREDICT_ROUTE) on --vertex-ai-port (default: true when AIP_MODE=PREDICTION).")
 	vertexPort := 8080
@@ -163,7 +176,21 @@ func (c *config) check() error {
 	if c.maxInputSize <= 0 {
 		return fmt.Errorf("--http-max-input-size must be greater than 0")
 	}
+	for name, d := range map[string]time.Duration{"http-read-header-timeout": c.readHeaderTimeout, "http-idle-timeout": c.idleTimeout,
+		"http-body-read-timeout": c.bodyReadTimeout, "sagemaker-unload-timeout": c.sageMakerUnload} {
+		if d < 0 {
+			return fmt.Errorf("--%s must not be negative", name)
+		}
+	}
+	if c.bodyMinRate < 0 {
+		return fmt.Errorf("--http-body-min-rate must not be negative")
+	}
 	return nil
+}
+
+// timeouts are the HTTP listeners' timeouts.
+func (c *config) timeouts() httpapi.Timeouts {
+	return httpapi.Timeouts{ReadHeader: c.readHeaderTimeout, Idle: c.idleTimeout, Body: c.bodyReadTimeout, BodyMinRate: c.bodyMinRate}
 }
 
 // metrics reads the --metrics-config settings.

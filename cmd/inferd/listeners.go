@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/serve"
 )
 
 // listenSpec is one listener the server opens.
@@ -69,4 +76,36 @@ func parsePortRange(s string) (lo, hi int, err error) {
 		return 0, 0, fmt.Errorf("--sagemaker-safe-port-range expects <lo>-<hi>, got %q", s)
 	}
 	return lo, hi, nil
+}
+
+// listen binds spec's address and returns the actor serving h there and
+// the bound address. Every listener is built the same way
+// (httpapi.NewHTTPServer): panics answered per request, and the header,
+// idle and body timeouts of the --http-*-timeout flags.
+func listen(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logger) (serve.Actor, string, error) {
+	ln, err := net.Listen("tcp", spec.hostPort())
+	if err != nil {
+		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
+	}
+	return httpActor(spec.service, ln, httpapi.NewHTTPServer(h, t, log)), ln.Addr().String(), nil
+}
+
+// httpActor serves srv on ln; stopping it closes the listener and waits
+// for in-flight requests until the drain deadline (serve.HTTP, with the
+// server built by the caller).
+func httpActor(name string, ln net.Listener, srv *http.Server) serve.Actor {
+	return serve.Actor{
+		Name: name,
+		Run: func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+		Stop: func(ctx context.Context) {
+			if err := srv.Shutdown(ctx); err != nil {
+				_ = srv.Close()
+			}
+		},
+	}
 }

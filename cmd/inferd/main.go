@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -137,7 +136,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		}
 		opts.Logger, opts.Metrics = log, metricsHandler
 		vertexHandler = vertex.New(srv, api, opts)
-		actor, addr, err := startEarly(specFor(specs, "Vertex AI"), vertexHandler)
+		actor, addr, err := startEarly(specFor(specs, "Vertex AI"), vertexHandler, cfg.timeouts(), log)
 		if err != nil {
 			return err
 		}
@@ -179,12 +178,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			continue // already serving
 		case "SageMaker":
 			opts := sagemaker.OptionsFromEnv(os.Getenv)
-			opts.Logger = log
+			opts.Logger, opts.UnloadTimeout = log, cfg.sageMakerUnload
 			h = sagemaker.New(srv, api, opts)
 		default:
 			return fmt.Errorf("the %s listener is not available in this build", spec.service)
 		}
-		actor, addr, err := listen(spec, h)
+		actor, addr, err := listen(spec, h, cfg.timeouts(), log)
 		if err != nil {
 			stopAll(actors, drain)
 			return err
@@ -392,24 +391,14 @@ func specFor(specs []listenSpec, service string) listenSpec {
 
 // startEarly serves h on spec's port now, before the models load, and
 // returns the actor the run group waits on and stops.
-func startEarly(spec listenSpec, h http.Handler) (serve.Actor, string, error) {
-	actor, addr, err := listen(spec, h)
+func startEarly(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logger) (serve.Actor, string, error) {
+	actor, addr, err := listen(spec, h, t, log)
 	if err != nil {
 		return serve.Actor{}, "", err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- actor.Run() }()
 	return serve.Actor{Name: spec.service, Run: func() error { return <-errc }, Stop: actor.Stop}, addr, nil
-}
-
-// listen binds spec's address and returns the actor serving h there and
-// the bound address.
-func listen(spec listenSpec, h http.Handler) (serve.Actor, string, error) {
-	ln, err := net.Listen("tcp", spec.hostPort())
-	if err != nil {
-		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
-	}
-	return serve.HTTP(spec.service, ln, h), ln.Addr().String(), nil
 }
 
 // stopAll stops actors already serving when the start-up fails.
