@@ -67,10 +67,12 @@ func (b *bodyReader) done(err error) {
 	}
 }
 
-// grow enlarges the buffer towards n bytes: to Content-Length when that is
-// small, else to at most twice what it holds (plus one byte); never past
-// Content-Length or n. It reports false when the buffer cannot grow
-// (Content-Length reached).
+// grow enlarges the buffer towards n bytes, to at most twice what it holds
+// (plus one byte), never past Content-Length or n. The first buffer of a
+// body with a Content-Length is sized for the whole body when that is
+// small (up to twice presize), else presize, even if this fill wants less
+// (a binary request's JSON header comes first, its blobs next). It reports
+// false when the buffer cannot grow (Content-Length reached).
 func (b *bodyReader) grow(n int64) bool {
 	limit := n
 	if b.size >= 0 {
@@ -81,8 +83,8 @@ func (b *bodyReader) grow(n int64) bool {
 		return false
 	}
 	want := max(2*have, minBuffer)
-	if b.size >= 0 && have == 0 {
-		want = max(want, presize)
+	if have == 0 && b.size >= 0 {
+		want, limit = max(want, presize), b.size
 	}
 	if want > limit/2 {
 		// The next doubling would pass the limit: go there at once
