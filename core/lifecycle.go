@@ -412,23 +412,35 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 		m.loaded, m.attempted = "", ""
 	}
 	s.mu.Unlock()
-	err := closeAll(ctx, retire)
-	s.mu.Lock()
-	for _, slot := range draining {
-		if slot.mv == nil && slot.state == StateUnloading {
-			slot.state, slot.reason = StateUnavailable, "unloaded"
+	// The versions show UNAVAILABLE "unloaded" only once closed: when ctx
+	// ends first, they stay UNLOADING until the background close is done,
+	// so nobody takes a model that still holds its resources for unloaded.
+	done := closeAll(retire)
+	settle := func() {
+		s.mu.Lock()
+		for _, slot := range draining {
+			if slot.mv == nil && slot.state == StateUnloading {
+				slot.state, slot.reason = StateUnavailable, "unloaded"
+			}
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
-	if err != nil {
-		return Errorf(CodeInternal, "failed to unload '%s': %v", name, err)
+	select {
+	case <-done:
+		settle()
+		return nil
+	case <-ctx.Done():
+		go func() {
+			<-done
+			settle()
+		}()
+		return Errorf(CodeInternal, "failed to unload '%s': %v", name, ctx.Err())
 	}
-	return nil
 }
 
-// closeAll closes versions (each waits for its in-flight requests), giving
-// up waiting when ctx ends; the closes then finish in the background.
-func closeAll(ctx context.Context, versions []*ModelVersion) error {
+// closeAll closes versions in the background (each waits for its in-flight
+// requests); the channel closes when all are closed.
+func closeAll(versions []*ModelVersion) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		for _, mv := range versions {
@@ -436,10 +448,5 @@ func closeAll(ctx context.Context, versions []*ModelVersion) error {
 		}
 		close(done)
 	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return done
 }

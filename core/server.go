@@ -362,7 +362,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
-	if err := closeAll(ctx, all); err != nil {
-		s.log.Warn("shutdown: gave up waiting for models to unload", "err", err)
+	select {
+	case <-closeAll(all):
+	case <-ctx.Done():
+		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
 	}
 }
