@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -87,25 +85,5 @@ func listen(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logge
 	if err != nil {
 		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
 	}
-	return httpActor(spec.service, ln, httpapi.NewHTTPServer(h, t, log)), ln.Addr().String(), nil
-}
-
-// httpActor serves srv on ln; stopping it closes the listener and waits
-// for in-flight requests until the drain deadline (serve.HTTP, with the
-// server built by the caller).
-func httpActor(name string, ln net.Listener, srv *http.Server) serve.Actor {
-	return serve.Actor{
-		Name: name,
-		Run: func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		},
-		Stop: func(ctx context.Context) {
-			if err := srv.Shutdown(ctx); err != nil {
-				_ = srv.Close()
-			}
-		},
-	}
+	return serve.HTTP(spec.service, ln, httpapi.NewHTTPServer(h, t, log)), ln.Addr().String(), nil
 }

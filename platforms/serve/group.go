@@ -39,10 +39,9 @@ func Group(ctx context.Context, drain time.Duration, actors ...Actor) error {
 	return first
 }
 
-// HTTP returns an Actor serving h on ln. Stopping it closes the listener
+// HTTP returns an Actor serving srv on ln. Stopping it closes the listener
 // and waits for in-flight requests until the drain deadline.
-func HTTP(name string, ln net.Listener, h http.Handler) Actor {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+func HTTP(name string, ln net.Listener, srv *http.Server) Actor {
 	return Actor{
 		Name: name,
 		Run: func() error {

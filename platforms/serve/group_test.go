@@ -43,7 +43,9 @@ func TestHTTPDrain(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	groupDone := make(chan error, 1)
-	go func() { groupDone <- Group(ctx, 5*time.Second, HTTP("http", ln, h)) }()
+	go func() {
+		groupDone <- Group(ctx, 5*time.Second, HTTP("http", ln, &http.Server{Handler: h, ReadHeaderTimeout: time.Second}))
+	}()
 	url := "http://" + ln.Addr().String()
 	got := make(chan string, 1)
 	go func() {
