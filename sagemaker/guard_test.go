@@ -1,19 +1,16 @@
 package sagemaker
 
 import (
-	"bufio"
 	"bytes"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
 
@@ -58,29 +55,12 @@ func unloadedNow(t *testing.T, e *env, name string) bool {
 	return err == nil && unloaded(entries, name)
 }
 
-// endless is a request body that never ends.
-type endless struct{}
-
-func (endless) Read(p []byte) (int, error) { clear(p); return len(p), nil }
-
-// post sends an endless chunked body over its own connection, reading the
-// reply while writing, and returns the reply.
+// postEndless sends an endless chunked body and returns the reply.
 func postEndless(t *testing.T, rawURL string) (int, string) {
 	t.Helper()
-	u, err := url.Parse(rawURL)
-	must(t, err)
-	conn, err := net.Dial("tcp", u.Host)
-	must(t, err)
-	defer conn.Close()
-	req, _ := http.NewRequest(http.MethodPost, rawURL, io.NopCloser(endless{}))
-	req.ContentLength = -1
-	go func() { _ = req.Write(conn) }()
-	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	r := servertest.SendBody(rawURL, nil, &servertest.Zeros{N: -1}, -1)
+	must(t, r.Err)
+	return r.Status, r.Body
 }
 
 // TestBodyLimits: /invocations and MME invoke bodies are read no further

@@ -1,67 +1,29 @@
 package vertex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
 
-// zeros reads n zero bytes without allocating.
-type zeros struct{ n int64 }
-
-func (z *zeros) Read(p []byte) (int, error) {
-	if z.n == 0 {
-		return 0, io.EOF
-	}
-	p = p[:min(int64(len(p)), z.n)]
-	clear(p)
-	z.n -= int64(len(p))
-	return len(p), nil
-}
-
-// sendBody posts body over its own connection, writing and reading at
-// once, so a reply sent before the whole body is seen; size -1 is chunked.
+// sendBody posts body with SendBody; size -1 is chunked.
 func sendBody(t *testing.T, rawURL string, header map[string]string, body io.Reader, size int64) (int, string) {
 	t.Helper()
-	u, err := url.Parse(rawURL)
-	must(t, err)
-	conn, err := net.Dial("tcp", u.Host)
-	must(t, err)
-	defer conn.Close()
-	req, _ := http.NewRequest(http.MethodPost, rawURL, io.NopCloser(body))
-	req.ContentLength = size
+	h := http.Header{}
 	for k, v := range header {
-		req.Header[k] = []string{v}
+		h[k] = []string{v}
 	}
-	go func() { _ = req.Write(conn) }()
-	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, string(b)
-}
-
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
+	r := servertest.SendBody(rawURL, h, body, size)
+	must(t, r.Err)
+	return r.Status, r.Body
 }
 
 // TestPredictBodyLimits: the predict route reads a body no further than
@@ -92,7 +54,7 @@ func TestPredictBodyLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var status int
 			var body string
-			n := allocated(func() { status, body = sendBody(t, predict, c.header, &zeros{n: huge}, c.size) })
+			n := servertest.Allocated(func() { status, body = sendBody(t, predict, c.header, &servertest.Zeros{N: huge}, c.size) })
 			if status != 400 || body != c.want {
 				t.Fatalf("%d %q, want 400 %s", status, body, c.want)
 			}
@@ -136,12 +98,12 @@ func TestPredictTooLargeOrder(t *testing.T) {
 	must(t, httpapi.ParseRestriction(restricted, "inference:X-Auth=secret"))
 	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{MaxInputSize: 100, Restricted: restricted})
 	_, base := listen(t, c, api, "", true)
-	status, body := sendBody(t, base+predictRoute, nil, &zeros{n: 10 << 20}, -1)
+	status, body := sendBody(t, base+predictRoute, nil, &servertest.Zeros{N: 10 << 20}, -1)
 	if want := `{"error":"This API is restricted, expecting header 'X-Auth'"}`; status != 403 || body != want {
 		t.Fatalf("restricted: %d %q", status, body)
 	}
 	must(t, c.Unload(t.Context(), "id1"))
-	status, body = sendBody(t, base+predictRoute, map[string]string{"X-Auth": "secret"}, &zeros{n: 10 << 20}, -1)
+	status, body = sendBody(t, base+predictRoute, map[string]string{"X-Auth": "secret"}, &servertest.Zeros{N: 10 << 20}, -1)
 	if status != 404 || !strings.Contains(body, "Request for unknown model: 'id1'") {
 		t.Fatalf("unloaded: %d %q", status, body)
 	}

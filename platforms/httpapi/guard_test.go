@@ -227,10 +227,10 @@ func TestTimeouts(t *testing.T) {
 		pr, pw := io.Pipe()
 		go func() { _, _ = pw.Write([]byte(`{"inputs":[`)) }() // then nothing
 		start := time.Now()
-		r := sendBody(base+"/v2/models/id1/infer", nil, pr, 1000)
+		r := servertest.SendBody(base+"/v2/models/id1/infer", nil, pr, 1000)
 		pw.Close()
-		if r.status != 400 || !strings.Contains(r.body, "failed to read the request body") || !strings.Contains(r.body, "timeout") {
-			t.Fatalf("%d %q (%v)", r.status, r.body, r.err)
+		if r.Status != 400 || !strings.Contains(r.Body, "failed to read the request body") || !strings.Contains(r.Body, "timeout") {
+			t.Fatalf("%d %q (%v)", r.Status, r.Body, r.Err)
 		}
 		if d := time.Since(start); d > 3*time.Second {
 			t.Fatalf("cut after %v", d)
@@ -255,9 +255,9 @@ func TestTimeouts(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		r := sendBody(base+"/v2/models/id1/infer", nil, pr, 1<<20)
-		if r.status != 400 || !strings.Contains(r.body, "timeout") {
-			t.Fatalf("%d %q (%v)", r.status, r.body, r.err)
+		r := servertest.SendBody(base+"/v2/models/id1/infer", nil, pr, 1<<20)
+		if r.Status != 400 || !strings.Contains(r.Body, "timeout") {
+			t.Fatalf("%d %q (%v)", r.Status, r.Body, r.Err)
 		}
 		if d := time.Since(start); d > 3*time.Second {
 			t.Fatalf("cut after %v", d)
@@ -279,9 +279,9 @@ func TestTimeouts(t *testing.T) {
 			pw.Close()
 		}()
 		start := time.Now()
-		r := sendBody(base+"/v2/models/id1/infer", hdrLen(0), pr, -1)
-		if r.status != 200 {
-			t.Fatalf("%d %.200q (%v)", r.status, r.body, r.err)
+		r := servertest.SendBody(base+"/v2/models/id1/infer", hdrLen(0), pr, -1)
+		if r.Status != 200 {
+			t.Fatalf("%d %.200q (%v)", r.Status, r.Body, r.Err)
 		}
 		if d := time.Since(start); d < 4*to.Body {
 			t.Fatalf("upload took only %v", d)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -9,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,80 +17,15 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
 )
-
-// zeros reads n zero bytes (or, with n < 0, never ends) without
-// allocating: a client that sends far more than the server may read.
-type zeros struct{ n int64 }
-
-func (z *zeros) Read(p []byte) (int, error) {
-	if z.n == 0 {
-		return 0, io.EOF
-	}
-	if z.n > 0 && int64(len(p)) > z.n {
-		p = p[:z.n]
-	}
-	clear(p)
-	if z.n > 0 {
-		z.n -= int64(len(p))
-	}
-	return len(p), nil
-}
-
-// rawReply is what sendBody got back.
-type rawReply struct {
-	status int
-	body   string
-	err    error
-}
-
-// sendBody posts body to rawURL over its own connection, writing and
-// reading concurrently as a real client does, so a reply that comes before
-// the whole body is sent is seen (Go's client may report the write error
-// instead). size is the Content-Length, or -1 for a chunked body.
-func sendBody(rawURL string, header http.Header, body io.Reader, size int64) rawReply {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return rawReply{err: err}
-	}
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		return rawReply{err: err}
-	}
-	defer conn.Close()
-	req, _ := http.NewRequest(http.MethodPost, rawURL, io.NopCloser(body))
-	req.ContentLength = size
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	go func() { _ = req.Write(conn) }()
-	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return rawReply{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return rawReply{status: resp.StatusCode, body: string(b), err: err}
-}
-
-// allocated runs f and returns the bytes the process allocated meanwhile
-// (server and client together; the clients here allocate little).
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // gzipStream compresses n zero bytes on the fly.
 func gzipStream(n int64) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
 		zw := gzip.NewWriter(pw)
-		_, err := io.Copy(zw, &zeros{n: n})
+		_, err := io.Copy(zw, &servertest.Zeros{N: n})
 		if err == nil {
 			err = zw.Close()
 		}
@@ -133,24 +64,24 @@ func TestBodyLimitsMemory(t *testing.T) {
 		want   string
 		budget uint64 // bytes the process may allocate
 	}{
-		{"raw, Content-Length", infer, hdrLen(0), func() io.Reader { return &zeros{n: huge} }, huge, rawTooLarge(huge), 4 * mib},
-		{"raw, chunked", infer, hdrLen(0), func() io.Reader { return &zeros{n: huge} }, -1, rawTooLarge(limit + 1), 2*limit + 8*mib},
-		{"raw without the header, chunked", infer, nil, func() io.Reader { return &zeros{n: huge} }, -1, jsonTooLarge(limit + 1), 2*limit + 8*mib},
-		{"JSON, Content-Length", infer, nil, func() io.Reader { return &zeros{n: huge} }, huge, jsonTooLarge(huge), 4 * mib},
-		{"JSON header too large", infer, hdrLen(limit + 1), func() io.Reader { return &zeros{n: huge} }, huge, jsonTooLarge(limit + 1), 4 * mib},
+		{"raw, Content-Length", infer, hdrLen(0), func() io.Reader { return &servertest.Zeros{N: huge} }, huge, rawTooLarge(huge), 4 * mib},
+		{"raw, chunked", infer, hdrLen(0), func() io.Reader { return &servertest.Zeros{N: huge} }, -1, rawTooLarge(limit + 1), 2*limit + 8*mib},
+		{"raw without the header, chunked", infer, nil, func() io.Reader { return &servertest.Zeros{N: huge} }, -1, jsonTooLarge(limit + 1), 2*limit + 8*mib},
+		{"JSON, Content-Length", infer, nil, func() io.Reader { return &servertest.Zeros{N: huge} }, huge, jsonTooLarge(huge), 4 * mib},
+		{"JSON header too large", infer, hdrLen(limit + 1), func() io.Reader { return &servertest.Zeros{N: huge} }, huge, jsonTooLarge(limit + 1), 4 * mib},
 		{"gzip inflating to 300 MB", infer, http.Header{"Content-Encoding": {"gzip"}}, func() io.Reader { return gzipStream(huge) }, -1,
 			`{"error":"Decompressed data size exceeds the maximum allowed value of 67108864 bytes. Use --http-max-input-size to increase the limit."}`, 2*limit + 8*mib},
-		{"generate", base + "/v2/models/id1/generate", nil, func() io.Reader { return &zeros{n: huge} }, -1, jsonTooLarge(limit + 1), 2*limit + 8*mib},
-		{"generate_stream", base + "/v2/models/id1/generate_stream", nil, func() io.Reader { return &zeros{n: huge} }, huge, jsonTooLarge(huge), 4 * mib},
-		{"repository load", base + "/v2/repository/models/id1/load", nil, func() io.Reader { return &zeros{n: huge} }, -1, jsonTooLarge(limit + 1), 2*limit + 8*mib},
-		{"repository index", base + "/v2/repository/index", nil, func() io.Reader { return &zeros{n: huge} }, huge, jsonTooLarge(huge), 4 * mib},
+		{"generate", base + "/v2/models/id1/generate", nil, func() io.Reader { return &servertest.Zeros{N: huge} }, -1, jsonTooLarge(limit + 1), 2*limit + 8*mib},
+		{"generate_stream", base + "/v2/models/id1/generate_stream", nil, func() io.Reader { return &servertest.Zeros{N: huge} }, huge, jsonTooLarge(huge), 4 * mib},
+		{"repository load", base + "/v2/repository/models/id1/load", nil, func() io.Reader { return &servertest.Zeros{N: huge} }, -1, jsonTooLarge(limit + 1), 2*limit + 8*mib},
+		{"repository index", base + "/v2/repository/index", nil, func() io.Reader { return &servertest.Zeros{N: huge} }, huge, jsonTooLarge(huge), 4 * mib},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var r rawReply
-			n := allocated(func() { r = sendBody(c.url, c.header, c.body(), c.size) })
-			if r.err != nil || r.status != 400 || r.body != c.want {
-				t.Fatalf("got %d %q (%v), want 400 %s", r.status, r.body, r.err, c.want)
+			var r servertest.Reply
+			n := servertest.Allocated(func() { r = servertest.SendBody(c.url, c.header, c.body(), c.size) })
+			if r.Err != nil || r.Status != 400 || r.Body != c.want {
+				t.Fatalf("got %d %q (%v), want 400 %s", r.Status, r.Body, r.Err, c.want)
 			}
 			t.Logf("allocated %.1f MiB", float64(n)/mib)
 			if n > c.budget {
@@ -160,8 +91,8 @@ func TestBodyLimitsMemory(t *testing.T) {
 	}
 	t.Run("four concurrent raw bodies", func(t *testing.T) {
 		var wg sync.WaitGroup
-		replies := make([]rawReply, 4)
-		n := allocated(func() {
+		replies := make([]servertest.Reply, 4)
+		n := servertest.Allocated(func() {
 			for i := range replies {
 				wg.Add(1)
 				go func() {
@@ -170,14 +101,14 @@ func TestBodyLimitsMemory(t *testing.T) {
 					if i%2 == 1 {
 						size = -1 // half of them chunked
 					}
-					replies[i] = sendBody(infer, hdrLen(0), &zeros{n: huge}, size)
+					replies[i] = servertest.SendBody(infer, hdrLen(0), &servertest.Zeros{N: huge}, size)
 				}()
 			}
 			wg.Wait()
 		})
 		for i, r := range replies {
-			if r.err != nil || r.status != 400 || !strings.Contains(r.body, "Raw input has a byte_size") {
-				t.Errorf("client %d: %d %q (%v)", i, r.status, r.body, r.err)
+			if r.Err != nil || r.Status != 400 || !strings.Contains(r.Body, "Raw input has a byte_size") {
+				t.Errorf("client %d: %d %q (%v)", i, r.Status, r.Body, r.Err)
 			}
 		}
 		t.Logf("allocated %.1f MiB", float64(n)/mib)
@@ -208,23 +139,23 @@ func TestBodyLimitsBinary(t *testing.T) {
 	hdr := `{"inputs":[{"name":"INPUT0","shape":[1,` + strconv.Itoa(elems) + `],"datatype":"FP32","parameters":{"binary_data_size":` + strconv.Itoa(len(blob)) + `}}],"parameters":{"binary_data_output":true}}`
 	for _, size := range []int64{int64(len(hdr) + len(blob)), -1} {
 		t.Run(fmt.Sprintf("blobs beyond the limit work (Content-Length %d)", size), func(t *testing.T) {
-			r := sendBody(url, hdrLen(len(hdr)), io.MultiReader(strings.NewReader(hdr), bytes.NewReader(blob)), size)
-			if r.err != nil || r.status != 200 {
-				t.Fatalf("%d %.300s (%v)", r.status, r.body, r.err)
+			r := servertest.SendBody(url, hdrLen(len(hdr)), io.MultiReader(strings.NewReader(hdr), bytes.NewReader(blob)), size)
+			if r.Err != nil || r.Status != 200 {
+				t.Fatalf("%d %.300s (%v)", r.Status, r.Body, r.Err)
 			}
-			if !strings.HasSuffix(r.body, string(blob)) {
+			if !strings.HasSuffix(r.Body, string(blob)) {
 				t.Fatal("output differs from the input")
 			}
 		})
 	}
 	t.Run("bytes beyond the announced blobs", func(t *testing.T) {
-		var r rawReply
-		n := allocated(func() {
-			body := io.MultiReader(strings.NewReader(hdr), bytes.NewReader(blob), &zeros{n: 300 * mib})
-			r = sendBody(url, hdrLen(len(hdr)), body, int64(len(hdr)+len(blob))+300*mib)
+		var r servertest.Reply
+		n := servertest.Allocated(func() {
+			body := io.MultiReader(strings.NewReader(hdr), bytes.NewReader(blob), &servertest.Zeros{N: 300 * mib})
+			r = servertest.SendBody(url, hdrLen(len(hdr)), body, int64(len(hdr)+len(blob))+300*mib)
 		})
-		if r.err != nil || r.status != 400 || r.body != `{"error":"unexpected additional input data for model 'id1'"}` {
-			t.Fatalf("%d %q (%v)", r.status, r.body, r.err)
+		if r.Err != nil || r.Status != 400 || r.Body != `{"error":"unexpected additional input data for model 'id1'"}` {
+			t.Fatalf("%d %q (%v)", r.Status, r.Body, r.Err)
 		}
 		t.Logf("allocated %.1f MiB", float64(n)/mib)
 		if budget := uint64(3 * (limit + len(blob))); n > budget {
@@ -232,16 +163,16 @@ func TestBodyLimitsBinary(t *testing.T) {
 		}
 	})
 	t.Run("blob shorter than announced", func(t *testing.T) {
-		r := sendBody(url, hdrLen(len(hdr)), io.MultiReader(strings.NewReader(hdr), bytes.NewReader(blob[:100])), -1)
+		r := servertest.SendBody(url, hdrLen(len(hdr)), io.MultiReader(strings.NewReader(hdr), bytes.NewReader(blob[:100])), -1)
 		want := `{"error":"unexpected size for input 'INPUT0', expecting ` + strconv.Itoa(len(blob)-100) + ` additional bytes for model 'id1'"}`
-		if r.status != 400 || r.body != want {
-			t.Fatalf("%d %q, want %s", r.status, r.body, want)
+		if r.Status != 400 || r.Body != want {
+			t.Fatalf("%d %q, want %s", r.Status, r.Body, want)
 		}
 	})
 	t.Run("header length beyond a chunked body", func(t *testing.T) {
-		r := sendBody(url, hdrLen(500), strings.NewReader(hdr[:50]), -1)
-		if want := `{"error":"inference header size should be in range (0, 50), got: 500"}`; r.status != 400 || r.body != want {
-			t.Fatalf("%d %q, want %s", r.status, r.body, want)
+		r := servertest.SendBody(url, hdrLen(500), strings.NewReader(hdr[:50]), -1)
+		if want := `{"error":"inference header size should be in range (0, 50), got: 500"}`; r.Status != 400 || r.Body != want {
+			t.Fatalf("%d %q, want %s", r.Status, r.Body, want)
 		}
 	})
 }
@@ -290,8 +221,8 @@ func TestLoadOutlivesRequest(t *testing.T) {
 func TestSlowUploadDoesNotHoldModel(t *testing.T) {
 	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{mode: core.ModeExplicit, startup: []string{"id1"}})
 	pr, pw := io.Pipe()
-	replied := make(chan rawReply, 1)
-	go func() { replied <- sendBody(base+"/v2/models/id1/infer", nil, pr, -1) }()
+	replied := make(chan servertest.Reply, 1)
+	go func() { replied <- servertest.SendBody(base+"/v2/models/id1/infer", nil, pr, -1) }()
 	if _, err := pw.Write([]byte(`{"inputs":[{"name":"INPUT0","shape":[1,2],"datatype":"FP32",`)); err != nil {
 		t.Fatal(err)
 	}
@@ -311,8 +242,8 @@ func TestSlowUploadDoesNotHoldModel(t *testing.T) {
 	}
 	_, _ = pw.Write([]byte(`"data":[1,2]}]}`))
 	pw.Close()
-	if r := <-replied; r.status != 503 && r.status != 404 {
-		t.Fatalf("infer after the unload: %d %s (%v)", r.status, r.body, r.err)
+	if r := <-replied; r.Status != 503 && r.Status != 404 {
+		t.Fatalf("infer after the unload: %d %s (%v)", r.Status, r.Body, r.Err)
 	}
 }
 
