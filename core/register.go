@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 
 	"github.com/inferd/inferd/repo"
@@ -26,10 +27,42 @@ func (s *Server) RegisterRepository(root string, mapping map[string]string) erro
 }
 
 // UnregisterRepository removes a root added by RegisterRepository; its
-// models stay loaded until unloaded.
+// models stay loaded until unloaded. The state of its models that serve
+// nothing and no other root holds is dropped: a multi-model endpoint loads
+// and unloads an unbounded series of names.
 func (s *Server) UnregisterRepository(root string) error {
-	if !s.opts.Repos.Remove(root) {
+	src := s.opts.Repos.Remove(root)
+	if src == nil {
 		return Errorf(CodeNotFound, "failed to unregister '%s', repository not found", root)
 	}
+	ctx := context.Background()
+	names, err := src.Models(ctx)
+	if err != nil {
+		s.log.Warn("unregistered repository not listed; its models' state is kept", "root", root, "err", err)
+	}
+	for _, name := range names {
+		if _, err := s.opts.Repos.Find(ctx, name); err == nil {
+			continue // another root serves the name
+		}
+		s.forget(name)
+	}
 	return nil
+}
+
+// forget drops name's state when no version of it serves, loads or
+// unloads.
+func (s *Server) forget(name string) {
+	defer s.lockModel(name)()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[name]
+	if m == nil {
+		return
+	}
+	for _, slot := range m.versions {
+		if slot.mv != nil || slot.state == StateLoading || slot.state == StateUnloading {
+			return
+		}
+	}
+	delete(s.models, name)
 }

@@ -49,6 +49,12 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 	if err := s.UnregisterRepository(root); err != nil {
 		t.Fatal(err)
 	}
+	s.mu.RLock()
+	_, kept := s.models["served.tar.gz"]
+	s.mu.RUnlock()
+	if kept {
+		t.Fatal("an unloaded model of an unregistered repository kept its state")
+	}
 	if err := s.UnregisterRepository(root); CodeOf(err) != CodeNotFound {
 		t.Fatalf("second unregistration: %v, want NOT_FOUND", err)
 	}

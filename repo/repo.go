@@ -76,17 +76,18 @@ func (s *Set) Add(src Source) error {
 	return nil
 }
 
-// Remove unregisters a root added with Add; it reports whether it was there.
-func (s *Set) Remove(root string) bool {
+// Remove unregisters a root added with Add and returns it; nil when it was
+// not there.
+func (s *Set) Remove(root string) Source {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, src := range s.added {
 		if src.String() == root {
 			s.added = slices.Delete(s.added, i, i+1)
-			return true
+			return src
 		}
 	}
-	return false
+	return nil
 }
 
 // all is every root, start-up ones first.
