@@ -1,13 +1,17 @@
 // Package metrics serves Triton's Prometheus metrics (nv_inference_* ...)
 // from the inference core's per-version statistics, so /metrics and the
-// statistics endpoint always agree.
+// statistics endpoint always agree, and polls the CPU (nv_cpu_*) and
+// pinned-memory (nv_pinned_memory_pool_*) gauges.
 package metrics
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -15,7 +19,7 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// Config is what --metrics-config sets.
+// Config is what --metrics-config sets, plus the polled metrics' flags.
 type Config struct {
 	// CounterLatencies keeps the *_duration_us counters (on unless "false").
 	CounterLatencies bool
@@ -28,6 +32,22 @@ type Config struct {
 	// (off unless "true").
 	HistogramLatencies bool
 
+	// AllowCPU is --allow-cpu-metrics, which the caller ANDs with
+	// --allow-metrics: the nv_cpu_* families (Linux only), and Run polls.
+	AllowCPU bool
+	// AllowGPU is --allow-gpu-metrics, ANDed likewise. There is no GPU
+	// collector; as in Triton, the flag alone makes Run poll, which sets
+	// the pinned-memory gauges.
+	AllowGPU bool
+	// Interval is --metrics-interval-ms; Run polls every Interval/2.
+	Interval time.Duration
+	// PinnedPoolBytes is --pinned-memory-pool-byte-size, the value of
+	// nv_pinned_memory_pool_total_bytes once polled.
+	PinnedPoolBytes int64
+	// procRoot holds proc/stat and proc/meminfo; "" means "/". Tests
+	// point it at testdata.
+	procRoot string
+
 	// badQuantiles are the summary_quantiles pairs that were skipped;
 	// Observers logs them, as ParseSetting has no logger.
 	badQuantiles []string
@@ -35,7 +55,8 @@ type Config struct {
 
 // DefaultConfig is Triton's default.
 func DefaultConfig() Config {
-	return Config{CounterLatencies: true, SummaryQuantiles: defaultQuantiles()}
+	return Config{CounterLatencies: true, SummaryQuantiles: defaultQuantiles(),
+		AllowCPU: true, AllowGPU: true, Interval: DefaultInterval, PinnedPoolBytes: DefaultPinnedPoolBytes}
 }
 
 func defaultQuantiles() map[float64]float64 {
@@ -94,13 +115,23 @@ type Source interface {
 // Handler serves GET /metrics (and /metrics/).
 type Handler struct {
 	reg *prometheus.Registry
+	sys *system
 }
 
-// NewHandler builds the metrics endpoint over src.
+// NewHandler builds the metrics endpoint over src. With cfg.AllowCPU on
+// Linux it reads /proc/stat, the baseline of the first CPU utilisation.
 func NewHandler(src Source, cfg Config) *Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{src: src, cfg: cfg})
-	return &Handler{reg: reg}
+	return &Handler{reg: reg, sys: newSystem(reg, cfg)}
+}
+
+// Run refreshes the polled gauges (pinned memory, CPU) every
+// cfg.Interval/2 until ctx ends, as Triton's polling thread does; until
+// the first poll they read 0. It returns at once when neither AllowCPU nor
+// AllowGPU is set. log gets /proc read failures; nil means slog.Default().
+func (h *Handler) Run(ctx context.Context, log *slog.Logger) {
+	h.sys.run(ctx, log)
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
