@@ -446,9 +446,23 @@ func TestKServe(t *testing.T) {
 	if str(c["name"]) != "kserve-container" {
 		t.Errorf("ServingRuntime container name %q, want kserve-container", str(c["name"]))
 	}
+	// Triton's command line, as KServe's kserve-tritonserver runtime runs
+	// it, through the tritonserver link the CPU image puts on PATH.
+	if cmd := strs(c["command"]); !slices.Equal(cmd, []string{"tritonserver"}) {
+		t.Errorf("ServingRuntime command %v, want [tritonserver]", cmd)
+	} else {
+		in := readImgInstall(t, "docker/Dockerfile")
+		if _, runs := in.lookup(cmd[0]); runs != in.binary {
+			t.Errorf("ServingRuntime command %s: deploy/docker/Dockerfile's image runs no %s by that name", cmd[0], in.binary)
+		}
+	}
 	args := strs(c["args"])
-	if v, _ := flagValue(args, "model-repository"); v != "/mnt/models" {
-		t.Errorf("ServingRuntime args %v: want --model-repository=/mnt/models", args)
+	repo, ok := flagValue(args, "model-store")
+	if !ok {
+		repo, _ = flagValue(args, "model-repository")
+	}
+	if repo != "/mnt/models" {
+		t.Errorf("ServingRuntime args %v: want --model-store=/mnt/models (or --model-repository)", args)
 	}
 	port, _ := flagValue(args, "http-port")
 	if port != "8080" || str(get(c, "ports.0.containerPort")) != port {
@@ -1020,7 +1034,9 @@ func TestREADMEs(t *testing.T) {
 		"vertex/README.md": {"gcloud ai models upload", "--container-image-uri", "--container-ports=8080", "--container-health-route",
 			"--container-predict-route", "--container-env-vars", "--artifact-uri", "AIP_STORAGE_URI", "gcloud ai endpoints create", "deploy-model", "raw-predict"},
 		"lambda/README.md":     {"Dockerfile.lambda", "docker push", "aws cloudformation deploy", "curl", `"inputs"`},
-		"kubernetes/README.md": {"kubectl apply", "inferd.yaml", "kserve.yaml", "/v2/health/ready"},
+		"kubernetes/README.md": {"kubectl apply", "inferd.yaml", "kserve.yaml", "/v2/health/ready", "tritonserver --model-store=/mnt/models"},
+		// The images' tritonserver link, as Docker and Kubernetes start it.
+		"../README.md": {"--entrypoint tritonserver", `command: ["tritonserver", "--model-repository=/models"]`},
 	} {
 		text := read(t, path)
 		for _, want := range wants {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -48,14 +49,15 @@ const (
 
 // imageSpec is what TestImage builds and runs, all read from the Dockerfile.
 type imageSpec struct {
-	debian   string   // Debian release of the runtime base: "12"
-	packages []string // Debian packages extracted whole
-	cacerts  string   // package whose certificates become the one bundle
-	env      []string // the base image's environment, then the runtime stage's ENV
-	binary   string   // where COPY --from=build puts inferd
-	ortDir   string   // where COPY --from=ort puts ONNX Runtime
-	ortLib   string   // ENV ORT_LIB_PATH
-	entry    string   // ENTRYPOINT's program, resolved through PATH
+	debian   string            // Debian release of the runtime base: "12"
+	packages []string          // Debian packages extracted whole
+	cacerts  string            // package whose certificates become the one bundle
+	env      []string          // the base image's environment, then the runtime stage's ENV
+	binary   string            // where COPY --from=build puts inferd
+	links    map[string]string // symlinks COPY --from=build puts beside it: image path -> target
+	ortDir   string            // where COPY --from=ort puts ONNX Runtime
+	ortLib   string            // ENV ORT_LIB_PATH
+	entry    string            // ENTRYPOINT's program, resolved through PATH
 	users    map[string]string
 	modelSrc string // the usage's -v $PWD/<src>:<dst>
 	modelDst string
@@ -75,7 +77,7 @@ func readImageSpec(t *testing.T) imageSpec {
 		t.Fatal(err)
 	}
 	df := parseDockerfile(t, imageDockerfile)
-	s := imageSpec{users: map[string]string{}}
+	s := imageSpec{users: map[string]string{}, links: map[string]string{}}
 	for _, line := range strings.Split(string(raw), "\n") {
 		m := imageLine.FindStringSubmatch(strings.TrimSpace(line))
 		if m == nil {
@@ -124,10 +126,15 @@ func readImageSpec(t *testing.T) imageSpec {
 		}
 		switch from {
 		case "build":
-			if !strings.Contains(st.text(), "-o "+src+" ") {
-				t.Errorf("COPY --from=build %s: the build stage does not write it (go build -o %s)", src, src)
+			bin, links, err := imgBuildCopy(st, src, dst)
+			if err != nil {
+				t.Errorf("COPY --from=build %s %s: %v", src, dst, err)
+				continue
 			}
-			s.binary = dst
+			if bin != "" {
+				s.binary = bin
+			}
+			maps.Copy(s.links, links)
 		case "ort":
 			if !strings.Contains(st.text(), src) {
 				t.Errorf("COPY --from=ort %s: the ort stage does not fill it", src)
@@ -196,6 +203,182 @@ func imgEnv(env []string, key string) string {
 	return v
 }
 
+var (
+	goBuildOutput = regexp.MustCompile(`\bgo build\s[^;&|]*?\s-o\s+(\S+)`)
+	lnSymlink     = regexp.MustCompile(`\bln\s+-s\s+(\S+)\s+(\S+)`)
+)
+
+// imgBuildCopy is what `COPY --from=build <src> <dst>` puts in an image, read
+// from the build stage's `go build -o` and `ln -s`: the binary's path in the
+// image ("" when this COPY does not carry it) and the symlinks, by path in
+// the image, with their targets as ln wrote them. src is the file go build
+// writes, or a folder holding it and links to it. A link named as the source
+// itself is an error: COPY follows it and copies the binary a second time.
+func imgBuildCopy(build *stage, src, dst string) (bin string, links map[string]string, err error) {
+	text := build.text()
+	var outs []string
+	for _, m := range goBuildOutput.FindAllStringSubmatch(text, -1) {
+		outs = append(outs, path.Clean(m[1]))
+	}
+	made := map[string]string{}
+	for _, m := range lnSymlink.FindAllStringSubmatch(text, -1) {
+		made[path.Clean(m[2])] = m[1]
+	}
+	src = path.Clean(src)
+	if _, ok := made[src]; ok {
+		return "", nil, fmt.Errorf("%s is a symlink: COPY copies what it points to, a second binary; copy its folder", src)
+	}
+	if slices.Contains(outs, src) {
+		if strings.HasSuffix(dst, "/") {
+			return path.Join(dst, path.Base(src)), nil, nil
+		}
+		return dst, nil, nil
+	}
+	links = map[string]string{}
+	for _, o := range outs {
+		if rel, ok := strings.CutPrefix(o, src+"/"); ok {
+			if bin != "" {
+				return "", nil, fmt.Errorf("two go build outputs under %s", src)
+			}
+			bin = path.Join(dst, rel)
+		}
+	}
+	for l, target := range made {
+		if rel, ok := strings.CutPrefix(l, src+"/"); ok {
+			links[path.Join(dst, rel)] = target
+		}
+	}
+	if bin == "" && len(links) == 0 {
+		return "", nil, fmt.Errorf("the build stage writes nothing there (go build -o, ln -s)")
+	}
+	return bin, links, nil
+}
+
+// imgLinkDest is the path the symlink at p (a path in the image) names.
+func imgLinkDest(p, target string) string {
+	if path.IsAbs(target) {
+		return path.Clean(target)
+	}
+	return path.Join(path.Dir(p), target)
+}
+
+// imgBasePATH is PATH in the base images TestImage does not build, which
+// their Dockerfiles do not set: nvidia/cuda prepends its folders to Docker's
+// default, and Lambda runs the function with its documented PATH.
+var imgBasePATH = map[string]string{
+	"nvidia/cuda":                    "/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"public.ecr.aws/lambda/provided": "/usr/local/bin:/usr/bin/:/bin:/opt/bin",
+}
+
+// imgInstall is what the final image of a Dockerfile gets from its build
+// stage, and the PATH programs are looked up on.
+type imgInstall struct {
+	binary string
+	links  map[string]string // image path -> ln -s target
+	path   string
+	entry  string // ENTRYPOINT's program, as written
+}
+
+// readImgInstall reads file's final stage and the stages it is built on:
+// their COPY --from=build lines, ENV PATH (else the base's: the `# image-env:
+// PATH=` line of a distroless Dockerfile, or imgBasePATH) and ENTRYPOINT.
+func readImgInstall(t *testing.T, file string) imgInstall {
+	t.Helper()
+	df := parseDockerfile(t, file)
+	build := df.stage("build")
+	if build == nil {
+		t.Fatalf("%s: no build stage", file)
+	}
+	in := imgInstall{links: map[string]string{}}
+	var chain []stage // final stage first
+	for i := len(df.stages) - 1; i >= 0; {
+		chain = append(chain, df.stages[i])
+		from := df.stages[i].from
+		i = slices.IndexFunc(df.stages[:i], func(p stage) bool { return p.name != "" && p.name == from })
+	}
+	for _, st := range slices.Backward(chain) {
+		for _, c := range st.all("COPY") {
+			f := strings.Fields(c)
+			if len(f) != 3 || f[0] != "--from=build" {
+				continue
+			}
+			bin, links, err := imgBuildCopy(build, f[1], f[2])
+			if err != nil {
+				t.Errorf("%s: COPY %s: %v", file, c, err)
+				continue
+			}
+			if bin != "" {
+				if in.binary != "" {
+					t.Errorf("%s: the binary is copied twice (%s, %s)", file, in.binary, bin)
+				}
+				in.binary = bin
+			}
+			maps.Copy(in.links, links)
+		}
+		for _, e := range st.all("ENV") {
+			for _, kv := range strings.Fields(e) {
+				if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+					in.path = v
+				}
+			}
+		}
+	}
+	if in.binary == "" {
+		t.Fatalf("%s: no COPY --from=build carries the go build output", file)
+	}
+	if in.path == "" {
+		for _, line := range strings.Split(read(t, file), "\n") {
+			if m := imageLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil && m[1] == "image-env" {
+				if v, ok := strings.CutPrefix(m[2], "PATH="); ok {
+					in.path = v
+				}
+			}
+		}
+	}
+	if in.path == "" {
+		base := df.base(chain[len(chain)-1])
+		repo, _, _ := strings.Cut(base, ":")
+		if in.path = imgBasePATH[repo]; in.path == "" {
+			t.Fatalf("%s: base %s: PATH unknown (add it to imgBasePATH)", file, base)
+		}
+	}
+	var entry []string
+	if err := json.Unmarshal([]byte(df.effective("ENTRYPOINT")), &entry); err == nil && len(entry) > 0 {
+		in.entry = entry[0]
+	}
+	return in
+}
+
+// lookup resolves name as `docker run` does (through PATH unless it is a
+// path) among what the build stage installs: the path found and the one it
+// runs after links (both "" when none). Entries of the base image are not
+// known here; none of the bases has inferd or tritonserver.
+func (in imgInstall) lookup(name string) (found, runs string) {
+	cands := []string{name}
+	if !strings.Contains(name, "/") {
+		cands = nil
+		for _, dir := range strings.Split(in.path, ":") {
+			cands = append(cands, path.Join(dir, name))
+		}
+	}
+	for _, p := range cands {
+		for seen, q := 0, p; seen < 8; seen++ {
+			if q == in.binary {
+				return p, q
+			}
+			target, ok := in.links[q]
+			if !ok {
+				break
+			}
+			q = imgLinkDest(q, target)
+		}
+		if _, ok := in.links[p]; ok {
+			return p, "" // a link that does not reach the binary
+		}
+	}
+	return "", ""
+}
+
 // TestImageSpec checks the Dockerfile's image-* lines against the rest of it
 // and against what the binary needs; it runs everywhere, TestImage only as
 // root.
@@ -226,6 +409,29 @@ func TestImageSpec(t *testing.T) {
 	// running with exactly the image's environment.
 	if v := imgEnv(s.env, imgTelemetryEnv); v != "" {
 		t.Errorf("the image sets %s=%s; TestImage would no longer prove that the binary does", imgTelemetryEnv, v)
+	}
+
+	// Every image, built here or not, runs the one binary as tritonserver
+	// too: a symlink on PATH (a copy would double the binary's share of the
+	// image), so manifests written for Triton work unchanged.
+	for _, file := range []string{"docker/Dockerfile", "docker/Dockerfile.gpu", "docker/Dockerfile.lambda"} {
+		t.Run(path.Base(file), func(t *testing.T) {
+			in := readImgInstall(t, file)
+			found, runs := in.lookup("tritonserver")
+			switch {
+			case found == "":
+				t.Errorf("no tritonserver on PATH %s (links %v)", in.path, in.links)
+			case found == in.binary:
+				t.Errorf("tritonserver is the binary itself (%s), not a link to it", found)
+			case runs != in.binary:
+				t.Errorf("%s -> %s does not lead to the binary %s", found, in.links[found], in.binary)
+			default:
+				t.Logf("%s -> %s (PATH %s)", found, in.links[found], in.path)
+			}
+			if _, runs := in.lookup(in.entry); runs != in.binary {
+				t.Errorf("ENTRYPOINT %q does not run %s", in.entry, in.binary)
+			}
+		})
 	}
 }
 
@@ -295,6 +501,11 @@ func TestImage(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	imgCopyFile(t, bin, filepath.Join(root, spec.binary), 0o755)
+	for link, target := range spec.links {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	imgCopyFile(t, ortLib, filepath.Join(root, spec.ortLib), 0o644)
 	t.Logf("tree built in %v", time.Since(start).Round(time.Millisecond))
 
@@ -312,6 +523,17 @@ func TestImage(t *testing.T) {
 		imgCheckELF(t, root, spec.binary)
 		imgCheckELF(t, root, spec.ortLib)
 
+		// tritonserver: a symlink to the binary, found through PATH.
+		p := imgLookPath(t, root, spec.env, "tritonserver")
+		fi, err := os.Lstat(filepath.Join(root, p))
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s: want a symlink to %s, have %v (%v)", p, spec.binary, fi.Mode(), err)
+		} else if target, _ := os.Readlink(filepath.Join(root, p)); imgLinkDest(p, target) != spec.binary {
+			t.Errorf("%s -> %s, want a link to %s", p, target, spec.binary)
+		} else {
+			t.Logf("%s -> %s", p, target)
+		}
+
 		total, top := imgTreeSize(t, root)
 		t.Logf("uncompressed tree: %.1f MB (%d bytes); largest: %s", float64(total)/1e6, total, top)
 		if total >= imageMaxBytes {
@@ -327,6 +549,19 @@ func TestImage(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		httpPort, metricsPort := imgFreePort(t), imgFreePort(t)
 		p := startImage(t, root, spec, spec.users["default"], nil,
+			"--model-repository="+spec.modelDst, "--http-port="+strconv.Itoa(httpPort), "--metrics-port="+strconv.Itoa(metricsPort))
+		base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+		p.waitReady(t, base+"/v2/health/ready")
+		imgCheckInfer(t, base+reqPath, reqBody, wantOut)
+		p.stop(t)
+	})
+
+	// What a manifest written for Triton runs (`command: ["tritonserver"]`,
+	// `docker run --entrypoint tritonserver`): the same binary through the
+	// link, as the default user.
+	t.Run("tritonserver", func(t *testing.T) {
+		httpPort, metricsPort := imgFreePort(t), imgFreePort(t)
+		p := startImageProgram(t, root, spec, imgLookPath(t, root, spec.env, "tritonserver"), spec.users["default"], nil,
 			"--model-repository="+spec.modelDst, "--http-port="+strconv.Itoa(httpPort), "--metrics-port="+strconv.Itoa(metricsPort))
 		base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 		p.waitReady(t, base+"/v2/health/ready")
@@ -779,6 +1014,26 @@ type imageProc struct {
 // with the image's environment (and HOME, as Docker sets it) plus extra.
 func startImage(t *testing.T, root string, spec imageSpec, user string, extra []string, args ...string) *imageProc {
 	t.Helper()
+	return startImageProgram(t, root, spec, spec.entry, user, extra, args...)
+}
+
+// imgLookPath resolves name through the image's PATH in the tree at root,
+// as Docker resolves an entrypoint: the first PATH folder holding it.
+func imgLookPath(t *testing.T, root string, env []string, name string) string {
+	t.Helper()
+	for _, dir := range strings.Split(imgEnv(env, "PATH"), ":") {
+		if _, err := os.Lstat(filepath.Join(root, dir, name)); err == nil {
+			return path.Join(dir, name)
+		}
+	}
+	t.Fatalf("no %s on the image's PATH %s", name, imgEnv(env, "PATH"))
+	return ""
+}
+
+// startImageProgram is startImage with another program, a path in the image
+// (argv[0] is its base name, as when Docker runs it by name).
+func startImageProgram(t *testing.T, root string, spec imageSpec, program, user string, extra []string, args ...string) *imageProc {
+	t.Helper()
 	uid, gid, err := imgUser(user)
 	if err != nil {
 		t.Fatal(err)
@@ -791,8 +1046,8 @@ func startImage(t *testing.T, root string, spec imageSpec, user string, extra []
 	defer logf.Close()
 	// No ORT_DISABLE_TELEMETRY unless extra has it: the binary sets it.
 	p.cmd = &exec.Cmd{
-		Path:   spec.entry, // a path inside root
-		Args:   append([]string{path.Base(spec.entry)}, args...),
+		Path:   program, // a path inside root
+		Args:   append([]string{path.Base(program)}, args...),
 		Env:    append(append(slices.Clone(spec.env), "HOME="+imgHome(uid)), extra...),
 		Dir:    "/",
 		Stdout: logf,
