@@ -108,6 +108,10 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	failures := map[int64]string{}
 	for _, v := range selected {
 		mv, err := s.loadVersion(ctx, backend, m, cfg, labels, v)
+		for try := 1; err != nil && try <= s.opts.LoadRetries && ctx.Err() == nil; try++ {
+			s.log.Warn("retrying a failed model version load", "model", name, "version", v, "retry", try, "of", s.opts.LoadRetries, "err", err)
+			mv, err = s.loadVersion(ctx, backend, m, cfg, labels, v)
+		}
 		if err != nil {
 			failures[v] = err.Error()
 			s.log.Error("failed to load model version", "model", name, "version", v, "err", err)

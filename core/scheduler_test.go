@@ -31,6 +31,7 @@ type echoBackend struct {
 	open    bool // executions do not wait
 	execs   atomic.Int64
 	panicOn atomic.Int32 // an execution whose first x is this (non-zero) value panics
+	failNew atomic.Int32 // instance creations still to fail
 }
 
 func (b *echoBackend) Name() string { return "echo" }
@@ -38,6 +39,9 @@ func (b *echoBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.M
 	return nil
 }
 func (b *echoBackend) NewInstance(context.Context, InstanceSpec) (Instance, error) {
+	if b.failNew.Add(-1) >= 0 {
+		return nil, fmt.Errorf("echo: instance creation failed")
+	}
 	return &echoInstance{b: b}, nil
 }
 

@@ -50,6 +50,9 @@ type Options struct {
 	// GPUs are the usable CUDA device ids (empty on CPU-only hosts).
 	GPUs        []int32
 	LoadThreads int
+	// LoadRetries is how many times a model version whose load fails is
+	// tried again (--model-load-retry-count).
+	LoadRetries int
 	Logger      *slog.Logger
 	// Observers, when set, gives each loaded version an Observer (latency
 	// summaries and histograms).

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/serve"
@@ -17,6 +21,7 @@ type listenSpec struct {
 	service string // as Triton names it in errors: HTTP, metrics, SageMaker, Vertex AI
 	addr    string
 	port    int
+	reuse   bool // SO_REUSEPORT (--reuse-http-port)
 }
 
 func (l listenSpec) hostPort() string { return net.JoinHostPort(l.addr, strconv.Itoa(l.port)) }
@@ -28,20 +33,20 @@ func (l listenSpec) hostPort() string { return net.JoinHostPort(l.addr, strconv.
 func listeners(cfg *config) ([]listenSpec, error) {
 	var out []listenSpec
 	if cfg.allowHTTP {
-		out = append(out, listenSpec{"HTTP", cfg.httpAddress, cfg.httpPort})
+		out = append(out, listenSpec{"HTTP", cfg.httpAddress, cfg.httpPort, cfg.reuseHTTPPort})
 	}
 	if cfg.allowSageMaker {
-		out = append(out, listenSpec{"SageMaker", "0.0.0.0", cfg.sageMakerPort})
+		out = append(out, listenSpec{service: "SageMaker", addr: "0.0.0.0", port: cfg.sageMakerPort})
 	}
 	if cfg.allowVertex {
-		out = append(out, listenSpec{"Vertex AI", "0.0.0.0", cfg.vertexPort})
+		out = append(out, listenSpec{service: "Vertex AI", addr: "0.0.0.0", port: cfg.vertexPort})
 	}
 	if cfg.allowMetrics {
 		addr := cfg.metricsAddress
 		if addr == "" {
 			addr = cfg.httpAddress
 		}
-		out = append(out, listenSpec{"metrics", addr, cfg.metricsPort})
+		out = append(out, listenSpec{service: "metrics", addr: addr, port: cfg.metricsPort})
 	}
 	for i, a := range out {
 		for _, b := range out[i+1:] {
@@ -81,7 +86,20 @@ func parsePortRange(s string) (lo, hi int, err error) {
 // (httpapi.NewHTTPServer): panics answered per request, and the header,
 // idle and body timeouts of the --http-*-timeout flags.
 func listen(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logger) (serve.Actor, string, error) {
-	ln, err := net.Listen("tcp", spec.hostPort())
+	var lc net.ListenConfig
+	if spec.reuse {
+		// Several servers may bind the port and share its connections.
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", spec.hostPort())
 	if err != nil {
 		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
 	}

@@ -25,14 +25,15 @@ func TestListenerRules(t *testing.T) {
 			err: "The server cannot listen to HTTP requests and SageMaker requests at the same address and port 0.0.0.0:8080"},
 		{name: "vertex and sagemaker clash", args: []string{"--allow-sagemaker=true", "--allow-vertex-ai=true", "--allow-http=false"},
 			err: "The server cannot listen to SageMaker requests and Vertex AI requests at the same address and port 0.0.0.0:8080"},
-		{name: "bad range", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=9000"}, err: "expects <lo>-<hi>"},
+		{name: "bad range", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=9000"}, err: `"9000" is not <first>-<second>`},
+		{name: "reversed range", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=9000-8000"}, err: "expects <lo>-<hi>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := parseFlags(append([]string{"--model-repository=x"}, tc.args...), io.Discard)
-			if err != nil {
-				t.Fatal(err)
+			var got []listenSpec
+			if err == nil {
+				got, err = listeners(cfg)
 			}
-			got, err := listeners(cfg)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)

@@ -5,8 +5,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
@@ -43,6 +44,12 @@ func main() {
 		os.Exit(code)
 	}
 	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "tritonserver" {
+		// Triton images run their arguments (`docker run <image>
+		// tritonserver ...`, KServe's args: [tritonserver, ...]); here the
+		// binary is the entrypoint, so the word is dropped.
+		args = args[1:]
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		// SageMaker runs `docker run <image> serve`: its environment
 		// becomes flags, as Triton's serve script does (platforms.md §3.2).
@@ -57,43 +64,99 @@ func main() {
 		args = append(flags, args[1:]...)
 	}
 	cfg, err := parseFlags(args, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, options.ErrHelp) {
 		os.Exit(0)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "inferd:", err)
+		fmt.Fprintf(os.Stderr, "%s: %v (see --help)\n", progName(), err)
 		os.Exit(2)
 	}
 	if cfg.showVersionAndBye {
 		fmt.Println("inferd", version)
 		return
 	}
+	log, closeLog, err := newLogger(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", progName(), err)
+		os.Exit(2)
+	}
+	defer closeLog()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, cfg, newLogger(cfg), nil); err != nil {
-		fmt.Fprintln(os.Stderr, "inferd:", err)
+	if err := run(ctx, cfg, log, nil); err != nil {
+		if cfg.logFile != "" {
+			log.Error("exiting", "err", err)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", progName(), err)
+		closeLog()
 		os.Exit(1)
 	}
 }
 
-func newLogger(cfg *config) *slog.Logger {
-	level := slog.LevelInfo
-	if cfg.logVerbose > 0 {
-		level = slog.LevelDebug
-	} else if !cfg.logInfo {
-		level = slog.LevelWarn
+// newLogger builds the logger the options ask for: --log-file (appended)
+// or stderr; --log-format default/ISO8601 (text) or json; --log-info,
+// --log-warning and --log-error switch their levels independently, as in
+// Triton, and --log-verbose > 0 adds debug lines.
+func newLogger(cfg *config) (*slog.Logger, func(), error) {
+	var w io.Writer = os.Stderr
+	closeLog := func() {}
+	if cfg.logFile != "" {
+		f, err := os.OpenFile(cfg.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--log-file: %w", err)
+		}
+		w, closeLog = f, func() { _ = f.Close() }
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(levelSwitch{h, cfg.logVerbose > 0, cfg.logInfo, cfg.logWarning, cfg.logError}), closeLog, nil
+}
+
+// levelSwitch passes each record whose level is switched on.
+type levelSwitch struct {
+	slog.Handler
+	debug, info, warn, err bool
+}
+
+func (l levelSwitch) Enabled(ctx context.Context, level slog.Level) bool {
+	var on bool
+	switch {
+	case level >= slog.LevelError:
+		on = l.err
+	case level >= slog.LevelWarn:
+		on = l.warn
+	case level >= slog.LevelInfo:
+		on = l.info
+	default:
+		on = l.debug
+	}
+	return on && l.Handler.Enabled(ctx, level)
+}
+
+func (l levelSwitch) WithAttrs(attrs []slog.Attr) slog.Handler {
+	l.Handler = l.Handler.WithAttrs(attrs)
+	return l
+}
+
+func (l levelSwitch) WithGroup(name string) slog.Handler {
+	l.Handler = l.Handler.WithGroup(name)
+	return l
 }
 
 // run starts everything and blocks until ctx ends (a signal) or a listener
 // fails. ready, when non-nil, receives the bound addresses once serving.
 func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs map[string]string)) error {
 	started := time.Now()
+	if len(cfg.planned) > 0 || len(cfg.noop) > 0 {
+		// One line: what the launch line asks for that does not happen.
+		log.Warn("options accepted but not in effect", "planned", strings.Join(cfg.planned, ", "), "no_op", strings.Join(cfg.noop, ", "))
+	}
+	if cfg.strictConfig.set {
+		log.Warn("--strict-model-config is deprecated; use --disable-auto-complete-config")
+	}
 	mode, err := core.ParseControlMode(cfg.controlMode)
 	if err != nil {
 		return err
@@ -123,6 +186,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		return err
 	}
 	metricsHandler := metrics.NewHandler(srv, mcfg)
+	if cfg.allowMetrics {
+		go metricsHandler.Run(ctx, log) // CPU and pinned-memory polls
+	}
 
 	// Vertex AI binds before the models load, so its liveness probe
 	// passes during long loads; health reads 400 until Resolve.
@@ -349,6 +415,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		StrictReadiness: cfg.strictReadiness,
 		GPUs:            usableGPUs(lib, log),
 		LoadThreads:     cfg.loadThreads,
+		LoadRetries:     cfg.loadRetries,
 		Logger:          log,
 		Observers:       observers,
 	}), closeBackend, nil
@@ -362,7 +429,8 @@ func newAPI(cfg *config, srv *core.Server, log *slog.Logger) (*httpapi.Server, e
 			return nil, err
 		}
 	}
-	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, Logger: log}), nil
+	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, ServerID: cfg.serverID,
+		Workers: cfg.httpThreads, Logger: log}), nil
 }
 
 // pollActor applies repository changes every interval until stopped.

@@ -69,6 +69,8 @@ func (s *Server) lookup(name string, version int64, refuseDecoupled bool) error 
 }
 
 func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.Envelope) {
+	release := s.work()
+	defer release()
 	header, blobs, binary, err := codec.EncodeResponse(resp, env)
 	if err != nil {
 		writeError(w, err)

@@ -16,8 +16,9 @@ const TritonVersion = "2.73.0"
 // extensions lists only what this server really implements, in Triton's order.
 var extensions = []string{"classification", "model_repository", "model_configuration", "binary_tensor_data", "parameters", "statistics"}
 
-func serverMetadata() []byte {
-	b := []byte(`{"name":"triton","version":`)
+func serverMetadata(id string) []byte {
+	b := codec.AppendString([]byte(`{"name":`), id)
+	b = append(b, `,"version":`...)
 	b = codec.AppendString(b, TritonVersion)
 	b = append(b, `,"extensions":[`...)
 	for i, e := range extensions {

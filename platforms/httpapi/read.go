@@ -168,7 +168,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		if jsonLen < 0 && len(body) == 0 {
 			jsonLen = 0 // an empty body without the header is a raw request
 		}
-		return codec.DecodeRequest(name, body, jsonLen, limit)
+		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
 	default:
 		return nil, core.Errorf(core.CodeUnsupported, "Unsupported compression type")
 	}
@@ -187,7 +187,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		if len(body) == 0 {
 			jsonLen = 0
 		}
-		return codec.DecodeRequest(name, body, jsonLen, limit)
+		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
 	}
 
 	jsonLen, ok, inRange := codec.Stoi(headerValue)
@@ -222,7 +222,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		if b.err != nil {
 			return nil, readError(b.err)
 		}
-		return codec.DecodeRequest(name, b.buf, 0, limit)
+		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, b.buf, 0, limit) })
 	case jsonLen > limit:
 		// Without Content-Length only reading jsonLen bytes would tell
 		// that the body is shorter than the header; too large either way.
@@ -237,9 +237,14 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		return nil, err
 	}
 	if size == jsonLen {
-		return codec.DecodeRequest(name, b.buf, int(jsonLen), limit)
+		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, b.buf, int(jsonLen), limit) })
 	}
-	header, err := codec.ParseRequestHeader(name, b.buf[:jsonLen], limit)
+	var header *codec.RequestHeader
+	_, err := s.decode(func() (*codec.Envelope, error) {
+		var err error
+		header, err = codec.ParseRequestHeader(name, b.buf[:jsonLen], limit)
+		return nil, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +256,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 	if b.err != nil {
 		return nil, readError(b.err)
 	}
-	return header.Decode(b.buf)
+	return s.decode(func() (*codec.Envelope, error) { return header.Decode(b.buf) })
 }
 
 // decompressBody inflates a Content-Encoding gzip or deflate body as it

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
 )
 
 // DefaultMaxInputSize is --http-max-input-size's default (64 MiB).
@@ -28,7 +29,14 @@ type Options struct {
 	// Restricted maps an API category to the header it requires
 	// (--http-restricted-api).
 	Restricted map[string]Restriction
-	Logger     *slog.Logger
+	// ServerID is the server metadata's "name" (--id; Triton's default is
+	// "triton").
+	ServerID string
+	// Workers bounds the infer requests being decoded or encoded at once
+	// (--http-thread-count: the work Triton's HTTP threads do, while the
+	// inference itself and body reads are not bounded); 0: no bound.
+	Workers int
+	Logger  *slog.Logger
 }
 
 // Restriction is one --http-restricted-api group's header.
@@ -69,7 +77,8 @@ type Server struct {
 	router  chi.Router
 	handler http.Handler // router behind Recover
 	exiting atomic.Bool
-	meta    []byte // server metadata, computed once
+	meta    []byte        // server metadata, computed once
+	workers chan struct{} // Options.Workers slots; nil: no bound
 }
 
 // New builds the API server over c.
@@ -80,8 +89,14 @@ func New(c *core.Server, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ServerID == "" {
+		opts.ServerID = "triton"
+	}
 	s := &Server{core: c, opts: opts, log: opts.Logger}
-	s.meta = serverMetadata()
+	if opts.Workers > 0 {
+		s.workers = make(chan struct{}, opts.Workers)
+	}
+	s.meta = serverMetadata(opts.ServerID)
 	s.router = s.routes()
 	s.handler = Recover(s.router, s.log, nil)
 	return s
@@ -203,4 +218,21 @@ func (s *Server) routes() chi.Router {
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)
 	s.sharedMemoryRoutes(r)
 	return r
+}
+
+// work takes one of the Options.Workers slots for decoding or encoding a
+// request; release gives it back.
+func (s *Server) work() (release func()) {
+	if s.workers == nil {
+		return func() {}
+	}
+	s.workers <- struct{}{}
+	return func() { <-s.workers }
+}
+
+// decode runs one decoding step in a worker slot.
+func (s *Server) decode(f func() (*codec.Envelope, error)) (*codec.Envelope, error) {
+	release := s.work()
+	defer release()
+	return f()
 }
