@@ -15,7 +15,7 @@ var ErrHelp = errors.New("help requested")
 // Values are the parsed command line.
 type Values struct {
 	byName map[string]*Option
-	order  []*Option            // all options, table order
+	order  []*Option           // all options, table order
 	set    map[string][]string // canonical name -> values given, in order
 	given  []string            // canonical names, first-given order
 }
