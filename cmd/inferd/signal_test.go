@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,7 +16,17 @@ import (
 // runs the real main in a child process.
 func TestMain(m *testing.M) {
 	if os.Getenv("INFERD_TEST_AS_MAIN") == "1" {
-		os.Args = append([]string{"inferd"}, strings.Fields(os.Getenv("INFERD_TEST_ARGS"))...)
+		args := strings.Fields(os.Getenv("INFERD_TEST_ARGS"))
+		if argv := os.Getenv("INFERD_TEST_ARGV"); argv != "" {
+			// Arguments with spaces, as a JSON array.
+			args = nil
+			if err := json.Unmarshal([]byte(argv), &args); err != nil {
+				panic(err)
+			}
+		}
+		// argv[0] stays the name the binary was run under (tritonserver
+		// through a link).
+		os.Args = append([]string{os.Args[0]}, args...)
 		main()
 		os.Exit(0)
 	}
