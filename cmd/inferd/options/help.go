@@ -11,7 +11,11 @@ import (
 // here (planned, no-op, or an inferd extension).
 func Usage(w io.Writer, prog string) {
 	fmt.Fprintf(w, "Usage: %s [options]\n\n", prog)
-	fmt.Fprintf(w, "%s is inferd: a Triton-compatible inference server for ONNX models. It takes every\n", prog)
+	name := prog
+	if prog != "inferd" {
+		name += " (inferd)"
+	}
+	fmt.Fprintf(w, "%s: a Triton-compatible inference server for ONNX models. It takes every\n", name)
 	fmt.Fprintf(w, "tritonserver option, as --name=value or --name value; booleans are true/false, on/off or 1/0.\n")
 	fmt.Fprintf(w, "[planned: X] options are checked but wait for feature X; [no-op] ones mean nothing here.\n")
 	all := All()
