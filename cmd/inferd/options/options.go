@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // Kind is how an option's value is parsed.
@@ -69,13 +71,11 @@ var Groups = []string{"", "Server", "Logging", "Model Repository", "HTTP", "GRPC
 // ParseBool reads a boolean as Triton does: true/on/1 and false/off/0, in
 // any case.
 func ParseBool(v string) (bool, error) {
-	switch strings.ToLower(v) {
-	case "true", "on", "1":
-		return true, nil
-	case "false", "off", "0":
-		return false, nil
+	b, err := modelconfig.ParseBool(v) // the same spellings as config parameters
+	if err != nil {
+		return false, fmt.Errorf("invalid value for bool option: %q (want true/false, on/off or 1/0)", v)
 	}
-	return false, fmt.Errorf("invalid value for bool option: %q (want true/false, on/off or 1/0)", v)
+	return b, nil
 }
 
 // parseValue checks v against kind.
