@@ -286,7 +286,8 @@ func gpuLimit(v string) error {
 // comes before the next "=", the value the rest.
 func Setting(v string) (group, setting, value string, err error) {
 	rest := v
-	if i := strings.Index(v, ","); i >= 0 && (strings.Index(v, "=") < 0 || i < strings.Index(v, "=")) {
+	eq := strings.IndexByte(v, '=')
+	if i := strings.IndexByte(v, ','); i >= 0 && (eq < 0 || i < eq) {
 		group, rest = v[:i], v[i+1:]
 		if group == "" {
 			return "", "", "", fmt.Errorf("%q: the name before ',' is empty", v)
