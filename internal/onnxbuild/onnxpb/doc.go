@@ -6,4 +6,7 @@
 // be on PATH; only protoc itself must be installed.
 package onnxpb
 
-//go:generate sh -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; go build -o $d/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go; protoc --plugin=protoc-gen-go=$d/protoc-gen-go --go_out=. --go_opt=paths=source_relative onnx.proto"
+// go generate expands $NAME itself before the shell runs, so the shell's
+// variable is written ${DOLLAR}d.
+//
+//go:generate sh -c "set -e; d=$(mktemp -d); trap 'rm -rf ${DOLLAR}d' EXIT; go build -o ${DOLLAR}d/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go; protoc --plugin=protoc-gen-go=${DOLLAR}d/protoc-gen-go --go_out=. --go_opt=paths=source_relative onnx.proto"
