@@ -1,37 +1,20 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 
-	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
-// statusOf maps Triton's error classes to HTTP (Triton ≥ 2.42).
-func statusOf(code core.Code) int {
-	switch code {
-	case core.CodeInternal:
-		return http.StatusInternalServerError
-	case core.CodeNotFound:
-		return http.StatusNotFound
-	case core.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case core.CodeUnsupported:
-		return http.StatusNotImplemented
-	}
-	return http.StatusBadRequest
-}
+// errorStatus is the HTTP status of err's Triton error class (Triton ≥
+// 2.42; INTERNAL for an error without a class).
+func errorStatus(err error) int { return v2.HTTPStatus(v2.ClassOf(err)) }
 
 // writeError writes {"error":"..."}; every error body in the API goes here.
 func writeError(w http.ResponseWriter, err error) {
-	code := core.CodeInternal
-	var ce *core.Error
-	if errors.As(err, &ce) {
-		code = ce.Code
-	}
-	writeErrorStatus(w, statusOf(code), err.Error())
+	writeErrorStatus(w, errorStatus(err), err.Error())
 }
 
 func writeErrorStatus(w http.ResponseWriter, status int, msg string) { WriteError(w, status, msg) }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -34,7 +34,7 @@ const sseContentType = "text/event-stream; charset=utf-8"
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
 	// As for /infer, the body is read between the lookup and the
 	// acquisition, so a slow upload never holds the model.
-	if err := s.lookup(name, version, false); err != nil {
+	if err := v2.Lookup(s.core, name, version, nil); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -49,7 +49,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 		writeError(w, err)
 		return
 	}
-	mv, release, err := s.acquire(name, version, false)
+	mv, release, err := v2.Acquire(s.core, name, version, nil)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -100,15 +100,6 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	event = append(event, "\n\n"...)
 	_, _ = w.Write(event)
 	_ = http.NewResponseController(w).Flush()
-}
-
-// errorStatus is the HTTP status of err's class (INTERNAL for a plain error).
-func errorStatus(err error) int {
-	var ce *core.Error
-	if errors.As(err, &ce) {
-		return statusOf(ce.Code)
-	}
-	return http.StatusInternalServerError
 }
 
 // decodeGenerate converts a generate request body (§14.1) for a model with

@@ -6,6 +6,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // infer is POST /v2/models/{m}[/versions/{v}]/infer, processed in Triton's
@@ -14,7 +15,7 @@ import (
 // lookup errors and the acquisition for the execution, so a slow upload
 // never holds the model (an unload or reload waits for held models).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
-	if err := s.lookup(name, version, true); err != nil {
+	if err := v2.Lookup(s.core, name, version, errDecoupled); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -26,7 +27,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		writeError(w, err)
 		return
 	}
-	mv, release, err := s.acquire(name, version, true)
+	mv, release, err := v2.Acquire(s.core, name, version, errDecoupled)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -43,30 +44,6 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 
 // errDecoupled is /infer's refusal of a decoupled model.
 var errDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
-
-// acquire holds (name, version) for an execution, answering the lookup
-// errors of http-api.md §2.2 and, for /infer, the decoupled refusal.
-func (s *Server) acquire(name string, version int64, refuseDecoupled bool) (*core.ModelVersion, func(), error) {
-	mv, release, err := s.core.Acquire(name, version)
-	if err != nil {
-		return nil, nil, err
-	}
-	if refuseDecoupled && mv.Config.GetModelTransactionPolicy().GetDecoupled() {
-		release()
-		return nil, nil, errDecoupled
-	}
-	return mv, release, nil
-}
-
-// lookup reports the errors acquire would, without holding the model: the
-// lookup comes first in Triton's order, before the body is read.
-func (s *Server) lookup(name string, version int64, refuseDecoupled bool) error {
-	_, release, err := s.acquire(name, version, refuseDecoupled)
-	if err == nil {
-		release()
-	}
-	return err
-}
 
 func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.Envelope) {
 	release := s.work()

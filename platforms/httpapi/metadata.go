@@ -6,43 +6,46 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// TritonVersion is the Triton release whose HTTP behaviour this server
-// reproduces; clients read it from GET /v2.
-const TritonVersion = "2.73.0"
-
-// extensions lists only what this server really implements, in Triton's order.
-var extensions = []string{"classification", "model_repository", "model_configuration", "binary_tensor_data", "parameters", "statistics"}
-
-func serverMetadata(id string) []byte {
-	b := codec.AppendString([]byte(`{"name":`), id)
+// renderServerMeta renders GET /v2's body.
+func renderServerMeta(m v2.ServerMeta) []byte {
+	b := codec.AppendString([]byte(`{"name":`), m.Name)
 	b = append(b, `,"version":`...)
-	b = codec.AppendString(b, TritonVersion)
-	b = append(b, `,"extensions":[`...)
-	for i, e := range extensions {
+	b = codec.AppendString(b, m.Version)
+	b = append(b, `,"extensions":`...)
+	b = appendStrings(b, m.Extensions)
+	return append(b, '}')
+}
+
+// appendStrings appends a JSON array of strings.
+func appendStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = codec.AppendString(b, e)
+		b = codec.AppendString(b, s)
 	}
-	return append(b, "]}"...)
+	return append(b, ']')
 }
 
 func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
-	if s.exiting.Load() {
-		writeErrorStatus(w, http.StatusServiceUnavailable, "Server exiting")
+	if _, err := v2.ServerLive(s.core, s.exiting.Load()); err != nil {
+		writeError(w, err)
 		return
 	}
 	writeEmpty(w, http.StatusOK)
 }
 
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	ready, err := v2.ServerReady(s.core, s.exiting.Load())
 	switch {
-	case s.exiting.Load():
-		writeErrorStatus(w, http.StatusServiceUnavailable, "Server exiting")
-	case s.core.Ready():
+	case err != nil:
+		writeError(w, err)
+	case ready:
 		writeEmpty(w, http.StatusOK)
 	default:
 		writeEmpty(w, http.StatusBadRequest)
@@ -52,70 +55,47 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) serverMeta(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.meta) }
 
 func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	mv, release, err := s.core.Acquire(name, version)
+	md, err := v2.ModelMetadata(s.core, name, version)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer release()
-	cfg := mv.Config
 	b := []byte(`{"name":`)
-	b = codec.AppendString(b, name)
-	b = append(b, `,"versions":[`...)
-	if version != core.LatestVersion {
-		b = codec.AppendString(b, strconv.FormatInt(version, 10))
-	} else {
-		for i, v := range s.core.ReadyVersions(name) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = codec.AppendString(b, strconv.FormatInt(v.Version, 10))
-		}
-	}
-	b = append(b, `],"platform":`...)
-	platform := cfg.GetPlatform()
-	if platform == "" {
-		platform = cfg.GetBackend()
-	}
-	b = codec.AppendString(b, platform)
-	batching := cfg.GetMaxBatchSize() >= 1
+	b = codec.AppendString(b, md.Name)
+	b = append(b, `,"versions":`...)
+	b = appendStrings(b, md.Versions)
+	b = append(b, `,"platform":`...)
+	b = codec.AppendString(b, md.Platform)
 	b = append(b, `,"inputs":[`...)
-	for i, in := range cfg.GetInput() {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendTensorMeta(b, in.GetName(), in.GetDataType(), in.GetDims(), batching)
-	}
+	b = appendTensorMetas(b, md.Inputs)
 	b = append(b, `],"outputs":[`...)
-	for i, out := range cfg.GetOutput() {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendTensorMeta(b, out.GetName(), out.GetDataType(), out.GetDims(), batching)
-	}
+	b = appendTensorMetas(b, md.Outputs)
 	writeJSON(w, append(b, "]}"...))
 }
 
-func appendTensorMeta(b []byte, name string, dt modelconfig.DataType, dims []int64, batching bool) []byte {
-	b = append(b, `{"name":`...)
-	b = codec.AppendString(b, name)
-	b = append(b, `,"datatype":`...)
-	b = codec.AppendString(b, core.DataType(dt).String())
-	b = append(b, `,"shape":[`...)
-	if batching {
-		b = append(b, "-1"...)
-	}
-	for i, d := range dims {
-		if i > 0 || batching {
+func appendTensorMetas(b []byte, ts []v2.TensorMeta) []byte {
+	for i, t := range ts {
+		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, d, 10)
+		b = append(b, `{"name":`...)
+		b = codec.AppendString(b, t.Name)
+		b = append(b, `,"datatype":`...)
+		b = codec.AppendString(b, t.Datatype)
+		b = append(b, `,"shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, "]}"...)
 	}
-	return append(b, "]}"...)
+	return b
 }
 
 func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	if s.core.ModelReady(name, version) {
+	if v2.ModelReady(s.core, name, version) {
 		writeEmpty(w, http.StatusOK)
 		return
 	}
@@ -125,13 +105,12 @@ func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string,
 }
 
 func (s *Server) modelConfig(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	mv, release, err := s.core.Acquire(name, version)
+	cfg, err := v2.ModelConfig(s.core, name, version)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer release()
-	body, err := modelconfig.MarshalJSON(mv.Config)
+	body, err := modelconfig.MarshalJSON(cfg)
 	if err != nil {
 		writeError(w, core.Errorf(core.CodeInternal, "render config of '%s': %v", name, err))
 		return

@@ -1,15 +1,14 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
@@ -27,9 +26,9 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 		}
 		readyOnly = present && ready
 	}
-	entries, err := s.core.Index(r.Context(), readyOnly)
+	entries, err := v2.RepositoryIndex(r.Context(), s.core, readyOnly)
 	if err != nil {
-		writeError(w, core.Errorf(core.CodeInternal, "%v", err))
+		writeError(w, err)
 		return
 	}
 	b := []byte{'['}
@@ -39,13 +38,13 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 		}
 		b = append(b, `{"name":`...)
 		b = codec.AppendString(b, e.Name)
-		if e.Version >= 0 {
+		if e.Version != "" {
 			b = append(b, `,"version":`...)
-			b = codec.AppendString(b, strconv.FormatInt(e.Version, 10))
+			b = codec.AppendString(b, e.Version)
 		}
-		if e.State != core.StateUnknown {
+		if e.State != "" {
 			b = append(b, `,"state":`...)
-			b = codec.AppendString(b, e.State.String())
+			b = codec.AppendString(b, e.State)
 		}
 		if e.Reason != "" {
 			b = append(b, `,"reason":`...)
@@ -56,12 +55,10 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, append(b, ']'))
 }
 
-var errNotExplicit = core.Errorf(core.CodeUnavailable, "explicit model load / unload is not allowed if polling is enabled")
-
 func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "model")
-	if s.core.ControlMode() != core.ModeExplicit {
-		writeError(w, errNotExplicit)
+	if err := v2.CheckExplicit(s.core); err != nil {
+		writeError(w, err)
 		return
 	}
 	body, err := s.readJSONBody(r)
@@ -97,9 +94,7 @@ func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	// The load outlives the request: a client that gives up (or drops
-	// the connection) must not cancel a load half-way.
-	if err := s.core.Load(context.WithoutCancel(r.Context()), name, ov); err != nil {
+	if err := v2.Load(r.Context(), s.core, name, ov); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -108,8 +103,8 @@ func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "model")
-	if s.core.ControlMode() != core.ModeExplicit {
-		writeError(w, errNotExplicit)
+	if err := v2.CheckExplicit(s.core); err != nil {
+		writeError(w, err)
 		return
 	}
 	body, err := s.readJSONBody(r)
@@ -125,7 +120,7 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.core.Unload(r.Context(), name); err != nil {
+	if err := v2.Unload(r.Context(), s.core, name); err != nil {
 		writeError(w, err)
 		return
 	}

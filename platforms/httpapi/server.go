@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // DefaultMaxInputSize is --http-max-input-size's default (64 MiB).
@@ -96,7 +96,7 @@ func New(c *core.Server, opts Options) *Server {
 	if opts.Workers > 0 {
 		s.workers = make(chan struct{}, opts.Workers)
 	}
-	s.meta = serverMetadata(opts.ServerID)
+	s.meta = renderServerMeta(v2.ServerMetadata(opts.ServerID))
 	s.router = s.routes()
 	s.handler = Recover(s.router, s.log, nil)
 	return s
@@ -185,14 +185,12 @@ func (s *Server) routes() chi.Router {
 	model := func(suffix, category string, methods []string, h func(http.ResponseWriter, *http.Request, string, int64)) {
 		wrapped := s.handle(category, methods, func(w http.ResponseWriter, r *http.Request) {
 			name := chi.URLParam(r, "model")
-			version := core.LatestVersion
-			if vs := chi.URLParam(r, "version"); vs != "" {
-				v, err := strconv.ParseInt(vs, 10, 64)
-				if err != nil {
-					writeErrorStatus(w, http.StatusBadRequest, "failed to get model version from specified version string '"+vs+"' (details: stol), version should be an integral value > 0")
-					return
-				}
-				version = v
+			// The route admits only digits: "" (no version) or a
+			// number, out of range at worst.
+			version, err := v2.ParseVersion(chi.URLParam(r, "version"))
+			if err != nil {
+				writeError(w, err)
+				return
 			}
 			h(w, r, name, version)
 		})
@@ -212,7 +210,7 @@ func (s *Server) routes() chi.Router {
 	r.HandleFunc("/v2/repository/models/{model}/load", s.handle("model-repository", postOnly, s.repoLoad))
 	r.HandleFunc("/v2/repository/models/{model}/unload", s.handle("model-repository", postOnly, s.repoUnload))
 	named := s.handle("model-repository", postOnly, func(w http.ResponseWriter, _ *http.Request) {
-		writeErrorStatus(w, http.StatusNotImplemented, "'repository_name' specification is not supported")
+		writeError(w, v2.ErrRepositoryName)
 	})
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/load", named)
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)

@@ -6,45 +6,43 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
+// stats is GET /v2/models/stats: every READY version.
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, statsBody(s.core.ReadyVersions("")))
+	s.writeStats(w, "", core.LatestVersion, false)
 }
 
+// modelStats is GET /v2/models/{m}[/versions/{v}]/stats. The route also
+// matches an empty name ("/v2/models//stats"), which lists every model but,
+// as a named request, fails when there is none.
 func (s *Server) modelStats(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	versions := s.core.ReadyVersions(name)
-	if version != core.LatestVersion {
-		var one []*core.ModelVersion
-		for _, v := range versions {
-			if v.Version == version {
-				one = append(one, v)
-			}
-		}
-		if len(one) == 0 {
-			writeErrorStatus(w, http.StatusBadRequest, "requested model version is not available for model '"+name+"'")
-			return
-		}
-		versions = one
+	s.writeStats(w, name, version, true)
+}
+
+func (s *Server) writeStats(w http.ResponseWriter, name string, version int64, named bool) {
+	stats, err := v2.ModelStatistics(s.core, name, version)
+	if err == nil && named && len(stats) == 0 {
+		err = v2.ErrModelNotAvailable(name)
 	}
-	if len(versions) == 0 {
-		writeErrorStatus(w, http.StatusBadRequest, "requested model '"+name+"' is not available")
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, statsBody(versions))
+	writeJSON(w, statsBody(stats))
 }
 
-func statsBody(versions []*core.ModelVersion) []byte {
+func statsBody(stats []v2.ModelStats) []byte {
 	b := []byte(`{"model_stats":[`)
-	for i, mv := range versions {
+	for i, st := range stats {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		st := mv.Stats.Snapshot()
 		b = append(b, `{"name":`...)
-		b = codec.AppendString(b, mv.Name)
+		b = codec.AppendString(b, st.Name)
 		b = append(b, `,"version":`...)
-		b = codec.AppendString(b, strconv.FormatInt(mv.Version, 10))
+		b = codec.AppendString(b, st.Version)
 		b = append(b, `,"last_inference":`...)
 		b = strconv.AppendInt(b, st.LastInference, 10)
 		b = append(b, `,"inference_count":`...)
@@ -52,14 +50,15 @@ func statsBody(versions []*core.ModelVersion) []byte {
 		b = append(b, `,"execution_count":`...)
 		b = strconv.AppendUint(b, st.ExecutionCount, 10)
 		b = append(b, `,"inference_stats":{`...)
-		b = appendDuration(b, "success", st.Success, false)
-		b = appendDuration(b, "fail", st.Fail, true)
-		b = appendDuration(b, "queue", st.Queue, true)
-		b = appendDuration(b, "compute_input", st.ComputeInput, true)
-		b = appendDuration(b, "compute_infer", st.ComputeInfer, true)
-		b = appendDuration(b, "compute_output", st.ComputeOutput, true)
-		b = appendDuration(b, "cache_hit", st.CacheHit, true)
-		b = appendDuration(b, "cache_miss", st.CacheMiss, true)
+		in := &st.Inference
+		b = appendDuration(b, "success", in.Success, false)
+		b = appendDuration(b, "fail", in.Fail, true)
+		b = appendDuration(b, "queue", in.Queue, true)
+		b = appendDuration(b, "compute_input", in.ComputeInput, true)
+		b = appendDuration(b, "compute_infer", in.ComputeInfer, true)
+		b = appendDuration(b, "compute_output", in.ComputeOutput, true)
+		b = appendDuration(b, "cache_hit", in.CacheHit, true)
+		b = appendDuration(b, "cache_miss", in.CacheMiss, true)
 		b = append(b, `},"response_stats":{},"batch_stats":[`...)
 		for j, bs := range st.Batches {
 			if j > 0 {

@@ -1,0 +1,101 @@
+package v2_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/inferd/inferd/core"
+	v2 "github.com/inferd/inferd/platforms/v2"
+)
+
+// TestStatuses is grpc-api.md §3.1, for every Triton error class.
+func TestStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		code core.Code
+		http int
+		grpc v2.GRPCCode
+		num  uint32 // google.golang.org/grpc/codes
+	}{
+		{core.CodeUnknown, 400, v2.GRPCUnknown, 2},
+		{core.CodeInternal, 500, v2.GRPCInternal, 13},
+		{core.CodeNotFound, 404, v2.GRPCNotFound, 5},
+		{core.CodeInvalidArg, 400, v2.GRPCInvalidArgument, 3},
+		{core.CodeUnavailable, 503, v2.GRPCUnavailable, 14},
+		{core.CodeUnsupported, 501, v2.GRPCUnimplemented, 12},
+		{core.CodeAlreadyExists, 400, v2.GRPCAlreadyExists, 6},
+		{core.CodeCancelled, 400, v2.GRPCCanceled, 1},
+		{core.Code(99), 400, v2.GRPCUnknown, 2},
+		{core.Code(-1), 400, v2.GRPCUnknown, 2},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			if got := v2.HTTPStatus(tc.code); got != tc.http {
+				t.Errorf("HTTP %d, want %d", got, tc.http)
+			}
+			if got := v2.GRPCStatus(tc.code); got != tc.grpc || uint32(got) != tc.num {
+				t.Errorf("gRPC %d, want %d", got, tc.num)
+			}
+		})
+	}
+}
+
+func TestClassOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want core.Code
+	}{
+		{"core error", core.Errorf(core.CodeNotFound, "x"), core.CodeNotFound},
+		{"wrapped", fmt.Errorf("ctx: %w", core.Errorf(core.CodeAlreadyExists, "x")), core.CodeAlreadyExists},
+		{"plain", errors.New("x"), core.CodeInternal},
+		{"context", context.Canceled, core.CodeInternal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := v2.ClassOf(tc.err); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	const stol = "failed to get model version from specified version string '%s' (details: stol), version should be an integral value > 0"
+	const negative = "invalid model version specified '%s' , version should be an integral value > 0"
+	for _, tc := range []struct {
+		in   string
+		want int64
+		msg  string // format of the error, "" for none
+	}{
+		{"", core.LatestVersion, ""},
+		{"1", 1, ""},
+		{"0", 0, ""},
+		{"007", 7, ""},
+		{"1abc", 1, ""},
+		{" 2", 2, ""},
+		{"\t+3", 3, ""},
+		{"-0", 0, ""},
+		{"9223372036854775807", 9223372036854775807, ""},
+		{"9223372036854775808", 0, stol},
+		{"99999999999999999999", 0, stol},
+		{"abc", 0, stol},
+		{"-", 0, stol},
+		{" ", 0, stol},
+		{"-1", 0, negative},
+		{"-9223372036854775808", 0, negative},
+		{"-9223372036854775809", 0, stol},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := v2.ParseVersion(tc.in)
+			if tc.msg == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("got %d, %v; want %d", got, err, tc.want)
+				}
+				return
+			}
+			if err == nil || v2.ClassOf(err) != core.CodeInvalidArg || err.Error() != fmt.Sprintf(tc.msg, tc.in) {
+				t.Fatalf("got %d, %v; want INVALID_ARG %q", got, err, fmt.Sprintf(tc.msg, tc.in))
+			}
+		})
+	}
+}

@@ -1,0 +1,56 @@
+package v2
+
+import "github.com/inferd/inferd/core"
+
+// Acquire holds the version of name that serves version (core.LatestVersion:
+// the highest READY one) until release is called, or answers the lookup
+// errors of http-api.md §2.2: NOT_FOUND for an unknown model or version,
+// UNAVAILABLE for a version not at ready state. A decoupled model is
+// refused with decoupled when it is not nil; each transport words that
+// refusal itself (HTTP's /infer and gRPC's ModelInfer differ).
+func Acquire(c *core.Server, name string, version int64, decoupled error) (*core.ModelVersion, func(), error) {
+	mv, release, err := c.Acquire(name, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if decoupled != nil && mv.Config.GetModelTransactionPolicy().GetDecoupled() {
+		release()
+		return nil, nil, decoupled
+	}
+	return mv, release, nil
+}
+
+// Lookup reports the error Acquire would, without holding the model: a
+// transport that looks the model up before it reads the request body
+// (Triton's order) keeps a slow upload from holding the model.
+func Lookup(c *core.Server, name string, version int64, decoupled error) error {
+	_, release, err := Acquire(c, name, version, decoupled)
+	if err == nil {
+		release()
+	}
+	return err
+}
+
+// ServerLive is the liveness answer: ErrExiting while the server drains.
+func ServerLive(c *core.Server, exiting bool) (bool, error) {
+	if exiting {
+		return false, ErrExiting
+	}
+	return c.Live(), nil
+}
+
+// ServerReady is the readiness answer: ErrExiting while the server drains,
+// else whether the core is ready (http-api.md §3).
+func ServerReady(c *core.Server, exiting bool) (bool, error) {
+	if exiting {
+		return false, ErrExiting
+	}
+	return c.Ready(), nil
+}
+
+// ModelReady reports whether (name, version) can serve. An unknown model or
+// version is simply not ready, as in every released Triton (http-api.md
+// §5.2, grpc-api.md §5.2).
+func ModelReady(c *core.Server, name string, version int64) bool {
+	return c.ModelReady(name, version)
+}

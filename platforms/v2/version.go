@@ -1,0 +1,47 @@
+package v2
+
+import (
+	"math"
+
+	"github.com/inferd/inferd/core"
+)
+
+// ParseVersion reads a model version string as Triton does on every
+// transport (grpc-api.md §3.3): "" is core.LatestVersion; otherwise a C
+// strtol-style signed 64-bit parse, where leading white space and a sign
+// are accepted and anything after the digits is ignored ("1abc" is 1). No
+// digits, or a number out of int64 range, and a negative number are
+// INVALID_ARG errors. HTTP's routes admit only digits, so for HTTP only the
+// out-of-range error is reachable.
+func ParseVersion(s string) (int64, error) {
+	if s == "" {
+		return core.LatestVersion, nil
+	}
+	i := 0
+	for i < len(s) && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	start := i
+	var u uint64 // magnitude, at most 1<<63
+	inRange := true
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		d := uint64(s[i] - '0')
+		if u > (1<<63-d)/10 {
+			inRange = false
+			continue
+		}
+		u = u*10 + d
+	}
+	if i == start || !inRange || (!neg && u > math.MaxInt64) {
+		return 0, core.Errorf(core.CodeInvalidArg, "failed to get model version from specified version string '%s' (details: stol), version should be an integral value > 0", s)
+	}
+	if neg && u != 0 {
+		return 0, core.Errorf(core.CodeInvalidArg, "invalid model version specified '%s' , version should be an integral value > 0", s)
+	}
+	return int64(u), nil
+}
