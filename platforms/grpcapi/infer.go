@@ -1,0 +1,297 @@
+package grpcapi
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"strconv"
+
+	"github.com/inferd/inferd/core"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	v2 "github.com/inferd/inferd/platforms/v2"
+)
+
+// errDecoupled is ModelInfer's refusal of a decoupled model.
+var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't support models with decoupled transaction policy")
+
+// ModelInfer runs one inference (grpc-api.md §10) in Triton's order:
+// version, lookup, request conversion, core validation and execution.
+// The call's context is the request's: a cancelled call or a passed
+// deadline takes the request out of the queue.
+func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	version, err := v2.ParseVersion(in.GetModelVersion())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	mv, release, err := v2.Acquire(s.core, in.GetModelName(), version, errDecoupled)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	defer release()
+	req, err := inferRequest(in)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	req.ModelVersion = mv.Version
+	resp, err := mv.Infer(ctx, req)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	out, err := inferResponse(resp)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return out, nil
+}
+
+func invalidArg(format string, args ...any) error {
+	return core.Errorf(core.CodeInvalidArg, format, args...)
+}
+
+// inferParams converts typed protobuf parameters for v2's readers.
+func inferParams(in map[string]*pb.InferParameter) map[string]v2.Param {
+	out := make(map[string]v2.Param, len(in))
+	for k, p := range in {
+		out[k] = inferParam(p)
+	}
+	return out
+}
+
+func inferParam(p *pb.InferParameter) v2.Param {
+	switch c := p.GetParameterChoice().(type) {
+	case *pb.InferParameter_BoolParam:
+		return v2.Param{Kind: v2.ParamBool, Bool: c.BoolParam}
+	case *pb.InferParameter_Int64Param:
+		return v2.Param{Kind: v2.ParamInt64, Int64: c.Int64Param}
+	case *pb.InferParameter_StringParam:
+		return v2.Param{Kind: v2.ParamString, String: c.StringParam}
+	case *pb.InferParameter_DoubleParam:
+		return v2.Param{Kind: v2.ParamDouble, Double: c.DoubleParam}
+	case *pb.InferParameter_Uint64Param:
+		return v2.Param{Kind: v2.ParamUint64, Uint64: c.Uint64Param}
+	}
+	return v2.Param{}
+}
+
+// inferRequest converts a ModelInferRequest into a core request, in the
+// order of grpc-api.md §10.1 steps 4–8 (the core validates the rest).
+// Raw input contents become tensor data without a copy.
+func inferRequest(in *pb.ModelInferRequest) (*core.InferRequest, error) {
+	model := in.GetModelName()
+	req := &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
+	params, err := v2.ReadInferParams(inferParams(in.GetParameters()))
+	if err != nil {
+		return nil, err
+	}
+	params.Apply(req)
+
+	inputs := in.GetInputs()
+	req.Inputs = make([]*core.Tensor, len(inputs))
+	seen := make(map[string]bool, len(inputs))
+	for i, t := range inputs {
+		if seen[t.GetName()] {
+			return nil, invalidArg("%sinput '%s' already exists in request", core.RequestPrefix(req.ID), t.GetName())
+		}
+		seen[t.GetName()] = true
+		req.Inputs[i] = &core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
+	}
+	if outs := in.GetOutputs(); len(outs) > 0 {
+		req.Outputs = make([]core.RequestedOutput, len(outs))
+		seen := make(map[string]bool, len(outs))
+		for i, o := range outs {
+			if seen[o.GetName()] {
+				return nil, invalidArg("output '%s' already exists in request", o.GetName())
+			}
+			seen[o.GetName()] = true
+			req.Outputs[i].Name = o.GetName()
+		}
+	}
+
+	raw := in.GetRawInputContents()
+	next := 0
+	for i, t := range inputs {
+		if err := sharedMemory(t.GetName(), t.GetParameters()); err != nil {
+			return nil, err
+		}
+		switch {
+		case t.GetContents() != nil:
+			if len(raw) > 0 {
+				return nil, invalidArg("contents field must not be specified when using raw_input_contents for '%s' for model '%s'", t.GetName(), model)
+			}
+			data, err := typedContents(t, model)
+			if err != nil {
+				return nil, err
+			}
+			req.Inputs[i].Data = data
+		case next < len(raw):
+			req.Inputs[i].Data = raw[next]
+			next++
+		default:
+			return nil, invalidArg("unable to find data for input tensor '%s' for model '%s' in request.", t.GetName(), model)
+		}
+	}
+
+	for i, o := range in.GetOutputs() {
+		p := o.GetParameters()
+		class, hasClass := p["classification"]
+		if _, hasShm := p["shared_memory_region"]; hasShm && hasClass {
+			return nil, invalidArg("output can't set both 'shared_memory_region' and 'classification'")
+		}
+		if err := sharedMemory(o.GetName(), p); err != nil {
+			return nil, err
+		}
+		if hasClass {
+			k, err := v2.ClassCount(inferParam(class))
+			if err != nil {
+				return nil, err
+			}
+			req.Outputs[i].ClassCount = k
+		}
+	}
+	return req, nil
+}
+
+// sharedMemory checks a tensor's shared-memory parameters (grpc-api.md
+// §10.3.1). No region can be registered (client shared memory is
+// disabled), so a tensor naming one is refused as an unknown region.
+func sharedMemory(tensor string, p map[string]*pb.InferParameter) error {
+	region, ok := p["shared_memory_region"]
+	if !ok {
+		for _, k := range []string{"shared_memory_offset", "shared_memory_byte_size"} {
+			if _, ok := p[k]; ok {
+				return invalidArg("'%s' can not be specified without 'shared_memory_region' parameter for tensor '%s'", k, tensor)
+			}
+		}
+		return nil
+	}
+	name, ok := region.GetParameterChoice().(*pb.InferParameter_StringParam)
+	if !ok {
+		return invalidArg("invalid value type for 'shared_memory_region' parameter for tensor '%s', expected string_param.", tensor)
+	}
+	return core.Errorf(core.CodeNotFound, "Unable to find shared memory region: '%s'", name.StringParam)
+}
+
+// typedContents flattens an input's typed contents into the raw layout
+// (grpc-api.md §10.3.2): every non-empty field must be the one of the
+// input's datatype; 8- and 16-bit integers are truncated per element.
+func typedContents(t *pb.ModelInferRequest_InferInputTensor, model string) ([]byte, error) {
+	c := t.GetContents()
+	dt := core.ParseDataType(t.GetDatatype())
+	intType, uintType := core.TypeInt32, core.TypeUint32
+	if dt == core.TypeInt8 || dt == core.TypeInt16 {
+		intType = dt
+	}
+	if dt == core.TypeUint8 || dt == core.TypeUint16 {
+		uintType = dt
+	}
+	fields := []struct {
+		n  int
+		dt core.DataType
+	}{
+		{len(c.GetBoolContents()), core.TypeBool},
+		{len(c.GetIntContents()), intType},
+		{len(c.GetInt64Contents()), core.TypeInt64},
+		{len(c.GetUintContents()), uintType},
+		{len(c.GetUint64Contents()), core.TypeUint64},
+		{len(c.GetFp32Contents()), core.TypeFP32},
+		{len(c.GetFp64Contents()), core.TypeFP64},
+		{len(c.GetBytesContents()), core.TypeBytes},
+	}
+	for _, f := range fields {
+		if f.n > 0 && f.dt != dt {
+			return nil, invalidArg("unexpected explicit tensor data for input tensor '%s' for model '%s' of type '%s', expected datatype '%s'", t.GetName(), model, f.dt, t.GetDatatype())
+		}
+	}
+	var out []byte
+	switch dt {
+	case core.TypeBool:
+		out = make([]byte, 0, len(c.GetBoolContents()))
+		for _, v := range c.GetBoolContents() {
+			b := byte(0)
+			if v {
+				b = 1
+			}
+			out = append(out, b)
+		}
+	case core.TypeInt8, core.TypeInt16, core.TypeInt32:
+		out = appendTruncated(out, c.GetIntContents(), dt.ByteSize())
+	case core.TypeInt64:
+		for _, v := range c.GetInt64Contents() {
+			out = binary.LittleEndian.AppendUint64(out, uint64(v))
+		}
+	case core.TypeUint8, core.TypeUint16, core.TypeUint32:
+		out = appendTruncated(out, c.GetUintContents(), dt.ByteSize())
+	case core.TypeUint64:
+		for _, v := range c.GetUint64Contents() {
+			out = binary.LittleEndian.AppendUint64(out, v)
+		}
+	case core.TypeFP32:
+		for _, v := range c.GetFp32Contents() {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
+	case core.TypeFP64:
+		for _, v := range c.GetFp64Contents() {
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
+		}
+	case core.TypeBytes:
+		for _, v := range c.GetBytesContents() {
+			out = binary.LittleEndian.AppendUint32(out, uint32(len(v)))
+			out = append(out, v...)
+		}
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}
+
+// appendTruncated appends each 32-bit value's low size bytes, little-endian.
+func appendTruncated[T int32 | uint32](out []byte, vals []T, size int) []byte {
+	for _, v := range vals {
+		switch size {
+		case 1:
+			out = append(out, byte(v))
+		case 2:
+			out = binary.LittleEndian.AppendUint16(out, uint16(v))
+		default:
+			out = binary.LittleEndian.AppendUint32(out, uint32(v))
+		}
+	}
+	return out
+}
+
+// inferResponse renders a core response (grpc-api.md §10.5): every
+// output's data in raw_output_contents, at the output's index.
+func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
+	out := &pb.ModelInferResponse{
+		ModelName: resp.ModelName, ModelVersion: strconv.FormatInt(resp.ModelVersion, 10), Id: resp.ID,
+		Outputs:           make([]*pb.ModelInferResponse_InferOutputTensor, len(resp.Outputs)),
+		RawOutputContents: make([][]byte, len(resp.Outputs)),
+	}
+	for i, t := range resp.Outputs {
+		out.Outputs[i] = &pb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.DataType.String(), Shape: t.Shape}
+		out.RawOutputContents[i] = t.Data
+	}
+	if len(resp.Parameters) > 0 {
+		out.Parameters = make(map[string]*pb.InferParameter, len(resp.Parameters))
+		for k, v := range resp.Parameters {
+			var p pb.InferParameter
+			switch v := v.(type) {
+			case bool:
+				p.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: v}
+			case int64:
+				p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: v}
+			case int:
+				p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
+			case string:
+				p.ParameterChoice = &pb.InferParameter_StringParam{StringParam: v}
+			case float64:
+				p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: v}
+			default:
+				return nil, core.Errorf(core.CodeUnsupported, "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported")
+			}
+			out.Parameters[k] = &p
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,240 @@
+package grpcapi
+
+import (
+	"context"
+
+	"github.com/inferd/inferd/core"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	v2 "github.com/inferd/inferd/platforms/v2"
+)
+
+// ServerLive answers the server's liveness (grpc-api.md §5.1).
+func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
+	live, err := v2.ServerLive(s.core, s.exiting.Load())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.ServerLiveResponse{Live: live}, nil
+}
+
+// ServerReady answers the server's readiness (grpc-api.md §5.1).
+func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	ready, err := v2.ServerReady(s.core, s.exiting.Load())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.ServerReadyResponse{Ready: ready}, nil
+}
+
+// ModelReady answers whether a model version can serve; unknown is not
+// ready (grpc-api.md §5.2).
+func (s *Server) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	version, err := v2.ParseVersion(req.GetVersion())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.ModelReadyResponse{Ready: v2.ModelReady(s.core, req.GetName(), version)}, nil
+}
+
+// ServerMetadata answers the metadata computed at start (grpc-api.md §5.3).
+func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	return s.meta, nil
+}
+
+// ModelMetadata answers a model's metadata (grpc-api.md §5.4).
+func (s *Server) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	version, err := v2.ParseVersion(req.GetVersion())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	md, err := v2.ModelMetadata(s.core, req.GetName(), version)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.ModelMetadataResponse{
+		Name: md.Name, Versions: md.Versions, Platform: md.Platform,
+		Inputs: tensorMetadata(md.Inputs), Outputs: tensorMetadata(md.Outputs),
+	}, nil
+}
+
+func tensorMetadata(ts []v2.TensorMeta) []*pb.ModelMetadataResponse_TensorMetadata {
+	out := make([]*pb.ModelMetadataResponse_TensorMetadata, len(ts))
+	for i, t := range ts {
+		out[i] = &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+	}
+	return out
+}
+
+// ModelConfig answers a model's effective configuration (grpc-api.md §6.1).
+func (s *Server) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	version, err := v2.ParseVersion(req.GetVersion())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	cfg, err := v2.ModelConfig(s.core, req.GetName(), version)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.ModelConfigResponse{Config: cfg}, nil
+}
+
+// ModelStatistics answers the statistics of READY versions (grpc-api.md §6.2).
+func (s *Server) ModelStatistics(_ context.Context, req *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
+	version, err := v2.ParseVersion(req.GetVersion())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	stats, err := v2.ModelStatistics(s.core, req.GetName(), version)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	out := &pb.ModelStatisticsResponse{ModelStats: make([]*pb.ModelStatistics, len(stats))}
+	for i, st := range stats {
+		in := st.Inference
+		ms := &pb.ModelStatistics{
+			Name: st.Name, Version: st.Version, LastInference: uint64(max(st.LastInference, 0)),
+			InferenceCount: st.InferenceCount, ExecutionCount: st.ExecutionCount,
+			InferenceStats: &pb.InferStatistics{
+				Success: duration(in.Success), Fail: duration(in.Fail), Queue: duration(in.Queue),
+				ComputeInput: duration(in.ComputeInput), ComputeInfer: duration(in.ComputeInfer), ComputeOutput: duration(in.ComputeOutput),
+				CacheHit: duration(in.CacheHit), CacheMiss: duration(in.CacheMiss),
+			},
+			BatchStats:    make([]*pb.InferBatchStatistics, len(st.Batches)),
+			MemoryUsage:   []*pb.MemoryUsage{},
+			ResponseStats: map[string]*pb.InferResponseStatistics{},
+		}
+		for j, b := range st.Batches {
+			ms.BatchStats[j] = &pb.InferBatchStatistics{
+				BatchSize:    b.BatchSize,
+				ComputeInput: duration(b.ComputeInput), ComputeInfer: duration(b.ComputeInfer), ComputeOutput: duration(b.ComputeOutput),
+			}
+		}
+		out.ModelStats[i] = ms
+	}
+	return out, nil
+}
+
+func duration(d core.Duration) *pb.StatisticDuration {
+	return &pb.StatisticDuration{Count: d.Count, Ns: d.Ns}
+}
+
+// RepositoryIndex lists the repository's models (grpc-api.md §7.1).
+func (s *Server) RepositoryIndex(ctx context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+	if req.GetRepositoryName() != "" {
+		return nil, statusError(v2.ErrRepositoryName)
+	}
+	entries, err := v2.RepositoryIndex(ctx, s.core, req.GetReady())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	out := &pb.RepositoryIndexResponse{Models: make([]*pb.RepositoryIndexResponse_ModelIndex, len(entries))}
+	for i, e := range entries {
+		out.Models[i] = &pb.RepositoryIndexResponse_ModelIndex{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason}
+	}
+	return out, nil
+}
+
+// RepositoryModelLoad loads a model, synchronously; the load outlives a
+// cancelled call (grpc-api.md §7.2).
+func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
+	if req.GetRepositoryName() != "" {
+		return nil, statusError(v2.ErrRepositoryName)
+	}
+	ov, err := v2.ReadLoadParams(repositoryParams(req.GetParameters()))
+	if err != nil {
+		return nil, statusError(err)
+	}
+	if err := v2.Load(ctx, s.core, req.GetModelName(), ov); err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.RepositoryModelLoadResponse{}, nil
+}
+
+// RepositoryModelUnload unloads a model, synchronously (grpc-api.md §7.3).
+func (s *Server) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
+	if req.GetRepositoryName() != "" {
+		return nil, statusError(v2.ErrRepositoryName)
+	}
+	// The core has no dependents to unload (no ensembles); the parameter
+	// is only checked.
+	if _, err := v2.ReadUnloadParams(repositoryParams(req.GetParameters())); err != nil {
+		return nil, statusError(err)
+	}
+	if err := v2.Unload(ctx, s.core, req.GetModelName()); err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.RepositoryModelUnloadResponse{}, nil
+}
+
+func repositoryParams(in map[string]*pb.ModelRepositoryParameter) map[string]v2.Param {
+	out := make(map[string]v2.Param, len(in))
+	for k, p := range in {
+		var v v2.Param
+		switch c := p.GetParameterChoice().(type) {
+		case *pb.ModelRepositoryParameter_BoolParam:
+			v = v2.Param{Kind: v2.ParamBool, Bool: c.BoolParam}
+		case *pb.ModelRepositoryParameter_Int64Param:
+			v = v2.Param{Kind: v2.ParamInt64, Int64: c.Int64Param}
+		case *pb.ModelRepositoryParameter_StringParam:
+			v = v2.Param{Kind: v2.ParamString, String: c.StringParam}
+		case *pb.ModelRepositoryParameter_BytesParam:
+			v = v2.Param{Kind: v2.ParamBytes, Bytes: c.BytesParam}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Client shared memory is not implemented: the RPCs answer as a Triton
+// started without --allow-client-shm on a CPU-only build (grpc-api.md §8),
+// as the HTTP routes do.
+var (
+	errShmDisabled = core.Errorf(core.CodeUnsupported, "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.")
+)
+
+// SystemSharedMemoryStatus answers no regions.
+func (s *Server) SystemSharedMemoryStatus(_ context.Context, req *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
+	if req.GetName() != "" {
+		return nil, statusError(core.Errorf(core.CodeNotFound, "Unable to find system shared memory region: '%s'", req.GetName()))
+	}
+	return &pb.SystemSharedMemoryStatusResponse{Regions: map[string]*pb.SystemSharedMemoryStatusResponse_RegionStatus{}}, nil
+}
+
+// SystemSharedMemoryRegister is refused: client shared memory is disabled.
+func (s *Server) SystemSharedMemoryRegister(context.Context, *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
+	return nil, statusError(errShmDisabled)
+}
+
+// SystemSharedMemoryUnregister is refused: client shared memory is disabled.
+func (s *Server) SystemSharedMemoryUnregister(context.Context, *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
+	return nil, statusError(errShmDisabled)
+}
+
+// CudaSharedMemoryStatus answers no regions.
+func (s *Server) CudaSharedMemoryStatus(_ context.Context, req *pb.CudaSharedMemoryStatusRequest) (*pb.CudaSharedMemoryStatusResponse, error) {
+	if req.GetName() != "" {
+		return nil, statusError(core.Errorf(core.CodeNotFound, "Unable to find cuda shared memory region: '%s'", req.GetName()))
+	}
+	return &pb.CudaSharedMemoryStatusResponse{Regions: map[string]*pb.CudaSharedMemoryStatusResponse_RegionStatus{}}, nil
+}
+
+// CudaSharedMemoryRegister answers a CPU-only build's refusal, checked
+// before the client-shm switch.
+func (s *Server) CudaSharedMemoryRegister(_ context.Context, req *pb.CudaSharedMemoryRegisterRequest) (*pb.CudaSharedMemoryRegisterResponse, error) {
+	return nil, statusError(core.Errorf(core.CodeInvalidArg, "failed to register CUDA shared memory region: '%s', GPUs not supported", req.GetName()))
+}
+
+// CudaSharedMemoryUnregister is refused: client shared memory is disabled.
+func (s *Server) CudaSharedMemoryUnregister(context.Context, *pb.CudaSharedMemoryUnregisterRequest) (*pb.CudaSharedMemoryUnregisterResponse, error) {
+	return nil, statusError(errShmDisabled)
+}
+
+// TraceSetting is not implemented yet (grpc-api.md §9.1 is a later step).
+func (s *Server) TraceSetting(context.Context, *pb.TraceSettingRequest) (*pb.TraceSettingResponse, error) {
+	return nil, statusError(core.Errorf(core.CodeUnsupported, "trace settings are not supported"))
+}
+
+// LogSettings is not implemented yet (grpc-api.md §9.2 is a later step).
+func (s *Server) LogSettings(context.Context, *pb.LogSettingsRequest) (*pb.LogSettingsResponse, error) {
+	return nil, statusError(core.Errorf(core.CodeUnsupported, "log settings are not supported"))
+}

@@ -1,0 +1,188 @@
+// Package grpcapi serves the KServe v2 / Triton gRPC protocol
+// (inference.GRPCInferenceService and grpc.health.v1.Health, grpc-api.md)
+// over the inference core. Every rule shared with HTTP comes from
+// platforms/v2; this package only decodes protobuf messages into v2 calls
+// and renders their results.
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferd/inferd/core"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	v2 "github.com/inferd/inferd/platforms/v2"
+)
+
+// Restriction is one --grpc-restricted-protocol group's metadata: the call
+// must carry "triton-grpc-protocol-<Key>" with the first value Value.
+type Restriction struct{ Key, Value string }
+
+// Options configure the gRPC API.
+type Options struct {
+	// ServerID is the server metadata's "name" (--id; default "triton").
+	ServerID string
+	// Restricted maps a category (health, metadata, inference,
+	// shared-memory, model-config, model-repository, statistics, trace,
+	// logging) to the metadata it requires (grpc-api.md §13). Keys are
+	// lower-cased, as gRPC metadata keys always are.
+	Restricted map[string]Restriction
+	Logger     *slog.Logger
+}
+
+// Server implements inference.GRPCInferenceService over the core.
+type Server struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	core    *core.Server
+	opts    Options
+	log     *slog.Logger
+	exiting atomic.Bool
+	meta    *pb.ServerMetadataResponse
+}
+
+// New builds the gRPC API over c.
+func New(c *core.Server, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ServerID == "" {
+		opts.ServerID = "triton"
+	}
+	restricted := make(map[string]Restriction, len(opts.Restricted))
+	for cat, r := range opts.Restricted {
+		restricted[cat] = Restriction{Key: strings.ToLower(r.Key), Value: r.Value}
+	}
+	opts.Restricted = restricted
+	md := v2.ServerMetadata(opts.ServerID)
+	return &Server{
+		core: c, opts: opts, log: opts.Logger,
+		meta: &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions},
+	}
+}
+
+// ServerOptions are the grpc.NewServer options the API needs: Triton's
+// message size limits (grpc-api.md §1.2) and the interceptors of the
+// restricted protocols (§13) and of draining (§1.5).
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(math.MaxInt32),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.ChainUnaryInterceptor(s.unaryGuard),
+		grpc.ChainStreamInterceptor(s.streamGuard),
+	}
+}
+
+// Register registers inference.GRPCInferenceService and grpc.health.v1
+// on g (built with ServerOptions).
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterGRPCInferenceServiceServer(g, s)
+	healthpb.RegisterHealthServer(g, health{s: s})
+}
+
+// SetExiting makes health answer "Server exiting" and ModelInfer refuse
+// new requests while the server drains.
+func (s *Server) SetExiting() { s.exiting.Store(true) }
+
+// statusError is err as a gRPC status: the code of its Triton error class
+// (grpc-api.md §3.1) and its text unchanged. A gRPC status passes through.
+func statusError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.Error
+	if !errors.As(err, &ce) {
+		if _, ok := status.FromError(err); ok {
+			return err
+		}
+	}
+	return status.Error(codes.Code(v2.GRPCStatus(v2.ClassOf(err))), err.Error())
+}
+
+const servicePrefix = "/inference.GRPCInferenceService/"
+
+// categories maps each RPC to its restricted category (grpc-api.md §2).
+var categories = map[string]string{
+	"ServerLive": "health", "ServerReady": "health", "ModelReady": "health",
+	"ServerMetadata": "metadata", "ModelMetadata": "metadata",
+	"ModelInfer": "inference", "ModelStreamInfer": "inference",
+	"ModelConfig": "model-config", "ModelStatistics": "statistics",
+	"RepositoryIndex": "model-repository", "RepositoryModelLoad": "model-repository", "RepositoryModelUnload": "model-repository",
+	"SystemSharedMemoryStatus": "shared-memory", "SystemSharedMemoryRegister": "shared-memory", "SystemSharedMemoryUnregister": "shared-memory",
+	"CudaSharedMemoryStatus": "shared-memory", "CudaSharedMemoryRegister": "shared-memory", "CudaSharedMemoryUnregister": "shared-memory",
+	"TraceSetting": "trace", "LogSettings": "logging",
+}
+
+func category(fullMethod string) string {
+	if rpc, ok := strings.CutPrefix(fullMethod, servicePrefix); ok {
+		return categories[rpc]
+	}
+	if strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") {
+		return "health"
+	}
+	return ""
+}
+
+// errDraining refuses a new ModelInfer while the server drains.
+var errDraining = status.Error(codes.Unavailable, "GRPC server is shutting down and has stopped accepting new requests.")
+
+// check runs the checks that precede everything else in a call: draining
+// for ModelInfer, then the restriction of the call's category.
+func (s *Server) check(ctx context.Context, fullMethod string) error {
+	if fullMethod == servicePrefix+"ModelInfer" && s.exiting.Load() {
+		return errDraining
+	}
+	res, ok := s.opts.Restricted[category(fullMethod)]
+	if !ok {
+		return nil
+	}
+	key := "triton-grpc-protocol-" + res.Key
+	md, _ := metadata.FromIncomingContext(ctx)
+	if got := md.Get(key); len(got) > 0 && got[0] == res.Value {
+		return nil
+	}
+	return status.Error(codes.Unavailable, "This protocol is restricted, expecting header '"+key+"'")
+}
+
+func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := s.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// health is grpc.health.v1.Health/Check answering the server's readiness
+// whatever the service name (grpc-api.md §12); Watch and List are
+// UNIMPLEMENTED.
+type health struct {
+	healthpb.UnimplementedHealthServer
+	s *Server
+}
+
+func (h health) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	ready, err := v2.ServerReady(h.s.core, h.s.exiting.Load())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	return &healthpb.HealthCheckResponse{Status: st}, nil
+}
