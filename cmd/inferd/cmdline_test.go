@@ -184,7 +184,7 @@ func TestLaunchLines(t *testing.T) {
 					t.Errorf("no-op %s missing from the warning: %s", n, w)
 				}
 			}
-			for _, n := range []string{"--allow-grpc (gRPC)", "--trace-config (tracing)", "--cache-config (response cache)", "--rate-limit (rate limiter)", "--model-namespacing (model namespacing)"} {
+			for _, n := range []string{"--grpc-max-response-pool-size (gRPC streaming)", "--trace-config (tracing)", "--cache-config (response cache)", "--rate-limit (rate limiter)", "--model-namespacing (model namespacing)"} {
 				if !strings.Contains(w, n) {
 					t.Errorf("planned %s missing from the warning: %s", n, w)
 				}
@@ -207,7 +207,7 @@ func TestLaunchLines(t *testing.T) {
 			if _, body := get(t, l.base+"/v2"); !strings.Contains(body, `"name":"my-triton"`) {
 				t.Errorf("metadata %s", body)
 			}
-			if w := warned(l.log); !strings.Contains(w, "--grpc-infer-allocation-pool-size (gRPC)") {
+			if w := warned(l.log); !strings.Contains(w, "--grpc-infer-allocation-pool-size") {
 				t.Errorf("warning: %q", w)
 			}
 		}},

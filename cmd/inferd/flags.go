@@ -62,6 +62,23 @@ type config struct {
 	loadThreads       int
 	showVersionAndBye bool
 
+	// gRPC (grpc-api.md §1).
+	allowGRPC         bool
+	grpcAddress       string
+	grpcPort          int
+	reuseGRPCPort     bool
+	grpcRestricted    []string
+	grpcTLS, grpcMTLS bool
+	grpcCert, grpcKey string
+	grpcRootCert      string
+	grpcKeepalive     time.Duration
+	grpcKeepTimeout   time.Duration
+	grpcPermitNoCalls bool
+	grpcMinPing       time.Duration
+	grpcPingStrikes   int
+	grpcMaxAge        time.Duration
+	grpcMaxAgeGrace   time.Duration
+
 	// Cloud frontends (platforms.md §0, §3.3, §4.2).
 	allowSageMaker     bool
 	sageMakerPort      int
@@ -137,6 +154,23 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		configName:         v.String("model-config-name"),
 		loadThreads:        max(1, v.Int("model-load-thread-count")),
 		showVersionAndBye:  v.Bool("version"),
+		allowGRPC:          v.Bool("allow-grpc"),
+		grpcAddress:        v.String("grpc-address"),
+		grpcPort:           v.Int("grpc-port"),
+		reuseGRPCPort:      v.Bool("reuse-grpc-port"),
+		grpcRestricted:     v.List("grpc-restricted-protocol"),
+		grpcTLS:            v.Bool("grpc-use-ssl") || (v.Given("grpc-use-ssl-mutual") && !v.Given("grpc-use-ssl")),
+		grpcMTLS:           v.Bool("grpc-use-ssl-mutual"),
+		grpcCert:           v.String("grpc-server-cert"),
+		grpcKey:            v.String("grpc-server-key"),
+		grpcRootCert:       v.String("grpc-root-cert"),
+		grpcKeepalive:      ms(v.Int("grpc-keepalive-time")),
+		grpcKeepTimeout:    ms(v.Int("grpc-keepalive-timeout")),
+		grpcPermitNoCalls:  v.Bool("grpc-keepalive-permit-without-calls"),
+		grpcMinPing:        ms(v.Int("grpc-http2-min-recv-ping-interval-without-data")),
+		grpcPingStrikes:    v.Int("grpc-http2-max-ping-strikes"),
+		grpcMaxAge:         ms(v.Int("grpc-max-connection-age")),
+		grpcMaxAgeGrace:    ms(v.Int("grpc-max-connection-age-grace")),
 		allowSageMaker:     v.Bool("allow-sagemaker"),
 		sageMakerPort:      v.Int("sagemaker-port"),
 		sageMakerSafeRange: v.String("sagemaker-safe-port-range"),
@@ -157,6 +191,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		if !v.Given("allow-http") {
 			c.allowHTTP = false
 		}
+		if !v.Given("allow-grpc") {
+			c.allowGRPC = false
+		}
 	}
 	if p, err := strconv.Atoi(os.Getenv("AIP_HTTP_PORT")); err == nil && !v.Given("vertex-ai-port") {
 		c.vertexPort = p
@@ -169,6 +206,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	return c, c.check()
 }
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // dedupe drops repeated values, keeping the first of each (Triton keeps
 // repositories and start-up models in a set).

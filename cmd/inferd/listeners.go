@@ -35,6 +35,9 @@ func listeners(cfg *config) ([]listenSpec, error) {
 	if cfg.allowHTTP {
 		out = append(out, listenSpec{"HTTP", cfg.httpAddress, cfg.httpPort, cfg.reuseHTTPPort})
 	}
+	if cfg.allowGRPC {
+		out = append(out, listenSpec{"GRPC", cfg.grpcAddress, cfg.grpcPort, cfg.reuseGRPCPort})
+	}
 	if cfg.allowSageMaker {
 		out = append(out, listenSpec{service: "SageMaker", addr: "0.0.0.0", port: cfg.sageMakerPort})
 	}
@@ -86,6 +89,15 @@ func parsePortRange(s string) (lo, hi int, err error) {
 // (httpapi.NewHTTPServer): panics answered per request, and the header,
 // idle and body timeouts of the --http-*-timeout flags.
 func listen(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logger) (serve.Actor, string, error) {
+	ln, err := bind(spec)
+	if err != nil {
+		return serve.Actor{}, "", err
+	}
+	return serve.HTTP(spec.service, ln, httpapi.NewHTTPServer(h, t, log)), ln.Addr().String(), nil
+}
+
+// bind opens spec's listening socket, with SO_REUSEPORT when asked.
+func bind(spec listenSpec) (net.Listener, error) {
 	var lc net.ListenConfig
 	if spec.reuse {
 		// Several servers may bind the port and share its connections.
@@ -101,7 +113,7 @@ func listen(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logge
 	}
 	ln, err := lc.Listen(context.Background(), "tcp", spec.hostPort())
 	if err != nil {
-		return serve.Actor{}, "", fmt.Errorf("%s listener: %w", spec.service, err)
+		return nil, fmt.Errorf("%s listener: %w", spec.service, err)
 	}
-	return serve.HTTP(spec.service, ln, httpapi.NewHTTPServer(h, t, log)), ln.Addr().String(), nil
+	return ln, nil
 }

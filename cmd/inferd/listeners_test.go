@@ -25,6 +25,11 @@ func TestListenerRules(t *testing.T) {
 			err: "The server cannot listen to HTTP requests and SageMaker requests at the same address and port 0.0.0.0:8080"},
 		{name: "vertex and sagemaker clash", args: []string{"--allow-sagemaker=true", "--allow-vertex-ai=true", "--allow-http=false"},
 			err: "The server cannot listen to SageMaker requests and Vertex AI requests at the same address and port 0.0.0.0:8080"},
+		{name: "grpc beside http", args: []string{"--allow-grpc=true"}, want: []string{"HTTP", "GRPC", "metrics"}},
+		{name: "grpc on the http port", args: []string{"--allow-grpc=true", "--grpc-port=8000"},
+			err: "The server cannot listen to HTTP requests and GRPC requests at the same address and port 0.0.0.0:8000"},
+		{name: "safe range refuses grpc", args: []string{"--allow-sagemaker=true", "--allow-grpc=true", "--sagemaker-safe-port-range=8000-8000", "--allow-metrics=false"},
+			err: "The server cannot listen to GRPC requests at port 8001, allowed port range is [8000, 8000]"},
 		{name: "bad range", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=9000"}, err: `"9000" is not <first>-<second>`},
 		{name: "reversed range", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=9000-8000"}, err: "expects <lo>-<hi>"},
 	} {

@@ -240,6 +240,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			h = api
 		case "metrics":
 			h = metricsHandler
+		case "GRPC":
+			actor, addr, err := newGRPC(cfg, srv, spec, log)
+			if err != nil {
+				stopAll(actors, drain)
+				return err
+			}
+			actors, addrs[spec.service] = append(actors, actor), addr
+			continue
 		case "Vertex AI":
 			continue // already serving
 		case "SageMaker":

@@ -118,13 +118,13 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestInert(t *testing.T) {
-	v, err := Parse([]string{"--pinned-memory-pool-byte-size=2048000000", "--allow-grpc=true", "--http-port=1",
+	v, err := Parse([]string{"--pinned-memory-pool-byte-size=2048000000", "--grpc-max-response-pool-size=4", "--http-port=1",
 		"--cuda-memory-pool-byte-size=0:4096000000", "--cuda-memory-pool-byte-size=1:4096000000", "--trace-config=rate=10"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	planned, noop := v.Inert()
-	if !slices.Equal(planned, []string{"--allow-grpc (gRPC)", "--trace-config (tracing)"}) ||
+	if !slices.Equal(planned, []string{"--grpc-max-response-pool-size (gRPC streaming)", "--trace-config (tracing)"}) ||
 		!slices.Equal(noop, []string{"--pinned-memory-pool-byte-size", "--cuda-memory-pool-byte-size"}) {
 		t.Fatalf("planned %v noop %v", planned, noop)
 	}
@@ -161,7 +161,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("help lacks group %q", g)
 		}
 	}
-	for _, want := range []string{"  --allow-grpc <boolean>", "[planned: gRPC]", "  --cuda-memory-pool-byte-size <<integer>:<integer>>", "[no-op:", "[inferd]"} {
+	for _, want := range []string{"  --allow-grpc <boolean>", "[planned:", "  --cuda-memory-pool-byte-size <<integer>:<integer>>", "[no-op:", "[inferd]"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

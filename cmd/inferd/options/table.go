@@ -14,7 +14,8 @@ var timeParseDuration = time.ParseDuration
 
 // Features an option can wait for (the issue that makes it real).
 const (
-	featGRPC      = "gRPC"
+	featStream    = "gRPC streaming"
+	featGRPCZip   = "gRPC compression"
 	featTrace     = "tracing"
 	featCache     = "response cache"
 	featRateLimit = "rate limiter"
@@ -35,6 +36,8 @@ const (
 	noPeerAccess = "no CUDA peer access between GPUs is set up"
 	noGPULimit   = "no per-GPU load limit"
 	noThreads    = "Go serves each request on its own goroutine"
+	noPool       = "Go's allocator and sync.Pool size themselves"
+	noGRPCKnob   = "grpc-go has no such setting"
 )
 
 // All returns every option, in Triton's help order within each group.
@@ -95,30 +98,31 @@ func All() []*Option {
 		{Name: "http-body-min-rate", Group: "HTTP", Kind: Int64, Default: strconv.Itoa(httpapi.DefaultBodyMinRate), Inferd: true, Check: atLeast64(0),
 			Usage: "Bytes per second a request body must average once --http-body-read-timeout has passed (0: no minimum)."},
 
-		{Name: "allow-grpc", Group: "GRPC", Kind: Bool, Default: "true", Status: Planned, Feature: featGRPC, Usage: "Serve the KServe v2 gRPC API."},
-		{Name: "grpc-address", Group: "GRPC", Kind: String, Default: "0.0.0.0", Status: Planned, Feature: featGRPC, Usage: "Address the gRPC API binds to."},
-		{Name: "grpc-port", Group: "GRPC", Kind: Int, Default: "8001", Status: Planned, Feature: featGRPC, Check: port, Usage: "Port of the gRPC API."},
-		{Name: "reuse-grpc-port", Group: "GRPC", Kind: Bool, Default: "false", Status: Planned, Feature: featGRPC, Usage: "Bind the gRPC port with SO_REUSEPORT."},
-		{Name: "grpc-header-forward-pattern", Group: "GRPC", Kind: String, Status: Planned, Feature: featGRPC, Usage: "Forward gRPC metadata matching this regular expression to the model."},
-		{Name: "grpc-infer-thread-count", Group: "GRPC", Kind: Int, Default: "2", Status: Planned, Feature: featGRPC, Check: between(2, 128), Usage: "gRPC inference threads (2 to 128)."},
-		{Name: "grpc-infer-allocation-pool-size", Group: "GRPC", Kind: Int, Default: "8", Status: Planned, Feature: featGRPC, Usage: "Inference request/response objects kept for reuse."},
-		{Name: "grpc-max-response-pool-size", Group: "GRPC", Kind: Int, Default: "2147483647", Status: Planned, Feature: featGRPC, Check: atLeast(1), Usage: "Most inference response objects in flight."},
-		{Name: "grpc-use-ssl", Group: "GRPC", Kind: Bool, Default: "false", Status: Planned, Feature: featGRPC, Usage: "Serve gRPC over TLS."},
-		{Name: "grpc-use-ssl-mutual", Group: "GRPC", Kind: Bool, Default: "false", Status: Planned, Feature: featGRPC, Usage: "Serve gRPC over mutual TLS."},
-		{Name: "grpc-server-cert", Group: "GRPC", Kind: String, Status: Planned, Feature: featGRPC, Usage: "PEM server certificate."},
-		{Name: "grpc-server-key", Group: "GRPC", Kind: String, Status: Planned, Feature: featGRPC, Usage: "PEM server key."},
-		{Name: "grpc-root-cert", Group: "GRPC", Kind: String, Status: Planned, Feature: featGRPC, Usage: "PEM root certificate for client authentication."},
-		{Name: "grpc-infer-response-compression-level", Group: "GRPC", Kind: String, Default: "none", Status: Planned, Feature: featGRPC,
+		{Name: "allow-grpc", Group: "GRPC", Kind: Bool, Default: "false",
+			Usage: "Serve the KServe v2 gRPC API (Triton's default is true; inferd's stays false until ModelStreamInfer lands)."},
+		{Name: "grpc-address", Group: "GRPC", Kind: String, Default: "0.0.0.0", Usage: "Address the gRPC API binds to."},
+		{Name: "grpc-port", Group: "GRPC", Kind: Int, Default: "8001", Check: port, Usage: "Port of the gRPC API."},
+		{Name: "reuse-grpc-port", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Bind the gRPC port with SO_REUSEPORT."},
+		{Name: "grpc-header-forward-pattern", Group: "GRPC", Kind: String, Status: Planned, Feature: featForward, Usage: "Forward gRPC metadata matching this regular expression to the model."},
+		{Name: "grpc-infer-thread-count", Group: "GRPC", Kind: Int, Default: "2", Status: NoOp, Feature: noThreads, Check: between(2, 128), Usage: "gRPC inference threads (2 to 128)."},
+		{Name: "grpc-infer-allocation-pool-size", Group: "GRPC", Kind: Int, Default: "8", Status: NoOp, Feature: noPool, Usage: "Inference request/response objects kept for reuse."},
+		{Name: "grpc-max-response-pool-size", Group: "GRPC", Kind: Int, Default: "2147483647", Status: Planned, Feature: featStream, Check: atLeast(1), Usage: "Most inference response objects in flight."},
+		{Name: "grpc-use-ssl", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Serve gRPC over TLS."},
+		{Name: "grpc-use-ssl-mutual", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Serve gRPC over mutual TLS."},
+		{Name: "grpc-server-cert", Group: "GRPC", Kind: String, Usage: "PEM server certificate."},
+		{Name: "grpc-server-key", Group: "GRPC", Kind: String, Usage: "PEM server key."},
+		{Name: "grpc-root-cert", Group: "GRPC", Kind: String, Usage: "PEM root certificate for client authentication."},
+		{Name: "grpc-infer-response-compression-level", Group: "GRPC", Kind: String, Default: "none", Status: Planned, Feature: featGRPCZip,
 			Check: oneOf(true, "none", "low", "medium", "high"), Usage: "Response compression: none, low, medium or high."},
-		{Name: "grpc-keepalive-time", Group: "GRPC", Kind: Int, Default: "7200000", Status: Planned, Feature: featGRPC, Usage: "Keepalive ping period, ms."},
-		{Name: "grpc-keepalive-timeout", Group: "GRPC", Kind: Int, Default: "20000", Status: Planned, Feature: featGRPC, Usage: "Keepalive ping timeout, ms."},
-		{Name: "grpc-keepalive-permit-without-calls", Group: "GRPC", Kind: Bool, Default: "false", Status: Planned, Feature: featGRPC, Usage: "Allow keepalive pings without calls."},
-		{Name: "grpc-http2-max-pings-without-data", Group: "GRPC", Kind: Int, Default: "2", Status: Planned, Feature: featGRPC, Usage: "Pings allowed without data."},
-		{Name: "grpc-http2-min-recv-ping-interval-without-data", Group: "GRPC", Kind: Int, Default: "300000", Status: Planned, Feature: featGRPC, Usage: "Least interval between received pings without data, ms."},
-		{Name: "grpc-http2-max-ping-strikes", Group: "GRPC", Kind: Int, Default: "2", Status: Planned, Feature: featGRPC, Usage: "Bad pings tolerated before the connection closes."},
-		{Name: "grpc-max-connection-age", Group: "GRPC", Kind: Int, Default: "0", Status: Planned, Feature: featGRPC, Usage: "Longest connection age, ms (0: unlimited)."},
-		{Name: "grpc-max-connection-age-grace", Group: "GRPC", Kind: Int, Default: "0", Status: Planned, Feature: featGRPC, Usage: "Grace period after the maximum age, ms."},
-		{Name: "grpc-restricted-protocol", Group: "GRPC", Kind: String, Repeat: true, Label: "<string>:<string>=<string>", Status: Planned, Feature: featGRPC, Check: restricted,
+		{Name: "grpc-keepalive-time", Group: "GRPC", Kind: Int, Default: "7200000", Check: atLeast(0), Usage: "Keepalive ping period, ms."},
+		{Name: "grpc-keepalive-timeout", Group: "GRPC", Kind: Int, Default: "20000", Check: atLeast(0), Usage: "Keepalive ping timeout, ms."},
+		{Name: "grpc-keepalive-permit-without-calls", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Allow keepalive pings without calls."},
+		{Name: "grpc-http2-max-pings-without-data", Group: "GRPC", Kind: Int, Default: "2", Status: NoOp, Feature: noGRPCKnob, Usage: "Pings allowed without data."},
+		{Name: "grpc-http2-min-recv-ping-interval-without-data", Group: "GRPC", Kind: Int, Default: "300000", Check: atLeast(0), Usage: "Least interval between received pings without data, ms."},
+		{Name: "grpc-http2-max-ping-strikes", Group: "GRPC", Kind: Int, Default: "2", Check: atLeast(0), Usage: "Bad pings tolerated before the connection closes."},
+		{Name: "grpc-max-connection-age", Group: "GRPC", Kind: Int, Default: "0", Check: atLeast(0), Usage: "Longest connection age, ms (0: unlimited)."},
+		{Name: "grpc-max-connection-age-grace", Group: "GRPC", Kind: Int, Default: "0", Check: atLeast(0), Usage: "Grace period after the maximum age, ms."},
+		{Name: "grpc-restricted-protocol", Group: "GRPC", Kind: String, Repeat: true, Label: "<string>:<string>=<string>", Check: restricted,
 			Usage: "Restrict gRPC protocol categories to requests carrying metadata: <category>[,...]:<key>=<value>."},
 
 		{Name: "allow-sagemaker", Group: "Sagemaker", Kind: Bool, Default: "false", Usage: "Serve the SageMaker routes (/ping, /invocations, /models) on --sagemaker-port."},

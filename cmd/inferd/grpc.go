@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/grpcapi"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/serve"
+)
+
+// newGRPC builds the gRPC service over srv with the --grpc-* options
+// (grpc-api.md §1: keepalive and ping policy, TLS, restricted protocols)
+// and binds spec; the actor serves it and drains it on stop.
+func newGRPC(cfg *config, srv *core.Server, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
+	restricted := map[string]httpapi.Restriction{}
+	for _, r := range cfg.grpcRestricted {
+		if err := httpapi.ParseRestriction(restricted, r); err != nil {
+			return serve.Actor{}, "", fmt.Errorf("--grpc-restricted-protocol: %w", err)
+		}
+	}
+	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: map[string]grpcapi.Restriction{}, Logger: log}
+	for cat, r := range restricted {
+		opts.Restricted[cat] = grpcapi.Restriction{Key: r.Key, Value: r.Value}
+	}
+	api := grpcapi.New(srv, opts)
+	enforce := keepalive.EnforcementPolicy{MinTime: cfg.grpcMinPing, PermitWithoutStream: cfg.grpcPermitNoCalls}
+	if cfg.grpcPingStrikes == 0 {
+		// grpc-go's strike limit is fixed; 0 (unlimited) means never
+		// punishing a ping.
+		enforce = keepalive.EnforcementPolicy{PermitWithoutStream: true}
+	}
+	params := keepalive.ServerParameters{Time: cfg.grpcKeepalive, Timeout: cfg.grpcKeepTimeout}
+	if cfg.grpcMaxAge > 0 {
+		params.MaxConnectionAge = cfg.grpcMaxAge
+	}
+	if cfg.grpcMaxAgeGrace > 0 {
+		params.MaxConnectionAgeGrace = cfg.grpcMaxAgeGrace
+	}
+	sopts := append(api.ServerOptions(), grpc.KeepaliveEnforcementPolicy(enforce), grpc.KeepaliveParams(params))
+	if cfg.grpcTLS {
+		creds, err := grpcTLS(cfg)
+		if err != nil {
+			return serve.Actor{}, "", err
+		}
+		sopts = append(sopts, grpc.Creds(creds))
+	}
+	gs := grpc.NewServer(sopts...)
+	api.Register(gs)
+	ln, err := bind(spec)
+	if err != nil {
+		return serve.Actor{}, "", err
+	}
+	return serve.Actor{
+		Name: spec.service,
+		Run:  func() error { return gs.Serve(ln) },
+		Stop: func(ctx context.Context) {
+			api.SetExiting()
+			done := make(chan struct{})
+			go func() { gs.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				gs.Stop()
+			}
+		},
+	}, ln.Addr().String(), nil
+}
+
+// grpcTLS is the server's TLS: its certificate and key and, with
+// --grpc-use-ssl-mutual, client certificates checked against the root.
+func grpcTLS(cfg *config) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.grpcCert, cfg.grpcKey)
+	if err != nil {
+		return nil, fmt.Errorf("--grpc-server-cert/--grpc-server-key: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.grpcMTLS {
+		pem, err := os.ReadFile(cfg.grpcRootCert)
+		if err != nil {
+			return nil, fmt.Errorf("--grpc-root-cert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--grpc-root-cert %s: no PEM certificate", cfg.grpcRootCert)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(tc), nil
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+)
+
+// --allow-grpc serves GRPCInferenceService and grpc.health.v1 beside HTTP:
+// the README example over gRPC, with raw tensors.
+func TestGRPCListener(t *testing.T) {
+	r := start(t, "--model-repository=../../examples/model_repository", "--allow-grpc=true", "--grpc-address=127.0.0.1", "--grpc-port=0", "--id=grpc-test")
+	addr := r.addrs["GRPC"]
+	if addr == "" {
+		t.Fatalf("no gRPC listener: %v", r.addrs)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := pb.NewGRPCInferenceServiceClient(conn)
+	if live, err := c.ServerLive(ctx, &pb.ServerLiveRequest{}); err != nil || !live.GetLive() {
+		t.Fatalf("ServerLive: %v %v", live, err)
+	}
+	if md, err := c.ServerMetadata(ctx, &pb.ServerMetadataRequest{}); err != nil || md.GetName() != "grpc-test" {
+		t.Fatalf("ServerMetadata: %v %v", md, err)
+	}
+	if h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	raw := func(base int32) []byte {
+		b := make([]byte, 0, 64)
+		for i := range int32(16) {
+			b = binary.LittleEndian.AppendUint32(b, uint32(base+i))
+		}
+		return b
+	}
+	resp, err := c.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "simple",
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}},
+			{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}},
+		},
+		RawInputContents: [][]byte{raw(1), raw(0)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, out := range resp.GetOutputs() {
+		got := int32(binary.LittleEndian.Uint32(resp.GetRawOutputContents()[i][4*15:]))
+		want := map[string]int32{"OUTPUT0": 16 + 15, "OUTPUT1": 16 - 15}[out.GetName()]
+		if got != want {
+			t.Errorf("%s[15] = %d, want %d", out.GetName(), got, want)
+		}
+	}
+}
