@@ -19,20 +19,11 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't sup
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
-	version, err := v2.ParseVersion(in.GetModelVersion())
-	if err != nil {
-		return nil, statusError(err)
-	}
-	mv, release, err := v2.Acquire(s.core, in.GetModelName(), version, errDecoupled)
+	mv, release, req, err := s.prepareInfer(in, errDecoupled)
 	if err != nil {
 		return nil, statusError(err)
 	}
 	defer release()
-	req, err := inferRequest(in)
-	if err != nil {
-		return nil, statusError(err)
-	}
-	req.ModelVersion = mv.Version
 	resp, err := mv.Infer(ctx, req)
 	if err != nil {
 		return nil, statusError(err)
@@ -42,6 +33,28 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 		return nil, statusError(err)
 	}
 	return out, nil
+}
+
+// prepareInfer runs the steps of grpc-api.md §10.1 that precede
+// submission, shared by ModelInfer and ModelStreamInfer: version parse,
+// model lookup (decoupled, when non-nil, refuses a decoupled model) and
+// the request conversion. On success the caller owns release.
+func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error) (*core.ModelVersion, func(), *core.InferRequest, error) {
+	version, err := v2.ParseVersion(in.GetModelVersion())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mv, release, err := v2.Acquire(s.core, in.GetModelName(), version, decoupled)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	req, err := inferRequest(in)
+	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	req.ModelVersion = mv.Version
+	return mv, release, req, nil
 }
 
 func invalidArg(format string, args ...any) error {

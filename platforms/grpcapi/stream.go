@@ -1,0 +1,208 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferd/inferd/core"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+)
+
+// streamWindow bounds the requests of one stream whose response is not
+// yet written (grpc-api.md §11.6): past it the stream stops reading, so a
+// client that does not read its responses is held back by HTTP/2 flow
+// control instead of growing the server's memory.
+const streamWindow = 1024
+
+// streamDraining is the in-band answer to a request read while the
+// server drains (grpc-api.md §11.4).
+const streamDraining = "GRPC server is shutting down and has stopped accepting new requests."
+
+// streamResult is the one response of one stream request.
+type streamResult struct {
+	// seq is the request's place among the stream's ordered responses,
+	// or -1 for a decoupled model's response, written as produced.
+	seq  int64
+	resp *pb.ModelStreamInferResponse
+	// err is set on an asynchronous error (grpc-api.md §11.2), the kind
+	// that ends the stream in triton_grpc_error mode (§11.5).
+	err error
+}
+
+// streamRead is how the reading side of a stream ended: after n requests,
+// with err nil when the client half-closed.
+type streamRead struct {
+	n   int64
+	err error
+}
+
+// ModelStreamInfer serves a bidirectional inference stream (grpc-api.md
+// §11). Each request is converted and validated exactly as ModelInfer
+// does and runs concurrently; its one response is written in request
+// order (a decoupled model's as soon as it is produced) by this handler's
+// goroutine alone. Errors are answered in-band and the stream stays open,
+// except in triton_grpc_error mode where the first asynchronous error
+// ends the stream with its status. The stream's context is every
+// request's: the client cancelling, or the stream ending, cancels them.
+func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	md, _ := metadata.FromIncomingContext(ctx)
+	grpcErrorMode := len(md.Get("triton_grpc_error")) > 0 && md.Get("triton_grpc_error")[0] == "true"
+
+	results := make(chan streamResult, streamWindow)
+	slots := make(chan struct{}, streamWindow)
+	read := make(chan streamRead, 1)
+	go func() { read <- s.readStream(ctx, stream, slots, results) }()
+
+	pending := map[int64]streamResult{}
+	var next, written int64
+	total := int64(-1)
+	write := func(r streamResult) error {
+		if r.err != nil && grpcErrorMode {
+			return statusError(r.err)
+		}
+		if err := stream.Send(r.resp); err != nil {
+			return status.Error(codes.Canceled, err.Error())
+		}
+		written++
+		<-slots
+		return nil
+	}
+	for total < 0 || written < total {
+		select {
+		case r := <-results:
+			if r.seq < 0 {
+				if err := write(r); err != nil {
+					return err
+				}
+				continue
+			}
+			pending[r.seq] = r
+			for {
+				p, ok := pending[next]
+				if !ok {
+					break
+				}
+				delete(pending, next)
+				next++
+				if err := write(p); err != nil {
+					return err
+				}
+			}
+		case rd := <-read:
+			if rd.err != nil {
+				return rd.err
+			}
+			total = rd.n
+		}
+	}
+	return nil
+}
+
+// readStream reads the stream's requests until the client half-closes,
+// starting each one; it reports how many it read.
+func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, slots chan struct{}, results chan<- streamResult) streamRead {
+	var n, seq int64
+	for {
+		in, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return streamRead{n: n}
+		}
+		if err != nil {
+			return streamRead{n: n, err: err}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return streamRead{n: n, err: status.FromContextError(ctx.Err()).Err()}
+		}
+		n++
+		if s.startStreamRequest(ctx, in, seq, results) {
+			seq++
+		}
+	}
+}
+
+// startStreamRequest answers a synchronous error at once, or starts the
+// inference whose response the writer receives on results. It reports
+// whether the request took place seq among the ordered responses.
+func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, seq int64, results chan<- streamResult) bool {
+	if s.exiting.Load() {
+		results <- syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining))
+		return true
+	}
+	mv, release, req, err := s.prepareInfer(in, nil)
+	if err != nil {
+		results <- syncStreamError(seq, in, err)
+		return true
+	}
+	// The core returns exactly one (final) response per request, which is
+	// a valid decoupled answer: a decoupled model is served through the
+	// same path, its response written as soon as it is produced.
+	ordered := !mv.Config.GetModelTransactionPolicy().GetDecoupled()
+	if !ordered {
+		seq = -1
+	}
+	go func() {
+		resp, err := mv.Infer(ctx, req)
+		release()
+		switch {
+		case err != nil && isSyncInferError(err):
+			results <- syncStreamError(seq, in, err)
+		case err != nil:
+			results <- asyncStreamError(seq, in, err)
+		default:
+			out, err := inferResponse(resp)
+			if err != nil {
+				results <- asyncStreamError(seq, in, err)
+				return
+			}
+			if out.Parameters == nil {
+				out.Parameters = map[string]*pb.InferParameter{}
+			}
+			out.Parameters["triton_final_response"] = finalResponse()
+			results <- streamResult{seq: seq, resp: &pb.ModelStreamInferResponse{InferResponse: out}}
+		}
+	}()
+	return ordered
+}
+
+// isSyncInferError reports whether an error of the core's Infer was
+// detected before the request was in flight: its validation (HTTP §9.8,
+// all INVALID_ARG) or a full queue. The core does not tell the two stages
+// apart, so this goes by the error class and the queue-full text.
+func isSyncInferError(err error) bool {
+	return core.CodeOf(err) == core.CodeInvalidArg || err.Error() == "Exceeds maximum queue size"
+}
+
+func finalResponse() *pb.InferParameter {
+	return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}}
+}
+
+// syncStreamError answers an error found before the request was in
+// flight: the text, and only the request's id (grpc-api.md §11.2).
+func syncStreamError(seq int64, in *pb.ModelInferRequest, err error) streamResult {
+	return streamResult{seq: seq, resp: &pb.ModelStreamInferResponse{
+		ErrorMessage:  err.Error(),
+		InferResponse: &pb.ModelInferResponse{Id: in.GetId()},
+	}}
+}
+
+// asyncStreamError answers an error of a request in flight: the text,
+// with the request's id, model name and version string and the final
+// flag (grpc-api.md §11.2).
+func asyncStreamError(seq int64, in *pb.ModelInferRequest, err error) streamResult {
+	return streamResult{seq: seq, err: err, resp: &pb.ModelStreamInferResponse{
+		ErrorMessage: err.Error(),
+		InferResponse: &pb.ModelInferResponse{
+			Id: in.GetId(), ModelName: in.GetModelName(), ModelVersion: in.GetModelVersion(),
+			Parameters: map[string]*pb.InferParameter{"triton_final_response": finalResponse()},
+		},
+	}}
+}
