@@ -46,6 +46,8 @@ var flagEnv = []struct{ env, flag, def string }{
 	{"SAGEMAKER_TRITON_THREAD_COUNT", "sagemaker-thread-count", "8"},
 	{"SAGEMAKER_TRITON_LOG_VERBOSE", "log-verbose", "true"},
 	{"SAGEMAKER_TRITON_LOG_INFO", "log-info", ""},
+	{"SAGEMAKER_TRITON_ALLOW_GRPC", "allow-grpc", "false"},
+	{"SAGEMAKER_TRITON_GRPC_PORT", "grpc-port", ""},
 }
 
 // ignoredEnv are settings Triton's `serve` turns into flags for features
@@ -53,8 +55,6 @@ var flagEnv = []struct{ env, flag, def string }{
 // working, and reported by IgnoredEnv.
 var ignoredEnv = []struct{ env, why string }{
 	{"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING", "inferd has no model namespacing (unknown models answer 404, not 400)"},
-	{"SAGEMAKER_TRITON_ALLOW_GRPC", "inferd has no gRPC endpoint"},
-	{"SAGEMAKER_TRITON_GRPC_PORT", "inferd has no gRPC endpoint"},
 	{"SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT", "inferd has no buffer manager"},
 	{"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "inferd has no python backend"},
 	{"SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", "inferd has no python backend"},

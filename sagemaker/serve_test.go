@@ -85,17 +85,19 @@ func TestServeArgs(t *testing.T) {
 			"SAGEMAKER_TRITON_THREAD_COUNT": "16", "SAGEMAKER_TRITON_LOG_VERBOSE": "false", "SAGEMAKER_TRITON_LOG_INFO": "true",
 			envInferenceType: "generate_stream",
 		}, args: []string{"--sagemaker-port=8000", "--sagemaker-safe-port-range=8081-9000", "--allow-metrics=true",
-			"--metrics-port=8082", "--sagemaker-thread-count=16", "--log-verbose=0", "--log-info=true", "--allow-http=false"},
-			absent: []string{"--sagemaker-port=8080", "--allow-metrics=false", "--allow-grpc"}},
+			"--metrics-port=8082", "--sagemaker-thread-count=16", "--log-verbose=0", "--log-info=true", "--allow-http=false", "--allow-grpc=false"},
+			absent: []string{"--sagemaker-port=8080", "--allow-metrics=false", "--allow-grpc=true"}},
+		{name: "grpc", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_ALLOW_GRPC": "true", "SAGEMAKER_TRITON_GRPC_PORT": "9001"},
+			args: []string{"--allow-grpc=true", "--grpc-port=9001"}},
 		{name: "numeric log level", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_LOG_VERBOSE": "2"}, args: []string{"--log-verbose=2"}},
 		{name: "additional args", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_ADDITIONAL_ARGS": "  --load-model=extra\t--strict-readiness=false \n"},
 			args: []string{"--load-model=m", "--load-model=extra", "--strict-readiness=false"}},
 		{name: "ignored settings", layout: dirs("m"), env: map[string]string{
-			"SAGEMAKER_TRITON_ALLOW_GRPC": "true", "SAGEMAKER_TRITON_GRPC_PORT": "9001", "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING": "false",
+			"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING": "false",
 			"SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT": "0.8", "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "1",
 			"SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT": "2", "SAGEMAKER_TRITON_TENSORFLOW_VERSION": "2",
-		}, absent: []string{"--allow-grpc", "--grpc-port", "--model-namespacing", "--model-load-gpu-limit", "--buffer-manager-thread-count", "--backend-config"},
-			warn: "WARNING: ignoring SAGEMAKER_TRITON_ALLOW_GRPC=true: inferd has no gRPC endpoint"},
+		}, absent: []string{"--model-namespacing", "--model-load-gpu-limit", "--buffer-manager-thread-count", "--backend-config"},
+			warn: "WARNING: ignoring SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING=false"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

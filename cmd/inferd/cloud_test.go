@@ -107,7 +107,7 @@ func TestS3Repository(t *testing.T) {
 // start-up with a message naming it.
 func TestS3Unreachable(t *testing.T) {
 	_, host := fakeS3(t)
-	cfg, err := parseFlags([]string{"--model-repository=s3://" + host + "/no-such-bucket/x", "--http-port=0", "--metrics-port=0"}, os.Stderr)
+	cfg, err := parseFlags([]string{"--model-repository=s3://" + host + "/no-such-bucket/x", "--http-port=0", "--metrics-port=0", "--grpc-port=0"}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

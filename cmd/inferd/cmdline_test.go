@@ -148,7 +148,7 @@ func TestLaunchLines(t *testing.T) {
 	plain := filepath.Join(dir, "repo", "plain", "1")
 	must(t, os.MkdirAll(plain, 0o755))
 	must(t, os.WriteFile(filepath.Join(plain, "model.onnx"), onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4)), 0o644))
-	local := []string{"--http-address", "127.0.0.1", "--http-port", "0", "--metrics-port=0"}
+	local := []string{"--http-address", "127.0.0.1", "--http-port", "0", "--metrics-port=0", "--grpc-port", "0"}
 	repo := "../../examples/model_repository"
 
 	// Every option at once (planned and no-op ones included).
@@ -184,7 +184,7 @@ func TestLaunchLines(t *testing.T) {
 					t.Errorf("no-op %s missing from the warning: %s", n, w)
 				}
 			}
-			for _, n := range []string{"--grpc-max-response-pool-size (gRPC streaming)", "--trace-config (tracing)", "--cache-config (response cache)", "--rate-limit (rate limiter)", "--model-namespacing (model namespacing)"} {
+			for _, n := range []string{"--grpc-max-response-pool-size (decoupled responses)", "--trace-config (tracing)", "--cache-config (response cache)", "--rate-limit (rate limiter)", "--model-namespacing (model namespacing)"} {
 				if !strings.Contains(w, n) {
 					t.Errorf("planned %s missing from the warning: %s", n, w)
 				}

@@ -25,7 +25,7 @@ func writeCredFile(t *testing.T, content string) string {
 // startErr runs the server with args and returns why it stopped at start.
 func startErr(t *testing.T, args ...string) error {
 	t.Helper()
-	cfg, err := parseFlags(append([]string{"--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, args...), os.Stderr)
+	cfg, err := parseFlags(append([]string{"--http-port=0", "--metrics-port=0", "--grpc-port=0", "--http-address=127.0.0.1"}, args...), os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // --allow-grpc serves GRPCInferenceService and grpc.health.v1 beside HTTP:
 // the README example over gRPC, with raw tensors.
 func TestGRPCListener(t *testing.T) {
-	r := start(t, "--model-repository=../../examples/model_repository", "--allow-grpc=true", "--grpc-address=127.0.0.1", "--grpc-port=0", "--id=grpc-test")
+	r := start(t, "--model-repository=../../examples/model_repository", "--grpc-address=127.0.0.1", "--id=grpc-test")
 	addr := r.addrs["GRPC"]
 	if addr == "" {
 		t.Fatalf("no gRPC listener: %v", r.addrs)

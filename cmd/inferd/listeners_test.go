@@ -15,17 +15,17 @@ func TestListenerRules(t *testing.T) {
 		want []string // services, in order
 		err  string
 	}{
-		{name: "local", args: nil, want: []string{"HTTP", "metrics"}},
-		{name: "sagemaker beside http", args: []string{"--allow-sagemaker=true"}, want: []string{"HTTP", "SageMaker", "metrics"}},
+		{name: "local", args: nil, want: []string{"HTTP", "GRPC", "metrics"}},
+		{name: "sagemaker beside http", args: []string{"--allow-sagemaker=true"}, want: []string{"HTTP", "GRPC", "SageMaker", "metrics"}},
 		// platforms.md checklist 45.
 		{name: "safe range refuses http", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=8081-9000"},
 			err: "The server cannot listen to HTTP requests at port 8000, allowed port range is [8081, 9000]"},
-		{name: "safe range allows the rest", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=8000-9000"}, want: []string{"HTTP", "SageMaker", "metrics"}},
+		{name: "safe range allows the rest", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=8000-9000"}, want: []string{"HTTP", "GRPC", "SageMaker", "metrics"}},
 		{name: "same port", args: []string{"--allow-sagemaker=true", "--http-port=8080"},
 			err: "The server cannot listen to HTTP requests and SageMaker requests at the same address and port 0.0.0.0:8080"},
 		{name: "vertex and sagemaker clash", args: []string{"--allow-sagemaker=true", "--allow-vertex-ai=true", "--allow-http=false"},
 			err: "The server cannot listen to SageMaker requests and Vertex AI requests at the same address and port 0.0.0.0:8080"},
-		{name: "grpc beside http", args: []string{"--allow-grpc=true"}, want: []string{"HTTP", "GRPC", "metrics"}},
+		{name: "grpc off", args: []string{"--allow-grpc=false"}, want: []string{"HTTP", "metrics"}},
 		{name: "grpc on the http port", args: []string{"--allow-grpc=true", "--grpc-port=8000"},
 			err: "The server cannot listen to HTTP requests and GRPC requests at the same address and port 0.0.0.0:8000"},
 		{name: "safe range refuses grpc", args: []string{"--allow-sagemaker=true", "--allow-grpc=true", "--sagemaker-safe-port-range=8000-8000", "--allow-metrics=false"},

@@ -68,7 +68,7 @@ type running struct {
 // start runs the server in-process on free ports, as main does.
 func start(t *testing.T, args ...string) *running {
 	t.Helper()
-	cfg, err := parseFlags(append([]string{"--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, args...), io.Discard)
+	cfg, err := parseFlags(append([]string{"--http-port=0", "--metrics-port=0", "--grpc-port=0", "--http-address=127.0.0.1"}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestExitOnError(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "good", "", onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4)))
 	writeModel(t, root, "broken", "max_batch_size: nope", nil)
-	cfg, err := parseFlags([]string{"--model-repository=" + root, "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, io.Discard)
+	cfg, err := parseFlags([]string{"--model-repository=" + root, "--http-port=0", "--metrics-port=0", "--grpc-port=0", "--http-address=127.0.0.1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestDuplicateAcrossRepositories(t *testing.T) {
 	writeModel(t, a, "dup", "", model)
 	writeModel(t, b, "dup", "", model)
 	writeModel(t, b, "only_b", "", model)
-	cfg, err := parseFlags([]string{"--model-repository=" + a, "--model-repository=" + b, "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, io.Discard)
+	cfg, err := parseFlags([]string{"--model-repository=" + a, "--model-repository=" + b, "--http-port=0", "--metrics-port=0", "--grpc-port=0", "--http-address=127.0.0.1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestRemoteUndeterminedBackend(t *testing.T) {
 	s3root := "--model-repository=s3://" + host + "/models/repo"
 	cache := "--repository-cache-dir=" + t.TempDir()
 	// With the default --exit-on-error=true the server does not start.
-	cfg, err := parseFlags([]string{s3root, cache, "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1"}, io.Discard)
+	cfg, err := parseFlags([]string{s3root, cache, "--http-port=0", "--metrics-port=0", "--grpc-port=0", "--http-address=127.0.0.1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 func TestSIGTERM(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "INFERD_TEST_AS_MAIN=1",
-		"INFERD_TEST_ARGS=--model-repository=../../examples/model_repository --http-port=0 --metrics-port=0 --http-address=127.0.0.1 --exit-timeout-secs=5")
+		"INFERD_TEST_ARGS=--model-repository=../../examples/model_repository --http-port=0 --metrics-port=0 --grpc-port=0 --http-address=127.0.0.1 --exit-timeout-secs=5")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

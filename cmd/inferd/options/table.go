@@ -14,7 +14,7 @@ var timeParseDuration = time.ParseDuration
 
 // Features an option can wait for (the issue that makes it real).
 const (
-	featStream    = "gRPC streaming"
+	featStream    = "decoupled responses"
 	featGRPCZip   = "gRPC compression"
 	featTrace     = "tracing"
 	featCache     = "response cache"
@@ -98,8 +98,7 @@ func All() []*Option {
 		{Name: "http-body-min-rate", Group: "HTTP", Kind: Int64, Default: strconv.Itoa(httpapi.DefaultBodyMinRate), Inferd: true, Check: atLeast64(0),
 			Usage: "Bytes per second a request body must average once --http-body-read-timeout has passed (0: no minimum)."},
 
-		{Name: "allow-grpc", Group: "GRPC", Kind: Bool, Default: "false",
-			Usage: "Serve the KServe v2 gRPC API (Triton's default is true; inferd's stays false until ModelStreamInfer lands)."},
+		{Name: "allow-grpc", Group: "GRPC", Kind: Bool, Default: "true", Usage: "Serve the KServe v2 gRPC API (default false when AIP_MODE=PREDICTION)."},
 		{Name: "grpc-address", Group: "GRPC", Kind: String, Default: "0.0.0.0", Usage: "Address the gRPC API binds to."},
 		{Name: "grpc-port", Group: "GRPC", Kind: Int, Default: "8001", Check: port, Usage: "Port of the gRPC API."},
 		{Name: "reuse-grpc-port", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Bind the gRPC port with SO_REUSEPORT."},
