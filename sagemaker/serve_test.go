@@ -94,7 +94,7 @@ func TestServeArgs(t *testing.T) {
 			args: []string{"--load-model=m", "--load-model=extra", "--strict-readiness=false"}},
 		{name: "ignored settings", layout: dirs("m"), env: map[string]string{
 			"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING": "false",
-			"SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT": "0.8", "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "1",
+			"SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT":      "0.8", "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "1",
 			"SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT": "2", "SAGEMAKER_TRITON_TENSORFLOW_VERSION": "2",
 		}, absent: []string{"--model-namespacing", "--model-load-gpu-limit", "--buffer-manager-thread-count", "--backend-config"},
 			warn: "WARNING: ignoring SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING=false"},
