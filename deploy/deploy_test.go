@@ -346,7 +346,7 @@ func TestKubernetesManifest(t *testing.T) {
 		n, _ := strconv.Atoi(str(get(p, "containerPort")))
 		ports = append(ports, n)
 	}
-	for _, want := range []int{8000, 8002} {
+	for _, want := range []int{8000, 8001, 8002} {
 		if !slices.Contains(ports, want) {
 			t.Errorf("Deployment: container ports %v lack %d", ports, want)
 		}
@@ -384,17 +384,23 @@ func TestKubernetesManifest(t *testing.T) {
 		t.Error("Deployment: want securityContext.runAsNonRoot: true")
 	}
 
-	// Service: 8000 and 8002, on the Deployment's pods.
+	// Service: 8000, 8001 (gRPC) and 8002, on the Deployment's pods, each
+	// to the same container port.
 	svcPorts := map[int]bool{}
 	for _, p := range list(get(svc, "spec.ports")) {
 		n, _ := strconv.Atoi(str(get(p, "port")))
 		svcPorts[n] = true
-		if portNumber(c, get(p, "targetPort")) == 0 {
+		if target := portNumber(c, get(p, "targetPort")); target == 0 {
 			t.Errorf("Service port %d: targetPort %v is no container port", n, get(p, "targetPort"))
+		} else if target != n {
+			t.Errorf("Service port %d targets container port %d", n, target)
+		}
+		if n == 8001 && str(get(p, "appProtocol")) != "kubernetes.io/h2c" {
+			t.Errorf("Service gRPC port 8001: appProtocol %q, want kubernetes.io/h2c", str(get(p, "appProtocol")))
 		}
 	}
-	if !svcPorts[8000] || !svcPorts[8002] {
-		t.Errorf("Service ports %v, want 8000 and 8002", svcPorts)
+	if !svcPorts[8000] || !svcPorts[8001] || !svcPorts[8002] {
+		t.Errorf("Service ports %v, want 8000, 8001 and 8002", svcPorts)
 	}
 	svcSel, _ := get(svc, "spec.selector").(map[string]any)
 	for key, v := range svcSel {
@@ -432,8 +438,10 @@ func TestKServe(t *testing.T) {
 	if rt == nil || isvc == nil {
 		t.Fatalf("%s: want a ServingRuntime and an InferenceService", path)
 	}
-	if !slices.Contains(strs(get(rt, "spec.protocolVersions")), "v2") {
-		t.Errorf("ServingRuntime protocolVersions %v lack v2", get(rt, "spec.protocolVersions"))
+	for _, v := range []string{"v2", "grpc-v2"} {
+		if !slices.Contains(strs(get(rt, "spec.protocolVersions")), v) {
+			t.Errorf("ServingRuntime protocolVersions %v lack %s", get(rt, "spec.protocolVersions"), v)
+		}
 	}
 	var onnx bool
 	for _, f := range list(get(rt, "spec.supportedModelFormats")) {
@@ -467,6 +475,18 @@ func TestKServe(t *testing.T) {
 	port, _ := flagValue(args, "http-port")
 	if port != "8080" || str(get(c, "ports.0.containerPort")) != port {
 		t.Errorf("ServingRuntime: --http-port=%q and containerPort %v, want both 8080", port, get(c, "ports.0.containerPort"))
+	}
+	// gRPC (grpc-v2) on 8001, as in the image and inferd.yaml. The runtime
+	// declares the REST port only: Knative, under KServe's default
+	// Serverless mode, rejects a container with more than one port.
+	if v, _ := flagValue(args, "grpc-port"); v != "8001" {
+		t.Errorf("ServingRuntime args %v: want --grpc-port=8001", args)
+	}
+	if v, ok := flagValue(args, "allow-grpc"); ok && v != "true" {
+		t.Errorf("ServingRuntime args %v: --allow-grpc=%s turns gRPC off", args, v)
+	}
+	if n := len(list(c["ports"])); n != 1 {
+		t.Errorf("ServingRuntime container declares %d ports; Knative (Serverless mode) accepts one", n)
 	}
 	if p := str(get(c, "readinessProbe.httpGet.path")); p != "/v2/health/ready" {
 		t.Errorf("ServingRuntime readiness path %q", p)
@@ -966,7 +986,7 @@ func TestDockerfiles(t *testing.T) {
 					}
 					labels += strings.Join(s.all("LABEL"), " ")
 				}
-				for _, p := range []string{"8000", "8002", "8080"} {
+				for _, p := range []string{"8000", "8001", "8002", "8080"} {
 					if !slices.Contains(exposed, p) {
 						t.Errorf("EXPOSE %v lacks %s", exposed, p)
 					}
@@ -1033,10 +1053,15 @@ func TestREADMEs(t *testing.T) {
 			"model.tar.gz", "aws cloudformation deploy", "aws sagemaker-runtime invoke-endpoint", "--target-model"},
 		"vertex/README.md": {"gcloud ai models upload", "--container-image-uri", "--container-ports=8080", "--container-health-route",
 			"--container-predict-route", "--container-env-vars", "--artifact-uri", "AIP_STORAGE_URI", "gcloud ai endpoints create", "deploy-model", "raw-predict"},
-		"lambda/README.md":     {"Dockerfile.lambda", "docker push", "aws cloudformation deploy", "curl", `"inputs"`},
-		"kubernetes/README.md": {"kubectl apply", "inferd.yaml", "kserve.yaml", "/v2/health/ready", "tritonserver --model-store=/mnt/models"},
-		// The images' tritonserver link, as Docker and Kubernetes start it.
-		"../README.md": {"--entrypoint tritonserver", `command: ["tritonserver", "--model-repository=/models"]`},
+		"lambda/README.md": {"Dockerfile.lambda", "docker push", "aws cloudformation deploy", "curl", `"inputs"`},
+		"kubernetes/README.md": {"kubectl apply", "inferd.yaml", "kserve.yaml", "/v2/health/ready", "tritonserver --model-store=/mnt/models",
+			"8001:8001", "grpc-v2", "--grpc-port=8001"},
+		// The images' tritonserver link, as Docker and Kubernetes start it,
+		// and gRPC on 8001 through grpcurl (with the protos: inferd has no
+		// reflection service) and tritonclient.grpc.
+		"../README.md": {"--entrypoint tritonserver", `command: ["tritonserver", "--model-repository=/models"]`,
+			"-import-path platforms/grpcapi/inferencepb -import-path repo/modelconfig", "-proto grpc_service.proto",
+			"localhost:8001 inference.GRPCInferenceService/ServerReady", "tritonclient.grpc", `InferenceServerClient(url="localhost:8001")`},
 	} {
 		text := read(t, path)
 		for _, want := range wants {
