@@ -78,6 +78,7 @@ type config struct {
 	grpcPingStrikes   int
 	grpcMaxAge        time.Duration
 	grpcMaxAgeGrace   time.Duration
+	grpcCompression   string // --grpc-infer-response-compression-level
 
 	// Cloud frontends (platforms.md §0, §3.3, §4.2).
 	allowSageMaker     bool
@@ -171,6 +172,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		grpcPingStrikes:    v.Int("grpc-http2-max-ping-strikes"),
 		grpcMaxAge:         ms(v.Int("grpc-max-connection-age")),
 		grpcMaxAgeGrace:    ms(v.Int("grpc-max-connection-age-grace")),
+		grpcCompression:    v.String("grpc-infer-response-compression-level"),
 		allowSageMaker:     v.Bool("allow-sagemaker"),
 		sageMakerPort:      v.Int("sagemaker-port"),
 		sageMakerSafeRange: v.String("sagemaker-safe-port-range"),

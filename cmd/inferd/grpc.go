@@ -19,7 +19,8 @@ import (
 )
 
 // newGRPC builds the gRPC service over srv with the --grpc-* options
-// (grpc-api.md §1: keepalive and ping policy, TLS, restricted protocols)
+// (grpc-api.md §1: keepalive and ping policy, TLS, restricted protocols,
+// response compression)
 // and binds spec; the actor serves it and drains it on stop.
 func newGRPC(cfg *config, srv *core.Server, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
 	restricted := map[string]httpapi.Restriction{}
@@ -28,7 +29,7 @@ func newGRPC(cfg *config, srv *core.Server, spec listenSpec, log *slog.Logger) (
 			return serve.Actor{}, "", fmt.Errorf("--grpc-restricted-protocol: %w", err)
 		}
 	}
-	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: map[string]grpcapi.Restriction{}, Logger: log}
+	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: map[string]grpcapi.Restriction{}, ResponseCompression: cfg.grpcCompression, Logger: log}
 	for cat, r := range restricted {
 		opts.Restricted[cat] = grpcapi.Restriction{Key: r.Key, Value: r.Value}
 	}

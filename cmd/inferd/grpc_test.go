@@ -8,8 +8,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/stats"
 
+	"github.com/inferd/inferd/platforms/grpcapi"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
@@ -58,6 +61,52 @@ func TestGRPCListener(t *testing.T) {
 		want := map[string]int32{"OUTPUT0": 16 + 15, "OUTPUT1": 16 - 15}[out.GetName()]
 		if got != want {
 			t.Errorf("%s[15] = %d, want %d", out.GetName(), got, want)
+		}
+	}
+}
+
+// inEncoding records the grpc-encoding of the last response header.
+type inEncoding struct{ last chan string }
+
+func (e inEncoding) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (e inEncoding) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok && h.Client {
+		select {
+		case <-e.last:
+		default:
+		}
+		e.last <- h.Compression
+	}
+}
+func (inEncoding) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (inEncoding) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// --grpc-infer-response-compression-level reaches grpcapi: with LOW (any
+// case) a client accepting gzip and deflate gets gzip ModelInfer
+// responses, and a deflate request is accepted (grpc-api.md §15).
+func TestGRPCResponseCompression(t *testing.T) {
+	r := start(t, "--model-repository=../../examples/model_repository", "--grpc-address=127.0.0.1", "--grpc-infer-response-compression-level=LOW")
+	enc := inEncoding{last: make(chan string, 1)}
+	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(enc))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := pb.NewGRPCInferenceServiceClient(conn)
+	in := make([]byte, 64)
+	for _, algo := range []string{gzip.Name, grpcapi.Deflate} {
+		resp, err := c.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "simple",
+			Inputs: []*pb.ModelInferRequest_InferInputTensor{
+				{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}},
+				{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}},
+			},
+			RawInputContents: [][]byte{in, in},
+		}, grpc.UseCompressor(algo))
+		if err != nil || len(resp.GetRawOutputContents()) != 2 || len(resp.GetRawOutputContents()[0]) != 64 {
+			t.Fatalf("%s: %v %v", algo, resp, err)
+		}
+		if got := <-enc.last; got != gzip.Name {
+			t.Fatalf("%s request: response encoding %q, want gzip", algo, got)
 		}
 	}
 }

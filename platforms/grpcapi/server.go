@@ -37,7 +37,12 @@ type Options struct {
 	// logging) to the metadata it requires (grpc-api.md §13). Keys are
 	// lower-cased, as gRPC metadata keys always are.
 	Restricted map[string]Restriction
-	Logger     *slog.Logger
+	// ResponseCompression is --grpc-infer-response-compression-level:
+	// none (or ""), low, medium or high, any case; it decides how
+	// ModelInfer and ModelStreamInfer responses are compressed
+	// (grpc-api.md §15). Other values count as none.
+	ResponseCompression string
+	Logger              *slog.Logger
 }
 
 // Server implements inference.GRPCInferenceService over the core.
@@ -63,6 +68,10 @@ func New(c *core.Server, opts Options) *Server {
 		restricted[cat] = Restriction{Key: strings.ToLower(r.Key), Value: r.Value}
 	}
 	opts.Restricted = restricted
+	opts.ResponseCompression = strings.ToLower(opts.ResponseCompression)
+	if opts.ResponseCompression == "" || !ValidCompressionLevel(opts.ResponseCompression) {
+		opts.ResponseCompression = CompressionNone
+	}
 	md := v2.ServerMetadata(opts.ServerID)
 	return &Server{
 		core: c, opts: opts, log: opts.Logger,
@@ -157,12 +166,18 @@ func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServer
 	if err := s.check(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
+	if err := s.setSendCompressor(ctx, info.FullMethod); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	return handler(ctx, req)
 }
 
 func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := s.check(ss.Context(), info.FullMethod); err != nil {
 		return err
+	}
+	if err := s.setSendCompressor(ss.Context(), info.FullMethod); err != nil {
+		return status.Error(codes.Internal, err.Error())
 	}
 	return handler(srv, ss)
 }

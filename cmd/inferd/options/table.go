@@ -15,7 +15,6 @@ var timeParseDuration = time.ParseDuration
 // Features an option can wait for (the issue that makes it real).
 const (
 	featStream    = "decoupled responses"
-	featGRPCZip   = "gRPC compression"
 	featTrace     = "tracing"
 	featCache     = "response cache"
 	featRateLimit = "rate limiter"
@@ -111,7 +110,7 @@ func All() []*Option {
 		{Name: "grpc-server-cert", Group: "GRPC", Kind: String, Usage: "PEM server certificate."},
 		{Name: "grpc-server-key", Group: "GRPC", Kind: String, Usage: "PEM server key."},
 		{Name: "grpc-root-cert", Group: "GRPC", Kind: String, Usage: "PEM root certificate for client authentication."},
-		{Name: "grpc-infer-response-compression-level", Group: "GRPC", Kind: String, Default: "none", Status: Planned, Feature: featGRPCZip,
+		{Name: "grpc-infer-response-compression-level", Group: "GRPC", Kind: String, Default: "none",
 			Check: oneOf(true, "none", "low", "medium", "high"), Usage: "Response compression: none, low, medium or high."},
 		{Name: "grpc-keepalive-time", Group: "GRPC", Kind: Int, Default: "7200000", Check: atLeast(0), Usage: "Keepalive ping period, ms."},
 		{Name: "grpc-keepalive-timeout", Group: "GRPC", Kind: Int, Default: "20000", Check: atLeast(0), Usage: "Keepalive ping timeout, ms."},

@@ -1,0 +1,125 @@
+package grpcapi
+
+import (
+	"compress/zlib"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/gzip" // registers "gzip" (grpc-api.md §15)
+
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+)
+
+// Deflate is the gRPC "deflate" message encoding: a zlib-wrapped (RFC 1950)
+// stream, as gRPC core and the Python client write it (grpc-api.md §15).
+// grpc-go has no such codec; this package registers one.
+const Deflate = "deflate"
+
+func init() { encoding.RegisterCompressor(&deflate{}) }
+
+// deflate is an encoding.Compressor for Deflate; writers are pooled.
+type deflate struct{ writers sync.Pool }
+
+func (*deflate) Name() string { return Deflate }
+
+func (d *deflate) Compress(w io.Writer) (io.WriteCloser, error) {
+	if zw, ok := d.writers.Get().(*zlib.Writer); ok {
+		zw.Reset(w)
+		return &deflateWriter{Writer: zw, pool: &d.writers}, nil
+	}
+	return &deflateWriter{Writer: zlib.NewWriter(w), pool: &d.writers}, nil
+}
+
+func (*deflate) Decompress(r io.Reader) (io.Reader, error) {
+	zr, err := zlib.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	return zr, nil
+}
+
+// deflateWriter returns its zlib.Writer to the pool on Close.
+type deflateWriter struct {
+	*zlib.Writer
+	pool *sync.Pool
+}
+
+func (w *deflateWriter) Close() error {
+	err := w.Writer.Close()
+	w.pool.Put(w.Writer)
+	return err
+}
+
+// Response compression levels (--grpc-infer-response-compression-level).
+const (
+	CompressionNone   = "none"
+	CompressionLow    = "low"
+	CompressionMedium = "medium"
+	CompressionHigh   = "high"
+)
+
+// ValidCompressionLevel reports whether level (any case) is one of none,
+// low, medium or high; "" counts as none.
+func ValidCompressionLevel(level string) bool {
+	switch strings.ToLower(level) {
+	case "", CompressionNone, CompressionLow, CompressionMedium, CompressionHigh:
+		return true
+	}
+	return false
+}
+
+// compressionRanking is gRPC core's order of algorithms for levels.
+var compressionRanking = []string{"gzip", Deflate}
+
+// responseCompressor is the algorithm for level among those the client
+// accepts (gRPC core's rule, grpc-api.md §15: low → first, medium →
+// middle, high → last of gzip, deflate as accepted), or "identity".
+func responseCompressor(level string, accepted []string) string {
+	var algos []string
+	for _, a := range compressionRanking {
+		for _, c := range accepted {
+			if strings.EqualFold(strings.TrimSpace(c), a) {
+				algos = append(algos, a)
+				break
+			}
+		}
+	}
+	if len(algos) == 0 {
+		return encoding.Identity
+	}
+	switch level {
+	case CompressionLow:
+		return algos[0]
+	case CompressionMedium:
+		return algos[len(algos)/2]
+	case CompressionHigh:
+		return algos[len(algos)-1]
+	}
+	return encoding.Identity
+}
+
+// setSendCompressor picks the call's response encoding before anything is
+// sent: ModelInfer and ModelStreamInfer follow the configured level, every
+// other RPC (and level none) answers uncompressed, never mirroring the
+// request's encoding as grpc-go would by default (grpc-api.md §15).
+func (s *Server) setSendCompressor(ctx context.Context, method string) error {
+	name := encoding.Identity
+	if method == pb.GRPCInferenceService_ModelInfer_FullMethodName || method == pb.GRPCInferenceService_ModelStreamInfer_FullMethodName {
+		if s.opts.ResponseCompression != CompressionNone {
+			accepted, err := grpc.ClientSupportedCompressors(ctx)
+			if err != nil {
+				return fmt.Errorf("response compression: %w", err)
+			}
+			name = responseCompressor(s.opts.ResponseCompression, accepted)
+		}
+	}
+	if err := grpc.SetSendCompressor(ctx, name); err != nil {
+		return fmt.Errorf("response compression: %w", err)
+	}
+	return nil
+}
