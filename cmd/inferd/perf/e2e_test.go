@@ -17,17 +17,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/platforms/grpcapi"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
 
 // testModels are served by the in-process inferd: Triton's "simple" (and
-// simple_b, the same, so that parallel tests leave simple's statistics to
-// the test that checks them), an
+// simple_b, simple_g and simple_s, the same, so that parallel tests leave
+// each one's statistics to the test that checks them), an
 // FP16 and a BYTES identity, and a non-batching FP32 identity with a
 // variable dim.
 func testModels(t *testing.T) map[string]servertest.Model {
@@ -42,6 +48,8 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT
 	return map[string]servertest.Model{
 		"simple":   {Config: simple, ONNX: addSub},
 		"simple_b": {Config: simple, ONNX: addSub},
+		"simple_g": {Config: simple, ONNX: addSub},
+		"simple_s": {Config: simple, ONNX: addSub},
 		"id_fp16": {Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP16 dims: [ -1 ] } ]
@@ -60,14 +68,90 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 	}
 }
 
-// startInferd runs the real inferd core and v2 HTTP API on a loopback
-// listener and returns its host:port.
-func startInferd(t *testing.T) string {
+// inferCounter counts, per model, the infer requests the gRPC API
+// received: ModelInfer calls, and ModelStreamInfer requests and streams.
+type inferCounter struct {
+	mu              sync.Mutex
+	unary, streamed map[string]int
+	streams         map[string]int
+}
+
+func (c *inferCounter) add(m map[string]int, model string) {
+	c.mu.Lock()
+	m[model]++
+	c.mu.Unlock()
+}
+
+func (c *inferCounter) get(m map[string]int, model string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m[model]
+}
+
+func (c *inferCounter) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*pb.ModelInferRequest); ok {
+		c.add(c.unary, r.GetModelName())
+	}
+	return handler(ctx, req)
+}
+
+func (c *inferCounter) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &countingStream{ServerStream: ss, c: c})
+}
+
+type countingStream struct {
+	grpc.ServerStream
+	c    *inferCounter
+	seen bool
+}
+
+func (s *countingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if r, ok := m.(*pb.ModelInferRequest); ok && err == nil {
+		s.c.add(s.c.streamed, r.GetModelName())
+		if !s.seen {
+			s.seen = true
+			s.c.add(s.c.streams, r.GetModelName())
+		}
+	}
+	return err
+}
+
+// startInferd runs the real inferd core with the v2 HTTP API and the gRPC
+// API on loopback listeners and returns their host:ports and the count of
+// gRPC infer requests.
+func startInferd(t *testing.T) (httpAddr, grpcAddr string, counts *inferCounter) {
 	t.Helper()
-	api := httpapi.New(servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, testModels(t))}), httpapi.Options{})
-	hs := httptest.NewServer(api)
+	core := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, testModels(t))})
+	hs := httptest.NewServer(httpapi.New(core, httpapi.Options{}))
 	t.Cleanup(hs.Close)
-	return strings.TrimPrefix(hs.URL, "http://")
+
+	counts = &inferCounter{unary: map[string]int{}, streamed: map[string]int{}, streams: map[string]int{}}
+	api := grpcapi.New(core, grpcapi.Options{})
+	gs := grpc.NewServer(append(api.ServerOptions(),
+		grpc.ChainUnaryInterceptor(counts.unaryInterceptor), grpc.ChainStreamInterceptor(counts.streamInterceptor))...)
+	api.Register(gs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	return strings.TrimPrefix(hs.URL, "http://"), ln.Addr().String(), counts
+}
+
+// grpcStats is the model's cumulative inference and success counts as
+// the server's gRPC statistics give them.
+func grpcStats(t *testing.T, addr, model string) (inferences, successes uint64) {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer cc.Close()
+	resp, err := pb.NewGRPCInferenceServiceClient(cc).ModelStatistics(t.Context(), &pb.ModelStatisticsRequest{Name: model})
+	must(t, err)
+	for _, m := range resp.GetModelStats() {
+		inferences += m.GetInferenceCount()
+		successes += m.GetInferenceStats().GetSuccess().GetCount()
+	}
+	return inferences, successes
 }
 
 var must = servertest.Must
@@ -114,7 +198,7 @@ func num(t *testing.T, s string) float64 {
 }
 
 func TestAgainstInferd(t *testing.T) {
-	addr := startInferd(t)
+	addr, gaddr, counts := startInferd(t)
 
 	t.Run("concurrency sweep", func(t *testing.T) {
 		t.Parallel()
@@ -186,6 +270,120 @@ func TestAgainstInferd(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	t.Run("grpc", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name, model string
+			streaming   bool
+		}{
+			{"unary", "simple_g", false},
+			{"streaming", "simple_s", true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				csvPath, jsonPath := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.json")
+				args := append([]string{"-i", "grpc", "-m", tc.model, "-u", gaddr, "-b", "2", "--concurrency-range", "1:2", "-f", csvPath, "--json", jsonPath}, fast...)
+				if tc.streaming {
+					args = append(args, "--streaming")
+				}
+				code, stdout, stderr := runPerf(t, args...)
+				if code != 0 {
+					t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+				}
+				want := "Protocol: gRPC, raw tensors"
+				if tc.streaming {
+					want = "Protocol: gRPC (streaming), raw tensors"
+				}
+				if !strings.Contains(stdout, want) || !strings.Contains(stdout, "Concurrency") || !strings.Contains(stderr, "concurrency 2: window 3/3") {
+					t.Errorf("no settings, table or progress:\n%s\n%s", stdout, stderr)
+				}
+				if rows := readCSV(t, csvPath); len(rows) != 2 || num(t, rows[1]["Inferences/Second"]) <= 0 || rows[1]["Server Queue"] == "" {
+					t.Errorf("CSV %v", rows)
+				}
+				var rep report
+				b, err := os.ReadFile(jsonPath)
+				must(t, err)
+				must(t, json.Unmarshal(b, &rep))
+				if rep.Protocol != "grpc" || rep.Streaming != tc.streaming || rep.Tensors != "raw" || rep.URL != gaddr || len(rep.Results) != 2 {
+					t.Fatalf("JSON report: %s", b)
+				}
+				for i, r := range rep.Results {
+					if r.Concurrency != i+1 || !r.Stable || r.Windows != 3 || r.Throughput <= 0 || r.Errors != 0 || r.P50 > r.P99 || r.Avg <= 0 {
+						t.Errorf("result %+v", r)
+					}
+					if r.Server == nil || r.Server.ComputeInfer <= 0 || math.Abs(r.Server.AvgBatchSize-2) > 0.02 {
+						t.Fatalf("server split %+v", r.Server)
+					}
+					// The server counts the same requests in the same
+					// windows, but its snapshots are taken a moment after
+					// the client's window ends.
+					if d := math.Abs(float64(r.Server.Requests - int64(r.Requests))); d > float64(r.Requests)/4+float64(4*r.Concurrency) {
+						t.Errorf("concurrency %d: server counted %d requests, the tool %d", r.Concurrency, r.Server.Requests, r.Requests)
+					}
+				}
+				// Every request went over gRPC, unary or streamed as asked,
+				// and the server's inference count is -b per request.
+				unary, streamed := counts.get(counts.unary, tc.model), counts.get(counts.streamed, tc.model)
+				sent := unary + streamed
+				if tc.streaming && unary != 0 || !tc.streaming && streamed != 0 || sent == 0 {
+					t.Errorf("%d ModelInfer calls, %d streamed requests", unary, streamed)
+				}
+				inferences, successes := grpcStats(t, gaddr, tc.model)
+				if inferences != uint64(2*sent) || successes != uint64(sent) {
+					t.Errorf("server: %d inferences, %d successes; the tool sent %d requests of batch 2", inferences, successes, sent)
+				}
+				// One stream for the request before measuring, then one per
+				// concurrent sender: 1, then 2.
+				if n := counts.get(counts.streams, tc.model); tc.streaming && n != 1+1+2 {
+					t.Errorf("%d streams, want 4", n)
+				}
+			})
+		}
+		t.Run("datatypes", func(t *testing.T) {
+			t.Parallel()
+			for _, extra := range [][]string{nil, {"--streaming"}} {
+				for _, model := range [][]string{{"-m", "id_fp16", "--shape", "INPUT0:7", "-b", "3"}, {"-m", "id_bytes", "--string-length", "5"}, {"-m", "id_nobatch", "--shape", "INPUT0:5"}} {
+					jsonPath := filepath.Join(t.TempDir(), "r.json")
+					code, stdout, stderr := runPerf(t, append(append(append([]string{"-i", "grpc", "-u", gaddr, "--json", jsonPath}, fast...), model...), extra...)...)
+					if code != 0 {
+						t.Fatalf("%v %v: exit %d\n%s\n%s", model, extra, code, stdout, stderr)
+					}
+					var rep report
+					b, err := os.ReadFile(jsonPath)
+					must(t, err)
+					must(t, json.Unmarshal(b, &rep))
+					if len(rep.Results) != 1 || rep.Results[0].Errors != 0 || rep.Results[0].Throughput <= 0 {
+						t.Fatalf("%v %v: %s", model, extra, b)
+					}
+				}
+			}
+		})
+		t.Run("errors", func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			must(t, err)
+			closed := ln.Addr().String()
+			ln.Close()
+			for _, tc := range []struct {
+				args []string
+				code int
+				want string
+			}{
+				{[]string{"-m", "nope", "-u", gaddr}, 1, `model "nope"`},
+				{[]string{"-m", "simple", "-u", closed}, 1, "cannot reach the server"},
+				{[]string{"-m", "simple", "-u", closed, "--streaming"}, 1, "cannot reach the server"},
+				{[]string{"-m", "simple", "-u", gaddr, "-b", "9"}, 2, "takes at most 8"},
+				{[]string{"-m", "id_fp16", "-u", gaddr}, 2, "give --shape INPUT0"},
+			} {
+				code, stdout, stderr := runPerf(t, append([]string{"-i", "grpc"}, tc.args...)...)
+				if code != tc.code || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || stdout != "" {
+					t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q in one line", tc.args, code, stderr, stdout, tc.code, tc.want)
+				}
+			}
+		})
 	})
 
 	t.Run("request rate", func(t *testing.T) {

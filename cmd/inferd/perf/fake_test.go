@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -321,15 +320,20 @@ func BenchmarkSend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	u, _ := url.Parse("http://" + ln.Addr().String() + "/v2/models/add/infer")
-	hc := newHTTPClient(1)
-	s := &sender{hc: hc, rt: hc.Transport, url: u, bodies: []reqBody{body}, rec: newRecorder()}
+	p, err := newHTTPProtocol(&options{baseURL: "http://" + ln.Addr().String(), model: "add"}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.shutdown()
+	p.bodies = []reqBody{body}
+	s := &sender{proto: p, n: 1, rec: newRecorder()}
 	log := s.rec.newLog()
+	c := p.conn()
 	ctx := context.Background()
-	s.send(ctx, log, -1) // connect outside the measurement
+	s.send(ctx, c, log, -1) // connect outside the measurement
 	b.ReportAllocs()
 	for b.Loop() {
-		s.send(ctx, log, -1)
+		s.send(ctx, c, log, -1)
 		if len(log.recs) >= 1024 {
 			log.recs = log.recs[:0]
 		}

@@ -1,13 +1,8 @@
 package perf
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,74 +78,20 @@ func (r *recorder) drain(dst []record) ([]record, string) {
 	return dst, lastErr
 }
 
-// sender issues infer requests with pre-encoded bodies.
+// sender issues the prepared requests round-robin over its protocol.
 type sender struct {
-	hc     *http.Client // metadata and statistics calls
-	rt     http.RoundTripper
-	url    *url.URL
-	bodies []reqBody
-	next   atomic.Uint64 // round-robin over bodies across all senders
-	rec    *recorder
-}
-
-func newHTTPClient(conns int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        conns + 8,
-		MaxIdleConnsPerHost: conns + 8, // one kept-alive connection per sender, plus the stats calls
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}}
-}
-
-// bodyReader lets one request's body be a plain bytes.Reader with Close.
-type bodyReader struct{ bytes.Reader }
-
-func (*bodyReader) Close() error { return nil }
-
-// do sends one request and reads the whole answer: nil, a *serverError
-// for a non-200 status, or the transport's error.
-func (s *sender) do(ctx context.Context) error {
-	b := &s.bodies[(s.next.Add(1)-1)%uint64(len(s.bodies))]
-	body := &bodyReader{}
-	body.Reset(b.data)
-	// Built by hand rather than with http.NewRequest: the URL is parsed
-	// once and the header map is shared (the transport only reads it).
-	req := (&http.Request{
-		Method:        http.MethodPost,
-		URL:           s.url,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        b.header,
-		Body:          body,
-		ContentLength: int64(len(b.data)),
-		Host:          s.url.Host,
-	}).WithContext(ctx)
-	// The transport itself, not the client: no redirects or cookies to
-	// follow on infer calls, and the client's header copy for redirects
-	// would cost allocations on every request.
-	resp, err := s.rt.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return errorFromBody(resp.StatusCode, msg)
-	}
-	// Draining lets the connection be reused.
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
+	proto protocol
+	n     uint64        // requests prepared
+	next  atomic.Uint64 // round-robin over them across all senders
+	rec   *recorder
 }
 
 // send does one request and records it. scheduled < 0 means no schedule
 // (closed loop).
-func (s *sender) send(ctx context.Context, log *recordLog, scheduled int64) {
+func (s *sender) send(ctx context.Context, c conn, log *recordLog, scheduled int64) {
 	start := s.rec.now()
 	late := scheduled >= 0 && start-scheduled > int64(lateAfter)
-	err := s.do(ctx)
+	err := c.infer(ctx, int((s.next.Add(1)-1)%s.n))
 	end := s.rec.now()
 	if err != nil && ctx.Err() != nil {
 		return // cancelled while stopping: not the server's doing
@@ -199,8 +140,10 @@ func startConcurrency(ctx context.Context, s *sender, n int) load {
 		st.wg.Add(1)
 		go func() {
 			defer st.wg.Done()
+			c := s.proto.conn()
+			defer c.close()
 			for loopCtx.Err() == nil {
-				s.send(reqCtx, log, -1)
+				s.send(reqCtx, c, log, -1)
 			}
 		}()
 	}
@@ -220,9 +163,11 @@ func startRate(ctx context.Context, s *sender, rate float64, poisson bool, maxIn
 	worker := func(first int64) {
 		defer st.wg.Done()
 		log := s.rec.newLog()
-		s.send(reqCtx, log, first)
+		c := s.proto.conn()
+		defer c.close()
+		s.send(reqCtx, c, log, first)
 		for sched := range jobs {
-			s.send(reqCtx, log, sched)
+			s.send(reqCtx, c, log, sched)
 		}
 	}
 	st.wg.Add(1)

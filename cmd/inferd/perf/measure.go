@@ -155,7 +155,6 @@ func merge(ws []*window, before *statsSnapshot, batch, percentile int) result {
 // measurer runs the measurement windows of one setting.
 type measurer struct {
 	opts     *options
-	statsURL string
 	sender   *sender
 	progress *progress
 	warn     func(string)
@@ -166,7 +165,7 @@ func (m *measurer) snapshot(ctx context.Context) *statsSnapshot {
 	if m.statsOff {
 		return nil
 	}
-	s, err := fetchStats(ctx, m.sender.hc, m.statsURL)
+	s, err := m.sender.proto.stats(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			m.statsOff = true

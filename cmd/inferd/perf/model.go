@@ -148,17 +148,27 @@ func fetchModel(ctx context.Context, hc *http.Client, ep endpoints, base, model 
 		info.noConfig = true
 	}
 	info.maxBatch = int(cfg.MaxBatchSize)
-	if info.maxBatch > 0 {
-		for _, list := range [][]tensorMeta{info.inputs, info.outputs} {
-			for i := range list {
-				if len(list[i].Shape) == 0 {
-					return nil, fmt.Errorf("model %q: %s has no batch dimension although max_batch_size is %d", model, list[i].Name, info.maxBatch)
-				}
-				list[i].Shape = list[i].Shape[1:]
-			}
-		}
+	if err := info.stripBatch(); err != nil {
+		return nil, err
 	}
 	return info, nil
+}
+
+// stripBatch drops the batch dimension from the metadata shapes of a
+// batching model.
+func (info *modelInfo) stripBatch() error {
+	if info.maxBatch <= 0 {
+		return nil
+	}
+	for _, list := range [][]tensorMeta{info.inputs, info.outputs} {
+		for i := range list {
+			if len(list[i].Shape) == 0 {
+				return fmt.Errorf("model %q: %s has no batch dimension although max_batch_size is %d", info.name, list[i].Name, info.maxBatch)
+			}
+			list[i].Shape = list[i].Shape[1:]
+		}
+	}
+	return nil
 }
 
 // statsSnapshot is the cumulative statistics of the model, summed over the

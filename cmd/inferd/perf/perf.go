@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -44,33 +43,46 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if len(o.concurrency) > 0 {
 		conns = o.concurrency[len(o.concurrency)-1]
 	}
-	hc := newHTTPClient(conns)
-	defer hc.CloseIdleConnections()
+	var proto protocol
+	if o.protocol == "grpc" {
+		g, err := newGRPCProtocol(o)
+		if err != nil {
+			return err
+		}
+		proto = g
+	} else {
+		h, err := newHTTPProtocol(o, conns)
+		if err != nil {
+			return err
+		}
+		proto = h
+	}
+	defer proto.shutdown()
 	prog := newProgress(stderr)
 	warn := func(msg string) { prog.println("inferd perf: warning: " + msg) }
 
-	ep := newEndpoints(o.baseURL, o.model, o.version)
-	info, err := fetchModel(ctx, hc, ep, o.baseURL, o.model)
+	info, err := proto.model(ctx)
 	if err != nil {
 		return err
 	}
 	if info.noConfig {
 		warn("the server has no model config endpoint; treating the model as non-batching")
 	}
-	bodies, err := buildBodies(o, info, rand.New(rand.NewPCG(1, 2)))
+	sets, err := buildTensors(o, info, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		return usageError{err}
 	}
-	inferURL, err := url.Parse(ep.infer)
-	if err != nil {
-		return fmt.Errorf("infer URL: %w", err)
+	if err := proto.prepare(info, sets); err != nil {
+		return usageError{err}
 	}
-	s := &sender{hc: hc, rt: hc.Transport, url: inferURL, bodies: bodies}
+	s := &sender{proto: proto, n: uint64(len(sets))}
 	// One request before measuring: a request the server refuses outright
 	// would fail every time, so say so now rather than after a window.
-	if err := s.do(ctx); err != nil {
-		var se *serverError
-		if errors.As(err, &se) && se.status/100 == 4 {
+	c := proto.conn()
+	err = c.infer(ctx, 0)
+	c.close()
+	if err != nil {
+		if rejected(err) {
 			return fmt.Errorf("the server rejects the request: %w", err)
 		}
 		if ctx.Err() != nil {
@@ -79,7 +91,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 
 	writeSettings(stdout, o, info)
-	m := &measurer{opts: o, statsURL: ep.stats, sender: s, progress: prog, warn: warn}
+	m := &measurer{opts: o, sender: s, progress: prog, warn: warn}
 	var results []result
 	var runErr error
 	for i := range max(len(o.concurrency), len(o.rates)) {
@@ -133,8 +145,12 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	return runErr
 }
 
-// buildBodies encodes every request the load will send.
-func buildBodies(o *options, info *modelInfo, rng *rand.Rand) ([]reqBody, error) {
+// fromFile tells whether --input-data names a data file.
+func fromFile(o *options) bool { return o.inputData != "random" && o.inputData != "zero" }
+
+// buildTensors makes the input tensors of every request the load will
+// send; the protocol encodes them.
+func buildTensors(o *options, info *modelInfo, rng *rand.Rand) ([][]tensorData, error) {
 	if info.maxBatch == 0 && o.batch > 1 {
 		return nil, fmt.Errorf("-b %d: model %q does not batch (max_batch_size 0)", o.batch, info.name)
 	}
@@ -171,11 +187,7 @@ func buildBodies(o *options, info *modelInfo, rng *rand.Rand) ([]reqBody, error)
 			}
 			tensors = append(tensors, t)
 		}
-		b, err := encodeRequest(info.inputs, tensors, info.outputs, o.binary)
-		if err != nil {
-			return nil, err
-		}
-		return []reqBody{b}, nil
+		return [][]tensorData{tensors}, nil
 	}
 
 	raw, err := os.ReadFile(o.inputData)
@@ -192,7 +204,7 @@ func buildBodies(o *options, info *modelInfo, rng *rand.Rand) ([]reqBody, error)
 	}
 	// Request k carries steps k .. k+b-1 (wrapping), as perf_analyzer
 	// fills a batch from consecutive steps.
-	bodies := make([]reqBody, 0, len(steps))
+	sets := make([][]tensorData, 0, len(steps))
 	for k := range steps {
 		tensors := make([]tensorData, len(info.inputs))
 		for i, in := range info.inputs {
@@ -207,13 +219,9 @@ func buildBodies(o *options, info *modelInfo, rng *rand.Rand) ([]reqBody, error)
 			}
 			tensors[i] = tensorData{raw: joined, shape: withBatch(first.shape), count: first.count * int64(o.batch)}
 		}
-		b, err := encodeRequest(info.inputs, tensors, info.outputs, o.binary)
-		if err != nil {
-			return nil, fmt.Errorf("data file: step %d: %w", k, err)
-		}
-		bodies = append(bodies, b)
+		sets = append(sets, tensors)
 	}
-	return bodies, nil
+	return sets, nil
 }
 
 // progress writes one status line per window to stderr: rewritten in place

@@ -16,6 +16,8 @@ type report struct {
 	Model               string   `json:"model"`
 	Version             string   `json:"version,omitempty"`
 	URL                 string   `json:"url"`
+	Protocol            string   `json:"protocol"` // http or grpc
+	Streaming           bool     `json:"streaming,omitempty"`
 	BatchSize           int      `json:"batch_size"`
 	Mode                string   `json:"mode"` // concurrency or request_rate
 	Distribution        string   `json:"request_distribution,omitempty"`
@@ -29,6 +31,9 @@ type report struct {
 }
 
 func tensorsName(o *options) string {
+	if o.protocol == "grpc" {
+		return "raw"
+	}
 	if o.binary {
 		return "binary"
 	}
@@ -43,7 +48,7 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 	fmt.Fprintf(w, "*** Measurement Settings ***\n")
 	fmt.Fprintf(w, "  Model: %s (version: %s) at %s\n", o.model, version, o.baseURL)
 	fmt.Fprintf(w, "  Batch size: %d (model max_batch_size %d)\n", o.batch, info.maxBatch)
-	fmt.Fprintf(w, "  Protocol: HTTP, %s tensors; input data: %s\n", tensorsName(o), o.inputData)
+	fmt.Fprintf(w, "  Protocol: %s, %s tensors; input data: %s\n", protocolName(o), tensorsName(o), o.inputData)
 	if len(o.rates) > 0 {
 		fmt.Fprintf(w, "  Mode: request rate (%s schedule)\n", o.distribution)
 	} else {
@@ -51,6 +56,16 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 	}
 	fmt.Fprintf(w, "  Windows: %d ms, stable within %g%% over %d windows (%s latency), at most %d\n\n",
 		o.interval.Milliseconds(), o.stability*100, stabilityWindows, latencyName(o.percentile), o.maxTrials)
+}
+
+func protocolName(o *options) string {
+	switch {
+	case o.protocol == "grpc" && o.streaming:
+		return "gRPC (streaming)"
+	case o.protocol == "grpc":
+		return "gRPC"
+	}
+	return "HTTP"
 }
 
 func settingName(o *options) string {
@@ -145,7 +160,7 @@ func writeCSV(w io.Writer, o *options, results []result) error {
 
 func newReport(o *options, results []result) report {
 	rep := report{
-		Model: o.model, Version: o.version, URL: o.baseURL, BatchSize: o.batch, Mode: "concurrency",
+		Model: o.model, Version: o.version, URL: o.baseURL, Protocol: o.protocol, Streaming: o.streaming, BatchSize: o.batch, Mode: "concurrency",
 		Tensors: tensorsName(o), InputData: o.inputData, MeasurementInterval: o.interval.Milliseconds(),
 		StabilityPercentage: o.stability * 100, MaxTrials: o.maxTrials, StabilityLatency: latencyName(o.percentile),
 		Results: results,

@@ -54,7 +54,16 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--shape", "IN:1,2", "--shape", "a:b:3", "--shape", "S:"}, func(o *options) bool {
 			return reflect.DeepEqual(o.shapes, map[string][]int64{"IN": {1, 2}, "a:b": {3}, "S": {}})
 		}},
-		{[]string{"-i", "HTTP", "-x", "3", "-b", "4"}, func(o *options) bool { return o.version == "3" && o.batch == 4 }},
+		{[]string{"-i", "HTTP", "-x", "3", "-b", "4"}, func(o *options) bool { return o.version == "3" && o.batch == 4 && o.protocol == "http" }},
+		{[]string{"--protocol", "http"}, func(o *options) bool {
+			return o.protocol == "http" && o.baseURL == "http://localhost:8000" && !o.streaming
+		}},
+		// perf_analyzer's gRPC default port.
+		{[]string{"-i", "grpc"}, func(o *options) bool { return o.protocol == "grpc" && o.baseURL == "localhost:8001" && !o.streaming }},
+		{[]string{"--protocol", "GRPC", "--streaming", "-u", "h:9"}, func(o *options) bool {
+			return o.protocol == "grpc" && o.streaming && o.baseURL == "h:9"
+		}},
+		{[]string{"-i", "grpc", "-u", "grpc://[::1]:9", "--binary"}, func(o *options) bool { return o.baseURL == "[::1]:9" }},
 	}
 	for _, c := range good {
 		o, err := parseArgs(append([]string{"-m", "m"}, c.args...), io.Discard)
@@ -71,7 +80,14 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-m", "m", "extra"}, `unexpected argument "extra"`},
 		{[]string{"-m", "m", "--nope"}, "flag provided but not defined"},
 		{[]string{"-m", "m", "-b", "0"}, "batch size must be at least 1"},
-		{[]string{"-m", "m", "-i", "grpc"}, "only http"},
+		{[]string{"-m", "m", "-i", "udp"}, "want http or grpc"},
+		{[]string{"-m", "m", "--streaming"}, "--streaming is only allowed with gRPC"},
+		{[]string{"-m", "m", "-i", "http", "--streaming"}, "--streaming is only allowed with gRPC"},
+		{[]string{"-m", "m", "-i", "grpc", "--protocol-json"}, "HTTP only"},
+		{[]string{"-m", "m", "-i", "grpc", "--binary=false"}, "HTTP only"},
+		{[]string{"-m", "m", "-i", "grpc", "-u", "http://h:1"}, "gRPC takes HOST:PORT"},
+		{[]string{"-m", "m", "-i", "grpc", "-u", "h"}, "gRPC takes HOST:PORT"},
+		{[]string{"-m", "m", "-i", "grpc", "-u", ":1"}, "gRPC takes HOST:PORT"},
 		{[]string{"-m", "m", "-x", "v1"}, "non-negative integer"},
 		{[]string{"-m", "m", "-u", "ftp://h"}, "scheme must be http"},
 		{[]string{"-m", "m", "-u", "http://"}, "no host"},

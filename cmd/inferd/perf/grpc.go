@@ -1,0 +1,189 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+)
+
+// grpcProtocol is the KServe v2 gRPC protocol (Triton's
+// inference.GRPCInferenceService): ModelInfer, or with --streaming one
+// ModelStreamInfer stream per sender. Every sender shares one channel, as
+// perf_analyzer's do by default.
+type grpcProtocol struct {
+	o      *options
+	cc     *grpc.ClientConn
+	client pb.GRPCInferenceServiceClient
+	reqs   []*pb.ModelInferRequest
+}
+
+func newGRPCProtocol(o *options) (*grpcProtocol, error) {
+	cc, err := grpc.NewClient(o.baseURL,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
+	if err != nil {
+		return nil, usagef("-u %q: %v", o.baseURL, err)
+	}
+	return &grpcProtocol{o: o, cc: cc, client: pb.NewGRPCInferenceServiceClient(cc)}, nil
+}
+
+// unreachable tells a connection failure from an answer of the server.
+func unreachable(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.DeadlineExceeded
+}
+
+func (g *grpcProtocol) model(ctx context.Context) (*modelInfo, error) {
+	meta, err := g.client.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: g.o.model, Version: g.o.version})
+	if err != nil {
+		if unreachable(err) {
+			return nil, fmt.Errorf("cannot reach the server at %s: %w", g.o.baseURL, err)
+		}
+		return nil, fmt.Errorf("model %q: %w", g.o.model, err)
+	}
+	info := &modelInfo{name: g.o.model}
+	for _, t := range meta.GetInputs() {
+		info.inputs = append(info.inputs, tensorMeta{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	for _, t := range meta.GetOutputs() {
+		info.outputs = append(info.outputs, tensorMeta{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	if len(info.inputs) == 0 {
+		return nil, fmt.Errorf("model %q: the metadata lists no inputs", g.o.model)
+	}
+	cfg, err := g.client.ModelConfig(ctx, &pb.ModelConfigRequest{Name: g.o.model, Version: g.o.version})
+	if err != nil {
+		if unreachable(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("model %q config: %w", g.o.model, err)
+		}
+		info.noConfig = true // as over HTTP: a server without the config extension
+	}
+	info.maxBatch = int(cfg.GetConfig().GetMaxBatchSize())
+	if err := info.stripBatch(); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// prepare builds ModelInferRequests carrying the tensors in
+// raw_input_contents, whose layout is the tool's wire encoding (BYTES
+// elements with their 4-byte length prefix). No outputs are named: the
+// server returns them all.
+func (g *grpcProtocol) prepare(info *modelInfo, sets [][]tensorData) error {
+	g.reqs = make([]*pb.ModelInferRequest, 0, len(sets))
+	for _, tensors := range sets {
+		if len(tensors) != len(info.inputs) {
+			return errors.New("internal error: inputs and tensors differ in number")
+		}
+		r := &pb.ModelInferRequest{ModelName: g.o.model, ModelVersion: g.o.version}
+		for i, in := range info.inputs {
+			r.Inputs = append(r.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: in.Datatype, Shape: tensors[i].shape})
+			r.RawInputContents = append(r.RawInputContents, tensors[i].raw)
+		}
+		g.reqs = append(g.reqs, r)
+	}
+	return nil
+}
+
+func (g *grpcProtocol) stats(ctx context.Context) (statsSnapshot, error) {
+	resp, err := g.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: g.o.model, Version: g.o.version})
+	if err != nil {
+		return statsSnapshot{}, fmt.Errorf("statistics: %w", err)
+	}
+	if len(resp.GetModelStats()) == 0 {
+		return statsSnapshot{}, errors.New("statistics: no model_stats entry")
+	}
+	var s statsSnapshot
+	for _, m := range resp.GetModelStats() {
+		st := m.GetInferenceStats()
+		s.successCount += int64(st.GetSuccess().GetCount())
+		s.inferenceCount += int64(m.GetInferenceCount())
+		s.executionCount += int64(m.GetExecutionCount())
+		s.queueNS += int64(st.GetQueue().GetNs())
+		s.inputNS += int64(st.GetComputeInput().GetNs())
+		s.inferNS += int64(st.GetComputeInfer().GetNs())
+		s.outputNS += int64(st.GetComputeOutput().GetNs())
+	}
+	return s, nil
+}
+
+func (g *grpcProtocol) conn() conn {
+	if g.o.streaming {
+		return &streamConn{g: g}
+	}
+	return unaryConn{g}
+}
+
+func (g *grpcProtocol) shutdown() { g.cc.Close() }
+
+type unaryConn struct{ g *grpcProtocol }
+
+func (c unaryConn) infer(ctx context.Context, i int) error {
+	_, err := c.g.client.ModelInfer(ctx, c.g.reqs[i])
+	return err
+}
+
+func (unaryConn) close() {}
+
+// streamError is a response on the stream that carries error_message.
+type streamError struct{ msg string }
+
+func (e *streamError) Error() string { return "stream: " + e.msg }
+
+// streamConn is one sender's ModelStreamInfer stream, opened on its first
+// request (with that request's context, which every later one shares) and
+// again after a stream broke. One request is in flight on it at a time.
+type streamConn struct {
+	g      *grpcProtocol
+	stream grpc.BidiStreamingClient[pb.ModelInferRequest, pb.ModelStreamInferResponse]
+	cancel context.CancelFunc
+}
+
+func (c *streamConn) infer(ctx context.Context, i int) error {
+	if c.stream == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		st, err := c.g.client.ModelStreamInfer(sctx)
+		if err != nil {
+			cancel()
+			return err
+		}
+		c.stream, c.cancel = st, cancel
+	}
+	if err := c.stream.Send(c.g.reqs[i]); err != nil {
+		if err == io.EOF { // the stream ended: its status says why
+			_, err = c.stream.Recv()
+		}
+		c.close()
+		return err
+	}
+	resp, err := c.stream.Recv()
+	if err != nil {
+		if err == io.EOF {
+			err = errors.New("stream: the server closed the stream")
+		}
+		c.close()
+		return err
+	}
+	if m := resp.GetErrorMessage(); m != "" {
+		return &streamError{m}
+	}
+	return nil
+}
+
+func (c *streamConn) close() {
+	if c.stream == nil {
+		return
+	}
+	_ = c.stream.CloseSend()
+	c.cancel()
+	c.stream, c.cancel = nil, nil
+}

@@ -1,0 +1,160 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// protocol is everything that differs between HTTP and gRPC: reading the
+// model and the server's statistics, and sending one inference. Windows,
+// stability, percentiles and reports are shared by both.
+type protocol interface {
+	model(ctx context.Context) (*modelInfo, error)
+	// prepare encodes the requests the load sends, one per tensor set.
+	prepare(info *modelInfo, sets [][]tensorData) error
+	stats(ctx context.Context) (statsSnapshot, error)
+	// conn gives one sender goroutine what it sends with (a stream of its
+	// own with --streaming); the goroutine closes it when done.
+	conn() conn
+	shutdown()
+}
+
+// conn sends one inference: prepared request i, answer read whole.
+type conn interface {
+	infer(ctx context.Context, i int) error
+	close()
+}
+
+// rejected tells whether err is the server refusing the request itself
+// (so that every later one would fail too), on either protocol.
+func rejected(err error) bool {
+	var se *serverError
+	if errors.As(err, &se) {
+		return se.status/100 == 4
+	}
+	var sm *streamError
+	if errors.As(err, &sm) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.Unimplemented, codes.FailedPrecondition,
+		codes.OutOfRange, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+// httpProtocol is the KServe v2 HTTP/REST protocol.
+type httpProtocol struct {
+	o      *options
+	hc     *http.Client // metadata and statistics calls
+	rt     http.RoundTripper
+	ep     endpoints
+	url    *url.URL
+	bodies []reqBody
+}
+
+func newHTTPProtocol(o *options, conns int) (*httpProtocol, error) {
+	ep := newEndpoints(o.baseURL, o.model, o.version)
+	u, err := url.Parse(ep.infer)
+	if err != nil {
+		return nil, fmt.Errorf("infer URL: %w", err)
+	}
+	hc := newHTTPClient(conns)
+	return &httpProtocol{o: o, hc: hc, rt: hc.Transport, ep: ep, url: u}, nil
+}
+
+func newHTTPClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 8,
+		MaxIdleConnsPerHost: conns + 8, // one kept-alive connection per sender, plus the stats calls
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+}
+
+func (h *httpProtocol) model(ctx context.Context) (*modelInfo, error) {
+	return fetchModel(ctx, h.hc, h.ep, h.o.baseURL, h.o.model)
+}
+
+func (h *httpProtocol) prepare(info *modelInfo, sets [][]tensorData) error {
+	h.bodies = make([]reqBody, 0, len(sets))
+	for k, tensors := range sets {
+		b, err := encodeRequest(info.inputs, tensors, info.outputs, h.o.binary)
+		if err != nil {
+			if fromFile(h.o) {
+				return fmt.Errorf("data file: step %d: %w", k, err)
+			}
+			return err
+		}
+		h.bodies = append(h.bodies, b)
+	}
+	return nil
+}
+
+func (h *httpProtocol) stats(ctx context.Context) (statsSnapshot, error) {
+	return fetchStats(ctx, h.hc, h.ep.stats)
+}
+
+// conn: HTTP senders share the transport's pool of kept-alive connections.
+func (h *httpProtocol) conn() conn { return httpConn{h} }
+
+func (h *httpProtocol) shutdown() { h.hc.CloseIdleConnections() }
+
+type httpConn struct{ h *httpProtocol }
+
+func (httpConn) close() {}
+
+// bodyReader lets one request's body be a plain bytes.Reader with Close.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// infer sends one request and reads the whole answer: nil, a *serverError
+// for a non-200 status, or the transport's error.
+func (c httpConn) infer(ctx context.Context, i int) error {
+	h := c.h
+	b := &h.bodies[i]
+	body := &bodyReader{}
+	body.Reset(b.data)
+	// Built by hand rather than with http.NewRequest: the URL is parsed
+	// once and the header map is shared (the transport only reads it).
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           h.url,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        b.header,
+		Body:          body,
+		ContentLength: int64(len(b.data)),
+		Host:          h.url.Host,
+	}).WithContext(ctx)
+	// The transport itself, not the client: no redirects or cookies to
+	// follow on infer calls, and the client's header copy for redirects
+	// would cost allocations on every request.
+	resp, err := h.rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return errorFromBody(resp.StatusCode, msg)
+	}
+	// Draining lets the connection be reused.
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
