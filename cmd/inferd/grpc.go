@@ -14,8 +14,8 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/grpcapi"
-	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/serve"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // newGRPC builds the gRPC service over srv with the --grpc-* options
@@ -23,16 +23,13 @@ import (
 // response compression)
 // and binds spec; the actor serves it and drains it on stop.
 func newGRPC(cfg *config, srv *core.Server, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
-	restricted := map[string]httpapi.Restriction{}
+	restricted := map[string]v2.Restriction{}
 	for _, r := range cfg.grpcRestricted {
-		if err := httpapi.ParseRestriction(restricted, r); err != nil {
+		if err := v2.ParseRestriction(restricted, r, "protocol"); err != nil {
 			return serve.Actor{}, "", fmt.Errorf("--grpc-restricted-protocol: %w", err)
 		}
 	}
-	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: map[string]grpcapi.Restriction{}, ResponseCompression: cfg.grpcCompression, Logger: log}
-	for cat, r := range restricted {
-		opts.Restricted[cat] = grpcapi.Restriction{Key: r.Key, Value: r.Value}
-	}
+	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: restricted, ResponseCompression: cfg.grpcCompression, Logger: log}
 	api := grpcapi.New(srv, opts)
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.grpcMinPing, PermitWithoutStream: cfg.grpcPermitNoCalls}
 	if cfg.grpcPingStrikes == 0 {

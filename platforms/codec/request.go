@@ -352,9 +352,10 @@ func (d *decoder) inputs(root Value) error {
 	ptrs := make([]*core.Tensor, 0, n)
 	shapes := make([]int64, 0, dims)
 	req := d.env.Request
+	var names Names
 	for i, in := range arr.Elements() {
 		t := &tensors[i]
-		if err := d.input(in, t, &shapes, ptrs); err != nil {
+		if err := d.input(in, t, &shapes, &names); err != nil {
 			return err
 		}
 		ptrs = append(ptrs, t)
@@ -363,9 +364,9 @@ func (d *decoder) inputs(root Value) error {
 	return nil
 }
 
-// input decodes one input object into t. prev holds the inputs decoded so
+// input decodes one input object into t. names holds the input names decoded so
 // far (for the duplicate-name check).
-func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, prev []*core.Tensor) error {
+func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, names *Names) error {
 	// Exactly one of data / binary_data_size / shared_memory_region.
 	hasData := in.Has("data")
 	params, hasParams := in.Find("parameters")
@@ -413,10 +414,8 @@ func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, prev []*core.
 		*shapes = append(*shapes, int64(u))
 	}
 	t.Shape = (*shapes)[start:len(*shapes):len(*shapes)]
-	for _, p := range prev {
-		if p.Name == t.Name {
-			return invalidArg(core.RequestPrefix(d.env.Request.ID) + "input '" + t.Name + "' already exists in request")
-		}
+	if names.Add(t.Name) {
+		return DuplicateInput(d.env.Request.ID, t.Name)
 	}
 
 	if hasBinary {
@@ -554,6 +553,7 @@ func (d *decoder) outputs(root Value) error {
 		return nil
 	}
 	outs := make([]RequestedOutput, 0, n)
+	var names Names
 	for _, o := range arr.Elements() {
 		params, hasParams := o.Find("parameters")
 		if hasParams && params.Has("shared_memory_region") {
@@ -575,10 +575,8 @@ func (d *decoder) outputs(root Value) error {
 			return wrap("Unable to parse 'name'", err)
 		}
 		out := RequestedOutput{Name: cstring(nb)}
-		for i := range outs {
-			if outs[i].Name == out.Name {
-				return invalidArg("output '" + out.Name + "' already exists in request")
-			}
+		if names.Add(out.Name) {
+			return DuplicateOutput(out.Name)
 		}
 		if v, ok := params.Find("classification"); ok {
 			k, err := v.Uint64()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -100,22 +101,20 @@ func inferRequest(in *pb.ModelInferRequest) (*core.InferRequest, error) {
 
 	inputs := in.GetInputs()
 	req.Inputs = make([]*core.Tensor, len(inputs))
-	seen := make(map[string]bool, len(inputs))
+	var seen codec.Names
 	for i, t := range inputs {
-		if seen[t.GetName()] {
-			return nil, invalidArg("%sinput '%s' already exists in request", core.RequestPrefix(req.ID), t.GetName())
+		if seen.Add(t.GetName()) {
+			return nil, codec.DuplicateInput(req.ID, t.GetName())
 		}
-		seen[t.GetName()] = true
 		req.Inputs[i] = &core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
 	}
 	if outs := in.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]core.RequestedOutput, len(outs))
-		seen := make(map[string]bool, len(outs))
+		var seen codec.Names
 		for i, o := range outs {
-			if seen[o.GetName()] {
-				return nil, invalidArg("output '%s' already exists in request", o.GetName())
+			if seen.Add(o.GetName()) {
+				return nil, codec.DuplicateOutput(o.GetName())
 			}
-			seen[o.GetName()] = true
 			req.Outputs[i].Name = o.GetName()
 		}
 	}

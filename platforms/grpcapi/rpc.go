@@ -27,13 +27,17 @@ func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 }
 
 // ModelReady answers whether a model version can serve; unknown is not
-// ready (grpc-api.md §5.2).
+// ready, and an exiting server is UNAVAILABLE (grpc-api.md §5.2).
 func (s *Server) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
 	version, err := v2.ParseVersion(req.GetVersion())
 	if err != nil {
 		return nil, statusError(err)
 	}
-	return &pb.ModelReadyResponse{Ready: v2.ModelReady(s.core, req.GetName(), version)}, nil
+	ready, err := v2.ModelReadiness(s.core, req.GetName(), version, s.exiting.Load())
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return &pb.ModelReadyResponse{Ready: ready}, nil
 }
 
 // ServerMetadata answers the metadata computed at start (grpc-api.md §5.3).
@@ -187,33 +191,30 @@ func repositoryParams(in map[string]*pb.ModelRepositoryParameter) map[string]v2.
 
 // Client shared memory is not implemented: the RPCs answer as a Triton
 // started without --allow-client-shm on a CPU-only build (grpc-api.md §8),
-// as the HTTP routes do.
-var (
-	errShmDisabled = core.Errorf(core.CodeUnsupported, "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.")
-)
+// as the HTTP routes do, with v2's texts.
 
 // SystemSharedMemoryStatus answers no regions.
 func (s *Server) SystemSharedMemoryStatus(_ context.Context, req *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
 	if req.GetName() != "" {
-		return nil, statusError(core.Errorf(core.CodeNotFound, "Unable to find system shared memory region: '%s'", req.GetName()))
+		return nil, statusError(v2.ShmRegionNotFound("system", req.GetName()))
 	}
 	return &pb.SystemSharedMemoryStatusResponse{Regions: map[string]*pb.SystemSharedMemoryStatusResponse_RegionStatus{}}, nil
 }
 
 // SystemSharedMemoryRegister is refused: client shared memory is disabled.
 func (s *Server) SystemSharedMemoryRegister(context.Context, *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
-	return nil, statusError(errShmDisabled)
+	return nil, statusError(v2.ErrShmDisabled)
 }
 
 // SystemSharedMemoryUnregister is refused: client shared memory is disabled.
 func (s *Server) SystemSharedMemoryUnregister(context.Context, *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
-	return nil, statusError(errShmDisabled)
+	return nil, statusError(v2.ErrShmDisabled)
 }
 
 // CudaSharedMemoryStatus answers no regions.
 func (s *Server) CudaSharedMemoryStatus(_ context.Context, req *pb.CudaSharedMemoryStatusRequest) (*pb.CudaSharedMemoryStatusResponse, error) {
 	if req.GetName() != "" {
-		return nil, statusError(core.Errorf(core.CodeNotFound, "Unable to find cuda shared memory region: '%s'", req.GetName()))
+		return nil, statusError(v2.ShmRegionNotFound("cuda", req.GetName()))
 	}
 	return &pb.CudaSharedMemoryStatusResponse{Regions: map[string]*pb.CudaSharedMemoryStatusResponse_RegionStatus{}}, nil
 }
@@ -221,12 +222,12 @@ func (s *Server) CudaSharedMemoryStatus(_ context.Context, req *pb.CudaSharedMem
 // CudaSharedMemoryRegister answers a CPU-only build's refusal, checked
 // before the client-shm switch.
 func (s *Server) CudaSharedMemoryRegister(_ context.Context, req *pb.CudaSharedMemoryRegisterRequest) (*pb.CudaSharedMemoryRegisterResponse, error) {
-	return nil, statusError(core.Errorf(core.CodeInvalidArg, "failed to register CUDA shared memory region: '%s', GPUs not supported", req.GetName()))
+	return nil, statusError(v2.ShmCUDAUnsupported(req.GetName()))
 }
 
 // CudaSharedMemoryUnregister is refused: client shared memory is disabled.
 func (s *Server) CudaSharedMemoryUnregister(context.Context, *pb.CudaSharedMemoryUnregisterRequest) (*pb.CudaSharedMemoryUnregisterResponse, error) {
-	return nil, statusError(errShmDisabled)
+	return nil, statusError(v2.ErrShmDisabled)
 }
 
 // TraceSetting is not implemented yet (grpc-api.md §9.1 is a later step).

@@ -26,7 +26,7 @@ import (
 
 // Restriction is one --grpc-restricted-protocol group's metadata: the call
 // must carry "triton-grpc-protocol-<Key>" with the first value Value.
-type Restriction struct{ Key, Value string }
+type Restriction = v2.Restriction
 
 // Options configure the gRPC API.
 type Options struct {

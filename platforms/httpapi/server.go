@@ -5,10 +5,8 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -40,33 +38,16 @@ type Options struct {
 }
 
 // Restriction is one --http-restricted-api group's header.
-type Restriction struct{ Key, Value string }
+type Restriction = v2.Restriction
 
 // Categories of --http-restricted-api.
-var Categories = []string{"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging"}
+var Categories = v2.RestrictedCategories
 
 // ParseRestriction reads one --http-restricted-api value,
-// "<cat>[,<cat>...]:<key>=<value>", into dst.
+// "<cat>[,<cat>...]:<key>=<value>", into dst (v2.ParseRestriction, worded
+// "restricted api" as http-api.md §16).
 func ParseRestriction(dst map[string]Restriction, arg string) error {
-	cats, kv, ok := strings.Cut(arg, ":")
-	key, value, ok2 := strings.Cut(kv, "=")
-	if !ok || !ok2 || key == "" {
-		return fmt.Errorf("--http-restricted-api expects <category>[,<category>...]:<key>=<value>, got %q", arg)
-	}
-	for _, c := range strings.Split(cats, ",") {
-		known := false
-		for _, k := range Categories {
-			known = known || k == c
-		}
-		if !known {
-			return fmt.Errorf("unknown restricted api '%s'", c)
-		}
-		if _, dup := dst[c]; dup {
-			return fmt.Errorf("restricted api '%s' can not be specified in multiple config groups", c)
-		}
-		dst[c] = Restriction{Key: key, Value: value}
-	}
-	return nil
+	return v2.ParseRestriction(dst, arg, "api")
 }
 
 // Server serves the v2 API.

@@ -69,6 +69,9 @@ func GRPCStatus(code core.Code) GRPCCode { return statusOf(code).grpc }
 var (
 	// ErrExiting answers health and readiness while the server drains.
 	ErrExiting = core.Errorf(core.CodeUnavailable, "Server exiting")
+	// ErrServerNotReady answers gRPC's ModelReady while the server is not
+	// ready (grpc-api.md §5.2).
+	ErrServerNotReady = core.Errorf(core.CodeUnavailable, "Server not ready")
 	// ErrNotExplicit refuses load and unload outside explicit mode.
 	ErrNotExplicit = core.Errorf(core.CodeUnavailable, "explicit model load / unload is not allowed if polling is enabled")
 	// ErrRepositoryName refuses a named repository where Triton has none.

@@ -54,3 +54,14 @@ func ServerReady(c *core.Server, exiting bool) (bool, error) {
 func ModelReady(c *core.Server, name string, version int64) bool {
 	return c.ModelReady(name, version)
 }
+
+// ModelReadiness is gRPC's ModelReady answer (grpc-api.md §5.2): a server
+// that is not ready — inferd's only such state once serving is exiting —
+// is ErrServerNotReady, otherwise ModelReady. HTTP answers every
+// not-ready case 400 (http-api.md §5.2) and uses ModelReady.
+func ModelReadiness(c *core.Server, name string, version int64, exiting bool) (bool, error) {
+	if exiting {
+		return false, ErrServerNotReady
+	}
+	return ModelReady(c, name, version), nil
+}

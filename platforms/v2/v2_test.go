@@ -299,3 +299,20 @@ func TestHealth(t *testing.T) {
 		t.Fatal(v2.ErrExiting)
 	}
 }
+
+// TestModelReadiness: gRPC's ModelReady answer (grpc-api.md §5.2) is
+// ModelReady's while serving and UNAVAILABLE "Server not ready" while
+// exiting.
+func TestModelReadiness(t *testing.T) {
+	c := start(t)
+	if ready, err := v2.ModelReadiness(c, "simple", core.LatestVersion, false); !ready || err != nil {
+		t.Fatalf("serving: %v %v", ready, err)
+	}
+	if ready, err := v2.ModelReadiness(c, "nope", core.LatestVersion, false); ready || err != nil {
+		t.Fatalf("unknown: %v %v", ready, err)
+	}
+	ready, err := v2.ModelReadiness(c, "simple", core.LatestVersion, true)
+	if ready || err == nil || err.Error() != "Server not ready" || v2.ClassOf(err) != core.CodeUnavailable {
+		t.Fatalf("exiting: %v %v", ready, err)
+	}
+}
