@@ -1,0 +1,391 @@
+package grpcapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/httpapi"
+)
+
+// The benchmarks of this file measure, side by side in one run, what the
+// gRPC frontend costs (BENCHMARKS.md, "gRPC"). They report p50 latency and
+// throughput per sub-benchmark and, in a closing "ratio" sub-benchmark, the
+// ratios of the medians over -count repetitions. Speed is never asserted.
+//
+//	go test ./platforms/grpcapi -run '^$' -bench BenchmarkGRPC -benchtime 2s -count 3
+
+// benchSimpleConfig is `simple` as httpapi's BenchmarkSimple serves it: two
+// CPU instances.
+const benchSimpleConfig = `name: "simple"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 2 } ]
+`
+
+// benchIdentityConfig is an FP32 identity with a variable dimension.
+const benchIdentityConfig = `name: "identity_fp32"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 2 } ]
+`
+
+// identityElems is the 4 MiB FP32 tensor's element count: shape [1, 1<<20].
+const identityElems = 1 << 20
+
+// benchServers is one core served over gRPC and over HTTP, each on its own
+// loopback listener.
+type benchServers struct {
+	grpcAddr string // host:port
+	httpBase string // http://host:port
+}
+
+// startBenchServers starts the core over a repository with `simple` and
+// `identity_fp32`, grpcapi on one listener and httpapi on another.
+func startBenchServers(b *testing.B) benchServers {
+	b.Helper()
+	root := servertest.WriteRepo(b, map[string]servertest.Model{
+		"simple":        {Config: benchSimpleConfig, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))},
+		"identity_fp32": {Config: benchIdentityConfig, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1))},
+	})
+	c := servertest.Start(b, servertest.Options{Repo: root})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	api := New(c, Options{Logger: quiet})
+	g := grpc.NewServer(api.ServerOptions()...)
+	api.Register(g)
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	servertest.Must(b, err)
+	go func() { _ = g.Serve(gl) }()
+	b.Cleanup(g.Stop)
+
+	hs := &http.Server{Handler: httpapi.New(c, httpapi.Options{Logger: quiet}), ReadHeaderTimeout: 10 * time.Second}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	servertest.Must(b, err)
+	go func() { _ = hs.Serve(hl) }()
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	})
+	return benchServers{grpcAddr: gl.Addr().String(), httpBase: "http://" + hl.Addr().String()}
+}
+
+// bareGRPC is the floor of any grpc-go inference server: the generated
+// service with a ModelInfer that takes the request grpc-go has already
+// unmarshalled and answers a fixed, precomputed reply; no model, routing,
+// validation or scheduling.
+type bareGRPC struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	reply *pb.ModelInferResponse
+}
+
+func (s *bareGRPC) ModelInfer(_ context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	if len(req.Inputs) == 0 || len(req.RawInputContents) != len(req.Inputs) {
+		return nil, status.Error(codes.InvalidArgument, "bad request")
+	}
+	return s.reply, nil
+}
+
+// startBareGRPC serves bareGRPC on a loopback listener with the same message
+// size limits as grpcapi and returns its address.
+func startBareGRPC(b *testing.B, reply *pb.ModelInferResponse) string {
+	b.Helper()
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(math.MaxInt32), grpc.MaxSendMsgSize(math.MaxInt32))
+	pb.RegisterGRPCInferenceServiceServer(g, &bareGRPC{reply: reply})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	servertest.Must(b, err)
+	go func() { _ = g.Serve(ln) }()
+	b.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
+
+// dialBench opens one client connection (HTTP/2 multiplexes every caller
+// over it, as tritonclient's gRPC client does) without message size limits.
+func dialBench(b *testing.B, addr string) pb.GRPCInferenceServiceClient {
+	b.Helper()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
+	servertest.Must(b, err)
+	b.Cleanup(func() { _ = conn.Close() })
+	return pb.NewGRPCInferenceServiceClient(conn)
+}
+
+// grpcCaller calls ModelInfer with req and wants as many raw outputs as
+// outputs.
+func grpcCaller(client pb.GRPCInferenceServiceClient, req *pb.ModelInferRequest, outputs int) func() error {
+	return func() error {
+		resp, err := client.ModelInfer(context.Background(), req)
+		if err != nil {
+			return err
+		}
+		if len(resp.RawOutputContents) != outputs {
+			return fmt.Errorf("%d raw outputs, want %d", len(resp.RawOutputContents), outputs)
+		}
+		return nil
+	}
+}
+
+// httpBinaryCaller posts a binary-extension request (JSON header, then the
+// blobs, Inference-Header-Content-Length set) over keep-alive connections
+// without asking for compression, and reads the whole reply.
+func httpBinaryCaller(url, header string, blobs ...[]byte) func() error {
+	body := []byte(header)
+	for _, blob := range blobs {
+		body = append(body, blob...)
+	}
+	h := http.Header{}
+	h.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
+	h.Set("Content-Type", "application/octet-stream")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	return func() error {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header = h.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// simpleBinaryHeader asks for `simple` with both inputs and outputs as
+// binary blobs, as tritonclient sends it with binary_data=True.
+const simpleBinaryHeader = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},{"name":"OUTPUT1","parameters":{"binary_data":true}}]}`
+
+// BenchmarkGRPCSimple measures `simple` (AddSub INT32 [1,16], two CPU
+// instances) over gRPC ModelInfer with raw_input_contents against a bare
+// grpc-go handler of the same service that answers inferd's own reply, and
+// against HTTP with the binary extension on the same core, at concurrency 1
+// and 16.
+func BenchmarkGRPCSimple(b *testing.B) {
+	srv := startBenchServers(b)
+	client := dialBench(b, srv.grpcAddr)
+	req := simpleRequest(true)
+	reply, err := client.ModelInfer(context.Background(), req)
+	servertest.Must(b, err)
+	if len(reply.RawOutputContents) != 2 {
+		b.Fatalf("%d raw outputs", len(reply.RawOutputContents))
+	}
+	bare := dialBench(b, startBareGRPC(b, reply))
+	a, c := simpleInputs()
+	callers := []struct {
+		name string
+		call func() error
+	}{
+		{"bare-grpc", grpcCaller(bare, req, 2)},
+		{"grpc", grpcCaller(client, req, 2)},
+		{"http-binary", httpBinaryCaller(srv.httpBase+"/v2/models/simple/infer", simpleBinaryHeader, int32s(a), int32s(c))},
+	}
+	rs := benchResults{}
+	for _, conc := range []int{1, 16} {
+		for _, cl := range callers {
+			rs.run(b, cl.name+"/c"+strconv.Itoa(conc), conc, cl.call)
+		}
+	}
+	rs.report(b,
+		benchRatio{"grpc/bare-p50-c1", "grpc/c1", "bare-grpc/c1", p50Of},
+		benchRatio{"grpc/bare-thru-c16", "grpc/c16", "bare-grpc/c16", reqOf},
+		benchRatio{"grpc/http-p50-c1", "grpc/c1", "http-binary/c1", p50Of},
+		benchRatio{"grpc/http-thru-c1", "grpc/c1", "http-binary/c1", reqOf},
+		benchRatio{"grpc/http-p50-c16", "grpc/c16", "http-binary/c16", p50Of},
+		benchRatio{"grpc/http-thru-c16", "grpc/c16", "http-binary/c16", reqOf},
+	)
+}
+
+// BenchmarkGRPCIdentity4MiB measures a 4 MiB FP32 identity ([1, 1<<20])
+// over gRPC ModelInfer with raw_input_contents and over HTTP with the binary
+// extension on the same core, at concurrency 1 and 16.
+func BenchmarkGRPCIdentity4MiB(b *testing.B) {
+	srv := startBenchServers(b)
+	client := dialBench(b, srv.grpcAddr)
+	data := make([]byte, 4*identityElems)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	req := &pb.ModelInferRequest{
+		ModelName:        "identity_fp32",
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{1, identityElems}}},
+		RawInputContents: [][]byte{data},
+	}
+	resp, err := client.ModelInfer(context.Background(), req)
+	servertest.Must(b, err)
+	if len(resp.RawOutputContents) != 1 || !bytes.Equal(resp.RawOutputContents[0], data) {
+		b.Fatal("identity did not echo its input")
+	}
+	header := `{"inputs":[{"name":"INPUT0","shape":[1,` + strconv.Itoa(identityElems) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
+		strconv.Itoa(len(data)) + `}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}}]}`
+	callers := []struct {
+		name string
+		call func() error
+	}{
+		{"grpc", grpcCaller(client, req, 1)},
+		{"http-binary", httpBinaryCaller(srv.httpBase+"/v2/models/identity_fp32/infer", header, data)},
+	}
+	rs := benchResults{}
+	for _, conc := range []int{1, 16} {
+		for _, cl := range callers {
+			rs.run(b, cl.name+"/c"+strconv.Itoa(conc), conc, cl.call)
+		}
+	}
+	rs.report(b,
+		benchRatio{"grpc/http-p50-c1", "grpc/c1", "http-binary/c1", p50Of},
+		benchRatio{"grpc/http-thru-c1", "grpc/c1", "http-binary/c1", reqOf},
+		benchRatio{"grpc/http-p50-c16", "grpc/c16", "http-binary/c16", p50Of},
+		benchRatio{"grpc/http-thru-c16", "grpc/c16", "http-binary/c16", reqOf},
+	)
+}
+
+// benchResult is one sub-benchmark's measurement.
+type benchResult struct {
+	p50     time.Duration
+	reqPerS float64
+}
+
+// benchMeasure runs b.N calls over conc workers and reports p50 latency (µs)
+// and throughput (req/s), as httpapi's benchmarks do.
+func benchMeasure(b *testing.B, conc int, call func() error) benchResult {
+	lat := make([]time.Duration, b.N)
+	var next int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				if err := call(); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r := benchResult{p50: lat[len(lat)/2], reqPerS: float64(b.N) / elapsed.Seconds()}
+	b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
+	b.ReportMetric(r.reqPerS, "req/s")
+	return r
+}
+
+// benchResults keeps the measurements of each sub-benchmark of one
+// benchmark for the closing "ratio" sub-benchmark. The framework calls a
+// sub-benchmark's function several times with one B (b.N = 1, then more)
+// and once more with a new B for each -count repetition: a measurement is
+// the last call with a B.
+type benchResults map[string]*benchRuns
+
+type benchRuns struct {
+	last *testing.B
+	runs []benchResult
+}
+
+func (rs benchResults) run(b *testing.B, name string, conc int, call func() error) {
+	b.Run(name, func(b *testing.B) {
+		r := benchMeasure(b, conc, call)
+		m := rs[name]
+		if m == nil {
+			m = &benchRuns{}
+			rs[name] = m
+		}
+		if m.last == b {
+			m.runs[len(m.runs)-1] = r
+			return
+		}
+		m.last, m.runs = b, append(m.runs, r)
+	})
+}
+
+// median is the median over the repetitions of one metric of name's
+// measurements; ok is false when name was not measured.
+func (rs benchResults) median(name string, of func(benchResult) float64) (v float64, ok bool) {
+	m := rs[name]
+	if m == nil || len(m.runs) == 0 {
+		return 0, false
+	}
+	vs := make([]float64, len(m.runs))
+	for i, r := range m.runs {
+		vs[i] = of(r)
+	}
+	sort.Float64s(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2, true
+	}
+	return vs[len(vs)/2], true
+}
+
+// benchRatio is one reported quotient of two sub-benchmarks' medians.
+type benchRatio struct {
+	unit     string
+	num, den string
+	of       func(benchResult) float64
+}
+
+func p50Of(r benchResult) float64 { return float64(r.p50) }
+func reqOf(r benchResult) float64 { return r.reqPerS }
+
+// report runs the "ratio" sub-benchmark, which reports every ratio whose two
+// sides were measured in this run (a -bench filter may leave some out).
+func (rs benchResults) report(b *testing.B, ratios ...benchRatio) {
+	b.Run("ratio", func(b *testing.B) {
+		b.ReportMetric(0, "ns/op") // nothing is timed here
+		n := 0
+		for _, q := range ratios {
+			num, ok1 := rs.median(q.num, q.of)
+			den, ok2 := rs.median(q.den, q.of)
+			if !ok1 || !ok2 || den == 0 {
+				continue
+			}
+			b.ReportMetric(num/den, q.unit)
+			n++
+		}
+		if n == 0 {
+			b.Skip("no pair of sub-benchmarks was measured in this run")
+		}
+	})
+}
