@@ -47,3 +47,9 @@ func DuplicateInput(id, name string) error {
 func DuplicateOutput(name string) error {
 	return invalidArg("output '" + name + "' already exists in request")
 }
+
+// UnknownRegion is the error for a tensor naming a shared-memory region
+// that is not registered (none can be while client shared memory is off).
+func UnknownRegion(region string) error {
+	return &core.Error{Code: core.CodeNotFound, Msg: "Unable to find shared memory region: '" + region + "'"}
+}

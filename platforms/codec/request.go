@@ -439,7 +439,7 @@ func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, names *Names)
 			return err
 		}
 		// No region can be registered yet (client shared memory is off).
-		return &core.Error{Code: core.CodeNotFound, Msg: "Unable to find shared memory region: '" + ref.Region + "'"}
+		return UnknownRegion(ref.Region)
 	}
 
 	count := core.ElementCount(t.Shape)
@@ -590,7 +590,7 @@ func (d *decoder) outputs(root Value) error {
 			if err != nil {
 				return err
 			}
-			return &core.Error{Code: core.CodeNotFound, Msg: "Unable to find shared memory region: '" + ref.Region + "'"}
+			return UnknownRegion(ref.Region)
 		}
 		if v, ok := params.Find("binary_data"); ok {
 			b, err := v.Bool()

@@ -180,7 +180,7 @@ func sharedMemory(tensor string, p map[string]*pb.InferParameter) error {
 	if !ok {
 		return invalidArg("invalid value type for 'shared_memory_region' parameter for tensor '%s', expected string_param.", tensor)
 	}
-	return core.Errorf(core.CodeNotFound, "Unable to find shared memory region: '%s'", name.StringParam)
+	return codec.UnknownRegion(name.StringParam)
 }
 
 // typedContents flattens an input's typed contents into the raw layout
