@@ -9,9 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/internal/sidebyside"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
@@ -208,19 +207,19 @@ func BenchmarkGRPCSimple(b *testing.B) {
 		{"grpc", grpcCaller(client, req, 2)},
 		{"http-binary", httpBinaryCaller(srv.httpBase+"/v2/models/simple/infer", simpleBinaryHeader, int32s(a), int32s(c))},
 	}
-	rs := benchResults{}
+	rs := sidebyside.Results{}
 	for _, conc := range []int{1, 16} {
 		for _, cl := range callers {
-			rs.run(b, cl.name+"/c"+strconv.Itoa(conc), conc, cl.call)
+			rs.Run(b, cl.name+"/c"+strconv.Itoa(conc), conc, 1, cl.call)
 		}
 	}
-	rs.report(b,
-		benchRatio{"grpc/bare-p50-c1", "grpc/c1", "bare-grpc/c1", p50Of},
-		benchRatio{"grpc/bare-thru-c16", "grpc/c16", "bare-grpc/c16", reqOf},
-		benchRatio{"grpc/http-p50-c1", "grpc/c1", "http-binary/c1", p50Of},
-		benchRatio{"grpc/http-thru-c1", "grpc/c1", "http-binary/c1", reqOf},
-		benchRatio{"grpc/http-p50-c16", "grpc/c16", "http-binary/c16", p50Of},
-		benchRatio{"grpc/http-thru-c16", "grpc/c16", "http-binary/c16", reqOf},
+	rs.Report(b,
+		sidebyside.Ratio{Unit: "grpc/bare-p50-c1", Num: "grpc/c1", Den: "bare-grpc/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "grpc/bare-thru-c16", Num: "grpc/c16", Den: "bare-grpc/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "grpc/http-p50-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "grpc/http-thru-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "grpc/http-p50-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "grpc/http-thru-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.ReqOf},
 	)
 }
 
@@ -253,139 +252,16 @@ func BenchmarkGRPCIdentity4MiB(b *testing.B) {
 		{"grpc", grpcCaller(client, req, 1)},
 		{"http-binary", httpBinaryCaller(srv.httpBase+"/v2/models/identity_fp32/infer", header, data)},
 	}
-	rs := benchResults{}
+	rs := sidebyside.Results{}
 	for _, conc := range []int{1, 16} {
 		for _, cl := range callers {
-			rs.run(b, cl.name+"/c"+strconv.Itoa(conc), conc, cl.call)
+			rs.Run(b, cl.name+"/c"+strconv.Itoa(conc), conc, 1, cl.call)
 		}
 	}
-	rs.report(b,
-		benchRatio{"grpc/http-p50-c1", "grpc/c1", "http-binary/c1", p50Of},
-		benchRatio{"grpc/http-thru-c1", "grpc/c1", "http-binary/c1", reqOf},
-		benchRatio{"grpc/http-p50-c16", "grpc/c16", "http-binary/c16", p50Of},
-		benchRatio{"grpc/http-thru-c16", "grpc/c16", "http-binary/c16", reqOf},
+	rs.Report(b,
+		sidebyside.Ratio{Unit: "grpc/http-p50-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "grpc/http-thru-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "grpc/http-p50-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "grpc/http-thru-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.ReqOf},
 	)
-}
-
-// benchResult is one sub-benchmark's measurement.
-type benchResult struct {
-	p50     time.Duration
-	reqPerS float64
-}
-
-// benchMeasure runs b.N calls over conc workers and reports p50 latency (µs)
-// and throughput (req/s), as httpapi's benchmarks do.
-func benchMeasure(b *testing.B, conc int, call func() error) benchResult {
-	lat := make([]time.Duration, b.N)
-	var next int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := call(); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := benchResult{p50: lat[len(lat)/2], reqPerS: float64(b.N) / elapsed.Seconds()}
-	b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
-	b.ReportMetric(r.reqPerS, "req/s")
-	return r
-}
-
-// benchResults keeps the measurements of each sub-benchmark of one
-// benchmark for the closing "ratio" sub-benchmark. The framework calls a
-// sub-benchmark's function several times with one B (b.N = 1, then more)
-// and once more with a new B for each -count repetition: a measurement is
-// the last call with a B.
-type benchResults map[string]*benchRuns
-
-type benchRuns struct {
-	last *testing.B
-	runs []benchResult
-}
-
-func (rs benchResults) run(b *testing.B, name string, conc int, call func() error) {
-	b.Run(name, func(b *testing.B) {
-		r := benchMeasure(b, conc, call)
-		m := rs[name]
-		if m == nil {
-			m = &benchRuns{}
-			rs[name] = m
-		}
-		if m.last == b {
-			m.runs[len(m.runs)-1] = r
-			return
-		}
-		m.last, m.runs = b, append(m.runs, r)
-	})
-}
-
-// median is the median over the repetitions of one metric of name's
-// measurements; ok is false when name was not measured.
-func (rs benchResults) median(name string, of func(benchResult) float64) (v float64, ok bool) {
-	m := rs[name]
-	if m == nil || len(m.runs) == 0 {
-		return 0, false
-	}
-	vs := make([]float64, len(m.runs))
-	for i, r := range m.runs {
-		vs[i] = of(r)
-	}
-	sort.Float64s(vs)
-	if n := len(vs); n%2 == 0 {
-		return (vs[n/2-1] + vs[n/2]) / 2, true
-	}
-	return vs[len(vs)/2], true
-}
-
-// benchRatio is one reported quotient of two sub-benchmarks' medians.
-type benchRatio struct {
-	unit     string
-	num, den string
-	of       func(benchResult) float64
-}
-
-func p50Of(r benchResult) float64 { return float64(r.p50) }
-func reqOf(r benchResult) float64 { return r.reqPerS }
-
-// report runs the "ratio" sub-benchmark, which reports every ratio whose two
-// sides were measured in this run (a -bench filter may leave some out).
-func (rs benchResults) report(b *testing.B, ratios ...benchRatio) {
-	b.Run("ratio", func(b *testing.B) {
-		b.ReportMetric(0, "ns/op") // nothing is timed here
-		n := 0
-		for _, q := range ratios {
-			num, ok1 := rs.median(q.num, q.of)
-			den, ok2 := rs.median(q.den, q.of)
-			if !ok1 || !ok2 || den == 0 {
-				continue
-			}
-			b.ReportMetric(num/den, q.unit)
-			n++
-		}
-		if n == 0 {
-			b.Skip("no pair of sub-benchmarks was measured in this run")
-		}
-	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/sidebyside"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -113,8 +114,8 @@ func BenchmarkBatching(b *testing.B) {
 		}
 	}
 
-	rs := results{}
-	rs.run(b, "in-process-ort/batch8", mlpInstances, mlpBatch, ortCall)
+	rs := sidebyside.Results{}
+	rs.Run(b, "in-process-ort/batch8", mlpInstances, mlpBatch, ortCall)
 	for _, c := range []struct{ name, model string }{
 		{"http-binary/dynamic/c16", "mlp_batched"},
 		{"http-binary/none/c16", "mlp_unbatched"},
@@ -122,14 +123,14 @@ func BenchmarkBatching(b *testing.B) {
 		call := binaryCaller(base+"/v2/models/"+c.model+"/infer", header, x)
 		b.Run(c.name, func(b *testing.B) {
 			before := modelStats(b, srv, c.model)
-			rs.record(b, c.name, measure(b, mlpConc, call))
+			rs.Record(b, c.name, sidebyside.Measure(b, mlpConc, call))
 			reportExecutions(b, before, modelStats(b, srv, c.model))
 		})
 	}
-	rs.report(b,
-		ratio{"http/ort-thru", "http-binary/dynamic/c16", "in-process-ort/batch8", inferOf},
-		ratio{"dyn/none-thru", "http-binary/dynamic/c16", "http-binary/none/c16", inferOf},
-		ratio{"dyn/none-p50", "http-binary/dynamic/c16", "http-binary/none/c16", p50Of},
+	rs.Report(b,
+		sidebyside.Ratio{Unit: "http/ort-thru", Num: "http-binary/dynamic/c16", Den: "in-process-ort/batch8", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "dyn/none-thru", Num: "http-binary/dynamic/c16", Den: "http-binary/none/c16", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "dyn/none-p50", Num: "http-binary/dynamic/c16", Den: "http-binary/none/c16", Of: sidebyside.P50Of},
 	)
 }
 

@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/sidebyside"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -79,11 +76,11 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 		return inst
 	}
 
-	rs := results{}
+	rs := sidebyside.Results{}
 	for _, conc := range []int{1, 16} {
 		c := "/c" + strconv.Itoa(conc)
 		for _, cl := range callers {
-			rs.run(b, cl.name+c, conc, 1, cl.call)
+			rs.Run(b, cl.name+c, conc, 1, cl.call)
 		}
 		insts := make(chan core.Instance, conc)
 		for range min(conc, 2) {
@@ -101,177 +98,24 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 			}
 			return inst.Execute(context.Background(), batch)
 		}
-		rs.run(b, "in-process-ort"+c, conc, 1, ortCall)
+		rs.Run(b, "in-process-ort"+c, conc, 1, ortCall)
 		close(insts)
 		for inst := range insts {
 			_ = inst.Close()
 		}
 	}
-	rs.report(b,
-		ratio{"json/bare-p50-c1", "http-json/c1", "bare-http/c1", p50Of},
-		ratio{"binary/bare-p50-c1", "http-binary/c1", "bare-http/c1", p50Of},
-		ratio{"json/bare-thru-c16", "http-json/c16", "bare-http/c16", inferOf},
-		ratio{"binary/bare-thru-c16", "http-binary/c16", "bare-http/c16", inferOf},
-		ratio{"json/ort-thru-c16", "http-json/c16", "in-process-ort/c16", inferOf},
+	rs.Report(b,
+		sidebyside.Ratio{Unit: "json/bare-p50-c1", Num: "http-json/c1", Den: "bare-http/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "binary/bare-p50-c1", Num: "http-binary/c1", Den: "bare-http/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "json/bare-thru-c16", Num: "http-json/c16", Den: "bare-http/c16", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "binary/bare-thru-c16", Num: "http-binary/c16", Den: "bare-http/c16", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "json/ort-thru-c16", Num: "http-json/c16", Den: "in-process-ort/c16", Of: sidebyside.InferOf},
 	)
 }
 
 // simpleAllBinaryHeader asks for `simple` with both inputs and both outputs
 // as binary blobs, as tritonclient sends it with binary_data=True.
 const simpleAllBinaryHeader = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},{"name":"OUTPUT1","parameters":{"binary_data":true}}]}`
-
-// result is one sub-benchmark's measurement.
-type result struct {
-	p50      time.Duration
-	reqPerS  float64 // calls per second
-	inferPer float64 // inferences per second: calls per second × batch
-}
-
-// measure runs b.N calls over conc workers and reports p50 latency (µs),
-// throughput (req/s) and the CPU cores the process kept busy meanwhile.
-func measure(b *testing.B, conc int, call func() error) result {
-	return measureBatch(b, conc, 1, call)
-}
-
-// measureBatch is measure for calls that each carry batch inferences; for
-// batch > 1 it also reports infer/s.
-func measureBatch(b *testing.B, conc, batch int, call func() error) result {
-	lat := make([]time.Duration, b.N)
-	var next int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := call(); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
-	b.StopTimer()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := result{p50: lat[len(lat)/2], reqPerS: float64(b.N) / elapsed.Seconds()}
-	r.inferPer = r.reqPerS * float64(batch)
-	b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
-	b.ReportMetric(r.reqPerS, "req/s")
-	if batch > 1 {
-		b.ReportMetric(r.inferPer, "infer/s")
-	}
-	b.ReportMetric(cpu.Seconds()/elapsed.Seconds(), "cpu-cores")
-	return r
-}
-
-// cpuTime is the user and system CPU time of this process so far: load
-// generator, server and ONNX Runtime threads together.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// results keeps the measurements of each sub-benchmark of one benchmark, so
-// that a closing "ratio" sub-benchmark can report the side-by-side ratios
-// that BENCHMARKS.md quotes. The framework calls a sub-benchmark's function
-// several times (b.N = 1, then more) with one B, and once more with a new B
-// for each -count repetition: a measurement is the last call with a B.
-type results map[string]*measurements
-
-type measurements struct {
-	last *testing.B
-	runs []result
-}
-
-// run measures call as sub-benchmark name (each call carries batch
-// inferences).
-func (rs results) run(b *testing.B, name string, conc, batch int, call func() error) {
-	b.Run(name, func(b *testing.B) { rs.record(b, name, measureBatch(b, conc, batch, call)) })
-}
-
-// record keeps r, measured by b in sub-benchmark name.
-func (rs results) record(b *testing.B, name string, r result) {
-	m := rs[name]
-	if m == nil {
-		m = &measurements{}
-		rs[name] = m
-	}
-	if m.last == b {
-		m.runs[len(m.runs)-1] = r
-		return
-	}
-	m.last, m.runs = b, append(m.runs, r)
-}
-
-// median is the median over the repetitions of one metric of name's
-// measurements; ok is false when name was not measured.
-func (rs results) median(name string, of func(result) float64) (v float64, ok bool) {
-	m := rs[name]
-	if m == nil || len(m.runs) == 0 {
-		return 0, false
-	}
-	vs := make([]float64, len(m.runs))
-	for i, r := range m.runs {
-		vs[i] = of(r)
-	}
-	sort.Float64s(vs)
-	if n := len(vs); n%2 == 0 {
-		return (vs[n/2-1] + vs[n/2]) / 2, true
-	}
-	return vs[len(vs)/2], true
-}
-
-// ratio is one reported quotient of two sub-benchmarks' results.
-type ratio struct {
-	unit     string // metric name, e.g. "json/bare-p50-c1"
-	num, den string // sub-benchmark names
-	of       func(result) float64
-}
-
-func p50Of(r result) float64   { return float64(r.p50) }
-func inferOf(r result) float64 { return r.inferPer }
-
-// report runs the "ratio" sub-benchmark, which reports every ratio whose two
-// sides were measured in this run (a -bench filter may leave some out). With
-// -count N each side was measured N times in a row, and the ratio is that of
-// their medians.
-func (rs results) report(b *testing.B, ratios ...ratio) {
-	b.Run("ratio", func(b *testing.B) {
-		b.ReportMetric(0, "ns/op") // nothing is timed here
-		n := 0
-		for _, q := range ratios {
-			num, ok1 := rs.median(q.num, q.of)
-			den, ok2 := rs.median(q.den, q.of)
-			if !ok1 || !ok2 || den == 0 {
-				continue
-			}
-			b.ReportMetric(num/den, q.unit)
-			n++
-		}
-		if n == 0 {
-			b.Skip("no pair of sub-benchmarks was measured in this run")
-		}
-	})
-}
 
 // BenchmarkSpinning compares ONNX Runtime's intra-op spinning off (inferd's
 // default) and on, for a MatMul model that uses the intra-op pool, served
@@ -293,15 +137,15 @@ parameters { key: "allow_spinning" value { string_value: "` + spin + `" } }
 	base, _ := startServer(b, root, serverOpts{})
 	data := strings.TrimSuffix(strings.Repeat("0.5,", 8*256), ",")
 	body := []byte(`{"inputs":[{"name":"x","shape":[8,256],"datatype":"FP32","data":[` + data + `]}],"parameters":{"binary_data_output":true}}`)
-	rs := results{}
+	rs := sidebyside.Results{}
 	for _, conc := range []int{1, 16} {
 		for _, m := range []string{"spin_off", "spin_on"} {
-			rs.run(b, m+"/c"+strconv.Itoa(conc), conc, 1, inferCaller(base+"/v2/models/"+m+"/infer", body))
+			rs.Run(b, m+"/c"+strconv.Itoa(conc), conc, 1, inferCaller(base+"/v2/models/"+m+"/infer", body))
 		}
 	}
-	rs.report(b,
-		ratio{"off/on-p50-c1", "spin_off/c1", "spin_on/c1", p50Of},
-		ratio{"off/on-thru-c16", "spin_off/c16", "spin_on/c16", inferOf},
+	rs.Report(b,
+		sidebyside.Ratio{Unit: "off/on-p50-c1", Num: "spin_off/c1", Den: "spin_on/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "off/on-thru-c16", Num: "spin_off/c16", Den: "spin_on/c16", Of: sidebyside.InferOf},
 	)
 }
 
