@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/platforms/httpapi"
+	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/sagemaker"
 )
 
@@ -344,9 +345,6 @@ func metricsConfig(v string) error {
 	return err
 }
 
-// restrictedCategories are Triton's API categories of
-// --http-restricted-api and --grpc-restricted-protocol.
-var restrictedCategories = []string{"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging"}
 
 func restricted(v string) error {
 	cats, kv, ok := strings.Cut(v, ":")
@@ -355,8 +353,8 @@ func restricted(v string) error {
 		return fmt.Errorf("%q is not <category>[,<category>...]:<key>=<value>", v)
 	}
 	for _, c := range strings.Split(cats, ",") {
-		if oneOf(false, restrictedCategories...)(c) != nil {
-			return fmt.Errorf("unknown category '%s' (the categories are %s)", c, strings.Join(restrictedCategories, ", "))
+		if oneOf(false, v2.RestrictedCategories...)(c) != nil {
+			return fmt.Errorf("unknown category '%s' (the categories are %s)", c, strings.Join(v2.RestrictedCategories, ", "))
 		}
 	}
 	return nil
