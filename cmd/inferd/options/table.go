@@ -345,7 +345,6 @@ func metricsConfig(v string) error {
 	return err
 }
 
-
 func restricted(v string) error {
 	cats, kv, ok := strings.Cut(v, ":")
 	key, _, ok2 := strings.Cut(kv, "=")
