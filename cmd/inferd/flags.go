@@ -15,6 +15,7 @@ import (
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/metrics"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // config holds every command-line setting; the option names are Triton's
@@ -58,9 +59,12 @@ type config struct {
 	bodyMinRate       int64
 	backendConfig     []string
 	restrictedAPI     []string
-	configName        string
-	loadThreads       int
-	showVersionAndBye bool
+	// restricted and grpcRestrictions are the groups of
+	// --http-restricted-api and --grpc-restricted-protocol, read by check.
+	restricted, grpcRestrictions map[string]v2.Restriction
+	configName                   string
+	loadThreads                  int
+	showVersionAndBye            bool
 
 	// gRPC (grpc-api.md §1).
 	allowGRPC         bool
@@ -233,6 +237,19 @@ func (c *config) check() error {
 	for _, m := range c.loadModels {
 		if m == "*" && len(c.loadModels) > 1 {
 			return fmt.Errorf("--load-model=* must be the only --load-model")
+		}
+	}
+	// Triton reads the restricted groups while parsing the command line,
+	// so a bad one stops the start before any model loads.
+	c.restricted, c.grpcRestrictions = map[string]v2.Restriction{}, map[string]v2.Restriction{}
+	for _, r := range c.restrictedAPI {
+		if err := v2.ParseRestriction(c.restricted, r, "api"); err != nil {
+			return fmt.Errorf("--http-restricted-api: %w", err)
+		}
+	}
+	for _, r := range c.grpcRestricted {
+		if err := v2.ParseRestriction(c.grpcRestrictions, r, "protocol"); err != nil {
+			return fmt.Errorf("--grpc-restricted-protocol: %w", err)
 		}
 	}
 	if _, err := c.metrics(); err != nil {

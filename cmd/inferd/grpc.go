@@ -15,7 +15,6 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/grpcapi"
 	"github.com/inferd/inferd/platforms/serve"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // newGRPC builds the gRPC service over srv with the --grpc-* options
@@ -23,13 +22,7 @@ import (
 // response compression)
 // and binds spec; the actor serves it and drains it on stop.
 func newGRPC(cfg *config, srv *core.Server, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
-	restricted := map[string]v2.Restriction{}
-	for _, r := range cfg.grpcRestricted {
-		if err := v2.ParseRestriction(restricted, r, "protocol"); err != nil {
-			return serve.Actor{}, "", fmt.Errorf("--grpc-restricted-protocol: %w", err)
-		}
-	}
-	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: restricted, ResponseCompression: cfg.grpcCompression, Logger: log}
+	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression, Logger: log}
 	api := grpcapi.New(srv, opts)
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.grpcMinPing, PermitWithoutStream: cfg.grpcPermitNoCalls}
 	if cfg.grpcPingStrikes == 0 {

@@ -177,10 +177,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		defer cancel()
 		srv.Shutdown(shutdownCtx)
 	}()
-	api, err := newAPI(cfg, srv, log)
-	if err != nil {
-		return err
-	}
+	api := newAPI(cfg, srv, log)
 	mcfg, err := cfg.metrics()
 	if err != nil {
 		return err
@@ -430,15 +427,9 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 }
 
 // newAPI builds the base v2 API server every frontend goes through.
-func newAPI(cfg *config, srv *core.Server, log *slog.Logger) (*httpapi.Server, error) {
-	restricted := map[string]httpapi.Restriction{}
-	for _, r := range cfg.restrictedAPI {
-		if err := httpapi.ParseRestriction(restricted, r); err != nil {
-			return nil, err
-		}
-	}
-	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: restricted, ServerID: cfg.serverID,
-		Workers: cfg.httpThreads, Logger: log}), nil
+func newAPI(cfg *config, srv *core.Server, log *slog.Logger) *httpapi.Server {
+	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
+		Workers: cfg.httpThreads, Logger: log})
 }
 
 // pollActor applies repository changes every interval until stopped.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/platforms/httpapi"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/sagemaker"
 )
 
@@ -103,7 +102,7 @@ func All() []*Option {
 		{Name: "grpc-port", Group: "GRPC", Kind: Int, Default: "8001", Check: port, Usage: "Port of the gRPC API."},
 		{Name: "reuse-grpc-port", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Bind the gRPC port with SO_REUSEPORT."},
 		{Name: "grpc-header-forward-pattern", Group: "GRPC", Kind: String, Status: Planned, Feature: featForward, Usage: "Forward gRPC metadata matching this regular expression to the model."},
-		{Name: "grpc-infer-thread-count", Group: "GRPC", Kind: Int, Default: "2", Status: NoOp, Feature: noThreads, Check: between(2, 128), Usage: "gRPC inference threads (2 to 128)."},
+		{Name: "grpc-infer-thread-count", Group: "GRPC", Kind: Int, Default: "2", Status: NoOp, Feature: noThreads, Check: grpcInferThreads, Usage: "gRPC inference threads (2 to 128)."},
 		{Name: "grpc-infer-allocation-pool-size", Group: "GRPC", Kind: Int, Default: "8", Status: NoOp, Feature: noPool, Usage: "Inference request/response objects kept for reuse."},
 		{Name: "grpc-max-response-pool-size", Group: "GRPC", Kind: Int, Default: "2147483647", Status: Planned, Feature: featStream, Check: atLeast(1), Usage: "Most inference response objects in flight."},
 		{Name: "grpc-use-ssl", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Serve gRPC over TLS."},
@@ -240,6 +239,14 @@ func between(lo, hi int64) func(string) error {
 	}
 }
 
+// grpcInferThreads answers Triton's text for --grpc-infer-thread-count.
+func grpcInferThreads(v string) error {
+	if between(2, 128)(v) != nil {
+		return fmt.Errorf("invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128.")
+	}
+	return nil
+}
+
 func port(v string) error { return between(0, 65535)(v) }
 
 func nonNegative(v string) error {
@@ -351,11 +358,8 @@ func restricted(v string) error {
 	if !ok || !ok2 || cats == "" || key == "" {
 		return fmt.Errorf("%q is not <category>[,<category>...]:<key>=<value>", v)
 	}
-	for _, c := range strings.Split(cats, ",") {
-		if oneOf(false, v2.RestrictedCategories...)(c) != nil {
-			return fmt.Errorf("unknown category '%s' (the categories are %s)", c, strings.Join(v2.RestrictedCategories, ", "))
-		}
-	}
+	// The categories are checked with Triton's texts, which name the
+	// flag's noun, when the groups are read (v2.ParseRestriction).
 	return nil
 }
 
