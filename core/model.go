@@ -71,13 +71,13 @@ func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferRes
 	tReq := time.Now()
 	p, err := mv.prepare(req)
 	if err != nil {
-		return nil, err
+		return nil, rejected{err}
 	}
 	j := &job{ctx: ctx, p: p, done: make(chan error, 1)}
 	j.times.req = tReq
 	j.times.queue = time.Now()
 	if err := mv.sched.submit(j); err != nil {
-		return nil, err
+		return nil, rejected{err}
 	}
 	err = <-j.done
 	end := time.Now()

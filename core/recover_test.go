@@ -55,11 +55,15 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`), 0o644))
 			defer s.Shutdown(context.Background())
 
 			_, err = s.Infer(context.Background(), batchReq(-7, 1, 1))
-			if CodeOf(err) != CodeInternal || !strings.Contains(err.Error(), "model 'm'") || !strings.Contains(err.Error(), "echo: x = -7") {
+			if CodeOf(err) != CodeInternal || Rejected(err) || !strings.Contains(err.Error(), "model 'm'") || !strings.Contains(err.Error(), "echo: x = -7") {
 				t.Fatalf("panicking execution answered %v (code %v)", err, CodeOf(err))
 			}
 			if n := strings.Count(logs.String(), "recovered from a panic"); n != 1 || !strings.Contains(logs.String(), "runtime/debug.Stack") {
 				t.Fatalf("want the stack logged once, got %d records:\n%s", n, logs.String())
+			}
+			// A request that fails validation is rejected, not executed.
+			if _, err := s.Infer(context.Background(), batchReq(5, 1, 2)); CodeOf(err) != CodeInvalidArg || !Rejected(err) {
+				t.Fatalf("invalid request answered %v (rejected %v)", err, Rejected(err))
 			}
 			resp, err := s.Infer(context.Background(), batchReq(5, 1, 1))
 			if err != nil || len(resp.Outputs) != 1 {

@@ -468,7 +468,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 		a.send(ctx, batchReq(1, 1, 1))
 		a.send(ctx, batchReq(2, 1, 1))
 		_, err := s.Infer(ctx, batchReq(3, 1, 1))
-		if CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "Exceeds maximum queue size") {
+		if CodeOf(err) != CodeUnavailable || !Rejected(err) || !strings.Contains(err.Error(), "Exceeds maximum queue size") {
 			t.Fatalf("third queued request: %v, want UNAVAILABLE Exceeds maximum queue size", err)
 		}
 		st := stats(t, s)

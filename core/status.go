@@ -69,3 +69,17 @@ func CodeOf(err error) Code {
 	}
 	return CodeInternal
 }
+
+// rejected marks an error that stopped a request before it was scheduled.
+type rejected struct{ error }
+
+func (r rejected) Unwrap() error { return r.error }
+
+// Rejected reports whether err stopped a request before it was in flight:
+// the request's validation or a full queue, as opposed to an error of its
+// execution. A stream answers the first kind in place of the request and
+// the second as a response (grpc-api.md §11.2, §11.5).
+func Rejected(err error) bool {
+	var r rejected
+	return errors.As(err, &r)
+}

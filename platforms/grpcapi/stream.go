@@ -153,7 +153,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		resp, err := mv.Infer(ctx, req)
 		release()
 		switch {
-		case err != nil && isSyncInferError(err):
+		case err != nil && core.Rejected(err):
 			results <- syncStreamError(seq, in, err)
 		case err != nil:
 			results <- asyncStreamError(seq, in, err)
@@ -171,14 +171,6 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		}
 	}()
 	return ordered
-}
-
-// isSyncInferError reports whether an error of the core's Infer was
-// detected before the request was in flight: its validation (HTTP §9.8,
-// all INVALID_ARG) or a full queue. The core does not tell the two stages
-// apart, so this goes by the error class and the queue-full text.
-func isSyncInferError(err error) bool {
-	return core.CodeOf(err) == core.CodeInvalidArg || err.Error() == "Exceeds maximum queue size"
 }
 
 func finalResponse() *pb.InferParameter {
