@@ -261,6 +261,7 @@ func TestLaunchErrors(t *testing.T) {
 		{[]string{"--model-repository=/m", "--grpc-restricted-protocol=health:k=v", "--grpc-restricted-protocol=health,inference:k2=v"},
 			"restricted protocol 'health' can not be specified in multiple config groups"},
 		{[]string{"--model-repository=/m", "--http-restricted-api=admin:k=v"}, "unknown restricted api 'admin'"},
+		{[]string{"--model-repository=/m", "--grpc-max-response-pool-size=0"}, "--grpc-max-response-pool-size must be greater than 0."},
 		{[]string{"--model-repository=/m", "--grpc-infer-thread-count=1"}, "invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128."},
 	}
 	for _, tt := range tests {

@@ -104,7 +104,7 @@ func All() []*Option {
 		{Name: "grpc-header-forward-pattern", Group: "GRPC", Kind: String, Status: Planned, Feature: featForward, Usage: "Forward gRPC metadata matching this regular expression to the model."},
 		{Name: "grpc-infer-thread-count", Group: "GRPC", Kind: Int, Default: "2", Status: NoOp, Feature: noThreads, Check: grpcInferThreads, Usage: "gRPC inference threads (2 to 128)."},
 		{Name: "grpc-infer-allocation-pool-size", Group: "GRPC", Kind: Int, Default: "8", Status: NoOp, Feature: noPool, Usage: "Inference request/response objects kept for reuse."},
-		{Name: "grpc-max-response-pool-size", Group: "GRPC", Kind: Int, Default: "2147483647", Status: Planned, Feature: featStream, Check: atLeast(1), Usage: "Most inference response objects in flight."},
+		{Name: "grpc-max-response-pool-size", Group: "GRPC", Kind: Int, Default: "2147483647", Status: Planned, Feature: featStream, Check: responsePool, Usage: "Most inference response objects in flight."},
 		{Name: "grpc-use-ssl", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Serve gRPC over TLS."},
 		{Name: "grpc-use-ssl-mutual", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Serve gRPC over mutual TLS."},
 		{Name: "grpc-server-cert", Group: "GRPC", Kind: String, Usage: "PEM server certificate."},
@@ -239,10 +239,24 @@ func between(lo, hi int64) func(string) error {
 	}
 }
 
+// tritonText is an error worded exactly as tritonserver words it,
+// final period included.
+type tritonText string
+
+func (t tritonText) Error() string { return string(t) }
+
 // grpcInferThreads answers Triton's text for --grpc-infer-thread-count.
 func grpcInferThreads(v string) error {
 	if between(2, 128)(v) != nil {
-		return fmt.Errorf("invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128.")
+		return tritonText("invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128.")
+	}
+	return nil
+}
+
+// responsePool answers Triton's text for --grpc-max-response-pool-size.
+func responsePool(v string) error {
+	if atLeast(1)(v) != nil {
+		return tritonText("--grpc-max-response-pool-size must be greater than 0.")
 	}
 	return nil
 }
