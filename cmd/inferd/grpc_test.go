@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"testing"
 	"time"
 
@@ -108,5 +109,72 @@ func TestGRPCResponseCompression(t *testing.T) {
 		if got := <-enc.last; got != gzip.Name {
 			t.Fatalf("%s request: response encoding %q, want gzip", algo, got)
 		}
+	}
+}
+
+// The gRPC listener joins the run group's graceful drain (grpc-api.md
+// §1.5, §11.4): once the server is stopping, a request read on a stream
+// that was already open is answered in-band with Triton's text, the
+// stream still ends cleanly when the client half-closes, and only then
+// does the server finish stopping.
+func TestGRPCDrain(t *testing.T) {
+	r := start(t, "--model-repository=../../examples/model_repository", "--grpc-address=127.0.0.1", "--exit-timeout-secs=30")
+	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := pb.NewGRPCInferenceServiceClient(conn).ModelStreamInfer(ctx)
+	must(t, err)
+	in := make([]byte, 64)
+	req := &pb.ModelInferRequest{ModelName: "simple", Id: "d",
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}},
+			{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}},
+		},
+		RawInputContents: [][]byte{in, in},
+	}
+	must(t, st.Send(req))
+	if resp, err := st.Recv(); err != nil || resp.GetErrorMessage() != "" {
+		t.Fatalf("before stopping: %v %v", resp, err)
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		r.cancel()
+		err := <-r.done
+		r.done <- err // for the cleanup's stop
+		stopped <- err
+	}()
+	const draining = "GRPC server is shutting down and has stopped accepting new requests."
+	for {
+		must(t, st.Send(req))
+		resp, err := st.Recv()
+		must(t, err)
+		if resp.GetErrorMessage() == draining {
+			if resp.GetInferResponse().GetId() != "d" {
+				t.Fatalf("draining answer %v", resp)
+			}
+			break
+		}
+		if resp.GetErrorMessage() != "" {
+			t.Fatalf("while stopping: %v", resp)
+		}
+		select {
+		case err := <-stopped:
+			t.Fatalf("the server stopped with a stream open: %v", err)
+		default:
+		}
+	}
+	must(t, st.CloseSend())
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("stream end: %v", err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not stop after the stream ended")
 	}
 }
