@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"net"
 	"net/http"
@@ -14,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/inferd/inferd/internal/onnxbuild"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
 func freePort(t *testing.T) int {
@@ -31,13 +36,23 @@ func freePort(t *testing.T) int {
 // with the platform's environment and /opt/ml/model replaced by a temp dir.
 // It answers /ping and /invocations (JSON and the binary+json content
 // type), and drains on SIGTERM with exit 0.
+//
+// gRPC follows Triton's SageMaker default: off, even with
+// SAGEMAKER_TRITON_GRPC_PORT set, and on with SAGEMAKER_TRITON_ALLOW_GRPC.
 func TestSageMakerServe(t *testing.T) {
+	for _, allowGRPC := range []bool{false, true} {
+		t.Run("grpc="+strconv.FormatBool(allowGRPC), func(t *testing.T) { sageMakerServe(t, allowGRPC) })
+	}
+}
+
+func sageMakerServe(t *testing.T, allowGRPC bool) {
 	modelDir := t.TempDir()
 	writeModel(t, modelDir, "simple", taggedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
-	port := freePort(t)
+	port, grpcPort := freePort(t), freePort(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "INFERD_TEST_AS_MAIN=1", "INFERD_TEST_ARGS=serve",
-		"INFERD_SAGEMAKER_MODEL_DIR="+modelDir, "SAGEMAKER_BIND_TO_PORT="+strconv.Itoa(port))
+		"INFERD_SAGEMAKER_MODEL_DIR="+modelDir, "SAGEMAKER_BIND_TO_PORT="+strconv.Itoa(port),
+		"SAGEMAKER_TRITON_GRPC_PORT="+strconv.Itoa(grpcPort), "SAGEMAKER_TRITON_ALLOW_GRPC="+strconv.FormatBool(allowGRPC))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -58,6 +73,28 @@ func TestSageMakerServe(t *testing.T) {
 			t.Fatalf("/ping never answered 200; stderr:\n%s", stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	grpcAddr := "127.0.0.1:" + strconv.Itoa(grpcPort)
+	if allowGRPC {
+		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		must(t, err)
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		in := make([]byte, 64)
+		resp, err := pb.NewGRPCInferenceServiceClient(conn).ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "simple",
+			Inputs: []*pb.ModelInferRequest_InferInputTensor{
+				{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}},
+				{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}},
+			},
+			RawInputContents: [][]byte{in, in},
+		}, grpc.WaitForReady(true))
+		if err != nil || len(resp.GetRawOutputContents()) != 2 {
+			t.Fatalf("gRPC ModelInfer under serve: %v %v", resp, err)
+		}
+	} else if c, err := net.Dial("tcp", grpcAddr); err == nil {
+		c.Close()
+		t.Fatalf("gRPC listens on %s without SAGEMAKER_TRITON_ALLOW_GRPC", grpcAddr)
 	}
 	if s, body := post(t, base+"/invocations", readmeExample); s != 200 || !strings.Contains(body, `"model_name":"simple"`) {
 		t.Fatalf("/invocations JSON: %d %s", s, body)
