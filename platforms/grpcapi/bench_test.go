@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/internal/sidebyside"
@@ -59,16 +60,23 @@ const identityElems = 1 << 20
 type benchServers struct {
 	grpcAddr string // host:port
 	httpBase string // http://host:port
+	root     string // the repository
+	core     *core.Server
 }
 
-// startBenchServers starts the core over a repository with `simple` and
-// `identity_fp32`, grpcapi on one listener and httpapi on another.
-func startBenchServers(b *testing.B) benchServers {
-	b.Helper()
-	root := servertest.WriteRepo(b, map[string]servertest.Model{
+// benchModels are `simple` and `identity_fp32`.
+func benchModels() map[string]servertest.Model {
+	return map[string]servertest.Model{
 		"simple":        {Config: benchSimpleConfig, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))},
 		"identity_fp32": {Config: benchIdentityConfig, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1))},
-	})
+	}
+}
+
+// startBenchServers starts the core over a repository of models, grpcapi
+// on one listener and httpapi on another.
+func startBenchServers(b *testing.B, models map[string]servertest.Model) benchServers {
+	b.Helper()
+	root := servertest.WriteRepo(b, models)
 	c := servertest.Start(b, servertest.Options{Repo: root})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -89,7 +97,7 @@ func startBenchServers(b *testing.B) benchServers {
 		defer cancel()
 		_ = hs.Shutdown(ctx)
 	})
-	return benchServers{grpcAddr: gl.Addr().String(), httpBase: "http://" + hl.Addr().String()}
+	return benchServers{grpcAddr: gl.Addr().String(), httpBase: "http://" + hl.Addr().String(), root: root, core: c}
 }
 
 // bareGRPC is the floor of any grpc-go inference server: the generated
@@ -189,7 +197,7 @@ const simpleBinaryHeader = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype
 // against HTTP with the binary extension on the same core, at concurrency 1
 // and 16.
 func BenchmarkGRPCSimple(b *testing.B) {
-	srv := startBenchServers(b)
+	srv := startBenchServers(b, benchModels())
 	client := dialBench(b, srv.grpcAddr)
 	req := simpleRequest(true)
 	reply, err := client.ModelInfer(context.Background(), req)
@@ -227,7 +235,7 @@ func BenchmarkGRPCSimple(b *testing.B) {
 // over gRPC ModelInfer with raw_input_contents and over HTTP with the binary
 // extension on the same core, at concurrency 1 and 16.
 func BenchmarkGRPCIdentity4MiB(b *testing.B) {
-	srv := startBenchServers(b)
+	srv := startBenchServers(b, benchModels())
 	client := dialBench(b, srv.grpcAddr)
 	data := make([]byte, 4*identityElems)
 	for i := range data {
