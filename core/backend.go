@@ -21,9 +21,24 @@ type Backend interface {
 	NewInstance(ctx context.Context, spec InstanceSpec) (Instance, error)
 }
 
-// Instance executes batches for one model version on one device. Execute is
-// never called concurrently on the same instance.
+// Instance executes requests for one model version on one device, as
+// Triton hands a backend's execute() the list of requests of a batch.
+// Execute is never called concurrently on the same instance.
+//
+// Each request answers through Request.Send, any number of times, from any
+// goroutine, until a final send; it may go on after Execute returns (a
+// decoupled model). A non-decoupled model sends exactly one response per
+// request, marked final. If Execute returns an error, every request that
+// has not sent its final response fails with it.
 type Instance interface {
+	Execute(ctx context.Context, e *Execution) error
+	Close() error
+}
+
+// BatchInstance executes one concatenated batch: a backend that wants its
+// requests' tensors gathered along the batch dimension (ONNX Runtime)
+// implements it and is served through Concatenated.
+type BatchInstance interface {
 	Execute(ctx context.Context, b *Batch) error
 	Close() error
 }

@@ -33,33 +33,33 @@ func newGatherPlan(cfg *modelconfig.ModelConfig) gatherPlan {
 // direct reports whether a one-request batch can go to the backend as it is.
 func (g *gatherPlan) direct() bool { return g.ragged == nil && len(g.batchInputs) == 0 }
 
-// gather builds the backend batch for jobs (queue order).
-func (g *gatherPlan) gather(jobs []*job) (*Batch, error) {
-	if len(jobs) == 1 && g.direct() {
-		return &jobs[0].p.batch, nil
+// gather builds the backend batch for reqs (queue order).
+func (g *gatherPlan) gather(reqs []*Request) (*Batch, error) {
+	if len(reqs) == 1 && g.direct() {
+		return &reqs[0].batch, nil
 	}
-	first := &jobs[0].p.batch
+	first := reqs[0]
 	b := &Batch{Inputs: make([]*Tensor, 0, len(first.Inputs)+len(g.batchInputs))}
 	for i, t := range first.Inputs {
 		size := 0
-		for _, j := range jobs {
-			size += len(j.p.batch.Inputs[i].Data)
+		for _, r := range reqs {
+			size += len(r.Inputs[i].Data)
 		}
 		data := make([]byte, 0, size)
 		var rows, elems int64
-		for _, j := range jobs {
-			jt := j.p.batch.Inputs[i]
-			data = append(data, jt.Data...)
-			elems += ElementCount(jt.Shape)
-			if len(jt.Shape) > 0 {
-				rows += jt.Shape[0]
+		for _, r := range reqs {
+			rt := r.Inputs[i]
+			data = append(data, rt.Data...)
+			elems += ElementCount(rt.Shape)
+			if len(rt.Shape) > 0 {
+				rows += rt.Shape[0]
 			}
 		}
 		var shape []int64
 		switch {
 		case g.ragged[t.Name]:
 			shape = []int64{elems}
-		case len(jobs) == 1:
+		case len(reqs) == 1:
 			shape = t.Shape
 		default:
 			shape = append([]int64{rows}, t.Shape[1:]...)
@@ -67,16 +67,16 @@ func (g *gatherPlan) gather(jobs []*job) (*Batch, error) {
 		b.Inputs = append(b.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: data})
 	}
 	for _, bi := range g.batchInputs {
-		t, err := batchInput(bi, jobs)
+		t, err := batchInput(bi, reqs)
 		if err != nil {
 			return nil, err
 		}
 		b.Inputs = append(b.Inputs, t)
 	}
 	b.Outputs = first.Outputs
-	for _, j := range jobs[1:] {
-		if !slices.Equal(j.p.batch.Outputs, b.Outputs) {
-			b.Outputs = unionSorted(b.Outputs, j.p.batch.Outputs)
+	for _, r := range reqs[1:] {
+		if !slices.Equal(r.Outputs, b.Outputs) {
+			b.Outputs = unionSorted(b.Outputs, r.Outputs)
 		}
 	}
 	return b, nil
@@ -89,32 +89,32 @@ func unionSorted(a, b []string) []string {
 	return slices.Compact(out)
 }
 
-// scatter hands each job its rows of the batch's outputs; a request whose
-// rows cannot be cut gets its own error in errs. The per-request tensors,
-// shapes and result lists come from three shared allocations.
-func (g *gatherPlan) scatter(b *Batch, jobs []*job, errs []error) {
-	if len(jobs) == 1 && b == &jobs[0].p.batch {
-		return
+// scatter cuts each request's rows out of the batch's outputs; a request
+// whose rows cannot be cut gets its own error in errs. The per-request
+// tensors, shapes and result lists come from three shared allocations.
+func (g *gatherPlan) scatter(b *Batch, reqs []*Request) (outs [][]*Tensor, errs []error) {
+	outs, errs = make([][]*Tensor, len(reqs)), make([]error, len(reqs))
+	if len(reqs) == 1 && b == &reqs[0].batch {
+		outs[0] = b.Results
+		return outs, errs
 	}
 	nOut, dims := 0, 0
-	for _, j := range jobs {
-		nOut += len(j.p.batch.Outputs)
+	for _, r := range reqs {
+		nOut += len(r.Outputs)
 	}
 	for _, r := range b.Results {
 		dims += len(r.Shape)
 	}
 	tensors := make([]Tensor, nOut)
 	lists := make([]*Tensor, nOut)
-	shapes := make([]int64, 0, dims*len(jobs))
+	shapes := make([]int64, 0, dims*len(reqs))
 	var offset int64
-	for i, j := range jobs {
-		pb := &j.p.batch
-		rows := int64(j.p.batchSize)
-		pb.ComputeStart, pb.InferStart, pb.InferEnd, pb.ComputeEnd = b.ComputeStart, b.InferStart, b.InferEnd, b.ComputeEnd
-		n := len(pb.Outputs)
-		pb.Results = lists[:0:n]
+	for i, r := range reqs {
+		rows := int64(r.BatchSize)
+		n := len(r.Outputs)
+		outs[i] = lists[:0:n]
 		lists = lists[n:]
-		for _, name := range pb.Outputs {
+		for _, name := range r.Outputs {
 			k := slices.Index(b.Outputs, name)
 			if k < 0 || k >= len(b.Results) {
 				errs[i] = Errorf(CodeInternal, "output '%s' missing from the batch results", name)
@@ -132,10 +132,11 @@ func (g *gatherPlan) scatter(b *Batch, jobs []*job, errs []error) {
 				errs[i] = err
 				break
 			}
-			pb.Results = append(pb.Results, t)
+			outs[i] = append(outs[i], t)
 		}
 		offset += rows
 	}
+	return outs, errs
 }
 
 // sliceRows sets dst to rows [from, from+n) of t along dim 0, sharing t's
@@ -175,13 +176,13 @@ func sliceRows(dst, t *Tensor, from, n int64) error {
 }
 
 // batchInput computes one batch_input tensor over the requests of a batch.
-func batchInput(bi *modelconfig.BatchInput, jobs []*job) (*Tensor, error) {
+func batchInput(bi *modelconfig.BatchInput, reqs []*Request) (*Tensor, error) {
 	name := bi.GetTargetName()[0]
 	dt := DataType(bi.GetDataType())
 	var src []*Tensor
-	for _, j := range jobs {
+	for _, r := range reqs {
 		var t *Tensor
-		for _, in := range j.p.batch.Inputs {
+		for _, in := range r.Inputs {
 			if len(bi.GetSourceInput()) > 0 && in.Name == bi.GetSourceInput()[0] {
 				t = in
 			}

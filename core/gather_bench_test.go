@@ -15,24 +15,24 @@ func BenchmarkGatherScatter(b *testing.B) {
 	for _, r := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("requests=%d", r), func(b *testing.B) {
 			const width = 256
-			jobs := make([]*job, r)
-			for i := range jobs {
-				jobs[i] = &job{size: 1, p: &prepared{batchSize: 1, batch: Batch{
+			reqs := make([]*Request, r)
+			for i := range reqs {
+				reqs[i] = &Request{BatchSize: 1,
 					Inputs:  []*Tensor{{Name: "x", DataType: TypeFP32, Shape: []int64{1, width}, Data: make([]byte, 4*width)}},
 					Outputs: []string{"y"},
-				}}}
+				}
+				reqs[i].batch = Batch{Inputs: reqs[i].Inputs, Outputs: reqs[i].Outputs}
 			}
 			var plan gatherPlan
-			errs := make([]error, r)
 			b.ReportAllocs()
 			for b.Loop() {
-				batch, err := plan.gather(jobs)
+				batch, err := plan.gather(reqs)
 				if err != nil {
 					b.Fatal(err)
 				}
 				in := batch.Inputs[0]
 				batch.Results = []*Tensor{{Name: "y", DataType: in.DataType, Shape: in.Shape, Data: in.Data}}
-				plan.scatter(batch, jobs, errs)
+				plan.scatter(batch, reqs)
 			}
 		})
 	}

@@ -28,7 +28,7 @@ func (b *gateBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.M
 }
 func (b *gateBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance, error) {
 	b.loads.Add(1)
-	return &gateInstance{b: b}, nil
+	return Concatenated(spec.Config, &gateInstance{b: b}), nil
 }
 
 type gateInstance struct{ b *gateBackend }

@@ -64,16 +64,45 @@ func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *
 	return mv
 }
 
-// Infer runs one request on this (acquired) version. Validation errors
-// return before the request is scheduled and are not counted as failures
-// (as Triton).
+// Infer runs one request on this (acquired) version and returns its one
+// response: the collect-exactly-one form of InferStream, for a model that
+// is not decoupled. Validation errors return before the request is
+// scheduled and are not counted as failures (as Triton).
 func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	j, err := mv.run(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	if j.n != 1 {
+		return nil, Errorf(CodeInternal, "model '%s' sent %d responses to a request that expects exactly one", mv.Name, j.n)
+	}
+	return j.one, nil
+}
+
+// InferStream runs one request on this (acquired) version, handing each
+// response to emit as the model produces it, in order and one call at a
+// time; final marks the last call, whose resp is nil when the model ended
+// the request with a final flag alone. It returns once the request is
+// complete: nil, or the error that ended it (Rejected when it never ran).
+// An error from emit ends the request with that error.
+func (mv *ModelVersion) InferStream(ctx context.Context, req *InferRequest, emit func(resp *InferResponse, final bool) error) error {
+	if emit == nil {
+		emit = discard
+	}
+	_, err := mv.run(ctx, req, emit)
+	return err
+}
+
+// run runs one request to its end; with a nil emit the job collects the
+// responses itself (Infer's case, without a closure per request).
+func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*job, error) {
 	tReq := time.Now()
 	p, err := mv.prepare(req)
 	if err != nil {
 		return nil, rejected{err}
 	}
-	j := &job{ctx: ctx, p: p, done: make(chan error, 1)}
+	j := &job{ctx: ctx, p: p, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
+	p.req.job = j
 	j.times.req = tReq
 	j.times.queue = time.Now()
 	if err := mv.sched.submit(j); err != nil {
@@ -83,6 +112,7 @@ func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferRes
 	end := time.Now()
 	if err != nil {
 		var c *cancelled
+		var r responseError
 		switch {
 		case err == errExpired:
 			mv.Stats.recordFailure(tReq, end, FailRejected)
@@ -93,6 +123,9 @@ func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferRes
 		case ctx.Err() != nil:
 			mv.Stats.recordFailure(tReq, end, FailCanceled)
 			return nil, Errorf(CodeCancelled, "request cancelled: %v", err)
+		case errors.As(err, &r):
+			mv.Stats.recordFailure(tReq, end, FailOther)
+			return nil, r.error
 		}
 		mv.Stats.recordFailure(tReq, end, FailBackend)
 		var ce *Error
@@ -101,36 +134,38 @@ func (mv *ModelVersion) Infer(ctx context.Context, req *InferRequest) (*InferRes
 		}
 		return nil, Errorf(CodeInternal, "%s", err.Error())
 	}
-	b := &p.batch
-	j.times.cin, j.times.cout, j.times.execEnd = b.InferStart, b.InferEnd, b.ComputeEnd
-	resp, err := mv.response(req, b)
-	if err != nil {
-		mv.Stats.recordFailure(tReq, time.Now(), FailOther)
-		return nil, err
-	}
-	mv.Stats.recordSuccess(j.times, time.Now(), p.batchSize)
-	return resp, nil
+	mv.Stats.recordSuccess(j.times, time.Now(), p.req.BatchSize)
+	return j, nil
 }
+
+// responseError marks a failure to build a response from the model's
+// outputs (classification, shapes): Triton counts it as OTHER.
+type responseError struct{ error }
+
+func (r responseError) Unwrap() error { return r.error }
 
 // response builds the client's view of the outputs: config dims for
 // reshaped outputs and classification where asked.
-func (mv *ModelVersion) response(req *InferRequest, b *Batch) (*InferResponse, error) {
-	classes := map[string]uint64{}
+func (mv *ModelVersion) response(req *InferRequest, r *Response) (*InferResponse, error) {
+	var classes map[string]uint64
 	for _, o := range req.Outputs {
 		if o.ClassCount > 0 {
+			if classes == nil {
+				classes = map[string]uint64{}
+			}
 			classes[o.Name] = o.ClassCount
 		}
 	}
 	batching := mv.Config.GetMaxBatchSize() > 0
-	resp := &InferResponse{ID: req.ID, ModelName: mv.Name, ModelVersion: mv.Version, Outputs: make([]*Tensor, 0, len(b.Results))}
-	for _, t := range b.Results {
+	resp := &InferResponse{ID: req.ID, ModelName: mv.Name, ModelVersion: mv.Version, Outputs: make([]*Tensor, 0, len(r.Outputs)), Parameters: r.Parameters}
+	for _, t := range r.Outputs {
 		if cfgOut := mv.outputs[t.Name]; cfgOut != nil {
 			t.Shape = responseShape(cfgOut, t.Shape, batching)
 		}
 		if k := classes[t.Name]; k > 0 {
 			ct, err := Classify(t, k, batching, mv.Labels[t.Name])
 			if err != nil {
-				return nil, err
+				return nil, responseError{err}
 			}
 			t = ct
 		}

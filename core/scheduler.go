@@ -34,7 +34,15 @@ type job struct {
 	ctx   context.Context
 	p     *prepared
 	times requestTimes
-	done  chan error
+	done  chan error // the request's end: nil, or the error that ended it
+
+	mv    *ModelVersion
+	orig  *InferRequest
+	emit  func(*InferResponse, bool) error // nil: collect into one and n
+	one   *InferResponse
+	n     int
+	sched *scheduler
+	held  []heldResponse // preserve_ordering: responses kept until the job's turn
 
 	state    jobState
 	size     int64     // max(1, batch size): what the request adds to a batch
@@ -82,11 +90,14 @@ type schedConfig struct {
 	enforced map[string]bool
 	sameSet  bool
 	gather   gatherPlan
+	// decoupled models may send after their execution returns.
+	decoupled bool
 }
 
 func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 	sc := schedConfig{maxBS: max(1, int64(cfg.GetMaxBatchSize())), enforced: map[string]bool{}}
 	sc.gather = newGatherPlan(cfg)
+	sc.decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	db := cfg.GetDynamicBatching()
 	if db == nil {
 		// Default scheduler: one FIFO queue, one request per execution.
@@ -203,7 +214,7 @@ func (s *scheduler) submit(j *job) error {
 			lv = s.levels[p-1]
 		}
 	}
-	j.size = max(1, int64(j.p.batchSize))
+	j.size = max(1, int64(j.p.req.BatchSize))
 	j.level = lv
 	pol := lv.policy
 	if t := pol.timeout; s.cfg.batching && t > 0 {
@@ -219,6 +230,7 @@ func (s *scheduler) submit(j *job) error {
 			s.remove(j, &cancelled{context.Cause(j.ctx)})
 		})
 	}
+	j.sched = s
 	s.mu.Lock()
 	err := s.enqueue(j, lv)
 	s.mu.Unlock()
@@ -276,6 +288,8 @@ func (s *scheduler) remove(j *job, err error) {
 func (s *scheduler) worker(inst Instance) {
 	defer s.wg.Done()
 	var jobs []*job
+	var e Execution
+	var errs []error
 	for {
 		if jobs == nil {
 			<-s.turn
@@ -285,7 +299,7 @@ func (s *scheduler) worker(inst Instance) {
 				return
 			}
 		}
-		errs := runBatch(inst, &s.cfg.gather, s.stats, jobs, s.log)
+		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		// Take the next batch, if one is due, before answering this one:
 		// the answered handlers would otherwise take the CPU while this
 		// instance sits idle.
@@ -297,7 +311,9 @@ func (s *scheduler) worker(inst Instance) {
 		default:
 		}
 		for i, j := range jobs {
-			s.finish(j, errs[i])
+			if errs[i] != errPending {
+				s.finish(j, errs[i])
+			}
 		}
 		jobs = next
 	}
@@ -510,7 +526,7 @@ func (lv *level) compact(now time.Time) {
 
 // compatible reports whether j may join a batch started by first (§9.4).
 func (s *scheduler) compatible(first, j *job) bool {
-	a, b := first.p.batch.Inputs, j.p.batch.Inputs
+	a, b := first.p.req.Inputs, j.p.req.Inputs
 	if s.cfg.sameSet && len(a) != len(b) {
 		return false
 	}
@@ -538,49 +554,55 @@ func (s *scheduler) compatible(first, j *job) bool {
 	return true
 }
 
-// runBatch gathers jobs into one execution on inst, records it and cuts
-// the results back into each job; errs[i] is job i's outcome.
-// A panic anywhere in the batch's path (gather, the backend, scatter) fails
-// the batch's requests with an INTERNAL error naming the model and logs
-// the stack once; the instance goes on serving.
-func runBatch(inst Instance, plan *gatherPlan, stats *Stats, jobs []*job, log *slog.Logger) (errs []error) {
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error("recovered from a panic while executing a batch", "model", plan.model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err := Errorf(CodeInternal, "model '%s' failed to execute the request: internal error: %v", plan.model, r)
-			errs = make([]error, len(jobs))
-			for i := range errs {
-				errs[i] = err
-			}
-		}
-	}()
-	b, err := plan.gather(jobs)
-	if err == nil {
-		ctx := context.Background()
-		if len(jobs) == 1 && jobs[0].ctx != nil {
-			// A lone request may be abandoned mid-run; a batch runs for all.
-			ctx = jobs[0].ctx
-		}
-		err = inst.Execute(ctx, b)
-	}
-	errs = make([]error, len(jobs))
-	if err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	var total uint64
+// runExecution runs jobs as one execution on inst and records it; errs[i]
+// is how job i ended (errPending: a decoupled request still sending).
+// A panic anywhere in the execution's path (gather, the backend, scatter)
+// fails the requests that have not finished with an INTERNAL error naming
+// the model and logs the stack once; the instance goes on serving.
+//
+// e and errs are reused from the last call (each worker owns one of each):
+// an instance must not keep e past Execute.
+func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*job, log *slog.Logger, e *Execution, errs []error) []error {
+	*e = Execution{Requests: e.Requests[:0]}
 	for _, j := range jobs {
-		total += uint64(j.size)
+		e.Requests = append(e.Requests, &j.p.req)
 	}
-	stats.recordExecution(total, b.InferStart.Sub(b.ComputeStart).Nanoseconds(),
-		b.InferEnd.Sub(b.InferStart).Nanoseconds(), b.ComputeEnd.Sub(b.InferEnd).Nanoseconds())
-	plan.scatter(b, jobs, errs)
+	err := execute(inst, model, e, jobs, log)
+	if err == nil {
+		var total uint64
+		for _, j := range jobs {
+			total += uint64(j.size)
+		}
+		stats.recordExecution(total, e.InferStart.Sub(e.ComputeStart).Nanoseconds(),
+			e.InferEnd.Sub(e.InferStart).Nanoseconds(), e.ComputeEnd.Sub(e.InferEnd).Nanoseconds())
+	}
+	errs = errs[:0]
+	for _, j := range jobs {
+		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
+		errs = append(errs, j.p.req.end(err, model, decoupled))
+	}
+	clear(e.Requests)
 	return errs
 }
 
-// finish answers j, in queue order when preserve_ordering asks for it.
+// execute runs e on inst, turning a panic into an error.
+func execute(inst Instance, model string, e *Execution, jobs []*job, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("recovered from a panic while executing a batch", "model", model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = Errorf(CodeInternal, "model '%s' failed to execute the request: internal error: %v", model, r)
+		}
+	}()
+	ctx := context.Background()
+	if len(jobs) == 1 && jobs[0].ctx != nil {
+		// A lone request may be abandoned mid-run; a batch runs for all.
+		ctx = jobs[0].ctx
+	}
+	return inst.Execute(ctx, e)
+}
+
+// finish answers j, in queue order when preserve_ordering asks for it
+// (with the responses it held back).
 func (s *scheduler) finish(j *job, err error) {
 	if !s.cfg.preserve {
 		j.done <- err
@@ -590,7 +612,9 @@ func (s *scheduler) finish(j *job, err error) {
 	j.finished, j.err = true, err
 	n := 0
 	for n < len(s.order) && s.order[n].finished {
-		s.order[n].done <- s.order[n].err
+		o := s.order[n]
+		o.release()
+		o.done <- o.err
 		n++
 	}
 	s.order = slices.Delete(s.order, 0, n)

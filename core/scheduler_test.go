@@ -38,11 +38,11 @@ func (b *echoBackend) Name() string { return "echo" }
 func (b *echoBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
 	return nil
 }
-func (b *echoBackend) NewInstance(context.Context, InstanceSpec) (Instance, error) {
+func (b *echoBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance, error) {
 	if b.failNew.Add(-1) >= 0 {
 		return nil, fmt.Errorf("echo: instance creation failed")
 	}
-	return &echoInstance{b: b}, nil
+	return Concatenated(spec.Config, &echoInstance{b: b}), nil
 }
 
 type echoInstance struct{ b *echoBackend }
@@ -654,16 +654,10 @@ instance_group [ { kind: KIND_CPU count: 3 } ]
 }
 
 func TestSplitFailureFailsOnlyShortRequests(t *testing.T) {
-	rows := []int64{1, 2}
-	jobs := []*job{{p: &prepared{batchSize: 1}}, {p: &prepared{batchSize: 2}}}
-	for i, j := range jobs {
-		j.p.batch.Outputs = []string{"y"}
-		_ = rows[i]
-	}
+	reqs := []*Request{{BatchSize: 1, Outputs: []string{"y"}}, {BatchSize: 2, Outputs: []string{"y"}}}
 	b := &Batch{Outputs: []string{"y"}, Results: []*Tensor{{Name: "y", DataType: TypeInt32, Shape: []int64{2}, Data: make([]byte, 8)}}}
-	errs := make([]error, 2)
 	var g gatherPlan
-	g.scatter(b, jobs, errs)
+	_, errs := g.scatter(b, reqs)
 	if errs[0] != nil {
 		t.Fatalf("first request's rows exist: %v", errs[0])
 	}

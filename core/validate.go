@@ -13,8 +13,7 @@ const batchNote = " NOTE: Setting a non-zero max_batch_size in the model config 
 
 // prepared is a validated request, ready for a scheduler.
 type prepared struct {
-	batch     Batch
-	batchSize uint64 // 0 for non-batching models
+	req Request
 	// priority and timeoutMicros are the request's scheduler parameters.
 	priority, timeoutMicros uint64
 }
@@ -44,7 +43,7 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 	// Requested outputs: unknown names fail, none means all; the backend
 	// returns them in ascending byte order of name (ONNX Runtime backend).
 	if req.Outputs == nil {
-		p.batch.Outputs = mv.outputOrder
+		p.req.Outputs = mv.outputOrder
 	} else {
 		seen := make(map[string]bool, len(req.Outputs))
 		for _, o := range req.Outputs {
@@ -55,7 +54,7 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		}
 		for _, n := range mv.outputOrder {
 			if seen[n] {
-				p.batch.Outputs = append(p.batch.Outputs, n)
+				p.req.Outputs = append(p.req.Outputs, n)
 			}
 		}
 	}
@@ -105,7 +104,7 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 			return nil, Errorf(CodeInvalidArg, "%sinference request batch-size must be <= %d for '%s'", pfx, maxBatch, name)
 		}
 		if bs > 0 {
-			p.batchSize = uint64(bs)
+			p.req.BatchSize = uint64(bs)
 		}
 	}
 
@@ -144,8 +143,10 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		if rs := in.GetReshape(); rs != nil {
 			shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
 		}
-		p.batch.Inputs = append(p.batch.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
+		p.req.Inputs = append(p.req.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
 	}
+	p.req.ID, p.req.Parameters = req.ID, req.Parameters
+	p.req.batch = Batch{Inputs: p.req.Inputs, Outputs: p.req.Outputs}
 	return p, nil
 }
 

@@ -87,8 +87,8 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(p.batch.Inputs[0].Shape, c.wantShape) || !slices.Equal(p.batch.Outputs, c.wantOuts) || p.batchSize != c.wantBatch {
-				t.Fatalf("shape %v outs %v batch %d", p.batch.Inputs[0].Shape, p.batch.Outputs, p.batchSize)
+			if !slices.Equal(p.req.Inputs[0].Shape, c.wantShape) || !slices.Equal(p.req.Outputs, c.wantOuts) || p.req.BatchSize != c.wantBatch {
+				t.Fatalf("shape %v outs %v batch %d", p.req.Inputs[0].Shape, p.req.Outputs, p.req.BatchSize)
 			}
 		})
 	}
@@ -103,7 +103,7 @@ func rawBytesData(t *testing.T, mv *ModelVersion) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.batch.Inputs[0].Data
+	return p.req.Inputs[0].Data
 }
 
 func TestResponseShape(t *testing.T) {

@@ -22,7 +22,6 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 	if len(samples) == 0 {
 		return nil
 	}
-	plan := newGatherPlan(mv.Config)
 	for _, sample := range samples {
 		if sample.GetBatchSize() == 0 {
 			continue
@@ -43,17 +42,18 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 				if err != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
 				}
-				jobs[i] = &job{ctx: ctx, p: p, size: max(1, int64(p.batchSize))}
+				jobs[i] = &job{ctx: ctx, p: p, size: max(1, int64(p.req.BatchSize)), mv: mv, orig: req}
+				p.req.job = jobs[i]
 				jobs[i].times.req, jobs[i].times.queue, jobs[i].times.exec = start, start, start
 			}
-			errs := runBatch(inst, &plan, mv.Stats, jobs, mv.log)
+			// Warmup runs outside the scheduler: a decoupled model must
+			// finish its warmup requests within the execution.
+			errs := runExecution(inst, mv.Name, false, mv.Stats, jobs, mv.log, &Execution{}, nil)
 			for i, j := range jobs {
 				if errs[i] != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), errs[i])
 				}
-				b := &j.p.batch
-				j.times.cin, j.times.cout, j.times.execEnd = b.InferStart, b.InferEnd, b.ComputeEnd
-				mv.Stats.recordSuccess(j.times, time.Now(), j.p.batchSize)
+				mv.Stats.recordSuccess(j.times, time.Now(), j.p.req.BatchSize)
 			}
 		}
 	}
@@ -152,3 +152,6 @@ func randomData(rng *rand.Rand, dt DataType, n int64) []byte {
 	}
 	return out
 }
+
+// discard is the consumer of warmup responses.
+func discard(*InferResponse, bool) error { return nil }

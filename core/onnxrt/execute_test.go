@@ -32,7 +32,7 @@ func ioConfig(mbs int, elem ob.DataType, dims string, inputs, outputs []string) 
 }
 
 // execute runs one batch, failing the test on error.
-func execute(t testing.TB, in core.Instance, outputs []string, inputs ...*core.Tensor) []*core.Tensor {
+func execute(t testing.TB, in core.BatchInstance, outputs []string, inputs ...*core.Tensor) []*core.Tensor {
 	t.Helper()
 	b := &core.Batch{Inputs: inputs, Outputs: outputs}
 	if err := in.Execute(context.Background(), b); err != nil {

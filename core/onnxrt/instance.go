@@ -60,14 +60,25 @@ type outputSlot struct {
 	half bool
 }
 
-var _ core.Instance = (*instance)(nil)
+var _ core.BatchInstance = (*instance)(nil)
 
-// NewInstance loads one instance of a model version: it builds session
+// NewInstance loads one instance of a model version, served through the
+// core's concatenating adapter: ONNX Runtime runs one tensor per input for
+// the whole batch.
+func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
+	in, err := b.NewBatchInstance(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return core.Concatenated(spec.Config, in), nil
+}
+
+// NewBatchInstance loads one instance of a model version: it builds session
 // options from the config, checks the config against the graph (spec
 // §17.6), registers the execution providers of the instance kind and opens
 // the ORT session. KIND_CPU and KIND_MODEL run on the CPU; KIND_GPU adds the
 // CUDA provider (after any TensorRT one) on spec.DeviceID.
-func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
+func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) (core.BatchInstance, error) {
 	release, err := b.hold()
 	if err != nil {
 		return nil, err

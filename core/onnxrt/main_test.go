@@ -62,7 +62,7 @@ func config(t testing.TB, text string) *modelconfig.ModelConfig {
 }
 
 // load creates a KIND_CPU instance, failing the test on error.
-func load(t testing.TB, v core.VersionFiles, cfg *modelconfig.ModelConfig) core.Instance {
+func load(t testing.TB, v core.VersionFiles, cfg *modelconfig.ModelConfig) core.BatchInstance {
 	t.Helper()
 	in, err := loadKind(v, cfg, modelconfig.ModelInstanceGroup_KIND_CPU)
 	if err != nil {
@@ -76,8 +76,8 @@ func load(t testing.TB, v core.VersionFiles, cfg *modelconfig.ModelConfig) core.
 	return in
 }
 
-func loadKind(v core.VersionFiles, cfg *modelconfig.ModelConfig, kind modelconfig.ModelInstanceGroup_Kind) (core.Instance, error) {
-	return testBackend.NewInstance(context.Background(), core.InstanceSpec{
+func loadKind(v core.VersionFiles, cfg *modelconfig.ModelConfig, kind modelconfig.ModelInstanceGroup_Kind) (core.BatchInstance, error) {
+	return testBackend.NewBatchInstance(context.Background(), core.InstanceSpec{
 		VersionFiles: v, Name: v.ModelName + "_0", Kind: kind, Config: cfg,
 	})
 }

@@ -25,8 +25,8 @@ func (Identity) AutoComplete(context.Context, core.VersionFiles, *modelconfig.Mo
 }
 
 // NewInstance implements core.Backend.
-func (Identity) NewInstance(context.Context, core.InstanceSpec) (core.Instance, error) {
-	return identityInstance{}, nil
+func (Identity) NewInstance(_ context.Context, spec core.InstanceSpec) (core.Instance, error) {
+	return core.Concatenated(spec.Config, identityInstance{}), nil
 }
 
 type identityInstance struct{}

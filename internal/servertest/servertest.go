@@ -61,7 +61,7 @@ type Options struct {
 	AllowFailures bool
 }
 
-// Start runs the core over o.Repo with the ONNX Runtime and Identity
+// Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
 // backends; it stops when the test ends. Logs are discarded.
 func Start(t testing.TB, o Options) *core.Server {
 	t.Helper()
@@ -78,7 +78,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	repos, err := repo.OpenAll(context.Background(), []string{o.Repo})
 	Must(t, err)
 	srv := core.NewServer(core.Options{
-		Repos: repos, Backends: []core.Backend{backend, Identity{}}, ControlMode: o.Mode, StartupModels: o.Startup,
+		Repos: repos, Backends: []core.Backend{backend, Identity{}, Repeat{}}, ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: true, StrictReadiness: true, Logger: log,
 	})
 	t.Cleanup(func() {

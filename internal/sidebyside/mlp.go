@@ -61,7 +61,7 @@ func MLPInput() []byte {
 // written under root), executed through Instance.Execute without a
 // frontend or a scheduler.
 type MLPReference struct {
-	insts chan core.Instance
+	insts chan core.BatchInstance
 }
 
 // NewMLPReference loads the reference; it closes when the benchmark ends.
@@ -75,10 +75,10 @@ func NewMLPReference(b *testing.B, root, model string) *MLPReference {
 	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4})
 	must(b, err)
 	b.Cleanup(func() { _ = backend.Close() })
-	r := &MLPReference{insts: make(chan core.Instance, MLPInstances)}
+	r := &MLPReference{insts: make(chan core.BatchInstance, MLPInstances)}
 	dir := filepath.Join(root, model)
 	for k := range MLPInstances {
-		inst, err := backend.NewInstance(context.Background(), core.InstanceSpec{
+		inst, err := backend.NewBatchInstance(context.Background(), core.InstanceSpec{
 			VersionFiles: core.VersionFiles{ModelName: model, Version: 1, ModelDir: dir, VersionDir: filepath.Join(dir, "1")},
 			Name:         model + "_0_" + strconv.Itoa(k), Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Config: cfg,
 		})

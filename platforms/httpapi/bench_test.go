@@ -67,8 +67,8 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib})
 	must(b, err)
 	defer backend.Close()
-	newInst := func() core.Instance {
-		inst, err := backend.NewInstance(context.Background(), core.InstanceSpec{
+	newInst := func() core.BatchInstance {
+		inst, err := backend.NewBatchInstance(context.Background(), core.InstanceSpec{
 			VersionFiles: core.VersionFiles{ModelName: "simple", Version: 1, ModelDir: root + "/simple", VersionDir: root + "/simple/1"},
 			Name:         "simple_0", Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Config: cfg,
 		})
@@ -82,7 +82,7 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 		for _, cl := range callers {
 			rs.Run(b, cl.name+c, conc, 1, cl.call)
 		}
-		insts := make(chan core.Instance, conc)
+		insts := make(chan core.BatchInstance, conc)
 		for range min(conc, 2) {
 			insts <- newInst()
 		}

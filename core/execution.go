@@ -1,0 +1,228 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// Execution is what a scheduler hands to one instance: the requests of one
+// batch, in queue order. The instance fills the timestamps, which bracket
+// input preparation, the model run and output collection (statistics).
+type Execution struct {
+	Requests                                       []*Request
+	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
+}
+
+// Request is one request of an execution as a backend sees it: validated,
+// its inputs shaped as the model expects (batch dimension first when the
+// model batches), the outputs it asked for and its parameters.
+type Request struct {
+	ID string
+	// Inputs in config order; Outputs are the requested names, ascending.
+	Inputs  []*Tensor
+	Outputs []string
+	// Parameters are the request's parameters for the model (string,
+	// int64, bool or float64 values).
+	Parameters map[string]any
+	// BatchSize is the request's batch size, 0 for a model that does not
+	// batch.
+	BatchSize uint64
+
+	batch Batch // the one-request batch of Concatenated, without a copy
+	job   *job
+
+	mu       sync.Mutex
+	final    bool
+	err      error       // why the request ended, if it failed
+	detached bool        // still sending after its execution returned
+	stop     func() bool // detaches the cancellation hook of a detached request
+}
+
+// Response is one response of a request: its outputs (a subset of the
+// request's Outputs) and parameters, or an error that ends the request.
+type Response struct {
+	Outputs    []*Tensor
+	Parameters map[string]any
+	Err        error
+}
+
+// errFinished answers a send after the request's final response.
+var errFinished = Errorf(CodeInternal, "the request has already sent its final response")
+
+// Send delivers one response; final marks the request's last one. A nil
+// resp with final set is a final flag without a response (a decoupled
+// model that has nothing more to say). A response with Err ends the
+// request with that error. Send returns an error when the request can
+// take no more responses: it is finished, or its client went away; the
+// backend should then stop producing for it.
+func (r *Request) Send(resp *Response, final bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.final {
+		return errFinished
+	}
+	j := r.job
+	if err := j.ctx.Err(); err != nil {
+		err = &cancelled{context.Cause(j.ctx)}
+		r.close(err)
+		return err
+	}
+	if resp != nil && resp.Err != nil {
+		r.close(resp.Err)
+		return nil
+	}
+	var out *InferResponse
+	if resp != nil {
+		var err error
+		if out, err = j.mv.response(j.orig, resp); err != nil {
+			r.close(err)
+			return err
+		}
+	}
+	if resp == nil && !final {
+		return nil
+	}
+	if err := j.deliver(out, final); err != nil {
+		r.close(err)
+		return err
+	}
+	if final {
+		r.close(nil)
+	}
+	return nil
+}
+
+// close ends the request with err (nil: success); r.mu is held. A request
+// left sending after its execution returned finishes its job here.
+func (r *Request) close(err error) {
+	r.final, r.err = true, err
+	if r.detached {
+		if r.stop != nil {
+			r.stop()
+		}
+		r.job.sched.finish(r.job, err)
+	}
+}
+
+// end closes the request after its execution: it reports how the request
+// ended, failing one that sent no final response with execErr (or, when
+// the execution succeeded, for never finishing). A decoupled request may
+// go on sending after a successful execution: end reports errPending, and
+// the final send, or the client going away, finishes it.
+func (r *Request) end(execErr error, model string, decoupled bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.final {
+		return r.err
+	}
+	if decoupled && execErr == nil && r.job.sched != nil {
+		r.detached = true
+		j := r.job
+		r.stop = context.AfterFunc(j.ctx, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if !r.final {
+				r.close(&cancelled{context.Cause(j.ctx)})
+			}
+		})
+		return errPending
+	}
+	r.final = true
+	r.err = execErr
+	if r.err == nil {
+		r.err = Errorf(CodeInternal, "model '%s' returned from execution without sending a final response", model)
+	}
+	return r.err
+}
+
+// errPending says a decoupled request is still sending after its
+// execution returned; its job is finished by its final send instead.
+var errPending = Errorf(CodeInternal, "request still pending")
+
+// heldResponse is a response kept back for preserve_ordering.
+type heldResponse struct {
+	resp  *InferResponse
+	final bool
+}
+
+// deliver hands one response to the job's consumer, or holds it until the
+// job's turn under preserve_ordering.
+func (j *job) deliver(resp *InferResponse, final bool) error {
+	if j.sched != nil && j.sched.cfg.preserve {
+		j.held = append(j.held, heldResponse{resp, final})
+		return nil
+	}
+	return j.hand(resp, final)
+}
+
+// hand gives one response to the consumer: emit, or the job itself when
+// it collects (Infer).
+func (j *job) hand(resp *InferResponse, final bool) error {
+	if j.emit != nil {
+		return j.emit(resp, final)
+	}
+	if resp != nil {
+		j.one = resp
+		j.n++
+	}
+	return nil
+}
+
+// release hands the held responses on, in order.
+func (j *job) release() {
+	for _, h := range j.held {
+		_ = j.hand(h.resp, h.final)
+	}
+	j.held = nil
+}
+
+// Concatenated serves a BatchInstance as an Instance: it gathers the
+// requests' inputs into one batch (concatenated along dimension 0, ragged
+// inputs flattened, batch inputs computed), runs it, and cuts the outputs
+// back into one final response per request (model-repository.md
+// §9.4–§9.6).
+func Concatenated(cfg *modelconfig.ModelConfig, inst BatchInstance) Instance {
+	return &concatenated{plan: newGatherPlan(cfg), inst: inst}
+}
+
+type concatenated struct {
+	plan gatherPlan
+	inst BatchInstance
+}
+
+func (c *concatenated) Execute(ctx context.Context, e *Execution) error {
+	b, err := c.plan.gather(e.Requests)
+	if err != nil {
+		return err
+	}
+	if err := c.inst.Execute(ctx, b); err != nil {
+		return err
+	}
+	e.ComputeStart, e.InferStart, e.InferEnd, e.ComputeEnd = b.ComputeStart, b.InferStart, b.InferEnd, b.ComputeEnd
+	if len(e.Requests) == 1 && b == &e.Requests[0].batch {
+		resp := Response{Outputs: b.Results}
+		_ = e.Requests[0].Send(&resp, true)
+		return nil
+	}
+	outs, errs := c.plan.scatter(b, e.Requests)
+	for i, r := range e.Requests {
+		resp := Response{Outputs: outs[i], Err: errs[i]}
+		_ = r.Send(&resp, true)
+	}
+	return nil
+}
+
+func (c *concatenated) Close() error { return c.inst.Close() }
+
+// Batched is the BatchInstance inside inst, when inst is Concatenated
+// over one (for in-process references that run batches themselves).
+func Batched(inst Instance) (BatchInstance, bool) {
+	c, ok := inst.(*concatenated)
+	if !ok {
+		return nil, false
+	}
+	return c.inst, true
+}
