@@ -93,20 +93,26 @@ func inferParam(p *pb.InferParameter) v2.Param {
 func inferRequest(in *pb.ModelInferRequest) (*core.InferRequest, error) {
 	model := in.GetModelName()
 	req := &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
-	params, err := v2.ReadInferParams(inferParams(in.GetParameters()))
-	if err != nil {
-		return nil, err
+	// No parameters read as the zero InferParams, which a new request
+	// already holds.
+	if len(in.GetParameters()) > 0 {
+		params, err := v2.ReadInferParams(inferParams(in.GetParameters()))
+		if err != nil {
+			return nil, err
+		}
+		params.Apply(req)
 	}
-	params.Apply(req)
 
 	inputs := in.GetInputs()
 	req.Inputs = make([]*core.Tensor, len(inputs))
+	tensors := make([]core.Tensor, len(inputs)) // one allocation for all inputs
 	var seen codec.Names
 	for i, t := range inputs {
 		if seen.Add(t.GetName()) {
 			return nil, codec.DuplicateInput(req.ID, t.GetName())
 		}
-		req.Inputs[i] = &core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
+		tensors[i] = core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
+		req.Inputs[i] = &tensors[i]
 	}
 	if outs := in.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]core.RequestedOutput, len(outs))
@@ -280,8 +286,11 @@ func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
 		Outputs:           make([]*pb.ModelInferResponse_InferOutputTensor, len(resp.Outputs)),
 		RawOutputContents: make([][]byte, len(resp.Outputs)),
 	}
+	tensors := make([]pb.ModelInferResponse_InferOutputTensor, len(resp.Outputs)) // one allocation for all outputs
 	for i, t := range resp.Outputs {
-		out.Outputs[i] = &pb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.DataType.String(), Shape: t.Shape}
+		o := &tensors[i]
+		o.Name, o.Datatype, o.Shape = t.Name, t.DataType.String(), t.Shape
+		out.Outputs[i] = o
 		out.RawOutputContents[i] = t.Data
 	}
 	if len(resp.Parameters) > 0 {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"runtime"
 	"strings"
 	"sync/atomic"
 
@@ -80,16 +81,26 @@ func New(c *core.Server, opts Options) *Server {
 }
 
 // ServerOptions are the grpc.NewServer options the API needs: Triton's
-// message size limits (grpc-api.md §1.2) and the interceptors of the
-// restricted protocols (§13) and of draining (§1.5).
+// message size limits (grpc-api.md §1.2), the interceptors of the
+// restricted protocols (§13) and of draining (§1.5), and the codec that
+// does not copy tensor contents (inferCodec).
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(math.MaxInt32),
 		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.ForceServerCodecV2(newInferCodec()),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.ChainUnaryInterceptor(s.unaryGuard),
 		grpc.ChainStreamInterceptor(s.streamGuard),
 	}
 }
+
+// streamWorkers is how many goroutines serve the RPCs: long-lived ones,
+// whose stacks have already grown to the depth of an inference call; a
+// goroutine per RPC, grpc-go's default, grows its stack anew each time
+// (runtime.newstack was 8% of a single-client ModelInfer's CPU). An RPC
+// that finds every worker busy gets its own goroutine, as by default.
+var streamWorkers = uint32(max(16, 4*runtime.GOMAXPROCS(0)))
 
 // Register registers inference.GRPCInferenceService and grpc.health.v1
 // on g (built with ServerOptions).

@@ -1,0 +1,170 @@
+package grpcapi
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+)
+
+// codecRequests are encoded requests: raw contents first, last, between
+// other fields, empty, and with unknown fields.
+func codecRequests(t *testing.T) [][]byte {
+	t.Helper()
+	full, err := proto.Marshal(&pb.ModelInferRequest{
+		ModelName: "m", ModelVersion: "1", Id: "id",
+		Parameters: map[string]*pb.InferParameter{"k": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 3}}},
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "a", Datatype: "INT32", Shape: []int64{1, 2}},
+			{Name: "b", Datatype: "BYTES", Shape: []int64{1}},
+		},
+		Outputs:          []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "y"}},
+		RawInputContents: [][]byte{{1, 2, 3, 4, 5, 6, 7, 8}, {}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(b []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, rawInputField, protowire.BytesType), b)
+	}
+	name := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "model")
+	unknown := protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 5)
+	rawAsVarint := protowire.AppendVarint(protowire.AppendTag(nil, rawInputField, protowire.VarintType), 7)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	return [][]byte{
+		nil,
+		full,
+		cat(raw([]byte("first")), full),
+		cat(name, raw([]byte("x")), unknown, raw(nil), name, raw([]byte("yz"))),
+		cat(full, rawAsVarint, raw([]byte("after"))),
+		cat(full[:len(full)-3]),                               // truncated
+		cat(name, protowire.AppendTag(nil, rawInputField, 2)), // raw without its length
+		cat(name, []byte{0x0a, 0x02, 0xff, 0xfe}),             // model_name not UTF-8
+		cat(name, []byte{0x00}),                               // field 0
+	}
+}
+
+// TestInferCodecUnmarshal: a ModelInferRequest reads as proto.Unmarshal
+// reads it, error included, and its raw contents alias the message.
+func TestInferCodecUnmarshal(t *testing.T) {
+	cases := codecRequests(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range codecRequests(t) {
+		for range 200 { // random corruptions
+			if len(c) == 0 {
+				break
+			}
+			d := bytes.Clone(c)
+			d[r.IntN(len(d))] = byte(r.IntN(256))
+			cases = append(cases, d[:r.IntN(len(d)+1)])
+		}
+	}
+	for i, c := range cases {
+		want := &pb.ModelInferRequest{}
+		wantErr := proto.Unmarshal(c, want)
+		buf := bytes.Clone(c)
+		got := &pb.ModelInferRequest{ModelName: "stale", RawInputContents: [][]byte{{9}}}
+		gotErr := unmarshalInferRequest(buf, got)
+		if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+			t.Fatalf("case %d (%x): error %v, proto.Unmarshal's %v", i, c, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			continue
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("case %d (%x): got %v, want %v", i, c, got, want)
+		}
+		for k, b := range got.RawInputContents {
+			if len(b) > 0 && !aliases(b, buf) {
+				t.Errorf("case %d: raw input %d is a copy", i, k)
+			}
+			if (b == nil) != (want.RawInputContents[k] == nil) {
+				t.Errorf("case %d: raw input %d nil %v, proto's nil %v", i, k, b == nil, want.RawInputContents[k] == nil)
+			}
+		}
+	}
+}
+
+func aliases(b, buf []byte) bool {
+	for i := range buf {
+		if &buf[i] == &b[0] {
+			return true
+		}
+	}
+	return false
+}
+
+// TestInferCodecMarshal: responses, small or large, alone or in a stream
+// response, are the bytes proto.Marshal writes; large raw outputs are sent
+// from their own buffers.
+func TestInferCodecMarshal(t *testing.T) {
+	big := bytes.Repeat([]byte{1, 2, 3}, rawOutputMinLength)
+	response := func(raw ...[]byte) *pb.ModelInferResponse {
+		return &pb.ModelInferResponse{
+			ModelName: "m", ModelVersion: "1", Id: "id",
+			Parameters: map[string]*pb.InferParameter{"p": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}}},
+			Outputs: []*pb.ModelInferResponse_InferOutputTensor{
+				{Name: "y", Datatype: "UINT8", Shape: []int64{int64(len(big))}},
+				{Name: "z", Datatype: "UINT8", Shape: []int64{0}},
+			},
+			RawOutputContents: raw,
+		}
+	}
+	c := newInferCodec()
+	for i, m := range []proto.Message{
+		response(),
+		response([]byte{1, 2}, nil),
+		response(big, nil),
+		response(big, []byte{}, big[:7]),
+		&pb.ModelStreamInferResponse{InferResponse: response(big, nil)},
+		&pb.ModelStreamInferResponse{ErrorMessage: "e", InferResponse: response(big[:5], big)},
+		&pb.ModelStreamInferResponse{ErrorMessage: "e", InferResponse: response([]byte{1})},
+		&pb.ServerLiveResponse{Live: true},
+	} {
+		want, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data.Materialize(); !bytes.Equal(got, want) {
+			t.Errorf("case %d: %x, proto.Marshal writes %x", i, got, want)
+		}
+		copied := true
+		for _, b := range data {
+			if d := b.ReadOnlyData(); len(d) > 0 && &d[0] == &big[0] {
+				copied = false
+			}
+		}
+		if copied == (rawLength(inferOf(m)) >= rawOutputMinLength) {
+			t.Errorf("case %d: raw outputs copied %v", i, copied)
+		}
+		if got, err := proto.Marshal(m); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("case %d: message changed by Marshal", i)
+		}
+		data.Free()
+	}
+
+	var req pb.ModelInferRequest
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x0a, 0x01, 'm'}), mem.SliceBuffer([]byte{0x3a, 0x01, 9})}, &req); err != nil ||
+		req.ModelName != "m" || len(req.RawInputContents) != 1 || req.RawInputContents[0][0] != 9 {
+		t.Errorf("Unmarshal over two buffers: %v, %v", &req, err)
+	}
+}
+
+func inferOf(m proto.Message) *pb.ModelInferResponse {
+	switch m := m.(type) {
+	case *pb.ModelInferResponse:
+		return m
+	case *pb.ModelStreamInferResponse:
+		return m.GetInferResponse()
+	}
+	return nil
+}
