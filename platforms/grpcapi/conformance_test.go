@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -40,13 +41,6 @@ max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_INT8 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT8 dims: [ -1 ] } ]
 `
-	repeatConfig = `name: "repeat"
-backend: "identity"
-max_batch_size: 0
-model_transaction_policy { decoupled: true }
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
-`
 )
 
 func conformanceRepo(t *testing.T) string {
@@ -54,7 +48,7 @@ func conformanceRepo(t *testing.T) string {
 		"simple":   simpleModel(),
 		"id1":      {Config: id1Config, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1))},
 		"int8":     {Config: int8Config, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Int8, -1))},
-		"repeat":   {Config: repeatConfig, ONNX: []byte("identity")},
+		"repeat":   {Config: servertest.RepeatConfig, ONNX: []byte("repeat")},
 		"mismatch": {Config: mismatchConfig, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, -1))},
 	})
 }
@@ -72,8 +66,6 @@ var conformanceDeferred = map[int]string{
 	31: "log settings are the observability issue (14); LogSettings answers UNIMPLEMENTED",
 	32: "log settings are the observability issue (14)",
 	33: "log settings are the observability issue (14)",
-	57: "several responses per request need the core's multi-response path (ensembles issue, 12)",
-	58: "several responses per request need the core's multi-response path (ensembles issue, 12)",
 	64: "a start-up error: cmd/inferd TestLaunchErrors",
 	66: "a flag of the command: cmd/inferd TestGRPCResponseCompression and TestResponseCompressor here",
 	67: "header forwarding is the observability issue (14); --grpc-header-forward-pattern is accepted, not in effect",
@@ -437,6 +429,61 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 				t.Fatal(resp, err)
 			}
 		},
+		57: func(t *testing.T, c context.Context) {
+			// servertest.Repeat ends with a final flag alone: three
+			// responses marked not final, and no fourth message.
+			st, err := h.client.ModelStreamInfer(c)
+			servertest.Must(t, err)
+			servertest.Must(t, st.Send(repeatRequest("r", 3)))
+			servertest.Must(t, st.Send(simpleWithID("after")))
+			servertest.Must(t, st.CloseSend())
+			var finals []bool
+			for {
+				resp, err := st.Recv()
+				if err == io.EOF {
+					break
+				}
+				servertest.Must(t, err)
+				if resp.GetErrorMessage() != "" {
+					t.Fatal(resp.GetErrorMessage())
+				}
+				if ir := resp.GetInferResponse(); ir.GetId() == "r" {
+					finals = append(finals, ir.GetParameters()["triton_final_response"].GetBoolParam())
+				}
+			}
+			if !slices.Equal(finals, []bool{false, false, false}) {
+				t.Fatalf("triton_final_response of repeat's messages: %v", finals)
+			}
+		},
+		58: func(t *testing.T, c context.Context) {
+			st, err := h.client.ModelStreamInfer(c)
+			servertest.Must(t, err)
+			req := repeatRequest("r", 3)
+			req.Parameters = map[string]*pb.InferParameter{"triton_enable_empty_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}}}
+			servertest.Must(t, st.Send(req))
+			servertest.Must(t, st.CloseSend())
+			var got []*pb.ModelInferResponse
+			for {
+				resp, err := st.Recv()
+				if err == io.EOF {
+					break
+				}
+				servertest.Must(t, err)
+				got = append(got, resp.GetInferResponse())
+			}
+			if len(got) != 4 {
+				t.Fatalf("%d messages, want 4", len(got))
+			}
+			last := got[3]
+			if len(last.GetOutputs()) != 0 || !last.GetParameters()["triton_final_response"].GetBoolParam() || last.GetId() != "r" || last.GetModelName() != "repeat" {
+				t.Fatalf("empty final response %v", last)
+			}
+			for _, r := range got[:3] {
+				if r.GetParameters()["triton_final_response"].GetBoolParam() || len(r.GetOutputs()) != 2 {
+					t.Fatalf("response %v", r)
+				}
+			}
+		},
 		59: func(t *testing.T, c context.Context) {
 			// Without the header: in-band, and the stream goes on.
 			st, err := h.client.ModelStreamInfer(c)
@@ -515,8 +562,8 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 
 func repeatRequest(id string, n int) *pb.ModelInferRequest {
 	return &pb.ModelInferRequest{ModelName: "repeat", Id: id,
-		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "INT32", Shape: []int64{int64(n)}}},
-		RawInputContents: [][]byte{make([]byte, 4*n)}}
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{int64(n)}}},
+		RawInputContents: [][]byte{int32s(make([]int32, n))}}
 }
 
 // explicit is a second server over the same models, in explicit mode with

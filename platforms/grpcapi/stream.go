@@ -32,6 +32,10 @@ type streamResult struct {
 	// err is set on an asynchronous error (grpc-api.md §11.2), the kind
 	// that ends the stream in triton_grpc_error mode (§11.5).
 	err error
+	// more is set on a decoupled model's response that is not the
+	// request's last message; resp is nil on the last one when there is
+	// nothing to write (a final flag alone, §11.3).
+	more bool
 }
 
 // streamRead is how the reading side of a stream ended: after n requests,
@@ -63,15 +67,21 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	pending := map[int64]streamResult{}
 	var next, written int64
 	total := int64(-1)
+	// written counts the requests whose last message is out; each frees
+	// its slot of the window.
 	write := func(r streamResult) error {
 		if r.err != nil && grpcErrorMode {
 			return statusError(r.err)
 		}
-		if err := stream.Send(r.resp); err != nil {
-			return status.Error(codes.Canceled, err.Error())
+		if r.resp != nil {
+			if err := stream.Send(r.resp); err != nil {
+				return status.Error(codes.Canceled, err.Error())
+			}
 		}
-		written++
-		<-slots
+		if !r.more {
+			written++
+			<-slots
+		}
 		return nil
 	}
 	for total < 0 || written < total {
@@ -142,35 +152,76 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		results <- syncStreamError(seq, in, err)
 		return true
 	}
-	// The core returns exactly one (final) response per request, which is
-	// a valid decoupled answer: a decoupled model is served through the
-	// same path, its response written as soon as it is produced.
-	ordered := !mv.Config.GetModelTransactionPolicy().GetDecoupled()
-	if !ordered {
-		seq = -1
-	}
-	go func() {
-		resp, err := mv.Infer(ctx, req)
-		release()
-		switch {
-		case err != nil && core.Rejected(err):
-			results <- syncStreamError(seq, in, err)
-		case err != nil:
-			results <- asyncStreamError(seq, in, err)
-		default:
-			out, err := inferResponse(resp)
-			if err != nil {
+	if !mv.Config.GetModelTransactionPolicy().GetDecoupled() {
+		go func() {
+			resp, err := mv.Infer(ctx, req)
+			release()
+			switch {
+			case err != nil && core.Rejected(err):
+				results <- syncStreamError(seq, in, err)
+			case err != nil:
 				results <- asyncStreamError(seq, in, err)
-				return
+			default:
+				results <- streamResponse(seq, in, resp, true, false)
 			}
-			if out.Parameters == nil {
-				out.Parameters = map[string]*pb.InferParameter{}
+		}()
+		return true
+	}
+	// A decoupled model's responses are written as they come (§11.2);
+	// the window bounds them, so a slow reader holds the model back
+	// (§11.6), and the stream's end releases a blocked producer.
+	emptyFinal := in.GetParameters()["triton_enable_empty_final_response"].GetBoolParam()
+	go func() {
+		defer release()
+		err := mv.InferStream(ctx, req, func(resp *core.InferResponse, final bool) error {
+			r := streamResponse(-1, in, resp, final, !final)
+			if resp == nil && !emptyFinal {
+				r.resp = nil
 			}
-			out.Parameters["triton_final_response"] = finalResponse()
-			results <- streamResult{seq: seq, resp: &pb.ModelStreamInferResponse{InferResponse: out}}
+			select {
+			case results <- r:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		var r streamResult
+		switch {
+		case err == nil:
+			return
+		case core.Rejected(err):
+			r = syncStreamError(-1, in, err)
+		default:
+			r = asyncStreamError(-1, in, err)
+		}
+		select {
+		case results <- r:
+		case <-ctx.Done():
 		}
 	}()
-	return ordered
+	return false
+}
+
+// streamResponse renders one response of a request (nil: the empty final
+// response of §11.3, with the request's names) with its
+// triton_final_response parameter.
+func streamResponse(seq int64, in *pb.ModelInferRequest, resp *core.InferResponse, final, more bool) streamResult {
+	var out *pb.ModelInferResponse
+	if resp == nil {
+		out = &pb.ModelInferResponse{Id: in.GetId(), ModelName: in.GetModelName(), ModelVersion: in.GetModelVersion()}
+	} else {
+		var err error
+		if out, err = inferResponse(resp); err != nil {
+			r := asyncStreamError(seq, in, err)
+			r.more = more
+			return r
+		}
+	}
+	if out.Parameters == nil {
+		out.Parameters = map[string]*pb.InferParameter{}
+	}
+	out.Parameters["triton_final_response"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: final}}
+	return streamResult{seq: seq, resp: &pb.ModelStreamInferResponse{InferResponse: out}, more: more}
 }
 
 func finalResponse() *pb.InferParameter {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
@@ -273,4 +275,102 @@ func FuzzModelStreamInfer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestModelStreamInferDecoupled streams a decoupled model's 0, 1 and
+// 1,000 responses, written as they come with their values in order,
+// beside a non-decoupled request on the same stream; the stream ends
+// cleanly once every request has finished.
+func TestModelStreamInferDecoupled(t *testing.T) {
+	h := start(t, servertest.Options{Repo: conformanceRepo(t)}, Options{})
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	counts := map[string]int{"r0": 0, "r1": 1, "r1000": 1000}
+	for id, n := range counts {
+		req := repeatRequest(id, n)
+		vals := make([]int32, n)
+		for i := range vals {
+			vals[i] = int32(7 * i)
+		}
+		req.RawInputContents = [][]byte{int32s(vals)}
+		servertest.Must(t, st.Send(req))
+	}
+	servertest.Must(t, st.Send(simpleWithID("7")))
+	servertest.Must(t, st.CloseSend())
+	got := map[string]int{}
+	for {
+		resp, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		servertest.Must(t, err)
+		ir := resp.GetInferResponse()
+		if resp.GetErrorMessage() != "" {
+			t.Fatal(resp.GetErrorMessage())
+		}
+		if ir.GetModelName() == "simple" {
+			checkSimple(t, ir)
+			continue
+		}
+		i := got[ir.GetId()]
+		for k, o := range ir.GetOutputs() {
+			want := int32(7 * i)
+			if o.GetName() == "IDX" {
+				want = int32(i)
+			}
+			if v := decodeInt32s(ir.GetRawOutputContents()[k])[0]; v != want {
+				t.Fatalf("%s response %d: %s = %d, want %d", ir.GetId(), i, o.GetName(), v, want)
+			}
+		}
+		got[ir.GetId()]++
+	}
+	for id, n := range counts {
+		if got[id] != n {
+			t.Fatalf("%s: %d responses, want %d", id, got[id], n)
+		}
+	}
+}
+
+// TestModelStreamInferDecoupledCancel cancels a stream in the middle of a
+// decoupled model's responses: the client sees CANCELLED, the model stops
+// producing, and the server serves the next stream.
+func TestModelStreamInferDecoupledCancel(t *testing.T) {
+	h := start(t, servertest.Options{Repo: conformanceRepo(t)}, Options{})
+	c, cancel := context.WithCancel(ctx(t))
+	st, err := h.client.ModelStreamInfer(c)
+	servertest.Must(t, err)
+	req := repeatRequest("long", 100000)
+	req.Parameters = map[string]*pb.InferParameter{"wait_us": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 100}}}
+	servertest.Must(t, st.Send(req))
+	for range 10 {
+		_, err := st.Recv()
+		servertest.Must(t, err)
+	}
+	cancel()
+	for {
+		if _, err := st.Recv(); err != nil {
+			if status.Code(err) != codes.Canceled {
+				t.Fatalf("cancelled stream: %v", err)
+			}
+			break
+		}
+	}
+	mv, release, err := h.core.Acquire("repeat", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	deadline := time.Now().Add(10 * time.Second)
+	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled request was not counted as cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st, err = h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	servertest.Must(t, st.Send(repeatRequest("next", 2)))
+	for range 2 {
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
