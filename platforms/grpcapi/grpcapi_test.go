@@ -3,6 +3,8 @@ package grpcapi
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -231,4 +234,18 @@ func TestSharedMemoryInput(t *testing.T) {
 	req.RawInputContents = req.RawInputContents[1:]
 	_, err := h.client.ModelInfer(ctx(t), req)
 	wantStatus(t, err, codes.NotFound, "Unable to find shared memory region: 'r'")
+}
+
+// TestResponseSizeLimit: a response past INT32_MAX bytes is refused with
+// Triton's text (grpc-api.md §1.2). The buffer is never touched, so the
+// kernel lends its pages lazily.
+func TestResponseSizeLimit(t *testing.T) {
+	out := &pb.ModelInferResponse{ModelName: "m", RawOutputContents: [][]byte{make([]byte, math.MaxInt32)}}
+	want := fmt.Sprintf("Response has byte size %d which exceeds gRPC's byte size limit 2147483647.", proto.Size(out))
+	if err := checkResponseSize(out); core.CodeOf(err) != core.CodeInvalidArg || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	if err := checkResponseSize(&pb.ModelInferResponse{RawOutputContents: [][]byte{make([]byte, 1<<20)}}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
@@ -30,10 +32,30 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 		return nil, statusError(err)
 	}
 	out, err := inferResponse(resp)
+	if err == nil {
+		err = checkResponseSize(out)
+	}
 	if err != nil {
 		return nil, statusError(err)
 	}
 	return out, nil
+}
+
+// checkResponseSize refuses a response that no gRPC message can carry
+// (grpc-api.md §1.2), with Triton's text. Only responses whose tensors
+// come near the limit are measured.
+func checkResponseSize(out *pb.ModelInferResponse) error {
+	raw := 0
+	for _, b := range out.GetRawOutputContents() {
+		raw += len(b)
+	}
+	if raw < math.MaxInt32-(1<<20) {
+		return nil
+	}
+	if n := proto.Size(out); n > math.MaxInt32 {
+		return invalidArg("Response has byte size %d which exceeds gRPC's byte size limit %d.", n, math.MaxInt32)
+	}
+	return nil
 }
 
 // prepareInfer runs the steps of grpc-api.md §10.1 that precede

@@ -211,7 +211,10 @@ func streamResponse(seq int64, in *pb.ModelInferRequest, resp *core.InferRespons
 		out = &pb.ModelInferResponse{Id: in.GetId(), ModelName: in.GetModelName(), ModelVersion: in.GetModelVersion()}
 	} else {
 		var err error
-		if out, err = inferResponse(resp); err != nil {
+		if out, err = inferResponse(resp); err == nil {
+			err = checkResponseSize(out)
+		}
+		if err != nil {
 			r := asyncStreamError(seq, in, err)
 			r.more = more
 			return r
