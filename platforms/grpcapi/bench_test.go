@@ -117,10 +117,10 @@ func (s *bareGRPC) ModelInfer(_ context.Context, req *pb.ModelInferRequest) (*pb
 }
 
 // startBareGRPC serves bareGRPC on a loopback listener with the same message
-// size limits as grpcapi and returns its address.
+// size limits and stream workers as grpcapi and returns its address.
 func startBareGRPC(b *testing.B, reply *pb.ModelInferResponse) string {
 	b.Helper()
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(math.MaxInt32), grpc.MaxSendMsgSize(math.MaxInt32))
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(math.MaxInt32), grpc.MaxSendMsgSize(math.MaxInt32), grpc.NumStreamWorkers(streamWorkers))
 	pb.RegisterGRPCInferenceServiceServer(g, &bareGRPC{reply: reply})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	servertest.Must(b, err)
