@@ -14,9 +14,8 @@ import (
 )
 
 // The generate extension (http-api.md §14): a flat JSON object in, one flat
-// JSON object out per response. The core produces exactly one response per
-// request, so /generate always has its single response and /generate_stream
-// sends exactly one event.
+// JSON object out per response: /generate expects exactly one, and
+// /generate_stream sends each as an SSE event as the model produces it.
 
 // generate is POST /v2/models/{m}[/versions/{v}]/generate.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, name string, version int64) {
@@ -61,45 +60,90 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 		return
 	}
 	req.ModelName, req.ModelVersion = name, mv.Version
-	// Validation, scheduling and execution errors all surface here, before
-	// anything is written, so they are ordinary JSON error replies (for
-	// the stream too: the core cannot tell a validation error, which Triton
-	// reports before streaming, from a failed execution).
-	resp, err := mv.Infer(r.Context(), req)
-	if err != nil {
+	if stream {
+		s.streamGenerate(w, r, mv, req)
+		return
+	}
+	// /generate: the first response decides the status; a model that
+	// does not answer with exactly one gets Triton's error object (§14.3).
+	var first *core.InferResponse
+	n := 0
+	err = mv.InferStream(r.Context(), req, func(resp *core.InferResponse, _ bool) error {
+		if resp != nil {
+			if n == 0 {
+				first = resp
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil && n == 0 {
 		writeError(w, err)
 		return
 	}
-	obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
-	if !stream {
-		if err != nil {
+	var obj []byte
+	switch {
+	case n != 1 || err != nil:
+		obj = []byte(`{"error":"generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}`)
+	default:
+		if obj, err = appendGenerateResponse(make([]byte, 0, 256), first); err != nil {
 			writeError(w, err)
 			return
 		}
-		// Triton sends the one object chunked; flushing after the write
-		// gives the same framing.
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(obj)
-		_ = http.NewResponseController(w).Flush()
-		return
 	}
-	status := http.StatusOK
-	if err != nil {
-		// A response that fails to convert is an error response: as the
-		// first response it sets the status, and it is still an event.
-		status = errorStatus(err)
-		obj = codec.AppendString([]byte(`{"error":`), err.Error())
-		obj = append(obj, '}')
-	}
-	w.Header().Set("Content-Type", sseContentType)
-	w.WriteHeader(status)
-	event := make([]byte, 0, len(obj)+8)
-	event = append(event, "data: "...)
-	event = append(event, obj...)
-	event = append(event, "\n\n"...)
-	_, _ = w.Write(event)
+	// Triton sends the one object chunked; flushing after the write gives
+	// the same framing.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(obj)
 	_ = http.NewResponseController(w).Flush()
+}
+
+// streamGenerate answers /generate_stream (§14.4): one SSE event per
+// response, sent as it is produced. Errors found before the request runs
+// are ordinary JSON replies; the first event sets the status (an error's
+// own status when the first response is one), and later errors are error
+// events. A final flag alone sends nothing.
+func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core.ModelVersion, req *core.InferRequest) {
+	rc := http.NewResponseController(w)
+	started := false
+	event := make([]byte, 0, 256)
+	send := func(obj []byte, status int) error {
+		if !started {
+			w.Header().Set("Content-Type", sseContentType)
+			w.WriteHeader(status)
+			started = true
+		}
+		event = append(append(append(event[:0], "data: "...), obj...), "\n\n"...)
+		if _, err := w.Write(event); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	sendError := func(err error) error {
+		obj := codec.AppendString([]byte(`{"error":`), err.Error())
+		return send(append(obj, '}'), errorStatus(err))
+	}
+	err := mv.InferStream(r.Context(), req, func(resp *core.InferResponse, _ bool) error {
+		if resp == nil {
+			return nil
+		}
+		obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
+		if err != nil {
+			// A response that fails to convert is an error event.
+			return sendError(err)
+		}
+		return send(obj, http.StatusOK)
+	})
+	switch {
+	case err != nil && !started && core.Rejected(err):
+		writeError(w, err)
+	case err != nil:
+		_ = sendError(err)
+	case !started:
+		w.Header().Set("Content-Type", sseContentType)
+		w.WriteHeader(http.StatusOK)
+	}
 }
 
 // decodeGenerate converts a generate request body (§14.1) for a model with

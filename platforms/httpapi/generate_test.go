@@ -2,14 +2,18 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -335,4 +339,82 @@ func FuzzGenerateBody(f *testing.F) {
 			t.Fatalf("%d input bytes over the limit", total)
 		}
 	})
+}
+
+// TestGenerateStreamDecoupled streams a decoupled model's 0, 1 and 1,000
+// responses as SSE events (http-api.md §14.4); a final flag alone sends
+// nothing; an error after responses is an error event under status 200,
+// and as the first response it sets the status. /generate answers 0 or
+// several responses with Triton's error object (§14.3).
+func TestGenerateStreamDecoupled(t *testing.T) {
+	base, _ := startServer(t, writeRepo(t, map[string]testModel{"repeat": {config: servertest.RepeatConfig, onnx: []byte("repeat")}}), serverOpts{})
+	url := base + "/v2/models/repeat/generate_stream"
+	for _, n := range []int{0, 1, 1000} {
+		status, h, body := post(t, url, `{"IN":[`+strings.Trim(strings.Repeat("5,", n), ",")+`]}`)
+		if n == 0 {
+			status, h, body = post(t, url, `{"IN":[]}`)
+		}
+		if status != 200 || h.Get("Content-Type") != sseContentType {
+			t.Fatalf("n=%d: %d %q %s", n, status, h.Get("Content-Type"), body)
+		}
+		events := strings.SplitAfter(string(body), "\n\n")
+		events = events[:len(events)-1] // the empty tail after the last event
+		if len(events) != n || len(body) > 0 && !strings.HasSuffix(string(body), "\n\n") {
+			t.Fatalf("n=%d: %d events", n, len(events))
+		}
+		for i, e := range events {
+			if want := `data: {"IDX":` + strconv.Itoa(i) + `,"OUT":5,"model_name":"repeat","model_version":"1"}` + "\n\n"; e != want {
+				t.Fatalf("n=%d event %d: %q, want %q", n, i, e, want)
+			}
+		}
+	}
+	status, _, body := post(t, url, `{"IN":[1,2,3],"fail_at":2}`)
+	want := `data: {"IDX":0,"OUT":1,"model_name":"repeat","model_version":"1"}` + "\n\n" +
+		`data: {"IDX":1,"OUT":2,"model_name":"repeat","model_version":"1"}` + "\n\n" +
+		`data: {"error":"repeat: failing at response 2"}` + "\n\n"
+	if status != 200 || string(body) != want {
+		t.Fatalf("failing stream: %d %q", status, body)
+	}
+	status, h, body := post(t, url, `{"IN":[1],"fail_at":0}`)
+	if status != 500 || h.Get("Content-Type") != sseContentType || string(body) != `data: {"error":"repeat: failing at response 0"}`+"\n\n" {
+		t.Fatalf("first response an error: %d %q %q", status, h.Get("Content-Type"), body)
+	}
+	const notOne = `{"error":"generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}`
+	for _, in := range []string{`[]`, `[1,2]`} {
+		if status, _, body := post(t, base+"/v2/models/repeat/generate", `{"IN":`+in+`}`); status != 200 || string(body) != notOne {
+			t.Fatalf("/generate of %s: %d %s", in, status, body)
+		}
+	}
+	if status, _, body := post(t, base+"/v2/models/repeat/generate", `{"IN":[4]}`); status != 200 || string(body) != `{"IDX":0,"OUT":4,"model_name":"repeat","model_version":"1"}` {
+		t.Fatalf("/generate of one response: %d %s", status, body)
+	}
+}
+
+// TestGenerateStreamCancel: a client that goes away mid-stream ends the
+// request as cancelled, and the model stops producing.
+func TestGenerateStreamCancel(t *testing.T) {
+	base, srv := startServer(t, writeRepo(t, map[string]testModel{"repeat": {config: servertest.RepeatConfig, onnx: []byte("repeat")}}), serverOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/v2/models/repeat/generate_stream",
+		strings.NewReader(`{"IN":[`+strings.Trim(strings.Repeat("1,", 100000), ",")+`],"wait_us":100}`))
+	must(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	buf := make([]byte, 4096)
+	if _, err := io.ReadAtLeast(resp.Body, buf, 200); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	mv, release, err := srv.Acquire("repeat", core.LatestVersion)
+	must(t, err)
+	defer release()
+	deadline := time.Now().Add(10 * time.Second)
+	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned stream was not counted as cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
