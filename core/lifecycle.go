@@ -35,7 +35,8 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	if err := checkModelName(name); err != nil {
 		return err
 	}
-	defer s.lockModel(name)()
+	unlock := s.lockModel(name)
+	defer func() { unlock() }()
 
 	start := time.Now()
 	// One lookup serves the fingerprint and the read: for a remote root it
@@ -101,6 +102,17 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		return s.failVersions(name, selected, err.Error())
 	}
 	backend := s.backends[cfg.GetBackend()]
+	if modelconfig.IsEnsemble(cfg) {
+		// The composing models load first, without this model's lock: an
+		// ensemble that (through others) depends on itself then fails
+		// instead of waiting for itself.
+		unlock()
+		err := s.loadComposing(ctx, cfg)
+		unlock = s.lockModel(name)
+		if err != nil {
+			return s.failVersions(name, selected, err.Error())
+		}
+	}
 
 	// Load every selected version beside whatever serves now.
 	s.markLoading(name, selected)
@@ -238,8 +250,10 @@ func writeOverrideFiles(name string, files map[string][]byte) (string, error) {
 // version), re-normalises, validates the tensors and the instance groups.
 func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []int64) (*modelconfig.ModelConfig, error) {
 	cfg := m.Config
-	if cfg.GetPlatform() == "ensemble" {
-		return nil, errors.New("ensemble models are not supported yet")
+	if modelconfig.IsEnsemble(cfg) {
+		// No backend, no instances: the composing models are checked once
+		// they are loaded (loadComposing).
+		return cfg, nil
 	}
 	backend := s.backends[cfg.GetBackend()]
 	if backend == nil {
@@ -265,6 +279,16 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 }
 
 func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64) (*ModelVersion, error) {
+	if modelconfig.IsEnsemble(cfg) {
+		mv := newModelVersion(m.Name, v, cfg)
+		mv.log = s.log.With("model", m.Name, "version", v)
+		mv.Labels = labels
+		if s.opts.Observers != nil {
+			mv.Stats.obs = s.opts.Observers(mv)
+		}
+		mv.exec = newEnsemble(s, cfg, mv.Stats)
+		return mv, nil
+	}
 	if err := schedulable(cfg); err != nil {
 		return nil, err
 	}
@@ -302,7 +326,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 			return nil, err
 		}
 	}
-	mv.sched = newScheduler(cfg, active, mv.Stats, mv.log)
+	mv.exec = newScheduler(cfg, active, mv.Stats, mv.log)
 	return mv, nil
 }
 
@@ -394,7 +418,8 @@ func (s *Server) failVersions(name string, versions []int64, reason string) erro
 // Unload unloads every version of a model, waiting for in-flight requests.
 // Unknown or never-loaded models are a no-op.
 func (s *Server) Unload(ctx context.Context, name string) error {
-	defer s.lockModel(name)()
+	unlock := s.lockModel(name)
+	defer func() { unlock() }()
 	// Versions that served show UNLOADING until their in-flight requests
 	// are done, then UNAVAILABLE "unloaded".
 	var retire []*ModelVersion

@@ -40,7 +40,7 @@ type ModelVersion struct {
 	outputs     map[string]*modelconfig.ModelOutput
 	outputOrder []string // ascending byte order of name
 
-	sched    *scheduler
+	exec     executor
 	passive  []Instance
 	log      *slog.Logger
 	inflight sync.WaitGroup
@@ -105,7 +105,7 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	p.req.job = j
 	j.times.req = tReq
 	j.times.queue = time.Now()
-	if err := mv.sched.submit(j); err != nil {
+	if err := mv.exec.submit(j); err != nil {
 		return nil, rejected{err}
 	}
 	err = <-j.done
@@ -179,8 +179,8 @@ func (mv *ModelVersion) response(req *InferRequest, r *Response) (*InferResponse
 func (mv *ModelVersion) close() {
 	mv.inflight.Wait()
 	defer mv.carry.closed(mv)
-	if mv.sched != nil {
-		mv.sched.close()
+	if mv.exec != nil {
+		mv.exec.close()
 	}
 	for _, inst := range mv.passive {
 		_ = inst.Close()

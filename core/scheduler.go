@@ -147,6 +147,17 @@ func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 	return sc, policies
 }
 
+// executor runs one model version's requests: the scheduler of its
+// instances (the default scheduler or the dynamic batcher) or, for an
+// ensemble, the ensemble scheduler. loadVersion chooses it.
+type executor interface {
+	// submit queues j or refuses it synchronously; the job's done channel
+	// reports its end.
+	submit(j *job) error
+	// close stops taking work and waits for the work taken.
+	close()
+}
+
 // scheduler feeds one model version's instances. Without dynamic_batching
 // it is Triton's default scheduler (FIFO, one request per execution); with
 // it, the dynamic batcher of model-repository.md §9. Idle instances take

@@ -1,0 +1,207 @@
+package core_test
+
+import (
+	"context"
+	"encoding/binary"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
+)
+
+var (
+	io16 = []string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}
+	// chain: (a+b, a-b) then their sum and difference: (2a, 2b).
+	chainSteps = []servertest.Step{
+		{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
+		{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}},
+	}
+)
+
+func int32Tensor(name string, rows int, f func(i int) int32) *core.Tensor {
+	data := make([]byte, 0, 64*rows)
+	for i := range 16 * rows {
+		data = binary.LittleEndian.AppendUint32(data, uint32(f(i%16)))
+	}
+	return &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: []int64{int64(rows), 16}, Data: data}
+}
+
+func outputs(t *testing.T, resp *core.InferResponse) map[string][]int32 {
+	t.Helper()
+	got := map[string][]int32{}
+	for _, o := range resp.Outputs {
+		for i := 0; i+4 <= len(o.Data); i += 4 {
+			got[o.Name] = append(got[o.Name], int32(binary.LittleEndian.Uint32(o.Data[i:])))
+		}
+	}
+	return got
+}
+
+func TestEnsembleExecution(t *testing.T) {
+	models := map[string]servertest.Model{
+		"simple": servertest.Simple("simple"),
+		"chain": servertest.Ensemble(servertest.EnsembleConfig("chain", 8, io16,
+			[]string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"}, chainSteps...)),
+		// fan-out, fan-in: a+b and b-a in parallel, then their sum and
+		// difference: (2b, 2a).
+		"fan": servertest.Ensemble(servertest.EnsembleConfig("fan", 8, io16, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
+			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=apb"}},
+			servertest.Step{Model: "simple", In: []string{"INPUT0=IN1", "INPUT1=IN0"}, Out: []string{"OUTPUT1=bma"}},
+			servertest.Step{Model: "simple", In: []string{"INPUT0=apb", "INPUT1=bma"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		// an ensemble of ensembles: chain twice gives (4a, 4b).
+		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8, io16, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
+			servertest.Step{Model: "chain", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=x", "OUT1=y"}},
+			servertest.Step{Model: "chain", In: []string{"IN0=x", "IN1=y"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
+		// BYTES between two identity steps.
+		"id_bytes": {Config: `name: "id_bytes"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1))},
+		"bytes2": servertest.Ensemble(servertest.EnsembleConfig("bytes2", 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"ECHO:TYPE_STRING:[ -1 ]"},
+			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=mid"}},
+			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=mid"}, Out: []string{"OUTPUT0=ECHO"}})),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
+	a := func(i int) int32 { return int32(i) }
+	b := func(int) int32 { return 3 }
+	for _, tc := range []struct {
+		model      string
+		want0, mul int32
+		swap       bool
+	}{{"chain", 0, 2, false}, {"fan", 0, 2, true}, {"outer", 0, 4, false}} {
+		resp, err := s.Infer(context.Background(), &core.InferRequest{ModelName: tc.model, ModelVersion: core.LatestVersion,
+			Inputs: []*core.Tensor{int32Tensor("IN0", 2, a), int32Tensor("IN1", 2, b)}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.model, err)
+		}
+		got := outputs(t, resp)
+		for i := range 32 {
+			w0, w1 := tc.mul*int32(i%16), tc.mul*3
+			if tc.swap {
+				w0, w1 = w1, w0
+			}
+			if got["OUT0"][i] != w0 || got["OUT1"][i] != w1 {
+				t.Fatalf("%s [%d]: got %d %d, want %d %d", tc.model, i, got["OUT0"][i], got["OUT1"][i], w0, w1)
+			}
+		}
+		if !slices.Equal(resp.Outputs[0].Shape, []int64{2, 16}) || resp.ModelName != tc.model {
+			t.Fatalf("%s: %+v", tc.model, resp.Outputs[0])
+		}
+	}
+	var text []byte
+	for _, w := range []string{"héllo", "", "world"} {
+		text = binary.LittleEndian.AppendUint32(text, uint32(len(w)))
+		text = append(text, w...)
+	}
+	resp, err := s.Infer(context.Background(), &core.InferRequest{ModelName: "bytes2", ModelVersion: core.LatestVersion,
+		Inputs: []*core.Tensor{{Name: "TEXT", DataType: core.TypeBytes, Shape: []int64{3}, Data: text}}})
+	if err != nil || string(resp.Outputs[0].Data) != string(text) {
+		t.Fatalf("bytes2: %v %+v", err, resp)
+	}
+	// Statistics: the ensemble counts its request, each composing model
+	// its own (chain ran simple twice per request, outer four times).
+	mv, release, err := s.Acquire("outer", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	if st := mv.Stats.Snapshot(); st.Success.Count != 1 || st.InferenceCount != 2 || st.ExecutionCount != 1 {
+		t.Fatalf("outer statistics: %d successes, %d inferences, %d executions", st.Success.Count, st.InferenceCount, st.ExecutionCount)
+	}
+	simple, release2, err := s.Acquire("simple", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release2()
+	// chain: 2 steps, fan: 3, outer: 2 chains of 2, all of batch 2.
+	if st := simple.Stats.Snapshot(); st.Success.Count != 2+3+4 || st.InferenceCount != 2*(2+3+4) {
+		t.Fatalf("simple statistics: %d successes, %d inferences", st.Success.Count, st.InferenceCount)
+	}
+}
+
+// TestEnsembleStepFailure: a step that fails in execution fails the
+// ensemble request with the step's message; the next request succeeds.
+func TestEnsembleStepFailure(t *testing.T) {
+	const varIO = `input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ -1 ] } ]
+`
+	models := map[string]servertest.Model{
+		"addsub": {Config: "name: \"addsub\"\nplatform: \"onnxruntime_onnx\"\nmax_batch_size: 0\n" + varIO, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1))},
+		"pipe": servertest.Ensemble(servertest.EnsembleConfig("pipe", 0, []string{"A:TYPE_INT32:[ -1 ]", "B:TYPE_INT32:[ -1 ]"}, []string{"S:TYPE_INT32:[ -1 ]"},
+			servertest.Step{Model: "addsub", In: []string{"INPUT0=A", "INPUT1=B"}, Out: []string{"OUTPUT0=S"}})),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
+	vec := func(name string, n int) *core.Tensor {
+		return &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: []int64{int64(n)}, Data: make([]byte, 4*n)}
+	}
+	_, direct := s.Infer(context.Background(), &core.InferRequest{ModelName: "addsub", ModelVersion: core.LatestVersion, Inputs: []*core.Tensor{vec("INPUT0", 3), vec("INPUT1", 4)}})
+	_, err := s.Infer(context.Background(), &core.InferRequest{ModelName: "pipe", ModelVersion: core.LatestVersion, Inputs: []*core.Tensor{vec("A", 3), vec("B", 4)}})
+	if direct == nil || err == nil || err.Error() != "in ensemble 'pipe', "+direct.Error() || core.CodeOf(err) != core.CodeOf(direct) {
+		t.Fatalf("failing step: ensemble %v, model alone %v", err, direct)
+	}
+	if _, err := s.Infer(context.Background(), &core.InferRequest{ModelName: "pipe", ModelVersion: core.LatestVersion, Inputs: []*core.Tensor{vec("A", 4), vec("B", 4)}}); err != nil {
+		t.Fatal(err)
+	}
+	mv, release, err := s.Acquire("pipe", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	if st := mv.Stats.Snapshot(); st.Success.Count != 1 || st.Fail.Count != 1 {
+		t.Fatalf("pipe statistics: %d successes, %d failures", st.Success.Count, st.Fail.Count)
+	}
+}
+
+// TestEnsembleValidation loads each ensemble in explicit mode, which
+// loads its composing models first, and checks the refusal.
+func TestEnsembleValidation(t *testing.T) {
+	out16 := []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"}
+	good := chainSteps
+	models := map[string]servertest.Model{
+		"simple": servertest.Simple("simple"),
+		"ok":     servertest.Ensemble(servertest.EnsembleConfig("ok", 8, io16, out16, good...)),
+		"no_input": servertest.Ensemble(servertest.EnsembleConfig("no_input", 8, io16, out16,
+			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1", "NOPE=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		"unmapped": servertest.Ensemble(servertest.EnsembleConfig("unmapped", 8, []string{"IN0:TYPE_INT32:[ 16 ]"}, out16,
+			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		"no_output": servertest.Ensemble(servertest.EnsembleConfig("no_output", 8, io16, out16,
+			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT9=OUT1"}})),
+		"dtype": servertest.Ensemble(servertest.EnsembleConfig("dtype", 8, []string{"IN0:TYPE_FP32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, out16, good...)),
+		"shape": servertest.Ensemble(servertest.EnsembleConfig("shape", 8, []string{"IN0:TYPE_INT32:[ 15 ]", "IN1:TYPE_INT32:[ 16 ]"}, out16, good...)),
+		"batch": servertest.Ensemble(servertest.EnsembleConfig("batch", 16, io16, out16, good...)),
+		"missing": servertest.Ensemble(servertest.EnsembleConfig("missing", 8, io16, out16,
+			servertest.Step{Model: "absent", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		"loop_a": servertest.Ensemble(servertest.EnsembleConfig("loop_a", 8, io16, out16,
+			servertest.Step{Model: "loop_b", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
+		"loop_b": servertest.Ensemble(servertest.EnsembleConfig("loop_b", 8, io16, out16,
+			servertest.Step{Model: "loop_a", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models), Mode: core.ModeExplicit})
+	for _, tc := range []struct{ model, want string }{
+		{"ok", ""},
+		{"no_input", "in ensemble no_input, ensemble tensor IN1 is mapping to non-existing input NOPE in model simple"},
+		{"unmapped", "in ensemble unmapped, input INPUT1 in model simple is not mapped to any ensemble tensors"},
+		{"no_output", "in ensemble no_output, ensemble tensor OUT1 is mapped from non-existing output OUTPUT9 in model simple"},
+		{"dtype", "in ensemble dtype, ensemble tensor IN0: inconsistent data type: TYPE_FP32 is inferred from model dtype while TYPE_INT32 is inferred from model simple"},
+		{"shape", "in ensemble shape, ensemble tensor IN0: inconsistent shape: [-1,15] is inferred from model shape while [-1,16] is inferred from model simple"},
+		{"batch", "ensemble batch allows maximum batch size 16, but it contains model simple which only allows maximum batch size to be 8"},
+		{"missing", "ensemble missing contains models that are not available or ambiguous: absent"},
+		{"loop_a", "circular dependency between ensembles: loop_a -> loop_b -> loop_a"},
+	} {
+		err := s.Load(context.Background(), tc.model, nil)
+		if tc.want == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", tc.model, err)
+			}
+			if !s.ModelReady("simple", core.LatestVersion) {
+				t.Fatal("loading an ensemble did not load its composing model")
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v, want %q", tc.model, err, tc.want)
+		}
+		if s.ModelReady(tc.model, core.LatestVersion) {
+			t.Fatalf("%s is ready", tc.model)
+		}
+	}
+}

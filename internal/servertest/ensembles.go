@@ -1,0 +1,75 @@
+package servertest
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/inferd/inferd/internal/onnxbuild"
+)
+
+// Ensemble test models, over AddSub's `simple` (INPUT0, INPUT1 INT32 [16],
+// OUTPUT0 = sum, OUTPUT1 = difference, max_batch_size 8).
+
+// SimpleConfig is `simple`'s config under the given name.
+func SimpleConfig(name string) string {
+	return `name: "` + name + `"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`
+}
+
+// Simple is the `simple` model under the given name.
+func Simple(name string) Model {
+	return Model{Config: SimpleConfig(name), ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))}
+}
+
+// Step is one ensemble step: the model, and its input and output maps as
+// "composing=ensemble" pairs.
+type Step struct {
+	Model   string
+	Version int64 // 0: -1 (latest)
+	In, Out []string
+}
+
+// EnsembleConfig writes an ensemble config: inputs and outputs as
+// "NAME:TYPE_X:[dims]" and the steps in order.
+func EnsembleConfig(name string, maxBatch int, inputs, outputs []string, steps ...Step) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %q\nplatform: \"ensemble\"\nmax_batch_size: %d\n", name, maxBatch)
+	tensors := func(kind string, list []string) {
+		for _, t := range list {
+			parts := strings.SplitN(t, ":", 3)
+			fmt.Fprintf(&b, "%s [ { name: %q data_type: %s dims: %s } ]\n", kind, parts[0], parts[1], parts[2])
+		}
+	}
+	tensors("input", inputs)
+	tensors("output", outputs)
+	b.WriteString("ensemble_scheduling { step [\n")
+	for i, st := range steps {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		v := st.Version
+		if v == 0 {
+			v = -1
+		}
+		fmt.Fprintf(&b, "  { model_name: %q model_version: %d", st.Model, v)
+		for _, kv := range st.In {
+			k, val, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(&b, " input_map { key: %q value: %q }", k, val)
+		}
+		for _, kv := range st.Out {
+			k, val, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(&b, " output_map { key: %q value: %q }", k, val)
+		}
+		b.WriteString(" }")
+	}
+	b.WriteString("\n] }\n")
+	return b.String()
+}
+
+// Ensemble is an ensemble model folder (an empty version 1).
+func Ensemble(config string) Model { return Model{Config: config, ONNX: nil} }
