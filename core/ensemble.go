@@ -3,9 +3,9 @@ package core
 import (
 	"context"
 	"errors"
-	"strconv"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
