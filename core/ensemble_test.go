@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/inferd/inferd/core"
@@ -203,5 +206,86 @@ func TestEnsembleValidation(t *testing.T) {
 		if s.ModelReady(tc.model, core.LatestVersion) {
 			t.Fatalf("%s is ready", tc.model)
 		}
+	}
+}
+
+// TestEnsembleUnload: unloading a composing model takes the ensembles that
+// use it along (as Triton); unload_dependents takes along the composing
+// models loaded only for the ensemble, not those loaded for themselves.
+func TestEnsembleUnload(t *testing.T) {
+	models := map[string]servertest.Model{
+		"simple": servertest.Simple("simple"),
+		"chain": servertest.Ensemble(servertest.EnsembleConfig("chain", 8, io16,
+			[]string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"}, chainSteps...)),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models), Mode: core.ModeExplicit})
+	ctx := context.Background()
+	ready := func() string {
+		var got []string
+		for _, n := range []string{"simple", "chain"} {
+			if s.ModelReady(n, core.LatestVersion) {
+				got = append(got, n)
+			}
+		}
+		return strings.Join(got, ",")
+	}
+	servertest.Must(t, s.Load(ctx, "chain", nil))
+	if got := ready(); got != "simple,chain" {
+		t.Fatalf("after loading chain: %s", got)
+	}
+	servertest.Must(t, s.Unload(ctx, "simple"))
+	if got := ready(); got != "" {
+		t.Fatalf("after unloading simple: %q ready", got)
+	}
+	servertest.Must(t, s.Load(ctx, "chain", nil))
+	servertest.Must(t, s.UnloadDependents(ctx, "chain", true))
+	if got := ready(); got != "" {
+		t.Fatalf("unload_dependents of chain left %q", got)
+	}
+	servertest.Must(t, s.Load(ctx, "simple", nil))
+	servertest.Must(t, s.Load(ctx, "chain", nil))
+	servertest.Must(t, s.UnloadDependents(ctx, "chain", true))
+	if got := ready(); got != "simple" {
+		t.Fatalf("unload_dependents took an explicitly loaded model: %q ready", got)
+	}
+}
+
+// TestEnsembleComposingReload reloads the composing model (a config
+// override always reloads) while requests run through the ensemble:
+// none fails, as each step takes the version serving at that moment.
+func TestEnsembleComposingReload(t *testing.T) {
+	models := map[string]servertest.Model{
+		"simple": servertest.Simple("simple"),
+		"chain": servertest.Ensemble(servertest.EnsembleConfig("chain", 8, io16,
+			[]string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"}, chainSteps...)),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var failures, done atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_, err := s.Infer(context.Background(), &core.InferRequest{ModelName: "chain", ModelVersion: core.LatestVersion,
+					Inputs: []*core.Tensor{int32Tensor("IN0", 1, func(i int) int32 { return int32(i) }), int32Tensor("IN1", 1, func(int) int32 { return 1 })}})
+				if err != nil {
+					failures.Add(1)
+					t.Error(err)
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	for i := range 5 {
+		cfg := `{"backend":"onnxruntime","max_batch_size":8,"parameters":{"n":{"string_value":"` + strconv.Itoa(i) + `"}}}`
+		servertest.Must(t, s.Load(context.Background(), "simple", &core.LoadOverride{ConfigJSON: cfg}))
+	}
+	cancel()
+	wg.Wait()
+	if failures.Load() != 0 || done.Load() < 5 {
+		t.Fatalf("%d of %d requests failed across 5 reloads", failures.Load(), done.Load())
 	}
 }

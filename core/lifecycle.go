@@ -37,6 +37,11 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 	}
 	unlock := s.lockModel(name)
 	defer func() { unlock() }()
+	// A load asked for the model itself, not only as an ensemble's
+	// composing model, marks it explicit once it has a state.
+	if ctx.Value(ensembleChainKey{}) == nil {
+		defer s.markExplicit(name)
+	}
 
 	start := time.Now()
 	// One lookup serves the fingerprint and the read: for a remote root it
@@ -416,8 +421,90 @@ func (s *Server) failVersions(name string, versions []int64, reason string) erro
 }
 
 // Unload unloads every version of a model, waiting for in-flight requests.
-// Unknown or never-loaded models are a no-op.
+// Unknown or never-loaded models are a no-op. Ensembles that use the model
+// are unloaded too, as Triton does.
 func (s *Server) Unload(ctx context.Context, name string) error {
+	return s.UnloadDependents(ctx, name, false)
+}
+
+// UnloadDependents is Unload with the repository API's unload_dependents:
+// unloading an ensemble also unloads the composing models that were loaded
+// only for ensembles and that no other loaded ensemble uses.
+func (s *Server) UnloadDependents(ctx context.Context, name string, dependents bool) error {
+	cfg := s.servingConfig(name)
+	if err := s.unload(ctx, name); err != nil {
+		return err
+	}
+	for _, e := range s.ensemblesUsing(name) {
+		s.log.Error("unloading an ensemble whose composing model was unloaded", "ensemble", e,
+			"err", fmt.Sprintf("ensemble %s contains models that are not available or ambiguous: %s", e, name))
+		if err := s.UnloadDependents(ctx, e, false); err != nil {
+			return err
+		}
+	}
+	if dependents && cfg != nil && modelconfig.IsEnsemble(cfg) {
+		for _, dep := range composingModels(cfg) {
+			if s.loadedForEnsembles(dep) && len(s.ensemblesUsing(dep)) == 0 {
+				if err := s.UnloadDependents(ctx, dep, true); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// markExplicit records that name was loaded for itself; it creates no
+// state for an unknown name.
+func (s *Server) markExplicit(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.models[name]; m != nil {
+		m.explicit = true
+	}
+}
+
+// servingConfig is the configuration of name's serving versions, or nil.
+func (s *Server) servingConfig(name string) *modelconfig.ModelConfig {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if m := s.models[name]; m != nil {
+		for _, slot := range m.versions {
+			if slot.mv != nil {
+				return slot.mv.Config
+			}
+		}
+	}
+	return nil
+}
+
+// ensemblesUsing lists the loaded ensembles with a step on model name.
+func (s *Server) ensemblesUsing(name string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for e, m := range s.models {
+		for _, slot := range m.versions {
+			if slot.mv != nil && modelconfig.IsEnsemble(slot.mv.Config) && slices.Contains(composingModels(slot.mv.Config), name) {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// loadedForEnsembles reports whether name was loaded only as a composing
+// model, never asked for itself.
+func (s *Server) loadedForEnsembles(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.models[name]
+	return m != nil && !m.explicit
+}
+
+func (s *Server) unload(ctx context.Context, name string) error {
 	unlock := s.lockModel(name)
 	defer func() { unlock() }()
 	// Versions that served show UNLOADING until their in-flight requests
@@ -439,6 +526,7 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 		}
 		m.reason = ""
 		m.loaded, m.attempted = "", ""
+		m.explicit = false
 	}
 	s.mu.Unlock()
 	// The versions show UNAVAILABLE "unloaded" only once closed: when ctx

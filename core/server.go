@@ -91,6 +91,10 @@ type modelState struct {
 	// attempted is the fingerprint of the last load tried from the
 	// repository, successful or not.
 	loaded, attempted string
+	// explicit is set once the model is loaded for itself; a model loaded
+	// only as a composing model of ensembles is not, and
+	// unload_dependents may take it with them.
+	explicit bool
 }
 
 type versionSlot struct {

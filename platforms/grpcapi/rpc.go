@@ -159,12 +159,11 @@ func (s *Server) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryMo
 	if req.GetRepositoryName() != "" {
 		return nil, statusError(v2.ErrRepositoryName)
 	}
-	// The core has no dependents to unload (no ensembles); the parameter
-	// is only checked.
-	if _, err := v2.ReadUnloadParams(repositoryParams(req.GetParameters())); err != nil {
+	dependents, err := v2.ReadUnloadParams(repositoryParams(req.GetParameters()))
+	if err != nil {
 		return nil, statusError(err)
 	}
-	if err := v2.Unload(ctx, s.core, req.GetModelName()); err != nil {
+	if err := v2.Unload(ctx, s.core, req.GetModelName(), dependents); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.RepositoryModelUnloadResponse{}, nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
 )
 
@@ -63,5 +64,33 @@ func TestEnsembleOverHTTP(t *testing.T) {
 	status, _, out = post(t, base+"/v2/models/chain/infer", `{"inputs":[{"name":"IN0","shape":[1,15],"datatype":"INT32","data":[`+strings.Trim(intSeq(0, 15), "[]")+`]}]}`)
 	if status != 400 || !strings.Contains(string(out), "for model 'chain'") {
 		t.Fatalf("invalid ensemble request: %d %s", status, out)
+	}
+}
+
+// TestEnsembleRepositoryAPI: in explicit mode, loading an ensemble loads
+// its composing model, and unload with unload_dependents takes it along.
+func TestEnsembleRepositoryAPI(t *testing.T) {
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": servertest.Simple("simple"),
+		"one": servertest.Ensemble(servertest.EnsembleConfig("one", 8,
+			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]"},
+			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0"}})),
+	})
+	base, _ := startServer(t, root, serverOpts{mode: core.ModeExplicit})
+	ready := func(m string) int {
+		status, _, _ := do(t, "GET", base+"/v2/models/"+m+"/ready", nil, nil)
+		return status
+	}
+	if status, _, body := post(t, base+"/v2/repository/models/one/load", ""); status != 200 {
+		t.Fatalf("load: %d %s", status, body)
+	}
+	if ready("one") != 200 || ready("simple") != 200 {
+		t.Fatal("loading the ensemble did not load its composing model")
+	}
+	if status, _, body := post(t, base+"/v2/repository/models/one/unload", `{"parameters":{"unload_dependents":true}}`); status != 200 {
+		t.Fatalf("unload: %d %s", status, body)
+	}
+	if ready("one") == 200 || ready("simple") == 200 {
+		t.Fatal("unload_dependents left a model ready")
 	}
 }

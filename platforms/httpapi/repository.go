@@ -112,15 +112,22 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	dependents := false
 	if len(body) > 0 {
 		// Only malformed JSON fails: a non-boolean unload_dependents is
 		// ignored, as in Triton.
-		if _, err := codec.ParseJSON(body); err != nil {
+		doc, err := codec.ParseJSON(body)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
+		if params, ok := doc.Root().Find("parameters"); ok {
+			if v, ok := params.Find("unload_dependents"); ok && v.IsBool() {
+				dependents, _ = v.Bool()
+			}
+		}
 	}
-	if err := v2.Unload(r.Context(), s.core, name); err != nil {
+	if err := v2.Unload(r.Context(), s.core, name, dependents); err != nil {
 		writeError(w, err)
 		return
 	}

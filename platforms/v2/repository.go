@@ -58,9 +58,11 @@ func Load(ctx context.Context, c *core.Server, name string, ov *core.LoadOverrid
 }
 
 // Unload unloads name; an unknown or never-loaded name is not an error.
-func Unload(ctx context.Context, c *core.Server, name string) error {
+// dependents is unload_dependents: an ensemble takes the composing models
+// loaded only for it along.
+func Unload(ctx context.Context, c *core.Server, name string, dependents bool) error {
 	if err := CheckExplicit(c); err != nil {
 		return err
 	}
-	return c.Unload(ctx, name)
+	return c.UnloadDependents(ctx, name, dependents)
 }

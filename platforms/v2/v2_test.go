@@ -251,8 +251,8 @@ func TestRepositoryIndex(t *testing.T) {
 		if !v2.ModelReady(c, "simple", 1) {
 			t.Fatal("not loaded")
 		}
-		servertest.Must(t, v2.Unload(context.Background(), c, "simple"))
-		servertest.Must(t, v2.Unload(context.Background(), c, "never"))
+		servertest.Must(t, v2.Unload(context.Background(), c, "simple", false))
+		servertest.Must(t, v2.Unload(context.Background(), c, "never", false))
 		got, err = v2.RepositoryIndex(context.Background(), c, false)
 		servertest.Must(t, err)
 		if want := []v2.IndexEntry{{Name: "simple", Version: "1", State: "UNAVAILABLE", Reason: "unloaded"}}; !reflect.DeepEqual(got, want) {
@@ -266,7 +266,7 @@ func TestLoadNotExplicit(t *testing.T) {
 	for name, err := range map[string]error{
 		"CheckExplicit": v2.CheckExplicit(c),
 		"Load":          v2.Load(context.Background(), c, "simple", nil),
-		"Unload":        v2.Unload(context.Background(), c, "simple"),
+		"Unload":        v2.Unload(context.Background(), c, "simple", false),
 	} {
 		if err != v2.ErrNotExplicit {
 			t.Errorf("%s: got %v, want %v", name, err, v2.ErrNotExplicit)
