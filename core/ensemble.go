@@ -25,6 +25,11 @@ type ensemble struct {
 	stats *Stats
 	name  string
 	steps []*ensembleStep
+	// labels gives each ensemble tensor its decoupled origin: 0, or 1 +
+	// the index of the decoupled step it descends from. outLabel is the
+	// outputs' (0: the ensemble answers once).
+	labels   map[string]int
+	outLabel int
 
 	mu     sync.Mutex
 	closed bool
@@ -43,10 +48,22 @@ type ensembleStep struct {
 	// slots bounds the step's in-flight requests across every ensemble
 	// request (max_inflight_requests); nil when unbounded.
 	slots chan struct{}
+	// label is the decoupled origin of the step's inputs, labeled one of
+	// the inputs carrying it; decoupled says the composing model streams.
+	label     int
+	labeled   string
+	decoupled bool
 }
 
+// newEnsemble builds the scheduler of an ensemble whose composing models
+// are loaded and checked (loadComposing).
 func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensemble {
 	e := &ensemble{srv: srv, stats: stats, name: cfg.GetName()}
+	decoupled := func(model string) bool {
+		c := srv.servingConfig(model)
+		return c != nil && c.GetModelTransactionPolicy().GetDecoupled()
+	}
+	labels, _ := ensembleLabels(cfg, decoupled)
 	limit := cfg.GetEnsembleScheduling().GetMaxInflightRequests()
 	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
 		step := &ensembleStep{model: st.GetModelName(), version: st.GetModelVersion(), inputs: st.GetInputMap(), outputs: st.GetOutputMap()}
@@ -59,9 +76,79 @@ func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensem
 		if limit > 0 {
 			step.slots = make(chan struct{}, limit)
 		}
+		step.decoupled = decoupled(step.model)
+		for _, from := range slices.Sorted(maps.Values(step.inputs)) {
+			if l := labels.tensors[from]; l != 0 {
+				step.label, step.labeled = l, from
+			}
+		}
 		e.steps = append(e.steps, step)
 	}
+	e.labels = labels.tensors
+	for _, out := range cfg.GetOutput() {
+		e.outLabel = max(e.outLabel, labels.tensors[out.GetName()])
+	}
 	return e
+}
+
+// ensembleLabeling is the decoupled origin of every ensemble tensor.
+type ensembleLabeling struct {
+	tensors   map[string]int
+	decoupled bool // some step's model is decoupled: the ensemble is
+}
+
+// ensembleLabels follows the data flow from the ensemble's inputs: a
+// decoupled step's outputs get a new label, another step's outputs the
+// label of its inputs. A step may not read tensors of two decoupled
+// origins, nor may the outputs (model-repository.md §11.3).
+func ensembleLabels(cfg *modelconfig.ModelConfig, decoupled func(model string) bool) (ensembleLabeling, error) {
+	name := cfg.GetName()
+	l := ensembleLabeling{tensors: map[string]int{}}
+	for _, in := range cfg.GetInput() {
+		l.tensors[in.GetName()] = 0
+	}
+	steps := cfg.GetEnsembleScheduling().GetStep()
+	done := make([]bool, len(steps))
+	for progress := true; progress; {
+		progress = false
+		for i, st := range steps {
+			if done[i] {
+				continue
+			}
+			label, ready := 0, true
+			for _, from := range slices.Sorted(maps.Values(st.GetInputMap())) {
+				t, ok := l.tensors[from]
+				if !ok {
+					ready = false
+					break
+				}
+				if t != 0 && label != 0 && t != label {
+					return l, Errorf(CodeInvalidArg, "in ensemble %s, step of model '%s' receives inputs originated from different decoupled models", name, st.GetModelName())
+				}
+				label = max(label, t)
+			}
+			if !ready {
+				continue
+			}
+			if decoupled(st.GetModelName()) {
+				label = i + 1
+				l.decoupled = true
+			}
+			for _, to := range st.GetOutputMap() {
+				l.tensors[to] = label
+			}
+			done[i], progress = true, true
+		}
+	}
+	outLabel := 0
+	for _, out := range cfg.GetOutput() {
+		t := l.tensors[out.GetName()]
+		if t != 0 && outLabel != 0 && t != outLabel {
+			return l, Errorf(CodeInvalidArg, "in ensemble %s, the outputs originate from different decoupled models", name)
+		}
+		outLabel = max(outLabel, t)
+	}
+	return l, nil
 }
 
 func (e *ensemble) submit(j *job) error {
@@ -84,7 +171,7 @@ func (e *ensemble) submit(j *job) error {
 func (e *ensemble) run(j *job) {
 	defer e.wg.Done()
 	r := &j.p.req
-	outs, err := e.execute(j)
+	err := e.execute(j)
 	j.times.cout = time.Now()
 	j.times.execEnd = j.times.cout
 	if err != nil {
@@ -94,106 +181,178 @@ func (e *ensemble) run(j *job) {
 		// its batch size; its compute time here is the graph's wall time
 		// (Triton sums its steps' compute times).
 		e.stats.recordExecution(max(1, r.BatchSize), 0, j.times.cout.Sub(j.times.cin).Nanoseconds(), 0)
-		_ = r.Send(&Response{Outputs: outs}, true)
 	}
 	j.done <- r.end(nil, e.name, false)
 }
 
+// stepResult is one message of a step firing: outputs (named as ensemble
+// tensors) at an iteration, and whether the firing is over.
 type stepResult struct {
-	outs []*Tensor // named as ensemble tensors
-	err  error
+	outs  []*Tensor
+	iter  int
+	final bool
+	err   error
 }
 
-// execute runs the graph for one request and returns its requested
-// outputs. The first failing step fails the request with its error; the
-// steps still running are cancelled.
-func (e *ensemble) execute(j *job) ([]*Tensor, error) {
+// A tensor's values are keyed by iteration: 0 for a tensor that does not
+// descend from a decoupled step; else one iteration per response of the
+// decoupled step it descends from (its label, model-repository.md §11.3).
+
+// execute runs the graph for one request, sending the ensemble's
+// responses: one when no output descends from a decoupled step, else one
+// per response that completes the outputs, then a final flag. The first
+// failing step fails the request with its error once the steps still
+// running are done (they are cancelled).
+func (e *ensemble) execute(j *job) error {
 	ctx, cancel := context.WithCancel(j.ctx)
 	defer cancel()
 	r := &j.p.req
-	tensors := make(map[string]*Tensor, len(r.Inputs))
+	vals := make(map[string]map[int]*Tensor, len(e.labels))
 	for _, t := range r.Inputs {
-		tensors[t.Name] = t
+		vals[t.Name] = map[int]*Tensor{0: t}
 	}
-	results := make(chan stepResult, len(e.steps))
-	fired := make([]bool, len(e.steps))
-	running := 0
+	results := make(chan stepResult, 16)
+	fired := map[[2]int]bool{}
+	running, nextIter := 0, 1
 	fire := func() {
 		for i, st := range e.steps {
-			if fired[i] {
-				continue
+			iters := []int{0}
+			if st.label != 0 {
+				iters = slices.Collect(maps.Keys(vals[st.labeled]))
 			}
-			inputs := make([]*Tensor, 0, len(st.inputs))
-			for name, from := range st.inputs {
-				t := tensors[from]
-				if t == nil {
-					inputs = nil
-					break
+			for _, it := range iters {
+				if fired[[2]int{i, it}] {
+					continue
 				}
-				inputs = append(inputs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+				inputs := make([]*Tensor, 0, len(st.inputs))
+				for name, from := range st.inputs {
+					key := 0
+					if e.labels[from] != 0 {
+						key = it
+					}
+					t := vals[from][key]
+					if t == nil {
+						inputs = nil
+						break
+					}
+					inputs = append(inputs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+				}
+				if inputs == nil {
+					continue
+				}
+				fired[[2]int{i, it}] = true
+				running++
+				go e.runStep(ctx, st, inputs, it, j, results)
 			}
-			if inputs == nil {
-				continue
-			}
-			fired[i] = true
-			running++
-			go func() { results <- e.runStep(ctx, st, inputs, j) }()
 		}
+	}
+	emitted := map[int]bool{}
+	complete := func(it int) []*Tensor {
+		outs := make([]*Tensor, 0, len(r.Outputs))
+		for _, name := range r.Outputs {
+			key := 0
+			if e.labels[name] != 0 {
+				key = it
+			}
+			t := vals[name][key]
+			if t == nil {
+				return nil
+			}
+			outs = append(outs, t)
+		}
+		return outs
 	}
 	fire()
 	var failed error
 	for running > 0 {
 		res := <-results
-		running--
+		if res.final {
+			running--
+		}
 		switch {
 		case res.err != nil && failed == nil:
 			failed = res.err
 			cancel()
-		case failed == nil:
+		case failed == nil && len(res.outs) > 0:
+			it := res.iter
+			if it < 0 { // a decoupled step's response starts an iteration
+				it, nextIter = nextIter, nextIter+1
+			}
 			for _, t := range res.outs {
-				tensors[t.Name] = t
+				if vals[t.Name] == nil {
+					vals[t.Name] = map[int]*Tensor{}
+				}
+				vals[t.Name][it] = t
+			}
+			if e.outLabel != 0 && !emitted[it] {
+				if outs := complete(it); outs != nil {
+					emitted[it] = true
+					if err := r.Send(&Response{Outputs: outs}, false); err != nil {
+						failed = err
+						cancel()
+					}
+				}
 			}
 			fire()
 		}
 	}
 	if failed != nil {
-		return nil, failed
+		return failed
 	}
-	outs := make([]*Tensor, 0, len(r.Outputs))
-	for _, name := range r.Outputs {
-		t := tensors[name]
-		if t == nil {
-			return nil, Errorf(CodeInternal, "in ensemble '%s', no step produced output '%s' (an optional input it depends on may be missing)", e.name, name)
-		}
-		outs = append(outs, t)
+	if e.outLabel != 0 {
+		return r.Send(nil, true)
 	}
-	return outs, nil
+	outs := complete(0)
+	if outs == nil {
+		return Errorf(CodeInternal, "in ensemble '%s', unexpected deadlock, at least one output is not set while no more ensemble steps can be made", e.name)
+	}
+	return r.Send(&Response{Outputs: outs}, true)
 }
 
-// runStep sends one step's request to its composing model.
-func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, j *job) stepResult {
+// runStep sends one step's request to its composing model; a decoupled
+// model's responses each start an iteration (iter -1 in the result).
+func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, it int, j *job, results chan<- stepResult) {
 	if st.slots != nil {
 		select {
 		case st.slots <- struct{}{}:
 			defer func() { <-st.slots }()
 		case <-ctx.Done():
-			return stepResult{err: context.Cause(ctx)}
+			results <- stepResult{err: context.Cause(ctx), final: true}
+			return
 		}
 	}
 	req := &InferRequest{ID: j.p.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
 		Outputs: st.requested, Parameters: j.p.req.Parameters, Priority: j.p.priority}
-	resp, err := e.srv.Infer(ctx, req)
+	mv, release, err := e.srv.Acquire(st.model, st.version)
+	if err == nil {
+		defer release()
+		outIter := it
+		if st.decoupled {
+			outIter = -1
+		}
+		err = mv.InferStream(ctx, req, func(resp *InferResponse, _ bool) error {
+			if resp == nil {
+				return nil
+			}
+			outs := make([]*Tensor, 0, len(resp.Outputs))
+			for _, t := range resp.Outputs {
+				if name, ok := st.outputs[t.Name]; ok {
+					outs = append(outs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+				}
+			}
+			select {
+			case results <- stepResult{outs: outs, iter: outIter}:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+	}
 	if err != nil {
 		// Triton names the ensemble, keeping the step's class.
-		return stepResult{err: &Error{Code: CodeOf(err), Msg: "in ensemble '" + e.name + "', " + err.Error()}}
+		err = &Error{Code: CodeOf(err), Msg: "in ensemble '" + e.name + "', " + err.Error()}
 	}
-	outs := make([]*Tensor, 0, len(resp.Outputs))
-	for _, t := range resp.Outputs {
-		if name, ok := st.outputs[t.Name]; ok {
-			outs = append(outs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
-		}
-	}
-	return stepResult{outs: outs}
+	results <- stepResult{err: err, final: true}
 }
 
 func (e *ensemble) close() {
@@ -293,9 +452,6 @@ func validateComposing(cfg *modelconfig.ModelConfig, configs map[string]*modelco
 	}
 	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
 		m := configs[st.GetModelName()]
-		if m.GetModelTransactionPolicy().GetDecoupled() {
-			return Errorf(CodeUnsupported, "ensemble '%s': step model '%s' is decoupled, and ensembles of decoupled models are not supported yet", name, m.GetName())
-		}
 		if mb := m.GetMaxBatchSize(); mb != 0 && mb < cfg.GetMaxBatchSize() {
 			return Errorf(CodeInvalidArg, "ensemble %s allows maximum batch size %d, but it contains model %s which only allows maximum batch size to be %d",
 				name, cfg.GetMaxBatchSize(), m.GetName(), mb)
@@ -331,6 +487,13 @@ func validateComposing(cfg *modelconfig.ModelConfig, configs map[string]*modelco
 			uses[t] = append(uses[t], ensembleUse{m.GetName(), out.GetDataType(), ioDims(out.GetDims(), out.GetReshape()), batching})
 		}
 	}
+	labels, err := ensembleLabels(cfg, func(model string) bool { return configs[model].GetModelTransactionPolicy().GetDecoupled() })
+	if err != nil {
+		return err
+	}
+	// As Triton, the ensemble is decoupled exactly when a step's model is,
+	// whatever its config said.
+	cfg.ModelTransactionPolicy = &modelconfig.ModelTransactionPolicy{Decoupled: labels.decoupled}
 	for _, t := range slices.Sorted(maps.Keys(uses)) {
 		first := uses[t][0]
 		for _, u := range uses[t][1:] {

@@ -173,6 +173,17 @@ func TestEnsembleValidation(t *testing.T) {
 		"batch": servertest.Ensemble(servertest.EnsembleConfig("batch", 16, io16, out16, good...)),
 		"missing": servertest.Ensemble(servertest.EnsembleConfig("missing", 8, io16, out16,
 			servertest.Step{Model: "absent", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		"repeat": {Config: servertest.RepeatConfig, ONNX: []byte("repeat")},
+		"add1": {Config: `name: "add1"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, 1))},
+		"two_streams": servertest.Ensemble(servertest.EnsembleConfig("two_streams", 0, []string{"IN:TYPE_INT32:[ -1 ]"}, []string{"S:TYPE_INT32:[ 1 ]"},
+			servertest.Step{Model: "repeat", In: []string{"IN=IN"}, Out: []string{"OUT=a"}},
+			servertest.Step{Model: "repeat", In: []string{"IN=IN"}, Out: []string{"OUT=b"}},
+			servertest.Step{Model: "add1", In: []string{"INPUT0=a", "INPUT1=b"}, Out: []string{"OUTPUT0=S"}})),
 		"loop_a": servertest.Ensemble(servertest.EnsembleConfig("loop_a", 8, io16, out16,
 			servertest.Step{Model: "loop_b", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
 		"loop_b": servertest.Ensemble(servertest.EnsembleConfig("loop_b", 8, io16, out16,
@@ -189,6 +200,7 @@ func TestEnsembleValidation(t *testing.T) {
 		{"batch", "ensemble batch allows maximum batch size 16, but it contains model simple which only allows maximum batch size to be 8"},
 		{"missing", "ensemble missing contains models that are not available or ambiguous: absent"},
 		{"loop_a", "circular dependency between ensembles: loop_a -> loop_b -> loop_a"},
+		{"two_streams", "in ensemble two_streams, step of model 'add1' receives inputs originated from different decoupled models"},
 	} {
 		err := s.Load(context.Background(), tc.model, nil)
 		if tc.want == "" {
@@ -287,5 +299,51 @@ func TestEnsembleComposingReload(t *testing.T) {
 	wg.Wait()
 	if failures.Load() != 0 || done.Load() < 5 {
 		t.Fatalf("%d of %d requests failed across 5 reloads", failures.Load(), done.Load())
+	}
+}
+
+// TestEnsembleDecoupled: a step on a decoupled model makes the ensemble
+// decoupled; each of its responses flows through the next step and
+// becomes one ensemble response, then a final flag (0, 1 and 50).
+func TestEnsembleDecoupled(t *testing.T) {
+	models := map[string]servertest.Model{
+		"repeat": {Config: servertest.RepeatConfig, ONNX: []byte("repeat")},
+		"id_int": {Config: `name: "id_int"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Int32, 1))},
+		"stream": servertest.Ensemble(servertest.EnsembleConfig("stream", 0, []string{"IN:TYPE_INT32:[ -1 ]"}, []string{"Y:TYPE_INT32:[ 1 ]", "I:TYPE_INT32:[ 1 ]"},
+			servertest.Step{Model: "repeat", In: []string{"IN=IN"}, Out: []string{"OUT=r", "IDX=I"}},
+			servertest.Step{Model: "id_int", In: []string{"INPUT0=r"}, Out: []string{"OUTPUT0=Y"}})),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
+	mv, release, err := s.Acquire("stream", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	if !mv.Config.GetModelTransactionPolicy().GetDecoupled() {
+		t.Fatal("an ensemble with a decoupled step is not decoupled")
+	}
+	for _, n := range []int{0, 1, 50} {
+		req := repeatRequest(n, nil)
+		req.ModelName = "stream"
+		var got streamed
+		if err := mv.InferStream(context.Background(), req, got.emit); err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if len(got.resps) != n || got.finals != 1 {
+			t.Fatalf("n=%d: %d responses, %d finals", n, len(got.resps), got.finals)
+		}
+		seen := map[int32]int32{}
+		for _, r := range got.resps {
+			o := outputs(t, r)
+			seen[o["I"][0]] = o["Y"][0]
+		}
+		for i := range n {
+			if seen[int32(i)] != int32(100+i) {
+				t.Fatalf("n=%d: response %d carries %d", n, i, seen[int32(i)])
+			}
+		}
 	}
 }
