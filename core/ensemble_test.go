@@ -347,3 +347,58 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
 		}
 	}
 }
+
+// TestEnsembleMixedBatches: concurrent requests to an ensemble and
+// straight to its composing model share the composing model's dynamic
+// batches, and every one gets its own rows back.
+func TestEnsembleMixedBatches(t *testing.T) {
+	simple := servertest.Simple("simple")
+	simple.Config += "dynamic_batching { max_queue_delay_microseconds: 5000 }\n"
+	models := map[string]servertest.Model{
+		"simple": simple,
+		"chain": servertest.Ensemble(servertest.EnsembleConfig("chain", 8, io16,
+			[]string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"}, chainSteps...)),
+	}
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
+	var wg sync.WaitGroup
+	for k := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := func(i int) int32 { return int32(k*100 + i) }
+			b := func(int) int32 { return int32(k) }
+			model := "simple"
+			in0, in1 := "INPUT0", "INPUT1"
+			if k%2 == 0 {
+				model, in0, in1 = "chain", "IN0", "IN1"
+			}
+			resp, err := s.Infer(context.Background(), &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion,
+				Inputs: []*core.Tensor{int32Tensor(in0, 1, a), int32Tensor(in1, 1, b)}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got := outputs(t, resp)
+			for i := range 16 {
+				w0, w1 := a(i)+b(i), a(i)-b(i)
+				o0, o1 := got["OUTPUT0"], got["OUTPUT1"]
+				if model == "chain" {
+					w0, w1 = 2*a(i), 2*b(i)
+					o0, o1 = got["OUT0"], got["OUT1"]
+				}
+				if o0[i] != w0 || o1[i] != w1 {
+					t.Errorf("%s request %d [%d]: %d %d, want %d %d", model, k, i, o0[i], o1[i], w0, w1)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	mv, release, err := s.Acquire("simple", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	st := mv.Stats.Snapshot()
+	if st.InferenceCount != 8+16 || st.ExecutionCount >= st.InferenceCount {
+		t.Fatalf("simple ran %d requests in %d executions: no batch mixed them", st.InferenceCount, st.ExecutionCount)
+	}
+}
