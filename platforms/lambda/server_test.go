@@ -16,7 +16,8 @@ import (
 )
 
 // newV2Server starts the core with ONNX Runtime on a one-model repository
-// (id1: FP32 identity, dims [-1]) and returns the real v2 API handler.
+// (id1: FP32 identity, dims [-1], and ens1, an ensemble of it) and returns
+// the real v2 API handler.
 func newV2Server(t *testing.T) *httpapi.Server {
 	t.Helper()
 	root := servertest.WriteRepo(t, map[string]servertest.Model{"id1": {
@@ -27,7 +28,11 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `,
 		ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, -1)),
-	}})
+	},
+		// ens1: an ensemble of the one step id1.
+		"ens1": servertest.Ensemble(servertest.EnsembleConfig("ens1", 8, []string{"INPUT0:TYPE_FP32:[ -1 ]"}, []string{"OUTPUT0:TYPE_FP32:[ -1 ]"},
+			servertest.Step{Model: "id1", In: []string{"INPUT0=INPUT0"}, Out: []string{"OUTPUT0=OUTPUT0"}})),
+	})
 	api := httpapi.New(servertest.Start(t, servertest.Options{Repo: root}), httpapi.Options{})
 	return api
 }
@@ -91,6 +96,12 @@ func TestV2Server(t *testing.T) {
 			}
 			if !bytes.Equal(r.body[n:], binBody[len(header):]) {
 				t.Fatalf("tensor bytes %v", r.body[n:])
+			}
+		}},
+		{"function URL ensemble infer", mustJSON(t, urlEvent("POST", "/v2/models/ens1/infer", "", jsonInfer, false)), func(t *testing.T, r result) {
+			var got inferResponse
+			if r.status != 200 || json.Unmarshal(r.body, &got) != nil || got.ModelName != "ens1" || len(got.Outputs) != 1 || got.Outputs[0].Data[2] != -3 {
+				t.Fatalf("got %d %s", r.status, r.body)
 			}
 		}},
 		{"health through a stage", mustJSON(t, httpAPIEvent("GET", "prod", "/prod/v2/health/ready", "", "", false)), func(t *testing.T, r result) {
