@@ -371,7 +371,11 @@ type ensembleChainKey struct{}
 // their configurations (model-repository.md §11.3). It runs without the
 // ensemble's own lock, so two ensembles loading each other fail with a
 // cycle instead of waiting on each other.
-func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig) error {
+//
+// It returns the labels the ensemble's outputs inherit: an output without
+// a label file of its own takes those of the composing output mapped to
+// it (model-repository.md §2.5).
+func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig) (map[string][]string, error) {
 	name := cfg.GetName()
 	chain, _ := ctx.Value(ensembleChainKey{}).([]string)
 	chain = append(slices.Clone(chain), name)
@@ -380,7 +384,7 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 	loadErrs := map[string]error{}
 	for _, dep := range composingModels(cfg) {
 		if slices.Contains(chain, dep) {
-			return Errorf(CodeInvalidArg, "circular dependency between ensembles: %s -> %s", strings.Join(chain, " -> "), dep)
+			return nil, Errorf(CodeInvalidArg, "circular dependency between ensembles: %s -> %s", strings.Join(chain, " -> "), dep)
 		}
 		if err := s.Load(ctx, dep, nil); err != nil {
 			s.log.Error("failed to load a composing model", "ensemble", name, "model", dep, "err", err)
@@ -390,6 +394,7 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 		}
 	}
 	configs := map[string]*modelconfig.ModelConfig{}
+	inherited := map[string][]string{}
 	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
 		v := st.GetModelVersion()
 		if v < 0 {
@@ -401,6 +406,11 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 			continue
 		}
 		configs[st.GetModelName()] = mv.Config
+		for from, to := range st.GetOutputMap() {
+			if l := mv.Labels[from]; l != nil {
+				inherited[to] = l
+			}
+		}
 		release()
 	}
 	if len(missing) > 0 {
@@ -409,12 +419,12 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 		// Triton's texts: a model that tried to load and failed, else one
 		// that is not there.
 		if err := loadErrs[missing[0]]; err != nil {
-			return Errorf(CodeInvalidArg, "ensemble '%s' depends on '%s' which has no loaded version. Model '%s' loading failed with error: %s",
+			return nil, Errorf(CodeInvalidArg, "ensemble '%s' depends on '%s' which has no loaded version. Model '%s' loading failed with error: %s",
 				name, missing[0], missing[0], strings.TrimSpace(err.Error()))
 		}
-		return Errorf(CodeInvalidArg, "ensemble %s contains models that are not available or ambiguous: %s", name, strings.Join(missing, ", "))
+		return nil, Errorf(CodeInvalidArg, "ensemble %s contains models that are not available or ambiguous: %s", name, strings.Join(missing, ", "))
 	}
-	return validateComposing(cfg, configs)
+	return inherited, validateComposing(cfg, configs)
 }
 
 // composingModels lists the models an ensemble's steps name, sorted.

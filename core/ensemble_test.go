@@ -3,6 +3,9 @@ package core_test
 import (
 	"context"
 	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -400,5 +403,35 @@ func TestEnsembleMixedBatches(t *testing.T) {
 	st := mv.Stats.Snapshot()
 	if st.InferenceCount != 8+16 || st.ExecutionCount >= st.InferenceCount {
 		t.Fatalf("simple ran %d requests in %d executions: no batch mixed them", st.InferenceCount, st.ExecutionCount)
+	}
+}
+
+// TestEnsembleInheritsLabels: classification through an ensemble uses the
+// labels of the composing output mapped to the ensemble's output.
+func TestEnsembleInheritsLabels(t *testing.T) {
+	models := map[string]servertest.Model{
+		"scores": {Config: `name: "scores"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, 4))},
+		"classify": servertest.Ensemble(servertest.EnsembleConfig("classify", 8, []string{"X:TYPE_FP32:[ 4 ]"}, []string{"P:TYPE_FP32:[ 4 ]"},
+			servertest.Step{Model: "scores", In: []string{"INPUT0=X"}, Out: []string{"OUTPUT0=P"}})),
+	}
+	root := servertest.WriteRepo(t, models)
+	servertest.Must(t, os.WriteFile(filepath.Join(root, "scores", "labels.txt"), []byte("cat\ndog\nbird\nfish\n"), 0o644))
+	s := servertest.Start(t, servertest.Options{Repo: root})
+	x := make([]byte, 0, 16)
+	for _, v := range []float32{0.1, 0.7, 0.2, 0} {
+		x = binary.LittleEndian.AppendUint32(x, math.Float32bits(v))
+	}
+	resp, err := s.Infer(context.Background(), &core.InferRequest{ModelName: "classify", ModelVersion: core.LatestVersion,
+		Inputs:  []*core.Tensor{{Name: "X", DataType: core.TypeFP32, Shape: []int64{1, 4}, Data: x}},
+		Outputs: []core.RequestedOutput{{Name: "P", ClassCount: 1}}})
+	servertest.Must(t, err)
+	elems, err := core.BytesElements(resp.Outputs[0].Data)
+	if err != nil || len(elems) != 1 || string(elems[0]) != "0.700000:1:dog" {
+		t.Fatalf("classification through the ensemble: %q %v", elems, err)
 	}
 }

@@ -112,10 +112,18 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		// ensemble that (through others) depends on itself then fails
 		// instead of waiting for itself.
 		unlock()
-		err := s.loadComposing(ctx, cfg)
+		inherited, err := s.loadComposing(ctx, cfg)
 		unlock = s.lockModel(name)
 		if err != nil {
 			return s.failVersions(name, selected, err.Error())
+		}
+		for _, out := range cfg.GetOutput() {
+			if l := inherited[out.GetName()]; l != nil && labels[out.GetName()] == nil {
+				if labels == nil {
+					labels = map[string][]string{}
+				}
+				labels[out.GetName()] = l
+			}
 		}
 	}
 
