@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"testing"
 
+	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
@@ -17,6 +18,16 @@ func TestEnsembleOverGRPC(t *testing.T) {
 			[]string{"INPUT0:TYPE_INT32:[ 16 ]", "INPUT1:TYPE_INT32:[ 16 ]"}, []string{"OUTPUT0:TYPE_INT32:[ 16 ]", "OUTPUT1:TYPE_INT32:[ 16 ]"},
 			// One step whose outputs are the ensemble's, so checkSimple applies.
 			servertest.Step{Model: "simple", In: []string{"INPUT0=INPUT0", "INPUT1=INPUT1"}, Out: []string{"OUTPUT0=OUTPUT0", "OUTPUT1=OUTPUT1"}})),
+		"id_bytes": {Config: `name: "id_bytes"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1))},
+		// fan-out over BYTES: two identity steps read TEXT at once.
+		"bytes_fan": servertest.Ensemble(servertest.EnsembleConfig("bytes_fan", 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"A:TYPE_STRING:[ -1 ]", "B:TYPE_STRING:[ -1 ]"},
+			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=A"}},
+			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=B"}})),
 	})
 	h := start(t, servertest.Options{Repo: root}, Options{})
 	c := ctx(t)
@@ -36,6 +47,14 @@ func TestEnsembleOverGRPC(t *testing.T) {
 	}
 	sr.InferResponse.ModelName = "simple"
 	checkSimple(t, sr.GetInferResponse())
+	text := &pb.ModelInferRequest{ModelName: "bytes_fan", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "TEXT", Datatype: "BYTES", Shape: []int64{2},
+		Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("a"), []byte("bcd")}}}}}
+	br, err := h.client.ModelInfer(c, text)
+	servertest.Must(t, err)
+	const want = "\x01\x00\x00\x00a\x03\x00\x00\x00bcd"
+	if len(br.GetRawOutputContents()) != 2 || string(br.GetRawOutputContents()[0]) != want || string(br.GetRawOutputContents()[1]) != want {
+		t.Fatalf("BYTES fan-out: %q", br.GetRawOutputContents())
+	}
 	md, err := h.client.ModelMetadata(c, &pb.ModelMetadataRequest{Name: "chain"})
 	if err != nil || md.GetPlatform() != "ensemble" {
 		t.Fatal(md, err)

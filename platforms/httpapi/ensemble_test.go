@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 )
 
@@ -19,8 +20,33 @@ func TestEnsembleOverHTTP(t *testing.T) {
 			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
 			servertest.Step{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		// an ensemble of ensembles: chain twice.
+		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8,
+			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
+			servertest.Step{Model: "chain", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=x", "OUT1=y"}},
+			servertest.Step{Model: "chain", In: []string{"IN0=x", "IN1=y"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
+		// BYTES between two identity steps.
+		"id_bytes": {Config: `name: "id_bytes"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1))},
+		"bytes2": servertest.Ensemble(servertest.EnsembleConfig("bytes2", 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"ECHO:TYPE_STRING:[ -1 ]"},
+			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=mid"}},
+			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=mid"}, Out: []string{"OUTPUT0=ECHO"}})),
 	})
 	base, _ := startServer(t, root, serverOpts{})
+	if status, _, out := post(t, base+"/v2/models/bytes2/infer", `{"inputs":[{"name":"TEXT","shape":[2],"datatype":"BYTES","data":["héllo","wörld"]}]}`); status != 200 ||
+		!strings.Contains(string(out), `"data":["héllo","wörld"]`) {
+		t.Fatalf("BYTES through two steps: %d %s", status, out)
+	}
+	outerBody := `{"inputs":[{"name":"IN0","shape":[1,16],"datatype":"INT32","data":[` + strings.Trim(intSeq(0, 16), "[]") + `]},` +
+		`{"name":"IN1","shape":[1,16],"datatype":"INT32","data":[` + strings.TrimSuffix(strings.Repeat("3,", 16), ",") + `]}]}`
+	if status, _, out := post(t, base+"/v2/models/outer/infer", outerBody); status != 200 || !strings.Contains(string(out), `"data":[0,4,8,12,`) ||
+		!strings.Contains(string(out), `"data":[12,12,`) {
+		t.Fatalf("ensemble of ensembles: %d %s", status, out)
+	}
 	body := `{"id":"e1","inputs":[{"name":"IN0","shape":[1,16],"datatype":"INT32","data":[` + strings.Trim(intSeq(0, 16), "[]") + `]},` +
 		`{"name":"IN1","shape":[1,16],"datatype":"INT32","data":[` + strings.TrimSuffix(strings.Repeat("3,", 16), ",") + `]}]}`
 	status, _, out := post(t, base+"/v2/models/chain/infer", body)
