@@ -252,6 +252,12 @@ func TestEnsembleUnload(t *testing.T) {
 	if got := ready(); got != "" {
 		t.Fatalf("after unloading simple: %q ready", got)
 	}
+	// As in Triton, the ensemble comes back with its composing model.
+	servertest.Must(t, s.Load(ctx, "simple", nil))
+	if got := ready(); got != "simple,chain" {
+		t.Fatalf("after loading simple again: %q ready", got)
+	}
+	servertest.Must(t, s.Unload(ctx, "simple"))
 	servertest.Must(t, s.Load(ctx, "chain", nil))
 	servertest.Must(t, s.UnloadDependents(ctx, "chain", true))
 	if got := ready(); got != "" {

@@ -32,6 +32,24 @@ func pollFailure(name string) *Error {
 // INTERNAL "failed to poll"; a failure while creating the versions answers
 // INVALID_ARG "load failed for model ...".
 func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error {
+	if err := s.load(ctx, name, ov); err != nil {
+		return err
+	}
+	// Ensembles that went down for want of this model come back with it,
+	// as in Triton.
+	chain, _ := ctx.Value(ensembleChainKey{}).([]string)
+	for _, e := range s.takeWaiting(name) {
+		if slices.Contains(chain, e) {
+			continue // being loaded above this call
+		}
+		if err := s.Load(ctx, e, nil); err != nil {
+			s.log.Error("failed to reload an ensemble after its composing model loaded", "ensemble", e, "model", name, "err", err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error {
 	if err := checkModelName(name); err != nil {
 		return err
 	}
@@ -449,6 +467,7 @@ func (s *Server) UnloadDependents(ctx context.Context, name string, dependents b
 		if err := s.UnloadDependents(ctx, e, false); err != nil {
 			return err
 		}
+		s.wait(name, e)
 	}
 	if dependents && cfg != nil && modelconfig.IsEnsemble(cfg) {
 		for _, dep := range composingModels(cfg) {
@@ -470,6 +489,27 @@ func (s *Server) markExplicit(name string) {
 	if m := s.models[name]; m != nil {
 		m.explicit = true
 	}
+}
+
+// wait records that ensemble e went down for want of model m.
+func (s *Server) wait(m, e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting == nil {
+		s.waiting = map[string][]string{}
+	}
+	if !slices.Contains(s.waiting[m], e) {
+		s.waiting[m] = append(s.waiting[m], e)
+	}
+}
+
+// takeWaiting returns, and forgets, the ensembles waiting for model m.
+func (s *Server) takeWaiting(m string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.waiting[m]
+	delete(s.waiting, m)
+	return w
 }
 
 // servingConfig is the configuration of name's serving versions, or nil.

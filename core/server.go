@@ -71,6 +71,10 @@ type Server struct {
 
 	loadMu sync.Mutex
 	loads  map[string]*nameLock // serialises loads of one model; only names in use
+
+	// waiting maps a model to the ensembles unloaded because it was;
+	// they load again when it does (under mu).
+	waiting map[string][]string
 }
 
 // nameLock is one model name's load/unload lock. It lives only while some
