@@ -1,7 +1,11 @@
 package grpcapi
 
 import (
+	"io"
+	"slices"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
@@ -59,4 +63,50 @@ output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
 	if err != nil || md.GetPlatform() != "ensemble" {
 		t.Fatal(md, err)
 	}
+}
+
+// TestDecoupledEnsembleStream streams a decoupled ensemble (servertest's
+// Repeat, then an ONNX identity) over ModelStreamInfer: one message per
+// response, not final, and nothing for the final flag alone.
+func TestDecoupledEnsembleStream(t *testing.T) {
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"repeat": {Config: servertest.RepeatConfig, ONNX: []byte("repeat")},
+		"id_int": {Config: `name: "id_int"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Int32, 1))},
+		"stream": servertest.Ensemble(servertest.EnsembleConfig("stream", 0, []string{"IN:TYPE_INT32:[ -1 ]"}, []string{"Y:TYPE_INT32:[ 1 ]"},
+			servertest.Step{Model: "repeat", In: []string{"IN=IN"}, Out: []string{"OUT=r"}},
+			servertest.Step{Model: "id_int", In: []string{"INPUT0=r"}, Out: []string{"OUTPUT0=Y"}})),
+	})
+	h := start(t, servertest.Options{Repo: root}, Options{})
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	req := repeatRequest("s", 3)
+	req.ModelName = "stream"
+	req.RawInputContents = [][]byte{int32s([]int32{7, 8, 9})}
+	servertest.Must(t, st.Send(req))
+	servertest.Must(t, st.CloseSend())
+	var got []int32
+	for {
+		resp, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		servertest.Must(t, err)
+		ir := resp.GetInferResponse()
+		if resp.GetErrorMessage() != "" || ir.GetParameters()["triton_final_response"].GetBoolParam() {
+			t.Fatalf("message %v", resp)
+		}
+		got = append(got, decodeInt32s(ir.GetRawOutputContents()[0])...)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int32{7, 8, 9}) {
+		t.Fatalf("streamed %v", got)
+	}
+	// ModelInfer refuses it: the ensemble is decoupled.
+	_, err = h.client.ModelInfer(ctx(t), req)
+	wantStatus(t, err, codes.Unimplemented, "ModelInfer RPC doesn't support models with decoupled transaction policy")
 }
