@@ -58,4 +58,7 @@ type InstanceSpec struct {
 	Kind     modelconfig.ModelInstanceGroup_Kind
 	DeviceID int32 // GPU id for KIND_GPU
 	Config   *modelconfig.ModelConfig
+	// Server is the core the instance serves, for backends whose models
+	// call other models (Python's BLS).
+	Server *Server
 }

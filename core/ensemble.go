@@ -322,7 +322,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 		}
 	}
 	req := &InferRequest{ID: j.p.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
-		Outputs: st.requested, Parameters: j.p.req.Parameters, Priority: j.p.priority}
+		Outputs: st.requested, Parameters: j.p.req.Parameters, Priority: j.p.priority, Correlation: j.p.req.Correlation}
 	mv, release, err := e.srv.Acquire(st.model, st.version)
 	if err == nil {
 		defer release()

@@ -30,6 +30,10 @@ type Request struct {
 	// BatchSize is the request's batch size, 0 for a model that does not
 	// batch.
 	BatchSize uint64
+	// Correlation and TimeoutMicros are the request's, as the client sent
+	// them.
+	Correlation   Correlation
+	TimeoutMicros uint64
 
 	batch Batch // the one-request batch of Concatenated, without a copy
 	job   *job
@@ -40,6 +44,9 @@ type Request struct {
 	detached bool        // still sending after its execution returned
 	stop     func() bool // detaches the cancellation hook of a detached request
 }
+
+// Context is the request's: done when its client goes away.
+func (r *Request) Context() context.Context { return r.job.ctx }
 
 // Response is one response of a request: its outputs (a subset of the
 // request's Outputs) and parameters, or an error that ends the request.

@@ -328,7 +328,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	// requests from the scheduler.
 	var active, passive []Instance
 	for _, ref := range modelconfig.Instances(cfg) {
-		inst, err := backend.NewInstance(ctx, InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg})
+		inst, err := backend.NewInstance(ctx, InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg, Server: s})
 		if err != nil {
 			for _, i := range append(active, passive...) {
 				_ = i.Close()

@@ -19,6 +19,9 @@ type InferRequest struct {
 	// Priority and TimeoutMicros are the scheduler parameters (0 = default).
 	Priority      uint64
 	TimeoutMicros uint64
+	// Correlation is the request's sequence id and START/END flags, given
+	// to the backend as they are (Python's correlation_id() and flags()).
+	Correlation Correlation
 
 	// Raw marks a raw binary request (binary extension §11.2): the one
 	// input's shape is deduced from the model configuration.
@@ -55,3 +58,18 @@ type Batch struct {
 	// preparation, the model run and output collection (statistics).
 	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
 }
+
+// Correlation is a request's sequence id, a number or a string, and its
+// sequence flags.
+type Correlation struct {
+	ID       uint64
+	StringID string
+	IsString bool
+	Flags    uint32 // FlagSequenceStart | FlagSequenceEnd
+}
+
+// Sequence flags, as TRITONSERVER_REQUEST_FLAG_SEQUENCE_*.
+const (
+	FlagSequenceStart uint32 = 1
+	FlagSequenceEnd   uint32 = 2
+)

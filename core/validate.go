@@ -146,6 +146,7 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		p.req.Inputs = append(p.req.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
 	}
 	p.req.ID, p.req.Parameters = req.ID, req.Parameters
+	p.req.Correlation, p.req.TimeoutMicros = req.Correlation, req.TimeoutMicros
 	p.req.batch = Batch{Inputs: p.req.Inputs, Outputs: p.req.Outputs}
 	return p, nil
 }

@@ -59,6 +59,17 @@ type Sequence struct {
 	End      bool
 }
 
+// Apply gives req the sequence's correlation id and flags.
+func (s Sequence) Apply(req *core.InferRequest) {
+	req.Correlation = core.Correlation{ID: s.ID, StringID: s.StringID, IsString: s.IsString}
+	if s.Start {
+		req.Correlation.Flags |= core.FlagSequenceStart
+	}
+	if s.End {
+		req.Correlation.Flags |= core.FlagSequenceEnd
+	}
+}
+
 // Envelope is a decoded infer request together with what the response
 // encoder needs to know about it.
 type Envelope struct {
@@ -328,6 +339,7 @@ func (d *decoder) parameters(root Value) error {
 			req.Parameters[name] = val
 		}
 	}
+	seq.Apply(req)
 	return nil
 }
 

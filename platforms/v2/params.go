@@ -50,6 +50,7 @@ type InferParams struct {
 // Apply sets the scheduler parameters and the model's parameters on req.
 func (p *InferParams) Apply(req *core.InferRequest) {
 	req.Priority, req.TimeoutMicros, req.Parameters = p.Priority, p.TimeoutMicros, p.Parameters
+	p.Sequence.Apply(req)
 }
 
 func invalidArg(msg string) error { return &core.Error{Code: core.CodeInvalidArg, Msg: msg} }
