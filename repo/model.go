@@ -74,7 +74,12 @@ func ReadModel(dir, name string, override *modelconfig.ModelConfig, opts ReadOpt
 	if opts.Renamed {
 		m.Config.Name = name
 	}
-	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(treeOf(dir))); err != nil {
+	tree := treeOf(dir)
+	if m.Config.GetBackend() == "" && m.Config.GetPlatform() == "" && m.Config.GetDefaultModelFilename() == "" && firstSubdirHas(tree, modelconfig.FilenamePython) {
+		// A version folder holding model.py makes a Python model (§6.1).
+		m.Config.Backend = modelconfig.BackendPython
+	}
+	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(tree)); err != nil {
 		return nil, err
 	}
 	if err := modelconfig.Validate(m.Config, name, !opts.AutoComplete); err != nil {
@@ -147,9 +152,12 @@ func listVersions(dir string, log *slog.Logger) ([]int64, error) {
 // firstSubdirHasModelONNX implements the backend detection of §6.1: the
 // first sub-folder in plain lexicographic order holds a model.onnx entry
 // (file or folder).
-func firstSubdirHasModelONNX(t folderTree) bool {
+func firstSubdirHasModelONNX(t folderTree) bool { return firstSubdirHas(t, "model.onnx") }
+
+// firstSubdirHas reports whether the first sub-folder holds an entry file.
+func firstSubdirHas(t folderTree, file string) bool {
 	subdirs := t.subdirs()
-	return len(subdirs) > 0 && t.has(subdirs[0]+"/model.onnx")
+	return len(subdirs) > 0 && t.has(subdirs[0]+"/"+file)
 }
 
 // folderTree is what a model folder holds, for the checks made before the

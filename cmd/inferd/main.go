@@ -21,6 +21,7 @@ import (
 	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/platforms/httpapi"
 	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
@@ -393,7 +394,23 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	if err != nil {
 		return nil, nil, err
 	}
-	closeBackend = func() { _ = ortBackend.Close() }
+	pySettings, err := cfg.backendSettings("python")
+	if err != nil {
+		_ = ortBackend.Close()
+		return nil, nil, err
+	}
+	pyOpts, err := python.Settings(pySettings)
+	if err != nil {
+		_ = ortBackend.Close()
+		return nil, nil, err
+	}
+	pyOpts.LogVerbose, pyOpts.Logger = cfg.logVerbose, log
+	// Nothing starts until a Python model loads.
+	pyBackend := python.New(pyOpts)
+	closeBackend = func() {
+		_ = pyBackend.Close()
+		_ = ortBackend.Close()
+	}
 	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
 	if err != nil {
 		closeBackend()
@@ -412,7 +429,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	}
 	return core.NewServer(core.Options{
 		Repos:           repos,
-		Backends:        []core.Backend{ortBackend},
+		Backends:        []core.Backend{ortBackend, pyBackend},
 		ControlMode:     mode,
 		StartupModels:   cfg.loadModels,
 		AutoComplete:    cfg.autoComplete(),

@@ -61,6 +61,9 @@ type Options struct {
 	Startup []string         // --load-model names in explicit mode
 	// AllowFailures keeps going when some start-up model fails.
 	AllowFailures bool
+	// Backends are served beside ONNX Runtime, Identity and Repeat (the
+	// Python backend, in its tests).
+	Backends []core.Backend
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -80,7 +83,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	repos, err := repo.OpenAll(context.Background(), []string{o.Repo})
 	Must(t, err)
 	srv := core.NewServer(core.Options{
-		Repos: repos, Backends: []core.Backend{backend, Identity{}, Repeat{}}, ControlMode: o.Mode, StartupModels: o.Startup,
+		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: true, StrictReadiness: true, Logger: log,
 	})
 	t.Cleanup(func() {

@@ -1,0 +1,318 @@
+// Package python is Triton's Python backend for inferd: a model.py with a
+// TritonPythonModel class runs unchanged in one worker process per
+// instance, with inferd's own triton_python_backend_utils module
+// (python-backend.md). The module and the worker script are embedded and
+// written out when the first Python model loads.
+package python
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+//go:embed shim/*.py
+var shim embed.FS
+
+// Options configure the backend (--backend-config=python,<key>=<value>).
+type Options struct {
+	// Executable is the interpreter (python-executable, an inferd
+	// extension); empty means python3 on PATH. A model's
+	// EXECUTION_ENV_PATH overrides it.
+	Executable string
+	// StubTimeout bounds a worker's start (stub-timeout-seconds, 30 s).
+	StubTimeout time.Duration
+	// LogVerbose is --log-verbose: Logger.log_verbose shows from 1.
+	LogVerbose int
+	Logger     *slog.Logger
+}
+
+// Settings reads the python --backend-config settings. Triton's
+// shared-memory settings are accepted and have no effect (inferd's
+// transport is a socket).
+func Settings(settings map[string]string) (Options, error) {
+	o := Options{StubTimeout: 30 * time.Second}
+	for k, v := range settings {
+		switch k {
+		case "python-executable":
+			o.Executable = v
+		case "stub-timeout-seconds":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return o, fmt.Errorf("--backend-config=python,stub-timeout-seconds=%s: must be a whole number of seconds above 0", v)
+			}
+			o.StubTimeout = time.Duration(n) * time.Second
+		case "thread-pool-size":
+			if n, err := strconv.Atoi(v); err != nil || n < 1 {
+				return o, fmt.Errorf("--backend-config=python,thread-pool-size=%s: must be at least 1", v)
+			}
+		case "shm-default-byte-size", "shm-growth-byte-size", "shm-message-queue-size", "shm-region-prefix-name", "default-max-batch-size":
+		}
+	}
+	return o, nil
+}
+
+// Backend serves `backend: "python"` models.
+type Backend struct {
+	opts Options
+	log  *slog.Logger
+
+	once    sync.Once
+	dir     string // the written shim, or "" until the first load
+	dirErr  error
+	mu      sync.Mutex
+	workers map[*worker]bool // live workers, reaped on Close
+}
+
+// New builds the backend; it starts nothing until a Python model loads.
+func New(opts Options) *Backend {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.StubTimeout <= 0 {
+		opts.StubTimeout = 30 * time.Second
+	}
+	return &Backend{opts: opts, log: opts.Logger, workers: map[*worker]bool{}}
+}
+
+// Name implements core.Backend.
+func (b *Backend) Name() string { return modelconfig.BackendPython }
+
+// Close stops every worker still running and removes the written module.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	ws := make([]*worker, 0, len(b.workers))
+	for w := range b.workers {
+		ws = append(ws, w)
+	}
+	b.mu.Unlock()
+	for _, w := range ws {
+		w.stop(5 * time.Second)
+	}
+	if b.dir != "" {
+		return os.RemoveAll(b.dir)
+	}
+	return nil
+}
+
+// shimDir writes the module and the worker script once.
+func (b *Backend) shimDir() (string, error) {
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "inferd-python-")
+		if err != nil {
+			b.dirErr = fmt.Errorf("python backend: %w", err)
+			return
+		}
+		for _, name := range []string{"triton_python_backend_utils.py", "inferd_python_worker.py"} {
+			data, _ := shim.ReadFile("shim/" + name)
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				b.dirErr = fmt.Errorf("python backend: %w", err)
+				return
+			}
+		}
+		b.dir = dir
+	})
+	return b.dir, b.dirErr
+}
+
+// modelFile is the version folder's code file (default_model_filename or
+// model.py).
+func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) string {
+	name := cfg.GetDefaultModelFilename()
+	if name == "" {
+		name = "model.py"
+	}
+	return filepath.Join(files.VersionDir, name)
+}
+
+// start starts one worker for model files, as instance.
+func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig, instance string) (*worker, error) {
+	if err := checkParameters(cfg); err != nil {
+		return nil, err
+	}
+	if f := modelFile(files, cfg); !fileExists(f) {
+		b.log.Error("Python model file not found", "model", files.ModelName, "path", f)
+		return nil, core.Errorf(core.CodeInternal, "Python model file not found in '%s'", f)
+	}
+	dir, err := b.shimDir()
+	if err != nil {
+		return nil, err
+	}
+	python, extra, err := b.interpreter(files, cfg)
+	if err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(), extra...)
+	env = append(env, "PYTHONUNBUFFERED=1", "PYTHONPATH="+joinPath(dir, os.Getenv("PYTHONPATH")))
+	w, err := startWorker(ctx, procSpec{instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
+		env: env, timeout: b.opts.StubTimeout, log: b.log.With("model", files.ModelName, "instance", instance)})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.workers[w] = true
+	b.mu.Unlock()
+	go func() {
+		<-w.exited
+		b.mu.Lock()
+		delete(b.workers, w)
+		b.mu.Unlock()
+	}()
+	return w, nil
+}
+
+func joinPath(first, rest string) string {
+	if rest == "" {
+		return first
+	}
+	return first + string(os.PathListSeparator) + rest
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// checkParameters validates the config parameters the backend reads.
+func checkParameters(cfg *modelconfig.ModelConfig) error {
+	if p, ok := cfg.GetParameters()["FORCE_CPU_ONLY_INPUT_TENSORS"]; ok {
+		if v := p.GetStringValue(); v != "yes" && v != "no" {
+			return core.Errorf(core.CodeUnsupported, "Incorrect value for FORCE_CPU_ONLY_INPUT_TENSORS: %s'", v)
+		}
+	}
+	return nil
+}
+
+// interpreter picks the Python to run (python-backend.md §8.2): the
+// model's EXECUTION_ENV_PATH, else the backend's executable, else python3
+// on PATH. It returns the environment additions an environment needs.
+func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, []string, error) {
+	if p, ok := cfg.GetParameters()["EXECUTION_ENV_PATH"]; ok && p.GetStringValue() != "" {
+		env := strings.ReplaceAll(p.GetStringValue(), "$$TRITON_MODEL_DIRECTORY", files.ModelDir)
+		if strings.HasSuffix(env, ".tar.gz") || strings.HasSuffix(env, ".tgz") {
+			return "", nil, core.Errorf(core.CodeUnsupported, "EXECUTION_ENV_PATH '%s': packed (conda-pack) environments are not supported yet; unpack it and name the folder", env)
+		}
+		if !fileExists(filepath.Join(env, "bin", "activate")) {
+			return "", nil, core.Errorf(core.CodeInternal, "Path %s/bin/activate does not exist. The Python environment should contain an 'activate' script.", env)
+		}
+		python := filepath.Join(env, "bin", "python3")
+		if !fileExists(python) {
+			python = filepath.Join(env, "bin", "python")
+		}
+		return python, []string{
+			"PATH=" + joinPath(filepath.Join(env, "bin"), os.Getenv("PATH")),
+			"LD_LIBRARY_PATH=" + joinPath(filepath.Join(env, "lib"), os.Getenv("LD_LIBRARY_PATH")),
+			"VIRTUAL_ENV=" + env, "CONDA_PREFIX=" + env,
+		}, nil
+	}
+	if b.opts.Executable != "" {
+		return b.opts.Executable, nil, nil
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		return "", nil, core.Errorf(core.CodeInternal, "no Python interpreter: python3 is not on PATH (set --backend-config=python,python-executable=<path>)")
+	}
+	return python, nil, nil
+}
+
+// AutoComplete implements core.Backend: a throw-away worker runs the
+// model's auto_complete_config, if it has one (python-backend.md §3.4).
+func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig) error {
+	w, err := b.start(ctx, files, cfg, files.ModelName+"_auto_complete")
+	if err != nil {
+		return err
+	}
+	defer w.stop(b.opts.StubTimeout)
+	js, err := modelconfig.MarshalJSON(cfg)
+	if err != nil {
+		return err
+	}
+	reply, err := w.call(ctx, "auto_complete", map[string]any{
+		"config": string(js), "model_file": modelFile(files, cfg), "model_version": strconv.FormatInt(files.Version, 10),
+	}, nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Config string `json:"config"`
+		Error  string `json:"error"`
+	}
+	if err := decode(reply, &r); err != nil {
+		return err
+	}
+	if r.Error != "" {
+		return core.Errorf(core.CodeInternal, "%s", r.Error)
+	}
+	completed, err := modelconfig.ParseJSON([]byte(r.Config))
+	if err != nil {
+		return core.Errorf(core.CodeInternal, "auto_complete_config of model '%s' returned a configuration that does not parse: %v", files.ModelName, err)
+	}
+	cfg.Reset()
+	mergeConfig(cfg, completed)
+	return nil
+}
+
+// NewInstance implements core.Backend: a worker for the instance, its
+// model imported and initialized (python-backend.md §3.1).
+func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
+	w, err := b.start(ctx, spec.VersionFiles, spec.Config, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{b: b, w: w, name: spec.Name, server: spec.Server, model: spec.ModelName,
+		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{}}
+	w.handle = in.handle
+	js, err := modelconfig.MarshalJSON(spec.Config)
+	if err != nil {
+		w.stop(time.Second)
+		return nil, err
+	}
+	kind := strings.TrimPrefix(spec.Kind.String(), "KIND_")
+	args := map[string]string{
+		"model_config": string(js), "model_instance_kind": kind, "model_instance_name": spec.Name,
+		"model_instance_device_id": strconv.Itoa(int(spec.DeviceID)), "model_repository": spec.ModelDir,
+		"model_version": strconv.FormatInt(spec.Version, 10), "model_name": spec.ModelName,
+	}
+	reply, err := w.call(ctx, "init", map[string]any{
+		"args": args, "model_file": modelFile(spec.VersionFiles, spec.Config), "model_version": strconv.FormatInt(spec.Version, 10),
+		"decoupled": in.decoupled, "log_verbose": b.opts.LogVerbose,
+	}, nil)
+	if err != nil {
+		w.stop(time.Second)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		return nil, errUnhealthy(spec.Name)
+	}
+	var r struct {
+		Error string `json:"error"`
+	}
+	if err := decode(reply, &r); err != nil {
+		w.stop(time.Second)
+		return nil, err
+	}
+	if r.Error != "" {
+		w.stop(b.opts.StubTimeout)
+		b.log.Error("Python model failed to initialize", "model", spec.ModelName, "instance", spec.Name, "err", r.Error)
+		return nil, core.Errorf(core.CodeInternal, "%s", lastLine(r.Error))
+	}
+	return in, nil
+}
+
+// lastLine is a Python error's last line: the exception and its message.
+func lastLine(text string) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

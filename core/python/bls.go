@@ -1,0 +1,217 @@
+package python
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/inferd/inferd/core"
+)
+
+// blsCalls holds the cancel functions of in-flight BLS calls, by
+// "<instance>/<seq>", for bls_cancel.
+var blsCalls sync.Map
+
+// onBLS runs a model's BLS request (python-backend.md §7) through this
+// server's core, like a client request, and answers with bls_response
+// messages: one, final, for exec(); each response and then a final one
+// for exec(decoupled=True). Failures are error responses, never a failed
+// call.
+func (in *instance) onBLS(f frameIn) {
+	var m struct {
+		Seq           int64        `json:"seq"`
+		ModelName     string       `json:"model_name"`
+		ModelVersion  int64        `json:"model_version"`
+		RequestID     string       `json:"request_id"`
+		CorrelationID any          `json:"correlation_id"`
+		Flags         uint32       `json:"flags"`
+		TimeoutUs     uint64       `json:"timeout_us"`
+		Parameters    string       `json:"parameters"`
+		Requested     []string     `json:"requested_outputs"`
+		Inputs        []tensorDesc `json:"inputs"`
+		Decoupled     bool         `json:"decoupled"`
+	}
+	answer := func(resp *core.InferResponse, err error, final bool) {
+		header := map[string]any{"op": "bls_response", "seq": m.Seq, "final": final}
+		out := &frameOut{}
+		switch {
+		case err != nil:
+			header["response"] = map[string]any{"error": map[string]any{"code": int(core.CodeInternal), "message": err.Error()}}
+		case resp != nil:
+			header["response"] = wireOf(resp, out)
+		}
+		_ = in.w.send(header, out)
+	}
+	if err := decode(f, &m); err != nil {
+		answer(nil, err, true)
+		return
+	}
+	req, err := blsRequest(m.ModelName, m.ModelVersion, m.RequestID, m.CorrelationID, m.Flags, m.Parameters, m.Requested, m.Inputs, f)
+	if err != nil {
+		answer(nil, err, true)
+		return
+	}
+	notReady := core.Errorf(core.CodeInternal, "Model %s - Error when running inference: Failed for execute the inference request. Model '%s' is not ready.", m.ModelName, m.ModelName)
+	if in.server == nil {
+		answer(nil, notReady, true)
+		return
+	}
+	mv, release, err := in.server.Acquire(req.ModelName, req.ModelVersion)
+	if err != nil {
+		answer(nil, notReady, true)
+		return
+	}
+	defer release()
+	if mv.Config.GetModelTransactionPolicy().GetDecoupled() && !m.Decoupled {
+		answer(nil, core.Errorf(core.CodeInternal, "Model %s - Error when running inference: Model %s is using the decoupled. The current BLS request call doesn't support models using the decoupled transaction policy. Please use 'decoupled=True' argument to the 'exec' or 'async_exec' calls for decoupled models.'", m.ModelName, m.ModelName), true)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if m.TimeoutUs > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), time.Duration(m.TimeoutUs)*time.Microsecond)
+	}
+	key := in.name + "/" + strconv.FormatInt(m.Seq, 10)
+	blsCalls.Store(key, cancel)
+	defer func() {
+		blsCalls.Delete(key)
+		cancel()
+	}()
+	if !m.Decoupled {
+		resp, err := mv.Infer(ctx, req)
+		answer(resp, err, true)
+		return
+	}
+	err = mv.InferStream(ctx, req, func(resp *core.InferResponse, final bool) error {
+		if resp != nil {
+			answer(resp, nil, false)
+		}
+		return nil
+	})
+	answer(nil, err, true)
+}
+
+// onBLSCancel cancels a decoupled BLS call (ResponseIterator.cancel).
+func (in *instance) onBLSCancel(f frameIn) {
+	var m struct {
+		Seq int64 `json:"seq"`
+	}
+	if decode(f, &m) != nil {
+		return
+	}
+	if c, ok := blsCalls.Load(in.name + "/" + strconv.FormatInt(m.Seq, 10)); ok {
+		c.(context.CancelFunc)()
+	}
+}
+
+// blsRequest builds the core request of a BLS call; its tensors share the
+// frame's bytes.
+func blsRequest(model string, version int64, id string, corr any, flags uint32, params string, requested []string, inputs []tensorDesc, f frameIn) (*core.InferRequest, error) {
+	req := &core.InferRequest{ID: id, ModelName: model, ModelVersion: version}
+	if version <= 0 {
+		req.ModelVersion = core.LatestVersion
+	}
+	switch c := corr.(type) {
+	case string:
+		req.Correlation = core.Correlation{StringID: c, IsString: true}
+	case float64:
+		req.Correlation = core.Correlation{ID: uint64(c)}
+	}
+	req.Correlation.Flags = flags
+	if params != "" && params != "{}" {
+		p, err := responseParameters(params)
+		if err != nil {
+			return nil, fmt.Errorf("BLS request parameters: %w", err)
+		}
+		req.Parameters = p
+	}
+	for _, name := range requested {
+		req.Outputs = append(req.Outputs, core.RequestedOutput{Name: name})
+	}
+	for _, d := range inputs {
+		t, err := f.tensor(d)
+		if err != nil {
+			return nil, fmt.Errorf("BLS request: %w", err)
+		}
+		req.Inputs = append(req.Inputs, t)
+	}
+	return req, nil
+}
+
+// onModelControl serves pb_utils.load_model, unload_model and
+// is_model_ready: the repository API's semantics, explicit mode only.
+func (in *instance) onModelControl(f frameIn) {
+	var m struct {
+		Seq              int64             `json:"seq"`
+		Action           string            `json:"action"`
+		ModelName        string            `json:"model_name"`
+		Config           string            `json:"config"`
+		Files            map[string]string `json:"files"`
+		UnloadDependents bool              `json:"unload_dependents"`
+		ModelVersion     string            `json:"model_version"`
+	}
+	reply := map[string]any{"op": "reply"}
+	err := decode(f, &m)
+	reply["seq"] = m.Seq
+	switch {
+	case err != nil:
+	case in.server == nil:
+		err = fmt.Errorf("model control is not available")
+	case m.Action == "is_ready":
+		v := core.LatestVersion
+		if m.ModelVersion != "" {
+			n, perr := strconv.ParseInt(m.ModelVersion, 10, 64)
+			if perr != nil {
+				err = fmt.Errorf("invalid model version '%s'", m.ModelVersion)
+				break
+			}
+			v = n
+		}
+		reply["value"] = in.server.ModelReady(m.ModelName, v)
+	case in.server.ControlMode() != core.ModeExplicit:
+		err = fmt.Errorf("explicit model load / unload is not allowed if polling is enabled")
+	case m.Action == "load":
+		var ov *core.LoadOverride
+		if m.Config != "" || len(m.Files) > 0 {
+			ov = &core.LoadOverride{ConfigJSON: m.Config, Files: map[string][]byte{}}
+			for k, v := range m.Files {
+				data, derr := base64.StdEncoding.DecodeString(v)
+				if derr != nil {
+					err = fmt.Errorf("file '%s': %v", k, derr)
+					break
+				}
+				ov.Files[strings.TrimPrefix(k, "file:")] = data
+			}
+		}
+		if err == nil {
+			err = in.server.Load(context.Background(), m.ModelName, ov)
+		}
+	case m.Action == "unload":
+		err = in.server.UnloadDependents(context.Background(), m.ModelName, m.UnloadDependents)
+	default:
+		err = fmt.Errorf("unknown model control action '%s'", m.Action)
+	}
+	if err != nil {
+		reply["error"] = strings.TrimSpace(err.Error())
+	}
+	_ = in.w.send(reply, nil)
+}
+
+// wireOf describes a response for the worker, its tensors as blobs.
+func wireOf(resp *core.InferResponse, out *frameOut) map[string]any {
+	outputs := make([]tensorDesc, len(resp.Outputs))
+	for i, t := range resp.Outputs {
+		outputs[i] = out.add(t)
+	}
+	params := "{}"
+	if len(resp.Parameters) > 0 {
+		if b, err := json.Marshal(resp.Parameters); err == nil {
+			params = string(b)
+		}
+	}
+	return map[string]any{"outputs": outputs, "parameters": params}
+}

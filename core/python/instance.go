@@ -1,0 +1,366 @@
+package python
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// rids numbers requests across every worker (python-backend.md §8.4).
+var rids atomic.Int64
+
+// instance is one model instance: a worker running TritonPythonModel.
+type instance struct {
+	b         *Backend
+	w         *worker
+	name      string
+	model     string
+	server    *core.Server
+	decoupled bool
+
+	mu   sync.Mutex
+	open map[int64]*openRequest // requests not yet final, by rid
+}
+
+// openRequest is a request the worker has not finished.
+type openRequest struct {
+	r         *core.Request
+	responded bool // a response went out through the sender
+	stop      func() bool
+}
+
+var _ core.Instance = (*instance)(nil)
+
+type wireRequest struct {
+	RID           int64        `json:"rid"`
+	ID            string       `json:"id"`
+	CorrelationID any          `json:"correlation_id"`
+	Flags         uint32       `json:"flags"`
+	TimeoutUs     uint64       `json:"timeout_us"`
+	Parameters    string       `json:"parameters"`
+	Requested     []string     `json:"requested_outputs"`
+	Inputs        []tensorDesc `json:"inputs"`
+}
+
+// wireResponse is one entry of execute_done, or a send's response.
+type wireResponse struct {
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Outputs    []tensorDesc `json:"outputs"`
+	Parameters string       `json:"parameters"`
+}
+
+// Execute runs one batch: execute(requests) in the worker. Each request's
+// inputs travel once, as blobs of the frame.
+func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
+	if err := in.w.err(); err != nil {
+		return err
+	}
+	e.ComputeStart = time.Now()
+	out := &frameOut{}
+	reqs := make([]wireRequest, len(e.Requests))
+	ridOf := make([]int64, len(e.Requests))
+	for i, r := range e.Requests {
+		rid := rids.Add(1)
+		ridOf[i] = rid
+		params, err := parametersJSON(r.Parameters)
+		if err != nil {
+			return err
+		}
+		wr := wireRequest{RID: rid, ID: r.ID, CorrelationID: correlationID(r.Correlation), Flags: r.Correlation.Flags,
+			TimeoutUs: r.TimeoutMicros, Parameters: params, Requested: r.Outputs, Inputs: make([]tensorDesc, len(r.Inputs))}
+		if wr.Requested == nil {
+			wr.Requested = []string{}
+		}
+		for k, t := range r.Inputs {
+			wr.Inputs[k] = out.add(t)
+		}
+		reqs[i] = wr
+		o := &openRequest{r: r}
+		// A client that goes away is told to the model (is_cancelled).
+		o.stop = context.AfterFunc(r.Context(), func() {
+			_ = in.w.send(map[string]any{"op": "cancel", "rids": []int64{rid}}, nil)
+		})
+		in.mu.Lock()
+		in.open[rid] = o
+		in.mu.Unlock()
+	}
+	e.InferStart = time.Now()
+	reply, err := in.w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "requests": reqs}, out)
+	e.InferEnd = time.Now()
+	if err != nil {
+		// The worker died: every request it had fails (python-backend.md
+		// §8.7).
+		in.failAll(err)
+		return err
+	}
+	var done struct {
+		Error     string          `json:"error"`
+		Responses []*wireResponse `json:"responses"`
+	}
+	if err := decode(reply, &done); err != nil {
+		in.failAll(err)
+		return err
+	}
+	if done.Error != "" {
+		batchErr := core.Errorf(core.CodeInternal, "%s", done.Error)
+		for _, rid := range ridOf {
+			in.finish(rid, &core.Response{Err: batchErr})
+		}
+		e.ComputeEnd = time.Now()
+		return nil
+	}
+	for i, rid := range ridOf {
+		var resp *wireResponse
+		if i < len(done.Responses) {
+			resp = done.Responses[i]
+		}
+		switch {
+		case resp != nil:
+			in.finish(rid, in.response(resp, reply))
+		case in.decoupled:
+			// Open until its final send.
+		default:
+			in.closeDefault(rid)
+		}
+	}
+	e.ComputeEnd = time.Now()
+	return nil
+}
+
+// closeDefault ends a default-mode request the model answered with None:
+// through its sender (then a final flag may still be missing), or not at
+// all (python-backend.md §4.2 rule 1, inferd's text).
+func (in *instance) closeDefault(rid int64) {
+	in.mu.Lock()
+	o := in.open[rid]
+	in.mu.Unlock()
+	if o == nil {
+		return
+	}
+	if o.responded {
+		in.finishFlag(rid)
+		return
+	}
+	in.finish(rid, &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' did not produce a response for the request", in.name)})
+}
+
+// finish sends a request's final response and forgets it.
+func (in *instance) finish(rid int64, resp *core.Response) {
+	in.mu.Lock()
+	o := in.open[rid]
+	delete(in.open, rid)
+	in.mu.Unlock()
+	if o == nil {
+		return
+	}
+	o.stop()
+	_ = o.r.Send(resp, true)
+}
+
+// finishFlag ends a request with a final flag alone.
+func (in *instance) finishFlag(rid int64) {
+	in.mu.Lock()
+	o := in.open[rid]
+	delete(in.open, rid)
+	in.mu.Unlock()
+	if o == nil {
+		return
+	}
+	o.stop()
+	_ = o.r.Send(nil, true)
+}
+
+// failAll fails every open request with err.
+func (in *instance) failAll(err error) {
+	in.mu.Lock()
+	open := in.open
+	in.open = map[int64]*openRequest{}
+	in.mu.Unlock()
+	for _, o := range open {
+		o.stop()
+		_ = o.r.Send(&core.Response{Err: err}, true)
+	}
+}
+
+// response converts a worker's response; tensors share the frame's bytes.
+func (in *instance) response(w *wireResponse, f frameIn) *core.Response {
+	if w.Error != nil {
+		return &core.Response{Err: &core.Error{Code: core.Code(w.Error.Code), Msg: w.Error.Message}}
+	}
+	resp := &core.Response{Outputs: make([]*core.Tensor, 0, len(w.Outputs))}
+	for _, d := range w.Outputs {
+		t, err := f.tensor(d)
+		if err != nil {
+			return &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent a broken response: %v", in.name, err)}
+		}
+		resp.Outputs = append(resp.Outputs, t)
+	}
+	if w.Parameters != "" && w.Parameters != "{}" {
+		params, err := responseParameters(w.Parameters)
+		if err != nil {
+			return &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent broken response parameters: %v", in.name, err)}
+		}
+		resp.Parameters = params
+	}
+	return resp
+}
+
+// handle serves the worker's own messages; it runs on the reader
+// goroutine, so anything that may wait runs on its own.
+func (in *instance) handle(op string, f frameIn) {
+	switch op {
+	case "send":
+		in.onSend(f)
+	case "log":
+		in.onLog(f)
+	case "bls":
+		go in.onBLS(f)
+	case "bls_cancel":
+		in.onBLSCancel(f)
+	case "model_control":
+		go in.onModelControl(f)
+	default:
+		in.w.log.Error("Python worker sent an unknown message", "op", op)
+	}
+}
+
+// onSend delivers a response the model sent through a request's sender.
+func (in *instance) onSend(f frameIn) {
+	var m struct {
+		Seq      int64         `json:"seq"`
+		RID      int64         `json:"rid"`
+		Flags    int           `json:"flags"`
+		Response *wireResponse `json:"response"`
+	}
+	reply := map[string]any{"op": "reply"}
+	if err := decode(f, &m); err != nil {
+		reply["error"] = err.Error()
+		_ = in.w.send(reply, nil)
+		return
+	}
+	reply["seq"] = m.Seq
+	final := m.Flags == 1
+	in.mu.Lock()
+	o := in.open[m.RID]
+	if o != nil && final {
+		delete(in.open, m.RID)
+	}
+	if o != nil && m.Response != nil {
+		o.responded = true
+	}
+	in.mu.Unlock()
+	var err error
+	switch {
+	case o == nil:
+		err = core.Errorf(core.CodeInternal, "Unable to send response. Response sender has been closed.")
+	case m.Response == nil:
+		err = o.r.Send(nil, final)
+	default:
+		err = o.r.Send(in.response(m.Response, f), final)
+	}
+	if final && o != nil {
+		o.stop()
+	}
+	if err != nil {
+		reply["error"] = err.Error()
+	}
+	_ = in.w.send(reply, nil)
+}
+
+// onLog writes a model's Logger message to the server log.
+func (in *instance) onLog(f frameIn) {
+	var m struct {
+		Level   string `json:"level"`
+		File    string `json:"file"`
+		Line    int    `json:"line"`
+		Message string `json:"message"`
+	}
+	if decode(f, &m) != nil {
+		return
+	}
+	level := map[string]slog.Level{"INFO": slog.LevelInfo, "WARNING": slog.LevelWarn, "ERROR": slog.LevelError, "VERBOSE": slog.LevelDebug}[m.Level]
+	in.w.log.Log(context.Background(), level, m.Message, "file", fmt.Sprintf("%s:%d", m.File, m.Line))
+}
+
+// Close calls finalize and stops the worker.
+func (in *instance) Close() error {
+	in.w.stop(in.b.opts.StubTimeout)
+	in.failAll(errUnhealthy(in.name))
+	return nil
+}
+
+func decode(f frameIn, v any) error {
+	if err := json.Unmarshal(f.header, v); err != nil {
+		return core.Errorf(core.CodeInternal, "Python worker sent a malformed message: %v", err)
+	}
+	return nil
+}
+
+// correlationID is the request's sequence id as Python sees it: an int, or
+// a str when the client gave a string.
+func correlationID(c core.Correlation) any {
+	if c.IsString {
+		return c.StringID
+	}
+	return c.ID
+}
+
+// parametersJSON renders a request's model parameters as the JSON object
+// text request.parameters() returns (python-backend.md §6.11).
+func parametersJSON(p map[string]any) (string, error) {
+	if len(p) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", core.Errorf(core.CodeInternal, "request parameters: %v", err)
+	}
+	return string(b), nil
+}
+
+// responseParameters reads a response's parameters: bool, int and str.
+func responseParameters(text string) (map[string]any, error) {
+	var raw map[string]any
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(raw))
+	for k, v := range raw {
+		switch v := v.(type) {
+		case json.Number:
+			n, err := v.Int64()
+			if err != nil {
+				f, _ := v.Float64()
+				if f != math.Trunc(f) {
+					return nil, fmt.Errorf("parameter '%s' is not an integer", k)
+				}
+				n = int64(f)
+			}
+			out[k] = n
+		case bool, string:
+			out[k] = v
+		default:
+			return nil, fmt.Errorf("parameter '%s' has type %T", k, v)
+		}
+	}
+	return out, nil
+}
+
+// mergeConfig copies src into dst (a completed configuration).
+func mergeConfig(dst, src *modelconfig.ModelConfig) { proto.Merge(dst, src) }

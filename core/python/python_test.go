@@ -1,0 +1,534 @@
+package python_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/python"
+	"github.com/inferd/inferd/internal/servertest"
+)
+
+// interpreter finds a python3 with numpy: INFERD_PYTHON, Debian's
+// /usr/bin/python3, then python3 on PATH (a pyenv shim there may lack
+// numpy). CI installs python3-numpy, so none is a failure, not a skip.
+func interpreter(t testing.TB) string {
+	t.Helper()
+	candidates := []string{os.Getenv("INFERD_PYTHON"), "/usr/bin/python3"}
+	if p, err := exec.LookPath("python3"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, c := range candidates {
+		if c != "" && exec.Command(c, "-c", "import numpy").Run() == nil {
+			return c
+		}
+	}
+	t.Fatal("no python3 with numpy (install python3-numpy, or set INFERD_PYTHON)")
+	return ""
+}
+
+// logBuffer collects the server log.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+type env struct {
+	srv  *core.Server
+	root string
+	log  *logBuffer
+}
+
+// copyModels copies testdata models into a fresh repository.
+func copyModels(t testing.TB, names ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, name := range names {
+		src := filepath.Join("testdata", "models", name)
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			dst := filepath.Join(root, name, rel)
+			if d.IsDir() {
+				return os.MkdirAll(dst, 0o755)
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(dst, data, 0o644)
+		})
+		servertest.Must(t, err)
+	}
+	return root
+}
+
+type options struct {
+	mode       core.ControlMode
+	verbose    int
+	allowFails bool
+}
+
+func start(t testing.TB, o options, names ...string) *env {
+	t.Helper()
+	e := &env{root: copyModels(t, names...), log: &logBuffer{}}
+	log := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := python.New(python.Options{Executable: interpreter(t), LogVerbose: o.verbose, Logger: log})
+	t.Cleanup(func() { _ = b.Close() })
+	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}})
+	return e
+}
+
+func fp32(name string, shape []int64, vals ...float32) *core.Tensor {
+	data := make([]byte, 0, 4*len(vals))
+	for _, v := range vals {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+	}
+	return &core.Tensor{Name: name, DataType: core.TypeFP32, Shape: shape, Data: data}
+}
+
+func floats(t *core.Tensor) []float32 {
+	out := make([]float32, len(t.Data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return out
+}
+
+func bytesTensor(name string, vals ...string) *core.Tensor {
+	var data []byte
+	for _, v := range vals {
+		data = binary.LittleEndian.AppendUint32(data, uint32(len(v)))
+		data = append(data, v...)
+	}
+	return &core.Tensor{Name: name, DataType: core.TypeBytes, Shape: []int64{int64(len(vals))}, Data: data}
+}
+
+func strings1(t *testing.T, tensor *core.Tensor) []string {
+	t.Helper()
+	elems, err := core.BytesElements(tensor.Data)
+	servertest.Must(t, err)
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		out[i] = string(e)
+	}
+	return out
+}
+
+func (e *env) infer(req *core.InferRequest) (*core.InferResponse, error) {
+	req.ModelVersion = core.LatestVersion
+	return e.srv.Infer(context.Background(), req)
+}
+
+func output(resp *core.InferResponse, name string) *core.Tensor {
+	for _, o := range resp.Outputs {
+		if o.Name == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// TestAddSubAndInitArgs: a model.py serves from its own process and
+// initialize receives Triton's seven string arguments (python-backend.md
+// §12 lines 1, 7–9, 16, 27–29).
+func TestAddSubAndInitArgs(t *testing.T) {
+	e := start(t, options{}, "add_sub", "init_args")
+	resp, err := e.infer(&core.InferRequest{ModelName: "add_sub",
+		Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 4}, 1, 2, 3, 4), fp32("INPUT1", []int64{1, 4}, 1, 1, 1, 1)}})
+	servertest.Must(t, err)
+	if got := floats(output(resp, "OUTPUT0")); got[3] != 5 || floats(output(resp, "OUTPUT1"))[3] != 3 {
+		t.Fatalf("add_sub: %v %v", got, floats(output(resp, "OUTPUT1")))
+	}
+	resp, err = e.infer(&core.InferRequest{ModelName: "init_args", ID: "r1",
+		Parameters:  map[string]any{"my_param": "x", "n": int64(3)},
+		Correlation: core.Correlation{ID: 7, Flags: core.FlagSequenceStart},
+		Inputs:      []*core.Tensor{fp32("IN", []int64{1}, 1)}})
+	servertest.Must(t, err)
+	var args map[string]string
+	servertest.Must(t, json.Unmarshal([]byte(strings1(t, output(resp, "ARGS"))[0]), &args))
+	if len(args) != 7 || args["model_instance_name"] != "init_args_0_0" || args["model_instance_kind"] != "CPU" ||
+		args["model_instance_device_id"] != "0" || args["model_version"] != "1" || args["model_name"] != "init_args" ||
+		args["model_repository"] != filepath.Join(e.root, "init_args") {
+		t.Fatalf("initialize args: %v", args)
+	}
+	var cfg struct {
+		Parameters map[string]map[string]string `json:"parameters"`
+		Input      []struct {
+			DataType string `json:"data_type"`
+		} `json:"input"`
+	}
+	servertest.Must(t, json.Unmarshal([]byte(args["model_config"]), &cfg))
+	if cfg.Parameters["custom_key"]["string_value"] != "custom_value" || cfg.Input[0].DataType != "TYPE_FP32" {
+		t.Fatalf("model_config: %s", args["model_config"])
+	}
+	var info struct {
+		Name, RequestedType, Parameters, RequestID, ModelDir string
+		Types, Requested                                     []string
+		Constructed, Flags, PID                              int
+		CorrelationID                                        any `json:"correlation_id"`
+	}
+	raw := strings1(t, output(resp, "INFO"))[0]
+	raw = strings.NewReplacer(`"requested_type"`, `"RequestedType"`, `"request_id"`, `"RequestID"`, `"model_dir"`, `"ModelDir"`).Replace(raw)
+	servertest.Must(t, json.Unmarshal([]byte(raw), &info))
+	if info.Name != "1.model" || strings.Join(info.Types, ",") != "str" || info.Constructed != 1 || info.RequestedType != "set" ||
+		strings.Join(info.Requested, ",") != "ARGS,INFO" || info.RequestID != "r1" || info.Flags != 1 || info.CorrelationID != float64(7) ||
+		info.ModelDir != filepath.Join(e.root, "init_args", "1") {
+		t.Fatalf("request as the model saw it: %s", raw)
+	}
+	var params map[string]any
+	if json.Unmarshal([]byte(info.Parameters), &params) != nil || params["my_param"] != "x" || params["n"] != float64(3) || len(params) != 2 {
+		t.Fatalf("parameters(): %q", info.Parameters)
+	}
+	if info.PID == os.Getpid() || info.PID == 0 {
+		t.Fatalf("the model ran in the server's process (%d)", info.PID)
+	}
+}
+
+// TestBatchedRequests: a dynamic batcher hands execute several requests,
+// each with its own rows (python-backend.md §4.4; §12 line 17).
+func TestBatchedRequests(t *testing.T) {
+	e := start(t, options{}, "add_sub")
+	var wg sync.WaitGroup
+	batches := make([]int64, 3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := float32(i)
+			resp, err := e.infer(&core.InferRequest{ModelName: "add_sub",
+				Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 4}, v, v, v, v), fp32("INPUT1", []int64{1, 4}, 1, 1, 1, 1)}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if got := floats(output(resp, "OUTPUT0")); got[0] != v+1 || len(got) != 4 || output(resp, "OUTPUT0").Shape[0] != 1 {
+				t.Errorf("request %d: %v %v", i, got, output(resp, "OUTPUT0").Shape)
+			}
+			batches[i], _ = resp.Parameters["batch"].(int64)
+		}()
+	}
+	wg.Wait()
+	if batches[0]+batches[1]+batches[2] <= 3 {
+		t.Fatalf("no execute call got more than one request: %v", batches)
+	}
+}
+
+// TestExecuteErrors: an exception fails the batch with Triton's text, a
+// per-request error fails only its request, and every return-value rule
+// of python-backend.md §4.2 holds (§12 lines 18–26, 45).
+func TestExecuteErrors(t *testing.T) {
+	e := start(t, options{}, "wrong_model", "execute_error", "bad_return", "error_code")
+	_, err := e.infer(&core.InferRequest{ModelName: "wrong_model", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}})
+	if core.CodeOf(err) != core.CodeInternal || !strings.HasPrefix(err.Error(), "Failed to process the request(s) for model 'wrong_model_0_0', message: NameError: name 'lorem_ipsum' is not defined") {
+		t.Fatalf("NameError: %v", err)
+	}
+	// Three requests in one batch (preferred_batch_size 3): only the
+	// second fails.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, v := range []float32{1, -1, 2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = e.infer(&core.InferRequest{ModelName: "execute_error", Inputs: []*core.Tensor{fp32("IN", []int64{1, 1}, v)}})
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil || errs[1].Error() != "An error occurred during execution" {
+		t.Fatalf("per-request errors: %v", errs)
+	}
+	mode := func(m int32) *core.InferRequest {
+		return &core.InferRequest{ModelName: "bad_return", Inputs: []*core.Tensor{{Name: "MODE", DataType: core.TypeInt32, Shape: []int64{1},
+			Data: binary.LittleEndian.AppendUint32(nil, uint32(m))}}}
+	}
+	const batch = "Failed to process the request(s) for model 'bad_return_0', message: "
+	for m, want := range map[int32]string{
+		0: batch + "triton_python_backend_utils.TritonModelException: Expected a list in the execute return, found type '<class 'tuple'>'.",
+		1: batch + "triton_python_backend_utils.TritonModelException: Number of InferenceResponse objects do not match the number of InferenceRequest objects. InferenceRequest(s) size is:1, and InferenceResponse(s) size is:2",
+		2: batch + "triton_python_backend_utils.TritonModelException: Expected an 'InferenceResponse' object in the execute function return list, found type '<class 'str'>'.",
+		3: "Python model 'bad_return_0' did not produce a response for the request",
+	} {
+		if _, err := e.infer(mode(m)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("mode %d: %v\nwant %s", m, err, want)
+		}
+	}
+	// The sender in default mode, and an FP64 output for an FP32 one with
+	// an unrequested extra output dropped.
+	if resp, err := e.infer(mode(4)); err != nil || len(resp.Outputs) != 1 || resp.Outputs[0].DataType != core.TypeFP64 {
+		t.Fatalf("sender in default mode: %v %+v", err, resp)
+	}
+	resp, err := e.infer(mode(5))
+	if err != nil || len(resp.Outputs) != 1 || resp.Outputs[0].Name != "OUT" || resp.Outputs[0].DataType != core.TypeFP64 {
+		t.Fatalf("pruning and datatype: %v %+v", err, resp)
+	}
+	for name, code := range map[string]core.Code{"NOT_FOUND": core.CodeNotFound, "UNSUPPORTED": core.CodeUnsupported, "INTERNAL": core.CodeInternal, "CANCELLED": core.CodeCancelled} {
+		_, err := e.infer(&core.InferRequest{ModelName: "error_code", Inputs: []*core.Tensor{bytesTensor("CODE", name)}})
+		if core.CodeOf(err) != code || err.Error() != "error code: "+name {
+			t.Errorf("%s: %v (%v)", name, err, core.CodeOf(err))
+		}
+	}
+}
+
+// TestLoadFailures: a model that cannot start is UNAVAILABLE with the
+// Python error's last line, and the others serve (python-backend.md §12
+// lines 3, 5, 11, 59).
+func TestLoadFailures(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit}, "init_error", "no_class", "add_sub")
+	for model, want := range map[string]string{
+		"init_error": "NameError: name 'lorem_ipsum' is not defined",
+		"no_class":   "AttributeError: module '1.model' has no attribute 'TritonPythonModel'",
+	} {
+		err := e.srv.Load(context.Background(), model, nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", model, err)
+		}
+	}
+	servertest.Must(t, os.Remove(filepath.Join(e.root, "add_sub", "1", "model.py")))
+	if err := e.srv.Load(context.Background(), "add_sub", nil); err == nil || !strings.Contains(err.Error(), "Python model file not found in '"+filepath.Join(e.root, "add_sub", "1", "model.py")+"'") {
+		t.Errorf("missing model.py: %v", err)
+	}
+	err := e.srv.Load(context.Background(), "add_sub", &core.LoadOverride{ConfigJSON: `{"backend":"python","parameters":{"FORCE_CPU_ONLY_INPUT_TENSORS":{"string_value":"maybe"}}}`,
+		Files: map[string][]byte{"1/model.py": []byte("class TritonPythonModel:\n    pass\n")}})
+	if err == nil || !strings.Contains(err.Error(), "Incorrect value for FORCE_CPU_ONLY_INPUT_TENSORS: maybe'") {
+		t.Errorf("FORCE_CPU_ONLY_INPUT_TENSORS: %v", err)
+	}
+}
+
+type streamed struct {
+	mu     sync.Mutex
+	outs   []int32
+	finals int
+}
+
+func (s *streamed) emit(r *core.InferResponse, final bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r != nil {
+		s.outs = append(s.outs, int32(binary.LittleEndian.Uint32(output(r, "OUT").Data)))
+	}
+	if final {
+		s.finals++
+	}
+	return nil
+}
+
+func repeatRequest(n int, delayUs uint32) *core.InferRequest {
+	data := make([]byte, 0, 4*n)
+	for i := range n {
+		data = binary.LittleEndian.AppendUint32(data, uint32(i))
+	}
+	req := &core.InferRequest{ModelName: "repeat", ModelVersion: core.LatestVersion,
+		Inputs: []*core.Tensor{{Name: "IN", DataType: core.TypeInt32, Shape: []int64{int64(n)}, Data: data}}}
+	if delayUs > 0 {
+		req.Inputs = append(req.Inputs, &core.Tensor{Name: "DELAY", DataType: core.TypeUint32, Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, delayUs)})
+	}
+	return req
+}
+
+// TestDecoupled: a decoupled model.py streams 0, 1 and 1,000 responses
+// from a thread after execute returned, then a final flag; a client that
+// goes away is seen by is_cancelled (python-backend.md §5, §12 lines 42, 47).
+func TestDecoupled(t *testing.T) {
+	e := start(t, options{}, "repeat")
+	mv, release, err := e.srv.Acquire("repeat", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	for _, n := range []int{0, 1, 1000} {
+		var got streamed
+		if err := mv.InferStream(context.Background(), repeatRequest(n, 0), got.emit); err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if len(got.outs) != n || got.finals != 1 {
+			t.Fatalf("n=%d: %d responses, %d finals", n, len(got.outs), got.finals)
+		}
+		for i, v := range got.outs {
+			if v != int32(i) {
+				t.Fatalf("n=%d: response %d is %d", n, i, v)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var got streamed
+	err = mv.InferStream(ctx, repeatRequest(100000, 1000), func(r *core.InferResponse, final bool) error {
+		if got.emit(r, final); len(got.outs) == 5 {
+			cancel()
+		}
+		return nil
+	})
+	if core.CodeOf(err) != core.CodeCancelled || len(got.outs) > 7 {
+		t.Fatalf("cancelled stream: %v after %d responses", err, len(got.outs))
+	}
+}
+
+// TestBLS: a model calls another through this server's core; a call to an
+// unknown model is an error response, not an exception; BLS in
+// initialize raises (python-backend.md §7, §12 lines 49–52).
+func TestBLS(t *testing.T) {
+	e := start(t, options{}, "bls", "add_sub")
+	call := func(model string) (*core.InferResponse, error) {
+		return e.infer(&core.InferRequest{ModelName: "bls", Inputs: []*core.Tensor{
+			bytesTensor("MODEL", model), fp32("INPUT0", []int64{1, 4}, 1, 2, 3, 4), fp32("INPUT1", []int64{1, 4}, 1, 1, 1, 1)}})
+	}
+	resp, err := call("add_sub")
+	if err != nil || floats(output(resp, "OUTPUT0"))[3] != 5 || floats(output(resp, "OUTPUT1"))[0] != 0 {
+		t.Fatalf("BLS to add_sub: %v %+v", err, resp)
+	}
+	_, err = call("nope")
+	if err == nil || !strings.Contains(err.Error(), "Model nope - Error when running inference: Failed for execute the inference request. Model 'nope' is not ready.") ||
+		!strings.Contains(err.Error(), "init: BLS is only supported during the 'execute' function.") {
+		t.Fatalf("BLS to an unknown model: %v", err)
+	}
+}
+
+// TestWorkerDeath: a worker that exits fails its request and every later
+// one with Triton's text (python-backend.md §8.7, §12 line 53).
+func TestWorkerDeath(t *testing.T) {
+	e := start(t, options{}, "crash")
+	if _, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	const dead = "Stub process 'crash_0' is not healthy."
+	for range 2 {
+		_, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, -1)}})
+		if core.CodeOf(err) != core.CodeInternal || err.Error() != dead {
+			t.Fatalf("after the worker died: %v", err)
+		}
+	}
+}
+
+// TestLoggerAndPrint: Logger messages reach the server log with the file
+// and line, verbose only with --log-verbose; print() reaches it too
+// (python-backend.md §6.7, §12 lines 15, 40).
+func TestLoggerAndPrint(t *testing.T) {
+	for _, verbose := range []int{0, 1} {
+		e := start(t, options{verbose: verbose}, "logger")
+		if _, err := e.infer(&core.InferRequest{ModelName: "logger", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		// print() output comes through the worker's stdout pipe, which
+		// may trail the response.
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(e.log.String(), "printed from execute") && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		log := e.log.String()
+		for _, want := range []string{"level=INFO msg=\"Info Msg!\"", "level=WARN msg=\"Warning Msg!\"", "level=ERROR msg=\"Error Msg!\"", "file=model.py:", "printed from execute"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("verbose=%d: no %q in the log:\n%s", verbose, want, log)
+			}
+		}
+		if strings.Contains(log, "Verbose Msg!") != (verbose == 1) {
+			t.Errorf("verbose=%d: verbose message shown %v", verbose, !(verbose == 1))
+		}
+	}
+}
+
+// TestAutoCompleteAndImports: auto_complete_config fills in a config-less
+// model; default_model_filename and both import styles work, with
+// __name__ "1.other" (python-backend.md §12 lines 2, 4, 12).
+func TestAutoCompleteAndImports(t *testing.T) {
+	e := start(t, options{}, "auto", "helper_import")
+	mv, release, err := e.srv.Acquire("auto", core.LatestVersion)
+	servertest.Must(t, err)
+	release()
+	if mv.Config.GetMaxBatchSize() != 4 || len(mv.Config.GetInput()) != 1 || mv.Config.GetInput()[0].GetName() != "IN" || mv.Config.GetOutput()[0].GetName() != "OUT" {
+		t.Fatalf("auto-completed config: %v", mv.Config)
+	}
+	resp, err := e.infer(&core.InferRequest{ModelName: "auto", Inputs: []*core.Tensor{fp32("IN", []int64{1, 2}, 1, 2)}})
+	if err != nil || floats(resp.Outputs[0])[1] != 20 {
+		t.Fatalf("auto: %v %+v", err, resp)
+	}
+	resp, err = e.infer(&core.InferRequest{ModelName: "helper_import", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}})
+	if err != nil || strings1(t, resp.Outputs[0])[0] != "1.other helper helper" {
+		t.Fatalf("imports: %v %+v", err, resp)
+	}
+}
+
+// TestFinalizeAndReap: unloading calls finalize once per instance and the
+// worker processes exit (python-backend.md §12 line 55).
+func TestFinalizeAndReap(t *testing.T) {
+	marker := t.TempDir()
+	e := start(t, options{mode: core.ModeExplicit}, "add_sub")
+	cfg, err := os.ReadFile(filepath.Join(e.root, "add_sub", "config.pbtxt"))
+	servertest.Must(t, err)
+	cfg = append(cfg, []byte(`instance_group [ { count: 2 kind: KIND_CPU } ]
+parameters { key: "marker" value: { string_value: "`+marker+`" } }
+`)...)
+	servertest.Must(t, os.WriteFile(filepath.Join(e.root, "add_sub", "config.pbtxt"), cfg, 0o644))
+	servertest.Must(t, e.srv.Load(context.Background(), "add_sub", nil))
+	pids := workerPIDs(t, "add_sub_0_")
+	if len(pids) != 2 {
+		t.Fatalf("%d workers for two instances", len(pids))
+	}
+	servertest.Must(t, e.srv.Unload(context.Background(), "add_sub"))
+	files, _ := os.ReadDir(marker)
+	if len(files) != 2 {
+		t.Fatalf("finalize ran %d times for two instances", len(files))
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil {
+			t.Fatalf("worker %s still running after the unload", pid)
+		}
+	}
+}
+
+// workerPIDs lists the processes whose command line names the worker
+// script and were started for this test's instances.
+func workerPIDs(t *testing.T, instance string) []string {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte("inferd_python_worker.py")) {
+			continue
+		}
+		if ppid(e.Name()) == os.Getpid() {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func ppid(pid string) int {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return -1
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 2 {
+		return -1
+	}
+	n := 0
+	for _, c := range fields[1] {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}

@@ -1,0 +1,318 @@
+# inferd's Python worker: one process per model instance. It speaks the
+# framed protocol of inferd's python-backend design on fd 3 (stdout and
+# stderr stay the model's), runs the model's methods on its main thread one
+# at a time, and serves replies, cancellations and readiness checks from a
+# reader thread.
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import queue
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils import _worker, _Blobs
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+_sock = socket.socket(fileno=3)
+_write_lock = threading.Lock()
+_seq_lock = threading.Lock()
+_seq = [0]
+_waiting = {}  # seq -> queue of (header, frame)
+_main = queue.Queue()
+
+
+def _read_exact(view):
+    got = 0
+    while got < len(view):
+        n = _sock.recv_into(view[got:])
+        if n == 0:
+            os._exit(0)  # the server is gone
+        got += n
+
+
+def _read_frame():
+    head = bytearray(8)
+    _read_exact(memoryview(head))
+    (length,) = struct.unpack("<Q", head)
+    frame = bytearray(length)
+    _read_exact(memoryview(frame))
+    (hlen,) = struct.unpack_from("<I", frame, 0)
+    header = json.loads(bytes(frame[4:4 + hlen]))
+    return header, memoryview(frame)[4 + hlen:]
+
+
+def _write(op, header, blobs=None):
+    header = dict(header, op=op)
+    h = json.dumps(header).encode("utf-8")
+    size = blobs.size if blobs is not None else 0
+    with _write_lock:
+        _sock.sendall(struct.pack("<QI", 4 + len(h) + size, len(h)) + h)
+        if blobs is not None:
+            for part in blobs.parts:
+                _sock.sendall(part)
+
+
+def _next_seq():
+    with _seq_lock:
+        _seq[0] += 1
+        return _seq[0]
+
+
+def _call(op, header, blobs):
+    seq = _next_seq()
+    q = queue.Queue()
+    _waiting[seq] = q
+    try:
+        _write(op, dict(header, seq=seq), blobs)
+        return q.get()
+    finally:
+        _waiting.pop(seq, None)
+
+
+class _Stream:
+    def __init__(self, op, header, blobs):
+        self.seq = _next_seq()
+        self.q = queue.Queue()
+        _waiting[self.seq] = self.q
+        _write(op, dict(header, seq=self.seq), blobs)
+
+    def next(self):
+        reply, frame = self.q.get()
+        if reply.get("final"):
+            _waiting.pop(self.seq, None)
+        return reply, frame
+
+    def cancel(self):
+        _write("bls_cancel", {"seq": self.seq})
+
+
+_DTYPE = {name: t for name, _, t in pb_utils._DTYPES if t is not None}
+
+
+def _tensor(desc, frame):
+    """A Tensor over its bytes in the received frame, without a copy."""
+    data = frame[desc["off"]:desc["off"] + desc["len"]]
+    shape = desc["shape"]
+    dtype = desc["datatype"]
+    code = pb_utils._NAME_TO_CODE[dtype]
+    if dtype == "BF16":
+        return pb_utils.Tensor(desc["name"], bytes(data), code, shape)
+    if dtype == "BYTES":
+        arr = pb_utils.deserialize_bytes_tensor(data).reshape(shape)
+    else:
+        arr = np.frombuffer(data, dtype=_DTYPE[dtype]).reshape(shape)
+    return pb_utils.Tensor(desc["name"], arr, code, shape)
+
+
+_worker.call = _call
+_worker.notify = _write
+_worker.stream = _Stream
+_worker.tensor = _tensor
+
+
+def _reader():
+    while True:
+        header, frame = _read_frame()
+        op = header["op"]
+        if op in ("reply", "bls_response"):
+            q = _waiting.get(header.get("seq"))
+            if q is not None:
+                q.put((header, frame))
+        elif op == "cancel":
+            _worker.cancelled.update(header["rids"])
+        elif op == "is_ready":
+            threading.Thread(target=_is_ready, args=(header["seq"],), daemon=True).start()
+        else:
+            _main.put((header, frame))
+
+
+class _State:
+    model = None
+    instance = ""
+    model_file = ""
+    decoupled = False
+    loop = None
+
+
+def _loop():
+    if _State.loop is None:
+        _State.loop = asyncio.new_event_loop()
+        threading.Thread(target=_State.loop.run_forever, daemon=True).start()
+    return _State.loop
+
+
+def _run(result):
+    """The value of result, running it to completion if it is a coroutine."""
+    if inspect.iscoroutine(result):
+        return asyncio.run_coroutine_threadsafe(result, _loop()).result()
+    return result
+
+
+def _error_text(exc):
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _import(model_file, version):
+    version_dir = os.path.dirname(model_file)
+    model_dir = os.path.dirname(version_dir)
+    for d in (version_dir, model_dir):
+        if d not in sys.path:
+            sys.path.append(d)
+    _worker.model_dir = version_dir
+    stem = os.path.splitext(os.path.basename(model_file))[0]
+    module = importlib.import_module(os.path.basename(version_dir) + "." + stem)
+    return module.TritonPythonModel
+
+
+def _auto_complete(header):
+    try:
+        _worker.phase = "auto_complete"
+        cls = _import(header["model_file"], header["model_version"])
+        config = pb_utils.ModelConfig(json.loads(header["config"]))
+        fn = getattr(cls, "auto_complete_config", None)
+        if fn is not None:
+            config = fn(config)
+            if not isinstance(config, pb_utils.ModelConfig):
+                name = json.loads(header["config"]).get("name", "")
+                raise pb_utils.TritonModelException(
+                    "auto_complete_config function in model '" + name + "' must return a valid pb.ModelConfig object.")
+        _write("auto_complete_done", {"config": json.dumps(config.as_dict())})
+    except BaseException as exc:  # noqa: B902 — any failure fails the load
+        _write("auto_complete_done", {"error": _error_text(exc)})
+
+
+def _init(header):
+    try:
+        _worker.phase = "initialize"
+        _worker.log_verbose = header.get("log_verbose", 0)
+        _State.instance = header["args"]["model_instance_name"]
+        _State.model_file = header["model_file"]
+        _State.decoupled = header["decoupled"]
+        cls = _import(header["model_file"], header["model_version"])
+        _State.model = cls()
+        init = getattr(_State.model, "initialize", None)
+        if init is not None:
+            _run(init(header["args"]))
+        _worker.phase = "execute"
+        _write("init_done", {"has_is_ready": hasattr(_State.model, "is_ready")})
+    except BaseException as exc:  # noqa: B902
+        _write("init_done", {"error": _error_text(exc)})
+
+
+def _is_ready(seq):
+    try:
+        ready = _run(_State.model.is_ready())
+        if not isinstance(ready, bool):
+            raise pb_utils.TritonModelException("is_ready() must return a boolean value")
+        _write("is_ready_done", {"seq": seq, "ready": ready})
+    except BaseException as exc:  # noqa: B902
+        _write("is_ready_done", {"seq": seq, "error": _error_text(exc)})
+
+
+def _batch_error(text):
+    return "Failed to process the request(s) for model '" + _State.instance + "', message: " + text
+
+
+def _execute(header, frame):
+    requests = []
+    for r in header["requests"]:
+        inputs = [_tensor(d, frame) for d in r["inputs"]]
+        requests.append(pb_utils.InferenceRequest._received(
+            r["rid"], r["id"], r["correlation_id"], r["flags"], r["timeout_us"],
+            r["parameters"], r["requested_outputs"], inputs, _State.decoupled))
+    blobs = _Blobs()
+    try:
+        execute = getattr(_State.model, "execute", None)
+        if execute is None:
+            raise pb_utils.TritonModelException(
+                "Python model " + _State.model_file + " does not implement `execute` method.")
+        if _State.decoupled and inspect.iscoroutinefunction(execute):
+            # Decoupled: the coroutine runs on the loop, the next batch may start.
+            asyncio.run_coroutine_threadsafe(execute(requests), _loop())
+            result = None
+        else:
+            result = _run(execute(requests))
+        responses = _check_result(result, requests, blobs)
+    except BaseException as exc:  # noqa: B902
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        sys.stderr.write(text)
+        for r in requests:
+            r._closed = True
+        _write("execute_done", {"seq": header["seq"], "error": _batch_error(_error_text(exc))})
+        return
+    _write("execute_done", {"seq": header["seq"], "responses": responses}, blobs)
+
+
+def _check_result(result, requests, blobs):
+    if _State.decoupled:
+        if result is not None:
+            raise pb_utils.TritonModelException(
+                "Python model '" + _State.instance + "' is using the decoupled mode and the execute function must return None.")
+        return [None] * len(requests)
+    if result is None:
+        return [None] * len(requests)  # the server answers any request left open
+    if not isinstance(result, list):
+        raise pb_utils.TritonModelException(
+            "Expected a list in the execute return, found type '" + str(type(result)) + "'.")
+    if len(result) != len(requests):
+        raise pb_utils.TritonModelException(
+            "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
+            "InferenceRequest(s) size is:" + str(len(requests)) + ", and InferenceResponse(s) size is:" + str(len(result)) + "\n")
+    out = []
+    for req, resp in zip(requests, result):
+        if resp is None:
+            out.append(None)
+            continue
+        if not isinstance(resp, pb_utils.InferenceResponse):
+            raise pb_utils.TritonModelException(
+                "Expected an 'InferenceResponse' object in the execute function return list, found type '" + str(type(resp)) + "'.")
+        if req._responded:
+            raise pb_utils.TritonModelException(
+                "Unable to send response. Non-decoupled model cannot send more than one response.")
+        out.append(pb_utils._response_wire(resp, req._requested, blobs))
+    return out
+
+
+def _finalize():
+    _worker.phase = "finalize"
+    try:
+        fin = getattr(_State.model, "finalize", None)
+        if fin is not None:
+            _run(fin())
+    except BaseException:  # noqa: B902 — logged only
+        traceback.print_exc()
+    _write("finalize_done", {})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def main():
+    threading.Thread(target=_reader, daemon=True).start()
+    _write("ready", {"python": sys.version.split()[0], "numpy": np.__version__})
+    while True:
+        header, frame = _main.get()
+        op = header["op"]
+        if op == "auto_complete":
+            _auto_complete(header)
+        elif op == "init":
+            _init(header)
+        elif op == "execute":
+            _execute(header, frame)
+        elif op == "finalize":
+            _finalize()
+
+
+if __name__ == "__main__":
+    main()

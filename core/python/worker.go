@@ -1,0 +1,308 @@
+package python
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/inferd/inferd/core"
+)
+
+// worker is one Python process and its connection (python-backend.md
+// §8.1): the process runs inferd_python_worker.py with one end of a
+// socketpair as fd 3; its stdout and stderr go to the server log.
+type worker struct {
+	name string // the instance name, in messages and logs
+	log  *slog.Logger
+	cmd  *exec.Cmd
+	conn net.Conn
+
+	wmu sync.Mutex // one frame at a time on conn
+
+	mu      sync.Mutex
+	seq     int64
+	replies map[int64]chan frameIn // a server request's reply, by seq
+	dead    error                  // set once the worker is gone
+	exited  chan struct{}          // closed when the process has been reaped
+	stderr  *tail                  // the last lines of stderr, for errors
+
+	// handle serves the worker's own messages (send, log, bls, ...); it
+	// runs on the reader goroutine and must not block on model work.
+	handle func(op string, f frameIn)
+}
+
+// errUnhealthy is Triton's message for a worker that died.
+func errUnhealthy(instance string) *core.Error {
+	return core.Errorf(core.CodeInternal, "Stub process '%s' is not healthy.", instance)
+}
+
+// startWorker starts the worker process and waits for its "ready".
+func startWorker(ctx context.Context, p procSpec) (*worker, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start Python worker %s: socketpair: %w", p.instance, err)
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "inferd-worker"), os.NewFile(uintptr(fds[1]), "inferd-worker-child")
+	defer child.Close()
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
+	}
+	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
+		exited: make(chan struct{}), stderr: &tail{max: 20}}
+	cmd := exec.Command(p.python, p.script)
+	cmd.ExtraFiles = []*os.File{child} // fd 3
+	cmd.Env = p.env
+	cmd.Stdin = nil
+	cmd.Stdout = &logWriter{log: p.log, stream: "stdout"}
+	cmd.Stderr = &logWriter{log: p.log, stream: "stderr", tail: w.stderr}
+	// The worker dies with the server, whatever kills it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, core.Errorf(core.CodeInternal, "failed to start the Python worker for '%s' with %s: %v", p.instance, p.python, err)
+	}
+	w.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		w.die(fmt.Errorf("exited: %v", err))
+		close(w.exited)
+	}()
+	ready := make(chan frameIn, 1)
+	w.handle = func(op string, f frameIn) {
+		if op == "ready" {
+			ready <- f
+		}
+	}
+	go w.read()
+	timer := time.NewTimer(p.timeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+		return w, nil
+	case <-w.exited:
+		return nil, w.startError()
+	case <-timer.C:
+		w.kill()
+		return nil, errUnhealthy(p.instance)
+	case <-ctx.Done():
+		w.kill()
+		return nil, ctx.Err()
+	}
+}
+
+// startError explains a worker that exited before it was ready: the last
+// line it wrote to stderr (a missing numpy, a broken interpreter).
+func (w *worker) startError() error {
+	if line := w.stderr.last(); line != "" {
+		return core.Errorf(core.CodeInternal, "Stub process '%s' is not healthy: %s", w.name, line)
+	}
+	return errUnhealthy(w.name)
+}
+
+// procSpec says how to start a worker.
+type procSpec struct {
+	instance string
+	python   string
+	script   string
+	env      []string
+	timeout  time.Duration
+	log      *slog.Logger
+}
+
+// read reads the worker's frames until the connection ends, routing
+// replies to their callers and everything else to handle.
+func (w *worker) read() {
+	r := bufio.NewReaderSize(w.conn, 64<<10)
+	for {
+		f, err := readFrame(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				w.log.Error("Python worker protocol error", "err", err)
+			}
+			w.die(err)
+			return
+		}
+		var h struct {
+			Op  string `json:"op"`
+			Seq int64  `json:"seq"`
+		}
+		if err := json.Unmarshal(f.header, &h); err != nil {
+			w.log.Error("Python worker sent a malformed header", "err", err)
+			w.die(err)
+			return
+		}
+		switch h.Op {
+		case "execute_done", "init_done", "auto_complete_done", "is_ready_done", "finalize_done":
+			w.mu.Lock()
+			ch := w.replies[h.Seq]
+			delete(w.replies, h.Seq)
+			w.mu.Unlock()
+			if ch != nil {
+				ch <- f
+			}
+		default:
+			w.handle(h.Op, f)
+		}
+	}
+}
+
+// die marks the worker gone: every waiting call fails. It is idempotent.
+func (w *worker) die(cause error) {
+	w.mu.Lock()
+	if w.dead != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.dead = errUnhealthy(w.name)
+	replies := w.replies
+	w.replies = map[int64]chan frameIn{}
+	w.mu.Unlock()
+	w.log.Debug("Python worker gone", "cause", cause)
+	_ = w.conn.Close()
+	for _, ch := range replies {
+		close(ch)
+	}
+}
+
+// err is the worker's death, or nil while it lives.
+func (w *worker) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dead
+}
+
+// call sends op and waits for its reply (matched by seq; the replies of
+// init, auto_complete and finalize carry none and use seq 0).
+func (w *worker) call(ctx context.Context, op string, header map[string]any, out *frameOut) (frameIn, error) {
+	w.mu.Lock()
+	if w.dead != nil {
+		w.mu.Unlock()
+		return frameIn{}, w.dead
+	}
+	seq := int64(0)
+	if _, ok := header["seq"]; ok {
+		w.seq++
+		seq = w.seq
+		header["seq"] = seq
+	}
+	ch := make(chan frameIn, 1)
+	w.replies[seq] = ch
+	w.mu.Unlock()
+	header["op"] = op
+	if err := w.send(header, out); err != nil {
+		return frameIn{}, w.err()
+	}
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return frameIn{}, w.err()
+		}
+		return f, nil
+	case <-ctx.Done():
+		return frameIn{}, ctx.Err()
+	}
+}
+
+// send writes one frame; a write that fails means the worker is gone.
+func (w *worker) send(header any, out *frameOut) error {
+	if out == nil {
+		out = &frameOut{}
+	}
+	w.wmu.Lock()
+	err := out.write(w.conn, header)
+	w.wmu.Unlock()
+	if err != nil {
+		w.die(err)
+	}
+	return err
+}
+
+// stop asks the worker to finalize and exit, then kills it if it has not
+// within grace.
+func (w *worker) stop(grace time.Duration) {
+	if w.err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		_, _ = w.call(ctx, "finalize", map[string]any{}, nil)
+		cancel()
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(grace):
+		w.kill()
+		<-w.exited
+	}
+}
+
+func (w *worker) kill() {
+	if w.cmd != nil && w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+	}
+	w.die(errors.New("killed"))
+}
+
+// logWriter sends each line a worker writes to the server log, labelled
+// with the stream (the logger carries the model and instance).
+type logWriter struct {
+	log    *slog.Logger
+	stream string
+	tail   *tail
+	buf    []byte
+}
+
+func (l *logWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		line := string(l.buf[:i])
+		l.buf = l.buf[i+1:]
+		l.log.Info(line, "stream", l.stream)
+		if l.tail != nil {
+			l.tail.add(line)
+		}
+	}
+	return len(p), nil
+}
+
+// tail keeps the last lines a stream wrote.
+type tail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if strings.TrimSpace(line) == "" {
+		return
+	}
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *tail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return t.lines[len(t.lines)-1]
+}
