@@ -35,6 +35,13 @@ type Instance interface {
 	Close() error
 }
 
+// HealthReporter is an Instance that can stop being able to serve on its
+// own (a Python worker process that died, or whose model's is_ready()
+// says no): a version with such an instance is not ready.
+type HealthReporter interface {
+	Healthy() error
+}
+
 // BatchInstance executes one concatenated batch: a backend that wants its
 // requests' tensors gathered along the batch dimension (ONNX Runtime)
 // implements it and is served through Concatenated.

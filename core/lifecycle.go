@@ -358,6 +358,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		}
 	}
 	mv.exec = newScheduler(cfg, active, mv.Stats, mv.log)
+	mv.insts = append(slices.Clone(active), passive...)
 	return mv, nil
 }
 

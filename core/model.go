@@ -42,6 +42,7 @@ type ModelVersion struct {
 
 	exec     executor
 	passive  []Instance
+	insts    []Instance // every instance, active and passive, for health
 	log      *slog.Logger
 	inflight sync.WaitGroup
 	carry    *metricCarry
@@ -185,4 +186,17 @@ func (mv *ModelVersion) close() {
 	for _, inst := range mv.passive {
 		_ = inst.Close()
 	}
+}
+
+// Healthy reports why the version cannot serve although it is READY: an
+// instance that says it cannot (HealthReporter), or nil.
+func (mv *ModelVersion) Healthy() error {
+	for _, inst := range mv.insts {
+		if h, ok := inst.(HealthReporter); ok {
+			if err := h.Healthy(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -188,6 +188,9 @@ func (s *Server) Ready() bool {
 			if v.state != StateReady && !(v.state == StateUnavailable && v.reason == "unloaded") {
 				return false
 			}
+			if v.mv != nil && v.mv.Healthy() != nil {
+				return false
+			}
 		}
 	}
 	return true
@@ -237,11 +240,15 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 
 // ModelReady reports whether (name, version) can serve.
 func (s *Server) ModelReady(name string, version int64) bool {
-	_, release, err := s.Acquire(name, version)
+	mv, release, err := s.Acquire(name, version)
 	if err != nil {
 		return false
 	}
-	release()
+	defer release()
+	if err := mv.Healthy(); err != nil {
+		s.log.Warn(fmt.Sprintf("Model '%s' version %d is not ready: %v", name, mv.Version, err))
+		return false
+	}
 	return true
 }
 

@@ -34,6 +34,10 @@ type Options struct {
 	Executable string
 	// StubTimeout bounds a worker's start (stub-timeout-seconds, 30 s).
 	StubTimeout time.Duration
+	// RestartDead restarts a worker that dies (restart-dead-workers, an
+	// inferd extension); by default its instance stays dead and the
+	// version not ready, as in Triton ≥ 24.06.
+	RestartDead bool
 	// LogVerbose is --log-verbose: Logger.log_verbose shows from 1.
 	LogVerbose int
 	Logger     *slog.Logger
@@ -54,6 +58,12 @@ func Settings(settings map[string]string) (Options, error) {
 				return o, fmt.Errorf("--backend-config=python,stub-timeout-seconds=%s: must be a whole number of seconds above 0", v)
 			}
 			o.StubTimeout = time.Duration(n) * time.Second
+		case "restart-dead-workers":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return o, fmt.Errorf("--backend-config=python,restart-dead-workers=%s: must be true or false", v)
+			}
+			o.RestartDead = b
 		case "thread-pool-size":
 			if n, err := strconv.Atoi(v); err != nil || n < 1 {
 				return o, fmt.Errorf("--backend-config=python,thread-pool-size=%s: must be at least 1", v)
@@ -267,13 +277,25 @@ func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg
 // NewInstance implements core.Backend: a worker for the instance, its
 // model imported and initialized (python-backend.md §3.1).
 func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
+	in := &instance{b: b, spec: spec, name: spec.Name, server: spec.Server, model: spec.ModelName,
+		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{}}
+	w, err := in.spawn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in.w = w
+	go in.watch(w)
+	return in, nil
+}
+
+// spawn starts a worker for the instance and initializes its model.
+func (in *instance) spawn(ctx context.Context) (*worker, error) {
+	b, spec := in.b, in.spec
 	w, err := b.start(ctx, spec.VersionFiles, spec.Config, spec.Name)
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{b: b, w: w, name: spec.Name, server: spec.Server, model: spec.ModelName,
-		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{}}
-	w.handle = in.handle
+	w.handle = func(op string, f frameIn) { in.handle(w, op, f) }
 	js, err := modelconfig.MarshalJSON(spec.Config)
 	if err != nil {
 		w.stop(time.Second)
@@ -297,7 +319,8 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 		return nil, errUnhealthy(spec.Name)
 	}
 	var r struct {
-		Error string `json:"error"`
+		Error      string `json:"error"`
+		HasIsReady bool   `json:"has_is_ready"`
 	}
 	if err := decode(reply, &r); err != nil {
 		w.stop(time.Second)
@@ -308,7 +331,8 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 		b.log.Error("Python model failed to initialize", "model", spec.ModelName, "instance", spec.Name, "err", r.Error)
 		return nil, core.Errorf(core.CodeInternal, "%s", lastLine(r.Error))
 	}
-	return in, nil
+	w.hasIsReady = r.HasIsReady
+	return w, nil
 }
 
 // lastLine is a Python error's last line: the exception and its message.

@@ -22,7 +22,7 @@ var blsCalls sync.Map
 // messages: one, final, for exec(); each response and then a final one
 // for exec(decoupled=True). Failures are error responses, never a failed
 // call.
-func (in *instance) onBLS(f frameIn) {
+func (in *instance) onBLS(w *worker, f frameIn) {
 	var m struct {
 		Seq           int64        `json:"seq"`
 		ModelName     string       `json:"model_name"`
@@ -45,7 +45,7 @@ func (in *instance) onBLS(f frameIn) {
 		case resp != nil:
 			header["response"] = wireOf(resp, out)
 		}
-		_ = in.w.send(header, out)
+		_ = w.send(header, out)
 	}
 	if err := decode(f, &m); err != nil {
 		answer(nil, err, true)
@@ -144,7 +144,7 @@ func blsRequest(model string, version int64, id string, corr any, flags uint32, 
 
 // onModelControl serves pb_utils.load_model, unload_model and
 // is_model_ready: the repository API's semantics, explicit mode only.
-func (in *instance) onModelControl(f frameIn) {
+func (in *instance) onModelControl(w *worker, f frameIn) {
 	var m struct {
 		Seq              int64             `json:"seq"`
 		Action           string            `json:"action"`
@@ -198,7 +198,7 @@ func (in *instance) onModelControl(f frameIn) {
 	if err != nil {
 		reply["error"] = strings.TrimSpace(err.Error())
 	}
-	_ = in.w.send(reply, nil)
+	_ = w.send(reply, nil)
 }
 
 // wireOf describes a response for the worker, its tensors as blobs.

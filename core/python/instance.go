@@ -23,14 +23,94 @@ var rids atomic.Int64
 // instance is one model instance: a worker running TritonPythonModel.
 type instance struct {
 	b         *Backend
-	w         *worker
+	spec      core.InstanceSpec
 	name      string
 	model     string
 	server    *core.Server
 	decoupled bool
 
-	mu   sync.Mutex
-	open map[int64]*openRequest // requests not yet final, by rid
+	mu      sync.Mutex
+	open    map[int64]*openRequest // requests not yet final, by rid
+	w       *worker                // the current worker (replaced on a restart)
+	closing bool
+}
+
+// worker is the instance's current worker.
+func (in *instance) worker() *worker {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.w
+}
+
+// watch waits for w to exit while it serves: its open requests fail
+// (python-backend.md §8.7), and with restart-dead-workers a new worker
+// takes its place.
+func (in *instance) watch(w *worker) {
+	<-w.exited
+	in.failAll(errUnhealthy(in.name))
+	in.mu.Lock()
+	closing := in.closing
+	in.mu.Unlock()
+	if closing || !in.b.opts.RestartDead {
+		return
+	}
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
+		in.b.log.Warn("restarting a dead Python worker", "model", in.model, "instance", in.name)
+		fresh, err := in.spawn(context.Background())
+		in.mu.Lock()
+		if in.closing {
+			in.mu.Unlock()
+			if err == nil {
+				fresh.stop(in.b.opts.StubTimeout)
+			}
+			return
+		}
+		if err == nil {
+			in.w = fresh
+			in.mu.Unlock()
+			go in.watch(fresh)
+			return
+		}
+		in.mu.Unlock()
+		in.b.log.Error("failed to restart a Python worker", "model", in.model, "instance", in.name, "err", err)
+		time.Sleep(wait)
+	}
+}
+
+// Healthy implements core.HealthReporter: a dead worker, or a model whose
+// is_ready() says no (or does not answer within 5 s), is not ready
+// (python-backend.md §3.5, §8.7).
+func (in *instance) Healthy() error {
+	w := in.worker()
+	if err := w.err(); err != nil {
+		return err
+	}
+	if !w.hasIsReady {
+		return nil
+	}
+	w.readyMu.Lock()
+	defer w.readyMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reply, err := w.call(ctx, "is_ready", map[string]any{"seq": 0}, nil)
+	if err != nil {
+		return core.Errorf(core.CodeUnavailable, "Model '%s' is not ready (is_ready() did not answer: %v).", in.name, err)
+	}
+	var r struct {
+		Ready bool   `json:"ready"`
+		Error string `json:"error"`
+	}
+	if err := decode(reply, &r); err != nil {
+		return err
+	}
+	if r.Error != "" {
+		in.b.log.Error("is_ready() failed", "model", in.model, "instance", in.name, "err", r.Error)
+		return core.Errorf(core.CodeUnavailable, "Model '%s' is not ready: %s", in.name, lastLine(r.Error))
+	}
+	if !r.Ready {
+		return core.Errorf(core.CodeUnavailable, "Model '%s' is not ready (user-defined check failed).", in.name)
+	}
+	return nil
 }
 
 // openRequest is a request the worker has not finished.
@@ -66,7 +146,8 @@ type wireResponse struct {
 // Execute runs one batch: execute(requests) in the worker. Each request's
 // inputs travel once, as blobs of the frame.
 func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
-	if err := in.w.err(); err != nil {
+	w := in.worker()
+	if err := w.err(); err != nil {
 		return err
 	}
 	e.ComputeStart = time.Now()
@@ -92,14 +173,14 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		o := &openRequest{r: r}
 		// A client that goes away is told to the model (is_cancelled).
 		o.stop = context.AfterFunc(r.Context(), func() {
-			_ = in.w.send(map[string]any{"op": "cancel", "rids": []int64{rid}}, nil)
+			_ = w.send(map[string]any{"op": "cancel", "rids": []int64{rid}}, nil)
 		})
 		in.mu.Lock()
 		in.open[rid] = o
 		in.mu.Unlock()
 	}
 	e.InferStart = time.Now()
-	reply, err := in.w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "requests": reqs}, out)
+	reply, err := w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "requests": reqs}, out)
 	e.InferEnd = time.Now()
 	if err != nil {
 		// The worker died: every request it had fails (python-backend.md
@@ -221,25 +302,25 @@ func (in *instance) response(w *wireResponse, f frameIn) *core.Response {
 
 // handle serves the worker's own messages; it runs on the reader
 // goroutine, so anything that may wait runs on its own.
-func (in *instance) handle(op string, f frameIn) {
+func (in *instance) handle(w *worker, op string, f frameIn) {
 	switch op {
 	case "send":
-		in.onSend(f)
+		in.onSend(w, f)
 	case "log":
-		in.onLog(f)
+		in.onLog(w, f)
 	case "bls":
-		go in.onBLS(f)
+		go in.onBLS(w, f)
 	case "bls_cancel":
 		in.onBLSCancel(f)
 	case "model_control":
-		go in.onModelControl(f)
+		go in.onModelControl(w, f)
 	default:
-		in.w.log.Error("Python worker sent an unknown message", "op", op)
+		w.log.Error("Python worker sent an unknown message", "op", op)
 	}
 }
 
 // onSend delivers a response the model sent through a request's sender.
-func (in *instance) onSend(f frameIn) {
+func (in *instance) onSend(w *worker, f frameIn) {
 	var m struct {
 		Seq      int64         `json:"seq"`
 		RID      int64         `json:"rid"`
@@ -249,7 +330,7 @@ func (in *instance) onSend(f frameIn) {
 	reply := map[string]any{"op": "reply"}
 	if err := decode(f, &m); err != nil {
 		reply["error"] = err.Error()
-		_ = in.w.send(reply, nil)
+		_ = w.send(reply, nil)
 		return
 	}
 	reply["seq"] = m.Seq
@@ -278,11 +359,11 @@ func (in *instance) onSend(f frameIn) {
 	if err != nil {
 		reply["error"] = err.Error()
 	}
-	_ = in.w.send(reply, nil)
+	_ = w.send(reply, nil)
 }
 
 // onLog writes a model's Logger message to the server log.
-func (in *instance) onLog(f frameIn) {
+func (in *instance) onLog(w *worker, f frameIn) {
 	var m struct {
 		Level   string `json:"level"`
 		File    string `json:"file"`
@@ -293,12 +374,16 @@ func (in *instance) onLog(f frameIn) {
 		return
 	}
 	level := map[string]slog.Level{"INFO": slog.LevelInfo, "WARNING": slog.LevelWarn, "ERROR": slog.LevelError, "VERBOSE": slog.LevelDebug}[m.Level]
-	in.w.log.Log(context.Background(), level, m.Message, "file", fmt.Sprintf("%s:%d", m.File, m.Line))
+	w.log.Log(context.Background(), level, m.Message, "file", fmt.Sprintf("%s:%d", m.File, m.Line))
 }
 
 // Close calls finalize and stops the worker.
 func (in *instance) Close() error {
-	in.w.stop(in.b.opts.StubTimeout)
+	in.mu.Lock()
+	in.closing = true
+	w := in.w
+	in.mu.Unlock()
+	w.stop(in.b.opts.StubTimeout)
 	in.failAll(errUnhealthy(in.name))
 	return nil
 }

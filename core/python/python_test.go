@@ -93,15 +93,16 @@ type options struct {
 	mode       core.ControlMode
 	verbose    int
 	allowFails bool
+	restart    bool
 }
 
 func start(t testing.TB, o options, names ...string) *env {
 	t.Helper()
 	e := &env{root: copyModels(t, names...), log: &logBuffer{}}
 	log := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b := python.New(python.Options{Executable: interpreter(t), LogVerbose: o.verbose, Logger: log})
+	b := python.New(python.Options{Executable: interpreter(t), LogVerbose: o.verbose, RestartDead: o.restart, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
-	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}})
+	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log})
 	return e
 }
 
@@ -420,6 +421,67 @@ func TestWorkerDeath(t *testing.T) {
 		if core.CodeOf(err) != core.CodeInternal || err.Error() != dead {
 			t.Fatalf("after the worker died: %v", err)
 		}
+	}
+	// The version is not ready, nor is a strict server; a reload brings
+	// it back.
+	if e.srv.ModelReady("crash", core.LatestVersion) || e.srv.Ready() {
+		t.Fatal("a model with a dead worker reports ready")
+	}
+	if !strings.Contains(e.log.String(), "Model 'crash' version 1 is not ready: Stub process 'crash_0' is not healthy.") {
+		t.Errorf("no readiness log line:\n%s", e.log.String())
+	}
+	servertest.Must(t, e.srv.Load(context.Background(), "crash", &core.LoadOverride{ConfigJSON: `{"backend":"python","max_batch_size":0,` +
+		`"input":[{"name":"IN","data_type":"TYPE_FP32","dims":[1]}],"output":[{"name":"OUT","data_type":"TYPE_FP32","dims":[1]}]}`}))
+	if !e.srv.ModelReady("crash", core.LatestVersion) {
+		t.Fatal("not ready after a reload")
+	}
+}
+
+// TestRestartDeadWorkers: with restart-dead-workers the instance gets a
+// new worker and the model stays ready.
+func TestRestartDeadWorkers(t *testing.T) {
+	e := start(t, options{restart: true}, "crash")
+	_, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, -1)}})
+	if err == nil || err.Error() != "Stub process 'crash_0' is not healthy." {
+		t.Fatalf("the request the worker died in: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 3)}})
+		if err == nil && floats(resp.Outputs[0])[0] == 3 && e.srv.ModelReady("crash", core.LatestVersion) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestIsReady: is_ready() decides readiness; a non-boolean answer is an
+// error that makes the model not ready (python-backend.md §12 line 61).
+func TestIsReady(t *testing.T) {
+	e := start(t, options{}, "ready_check", "add_sub")
+	answer := filepath.Join(e.root, "ready_check", "answer")
+	for _, tc := range []struct {
+		text  string
+		ready bool
+		log   string
+	}{
+		{"true", true, ""},
+		{"false", false, "Model 'ready_check_0' is not ready (user-defined check failed)."},
+		{"yes", false, "is_ready() must return a boolean value"},
+	} {
+		servertest.Must(t, os.WriteFile(answer, []byte(tc.text), 0o644))
+		if got := e.srv.ModelReady("ready_check", core.LatestVersion); got != tc.ready {
+			t.Errorf("%s: ready %v", tc.text, got)
+		}
+		if tc.log != "" && !strings.Contains(e.log.String(), tc.log) {
+			t.Errorf("%s: no %q in the log", tc.text, tc.log)
+		}
+	}
+	if !e.srv.ModelReady("add_sub", core.LatestVersion) {
+		t.Fatal("a model without is_ready is not ready")
 	}
 }
 

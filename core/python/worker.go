@@ -40,6 +40,9 @@ type worker struct {
 	// handle serves the worker's own messages (send, log, bls, ...); it
 	// runs on the reader goroutine and must not block on model work.
 	handle func(op string, f frameIn)
+	// hasIsReady: the model defines is_ready().
+	hasIsReady bool
+	readyMu    sync.Mutex // one is_ready() check at a time
 }
 
 // errUnhealthy is Triton's message for a worker that died.

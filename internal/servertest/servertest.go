@@ -64,6 +64,8 @@ type Options struct {
 	// Backends are served beside ONNX Runtime, Identity and Repeat (the
 	// Python backend, in its tests).
 	Backends []core.Backend
+	// Logger receives the core's log; discarded when nil.
+	Logger *slog.Logger
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -74,7 +76,10 @@ func Start(t testing.TB, o Options) *core.Server {
 	if err != nil {
 		t.Fatalf("%v (run `make ort` or set ORT_LIB_PATH)", err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4, Logger: log})
 	Must(t, err)
 	if o.Repo == "" {
