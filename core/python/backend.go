@@ -34,6 +34,11 @@ type Options struct {
 	Executable string
 	// StubTimeout bounds a worker's start (stub-timeout-seconds, 30 s).
 	StubTimeout time.Duration
+	// ArenaBytes is each direction's share of a worker's shared-memory
+	// arena for large tensors (tensor-arena-byte-size, an inferd
+	// extension; 64 MiB by default, 0 for none: every tensor then goes
+	// through the socket). Pages are only used as tensors fill them.
+	ArenaBytes int
 	// RestartDead restarts a worker that dies (restart-dead-workers, an
 	// inferd extension); by default its instance stays dead and the
 	// version not ready, as in Triton ≥ 24.06.
@@ -47,7 +52,7 @@ type Options struct {
 // shared-memory settings are accepted and have no effect (inferd's
 // transport is a socket).
 func Settings(settings map[string]string) (Options, error) {
-	o := Options{StubTimeout: 30 * time.Second}
+	o := Options{StubTimeout: 30 * time.Second, ArenaBytes: DefaultArenaBytes}
 	for k, v := range settings {
 		switch k {
 		case "python-executable":
@@ -58,6 +63,12 @@ func Settings(settings map[string]string) (Options, error) {
 				return o, fmt.Errorf("--backend-config=python,stub-timeout-seconds=%s: must be a whole number of seconds above 0", v)
 			}
 			o.StubTimeout = time.Duration(n) * time.Second
+		case "tensor-arena-byte-size":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return o, fmt.Errorf("--backend-config=python,tensor-arena-byte-size=%s: must be a byte count", v)
+			}
+			o.ArenaBytes = n
 		case "restart-dead-workers":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -73,6 +84,9 @@ func Settings(settings map[string]string) (Options, error) {
 	}
 	return o, nil
 }
+
+// DefaultArenaBytes is the default per-direction arena size.
+const DefaultArenaBytes = 64 << 20
 
 // Backend serves `backend: "python"` models.
 type Backend struct {
@@ -166,7 +180,7 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 	}
 	env := append(os.Environ(), extra...)
 	env = append(env, "PYTHONUNBUFFERED=1", "PYTHONPATH="+joinPath(dir, os.Getenv("PYTHONPATH")))
-	w, err := startWorker(ctx, procSpec{instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
+	w, err := startWorker(ctx, procSpec{arena: b.opts.ArenaBytes, instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
 		env: env, timeout: b.opts.StubTimeout, log: b.log.With("model", files.ModelName, "instance", instance)})
 	if err != nil {
 		return nil, err

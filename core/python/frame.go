@@ -26,21 +26,40 @@ type tensorDesc struct {
 	Shape    []int64 `json:"shape"`
 	Off      int     `json:"off"`
 	Len      int     `json:"len"`
+	// Arena: the bytes are in the worker's shared arena at Off, not in
+	// the frame (large tensors of execute and its reply).
+	Arena bool `json:"arena,omitempty"`
 }
+
+// arenaThreshold is the size from which a tensor of an execute, or of its
+// reply, travels through the shared arena rather than the socket.
+const arenaThreshold = 64 << 10
 
 // frameOut is a frame being written: its header and the blobs its
 // descriptors index, in order; the blobs are the tensors' own bytes.
 type frameOut struct {
 	blobs [][]byte
 	size  int
+	// arena, when set, is the worker's input half of its shared arena:
+	// large tensors are copied there once and numpy reads them in place.
+	arena     []byte
+	arenaUsed int
 }
 
-// add appends t's bytes to the blob area and describes it.
+// add describes t, its bytes appended to the blob area or, when large and
+// an arena has room, copied into the arena.
 func (f *frameOut) add(t *core.Tensor) tensorDesc {
-	d := tensorDesc{Name: t.Name, Datatype: t.DataType.String(), Shape: t.Shape, Off: f.size, Len: len(t.Data)}
+	d := tensorDesc{Name: t.Name, Datatype: t.DataType.String(), Shape: t.Shape, Len: len(t.Data)}
 	if d.Shape == nil {
 		d.Shape = []int64{}
 	}
+	if n := len(t.Data); f.arena != nil && n >= arenaThreshold && f.arenaUsed+n <= len(f.arena) {
+		copy(f.arena[f.arenaUsed:], t.Data)
+		d.Off, d.Arena = f.arenaUsed, true
+		f.arenaUsed = (f.arenaUsed + n + 63) &^ 63
+		return d
+	}
+	d.Off = f.size
 	f.blobs = append(f.blobs, t.Data)
 	f.size += len(t.Data)
 	return d
@@ -70,6 +89,7 @@ func (f *frameOut) write(w io.Writer, header any) error {
 type frameIn struct {
 	header []byte
 	blobs  []byte
+	arena  []byte // the worker's output half of the arena, if it has one
 }
 
 // readFrame reads one frame.
@@ -83,23 +103,59 @@ func readFrame(r *bufio.Reader) (frameIn, error) {
 	if n < 4 || n > maxFrame || h > n-4 {
 		return frameIn{}, fmt.Errorf("malformed frame: length %d, header %d", n, h)
 	}
-	buf := make([]byte, n-4)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	buf, err := readN(r, int(n-4))
+	if err != nil {
 		return frameIn{}, err
 	}
 	return frameIn{header: buf[:h], blobs: buf[h:]}, nil
 }
 
+// readN reads n bytes. Up to 64 MiB are allocated at once; beyond that
+// the buffer grows as the bytes arrive, so a frame that claims more than
+// it carries costs no more memory than it sent.
+func readN(r io.Reader, n int) ([]byte, error) {
+	const eager = 64 << 20
+	if n <= eager {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, eager)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, min(cap(buf), n-len(buf)))...)[:len(buf)]
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
 // tensor is the tensor d describes, its bytes shared with the frame.
+// A tensor in the arena is copied out: the worker reuses that space for
+// its next reply.
 func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) {
-	if d.Off < 0 || d.Len < 0 || d.Off+d.Len > len(f.blobs) || d.Off+d.Len < d.Off {
-		return nil, fmt.Errorf("tensor '%s' lies outside the frame (%d+%d of %d bytes)", d.Name, d.Off, d.Len, len(f.blobs))
+	area := f.blobs
+	if d.Arena {
+		area = f.arena
+	}
+	if d.Off < 0 || d.Len < 0 || d.Off+d.Len > len(area) || d.Off+d.Len < d.Off {
+		return nil, fmt.Errorf("tensor '%s' lies outside the frame (%d+%d of %d bytes)", d.Name, d.Off, d.Len, len(area))
 	}
 	dt := core.ParseDataType(d.Datatype)
 	if dt == core.TypeInvalid {
 		return nil, fmt.Errorf("tensor '%s' has unknown datatype '%s'", d.Name, d.Datatype)
 	}
-	data := f.blobs[d.Off : d.Off+d.Len : d.Off+d.Len]
+	data := area[d.Off : d.Off+d.Len : d.Off+d.Len]
+	if d.Arena {
+		data = append([]byte(nil), data...)
+	}
 	if n := core.ElementCount(d.Shape); dt != core.TypeBytes && (n < 0 || n*int64(dt.ByteSize()) != int64(len(data))) {
 		return nil, fmt.Errorf("tensor '%s' of shape %s holds %d bytes", d.Name, core.ShapeString(d.Shape), len(data))
 	}

@@ -152,6 +152,11 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 	}
 	e.ComputeStart = time.Now()
 	out := &frameOut{}
+	w.arenaMu.RLock()
+	defer w.arenaMu.RUnlock()
+	if w.arena != nil {
+		out.arena = w.arena[:len(w.arena)/2]
+	}
 	reqs := make([]wireRequest, len(e.Requests))
 	ridOf := make([]int64, len(e.Requests))
 	for i, r := range e.Requests {

@@ -94,13 +94,18 @@ type options struct {
 	verbose    int
 	allowFails bool
 	restart    bool
+	noArena    bool
 }
 
 func start(t testing.TB, o options, names ...string) *env {
 	t.Helper()
 	e := &env{root: copyModels(t, names...), log: &logBuffer{}}
 	log := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b := python.New(python.Options{Executable: interpreter(t), LogVerbose: o.verbose, RestartDead: o.restart, Logger: log})
+	arena := python.DefaultArenaBytes
+	if o.noArena {
+		arena = 0
+	}
+	b := python.New(python.Options{Executable: interpreter(t), LogVerbose: o.verbose, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
 	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log})
 	return e
@@ -593,4 +598,31 @@ func ppid(pid string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// TestLargeTensors: 4 MiB tensors go both ways through the shared arena,
+// and through the socket without one, byte for byte; a batch larger than
+// the arena falls back to the socket for what does not fit.
+func TestLargeTensors(t *testing.T) {
+	for _, noArena := range []bool{false, true} {
+		e := start(t, options{noArena: noArena}, "identity")
+		const n = 1 << 20
+		data := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(i%977)*0.5))
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := e.infer(&core.InferRequest{ModelName: "identity",
+					Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1, n}, Data: data}}})
+				if err != nil || !bytes.Equal(resp.Outputs[0].Data, data) {
+					t.Errorf("arena=%v: %v", !noArena, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
 }

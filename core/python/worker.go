@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/inferd/inferd/core"
 )
 
@@ -36,6 +38,13 @@ type worker struct {
 	dead    error                  // set once the worker is gone
 	exited  chan struct{}          // closed when the process has been reaped
 	stderr  *tail                  // the last lines of stderr, for errors
+
+	// arena is the shared memory the worker maps as fd 4: the first half
+	// carries execute's large inputs, the second its reply's outputs. An
+	// execute holds arenaMu for reading while it uses the arena, so the
+	// arena is unmapped only after.
+	arenaMu sync.RWMutex
+	arena   []byte
 
 	// handle serves the worker's own messages (send, log, bls, ...); it
 	// runs on the reader goroutine and must not block on model work.
@@ -67,6 +76,16 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		exited: make(chan struct{}), stderr: &tail{max: 20}}
 	cmd := exec.Command(p.python, p.script)
 	cmd.ExtraFiles = []*os.File{child} // fd 3
+	if p.arena > 0 {
+		f, mem, err := newArena(2 * p.arena)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
+		}
+		defer f.Close() // the worker keeps its own descriptor
+		w.arena = mem
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f) // fd 4
+	}
 	cmd.Env = p.env
 	cmd.Stdin = nil
 	cmd.Stdout = &logWriter{log: p.log, stream: "stdout"}
@@ -75,12 +94,14 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		conn.Close()
+		w.freeArena()
 		return nil, core.Errorf(core.CodeInternal, "failed to start the Python worker for '%s' with %s: %v", p.instance, p.python, err)
 	}
 	w.cmd = cmd
 	go func() {
 		err := cmd.Wait()
 		w.die(fmt.Errorf("exited: %v", err))
+		w.freeArena()
 		close(w.exited)
 	}()
 	ready := make(chan frameIn, 1)
@@ -117,6 +138,7 @@ func (w *worker) startError() error {
 
 // procSpec says how to start a worker.
 type procSpec struct {
+	arena    int // bytes per direction of the shared arena; 0: none
 	instance string
 	python   string
 	script   string
@@ -131,6 +153,11 @@ func (w *worker) read() {
 	r := bufio.NewReaderSize(w.conn, 64<<10)
 	for {
 		f, err := readFrame(r)
+		w.arenaMu.RLock()
+		if len(w.arena) > 0 {
+			f.arena = w.arena[len(w.arena)/2:]
+		}
+		w.arenaMu.RUnlock()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				w.log.Error("Python worker protocol error", "err", err)
@@ -308,4 +335,34 @@ func (t *tail) last() string {
 		return ""
 	}
 	return t.lines[len(t.lines)-1]
+}
+
+// newArena makes an anonymous shared-memory file of size bytes, mapped
+// here; the kernel gives it pages only as they are written.
+func newArena(size int) (*os.File, []byte, error) {
+	fd, err := unix.MemfdCreate("inferd-python-arena", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "inferd-python-arena")
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("size the arena: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("map the arena: %w", err)
+	}
+	return f, mem, nil
+}
+
+// freeArena unmaps the arena once the worker is gone.
+func (w *worker) freeArena() {
+	w.arenaMu.Lock()
+	defer w.arenaMu.Unlock()
+	if w.arena != nil {
+		_ = unix.Munmap(w.arena)
+		w.arena = nil
+	}
 }

@@ -8,6 +8,7 @@ import asyncio
 import importlib
 import inspect
 import json
+import mmap
 import os
 import queue
 import signal
@@ -25,6 +26,24 @@ from triton_python_backend_utils import _worker, _Blobs
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 _sock = socket.socket(fileno=3)
+
+
+def _map_arena():
+    """The server's shared arena (fd 4), if it gave one: large execute
+    inputs are read in place from its first half, large outputs written to
+    its second."""
+    try:
+        size = os.fstat(4).st_size
+    except OSError:
+        return
+    if size <= 0:
+        return
+    mm = mmap.mmap(4, size)
+    view = memoryview(mm)
+    _worker.arena_in, _worker.arena_out = view[:size // 2], view[size // 2:]
+
+
+_map_arena()
 _write_lock = threading.Lock()
 _seq_lock = threading.Lock()
 _seq = [0]
@@ -101,8 +120,10 @@ _DTYPE = {name: t for name, _, t in pb_utils._DTYPES if t is not None}
 
 
 def _tensor(desc, frame):
-    """A Tensor over its bytes in the received frame, without a copy."""
-    data = frame[desc["off"]:desc["off"] + desc["len"]]
+    """A Tensor over its bytes in the received frame or the arena, without
+    a copy."""
+    area = _worker.arena_in if desc.get("arena") else frame
+    data = area[desc["off"]:desc["off"] + desc["len"]]
     shape = desc["shape"]
     dtype = desc["datatype"]
     code = pb_utils._NAME_TO_CODE[dtype]
@@ -231,7 +252,7 @@ def _execute(header, frame):
         requests.append(pb_utils.InferenceRequest._received(
             r["rid"], r["id"], r["correlation_id"], r["flags"], r["timeout_us"],
             r["parameters"], r["requested_outputs"], inputs, _State.decoupled))
-    blobs = _Blobs()
+    blobs = _Blobs(_worker.arena_out)
     try:
         execute = getattr(_State.model, "execute", None)
         if execute is None:

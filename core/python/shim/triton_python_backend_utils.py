@@ -35,6 +35,8 @@ class _Worker:
     call = None  # call(op, header, blobs) -> (header, blobs): a request that expects a reply
     notify = None  # notify(op, header): a message without reply
     phase = "import"  # import, initialize, execute, finalize, auto_complete
+    arena_in = None  # the shared arena's halves, when the server gave one
+    arena_out = None
     model_dir = None
     log_verbose = 0
     cancelled = set()
@@ -242,24 +244,38 @@ class Tensor:
 
 
 class _Blobs:
-    """The blob area of a frame being built: tensor bytes, in order."""
+    """The blob area of a frame being built: tensor bytes, in order. With
+    an arena (execute's reply), large tensors are copied there instead."""
 
-    def __init__(self):
+    def __init__(self, arena=None):
         self.parts = []
         self.size = 0
+        self.arena = arena
+        self.arena_used = 0
 
     def add(self, data):
-        mv = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
+        mv = memoryview(data)
+        if mv.format != "B" or mv.ndim != 1:
+            mv = mv.cast("B")
+        n = len(mv)
+        if self.arena is not None and n >= 65536 and self.arena_used + n <= len(self.arena):
+            off = self.arena_used
+            self.arena[off:off + n] = mv
+            self.arena_used = (off + n + 63) & ~63
+            return off, n, True
         off = self.size
         self.parts.append(mv)
-        self.size += len(mv)
-        return off, len(mv)
+        self.size += n
+        return off, n, False
 
 
 def _describe(t, blobs):
     dtype, data = t._wire()
-    off, n = blobs.add(data)
-    return {"name": t.name(), "datatype": dtype, "shape": t.shape(), "off": off, "len": n}
+    off, n, in_arena = blobs.add(data)
+    d = {"name": t.name(), "datatype": dtype, "shape": t.shape(), "off": off, "len": n}
+    if in_arena:
+        d["arena"] = True
+    return d
 
 
 def _check_parameters(parameters):
