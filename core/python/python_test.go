@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,24 +19,6 @@ import (
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/servertest"
 )
-
-// interpreter finds a python3 with numpy: INFERD_PYTHON, Debian's
-// /usr/bin/python3, then python3 on PATH (a pyenv shim there may lack
-// numpy). CI installs python3-numpy, so none is a failure, not a skip.
-func interpreter(t testing.TB) string {
-	t.Helper()
-	candidates := []string{os.Getenv("INFERD_PYTHON"), "/usr/bin/python3"}
-	if p, err := exec.LookPath("python3"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, c := range candidates {
-		if c != "" && exec.Command(c, "-c", "import numpy").Run() == nil {
-			return c
-		}
-	}
-	t.Fatal("no python3 with numpy (install python3-numpy, or set INFERD_PYTHON)")
-	return ""
-}
 
 // logBuffer collects the server log.
 type logBuffer struct {
@@ -105,7 +86,7 @@ func start(t testing.TB, o options, names ...string) *env {
 	if o.noArena {
 		arena = 0
 	}
-	b := python.New(python.Options{Executable: interpreter(t), LogVerbose: o.verbose, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
+	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
 	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log})
 	return e

@@ -211,3 +211,33 @@ func MLPBias(l, n int64) []float64 {
 	}
 	return b
 }
+
+// TextClassifier is a stand-in for the `text_classifier` of Triton's user
+// guide: INT64 inputs input_ids and attention_mask [-1, seqLen], FP32
+// output logits [-1, 2] = float(input_ids · attention_mask) × W, with W
+// from TextClassifierWeights.
+func TextClassifier(seqLen int64) ([]byte, error) {
+	g := NewGraph("text_classifier")
+	g.Input("input_ids", Int64, -1, seqLen)
+	g.Input("attention_mask", Int64, -1, seqLen)
+	g.Output("logits", Float, -1, 2)
+	w, err := Encode(Float, TextClassifierWeights(seqLen))
+	if err != nil {
+		return nil, fmt.Errorf("onnxbuild: TextClassifier weights: %w", err)
+	}
+	g.Initializer("W", Float, []int64{seqLen, 2}, w)
+	g.Node("Mul", []string{"input_ids", "attention_mask"}, []string{"masked"})
+	g.Node("Cast", []string{"masked"}, []string{"masked_f"}, AttrInt("to", int64(Float)))
+	g.Node("MatMul", []string{"masked_f", "W"}, []string{"logits"})
+	return Model(g, DefaultOpset)
+}
+
+// TextClassifierWeights is TextClassifier's row-major [seqLen, 2] W: 1 in
+// the first column, i mod 3 in the second.
+func TextClassifierWeights(seqLen int64) []float64 {
+	w := make([]float64, 2*seqLen)
+	for i := range seqLen {
+		w[2*i], w[2*i+1] = 1, float64(i%3)
+	}
+	return w
+}
