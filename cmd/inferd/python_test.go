@@ -130,4 +130,3 @@ func TestSeedModelPy(t *testing.T) {
 		t.Fatalf("seed model.py: %d %s, want %v", s, out, want)
 	}
 }
-
