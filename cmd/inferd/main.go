@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
@@ -167,7 +169,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	if err != nil {
 		return err
 	}
-	srv, closeBackend, err := newCore(ctx, cfg, mode, log)
+	srv, custom, closeBackend, err := newCore(ctx, cfg, mode, log)
 	if err != nil {
 		return err
 	}
@@ -183,7 +185,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	if err != nil {
 		return err
 	}
-	metricsHandler := metrics.NewHandler(srv, mcfg)
+	metricsHandler := metrics.NewHandler(srv, mcfg, custom...)
 	if cfg.allowMetrics {
 		go metricsHandler.Run(ctx, log) // CPU and pinned-memory polls
 	}
@@ -376,33 +378,35 @@ func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Op
 
 // newCore builds the ONNX Runtime backend, opens the repositories and
 // creates the core (nothing loads yet); closeBackend frees the backend.
-func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, closeBackend func(), err error) {
+//
+// custom are the backends' own metrics (Python models' custom metrics).
+func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(), err error) {
 	ortSettings, err := cfg.backendSettings("onnxruntime")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ortOpts, err := onnxruntimeOptions(ortSettings, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lib, err := onnxrt.FindLibrary(ortOpts.LibraryPath)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ortOpts.LibraryPath = lib
 	ortBackend, err := onnxrt.New(ortOpts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pySettings, err := cfg.backendSettings("python")
 	if err != nil {
 		_ = ortBackend.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pyOpts, err := python.Settings(pySettings)
 	if err != nil {
 		_ = ortBackend.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pyOpts.LogVerbose, pyOpts.Logger = cfg.logVerbose, log
 	// Nothing starts until a Python model loads.
@@ -414,7 +418,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
 	if err != nil {
 		closeBackend()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Latency summaries and the first-response histogram observe each
 	// request from the moment a version loads.
@@ -423,7 +427,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		mcfg, err := cfg.metrics()
 		if err != nil {
 			closeBackend()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		observers = mcfg.Observers(log)
 	}
@@ -440,7 +444,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		LoadRetries:     cfg.loadRetries,
 		Logger:          log,
 		Observers:       observers,
-	}), closeBackend, nil
+	}), []prometheus.Collector{pyBackend}, closeBackend, nil
 }
 
 // newAPI builds the base v2 API server every frontend goes through.

@@ -98,6 +98,7 @@ type Backend struct {
 	dirErr  error
 	mu      sync.Mutex
 	workers map[*worker]bool // live workers, reaped on Close
+	metrics *customMetrics   // models' custom metrics (Collect)
 }
 
 // New builds the backend; it starts nothing until a Python model loads.
@@ -108,7 +109,7 @@ func New(opts Options) *Backend {
 	if opts.StubTimeout <= 0 {
 		opts.StubTimeout = 30 * time.Second
 	}
-	return &Backend{opts: opts, log: opts.Logger, workers: map[*worker]bool{}}
+	return &Backend{opts: opts, log: opts.Logger, workers: map[*worker]bool{}, metrics: newCustomMetrics()}
 }
 
 // Name implements core.Backend.
@@ -193,6 +194,7 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 		b.mu.Lock()
 		delete(b.workers, w)
 		b.mu.Unlock()
+		b.metrics.drop(w)
 	}()
 	return w, nil
 }

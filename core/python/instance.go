@@ -319,6 +319,8 @@ func (in *instance) handle(w *worker, op string, f frameIn) {
 		in.onBLSCancel(f)
 	case "model_control":
 		go in.onModelControl(w, f)
+	case "metric":
+		in.onMetric(w, f)
 	default:
 		w.log.Error("Python worker sent an unknown message", "op", op)
 	}
@@ -454,3 +456,47 @@ func responseParameters(text string) (map[string]any, error) {
 
 // mergeConfig copies src into dst (a completed configuration).
 func mergeConfig(dst, src *modelconfig.ModelConfig) { proto.Merge(dst, src) }
+
+// onMetric serves pb_utils.MetricFamily and Metric: creation and value()
+// answer; increment, set and observe do not (errors are logged).
+func (in *instance) onMetric(w *worker, f frameIn) {
+	var m struct {
+		Seq         int64             `json:"seq"`
+		Action      string            `json:"action"`
+		Name        string            `json:"name"`
+		Description string            `json:"description"`
+		Kind        int               `json:"kind"`
+		Labels      map[string]string `json:"labels"`
+		Buckets     []float64         `json:"buckets"`
+		ID          int64             `json:"id"`
+		Value       float64           `json:"value"`
+	}
+	if err := decode(f, &m); err != nil {
+		w.log.Error("custom metric", "err", err)
+		return
+	}
+	c := in.b.metrics
+	reply := map[string]any{"op": "reply", "seq": m.Seq}
+	var err error
+	switch m.Action {
+	case "family":
+		err = c.family(m.Name, m.Description, m.Kind)
+	case "metric":
+		var id int64
+		id, err = c.metric(w, m.Name, m.Labels, m.Buckets)
+		reply["value"] = id
+	case "value":
+		var v float64
+		v, err = c.value(m.ID)
+		reply["value"] = v
+	default:
+		if err := c.update(m.ID, m.Action, m.Value); err != nil {
+			w.log.Error("custom metric", "err", err)
+		}
+		return
+	}
+	if err != nil {
+		reply["error"] = err.Error()
+	}
+	_ = w.send(reply, nil)
+}

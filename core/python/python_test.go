@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/servertest"
@@ -39,9 +42,10 @@ func (l *logBuffer) String() string {
 }
 
 type env struct {
-	srv  *core.Server
-	root string
-	log  *logBuffer
+	srv     *core.Server
+	backend *python.Backend
+	root    string
+	log     *logBuffer
 }
 
 // copyModels copies testdata models into a fresh repository.
@@ -88,6 +92,7 @@ func start(t testing.TB, o options, names ...string) *env {
 	}
 	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
+	e.backend = b
 	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log})
 	return e
 }
@@ -605,5 +610,43 @@ func TestLargeTensors(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// TestCustomMetrics: a model's MetricFamily counters, gauges and
+// histograms are exported by the backend's collector, and go with the
+// model (python-backend.md §6.9).
+func TestCustomMetrics(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit}, "custom_metrics")
+	servertest.Must(t, e.srv.Load(context.Background(), "custom_metrics", nil))
+	for i, v := range []float32{0.5, 5, 50} {
+		resp, err := e.infer(&core.InferRequest{ModelName: "custom_metrics", Inputs: []*core.Tensor{fp32("IN", []int64{1}, v)}})
+		if err != nil || math.Float64frombits(binary.LittleEndian.Uint64(resp.Outputs[0].Data)) != float64(i+1) {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.backend)
+	families, err := reg.Gather()
+	servertest.Must(t, err)
+	got := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		got[f.GetName()] = f
+	}
+	if m := got["custom_requests_total"].GetMetric(); len(m) != 1 || m[0].GetCounter().GetValue() != 3 || m[0].GetLabel()[0].GetValue() != "custom_metrics" {
+		t.Fatalf("counter: %v", m)
+	}
+	if m := got["custom_last_input"].GetMetric(); len(m) != 1 || m[0].GetGauge().GetValue() != 50 {
+		t.Fatalf("gauge: %v", m)
+	}
+	h := got["custom_input_value"].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 3 || h.GetSampleSum() != 55.5 || h.GetBucket()[0].GetCumulativeCount() != 1 || h.GetBucket()[1].GetCumulativeCount() != 2 {
+		t.Fatalf("histogram: %v", h)
+	}
+	servertest.Must(t, e.srv.Unload(context.Background(), "custom_metrics"))
+	families, err = reg.Gather()
+	servertest.Must(t, err)
+	if len(families) != 0 {
+		t.Fatalf("metrics left after the unload: %v", families)
 	}
 }

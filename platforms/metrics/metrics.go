@@ -120,9 +120,14 @@ type Handler struct {
 
 // NewHandler builds the metrics endpoint over src. With cfg.AllowCPU on
 // Linux it reads /proc/stat, the baseline of the first CPU utilisation.
-func NewHandler(src Source, cfg Config) *Handler {
+// extra are exported beside (backends' own metrics, such as Python
+// models' custom ones).
+func NewHandler(src Source, cfg Config, extra ...prometheus.Collector) *Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{src: src, cfg: cfg})
+	for _, c := range extra {
+		reg.MustRegister(c)
+	}
 	return &Handler{reg: reg, sys: newSystem(reg, cfg)}
 }
 

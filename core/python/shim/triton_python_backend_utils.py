@@ -709,3 +709,61 @@ class ModelConfig:
             raise ValueError("trying to change decoupled property in auto-complete-config for model '"
                              + self._model_config.get("name", "") + "', which is already set to " + str(policy["decoupled"]))
         policy["decoupled"] = decoupled
+
+
+class MetricFamily:
+    """A custom metric family, exported on the server's metrics endpoint."""
+
+    COUNTER = 0
+    GAUGE = 1
+    HISTOGRAM = 2
+
+    def __init__(self, name, description, kind):
+        if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE, MetricFamily.HISTOGRAM):
+            raise TritonModelException("Unknown metric family kind: " + str(kind))
+        self._name, self._kind = name, kind
+        reply, _ = _worker.call("metric", {"action": "family", "name": name, "description": description, "kind": kind}, _Blobs())
+        if reply.get("error"):
+            raise TritonModelException(reply["error"])
+
+    def Metric(self, labels=None, buckets=None):
+        return Metric(self, labels, buckets)
+
+
+class Metric:
+    def __init__(self, family, labels=None, buckets=None):
+        labels = dict(labels or {})
+        for k, v in labels.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TritonModelException("Metric labels must map str to str")
+        if family._kind == MetricFamily.HISTOGRAM and not buckets:
+            raise TritonModelException("A histogram metric needs buckets")
+        reply, _ = _worker.call("metric", {"action": "metric", "name": family._name, "labels": labels,
+                                           "buckets": [float(b) for b in (buckets or [])]}, _Blobs())
+        if reply.get("error"):
+            raise TritonModelException(reply["error"])
+        self._id = reply["value"]
+        self._kind = family._kind
+
+    def increment(self, value):
+        if self._kind == MetricFamily.HISTOGRAM:
+            raise TritonModelException("increment is not supported on a histogram metric")
+        if self._kind == MetricFamily.COUNTER and value < 0:
+            raise TritonModelException("A counter cannot be incremented by a negative value")
+        _worker.notify("metric", {"action": "increment", "id": self._id, "value": float(value)})
+
+    def set(self, value):
+        if self._kind != MetricFamily.GAUGE:
+            raise TritonModelException("set is only supported on a gauge metric")
+        _worker.notify("metric", {"action": "set", "id": self._id, "value": float(value)})
+
+    def observe(self, value):
+        if self._kind != MetricFamily.HISTOGRAM:
+            raise TritonModelException("observe is only supported on a histogram metric")
+        _worker.notify("metric", {"action": "observe", "id": self._id, "value": float(value)})
+
+    def value(self):
+        reply, _ = _worker.call("metric", {"action": "value", "id": self._id}, _Blobs())
+        if reply.get("error"):
+            raise TritonModelException(reply["error"])
+        return float(reply["value"])

@@ -1,0 +1,206 @@
+package python
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Custom metrics (pb_utils.MetricFamily, python-backend.md §6.9): models
+// create families and metrics through their worker, and the backend
+// exports them on the metrics endpoint as a prometheus.Collector. A
+// worker's metrics go when it does.
+
+// Metric kinds, as pb_utils.MetricFamily.COUNTER, GAUGE and HISTOGRAM.
+const (
+	kindCounter = iota
+	kindGauge
+	kindHistogram
+)
+
+type customMetrics struct {
+	mu       sync.Mutex
+	families map[string]*customFamily
+	byID     map[int64]*customMetric
+	nextID   int64
+}
+
+type customFamily struct {
+	name, help string
+	kind       int
+	metrics    map[string]*customMetric // by label key
+}
+
+type customMetric struct {
+	id      int64
+	family  *customFamily
+	owner   *worker
+	labels  map[string]string
+	key     string
+	value   float64   // counter, gauge
+	buckets []float64 // histogram upper bounds
+	counts  []uint64  // per bucket, not cumulative
+	sum     float64
+	count   uint64
+}
+
+func newCustomMetrics() *customMetrics {
+	return &customMetrics{families: map[string]*customFamily{}, byID: map[int64]*customMetric{}}
+}
+
+// family registers a family; one of the same name must match it.
+func (c *customMetrics) family(name, help string, kind int) error {
+	if kind < kindCounter || kind > kindHistogram {
+		return fmt.Errorf("unknown metric kind %d", kind)
+	}
+	if name == "" || strings.HasPrefix(name, "nv_") {
+		return fmt.Errorf("invalid metric family name '%s'", name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.families[name]; ok {
+		if f.kind != kind || f.help != help {
+			return fmt.Errorf("metric family '%s' already exists with a different kind or description", name)
+		}
+		return nil
+	}
+	c.families[name] = &customFamily{name: name, help: help, kind: kind, metrics: map[string]*customMetric{}}
+	return nil
+}
+
+// metric creates (or finds) the metric of family name with labels.
+func (c *customMetrics) metric(owner *worker, name string, labels map[string]string, buckets []float64) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.families[name]
+	if f == nil {
+		return 0, fmt.Errorf("metric family '%s' does not exist", name)
+	}
+	keys := make([]string, 0, len(labels))
+	for k, v := range labels {
+		keys = append(keys, k+"="+v)
+	}
+	slices.Sort(keys)
+	key := strings.Join(keys, ",")
+	if m, ok := f.metrics[key]; ok {
+		return m.id, nil
+	}
+	if f.kind == kindHistogram {
+		if len(buckets) == 0 {
+			return 0, fmt.Errorf("histogram metric of family '%s' needs buckets", name)
+		}
+		if !slices.IsSorted(buckets) {
+			return 0, fmt.Errorf("histogram buckets of family '%s' must be increasing", name)
+		}
+	}
+	c.nextID++
+	m := &customMetric{id: c.nextID, family: f, owner: owner, labels: labels, key: key, buckets: buckets}
+	if f.kind == kindHistogram {
+		m.counts = make([]uint64, len(buckets)+1)
+	}
+	f.metrics[key] = m
+	c.byID[m.id] = m
+	return m.id, nil
+}
+
+// update applies increment, set or observe.
+func (c *customMetrics) update(id int64, action string, v float64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.byID[id]
+	if m == nil {
+		return fmt.Errorf("unknown metric %d", id)
+	}
+	switch {
+	case action == "increment" && m.family.kind != kindHistogram:
+		if m.family.kind == kindCounter && v < 0 {
+			return fmt.Errorf("counter of family '%s' cannot be incremented by a negative value", m.family.name)
+		}
+		m.value += v
+	case action == "set" && m.family.kind == kindGauge:
+		m.value = v
+	case action == "observe" && m.family.kind == kindHistogram:
+		i, _ := slices.BinarySearch(m.buckets, v)
+		m.counts[i]++
+		m.sum += v
+		m.count++
+	default:
+		return fmt.Errorf("%s is not supported on a metric of family '%s'", action, m.family.name)
+	}
+	return nil
+}
+
+func (c *customMetrics) value(id int64) (float64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.byID[id]
+	if m == nil {
+		return 0, fmt.Errorf("unknown metric %d", id)
+	}
+	if m.family.kind == kindHistogram {
+		return m.sum, nil
+	}
+	return m.value, nil
+}
+
+// drop removes the metrics owner created, and families left empty.
+func (c *customMetrics) drop(owner *worker) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, m := range c.byID {
+		if m.owner == owner {
+			delete(c.byID, id)
+			delete(m.family.metrics, m.key)
+			if len(m.family.metrics) == 0 {
+				delete(c.families, m.family.name)
+			}
+		}
+	}
+}
+
+// Describe implements prometheus.Collector: the families vary, so none
+// are described (an unchecked collector).
+func (b *Backend) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector.
+func (b *Backend) Collect(ch chan<- prometheus.Metric) {
+	c := b.metrics
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.families {
+		for _, m := range f.metrics {
+			names := make([]string, 0, len(m.labels))
+			for k := range m.labels {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			vals := make([]string, len(names))
+			for i, k := range names {
+				vals[i] = m.labels[k]
+			}
+			desc := prometheus.NewDesc(f.name, f.help, names, nil)
+			var metric prometheus.Metric
+			var err error
+			switch f.kind {
+			case kindCounter:
+				metric, err = prometheus.NewConstMetric(desc, prometheus.CounterValue, m.value, vals...)
+			case kindGauge:
+				metric, err = prometheus.NewConstMetric(desc, prometheus.GaugeValue, m.value, vals...)
+			default:
+				cum := map[float64]uint64{}
+				var total uint64
+				for i, ub := range m.buckets {
+					total += m.counts[i]
+					cum[ub] = total
+				}
+				metric, err = prometheus.NewConstHistogram(desc, m.count, m.sum, cum, vals...)
+			}
+			if err == nil {
+				ch <- metric
+			}
+		}
+	}
+}
