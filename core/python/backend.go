@@ -98,6 +98,7 @@ type Backend struct {
 	dirErr  error
 	mu      sync.Mutex
 	workers map[*worker]bool // live workers, reaped on Close
+	packs   map[string]unpacked // EXECUTION_ENV_PATH archives, by path
 	metrics *customMetrics   // models' custom metrics (Collect)
 }
 
@@ -109,7 +110,7 @@ func New(opts Options) *Backend {
 	if opts.StubTimeout <= 0 {
 		opts.StubTimeout = 30 * time.Second
 	}
-	return &Backend{opts: opts, log: opts.Logger, workers: map[*worker]bool{}, metrics: newCustomMetrics()}
+	return &Backend{opts: opts, log: opts.Logger, workers: map[*worker]bool{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
 }
 
 // Name implements core.Backend.
@@ -228,7 +229,11 @@ func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelCon
 	if p, ok := cfg.GetParameters()["EXECUTION_ENV_PATH"]; ok && p.GetStringValue() != "" {
 		env := strings.ReplaceAll(p.GetStringValue(), "$$TRITON_MODEL_DIRECTORY", files.ModelDir)
 		if strings.HasSuffix(env, ".tar.gz") || strings.HasSuffix(env, ".tgz") {
-			return "", nil, core.Errorf(core.CodeUnsupported, "EXECUTION_ENV_PATH '%s': packed (conda-pack) environments are not supported yet; unpack it and name the folder", env)
+			dir, err := b.unpack(env)
+			if err != nil {
+				return "", nil, err
+			}
+			env = dir
 		}
 		if !fileExists(filepath.Join(env, "bin", "activate")) {
 			return "", nil, core.Errorf(core.CodeInternal, "Path %s/bin/activate does not exist. The Python environment should contain an 'activate' script.", env)

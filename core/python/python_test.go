@@ -1,7 +1,9 @@
 package python_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -649,4 +651,79 @@ func TestCustomMetrics(t *testing.T) {
 	if len(families) != 0 {
 		t.Fatalf("metrics left after the unload: %v", families)
 	}
+}
+
+// TestExecutionEnvPath: EXECUTION_ENV_PATH names an environment folder
+// (with $$TRITON_MODEL_DIRECTORY) or a packed one built here, and the
+// model runs with its interpreter; a folder without bin/activate fails
+// (python-backend.md §8.2, §12 lines 57, 58).
+func TestExecutionEnvPath(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit}, "init_args")
+	python := servertest.Python(t)
+	modelDir := filepath.Join(e.root, "init_args")
+	envDir := filepath.Join(modelDir, "env")
+	servertest.Must(t, os.MkdirAll(filepath.Join(envDir, "bin"), 0o755))
+	servertest.Must(t, os.Symlink(python, filepath.Join(envDir, "bin", "python3")))
+	archive := filepath.Join(t.TempDir(), "env.tar.gz")
+	servertest.Must(t, writePack(archive, python))
+	load := func(env string) error {
+		cfg, err := os.ReadFile(filepath.Join(modelDir, "config.pbtxt"))
+		servertest.Must(t, err)
+		cfg = append(cfg, []byte(`parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "`+env+`" } }`+"\n")...)
+		servertest.Must(t, os.WriteFile(filepath.Join(modelDir, "config.pbtxt"), cfg, 0o644))
+		defer func() {
+			cfg = cfg[:bytes.LastIndex(cfg, []byte("parameters { key: \"EXECUTION_ENV_PATH\""))]
+			servertest.Must(t, os.WriteFile(filepath.Join(modelDir, "config.pbtxt"), cfg, 0o644))
+		}()
+		return e.srv.Load(context.Background(), "init_args", nil)
+	}
+	executable := func() string {
+		resp, err := e.infer(&core.InferRequest{ModelName: "init_args", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}})
+		servertest.Must(t, err)
+		var info struct{ Executable string }
+		servertest.Must(t, json.Unmarshal([]byte(strings1(t, output(resp, "INFO"))[0]), &info))
+		return info.Executable
+	}
+	if err := load("$$TRITON_MODEL_DIRECTORY/env"); err == nil || !strings.Contains(err.Error(), "should contain an 'activate' script.") {
+		t.Fatalf("no activate: %v", err)
+	}
+	servertest.Must(t, os.WriteFile(filepath.Join(envDir, "bin", "activate"), []byte("# activate\n"), 0o644))
+	servertest.Must(t, load("$$TRITON_MODEL_DIRECTORY/env"))
+	if got := executable(); got != filepath.Join(envDir, "bin", "python3") {
+		t.Fatalf("folder environment: the model ran %s", got)
+	}
+	servertest.Must(t, load(archive))
+	if got := executable(); !strings.HasSuffix(got, "/bin/python3") || !strings.Contains(got, "inferd-python-") {
+		t.Fatalf("packed environment: the model ran %s", got)
+	}
+}
+
+// writePack writes a conda-pack-like archive: bin/activate and a
+// bin/python3 link to python.
+func writePack(path, python string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz := gzip.NewWriter(f)
+	tw := tar.NewWriter(gz)
+	for _, h := range []*tar.Header{
+		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "bin/activate", Typeflag: tar.TypeReg, Mode: 0o644, Size: 11},
+		{Name: "bin/python3", Typeflag: tar.TypeSymlink, Linkname: python},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if h.Size > 0 {
+			if _, err := tw.Write([]byte("# activate\n")); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
 }
