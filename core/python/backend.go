@@ -97,9 +97,9 @@ type Backend struct {
 	dir     string // the written shim, or "" until the first load
 	dirErr  error
 	mu      sync.Mutex
-	workers map[*worker]bool // live workers, reaped on Close
+	workers map[*worker]bool    // live workers, reaped on Close
 	packs   map[string]unpacked // EXECUTION_ENV_PATH archives, by path
-	metrics *customMetrics   // models' custom metrics (Collect)
+	metrics *customMetrics      // models' custom metrics (Collect)
 }
 
 // New builds the backend; it starts nothing until a Python model loads.
