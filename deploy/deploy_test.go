@@ -864,6 +864,30 @@ func (df *dockerfile) stage(name string) *stage {
 	return nil
 }
 
+// TestPythonStage: the CPU Dockerfile's python target has Debian's python3
+// and numpy, the binary and library, and runs as non-root; the default
+// target stays the last, small one.
+func TestPythonStage(t *testing.T) {
+	df := parseDockerfile(t, filepath.Join("docker", "Dockerfile"))
+	py := df.stage("python")
+	if py == nil {
+		t.Fatal("no python stage")
+	}
+	text := py.text()
+	for _, want := range []string{"python3 python3-numpy", "COPY --from=ort /out/onnxruntime /opt/onnxruntime", "COPY --from=build /out/bin/ /usr/local/bin/",
+		"ORT_LIB_PATH=/opt/onnxruntime/lib/libonnxruntime.so.1", "EXPOSE 8000 8001 8002 8080"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("python stage lacks %q", want)
+		}
+	}
+	if df.base(*py) != "debian:bookworm-slim" || !slices.Contains(py.all("USER"), "65532:65532") {
+		t.Errorf("python stage: base %q, users %v", df.base(*py), py.all("USER"))
+	}
+	if last := df.stages[len(df.stages)-1]; df.base(last) != "runtime" {
+		t.Errorf("the default target is based on %q, want the distroless runtime", df.base(last))
+	}
+}
+
 func TestDockerfiles(t *testing.T) {
 	ortVersion := makefileORTVersion(t)
 	if ortVersion != "1.29.0" {
