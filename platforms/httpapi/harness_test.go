@@ -130,6 +130,7 @@ type serverOpts struct {
 	startup       []string
 	api           Options
 	allowFailures bool
+	backends      []core.Backend // beside servertest's (the Python backend)
 }
 
 // startServer runs the core and the API on a real loopback listener and
@@ -154,7 +155,7 @@ func startServer(t testing.TB, root string, so serverOpts) (string, *core.Server
 // server, since cleanups run last-in first-out).
 func newAPI(t testing.TB, root string, so serverOpts) (*Server, *core.Server) {
 	t.Helper()
-	srv := servertest.Start(t, servertest.Options{Repo: root, Mode: so.mode, Startup: so.startup, AllowFailures: so.allowFailures})
+	srv := servertest.Start(t, servertest.Options{Repo: root, Mode: so.mode, Startup: so.startup, AllowFailures: so.allowFailures, Backends: so.backends})
 	so.api.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return New(srv, so.api), srv
 }

@@ -11,6 +11,7 @@ import json
 import mmap
 import os
 import queue
+import select
 import signal
 import socket
 import struct
@@ -142,20 +143,72 @@ _worker.stream = _Stream
 _worker.tensor = _tensor
 
 
-def _reader():
+# Reading the socket: while the main thread waits for work it reads the
+# frames itself, so a request reaches the model without a thread handoff.
+# While it runs model code, a helper thread reads instead (replies to BLS
+# and send calls, cancel notices, readiness checks must get through), and
+# gives the socket back as soon as the model code returns: a pipe wakes it
+# from its wait.
+_read_lock = threading.Lock()
+_helper_on = threading.Event()
+_wake_r, _wake_w = os.pipe()
+
+
+def _route(header, frame):
+    """Handles a frame that is not work for the main thread; False if it is."""
+    op = header["op"]
+    if op in ("reply", "bls_response"):
+        q = _waiting.get(header.get("seq"))
+        if q is not None:
+            q.put((header, frame))
+    elif op == "cancel":
+        _worker.cancelled.update(header["rids"])
+    elif op == "is_ready":
+        threading.Thread(target=_is_ready, args=(header["seq"],), daemon=True).start()
+    else:
+        return False
+    return True
+
+
+def _helper():
     while True:
-        header, frame = _read_frame()
-        op = header["op"]
-        if op in ("reply", "bls_response"):
-            q = _waiting.get(header.get("seq"))
-            if q is not None:
-                q.put((header, frame))
-        elif op == "cancel":
-            _worker.cancelled.update(header["rids"])
-        elif op == "is_ready":
-            threading.Thread(target=_is_ready, args=(header["seq"],), daemon=True).start()
-        else:
-            _main.put((header, frame))
+        _helper_on.wait()
+        with _read_lock:
+            while _helper_on.is_set():
+                ready, _, _ = select.select([_sock, _wake_r], [], [])
+                if _wake_r in ready:
+                    os.read(_wake_r, 4096)
+                    continue
+                header, frame = _read_frame()
+                if not _route(header, frame):
+                    _main.put((header, frame))
+
+
+def _next_work():
+    """The next frame for the main thread, reading the socket itself."""
+    while True:
+        try:
+            return _main.get_nowait()
+        except queue.Empty:
+            pass
+        with _read_lock:
+            try:
+                return _main.get_nowait()  # the helper read it meanwhile
+            except queue.Empty:
+                pass
+            header, frame = _read_frame()
+        if not _route(header, frame):
+            return header, frame
+
+
+def _run_model_code(fn, *args):
+    """Runs fn with the helper reading the socket."""
+    _helper_on.set()
+    try:
+        return fn(*args)
+    finally:
+        _helper_on.clear()
+        os.write(_wake_w, b"x")
 
 
 class _State:
@@ -320,18 +373,19 @@ def _finalize():
 
 
 def main():
-    threading.Thread(target=_reader, daemon=True).start()
+    threading.Thread(target=_helper, daemon=True).start()
     _write("ready", {"python": sys.version.split()[0], "numpy": np.__version__})
     while True:
-        header, frame = _main.get()
+        header, frame = _next_work()
         op = header["op"]
         if op == "auto_complete":
-            _auto_complete(header)
+            _run_model_code(_auto_complete, header)
         elif op == "init":
-            _init(header)
+            _run_model_code(_init, header)
         elif op == "execute":
-            _execute(header, frame)
+            _run_model_code(_execute, header, frame)
         elif op == "finalize":
+            _helper_on.set()  # finalize may still make calls; the worker exits after
             _finalize()
 
 
