@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,4 +134,124 @@ func TestSeedModelPy(t *testing.T) {
 	if s != 200 || !strings.Contains(out, `"data":[`+strconv.FormatFloat(float64(want[0]), 'f', 1, 32)+`,`) {
 		t.Fatalf("seed model.py: %d %s, want %v", s, out, want)
 	}
+}
+
+// pythonModelsRepo copies models of core/python's testdata into a fresh
+// repository.
+func pythonModelsRepo(t *testing.T, names ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, n := range names {
+		must(t, os.CopyFS(filepath.Join(root, n), os.DirFS(filepath.Join("..", "..", "core", "python", "testdata", "models", n))))
+	}
+	return root
+}
+
+// TestPythonDecoupledStreams: a decoupled model.py streams 1,000
+// responses over gRPC ModelStreamInfer and HTTP generate_stream, through
+// the binary's listeners.
+func TestPythonDecoupledStreams(t *testing.T) {
+	r := start(t, "--model-repository="+pythonModelsRepo(t, "repeat"), "--grpc-address=127.0.0.1",
+		"--backend-config=python,python-executable="+servertest.Python(t))
+	const n = 1000
+	vals := make([]byte, 0, 4*n)
+	for i := range n {
+		vals = binary.LittleEndian.AppendUint32(vals, uint32(i))
+	}
+	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := pb.NewGRPCInferenceServiceClient(conn).ModelStreamInfer(ctx)
+	must(t, err)
+	must(t, st.Send(&pb.ModelInferRequest{ModelName: "repeat", Id: "r",
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{n}}}, RawInputContents: [][]byte{vals}}))
+	must(t, st.CloseSend())
+	got := 0
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			break
+		}
+		if resp.GetErrorMessage() != "" {
+			t.Fatal(resp.GetErrorMessage())
+		}
+		if v := binary.LittleEndian.Uint32(resp.GetInferResponse().GetRawOutputContents()[0]); v != uint32(got) {
+			t.Fatalf("gRPC response %d carries %d", got, v)
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("gRPC: %d responses, want %d", got, n)
+	}
+	s, body := post(t, r.http+"/v2/models/repeat/generate_stream", `{"IN":`+intList(n)+`}`)
+	if s != 200 || strings.Count(body, "data: ") != n || !strings.Contains(body, `"OUT":999`) {
+		t.Fatalf("generate_stream: %d, %d events", s, strings.Count(body, "data: "))
+	}
+}
+
+func intList(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = strconv.Itoa(i)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// TestNoOrphanWorkers: killing the server with SIGKILL leaves no Python
+// worker running (python-backend.md §12 line 56): each dies with it.
+func TestNoOrphanWorkers(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	argv, _ := json.Marshal([]string{"--model-repository=" + pythonModelsRepo(t, "add_sub"), "--http-port=0", "--grpc-port=0", "--metrics-port=0",
+		"--backend-config=python,python-executable=" + servertest.Python(t)})
+	cmd.Env = append(os.Environ(), "INFERD_TEST_AS_MAIN=1", "INFERD_TEST_ARGV="+string(argv))
+	stderr, err := cmd.StderrPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "msg=serving") {
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	workers := childrenOf(cmd.Process.Pid)
+	if len(workers) == 0 {
+		t.Fatal("no Python worker running")
+	}
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		alive := 0
+		for _, pid := range workers {
+			if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers outlived the server", alive)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			n, _ := strconv.Atoi(e.Name())
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -726,4 +727,80 @@ func writePack(path, python string) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// TestAsyncAndStreamingBLS: async def execute works; BLS streams a
+// decoupled model's responses (exec(decoupled=True)) and async_exec calls
+// an ensemble of a Python model (python-backend.md §7, §12 line 48).
+func TestAsyncAndStreamingBLS(t *testing.T) {
+	e := start(t, options{}, "async_model", "bls_stream", "repeat", "pair", "add_sub")
+	resp, err := e.infer(&core.InferRequest{ModelName: "async_model", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 41)}})
+	if err != nil || floats(resp.Outputs[0])[0] != 42 {
+		t.Fatalf("async execute: %v %+v", err, resp)
+	}
+	resp, err = e.infer(&core.InferRequest{ModelName: "bls_stream", Inputs: []*core.Tensor{{Name: "N", DataType: core.TypeInt32, Shape: []int64{1},
+		Data: binary.LittleEndian.AppendUint32(nil, 100)}}})
+	servertest.Must(t, err)
+	sum := int64(binary.LittleEndian.Uint64(output(resp, "SUM").Data))
+	count := int64(binary.LittleEndian.Uint64(output(resp, "COUNT").Data))
+	if sum != 99*100/2 || count != 100 || floats(output(resp, "ENSEMBLE"))[0] != 2 {
+		t.Fatalf("streaming BLS: sum %d count %d ensemble %v", sum, count, floats(output(resp, "ENSEMBLE")))
+	}
+}
+
+// TestWorkerKilledUnderLoad: a worker killed while requests run and queue
+// fails them all with Triton's text, promptly: none hangs
+// (python-backend.md §8.7).
+func TestWorkerKilledUnderLoad(t *testing.T) {
+	e := start(t, options{}, "repeat", "add_sub")
+	pids := workerPIDs(t, "")
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				_, err := e.infer(&core.InferRequest{ModelName: "add_sub",
+					Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 4}, 1, 2, 3, 4), fp32("INPUT1", []int64{1, 4}, 1, 1, 1, 1)}})
+				errs <- err
+				return
+			}
+			mv, release, err := e.srv.Acquire("repeat", core.LatestVersion)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer release()
+			errs <- mv.InferStream(context.Background(), repeatRequest(1000, 200), func(*core.InferResponse, bool) error { return nil })
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, pid := range pids {
+		n := 0
+		for _, c := range pid {
+			n = n*10 + int(c-'0')
+		}
+		_ = syscall.Kill(n, syscall.SIGKILL)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("requests hung after the workers were killed")
+	}
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if err != nil {
+			failed++
+			if !strings.Contains(err.Error(), "is not healthy") {
+				t.Errorf("error %v", err)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no request saw the workers die")
+	}
 }
