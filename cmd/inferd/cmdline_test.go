@@ -262,6 +262,8 @@ func TestLaunchErrors(t *testing.T) {
 			"restricted protocol 'health' can not be specified in multiple config groups"},
 		{[]string{"--model-repository=/m", "--http-restricted-api=admin:k=v"}, "unknown restricted api 'admin'"},
 		{[]string{"--model-repository=/m", "--grpc-max-response-pool-size=0"}, "--grpc-max-response-pool-size must be greater than 0."},
+		// python-backend.md §12 line 60.
+		{[]string{"--model-repository=/m", "--backend-config=python,stub-timeout-seconds=0"}, "stub-timeout-seconds=0: must be a whole number of seconds above 0"},
 		{[]string{"--model-repository=/m", "--grpc-infer-thread-count=1"}, "invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128."},
 	}
 	for _, tt := range tests {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/cmd/inferd/options"
+	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/metrics"
 	v2 "github.com/inferd/inferd/platforms/v2"
@@ -255,7 +256,14 @@ func (c *config) check() error {
 	if _, err := c.metrics(); err != nil {
 		return err
 	}
-	_, err := c.backendSettings("")
+	pySettings, err := c.backendSettings("python")
+	if err != nil {
+		return err
+	}
+	if _, err := python.Settings(pySettings); err != nil {
+		return err
+	}
+	_, err = c.backendSettings("")
 	return err
 }
 

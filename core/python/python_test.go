@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -802,5 +803,16 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Fatal("no request saw the workers die")
+	}
+}
+
+// TestShimModule runs testdata/shim_test.py: the module's checks that
+// need no server, in the real interpreter.
+func TestShimModule(t *testing.T) {
+	cmd := exec.Command(servertest.Python(t), filepath.Join("testdata", "shim_test.py"))
+	cmd.Env = append(os.Environ(), "PYTHONPATH=shim")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
