@@ -816,3 +816,27 @@ func TestShimModule(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestAutoCompleteNoneAndCancel: auto_complete_config returning None
+// fails the load with Triton's text; a client that goes away while
+// execute runs is seen by is_cancelled() (python-backend.md §12 lines 13,
+// 47).
+func TestAutoCompleteNoneAndCancel(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit}, "auto_none", "cancel_check")
+	if err := e.srv.Load(context.Background(), "auto_none", nil); err == nil || !strings.Contains(err.Error(), "must return a valid pb.ModelConfig object.") {
+		t.Fatalf("auto_complete_config returning None: %v", err)
+	}
+	servertest.Must(t, e.srv.Load(context.Background(), "cancel_check", nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+	}()
+	_, err := e.srv.Infer(ctx, &core.InferRequest{ModelName: "cancel_check", ModelVersion: core.LatestVersion, Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}})
+	if core.CodeOf(err) != core.CodeCancelled {
+		t.Fatalf("cancelled request: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "cancel_check", "cancelled")); err != nil {
+		t.Fatal("the model did not see the cancellation:", err)
+	}
+}
