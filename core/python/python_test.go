@@ -840,3 +840,61 @@ func TestAutoCompleteNoneAndCancel(t *testing.T) {
 		t.Fatal("the model did not see the cancellation:", err)
 	}
 }
+
+// TestMoreRules: writable inputs, a requested output the model did not
+// produce, one instance by default, the decoupled return and exception
+// rules, the sender's rules, and an interpreter without numpy
+// (python-backend.md §12 lines 10, 26, 33, 41, 43, 44, 46, 62).
+func TestMoreRules(t *testing.T) {
+	e := start(t, options{}, "misc", "decoupled_bad")
+	resp, err := e.infer(&core.InferRequest{ModelName: "misc", Inputs: []*core.Tensor{fp32("IN", []int64{2}, 1, 2)}})
+	if err != nil || len(resp.Outputs) != 1 || floats(resp.Outputs[0])[0] != 5 {
+		t.Fatalf("misc: %v %+v", err, resp)
+	}
+	if n := len(workerPIDs(t, "")); n != 2 {
+		t.Fatalf("%d workers for two models without instance groups, want one each", n)
+	}
+	mv, release, err := e.srv.Acquire("decoupled_bad", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	run := func(mode int32) (int, error) {
+		n := 0
+		err := mv.InferStream(context.Background(), &core.InferRequest{ModelName: "decoupled_bad", ModelVersion: core.LatestVersion,
+			Inputs: []*core.Tensor{{Name: "MODE", DataType: core.TypeInt32, Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, uint32(mode))}}},
+			func(r *core.InferResponse, _ bool) error {
+				if r != nil {
+					n++
+				}
+				return nil
+			})
+		return n, err
+	}
+	if _, err := run(0); err == nil || !strings.Contains(err.Error(), "Python model 'decoupled_bad_0' is using the decoupled mode and the execute function must return None.") {
+		t.Errorf("decoupled returning []: %v", err)
+	}
+	if n, err := run(1); n != 1 || err == nil || !strings.HasPrefix(err.Error(), "Failed to process the request(s) for model 'decoupled_bad_0', message: ValueError: boom") {
+		t.Errorf("decoupled exception: %d responses, %v", n, err)
+	}
+	if _, err := run(2); err != nil {
+		t.Fatal(err)
+	}
+	want := "Inference Response object must be provided when the response flags is set to zero. | Unable to send response. Unsupported flag provided. | Unable to send response. Response sender has been closed."
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(e.log.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sender rules: no %q in the log:\n%s", want, e.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// An interpreter without numpy: Debian's, without its site packages.
+	wrapper := filepath.Join(t.TempDir(), "python-without-numpy")
+	servertest.Must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+servertest.Python(t)+" -S \"$@\"\n"), 0o755))
+	b := python.New(python.Options{Executable: wrapper})
+	defer b.Close()
+	_, err = b.NewInstance(context.Background(), core.InstanceSpec{VersionFiles: core.VersionFiles{ModelName: "misc", Version: 1,
+		ModelDir: filepath.Join(e.root, "misc"), VersionDir: filepath.Join(e.root, "misc", "1")}, Name: "misc_0", Config: mv.Config})
+	if err == nil || !strings.Contains(err.Error(), "No module named 'numpy'") {
+		t.Fatalf("no numpy: %v", err)
+	}
+}
