@@ -79,11 +79,12 @@ func copyModels(t testing.TB, names ...string) string {
 }
 
 type options struct {
-	mode       core.ControlMode
-	verbose    int
-	allowFails bool
-	restart    bool
-	noArena    bool
+	mode           core.ControlMode
+	verbose        int
+	allowFails     bool
+	restart        bool
+	noArena        bool
+	noAutoComplete bool
 }
 
 func start(t testing.TB, o options, names ...string) *env {
@@ -97,7 +98,7 @@ func start(t testing.TB, o options, names ...string) *env {
 	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
 	e.backend = b
-	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log})
+	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log, NoAutoComplete: o.noAutoComplete})
 	return e
 }
 
@@ -896,5 +897,19 @@ func TestMoreRules(t *testing.T) {
 		ModelDir: filepath.Join(e.root, "misc"), VersionDir: filepath.Join(e.root, "misc", "1")}, Name: "misc_0", Config: mv.Config})
 	if err == nil || !strings.Contains(err.Error(), "No module named 'numpy'") {
 		t.Fatalf("no numpy: %v", err)
+	}
+}
+
+// TestInitExitWithoutAutoComplete: a model whose initialize kills its
+// process fails the load with Triton's text, and with auto-complete off
+// its auto_complete_config never runs (python-backend.md §12 lines 14, 54).
+func TestInitExitWithoutAutoComplete(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit, noAutoComplete: true}, "init_exit")
+	err := e.srv.Load(context.Background(), "init_exit", nil)
+	if err == nil || !strings.Contains(err.Error(), "Stub process 'init_exit_0' is not healthy.") {
+		t.Fatalf("initialize exiting: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "init_exit", "auto_complete_ran")); err == nil {
+		t.Fatal("auto_complete_config ran with auto-complete off")
 	}
 }

@@ -66,6 +66,8 @@ type Options struct {
 	Backends []core.Backend
 	// Logger receives the core's log; discarded when nil.
 	Logger *slog.Logger
+	// NoAutoComplete is --disable-auto-complete-config.
+	NoAutoComplete bool
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -89,7 +91,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	Must(t, err)
 	srv := core.NewServer(core.Options{
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
-		AutoComplete: true, StrictReadiness: true, Logger: log,
+		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
