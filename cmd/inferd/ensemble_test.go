@@ -17,10 +17,7 @@ func TestEnsembleMetrics(t *testing.T) {
 	t.Setenv("AIP_HEALTH_ROUTE", "/health")
 	root := servertest.WriteRepo(t, map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Ensemble(servertest.EnsembleConfig("chain", 8,
-			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
-			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
-			servertest.Step{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		"chain": servertest.Chain("chain"),
 	})
 	r := start(t, "--model-repository="+root, "--allow-sagemaker=true", "--sagemaker-port=0",
 		"--allow-vertex-ai=true", "--vertex-ai-port=0", "--vertex-ai-default-model=chain")

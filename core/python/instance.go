@@ -238,13 +238,14 @@ func (in *instance) closeDefault(rid int64) {
 		return
 	}
 	if o.responded {
-		in.finishFlag(rid)
+		in.finish(rid, nil)
 		return
 	}
 	in.finish(rid, &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' did not produce a response for the request", in.name)})
 }
 
-// finish sends a request's final response and forgets it.
+// finish sends a request's final response (nil: a final flag alone) and
+// forgets it.
 func (in *instance) finish(rid int64, resp *core.Response) {
 	in.mu.Lock()
 	o := in.open[rid]
@@ -255,19 +256,6 @@ func (in *instance) finish(rid int64, resp *core.Response) {
 	}
 	o.stop()
 	_ = o.r.Send(resp, true)
-}
-
-// finishFlag ends a request with a final flag alone.
-func (in *instance) finishFlag(rid int64) {
-	in.mu.Lock()
-	o := in.open[rid]
-	delete(in.open, rid)
-	in.mu.Unlock()
-	if o == nil {
-		return
-	}
-	o.stop()
-	_ = o.r.Send(nil, true)
 }
 
 // failAll fails every open request with err.

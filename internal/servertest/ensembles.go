@@ -73,3 +73,12 @@ func EnsembleConfig(name string, maxBatch int, inputs, outputs []string, steps .
 
 // Ensemble is an ensemble model folder (an empty version 1).
 func Ensemble(config string) Model { return Model{Config: config, ONNX: nil} }
+
+// Chain is the two-step ensemble of `simple` the ensemble tests share:
+// IN0, IN1 → simple → (sum, diff) → simple → OUT0 = 2·IN0, OUT1 = 2·IN1.
+func Chain(name string) Model {
+	return Ensemble(EnsembleConfig(name, 8,
+		[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
+		Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
+		Step{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}}))
+}

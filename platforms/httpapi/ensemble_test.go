@@ -16,10 +16,7 @@ import (
 func TestEnsembleOverHTTP(t *testing.T) {
 	root := servertest.WriteRepo(t, map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Ensemble(servertest.EnsembleConfig("chain", 8,
-			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
-			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
-			servertest.Step{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
+		"chain": servertest.Chain("chain"),
 		// an ensemble of ensembles: chain twice.
 		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8,
 			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
