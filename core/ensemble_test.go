@@ -49,7 +49,7 @@ func outputs(t *testing.T, resp *core.InferResponse) map[string][]int32 {
 func TestEnsembleExecution(t *testing.T) {
 	models := map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Chain("chain"),
+		"chain":  servertest.Chain("chain"),
 		// fan-out, fan-in: a+b and b-a in parallel, then their sum and
 		// difference: (2b, 2a).
 		"fan": servertest.Ensemble(servertest.EnsembleConfig("fan", 8, io16, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
@@ -229,7 +229,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OUTPUT1
 func TestEnsembleUnload(t *testing.T) {
 	models := map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Chain("chain"),
+		"chain":  servertest.Chain("chain"),
 	}
 	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models), Mode: core.ModeExplicit})
 	ctx := context.Background()
@@ -275,7 +275,7 @@ func TestEnsembleUnload(t *testing.T) {
 func TestEnsembleComposingReload(t *testing.T) {
 	models := map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Chain("chain"),
+		"chain":  servertest.Chain("chain"),
 	}
 	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -362,7 +362,7 @@ func TestEnsembleMixedBatches(t *testing.T) {
 	simple.Config += "dynamic_batching { max_queue_delay_microseconds: 5000 }\n"
 	models := map[string]servertest.Model{
 		"simple": simple,
-		"chain": servertest.Chain("chain"),
+		"chain":  servertest.Chain("chain"),
 	}
 	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
 	var wg sync.WaitGroup

@@ -17,7 +17,7 @@ func TestEnsembleMetrics(t *testing.T) {
 	t.Setenv("AIP_HEALTH_ROUTE", "/health")
 	root := servertest.WriteRepo(t, map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Chain("chain"),
+		"chain":  servertest.Chain("chain"),
 	})
 	r := start(t, "--model-repository="+root, "--allow-sagemaker=true", "--sagemaker-port=0",
 		"--allow-vertex-ai=true", "--vertex-ai-port=0", "--vertex-ai-default-model=chain")

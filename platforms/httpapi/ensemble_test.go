@@ -16,7 +16,7 @@ import (
 func TestEnsembleOverHTTP(t *testing.T) {
 	root := servertest.WriteRepo(t, map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"chain": servertest.Chain("chain"),
+		"chain":  servertest.Chain("chain"),
 		// an ensemble of ensembles: chain twice.
 		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8,
 			[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
