@@ -76,11 +76,15 @@ def _write(op, header, blobs=None):
     header = dict(header, op=op)
     h = json.dumps(header).encode("utf-8")
     size = blobs.size if blobs is not None else 0
+    head = struct.pack("<QI", 4 + len(h) + size, len(h)) + h
     with _write_lock:
-        _sock.sendall(struct.pack("<QI", 4 + len(h) + size, len(h)) + h)
-        if blobs is not None:
-            for part in blobs.parts:
-                _sock.sendall(part)
+        if size <= 65536:
+            # One system call for the frame: a small one's parts are joined.
+            _sock.sendall(b"".join([head] + (blobs.parts if blobs is not None else [])) if size else head)
+            return
+        _sock.sendall(head)
+        for part in blobs.parts:
+            _sock.sendall(part)
 
 
 def _next_seq():

@@ -127,6 +127,9 @@ def triton_to_numpy_type(data_type):
     return _CODE_TO_NUMPY.get(int(data_type))
 
 
+_NUMPY_TO_CODE = {np.dtype(t): c for _, c, t in _DTYPES if t is not None and t is not np.object_}
+
+
 def numpy_to_triton_type(data_type):
     try:
         dt = np.dtype(data_type)
@@ -134,10 +137,10 @@ def numpy_to_triton_type(data_type):
         return None
     if dt == np.object_ or dt.type == np.bytes_:
         return 13
-    for _, code, t in _DTYPES:
-        if t is not None and t is not np.object_ and dt == np.dtype(t):
-            return code
-    return None
+    code = _NUMPY_TO_CODE.get(dt)
+    if code is None and dt.byteorder == ">":
+        code = _NUMPY_TO_CODE.get(dt.newbyteorder("<"))
+    return code
 
 
 def triton_string_to_numpy(triton_type_string):
