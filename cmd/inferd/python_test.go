@@ -205,7 +205,9 @@ func TestNoOrphanWorkers(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	argv, _ := json.Marshal([]string{"--model-repository=" + pythonModelsRepo(t, "add_sub"), "--http-port=0", "--grpc-port=0", "--metrics-port=0",
 		"--backend-config=python,python-executable=" + servertest.Python(t)})
-	cmd.Env = append(os.Environ(), "INFERD_TEST_AS_MAIN=1", "INFERD_TEST_ARGV="+string(argv))
+	// The killed server cannot remove its temporary folder: keep it in
+	// the test's.
+	cmd.Env = append(os.Environ(), "INFERD_TEST_AS_MAIN=1", "INFERD_TEST_ARGV="+string(argv), "TMPDIR="+t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	must(t, err)
 	must(t, cmd.Start())
