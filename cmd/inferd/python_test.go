@@ -257,3 +257,25 @@ func childrenOf(pid int) []int {
 	}
 	return out
 }
+
+// TestPythonCustomMetrics: a model.py's MetricFamily metrics appear on the
+// binary's metrics endpoint beside the nv_inference_* series.
+func TestPythonCustomMetrics(t *testing.T) {
+	r := start(t, "--model-repository="+pythonModelsRepo(t, "custom_metrics"), "--backend-config=python,python-executable="+servertest.Python(t))
+	for range 2 {
+		if s, out := post(t, r.http+"/v2/models/custom_metrics/infer", `{"inputs":[{"name":"IN","shape":[1],"datatype":"FP32","data":[7]}]}`); s != 200 {
+			t.Fatalf("infer: %d %s", s, out)
+		}
+	}
+	_, text := get(t, r.metrics+"/metrics")
+	for series, want := range map[string]string{
+		`custom_requests_total{model="custom_metrics"}`:                     "2",
+		`custom_last_input{model="custom_metrics"}`:                         "7",
+		`custom_input_value_count{model="custom_metrics"}`:                  "2",
+		`nv_inference_request_success{model="custom_metrics",version="1"}`: "2",
+	} {
+		if got := metricValue(t, text, series); got != want {
+			t.Errorf("%s = %s, want %s", series, got, want)
+		}
+	}
+}
