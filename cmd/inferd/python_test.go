@@ -269,9 +269,9 @@ func TestPythonCustomMetrics(t *testing.T) {
 	}
 	_, text := get(t, r.metrics+"/metrics")
 	for series, want := range map[string]string{
-		`custom_requests_total{model="custom_metrics"}`:                     "2",
-		`custom_last_input{model="custom_metrics"}`:                         "7",
-		`custom_input_value_count{model="custom_metrics"}`:                  "2",
+		`custom_requests_total{model="custom_metrics"}`:                    "2",
+		`custom_last_input{model="custom_metrics"}`:                        "7",
+		`custom_input_value_count{model="custom_metrics"}`:                 "2",
 		`nv_inference_request_success{model="custom_metrics",version="1"}`: "2",
 	} {
 		if got := metricValue(t, text, series); got != want {
