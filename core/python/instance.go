@@ -159,15 +159,19 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 	}
 	reqs := make([]wireRequest, len(e.Requests))
 	ridOf := make([]int64, len(e.Requests))
+	params := make([]string, len(e.Requests))
+	for i, r := range e.Requests {
+		p, err := parametersJSON(r.Parameters)
+		if err != nil {
+			return err // before any request is registered
+		}
+		params[i] = p
+	}
 	for i, r := range e.Requests {
 		rid := rids.Add(1)
 		ridOf[i] = rid
-		params, err := parametersJSON(r.Parameters)
-		if err != nil {
-			return err
-		}
 		wr := wireRequest{RID: rid, ID: r.ID, CorrelationID: correlationID(r.Correlation), Flags: r.Correlation.Flags,
-			TimeoutUs: r.TimeoutMicros, Parameters: params, Requested: r.Outputs, Inputs: make([]tensorDesc, len(r.Inputs))}
+			TimeoutUs: r.TimeoutMicros, Parameters: params[i], Requested: r.Outputs, Inputs: make([]tensorDesc, len(r.Inputs))}
 		if wr.Requested == nil {
 			wr.Requested = []string{}
 		}
