@@ -219,18 +219,33 @@ class Tensor:
             raise TritonModelException("Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() instead.")
         return self._array
 
+    # DLPack, through numpy (host memory only): a capsule of the tensor's
+    # array, and a Tensor over another framework's CPU tensor.
+    def _dlpack_array(self):
+        if self._code == 13:
+            raise TritonModelException("DLPack does not have support for string tensors.")
+        if self._code == 14:
+            raise TritonModelException("BF16 tensors cannot be exchanged through numpy's DLPack.")
+        return self._array
+
     def to_dlpack(self):
-        raise TritonModelException("to_dlpack() is not supported by inferd's Python backend yet.")
+        return self._dlpack_array().__dlpack__()
 
     @staticmethod
     def from_dlpack(name, dlpack_tensor):
-        raise TritonModelException("from_dlpack() is not supported by inferd's Python backend yet.")
+        if not hasattr(dlpack_tensor, "__dlpack__"):
+            raise TritonModelException("from_dlpack() needs an object with __dlpack__ (a PyCapsule alone is not accepted by numpy).")
+        try:
+            arr = np.from_dlpack(dlpack_tensor)
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise TritonModelException("from_dlpack(): " + str(e))
+        return Tensor(name, arr)
 
     def __dlpack__(self, stream=None):
-        raise TritonModelException("DLPack is not supported by inferd's Python backend yet.")
+        return self._dlpack_array().__dlpack__()
 
     def __dlpack_device__(self):
-        raise TritonModelException("DLPack is not supported by inferd's Python backend yet.")
+        return self._dlpack_array().__dlpack_device__()
 
     # Wire form: the datatype name and the bytes.
     def _wire(self):

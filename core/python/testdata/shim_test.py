@@ -64,4 +64,11 @@ raises(ValueError, "", mc.add_input, {"name": "X", "data_type": "TYPE_INT32", "d
 raises(ValueError, "", mc.add_output, {"name": "Y", "dims": [1]})
 mc.set_model_transaction_policy({"decoupled": True})
 raises(ValueError, "", mc.set_model_transaction_policy, {"decoupled": False})
+# DLPack through numpy.
+src = pb_utils.Tensor("X", np.arange(6, dtype=np.float32).reshape(2, 3))
+back = pb_utils.Tensor.from_dlpack("Y", src)
+assert back.name() == "Y" and back.shape() == [2, 3] and back.triton_dtype() == 11
+assert (back.as_numpy() == src.as_numpy()).all()
+assert (np.from_dlpack(src) == src.as_numpy()).all() and src.__dlpack_device__()[0] == 1
+raises(pb_utils.TritonModelException, "DLPack does not have support for string tensors.", pb_utils.Tensor("S", np.array([b"a"], dtype=object)).to_dlpack)
 print("ok")
