@@ -80,7 +80,14 @@ func TestPythonPipeline(t *testing.T) {
 		t.Fatalf("HTTP logits %s, want %v", out, want)
 	}
 
-	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	checkPipelineGRPC(t, r.addrs["GRPC"], text, want)
+}
+
+// checkPipelineGRPC runs text through ensemble_pipeline over gRPC, raw
+// tensors, and wants the classifier's logits.
+func checkPipelineGRPC(t *testing.T, addr, text string, want [2]float32) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must(t, err)
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -125,7 +132,7 @@ func TestSeedModelPy(t *testing.T) {
 	code = code[:strings.Index(code, "```")]
 	root := pipelineRepo(t)
 	must(t, os.WriteFile(filepath.Join(root, "preprocess", "1", "model.py"), []byte(code), 0o644))
-	r := start(t, "--model-repository="+root, "--backend-config=python,python-executable="+servertest.Python(t))
+	r := start(t, "--model-repository="+root, "--grpc-address=127.0.0.1", "--backend-config=python,python-executable="+servertest.Python(t))
 	const text = "hello"
 	want := expectedLogits(text)
 	body := `{"inputs":[{"name":"raw_text","shape":[1],"datatype":"BYTES","data":["` + text + `"]},` +
@@ -134,6 +141,7 @@ func TestSeedModelPy(t *testing.T) {
 	if s != 200 || !strings.Contains(out, `"data":[`+strconv.FormatFloat(float64(want[0]), 'f', 1, 32)+`,`) {
 		t.Fatalf("seed model.py: %d %s, want %v", s, out, want)
 	}
+	checkPipelineGRPC(t, r.addrs["GRPC"], text, want)
 }
 
 // pythonModelsRepo copies models of core/python's testdata into a fresh
