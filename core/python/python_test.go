@@ -497,7 +497,7 @@ func TestLoggerAndPrint(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		log := e.log.String()
-		for _, want := range []string{"level=INFO msg=\"Info Msg!\"", "level=WARN msg=\"Warning Msg!\"", "level=ERROR msg=\"Error Msg!\"", "file=model.py:", "printed from execute"} {
+		for _, want := range []string{"level=INFO msg=\"Info Msg!\"", "level=WARN msg=\"Warning Msg!\"", "level=ERROR msg=\"Error Msg!\"", "file=model.py:7", "file=model.py:8", "printed from execute"} {
 			if !strings.Contains(log, want) {
 				t.Errorf("verbose=%d: no %q in the log:\n%s", verbose, want, log)
 			}

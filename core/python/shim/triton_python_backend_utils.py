@@ -4,7 +4,6 @@
 # hooks in _worker; everything else is plain Python over numpy.
 
 import enum
-import inspect
 import json
 import os
 import struct
@@ -556,35 +555,33 @@ class Logger:
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
-        frame = inspect.stack()[1]
-        if frame.filename == __file__ and len(inspect.stack()) > 2:
-            frame = inspect.stack()[2]
-        _log(str(message), Logger.LogLevel(int(level)), frame.filename, frame.lineno)
+        _log(str(message), Logger.LogLevel(int(level)))
 
     @staticmethod
     def log_info(message):
-        frame = inspect.stack()[1]
-        _log(str(message), Logger.INFO, frame.filename, frame.lineno)
+        _log(str(message), Logger.INFO)
 
     @staticmethod
     def log_warn(message):
-        frame = inspect.stack()[1]
-        _log(str(message), Logger.WARNING, frame.filename, frame.lineno)
+        _log(str(message), Logger.WARNING)
 
     @staticmethod
     def log_error(message):
-        frame = inspect.stack()[1]
-        _log(str(message), Logger.ERROR, frame.filename, frame.lineno)
+        _log(str(message), Logger.ERROR)
 
     @staticmethod
     def log_verbose(message):
-        frame = inspect.stack()[1]
-        _log(str(message), Logger.VERBOSE, frame.filename, frame.lineno)
+        _log(str(message), Logger.VERBOSE)
 
 
-def _log(message, level, filename, line):
+def _log(message, level):
+    """Logs message as the model code that called a Logger method: its
+    frame is two up from here (sys._getframe, not inspect.stack, which
+    reads every frame's source)."""
     if level == Logger.VERBOSE and _worker.log_verbose < 1:
         return
+    caller = sys._getframe(2)
+    filename, line = caller.f_code.co_filename, caller.f_lineno
     name = ["INFO", "WARNING", "ERROR", "VERBOSE"][int(level)]
     if _worker.notify is None:
         sys.stderr.write("%s %s:%d] %s\n" % (name[0], os.path.basename(filename), line, message))
