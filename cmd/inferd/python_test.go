@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -224,7 +223,7 @@ func TestNoOrphanWorkers(t *testing.T) {
 	for sc.Scan() && !strings.Contains(sc.Text(), "msg=serving") {
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	workers := childrenOf(cmd.Process.Pid)
+	workers := servertest.Children(cmd.Process.Pid)
 	if len(workers) == 0 {
 		t.Fatal("no Python worker running")
 	}
@@ -245,45 +244,5 @@ func TestNoOrphanWorkers(t *testing.T) {
 			t.Fatalf("%d workers outlived the server", alive)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// childrenOf lists the processes whose parent is pid.
-func childrenOf(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			n, _ := strconv.Atoi(e.Name())
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// TestPythonCustomMetrics: a model.py's MetricFamily metrics appear on the
-// binary's metrics endpoint beside the nv_inference_* series.
-func TestPythonCustomMetrics(t *testing.T) {
-	r := start(t, "--model-repository="+pythonModelsRepo(t, "custom_metrics"), "--backend-config=python,python-executable="+servertest.Python(t))
-	for range 2 {
-		if s, out := post(t, r.http+"/v2/models/custom_metrics/infer", `{"inputs":[{"name":"IN","shape":[1],"datatype":"FP32","data":[7]}]}`); s != 200 {
-			t.Fatalf("infer: %d %s", s, out)
-		}
-	}
-	_, text := get(t, r.metrics+"/metrics")
-	for series, want := range map[string]string{
-		`custom_requests_total{model="custom_metrics"}`:                    "2",
-		`custom_last_input{model="custom_metrics"}`:                        "7",
-		`custom_input_value_count{model="custom_metrics"}`:                 "2",
-		`nv_inference_request_success{model="custom_metrics",version="1"}`: "2",
-	} {
-		if got := metricValue(t, text, series); got != want {
-			t.Errorf("%s = %s, want %s", series, got, want)
-		}
 	}
 }

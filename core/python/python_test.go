@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -541,7 +542,7 @@ parameters { key: "marker" value: { string_value: "`+marker+`" } }
 `)...)
 	servertest.Must(t, os.WriteFile(filepath.Join(e.root, "add_sub", "config.pbtxt"), cfg, 0o644))
 	servertest.Must(t, e.srv.Load(context.Background(), "add_sub", nil))
-	pids := workerPIDs(t, "add_sub_0_")
+	pids := workerPIDs()
 	if len(pids) != 2 {
 		t.Fatalf("%d workers for two instances", len(pids))
 	}
@@ -551,44 +552,22 @@ parameters { key: "marker" value: { string_value: "`+marker+`" } }
 		t.Fatalf("finalize ran %d times for two instances", len(files))
 	}
 	for _, pid := range pids {
-		if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil {
-			t.Fatalf("worker %s still running after the unload", pid)
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+			t.Fatalf("worker %d still running after the unload", pid)
 		}
 	}
 }
 
-// workerPIDs lists the processes whose command line names the worker
-// script and were started for this test's instances.
-func workerPIDs(t *testing.T, instance string) []string {
-	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	var pids []string
-	for _, e := range entries {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte("inferd_python_worker.py")) {
-			continue
-		}
-		if ppid(e.Name()) == os.Getpid() {
-			pids = append(pids, e.Name())
+// workerPIDs lists this test process's Python workers.
+func workerPIDs() []int {
+	var pids []int
+	for _, pid := range servertest.Children(os.Getpid()) {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte("inferd_python_worker.py")) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
-}
-
-func ppid(pid string) int {
-	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return -1
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 2 {
-		return -1
-	}
-	n := 0
-	for _, c := range fields[1] {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // TestLargeTensors: 4 MiB tensors go both ways through the shared arena,
@@ -755,7 +734,7 @@ func TestAsyncAndStreamingBLS(t *testing.T) {
 // (python-backend.md §8.7).
 func TestWorkerKilledUnderLoad(t *testing.T) {
 	e := start(t, options{}, "repeat", "add_sub")
-	pids := workerPIDs(t, "")
+	pids := workerPIDs()
 	var wg sync.WaitGroup
 	errs := make(chan error, 40)
 	for i := range 40 {
@@ -779,11 +758,7 @@ func TestWorkerKilledUnderLoad(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	for _, pid := range pids {
-		n := 0
-		for _, c := range pid {
-			n = n*10 + int(c-'0')
-		}
-		_ = syscall.Kill(n, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -852,7 +827,7 @@ func TestMoreRules(t *testing.T) {
 	if err != nil || len(resp.Outputs) != 1 || floats(resp.Outputs[0])[0] != 5 {
 		t.Fatalf("misc: %v %+v", err, resp)
 	}
-	if n := len(workerPIDs(t, "")); n != 2 {
+	if n := len(workerPIDs()); n != 2 {
 		t.Fatalf("%d workers for two models without instance groups, want one each", n)
 	}
 	mv, release, err := e.srv.Acquire("decoupled_bad", core.LatestVersion)
