@@ -57,19 +57,10 @@ func TestEnsembleExecution(t *testing.T) {
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN1", "INPUT1=IN0"}, Out: []string{"OUTPUT1=bma"}},
 			servertest.Step{Model: "simple", In: []string{"INPUT0=apb", "INPUT1=bma"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
 		// an ensemble of ensembles: chain twice gives (4a, 4b).
-		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8, io16, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
-			servertest.Step{Model: "chain", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=x", "OUT1=y"}},
-			servertest.Step{Model: "chain", In: []string{"IN0=x", "IN1=y"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
+		"outer": servertest.Twice("outer", "chain"),
 		// BYTES between two identity steps.
-		"id_bytes": {Config: `name: "id_bytes"
-platform: "onnxruntime_onnx"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1))},
-		"bytes2": servertest.Ensemble(servertest.EnsembleConfig("bytes2", 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"ECHO:TYPE_STRING:[ -1 ]"},
-			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=mid"}},
-			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=mid"}, Out: []string{"OUTPUT0=ECHO"}})),
+		"id_bytes": servertest.IDBytes("id_bytes"),
+		"bytes2":   servertest.BytesChain("bytes2", "id_bytes"),
 	}
 	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
 	a := func(i int) int32 { return int32(i) }

@@ -82,3 +82,30 @@ func Chain(name string) Model {
 		Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
 		Step{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}}))
 }
+
+// Twice is an ensemble of ensembles: the Chain named inner, twice over
+// (OUT0 = 4·IN0, OUT1 = 4·IN1).
+func Twice(name, inner string) Model {
+	return Ensemble(EnsembleConfig(name, 8,
+		[]string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
+		Step{Model: inner, In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=x", "OUT1=y"}},
+		Step{Model: inner, In: []string{"IN0=x", "IN1=y"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}}))
+}
+
+// IDBytes is a BYTES identity (INPUT0 → OUTPUT0, dims [-1], no batching).
+func IDBytes(name string) Model {
+	return Model{Config: `name: "` + name + `"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1))}
+}
+
+// BytesChain passes BYTES TEXT through the IDBytes named inner twice, to
+// ECHO.
+func BytesChain(name, inner string) Model {
+	return Ensemble(EnsembleConfig(name, 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"ECHO:TYPE_STRING:[ -1 ]"},
+		Step{Model: inner, In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=mid"}},
+		Step{Model: inner, In: []string{"INPUT0=mid"}, Out: []string{"OUTPUT0=ECHO"}}))
+}

@@ -22,12 +22,7 @@ func TestEnsembleOverGRPC(t *testing.T) {
 			[]string{"INPUT0:TYPE_INT32:[ 16 ]", "INPUT1:TYPE_INT32:[ 16 ]"}, []string{"OUTPUT0:TYPE_INT32:[ 16 ]", "OUTPUT1:TYPE_INT32:[ 16 ]"},
 			// One step whose outputs are the ensemble's, so checkSimple applies.
 			servertest.Step{Model: "simple", In: []string{"INPUT0=INPUT0", "INPUT1=INPUT1"}, Out: []string{"OUTPUT0=OUTPUT0", "OUTPUT1=OUTPUT1"}})),
-		"id_bytes": {Config: `name: "id_bytes"
-platform: "onnxruntime_onnx"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.String, -1))},
+		"id_bytes": servertest.IDBytes("id_bytes"),
 		// fan-out over BYTES: two identity steps read TEXT at once.
 		"bytes_fan": servertest.Ensemble(servertest.EnsembleConfig("bytes_fan", 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"A:TYPE_STRING:[ -1 ]", "B:TYPE_STRING:[ -1 ]"},
 			servertest.Step{Model: "id_bytes", In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=A"}},
