@@ -63,6 +63,8 @@ type config struct {
 	// restricted and grpcRestrictions are the groups of
 	// --http-restricted-api and --grpc-restricted-protocol, read by check.
 	restricted, grpcRestrictions map[string]v2.Restriction
+	// python is the Python backend's --backend-config, read by check.
+	python python.Options
 	configName                   string
 	loadThreads                  int
 	showVersionAndBye            bool
@@ -260,7 +262,7 @@ func (c *config) check() error {
 	if err != nil {
 		return err
 	}
-	if _, err := python.Settings(pySettings); err != nil {
+	if c.python, err = python.Settings(pySettings); err != nil {
 		return err
 	}
 	_, err = c.backendSettings("")

@@ -398,16 +398,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	pySettings, err := cfg.backendSettings("python")
-	if err != nil {
-		_ = ortBackend.Close()
-		return nil, nil, nil, err
-	}
-	pyOpts, err := python.Settings(pySettings)
-	if err != nil {
-		_ = ortBackend.Close()
-		return nil, nil, nil, err
-	}
+	pyOpts := cfg.python
 	pyOpts.LogVerbose, pyOpts.Logger = cfg.logVerbose, log
 	// Nothing starts until a Python model loads.
 	pyBackend := python.New(pyOpts)
