@@ -64,10 +64,10 @@ type config struct {
 	// --http-restricted-api and --grpc-restricted-protocol, read by check.
 	restricted, grpcRestrictions map[string]v2.Restriction
 	// python is the Python backend's --backend-config, read by check.
-	python python.Options
-	configName                   string
-	loadThreads                  int
-	showVersionAndBye            bool
+	python            python.Options
+	configName        string
+	loadThreads       int
+	showVersionAndBye bool
 
 	// gRPC (grpc-api.md §1).
 	allowGRPC         bool
