@@ -174,9 +174,11 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 	go func() {
 		defer release()
 		err := mv.InferStream(ctx, req, func(resp *core.InferResponse, final bool) error {
-			r := streamResponse(-1, in, resp, final, !final)
-			if resp == nil && !emptyFinal {
-				r.resp = nil
+			// A final flag alone writes nothing unless the client asked
+			// for the empty final response; it still frees the slot.
+			r := streamResult{seq: -1}
+			if resp != nil || emptyFinal {
+				r = streamResponse(-1, in, resp, final, !final)
 			}
 			select {
 			case results <- r:
