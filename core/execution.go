@@ -223,13 +223,3 @@ func (c *concatenated) Execute(ctx context.Context, e *Execution) error {
 }
 
 func (c *concatenated) Close() error { return c.inst.Close() }
-
-// Batched is the BatchInstance inside inst, when inst is Concatenated
-// over one (for in-process references that run batches themselves).
-func Batched(inst Instance) (BatchInstance, bool) {
-	c, ok := inst.(*concatenated)
-	if !ok {
-		return nil, false
-	}
-	return c.inst, true
-}
