@@ -164,7 +164,7 @@ func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) string {
 }
 
 // start starts one worker for model files, as instance.
-func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig, instance string) (*worker, error) {
+func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig, instance string, handle func(*worker, string, frameIn)) (*worker, error) {
 	if err := checkParameters(cfg); err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 	}
 	env := append(os.Environ(), extra...)
 	env = append(env, "PYTHONUNBUFFERED=1", "PYTHONPATH="+joinPath(dir, os.Getenv("PYTHONPATH")))
-	w, err := startWorker(ctx, procSpec{arena: b.opts.ArenaBytes, instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
+	w, err := startWorker(ctx, procSpec{handle: handle, arena: b.opts.ArenaBytes, instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
 		env: env, timeout: b.opts.StubTimeout, log: b.log.With("model", files.ModelName, "instance", instance)})
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelCon
 // AutoComplete implements core.Backend: a throw-away worker runs the
 // model's auto_complete_config, if it has one (python-backend.md §3.4).
 func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig) error {
-	w, err := b.start(ctx, files, cfg, files.ModelName+"_auto_complete")
+	w, err := b.start(ctx, files, cfg, files.ModelName+"_auto_complete", nil)
 	if err != nil {
 		return err
 	}
@@ -312,11 +312,10 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 // spawn starts a worker for the instance and initializes its model.
 func (in *instance) spawn(ctx context.Context) (*worker, error) {
 	b, spec := in.b, in.spec
-	w, err := b.start(ctx, spec.VersionFiles, spec.Config, spec.Name)
+	w, err := b.start(ctx, spec.VersionFiles, spec.Config, spec.Name, in.handle)
 	if err != nil {
 		return nil, err
 	}
-	w.handle = func(op string, f frameIn) { in.handle(w, op, f) }
 	js, err := modelconfig.MarshalJSON(spec.Config)
 	if err != nil {
 		w.stop(time.Second)

@@ -47,7 +47,8 @@ type worker struct {
 	arena   []byte
 
 	// handle serves the worker's own messages (send, log, bls, ...); it
-	// runs on the reader goroutine and must not block on model work.
+	// runs on the reader goroutine and must not block on model work. It
+	// is set before the reader starts and never changes.
 	handle func(op string, f frameIn)
 	// hasIsReady: the model defines is_ready().
 	hasIsReady bool
@@ -106,8 +107,11 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	}()
 	ready := make(chan frameIn, 1)
 	w.handle = func(op string, f frameIn) {
-		if op == "ready" {
+		switch {
+		case op == "ready":
 			ready <- f
+		case p.handle != nil:
+			p.handle(w, op, f)
 		}
 	}
 	go w.read()
@@ -138,6 +142,9 @@ func (w *worker) startError() error {
 
 // procSpec says how to start a worker.
 type procSpec struct {
+	// handle serves the worker's own messages (none: they are dropped);
+	// it is set before the reader starts.
+	handle   func(w *worker, op string, f frameIn)
 	arena    int // bytes per direction of the shared arena; 0: none
 	instance string
 	python   string
