@@ -94,6 +94,7 @@ def _next_seq():
 
 
 def _call(op, header, blobs):
+    _listen()
     seq = _next_seq()
     q = queue.Queue()
     _waiting[seq] = q
@@ -106,12 +107,14 @@ def _call(op, header, blobs):
 
 class _Stream:
     def __init__(self, op, header, blobs):
+        _listen()
         self.seq = _next_seq()
         self.q = queue.Queue()
         _waiting[self.seq] = self.q
         _write(op, dict(header, seq=self.seq), blobs)
 
     def next(self):
+        _listen()
         reply, frame = self.q.get()
         if reply.get("final"):
             _waiting.pop(self.seq, None)
@@ -149,13 +152,32 @@ _worker.tensor = _tensor
 
 # Reading the socket: while the main thread waits for work it reads the
 # frames itself, so a request reaches the model without a thread handoff.
-# While it runs model code, a helper thread reads instead (replies to BLS
-# and send calls, cancel notices, readiness checks must get through), and
-# gives the socket back as soon as the model code returns: a pipe wakes it
-# from its wait.
+# While it runs model code nobody reads, unless something needs it: a call
+# that waits for a reply (BLS, a sender's send, metrics), is_cancelled(), or
+# model code running longer than _LONG seconds (readiness checks and cancel
+# notices must get through). Then a helper thread reads, and gives the
+# socket back when the model code returns: a pipe wakes it from its wait.
+# Waking the helper for every execute cost about 40 µs a request (its
+# thread and the GIL handed to and fro), so it sleeps unless needed.
+_LONG = 0.05
 _read_lock = threading.Lock()
 _helper_on = threading.Event()
+_busy_lock = threading.Lock()
+_busy = [0]  # the number of the model code run in progress; 0: none
 _wake_r, _wake_w = os.pipe()
+
+
+def _listen():
+    """Has the helper read the socket if model code is running (the main
+    thread reads it otherwise). Any thread may call it."""
+    if _helper_on.is_set():
+        return
+    with _busy_lock:
+        if _busy[0]:
+            _helper_on.set()
+
+
+_worker.listen = _listen
 
 
 def _route(header, frame):
@@ -175,8 +197,15 @@ def _route(header, frame):
 
 
 def _helper():
+    seen = 0
     while True:
-        _helper_on.wait()
+        if not _helper_on.wait(_LONG):
+            # Model code that runs for two looks in a row is long.
+            with _busy_lock:
+                if _busy[0] and _busy[0] == seen:
+                    _helper_on.set()
+                seen = _busy[0]
+            continue
         with _read_lock:
             while _helper_on.is_set():
                 ready, _, _ = select.select([_sock, _wake_r], [], [])
@@ -205,14 +234,22 @@ def _next_work():
             return header, frame
 
 
+_runs = [0]
+
+
 def _run_model_code(fn, *args):
-    """Runs fn with the helper reading the socket."""
-    _helper_on.set()
+    """Runs fn; the helper reads the socket meanwhile if needed."""
+    _runs[0] += 1
+    _busy[0] = _runs[0]
     try:
         return fn(*args)
     finally:
-        _helper_on.clear()
-        os.write(_wake_w, b"x")
+        with _busy_lock:
+            _busy[0] = 0
+            on = _helper_on.is_set()
+            _helper_on.clear()
+        if on:
+            os.write(_wake_w, b"x")
 
 
 class _State:
@@ -389,7 +426,7 @@ def main():
         elif op == "execute":
             _run_model_code(_execute, header, frame)
         elif op == "finalize":
-            _helper_on.set()  # finalize may still make calls; the worker exits after
+            _busy[0] = -1  # finalize may still make calls; the worker exits after
             _finalize()
 
 

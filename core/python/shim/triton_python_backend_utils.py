@@ -39,6 +39,7 @@ class _Worker:
     model_dir = None
     log_verbose = 0
     cancelled = set()
+    listen = None  # listen(): make sure the socket is read while model code runs
 
 
 _worker = _Worker()
@@ -432,6 +433,8 @@ class InferenceRequest:
         return self._model_name
 
     def is_cancelled(self):
+        if _worker.listen is not None:
+            _worker.listen()  # cancel notices arrive on the socket
         return self._rid is not None and self._rid in _worker.cancelled
 
     def get_response_sender(self):
