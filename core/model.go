@@ -46,6 +46,7 @@ type ModelVersion struct {
 	log      *slog.Logger
 	inflight sync.WaitGroup
 	carry    *metricCarry
+	load     loadWindow // touched only by Load (ORCA reports)
 }
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {

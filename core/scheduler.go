@@ -177,6 +177,7 @@ type scheduler struct {
 	wakeAt atomic.Int64  // unix ns of the pending precise wake-up, 0: none
 	turn   chan struct{} // held by the one instance forming a batch
 	wg     sync.WaitGroup
+	busy   atomic.Int32 // instances executing now (Load's instance_utilization)
 
 	// preserve_ordering: jobs in the order they left the queue.
 	orderMu sync.Mutex
@@ -310,7 +311,9 @@ func (s *scheduler) worker(inst Instance) {
 				return
 			}
 		}
+		s.busy.Add(1)
 		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
+		s.busy.Add(-1)
 		// Take the next batch, if one is due, before answering this one:
 		// the answered handlers would otherwise take the CPU while this
 		// instance sits idle.

@@ -52,6 +52,9 @@ type Stats struct {
 	// obs, when set at load, also sees each request's durations (latency
 	// summaries and histograms live in the metrics package).
 	obs Observer
+	// loadedAt is when the version finished loading: where its first
+	// load window (load.go) starts.
+	loadedAt time.Time
 }
 
 // Observer receives per-request durations that Stats only sums. The metrics
@@ -176,6 +179,7 @@ func (s *Stats) addPending(d int64) {
 func (s *Stats) setLoadDuration(d time.Duration) {
 	s.mu.Lock()
 	s.snap.LoadSeconds = d.Seconds()
+	s.loadedAt = time.Now()
 	s.mu.Unlock()
 }
 
