@@ -1,0 +1,110 @@
+package v2
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/inferd/inferd/core"
+)
+
+// HeaderForwarder is a compiled --http-header-forward-pattern or
+// --grpc-header-forward-pattern (http-api.md §17.2, grpc-api.md §14.2):
+// the request headers (HTTP) or metadata keys (gRPC) it matches become
+// string request parameters. A nil *HeaderForwarder forwards nothing.
+//
+// Names are lower-case. gRPC metadata keys always are; Go's net/http
+// hands HTTP header names over canonicalised ("my_key" becomes "My_key"),
+// not as the client wrote them, so HTTP names are lower-cased before they
+// are matched and forwarded. Where Triton forwards "My-Key" as sent,
+// inferd forwards "my-key"; HTTP/2 clients send lower case anyway. The
+// reserved-name check then also refuses "Sequence_ID", which Triton,
+// comparing case-sensitively, would forward.
+type HeaderForwarder struct {
+	re *regexp.Regexp
+	// never holds lower-case names that are never forwarded whatever the
+	// pattern says: the headers of restricted APIs.
+	never map[string]bool
+}
+
+// NewHeaderForwarder compiles pattern as Triton does: RE2 syntax made
+// case-insensitive by a "(?i)" prefix (which a pattern may undo with
+// "(?-i)"), matching anywhere in a name. never lists names (any case)
+// that are never forwarded. An empty pattern forwards nothing (nil).
+func NewHeaderForwarder(pattern string, never ...string) (*HeaderForwarder, error) {
+	if pattern == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile("(?i)" + pattern)
+	if err != nil {
+		return nil, fmt.Errorf("header forward pattern %q: %w", pattern, err)
+	}
+	f := &HeaderForwarder{re: re, never: map[string]bool{}}
+	for _, n := range never {
+		f.never[strings.ToLower(n)] = true
+	}
+	return f, nil
+}
+
+// reservedParams are the request parameters a header may not set
+// (Triton's reserved parameter keys; any "triton_" name is reserved too).
+var reservedParams = []string{"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", "binary_data_output"}
+
+// transportKey reports the gRPC keys that are no application's metadata:
+// HTTP/2 pseudo-headers and grpc-go's own "grpc-" keys.
+func transportKey(name string) bool {
+	return strings.HasPrefix(name, ":") || strings.HasPrefix(name, "grpc-")
+}
+
+// ForwardedHeaders are the matching headers of one request (or one gRPC
+// stream, whose every request gets them), ready to apply.
+type ForwardedHeaders struct {
+	names, values []string
+	err           error
+}
+
+// Select picks the headers to forward from h (an http.Header or a gRPC
+// metadata.MD): every value of every matching name, names in sorted order
+// and each name's values in the order received, so that the last one
+// wins. A matching reserved name makes Apply fail with Triton's error.
+func (f *HeaderForwarder) Select(h map[string][]string) ForwardedHeaders {
+	var out ForwardedHeaders
+	if f == nil {
+		return out
+	}
+	for _, key := range slices.Sorted(maps.Keys(h)) {
+		name := strings.ToLower(key)
+		if f.never[name] || transportKey(name) || !f.re.MatchString(name) {
+			continue
+		}
+		if slices.Contains(reservedParams, name) || strings.HasPrefix(name, "triton_") {
+			out.err = core.Errorf(core.CodeInvalidArg, "Header '%s' is reserved for Triton usage and cannot be forwarded.", name)
+			return out
+		}
+		for _, v := range h[key] {
+			out.names, out.values = append(out.names, name), append(out.values, v)
+		}
+	}
+	return out
+}
+
+// Apply adds the headers to req's parameters as strings, over any
+// parameter of the same name the request carried (the headers come after
+// the body, as in Triton). The error is the reserved-name one of Select.
+func (fh *ForwardedHeaders) Apply(req *core.InferRequest) error {
+	if fh.err != nil {
+		return fh.err
+	}
+	if len(fh.names) == 0 {
+		return nil
+	}
+	if req.Parameters == nil {
+		req.Parameters = make(map[string]any, len(fh.names))
+	}
+	for i, n := range fh.names {
+		req.Parameters[n] = fh.values[i]
+	}
+	return nil
+}
