@@ -163,6 +163,7 @@ func (e *ensemble) submit(j *job) error {
 	e.wg.Add(1)
 	j.times.exec = time.Now()
 	j.times.cin = j.times.exec
+	j.traceBegin()
 	go e.run(j)
 	return nil
 }
@@ -182,7 +183,9 @@ func (e *ensemble) run(j *job) {
 		// (Triton sums its steps' compute times).
 		e.stats.recordExecution(max(1, r.BatchSize), 0, j.times.cout.Sub(j.times.cin).Nanoseconds(), 0)
 	}
-	j.done <- r.end(nil, e.name, false)
+	err = r.end(nil, e.name, false)
+	j.traceEnd(err)
+	j.done <- err
 }
 
 // stepResult is one message of a step firing: outputs (named as ensemble
@@ -322,7 +325,8 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 		}
 	}
 	req := &InferRequest{ID: j.p.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
-		Outputs: st.requested, Parameters: j.p.req.Parameters, Priority: j.p.priority, Correlation: j.p.req.Correlation}
+		Outputs: st.requested, Parameters: j.p.req.Parameters, Priority: j.p.priority, Correlation: j.p.req.Correlation,
+		Trace: ChildTrace(j.orig.Trace)}
 	mv, release, err := e.srv.Acquire(st.model, st.version)
 	if err == nil {
 		defer release()

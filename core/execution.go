@@ -168,6 +168,9 @@ func (j *job) deliver(resp *InferResponse, final bool) error {
 // hand gives one response to the consumer: emit, or the job itself when
 // it collects (Infer).
 func (j *job) hand(resp *InferResponse, final bool) error {
+	if TracingBuilt && resp != nil && j.orig.Trace != nil {
+		j.orig.Trace.Output(resp.Outputs)
+	}
 	if j.emit != nil {
 		return j.emit(resp, final)
 	}

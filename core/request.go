@@ -26,6 +26,10 @@ type InferRequest struct {
 	// Raw marks a raw binary request (binary extension §11.2): the one
 	// input's shape is deduced from the model configuration.
 	Raw bool
+
+	// Trace follows the request when it is sampled for tracing; nil
+	// (almost always) when it is not.
+	Trace Trace
 }
 
 // RequestedOutput names one output and how it is to be returned.

@@ -243,6 +243,7 @@ func (s *scheduler) submit(j *job) error {
 		})
 	}
 	j.sched = s
+	j.traceBegin()
 	s.mu.Lock()
 	err := s.enqueue(j, lv)
 	s.mu.Unlock()
@@ -250,6 +251,7 @@ func (s *scheduler) submit(j *job) error {
 		if j.stop != nil {
 			j.stop()
 		}
+		j.traceEnd(err)
 		return err
 	}
 	s.poke()
@@ -293,6 +295,7 @@ func (s *scheduler) remove(j *job, err error) {
 	if j.timer != nil {
 		j.timer.Stop()
 	}
+	j.traceEnd(err)
 	j.done <- err
 	s.poke() // the batch being formed may have changed
 }
@@ -619,6 +622,7 @@ func execute(inst Instance, model string, e *Execution, jobs []*job, log *slog.L
 // (with the responses it held back).
 func (s *scheduler) finish(j *job, err error) {
 	if !s.cfg.preserve {
+		j.traceEnd(err)
 		j.done <- err
 		return
 	}
@@ -628,6 +632,7 @@ func (s *scheduler) finish(j *job, err error) {
 	for n < len(s.order) && s.order[n].finished {
 		o := s.order[n]
 		o.release()
+		o.traceEnd(o.err)
 		o.done <- o.err
 		n++
 	}
