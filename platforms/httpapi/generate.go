@@ -60,6 +60,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 		return
 	}
 	req.ModelName, req.ModelVersion = name, mv.Version
+	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, req)
 	if stream {
 		s.streamGenerate(w, r, mv, req)
 		return

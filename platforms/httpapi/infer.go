@@ -27,6 +27,14 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		writeError(w, err)
 		return
 	}
+	if s.opts.HeaderForward != nil {
+		// After the body, as in Triton (http-api.md §9.1 step 8).
+		fh := s.opts.HeaderForward.Select(r.Header)
+		if err := fh.Apply(env.Request); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	mv, release, err := v2.Acquire(s.core, name, version, errDecoupled)
 	if err != nil {
 		writeError(w, err)
@@ -34,6 +42,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	}
 	defer release()
 	env.Request.ModelName, env.Request.ModelVersion = name, mv.Version
+	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, env.Request)
 	resp, err := mv.Infer(r.Context(), env.Request)
 	if err != nil {
 		writeError(w, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/logging"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -35,6 +36,11 @@ type Options struct {
 	// inference itself and body reads are not bounded); 0: no bound.
 	Workers int
 	Logger  *slog.Logger
+	// Logs are the run-time log settings /v2/logging reads and changes
+	// (those of Logger's handler); fresh defaults when nil.
+	Logs *logging.Settings
+	// HeaderForward is --http-header-forward-pattern; nil forwards nothing.
+	HeaderForward *v2.HeaderForwarder
 }
 
 // Restriction is one --http-restricted-api group's header.
@@ -55,6 +61,7 @@ type Server struct {
 	core    *core.Server
 	opts    Options
 	log     *slog.Logger
+	logs    *logging.Settings
 	router  chi.Router
 	handler http.Handler // router behind Recover
 	exiting atomic.Bool
@@ -73,7 +80,10 @@ func New(c *core.Server, opts Options) *Server {
 	if opts.ServerID == "" {
 		opts.ServerID = "triton"
 	}
-	s := &Server{core: c, opts: opts, log: opts.Logger}
+	if opts.Logs == nil {
+		opts.Logs = logging.New("", logging.Default())
+	}
+	s := &Server{core: c, opts: opts, log: opts.Logger, logs: opts.Logs}
 	if opts.Workers > 0 {
 		s.workers = make(chan struct{}, opts.Workers)
 	}
@@ -162,6 +172,7 @@ func (s *Server) routes() chi.Router {
 	r.HandleFunc("/v2/health/ready", s.handle("health", getOnly, s.ready))
 	r.HandleFunc("/v2", s.handle("metadata", getOnly, s.serverMeta))
 	r.HandleFunc("/v2/models/stats", s.handle("statistics", getOnly, s.stats))
+	r.HandleFunc("/v2/logging", s.handle("logging", []string{http.MethodGet, http.MethodPost}, s.logSettings))
 
 	model := func(suffix, category string, methods []string, h func(http.ResponseWriter, *http.Request, string, int64)) {
 		wrapped := s.handle(category, methods, func(w http.ResponseWriter, r *http.Request) {
