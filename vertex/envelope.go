@@ -12,6 +12,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -57,6 +58,13 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 	if err != nil {
 		httpapi.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
+	}
+	// The base route's load report (endpoint-load-metrics-format) goes
+	// with the translated reply.
+	for _, k := range [...]string{orca.Header, orca.BinHeader} {
+		if v, ok := rec.header[k]; ok {
+			w.Header()[k] = v
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/grpcapi"
+	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
 )
 
@@ -21,8 +22,8 @@ import (
 // (grpc-api.md §1: keepalive and ping policy, TLS, restricted protocols,
 // response compression)
 // and binds spec; the actor serves it and drains it on stop.
-func newGRPC(cfg *config, srv *core.Server, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
-	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression, Logger: log}
+func newGRPC(cfg *config, srv *core.Server, loads *orca.Reporter, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
+	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression, Logger: log, LoadReports: loads}
 	api := grpcapi.New(srv, opts)
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.grpcMinPing, PermitWithoutStream: cfg.grpcPermitNoCalls}
 	if cfg.grpcPingStrikes == 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/credfile"
@@ -180,7 +181,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		defer cancel()
 		srv.Shutdown(shutdownCtx)
 	}()
-	api := newAPI(cfg, srv, log)
+	loads := loadReporter(cfg, custom, log)
+	api := newAPI(cfg, srv, loads, log)
 	mcfg, err := cfg.metrics()
 	if err != nil {
 		return err
@@ -241,7 +243,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		case "metrics":
 			h = metricsHandler
 		case "GRPC":
-			actor, addr, err := newGRPC(cfg, srv, spec, log)
+			actor, addr, err := newGRPC(cfg, srv, loads, spec, log)
 			if err != nil {
 				stopAll(actors, drain)
 				return err
@@ -439,9 +441,21 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 }
 
 // newAPI builds the base v2 API server every frontend goes through.
-func newAPI(cfg *config, srv *core.Server, log *slog.Logger) *httpapi.Server {
+func newAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *httpapi.Server {
 	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
-		Workers: cfg.httpThreads, Logger: log})
+		Workers: cfg.httpThreads, Logger: log, LoadReports: loads})
+}
+
+// loadReporter answers endpoint-load-metrics-format (ORCA load reports),
+// which Triton ties to the metrics: nil with --allow-metrics=false. The
+// KV-cache family comes from the backends' custom metrics.
+func loadReporter(cfg *config, custom []prometheus.Collector, log *slog.Logger) *orca.Reporter {
+	if !cfg.allowMetrics {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(custom...)
+	return orca.New(orca.Options{Metrics: reg, Logger: log})
 }
 
 // pollActor applies repository changes every interval until stopped.

@@ -28,6 +28,7 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 	}
 	defer release()
 	resp, err := mv.Infer(ctx, req)
+	s.recordLoad(ctx, mv)
 	if err != nil {
 		return nil, statusError(err)
 	}

@@ -18,10 +18,12 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	grpcorca "google.golang.org/grpc/orca"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/orca"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -44,6 +46,10 @@ type Options struct {
 	// (grpc-api.md §15). Other values count as none.
 	ResponseCompression string
 	Logger              *slog.Logger
+	// LoadReports puts an ORCA load report in the trailer of inference
+	// calls whose metadata carries endpoint-load-metrics-format; nil:
+	// never (metrics off).
+	LoadReports *orca.Reporter
 }
 
 // Server implements inference.GRPCInferenceService over the core.
@@ -85,13 +91,26 @@ func New(c *core.Server, opts Options) *Server {
 // restricted protocols (§13) and of draining (§1.5), and the codec that
 // does not copy tensor contents (inferCodec).
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(math.MaxInt32),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.ForceServerCodecV2(newInferCodec()),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.ChainUnaryInterceptor(s.unaryGuard),
 		grpc.ChainStreamInterceptor(s.streamGuard),
+	}
+	if s.opts.LoadReports != nil {
+		// grpc-go's per-call ORCA: the trailer its load balancers read.
+		opts = append(opts, grpcorca.CallMetricsServerOption(nil))
+	}
+	return opts
+}
+
+// recordLoad puts mv's load report in the call's trailer when the call
+// asks for one.
+func (s *Server) recordLoad(ctx context.Context, mv *core.ModelVersion) {
+	if s.opts.LoadReports != nil {
+		s.opts.LoadReports.RecordCall(ctx, mv)
 	}
 }
 

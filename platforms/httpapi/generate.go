@@ -94,6 +94,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	}
 	// Triton sends the one object chunked; flushing after the write gives
 	// the same framing.
+	s.loadReport(w, r)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(obj)
@@ -111,6 +112,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	event := make([]byte, 0, 256)
 	send := func(obj []byte, status int) error {
 		if !started {
+			s.loadReport(w, r)
 			w.Header().Set("Content-Type", sseContentType)
 			w.WriteHeader(status)
 			started = true
@@ -144,6 +146,15 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	case !started:
 		w.Header().Set("Content-Type", sseContentType)
 		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// loadReport sets Triton's KV-cache load report on a generate reply when
+// asked (http-api.md §15), with the status line, as Triton computes it
+// when the first response is ready.
+func (s *Server) loadReport(w http.ResponseWriter, r *http.Request) {
+	if s.opts.LoadReports != nil {
+		s.opts.LoadReports.SetGenerateHeaders(w.Header(), r.Header)
 	}
 }
 

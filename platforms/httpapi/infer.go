@@ -44,6 +44,11 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	env.Request.ModelName, env.Request.ModelVersion = name, mv.Version
 	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, env.Request)
 	resp, err := mv.Infer(r.Context(), env.Request)
+	if s.opts.LoadReports != nil {
+		// Beyond Triton, which reports on /generate only: a load balancer
+		// wants the figures of a refused request too.
+		s.opts.LoadReports.SetHeaders(w.Header(), r.Header, mv)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

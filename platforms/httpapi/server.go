@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/logging"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -31,6 +32,9 @@ type Options struct {
 	// ServerID is the server metadata's "name" (--id; Triton's default is
 	// "triton").
 	ServerID string
+	// LoadReports answers endpoint-load-metrics-format with ORCA load
+	// reports (http-api.md §15); nil: never (metrics off).
+	LoadReports *orca.Reporter
 	// Workers bounds the infer requests being decoded or encoded at once
 	// (--http-thread-count: the work Triton's HTTP threads do, while the
 	// inference itself and body reads are not bounded); 0: no bound.

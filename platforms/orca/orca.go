@@ -1,0 +1,328 @@
+// Package orca builds ORCA endpoint load reports (the xds OrcaLoadReport
+// that Envoy and gRPC load balancers read) for the HTTP and gRPC APIs.
+//
+// Triton reports only the KV-cache figures of TensorRT-LLM on /generate and
+// /generate_stream (http-api.md §15); this package does that byte for
+// byte, and for any model on /infer (and the platform routes built on it)
+// and gRPC it reports the standard fields too: the process's CPU and
+// memory utilisation, the model's busy fraction of its instances, its
+// requests and errors per second, and named metrics (queue size,
+// instance utilisation, batch fill, and the KV-cache figures when a model
+// exports them).
+//
+// A report is computed only for a request that asks for one; the others
+// pay a header-map lookup.
+package orca
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	xds "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc/metadata"
+	grpcorca "google.golang.org/grpc/orca"
+
+	"github.com/inferd/inferd/core"
+)
+
+// Header names. Go's server hands request headers over canonicalised;
+// responses keep Triton's lower-case names (map keys set directly).
+const (
+	// RequestHeader asks for a report: "text" or "json".
+	RequestHeader = "endpoint-load-metrics-format"
+	// Header carries the report in the asked format.
+	Header = "endpoint-load-metrics"
+	// BinHeader carries the report as base64 protobuf, which Envoy reads
+	// in preference to Header.
+	BinHeader = "endpoint-load-metrics-bin"
+
+	canonicalRequestHeader = "Endpoint-Load-Metrics-Format"
+)
+
+// Named metrics of a report.
+const (
+	KVUtilization    = "kv_cache_utilization"
+	KVTokenCapacity  = "max_token_capacity"
+	QueueSize        = "queue_size"
+	InstanceUtil     = "instance_utilization"
+	BatchFill        = "batch_fill"
+	kvFamily         = "nv_trt_llm_kv_cache_block_metrics"
+	kvBlockTypeLabel = "kv_cache_block_type"
+)
+
+// Options configure a Reporter.
+type Options struct {
+	// Metrics is where the KV-cache family is read
+	// (nv_trt_llm_kv_cache_block_metrics, which a backend's custom metrics
+	// export); nil: metrics are off, and no report carries KV figures.
+	Metrics prometheus.Gatherer
+	// Logger gets the refused header values; nil: slog.Default().
+	Logger *slog.Logger
+
+	// root is where proc and sys are read ("/" unless a test says).
+	root string
+}
+
+// Reporter computes load reports. Safe for concurrent use.
+type Reporter struct {
+	metrics prometheus.Gatherer
+	log     *slog.Logger
+	proc    *process
+}
+
+// New returns a Reporter. It takes the process's first CPU sample now, so
+// that the first report's CPU figure covers the time since.
+func New(opts Options) *Reporter {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.root == "" {
+		opts.root = "/"
+	}
+	return &Reporter{metrics: opts.Metrics, log: opts.Logger, proc: newProcess(opts.root, time.Now())}
+}
+
+// Report is mv's load report now: the standard fields and the named
+// metrics (the KV-cache ones when the family exists).
+func (r *Reporter) Report(mv *core.ModelVersion) *xds.OrcaLoadReport {
+	l := mv.Load()
+	p := r.proc.figures(time.Now())
+	rep := &xds.OrcaLoadReport{
+		CpuUtilization:         p.cpu,
+		MemUtilization:         p.mem,
+		ApplicationUtilization: l.Utilization,
+		RpsFractional:          l.RPS,
+		Eps:                    l.EPS,
+		NamedMetrics: map[string]float64{
+			QueueSize: float64(l.Pending),
+			BatchFill: l.BatchFill,
+		},
+	}
+	if l.Instances > 0 {
+		rep.NamedMetrics[InstanceUtil] = float64(l.Busy) / float64(l.Instances)
+	}
+	if util, capacity, ok := r.kv(); ok {
+		rep.NamedMetrics[KVUtilization] = util
+		rep.NamedMetrics[KVTokenCapacity] = float64(capacity)
+	}
+	return rep
+}
+
+// kv reads Triton's KV-cache figures: utilisation used/max (0 when max is
+// 0) and capacity max × tokens_per, truncated. ok is false unless the
+// family has all three series; with several, the last of each wins.
+func (r *Reporter) kv() (util float64, capacity uint64, ok bool) {
+	if r.metrics == nil {
+		return 0, 0, false
+	}
+	families, err := r.metrics.Gather()
+	if err != nil && len(families) == 0 {
+		return 0, 0, false
+	}
+	var tokensPer, used, maxBlocks float64
+	var have [3]bool
+	for _, f := range families {
+		if f.GetName() != kvFamily {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			v, valued := value(m)
+			if !valued {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() != kvBlockTypeLabel {
+					continue
+				}
+				switch lp.GetValue() {
+				case "tokens_per":
+					tokensPer, have[0] = v, true
+				case "used":
+					used, have[1] = v, true
+				case "max":
+					maxBlocks, have[2] = v, true
+				}
+			}
+		}
+	}
+	if !have[0] || !have[1] || !have[2] {
+		return 0, 0, false
+	}
+	if maxBlocks != 0 {
+		util = used / maxBlocks
+	}
+	if c := maxBlocks * tokensPer; c > 0 {
+		capacity = uint64(c)
+	}
+	return util, capacity, true
+}
+
+// value is a gauge's, counter's or untyped sample's value.
+func value(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue(), true
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
+}
+
+// asked returns the requested format, or ok false when req asks for none
+// or for one that is neither "text" nor "json" (logged, as Triton does).
+// A request without the header costs one map lookup.
+func (r *Reporter) asked(req http.Header) (Format, bool) {
+	v, present := req[canonicalRequestHeader]
+	if !present || len(v) == 0 {
+		return 0, false
+	}
+	f, err := ParseFormat(v[0])
+	if err != nil {
+		r.log.Error("ignoring the "+RequestHeader+" request header", "err", err)
+		return 0, false
+	}
+	return f, true
+}
+
+// SetHeaders sets mv's full report on out, in the format req asks for
+// and in binary, when req asks for one (/infer and the routes built on
+// it). It does nothing for a request that does not ask.
+func (r *Reporter) SetHeaders(out, req http.Header, mv *core.ModelVersion) {
+	f, ok := r.asked(req)
+	if !ok {
+		return
+	}
+	rep := r.Report(mv)
+	out[Header] = []string{string(AppendReport(nil, f, rep))}
+	r.setBinary(out, rep)
+}
+
+// setBinary sets BinHeader, or logs why it cannot.
+func (r *Reporter) setBinary(out http.Header, rep *xds.OrcaLoadReport) {
+	bin, err := Binary(rep)
+	if err != nil {
+		r.log.Error("no "+BinHeader+" header", "err", err)
+		return
+	}
+	out[BinHeader] = []string{bin}
+}
+
+// SetGenerateHeaders is Triton's report on /generate and /generate_stream:
+// the KV-cache figures in Triton's exact text, and nothing when the family
+// is missing. The binary form of the same figures goes beside it, since
+// Envoy reads that before the text.
+func (r *Reporter) SetGenerateHeaders(out, req http.Header) {
+	f, ok := r.asked(req)
+	if !ok {
+		return
+	}
+	util, capacity, ok := r.kv()
+	if !ok {
+		return
+	}
+	out[Header] = []string{string(AppendKV(nil, f, util, capacity))}
+	r.setBinary(out, &xds.OrcaLoadReport{NamedMetrics: map[string]float64{
+		KVUtilization: util, KVTokenCapacity: float64(capacity)}})
+}
+
+// RecordCall puts mv's report in the gRPC call's ORCA trailer (which
+// grpc-go's load balancers read) when the call's metadata carries
+// endpoint-load-metrics-format, whatever its value: gRPC sends the report
+// in binary only. The server must be built with ServerOption. A call that
+// does not ask costs a metadata lookup.
+func (r *Reporter) RecordCall(ctx context.Context, mv *core.ModelVersion) {
+	if len(metadata.ValueFromIncomingContext(ctx, RequestHeader)) == 0 {
+		return
+	}
+	rec := grpcorca.CallMetricsRecorderFromContext(ctx)
+	if rec == nil {
+		return
+	}
+	rep := r.Report(mv)
+	rec.SetCPUUtilization(rep.CpuUtilization)
+	rec.SetMemoryUtilization(rep.MemUtilization)
+	rec.SetApplicationUtilization(rep.ApplicationUtilization)
+	rec.SetQPS(rep.RpsFractional)
+	rec.SetEPS(rep.Eps)
+	for k, v := range rep.NamedMetrics {
+		rec.SetNamedMetric(k, v)
+	}
+}
+
+// names returns m's keys in byte order, so that reports render the same
+// way each time.
+func names(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// process samples the process's CPU time and resident memory. Figures are
+// reused for a short while, so reports on every request cost a few reads
+// of /proc per second, not per request.
+type process struct {
+	root     string
+	cpus     float64 // CPUs available to the process
+	memLimit float64 // bytes: the cgroup limit, else the machine's memory
+
+	mu         sync.Mutex
+	base, next cpuSample
+	last       time.Time
+	cached     procFigures
+}
+
+type cpuSample struct {
+	at  time.Time
+	cpu time.Duration // user + system time of the process
+}
+
+type procFigures struct{ cpu, mem float64 }
+
+// procCache is how long figures are reused.
+const procCache = 100 * time.Millisecond
+
+func newProcess(root string, now time.Time) *process {
+	p := &process{root: root, cpus: availableCPUs(root), memLimit: memoryLimit(root)}
+	first := cpuSample{at: now, cpu: processCPU()}
+	p.base, p.next = first, first
+	return p
+}
+
+// figures returns CPU utilisation (process CPU time over the window, per
+// available CPU) and memory utilisation (resident set over the limit),
+// windowed as core.ModelVersion.Load does.
+func (p *process) figures(now time.Time) procFigures {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.last.IsZero() && now.Sub(p.last) < procCache {
+		return p.cached
+	}
+	cur := cpuSample{at: now, cpu: processCPU()}
+	var f procFigures
+	if secs := now.Sub(p.base.at).Seconds(); secs > 0 && p.cpus > 0 && cur.cpu >= p.base.cpu {
+		f.cpu = (cur.cpu - p.base.cpu).Seconds() / secs / p.cpus
+	}
+	if now.Sub(p.next.at) >= core.LoadWindow {
+		p.base, p.next = p.next, cur
+	}
+	if rss := residentBytes(p.root); rss > 0 && p.memLimit > 0 {
+		f.mem = min(rss/p.memLimit, 1)
+	}
+	p.last, p.cached = now, f
+	return f
+}
+
+// formatFloat is strconv's shortest form, which Envoy's parser reads.
+func formatFloat(b []byte, v float64) []byte { return strconv.AppendFloat(b, v, 'g', -1, 64) }
