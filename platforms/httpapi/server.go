@@ -13,8 +13,8 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
-	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/orca"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
