@@ -63,12 +63,8 @@ var conformanceDeferred = map[int]string{
 	28: "trace settings are the observability issue (14)",
 	29: "trace settings are the observability issue (14)",
 	30: "trace settings are the observability issue (14)",
-	31: "log settings are the observability issue (14); LogSettings answers UNIMPLEMENTED",
-	32: "log settings are the observability issue (14)",
-	33: "log settings are the observability issue (14)",
 	64: "a start-up error: cmd/inferd TestLaunchErrors",
 	66: "a flag of the command: cmd/inferd TestGRPCResponseCompression and TestResponseCompressor here",
-	67: "header forwarding is the observability issue (14); --grpc-header-forward-pattern is accepted, not in effect",
 	68: "a start-up error: cmd/inferd TestLaunchErrors",
 	69: "the Python client: checked outside the repository (PyPI is unreachable in CI); see the issue's notes",
 }
@@ -280,6 +276,10 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 			_, err := h.client.CudaSharedMemoryRegister(c, &pb.CudaSharedMemoryRegisterRequest{Name: "r"})
 			wantStatus(t, err, codes.InvalidArgument, "failed to register CUDA shared memory region: 'r', GPUs not supported")
 		},
+		31: func(t *testing.T, c context.Context) { conformanceLog31(t, c, h) },
+		32: func(t *testing.T, c context.Context) { conformanceLog32(t, c, h) },
+		33: func(t *testing.T, c context.Context) { conformanceLog33(t, c, h) },
+		67: conformanceForward67,
 		34: func(t *testing.T, c context.Context) {
 			resp, err := infer(t, c, nil)
 			servertest.Must(t, err)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferd/inferd/core"
@@ -22,11 +23,18 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't sup
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
-	mv, release, req, err := s.prepareInfer(in, errDecoupled)
+	var fh *v2.ForwardedHeaders // nil: forwarding off
+	if s.opts.HeaderForward != nil {
+		md, _ := metadata.FromIncomingContext(ctx)
+		sel := s.opts.HeaderForward.Select(md)
+		fh = &sel
+	}
+	mv, release, req, err := s.prepareInfer(in, errDecoupled, fh)
 	if err != nil {
 		return nil, statusError(err)
 	}
 	defer release()
+	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelInfer", req)
 	resp, err := mv.Infer(ctx, req)
 	s.recordLoad(ctx, mv)
 	if err != nil {
@@ -62,8 +70,9 @@ func checkResponseSize(out *pb.ModelInferResponse) error {
 // prepareInfer runs the steps of grpc-api.md §10.1 that precede
 // submission, shared by ModelInfer and ModelStreamInfer: version parse,
 // model lookup (decoupled, when non-nil, refuses a decoupled model) and
-// the request conversion. On success the caller owns release.
-func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error) (*core.ModelVersion, func(), *core.InferRequest, error) {
+// the request conversion, fh the call's forwarded headers. On success the
+// caller owns release.
+func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error, fh *v2.ForwardedHeaders) (*core.ModelVersion, func(), *core.InferRequest, error) {
 	version, err := v2.ParseVersion(in.GetModelVersion())
 	if err != nil {
 		return nil, nil, nil, err
@@ -72,7 +81,7 @@ func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error) (*core.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	req, err := inferRequest(in)
+	req, err := inferRequest(in, fh)
 	if err != nil {
 		release()
 		return nil, nil, nil, err
@@ -111,9 +120,10 @@ func inferParam(p *pb.InferParameter) v2.Param {
 }
 
 // inferRequest converts a ModelInferRequest into a core request, in the
-// order of grpc-api.md §10.1 steps 4–8 (the core validates the rest).
-// Raw input contents become tensor data without a copy.
-func inferRequest(in *pb.ModelInferRequest) (*core.InferRequest, error) {
+// order of grpc-api.md §10.1 steps 4–8 (the core validates the rest);
+// fh (nil: none) are the headers step 6 forwards. Raw input contents
+// become tensor data without a copy.
+func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 	model := in.GetModelName()
 	req := &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
 	// No parameters read as the zero InferParams, which a new request
@@ -145,6 +155,11 @@ func inferRequest(in *pb.ModelInferRequest) (*core.InferRequest, error) {
 				return nil, codec.DuplicateOutput(o.GetName())
 			}
 			req.Outputs[i].Name = o.GetName()
+		}
+	}
+	if fh != nil {
+		if err := fh.Apply(req); err != nil {
+			return nil, err
 		}
 	}
 

@@ -233,8 +233,3 @@ func (s *Server) CudaSharedMemoryUnregister(context.Context, *pb.CudaSharedMemor
 func (s *Server) TraceSetting(context.Context, *pb.TraceSettingRequest) (*pb.TraceSettingResponse, error) {
 	return nil, statusError(core.Errorf(core.CodeUnsupported, "trace settings are not supported"))
 }
-
-// LogSettings is not implemented yet (grpc-api.md §9.2 is a later step).
-func (s *Server) LogSettings(context.Context, *pb.LogSettingsRequest) (*pb.LogSettingsResponse, error) {
-	return nil, statusError(core.Errorf(core.CodeUnsupported, "log settings are not supported"))
-}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -46,6 +47,11 @@ type Options struct {
 	// (grpc-api.md §15). Other values count as none.
 	ResponseCompression string
 	Logger              *slog.Logger
+	// Logs are the run-time log settings LogSettings reads and changes
+	// (those of Logger's handler); fresh defaults when nil.
+	Logs *logging.Settings
+	// HeaderForward is --grpc-header-forward-pattern; nil forwards nothing.
+	HeaderForward *v2.HeaderForwarder
 	// LoadReports puts an ORCA load report in the trailer of inference
 	// calls whose metadata carries endpoint-load-metrics-format; nil:
 	// never (metrics off).
@@ -58,6 +64,7 @@ type Server struct {
 	core    *core.Server
 	opts    Options
 	log     *slog.Logger
+	logs    *logging.Settings
 	exiting atomic.Bool
 	meta    *pb.ServerMetadataResponse
 }
@@ -75,13 +82,16 @@ func New(c *core.Server, opts Options) *Server {
 		restricted[cat] = Restriction{Key: strings.ToLower(r.Key), Value: r.Value}
 	}
 	opts.Restricted = restricted
+	if opts.Logs == nil {
+		opts.Logs = logging.New("", logging.Default())
+	}
 	opts.ResponseCompression = strings.ToLower(opts.ResponseCompression)
 	if opts.ResponseCompression == "" || !ValidCompressionLevel(opts.ResponseCompression) {
 		opts.ResponseCompression = CompressionNone
 	}
 	md := v2.ServerMetadata(opts.ServerID)
 	return &Server{
-		core: c, opts: opts, log: opts.Logger,
+		core: c, opts: opts, log: opts.Logger, logs: opts.Logs,
 		meta: &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions},
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // streamWindow bounds the requests of one stream whose response is not
@@ -58,11 +59,13 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	defer cancel()
 	md, _ := metadata.FromIncomingContext(ctx)
 	grpcErrorMode := len(md.Get("triton_grpc_error")) > 0 && md.Get("triton_grpc_error")[0] == "true"
+	// The stream's metadata forwards the same headers for every request.
+	fh := s.opts.HeaderForward.Select(md)
 
 	results := make(chan streamResult, streamWindow)
 	slots := make(chan struct{}, streamWindow)
 	read := make(chan streamRead, 1)
-	go func() { read <- s.readStream(ctx, stream, slots, results) }()
+	go func() { read <- s.readStream(ctx, stream, &fh, slots, results) }()
 
 	pending := map[int64]streamResult{}
 	var next, written int64
@@ -117,7 +120,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 
 // readStream reads the stream's requests until the client half-closes,
 // starting each one; it reports how many it read.
-func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, slots chan struct{}, results chan<- streamResult) streamRead {
+func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, fh *v2.ForwardedHeaders, slots chan struct{}, results chan<- streamResult) streamRead {
 	var n, seq int64
 	for {
 		in, err := stream.Recv()
@@ -133,7 +136,7 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 			return streamRead{n: n, err: status.FromContextError(ctx.Err()).Err()}
 		}
 		n++
-		if s.startStreamRequest(ctx, in, seq, results) {
+		if s.startStreamRequest(ctx, in, fh, seq, results) {
 			seq++
 		}
 	}
@@ -142,16 +145,17 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 // startStreamRequest answers a synchronous error at once, or starts the
 // inference whose response the writer receives on results. It reports
 // whether the request took place seq among the ordered responses.
-func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, seq int64, results chan<- streamResult) bool {
+func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, seq int64, results chan<- streamResult) bool {
 	if s.exiting.Load() {
 		results <- syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining))
 		return true
 	}
-	mv, release, req, err := s.prepareInfer(in, nil)
+	mv, release, req, err := s.prepareInfer(in, nil, fh)
 	if err != nil {
 		results <- syncStreamError(seq, in, err)
 		return true
 	}
+	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelStreamInfer", req)
 	if !mv.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
 			resp, err := mv.Infer(ctx, req)
