@@ -31,6 +31,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, name str
 const sseContentType = "text/event-stream; charset=utf-8"
 
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
+	recv := s.traceClock()
 	// As for /infer, the body is read between the lookup and the
 	// acquisition, so a slow upload never holds the model.
 	if err := v2.Lookup(s.core, name, version, nil); err != nil {
@@ -60,6 +61,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 		return
 	}
 	req.ModelName, req.ModelVersion = name, mv.Version
+	defer finishTrace(s.startTrace(r, name, recv, req))
 	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, req)
 	if stream {
 		s.streamGenerate(w, r, mv, req)

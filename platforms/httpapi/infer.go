@@ -15,6 +15,7 @@ import (
 // lookup errors and the acquisition for the execution, so a slow upload
 // never holds the model (an unload or reload waits for held models).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
+	recv := s.traceClock()
 	if err := v2.Lookup(s.core, name, version, errDecoupled); err != nil {
 		writeError(w, err)
 		return
@@ -43,7 +44,11 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	defer release()
 	env.Request.ModelName, env.Request.ModelVersion = name, mv.Version
 	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, env.Request)
+	tr := s.startTrace(r, name, recv, env.Request)
 	resp, err := mv.Infer(r.Context(), env.Request)
+	if tr != nil {
+		defer sendTrace(tr)()
+	}
 	if s.opts.LoadReports != nil {
 		// Beyond Triton, which reports on /generate only: a load balancer
 		// wants the figures of a refused request too.

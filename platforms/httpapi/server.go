@@ -15,6 +15,7 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	Logs *logging.Settings
 	// HeaderForward is --http-header-forward-pattern; nil forwards nothing.
 	HeaderForward *v2.HeaderForwarder
+	// Trace holds the trace settings and samples inference requests
+	// (http-api.md §8.1); a manager with tracing OFF when nil.
+	Trace *trace.Manager
 }
 
 // Restriction is one --http-restricted-api group's header.
@@ -211,6 +215,7 @@ func (s *Server) routes() chi.Router {
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/load", named)
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)
 	s.sharedMemoryRoutes(r)
+	s.traceRoutes(r)
 	return r
 }
 

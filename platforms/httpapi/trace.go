@@ -1,0 +1,198 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/trace"
+	v2 "github.com/inferd/inferd/platforms/v2"
+)
+
+// traceRoutes serves the trace extension (http-api.md §8.1): the global
+// and the per-model settings; the per-model route has no version form
+// (that path stays a 404). Without Options.Trace the server keeps a
+// manager of its own with tracing OFF, as Triton always has one.
+func (s *Server) traceRoutes(r chi.Router) {
+	if s.opts.Trace == nil {
+		s.opts.Trace, _ = trace.New(trace.DefaultConfig(), slog.New(slog.DiscardHandler))
+	}
+	methods := []string{http.MethodGet, http.MethodPost}
+	r.HandleFunc("/v2/trace/setting", s.handle("trace", methods, func(w http.ResponseWriter, r *http.Request) {
+		s.traceSetting(w, r, "")
+	}))
+	r.HandleFunc("/v2/models/{model}/trace/setting", s.handle("trace", methods, func(w http.ResponseWriter, r *http.Request) {
+		s.traceSetting(w, r, chi.URLParam(r, "model"))
+	}))
+}
+
+// traceSetting answers, and on POST first updates, model's trace setting
+// ("": the global one), in Triton's order: readiness of the model, then
+// the body's keys (trace_file, trace_level, trace_rate, trace_count,
+// log_frequency), the first error winning.
+func (s *Server) traceSetting(w http.ResponseWriter, r *http.Request, model string) {
+	if model != "" && !v2.ModelReady(s.core, model, core.LatestVersion) {
+		writeError(w, trace.ErrUnknownModel(model))
+		return
+	}
+	if r.Method == http.MethodPost {
+		body, err := s.readJSONBody(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if len(body) > 0 {
+			u, err := traceUpdate(body)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			if !u.Empty() {
+				if err := s.opts.Trace.Update(model, u); err != nil {
+					writeError(w, err)
+					return
+				}
+			}
+		}
+	}
+	writeJSON(w, appendTraceSettings(nil, s.opts.Trace.Settings(model)))
+}
+
+// traceUpdate reads a settings body: each key may be null (fall back);
+// values are strings (trace_level an array of them), and any other JSON
+// type is Triton's type error (500).
+func traceUpdate(body []byte) (trace.Update, error) {
+	var u trace.Update
+	doc, err := codec.ParseJSON(body)
+	if err != nil {
+		return u, err
+	}
+	root := doc.Root()
+	if root.Has("trace_file") {
+		return u, trace.ErrFileUpdate
+	}
+	if v, ok := root.Find("trace_level"); ok {
+		if v.IsNull() {
+			u.Clear("trace_level")
+		} else {
+			arr, err := root.MemberArray("trace_level")
+			if err != nil {
+				return u, err
+			}
+			var names []string
+			for _, e := range arr.Elements() {
+				n, err := e.Str()
+				if err != nil {
+					return u, err
+				}
+				names = append(names, n)
+			}
+			if err := u.SetLevels(names); err != nil {
+				return u, err
+			}
+		}
+	}
+	for _, key := range [...]string{"trace_rate", "trace_count", "log_frequency"} {
+		v, ok := root.Find(key)
+		if !ok {
+			continue
+		}
+		if v.IsNull() {
+			u.Clear(key)
+			continue
+		}
+		text, err := v.Str()
+		if err != nil {
+			return u, err
+		}
+		if err := u.Set(key, text, trace.HTTPCountMsg); err != nil {
+			return u, err
+		}
+	}
+	return u, nil
+}
+
+// appendTraceSettings renders a setting in Triton's key order; every
+// scalar is a string, log_frequency and trace_file only in triton mode,
+// the mode's own settings last.
+func appendTraceSettings(b []byte, st trace.Settings) []byte {
+	b = append(b, `{"trace_level":[`...)
+	for i, n := range st.Level.Names() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = codec.AppendString(b, n)
+	}
+	b = append(b, `],"trace_rate":"`...)
+	b = strconv.AppendUint(b, uint64(st.Rate), 10)
+	b = append(b, `","trace_count":"`...)
+	b = strconv.AppendInt(b, int64(st.Count), 10)
+	b = append(b, '"')
+	if st.Mode == trace.ModeTriton {
+		b = append(b, `,"log_frequency":"`...)
+		b = strconv.AppendUint(b, uint64(st.LogFrequency), 10)
+		b = append(b, `","trace_file":`...)
+		b = codec.AppendString(b, st.File)
+	}
+	b = append(b, `,"trace_mode":`...)
+	b = codec.AppendString(b, st.Mode.String())
+	for _, kv := range st.Extra {
+		b = append(b, ',')
+		b = codec.AppendString(b, kv[0])
+		b = append(b, ':')
+		b = codec.AppendString(b, kv[1])
+	}
+	return append(b, '}')
+}
+
+// startTrace samples an inference request for tracing once its body is
+// read (recv: when its handling began, zero when tracing was off then).
+// It returns nil when the request is not traced, which is almost always;
+// a W3C traceparent header continues the caller's trace in opentelemetry
+// mode. The caller sets req.Trace and calls endTrace.
+func (s *Server) startTrace(r *http.Request, model string, recv time.Time, req *core.InferRequest) *trace.Request {
+	if recv.IsZero() {
+		return nil
+	}
+	tr := s.opts.Trace.Start(model, propagation.HeaderCarrier(r.Header))
+	if tr == nil {
+		return nil
+	}
+	tr.Stamp("HTTP_RECV_START", recv)
+	tr.Stamp("HTTP_RECV_END", time.Now())
+	req.Trace = tr.Core()
+	return tr
+}
+
+// traceClock is the time an inference handler begins, when some trace
+// setting is on (zero otherwise: no clock read for untraced servers).
+func (s *Server) traceClock() time.Time {
+	if core.TracingBuilt && s.opts.Trace.On() {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// sendTrace stamps HTTP_SEND_START on a traced request and returns what
+// stamps HTTP_SEND_END and finishes its trace, for a defer around the
+// response's writing.
+func sendTrace(tr *trace.Request) func() {
+	tr.Stamp("HTTP_SEND_START", time.Now())
+	return func() {
+		tr.Stamp("HTTP_SEND_END", time.Now())
+		tr.Finish()
+	}
+}
+
+// finishTrace finishes tr's trace, if the request is traced.
+func finishTrace(tr *trace.Request) {
+	if tr != nil {
+		tr.Finish()
+	}
+}
