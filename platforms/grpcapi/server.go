@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	grpcorca "google.golang.org/grpc/orca"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/core"
@@ -52,7 +51,7 @@ type Options struct {
 	Logs *logging.Settings
 	// HeaderForward is --grpc-header-forward-pattern; nil forwards nothing.
 	HeaderForward *v2.HeaderForwarder
-	// LoadReports puts an ORCA load report in the trailer of inference
+	// LoadReports puts an ORCA load report in the trailer of ModelInfer
 	// calls whose metadata carries endpoint-load-metrics-format; nil:
 	// never (metrics off).
 	LoadReports *orca.Reporter
@@ -101,7 +100,7 @@ func New(c *core.Server, opts Options) *Server {
 // restricted protocols (§13) and of draining (§1.5), and the codec that
 // does not copy tensor contents (inferCodec).
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	opts := []grpc.ServerOption{
+	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(math.MaxInt32),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.ForceServerCodecV2(newInferCodec()),
@@ -109,18 +108,13 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(s.unaryGuard),
 		grpc.ChainStreamInterceptor(s.streamGuard),
 	}
-	if s.opts.LoadReports != nil {
-		// grpc-go's per-call ORCA: the trailer its load balancers read.
-		opts = append(opts, grpcorca.CallMetricsServerOption(nil))
-	}
-	return opts
 }
 
 // recordLoad puts mv's load report in the call's trailer when the call
 // asks for one.
 func (s *Server) recordLoad(ctx context.Context, mv *core.ModelVersion) {
 	if s.opts.LoadReports != nil {
-		s.opts.LoadReports.RecordCall(ctx, mv)
+		s.opts.LoadReports.SetTrailer(ctx, mv)
 	}
 }
 

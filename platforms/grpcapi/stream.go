@@ -159,8 +159,6 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 	if !mv.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
 			resp, err := mv.Infer(ctx, req)
-			// The stream's trailer reports the load after its last request.
-			s.recordLoad(ctx, mv)
 			release()
 			switch {
 			case err != nil && core.Rejected(err):
@@ -193,7 +191,6 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 				return ctx.Err()
 			}
 		})
-		s.recordLoad(ctx, mv)
 		var r streamResult
 		switch {
 		case err == nil:

@@ -26,8 +26,9 @@ import (
 	xds "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	grpcorca "google.golang.org/grpc/orca"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferd/inferd/core"
 )
@@ -234,27 +235,24 @@ func (r *Reporter) SetGenerateHeaders(out, req http.Header) {
 		KVUtilization: util, KVTokenCapacity: float64(capacity)}})
 }
 
-// RecordCall puts mv's report in the gRPC call's ORCA trailer (which
-// grpc-go's load balancers read) when the call's metadata carries
-// endpoint-load-metrics-format, whatever its value: gRPC sends the report
-// in binary only. The server must be built with ServerOption. A call that
-// does not ask costs a metadata lookup.
-func (r *Reporter) RecordCall(ctx context.Context, mv *core.ModelVersion) {
+// SetTrailer puts mv's report in the gRPC call's trailer when the call's
+// metadata carries endpoint-load-metrics-format, whatever its value: the
+// OrcaLoadReport protobuf under endpoint-load-metrics-bin, where grpc-go's
+// orca package finds it for the client's load balancer (DoneInfo's
+// ServerLoad). grpc-go's server side (orca.CallMetricsServerOption) sends
+// the same trailer, but its interceptor costs every call three
+// allocations whether it asks or not; here a call that does not ask costs
+// a metadata lookup.
+func (r *Reporter) SetTrailer(ctx context.Context, mv *core.ModelVersion) {
 	if len(metadata.ValueFromIncomingContext(ctx, RequestHeader)) == 0 {
 		return
 	}
-	rec := grpcorca.CallMetricsRecorderFromContext(ctx)
-	if rec == nil {
-		return
+	raw, err := proto.Marshal(r.Report(mv))
+	if err == nil {
+		err = grpc.SetTrailer(ctx, metadata.Pairs(BinHeader, string(raw)))
 	}
-	rep := r.Report(mv)
-	rec.SetCPUUtilization(rep.CpuUtilization)
-	rec.SetMemoryUtilization(rep.MemUtilization)
-	rec.SetApplicationUtilization(rep.ApplicationUtilization)
-	rec.SetQPS(rep.RpsFractional)
-	rec.SetEPS(rep.Eps)
-	for k, v := range rep.NamedMetrics {
-		rec.SetNamedMetric(k, v)
+	if err != nil {
+		r.log.Error("no load report in the call's trailer", "err", err)
 	}
 }
 

@@ -20,8 +20,11 @@ import (
 	xds "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/base"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	_ "google.golang.org/grpc/orca" // the trailer parser DoneInfo.ServerLoad comes from
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -78,7 +81,7 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 // KV-cache family as a backend's custom metrics would export it.
 type env struct {
 	http, sagemaker, vertex, metrics string
-	grpc                             pb.GRPCInferenceServiceClient
+	grpcAddr                         string
 	kv                               *prometheus.GaugeVec
 	gate, entered                    chan struct{}
 }
@@ -114,10 +117,7 @@ func start(t *testing.T) *env {
 	servertest.Must(t, err)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	servertest.Must(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	e.grpc = pb.NewGRPCInferenceServiceClient(conn)
+	e.grpcAddr = ln.Addr().String()
 	t.Cleanup(func() { close(e.gate) }) // before the core's shutdown
 	return e
 }
@@ -462,11 +462,40 @@ func TestQueueSize(t *testing.T) {
 	wg.Wait()
 }
 
-// TestGRPCTrailer: ModelInfer puts the report in grpc-go's ORCA trailer
-// when the call's metadata asks, and only then.
+// loads receives DoneInfo.ServerLoad of each call picked by the
+// "orca_test_lb" policy: what grpc-go hands a load balancer from the
+// call's trailer (its orca package registers the parser).
+var loads = make(chan any, 16)
+
+func init() {
+	balancer.Register(base.NewBalancerBuilder("orca_test_lb", loadPickerBuilder{}, base.Config{}))
+}
+
+type loadPickerBuilder struct{}
+
+func (loadPickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
+	for sc := range info.ReadySCs {
+		return loadPicker{sc}
+	}
+	return base.NewErrPicker(balancer.ErrNoSubConnAvailable)
+}
+
+type loadPicker struct{ sc balancer.SubConn }
+
+func (p loadPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	return balancer.PickResult{SubConn: p.sc, Done: func(di balancer.DoneInfo) { loads <- di.ServerLoad }}, nil
+}
+
+// TestGRPCTrailer: ModelInfer puts the report in the trailer that grpc-go
+// gives its load balancers when the call's metadata asks, and only then.
 func TestGRPCTrailer(t *testing.T) {
 	e := start(t)
 	e.setKV(64, 2, 8)
+	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"orca_test_lb":{}}]}`))
+	servertest.Must(t, err)
+	defer conn.Close()
+	client := pb.NewGRPCInferenceServiceClient(conn)
 	in := &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 		{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
 		{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
@@ -478,13 +507,20 @@ func TestGRPCTrailer(t *testing.T) {
 				ctx = metadata.AppendToOutgoingContext(ctx, "endpoint-load-metrics-format", "json")
 			}
 			var trailer metadata.MD
-			if _, err := e.grpc.ModelInfer(ctx, in, grpc.Trailer(&trailer)); err != nil {
+			if _, err := client.ModelInfer(ctx, in, grpc.Trailer(&trailer)); err != nil {
 				t.Fatal(err)
+			}
+			var seen *xds.OrcaLoadReport
+			select {
+			case l := <-loads:
+				seen, _ = l.(*xds.OrcaLoadReport)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the balancer saw no call end")
 			}
 			got := trailer.Get(orca.BinHeader)
 			if !ask {
-				if len(got) != 0 {
-					t.Fatalf("trailer %v without asking", trailer)
+				if len(got) != 0 || seen != nil {
+					t.Fatalf("trailer %v, balancer's load %v without asking", trailer, seen)
 				}
 				return
 			}
@@ -493,6 +529,9 @@ func TestGRPCTrailer(t *testing.T) {
 			}
 			rep := &xds.OrcaLoadReport{}
 			servertest.Must(t, proto.Unmarshal([]byte(got[0]), rep))
+			if !proto.Equal(rep, seen) {
+				t.Fatalf("the balancer saw %v, the trailer holds %v", seen, rep)
+			}
 			m := e.scrape(t)
 			nm := rep.GetNamedMetrics()
 			count, execs := m[series("simple", "nv_inference_count")], m[series("simple", "nv_inference_exec_count")]
