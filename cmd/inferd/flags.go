@@ -15,6 +15,7 @@ import (
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/metrics"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -96,6 +97,14 @@ type config struct {
 	vertexPort         int
 	vertexDefaultModel string
 
+	// logs are the run-time log settings, from the --log-* options; the
+	// logger, /v2/logging and gRPC LogSettings share them.
+	logs *logging.Settings
+	// httpForward and grpcForward are --http-header-forward-pattern and
+	// --grpc-header-forward-pattern, compiled by check (nil: off).
+	httpForwardPattern, grpcForwardPattern string
+	httpForward, grpcForward               *v2.HeaderForwarder
+
 	// planned and noop are the given options that take no effect here
 	// (their feature is not built yet, or they mean nothing for ONNX
 	// Runtime), reported in one start-up warning.
@@ -152,6 +161,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		logError:           v.Bool("log-error"),
 		logFormat:          v.String("log-format"),
 		logFile:            v.String("log-file"),
+		httpForwardPattern: v.String("http-header-forward-pattern"),
+		grpcForwardPattern: v.String("grpc-header-forward-pattern"),
 		maxInputSize:       v.Int64("http-max-input-size"),
 		readHeaderTimeout:  v.Duration("http-read-header-timeout"),
 		idleTimeout:        v.Duration("http-idle-timeout"),
@@ -255,6 +266,12 @@ func (c *config) check() error {
 			return fmt.Errorf("--grpc-restricted-protocol: %w", err)
 		}
 	}
+	if err := c.forwarders(); err != nil {
+		return err
+	}
+	format, _ := logging.ParseFormat(c.logFormat) // the option's check admits only the three names
+	c.logs = logging.New(c.logFile, logging.State{Info: c.logInfo, Warning: c.logWarning, Error: c.logError,
+		Verbose: uint32(max(0, c.logVerbose)), Format: format})
 	if _, err := c.metrics(); err != nil {
 		return err
 	}
@@ -267,6 +284,27 @@ func (c *config) check() error {
 	}
 	_, err = c.backendSettings("")
 	return err
+}
+
+// forwarders compiles the header forward patterns. The headers that
+// restricted APIs require are never forwarded, whatever the pattern: on
+// HTTP the group's header, on gRPC its triton-grpc-protocol- key.
+func (c *config) forwarders() error {
+	var httpKeys, grpcKeys []string
+	for _, r := range c.restricted {
+		httpKeys = append(httpKeys, r.Key)
+	}
+	for _, r := range c.grpcRestrictions {
+		grpcKeys = append(grpcKeys, "triton-grpc-protocol-"+r.Key)
+	}
+	var err error
+	if c.httpForward, err = v2.NewHeaderForwarder(c.httpForwardPattern, httpKeys...); err != nil {
+		return fmt.Errorf("--http-header-forward-pattern: %w", err)
+	}
+	if c.grpcForward, err = v2.NewHeaderForwarder(c.grpcForwardPattern, grpcKeys...); err != nil {
+		return fmt.Errorf("--grpc-header-forward-pattern: %w", err)
+	}
+	return nil
 }
 
 // timeouts are the HTTP listeners' timeouts.

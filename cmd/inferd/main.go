@@ -98,9 +98,11 @@ func main() {
 }
 
 // newLogger builds the logger the options ask for: --log-file (appended)
-// or stderr; --log-format default/ISO8601 (text) or json; --log-info,
-// --log-warning and --log-error switch their levels independently, as in
-// Triton, and --log-verbose > 0 adds debug lines.
+// or stderr, obeying cfg.logs (platforms/logging): --log-format
+// default/ISO8601 (text) or json; --log-info, --log-warning and
+// --log-error switch their levels independently, as in Triton, and
+// --log-verbose > 0 adds debug lines. /v2/logging and gRPC LogSettings
+// change all but the file while the server runs.
 func newLogger(cfg *config) (*slog.Logger, func(), error) {
 	var w io.Writer = os.Stderr
 	closeLog := func() {}
@@ -111,43 +113,7 @@ func newLogger(cfg *config) (*slog.Logger, func(), error) {
 		}
 		w, closeLog = f, func() { _ = f.Close() }
 	}
-	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
-	var h slog.Handler = slog.NewTextHandler(w, opts)
-	if cfg.logFormat == "json" {
-		h = slog.NewJSONHandler(w, opts)
-	}
-	return slog.New(levelSwitch{h, cfg.logVerbose > 0, cfg.logInfo, cfg.logWarning, cfg.logError}), closeLog, nil
-}
-
-// levelSwitch passes each record whose level is switched on.
-type levelSwitch struct {
-	slog.Handler
-	debug, info, warn, err bool
-}
-
-func (l levelSwitch) Enabled(ctx context.Context, level slog.Level) bool {
-	var on bool
-	switch {
-	case level >= slog.LevelError:
-		on = l.err
-	case level >= slog.LevelWarn:
-		on = l.warn
-	case level >= slog.LevelInfo:
-		on = l.info
-	default:
-		on = l.debug
-	}
-	return on && l.Handler.Enabled(ctx, level)
-}
-
-func (l levelSwitch) WithAttrs(attrs []slog.Attr) slog.Handler {
-	l.Handler = l.Handler.WithAttrs(attrs)
-	return l
-}
-
-func (l levelSwitch) WithGroup(name string) slog.Handler {
-	l.Handler = l.Handler.WithGroup(name)
-	return l
+	return slog.New(cfg.logs.Handler(w)), closeLog, nil
 }
 
 // run starts everything and blocks until ctx ends (a signal) or a listener
@@ -443,7 +409,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 // newAPI builds the base v2 API server every frontend goes through.
 func newAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *httpapi.Server {
 	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
-		Workers: cfg.httpThreads, Logger: log, LoadReports: loads})
+		Workers: cfg.httpThreads, Logger: log, Logs: cfg.logs, HeaderForward: cfg.httpForward, LoadReports: loads})
 }
 
 // loadReporter answers endpoint-load-metrics-format (ORCA load reports),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/platforms/httpapi"
+	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/sagemaker"
 )
 
@@ -19,7 +20,6 @@ const (
 	featCache     = "response cache"
 	featRateLimit = "rate limiter"
 	featNamespace = "model namespacing"
-	featForward   = "header forwarding"
 	featGPUMetric = "GPU metrics"
 )
 
@@ -80,8 +80,8 @@ func All() []*Option {
 		{Name: "http-address", Group: "HTTP", Kind: String, Default: "0.0.0.0", Usage: "Address the HTTP API binds to."},
 		{Name: "http-port", Group: "HTTP", Kind: Int, Default: "8000", Check: port, Usage: "Port of the KServe v2 HTTP API."},
 		{Name: "reuse-http-port", Group: "HTTP", Kind: Bool, Default: "false", Usage: "Bind the HTTP port with SO_REUSEPORT, so several servers can share it."},
-		{Name: "http-header-forward-pattern", Group: "HTTP", Kind: String, Status: Planned, Feature: featForward,
-			Usage: "Forward request headers matching this (case-insensitive) regular expression to the model."},
+		{Name: "http-header-forward-pattern", Group: "HTTP", Kind: String, Check: forwardPattern,
+			Usage: "Forward request headers whose (lower-cased) name matches this case-insensitive, unanchored RE2 expression to the model as string parameters (/infer)."},
 		{Name: "http-thread-count", Group: "HTTP", Kind: Int, Default: "8", Check: atLeast(1),
 			Usage: "Requests the HTTP API decodes and encodes at once (the work Triton's HTTP threads do; the inference itself is not bounded)."},
 		{Name: "http-max-input-size", Group: "HTTP", Kind: Int64, Default: strconv.Itoa(httpapi.DefaultMaxInputSize), Check: positive64,
@@ -101,7 +101,8 @@ func All() []*Option {
 		{Name: "grpc-address", Group: "GRPC", Kind: String, Default: "0.0.0.0", Usage: "Address the gRPC API binds to."},
 		{Name: "grpc-port", Group: "GRPC", Kind: Int, Default: "8001", Check: port, Usage: "Port of the gRPC API."},
 		{Name: "reuse-grpc-port", Group: "GRPC", Kind: Bool, Default: "false", Usage: "Bind the gRPC port with SO_REUSEPORT."},
-		{Name: "grpc-header-forward-pattern", Group: "GRPC", Kind: String, Status: Planned, Feature: featForward, Usage: "Forward gRPC metadata matching this regular expression to the model."},
+		{Name: "grpc-header-forward-pattern", Group: "GRPC", Kind: String, Check: forwardPattern,
+			Usage: "Forward gRPC metadata whose key matches this case-insensitive, unanchored RE2 expression to the model as string parameters."},
 		{Name: "grpc-infer-thread-count", Group: "GRPC", Kind: Int, Default: "2", Status: NoOp, Feature: noThreads, Check: grpcInferThreads, Usage: "gRPC inference threads (2 to 128)."},
 		{Name: "grpc-infer-allocation-pool-size", Group: "GRPC", Kind: Int, Default: "8", Status: NoOp, Feature: noPool, Usage: "Inference request/response objects kept for reuse."},
 		{Name: "grpc-max-response-pool-size", Group: "GRPC", Kind: Int, Default: "2147483647", Status: Planned, Feature: featStream, Check: responsePool, Usage: "Most inference response objects in flight."},
@@ -200,6 +201,14 @@ func oneOf(fold bool, values ...string) func(string) error {
 		}
 		return fmt.Errorf("%q is not one of %s", v, strings.Join(values, ", "))
 	}
+}
+
+// forwardPattern is a header forward pattern, compiled as it will be
+// used, so a bad expression stops the start (Triton's RE2 would only log
+// it and forward nothing).
+func forwardPattern(v string) error {
+	_, err := v2.NewHeaderForwarder(v)
+	return err
 }
 
 func nonEmpty(v string) error {
