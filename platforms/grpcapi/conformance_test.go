@@ -59,10 +59,6 @@ var conformanceDeferred = map[int]string{
 	24: "client shared memory is not implemented: registering answers line 21's UNIMPLEMENTED",
 	25: "client shared memory is not implemented: registering answers line 21's UNIMPLEMENTED",
 	42: "client shared memory is not implemented: an input naming a region answers NOT_FOUND 'Unable to find shared memory region' (TestSharedMemoryInput)",
-	27: "trace settings are the observability issue (14); TraceSetting answers UNIMPLEMENTED",
-	28: "trace settings are the observability issue (14)",
-	29: "trace settings are the observability issue (14)",
-	30: "trace settings are the observability issue (14)",
 	64: "a start-up error: cmd/inferd TestLaunchErrors",
 	66: "a flag of the command: cmd/inferd TestGRPCResponseCompression and TestResponseCompressor here",
 	68: "a start-up error: cmd/inferd TestLaunchErrors",
@@ -276,6 +272,10 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 			_, err := h.client.CudaSharedMemoryRegister(c, &pb.CudaSharedMemoryRegisterRequest{Name: "r"})
 			wantStatus(t, err, codes.InvalidArgument, "failed to register CUDA shared memory region: 'r', GPUs not supported")
 		},
+		27: func(t *testing.T, c context.Context) { conformanceTrace27(t, c, h) },
+		28: func(t *testing.T, c context.Context) { conformanceTrace28(t, c, h) },
+		29: func(t *testing.T, c context.Context) { conformanceTrace29(t, c, h) },
+		30: func(t *testing.T, c context.Context) { conformanceTrace30(t, c, h) },
 		31: func(t *testing.T, c context.Context) { conformanceLog31(t, c, h) },
 		32: func(t *testing.T, c context.Context) { conformanceLog32(t, c, h) },
 		33: func(t *testing.T, c context.Context) { conformanceLog33(t, c, h) },

@@ -23,6 +23,7 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't sup
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	recv := s.traceClock()
 	var fh *v2.ForwardedHeaders // nil: forwarding off
 	if s.opts.HeaderForward != nil {
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -35,7 +36,11 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 	}
 	defer release()
 	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelInfer", req)
+	tr := s.startTrace(ctx, in.GetModelName(), recv, req)
 	resp, err := mv.Infer(ctx, req)
+	if tr != nil {
+		defer sendTrace(tr)()
+	}
 	s.recordLoad(ctx, mv)
 	if err != nil {
 		return nil, statusError(err)

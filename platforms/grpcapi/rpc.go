@@ -228,8 +228,3 @@ func (s *Server) CudaSharedMemoryRegister(_ context.Context, req *pb.CudaSharedM
 func (s *Server) CudaSharedMemoryUnregister(context.Context, *pb.CudaSharedMemoryUnregisterRequest) (*pb.CudaSharedMemoryUnregisterResponse, error) {
 	return nil, statusError(v2.ErrShmDisabled)
 }
-
-// TraceSetting is not implemented yet (grpc-api.md §9.1 is a later step).
-func (s *Server) TraceSetting(context.Context, *pb.TraceSettingRequest) (*pb.TraceSettingResponse, error) {
-	return nil, statusError(core.Errorf(core.CodeUnsupported, "trace settings are not supported"))
-}

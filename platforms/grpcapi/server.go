@@ -24,6 +24,7 @@ import (
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -51,6 +52,9 @@ type Options struct {
 	Logs *logging.Settings
 	// HeaderForward is --grpc-header-forward-pattern; nil forwards nothing.
 	HeaderForward *v2.HeaderForwarder
+	// Trace holds the trace settings and samples inference requests
+	// (grpc-api.md §9.1); a manager with tracing OFF when nil.
+	Trace *trace.Manager
 	// LoadReports puts an ORCA load report in the trailer of ModelInfer
 	// calls whose metadata carries endpoint-load-metrics-format; nil:
 	// never (metrics off).
@@ -81,6 +85,9 @@ func New(c *core.Server, opts Options) *Server {
 		restricted[cat] = Restriction{Key: strings.ToLower(r.Key), Value: r.Value}
 	}
 	opts.Restricted = restricted
+	if opts.Trace == nil {
+		opts.Trace, _ = trace.New(trace.DefaultConfig(), nil)
+	}
 	if opts.Logs == nil {
 		opts.Logs = logging.New("", logging.Default())
 	}

@@ -150,14 +150,17 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		results <- syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining))
 		return true
 	}
+	recv := s.traceClock()
 	mv, release, req, err := s.prepareInfer(in, nil, fh)
 	if err != nil {
 		results <- syncStreamError(seq, in, err)
 		return true
 	}
 	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelStreamInfer", req)
+	tr := s.startTrace(ctx, in.GetModelName(), recv, req)
 	if !mv.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
+			defer finishTrace(tr)
 			resp, err := mv.Infer(ctx, req)
 			release()
 			switch {
@@ -176,6 +179,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 	// (§11.6), and the stream's end releases a blocked producer.
 	emptyFinal := in.GetParameters()["triton_enable_empty_final_response"].GetBoolParam()
 	go func() {
+		defer finishTrace(tr)
 		defer release()
 		err := mv.InferStream(ctx, req, func(resp *core.InferResponse, final bool) error {
 			// A final flag alone writes nothing unless the client asked
