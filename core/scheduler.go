@@ -178,6 +178,7 @@ type scheduler struct {
 	turn   chan struct{} // held by the one instance forming a batch
 	wg     sync.WaitGroup
 	busy   atomic.Int32 // instances executing now (Load's instance_utilization)
+	idle   atomic.Int32 // instances waiting for work (see pipeline)
 
 	// preserve_ordering: jobs in the order they left the queue.
 	orderMu sync.Mutex
@@ -204,7 +205,7 @@ func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, 
 	s.turn <- struct{}{}
 	for _, inst := range insts {
 		s.wg.Add(1)
-		go s.worker(inst)
+		go s.worker(inst, s.pipelined(inst))
 	}
 	return s
 }
@@ -300,18 +301,29 @@ func (s *scheduler) remove(j *job, err error) {
 	s.poke() // the batch being formed may have changed
 }
 
-func (s *scheduler) worker(inst Instance) {
+func (s *scheduler) worker(inst Instance, started chan struct{}) {
 	defer s.wg.Done()
+	if started != nil {
+		defer close(started)
+	}
 	var jobs []*job
 	var e Execution
 	var errs []error
 	for {
 		if jobs == nil {
+			s.idle.Add(1)
 			<-s.turn
 			jobs = s.next()
 			s.turn <- struct{}{}
+			s.idle.Add(-1)
 			if jobs == nil {
 				return
+			}
+		}
+		if started != nil {
+			select {
+			case started <- struct{}{}:
+			default:
 			}
 		}
 		s.busy.Add(1)
@@ -372,7 +384,11 @@ func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
 
 // next blocks until a batch is due and takes it off the queue; nil once
 // the scheduler is closed and drained.
-func (s *scheduler) next() []*job {
+func (s *scheduler) next() []*job { return s.nextUnless(nil) }
+
+// nextUnless is next for a worker that gives way: it returns nil as soon
+// as yield says so.
+func (s *scheduler) nextUnless(yield func() bool) []*job {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -380,6 +396,9 @@ func (s *scheduler) next() []*job {
 		}
 	}()
 	for {
+		if yield != nil && yield() {
+			return nil
+		}
 		jobs, wait, closed := s.take()
 		if jobs != nil || closed {
 			return jobs

@@ -43,6 +43,7 @@ type frameOut struct {
 	// arena, when set, is the worker's input half of its shared arena:
 	// large tensors are copied there once and numpy reads them in place.
 	arena     []byte
+	arenaBase int // arena's offset in the input half (an execution slot's part)
 	arenaUsed int
 }
 
@@ -55,7 +56,7 @@ func (f *frameOut) add(t *core.Tensor) tensorDesc {
 	}
 	if n := len(t.Data); f.arena != nil && n >= arenaThreshold && f.arenaUsed+n <= len(f.arena) {
 		copy(f.arena[f.arenaUsed:], t.Data)
-		d.Off, d.Arena = f.arenaUsed, true
+		d.Off, d.Arena = f.arenaBase+f.arenaUsed, true
 		f.arenaUsed = (f.arenaUsed + n + 63) &^ 63
 		return d
 	}

@@ -122,6 +122,12 @@ type openRequest struct {
 
 var _ core.Instance = (*instance)(nil)
 
+// Depth implements core.Pipeliner: the scheduler may hand the instance its
+// next execution while one runs, and the worker, having answered one, finds
+// the next already in its socket. Waking a sleeping worker for each
+// execution cost more than the model code of a small one.
+func (in *instance) Depth() int { return depth }
+
 type wireRequest struct {
 	RID           int64        `json:"rid"`
 	ID            string       `json:"id"`
@@ -151,11 +157,16 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		return err
 	}
 	e.ComputeStart = time.Now()
+	slot := <-w.slots
+	defer func() { w.slots <- slot }()
 	out := &frameOut{}
 	w.arenaMu.RLock()
 	defer w.arenaMu.RUnlock()
 	if w.arena != nil {
-		out.arena = w.arena[:len(w.arena)/2]
+		// Each slot has its part of either half: the worker may write the
+		// next execution's outputs while this one's are still copied out.
+		part := len(w.arena) / 2 / depth
+		out.arena, out.arenaBase = w.arena[slot*part:(slot+1)*part], slot*part
 	}
 	reqs := make([]wireRequest, len(e.Requests))
 	ridOf := make([]int64, len(e.Requests))
@@ -189,7 +200,7 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		in.mu.Unlock()
 	}
 	e.InferStart = time.Now()
-	reply, err := w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "requests": reqs}, out)
+	reply, err := w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "slot": slot, "requests": reqs}, out)
 	e.InferEnd = time.Now()
 	if err != nil {
 		// The worker died: every request it had fails (python-backend.md

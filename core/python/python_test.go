@@ -576,20 +576,25 @@ func workerPIDs() []int {
 func TestLargeTensors(t *testing.T) {
 	for _, noArena := range []bool{false, true} {
 		e := start(t, options{noArena: noArena}, "identity")
-		const n = 1 << 20
-		data := make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(i%977)*0.5))
-		}
+		const n = 1 << 18 // 1 MiB, over the arena's threshold
+		// Each caller sends its own values: with two executions in flight
+		// per worker (pipelining), one's bytes must never show in another's.
 		var wg sync.WaitGroup
-		for range 3 {
+		for c := range 4 {
+			data := make([]byte, 4*n)
+			for i := range n {
+				binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32((i+c*131)%977)*0.5))
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, err := e.infer(&core.InferRequest{ModelName: "identity",
-					Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1, n}, Data: data}}})
-				if err != nil || !bytes.Equal(resp.Outputs[0].Data, data) {
-					t.Errorf("arena=%v: %v", !noArena, err)
+				for range 5 {
+					resp, err := e.infer(&core.InferRequest{ModelName: "identity",
+						Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1, n}, Data: data}}})
+					if err != nil || !bytes.Equal(resp.Outputs[0].Data, data) {
+						t.Errorf("arena=%v, caller %d: wrong answer (err %v)", !noArena, c, err)
+						return
+					}
 				}
 			}()
 		}

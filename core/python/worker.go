@@ -45,6 +45,9 @@ type worker struct {
 	// arena is unmapped only after.
 	arenaMu sync.RWMutex
 	arena   []byte
+	// slots number the executions that may be in flight at once (see
+	// instance.Depth); each half of the arena is split between them.
+	slots chan int
 
 	// handle serves the worker's own messages (send, log, bls, ...); it
 	// runs on the reader goroutine and must not block on model work. It
@@ -60,6 +63,10 @@ func errUnhealthy(instance string) *core.Error {
 	return core.Errorf(core.CodeInternal, "Stub process '%s' is not healthy.", instance)
 }
 
+// depth is how many executions a worker takes at once: the next one waits
+// in its socket while it runs the last (core.Pipeliner).
+const depth = 2
+
 // startWorker starts the worker process and waits for its "ready".
 func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
@@ -74,7 +81,10 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
 	}
 	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
-		exited: make(chan struct{}), stderr: &tail{max: 20}}
+		exited: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth)}
+	for i := range depth {
+		w.slots <- i
+	}
 	cmd := exec.Command(p.python, p.script)
 	cmd.ExtraFiles = []*os.File{child} // fd 3
 	if p.arena > 0 {

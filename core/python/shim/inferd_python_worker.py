@@ -339,6 +339,9 @@ def _batch_error(text):
     return "Failed to process the request(s) for model '" + _State.instance + "', message: " + text
 
 
+_SLOTS = 2  # the server's depth: executions in flight per worker
+
+
 def _execute(header, frame):
     requests = []
     for r in header["requests"]:
@@ -346,7 +349,13 @@ def _execute(header, frame):
         requests.append(pb_utils.InferenceRequest._received(
             r["rid"], r["id"], r["correlation_id"], r["flags"], r["timeout_us"],
             r["parameters"], r["requested_outputs"], inputs, _State.decoupled))
-    blobs = _Blobs(_worker.arena_out)
+    blobs = _Blobs()
+    if _worker.arena_out is not None:
+        # The server splits the arena between the executions it may have
+        # in flight (its slots); this one's outputs go to its own part.
+        part = len(_worker.arena_out) // _SLOTS
+        base = header.get("slot", 0) * part
+        blobs = _Blobs(_worker.arena_out[base:base + part], base)
     try:
         execute = getattr(_State.model, "execute", None)
         if execute is None:

@@ -265,10 +265,11 @@ class _Blobs:
     """The blob area of a frame being built: tensor bytes, in order. With
     an arena (execute's reply), large tensors are copied there instead."""
 
-    def __init__(self, arena=None):
+    def __init__(self, arena=None, base=0):
         self.parts = []
         self.size = 0
-        self.arena = arena
+        self.arena = arena  # the part of the output half this frame may use
+        self.base = base  # its offset in the output half
         self.arena_used = 0
 
     def add(self, data):
@@ -280,7 +281,7 @@ class _Blobs:
             off = self.arena_used
             self.arena[off:off + n] = mv
             self.arena_used = (off + n + 63) & ~63
-            return off, n, True
+            return self.base + off, n, True
         off = self.size
         self.parts.append(mv)
         self.size += n

@@ -1,0 +1,49 @@
+package core
+
+// Pipeliner is an Instance that can take its next execution while its last
+// one runs: Depth executions at once, which it runs one after the other
+// (a Python worker reads the next batch from its socket as soon as it has
+// answered the last, instead of sleeping until the server has processed
+// the answer and sent more). Depth ≤ 1 means no pipelining.
+type Pipeliner interface {
+	Depth() int
+}
+
+// pipeline is a Pipeliner's second worker. While the instance's own
+// worker executes, it waits for work like any worker, but gives way to
+// workers with nothing to do: it takes a batch only while no instance of
+// the model is idle, so an idle instance is never passed over for a busy
+// one. started receives a value each time the instance's own worker starts
+// an execution, and is closed when that worker exits.
+func (s *scheduler) pipeline(inst Instance, started <-chan struct{}) {
+	defer s.wg.Done()
+	var e Execution
+	var errs []error
+	idle := func() bool { return s.idle.Load() > 0 }
+	for range started {
+		<-s.turn
+		jobs := s.nextUnless(idle)
+		s.turn <- struct{}{}
+		if jobs == nil {
+			continue
+		}
+		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
+		for i, j := range jobs {
+			if errs[i] != errPending {
+				s.finish(j, errs[i])
+			}
+		}
+	}
+}
+
+// pipelined starts inst's second worker if it pipelines, and returns the
+// channel its own worker signals each execution on (nil otherwise).
+func (s *scheduler) pipelined(inst Instance) chan struct{} {
+	if p, ok := inst.(Pipeliner); !ok || p.Depth() < 2 {
+		return nil
+	}
+	started := make(chan struct{}, 1)
+	s.wg.Add(1)
+	go s.pipeline(inst, started)
+	return started
+}
