@@ -323,6 +323,11 @@ func (c *config) metrics() (metrics.Config, error) {
 	}
 	mc.AllowCPU = c.allowCPUMetrics && c.allowMetrics
 	mc.AllowGPU = c.allowGPUMetrics && c.allowMetrics
+	// Triton's switches of GPU monitoring outside its flags.
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		mc.CUDAVisibleDevices = &v
+	}
+	_, mc.CPUOnly = os.LookupEnv("TRITON_SERVER_CPU_ONLY")
 	mc.Interval = c.metricsInterval
 	mc.PinnedPoolBytes = c.pinnedPoolBytes
 	return mc, nil

@@ -1,7 +1,8 @@
 // Package metrics serves Triton's Prometheus metrics (nv_inference_* ...)
 // from the inference core's per-version statistics, so /metrics and the
-// statistics endpoint always agree, and polls the CPU (nv_cpu_*) and
-// pinned-memory (nv_pinned_memory_pool_*) gauges.
+// statistics endpoint always agree, and polls the CPU (nv_cpu_*), GPU
+// (nv_gpu_*, through NVML) and pinned-memory (nv_pinned_memory_pool_*)
+// gauges.
 package metrics
 
 import (
@@ -35,10 +36,20 @@ type Config struct {
 	// AllowCPU is --allow-cpu-metrics, which the caller ANDs with
 	// --allow-metrics: the nv_cpu_* families (Linux only), and Run polls.
 	AllowCPU bool
-	// AllowGPU is --allow-gpu-metrics, ANDed likewise. There is no GPU
-	// collector; as in Triton, the flag alone makes Run poll, which sets
-	// the pinned-memory gauges.
+	// AllowGPU is --allow-gpu-metrics, ANDed likewise: the nv_gpu_* and
+	// nv_energy_consumption families of the visible GPUs, read through
+	// NVML (absent, with a warning from Run, when NVML cannot start). As in
+	// Triton, the flag alone makes Run poll, which sets the pinned-memory
+	// gauges.
 	AllowGPU bool
+	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES (nil: unset): which GPUs
+	// are reported.
+	CUDAVisibleDevices *string
+	// CPUOnly is TRITON_SERVER_CPU_ONLY being set: no GPU metrics whatever
+	// AllowGPU says.
+	CPUOnly bool
+	// gpus opens the GPUs; nil means NVML. Tests fake the devices.
+	gpus gpuOpener
 	// Interval is --metrics-interval-ms; Run polls every Interval/2.
 	Interval time.Duration
 	// PinnedPoolBytes is --pinned-memory-pool-byte-size, the value of
@@ -131,7 +142,7 @@ func NewHandler(src Source, cfg Config, extra ...prometheus.Collector) *Handler 
 	return &Handler{reg: reg, sys: newSystem(reg, cfg)}
 }
 
-// Run refreshes the polled gauges (pinned memory, CPU) every
+// Run refreshes the polled gauges (pinned memory, CPU, GPU) every
 // cfg.Interval/2 until ctx ends, as Triton's polling thread does; until
 // the first poll they read 0. It returns at once when neither AllowCPU nor
 // AllowGPU is set. log gets /proc read failures; nil means slog.Default().

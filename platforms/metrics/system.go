@@ -27,8 +27,8 @@ const (
 // read /proc). A variable so that tests can play another system.
 var cpuMetricsSupported = runtime.GOOS == "linux"
 
-// system holds the unlabeled gauges refreshed by the poller: pinned memory
-// (§5) and CPU (§7).
+// system holds the gauges refreshed by the poller: pinned memory (§5),
+// GPU (§6) and CPU (§7).
 type system struct {
 	// poll: whether Run polls at all (CPU or GPU metrics requested).
 	poll     bool
@@ -37,6 +37,8 @@ type system struct {
 
 	pinnedTotal, pinnedUsed prometheus.Gauge
 	cpu                     *cpuGauges // nil when CPU metrics are off
+	gpu                     *gpuGauges // nil when off or no GPU is visible
+	gpuErr                  error      // why GPU monitoring did not start
 
 	// afterPoll, when set (tests), runs after each poll of Run.
 	afterPoll func()
@@ -97,6 +99,13 @@ func newSystem(reg *prometheus.Registry, cfg Config) *system {
 		reg.MustRegister(c.util, c.memTotal, c.memUsed)
 		s.cpu = c
 	}
+	if cfg.AllowGPU && !cfg.CPUOnly {
+		open := cfg.gpus
+		if open == nil {
+			open = openNVML
+		}
+		s.gpu, s.gpuErr = newGPUGauges(reg, open, cfg.CUDAVisibleDevices)
+	}
 	return s
 }
 
@@ -119,6 +128,10 @@ func (s *system) run(ctx context.Context, log *slog.Logger) {
 	if s.cpu != nil && s.cpu.initErr != nil {
 		log.Warn("CPU metrics may not be available", "err", s.cpu.initErr)
 	}
+	if s.gpuErr != nil {
+		log.Warn("GPU metrics are not available", "err", s.gpuErr)
+	}
+	defer s.gpu.close()
 	t := time.NewTicker(pollPeriod(s.interval))
 	defer t.Stop()
 	for {
@@ -141,6 +154,9 @@ func (s *system) pollOnce(log *slog.Logger) {
 	s.pinnedUsed.Set(0)
 	if s.cpu != nil {
 		s.cpu.poll(log)
+	}
+	if s.gpu != nil {
+		s.gpu.poll(log)
 	}
 }
 

@@ -20,7 +20,6 @@ const (
 	featCache     = "response cache"
 	featRateLimit = "rate limiter"
 	featNamespace = "model namespacing"
-	featGPUMetric = "GPU metrics"
 )
 
 // Why an option has no meaning here.
@@ -138,11 +137,11 @@ func All() []*Option {
 		{Name: "vertex-ai-default-model", Group: "Vertex", Kind: String, Usage: "Model the Vertex AI predict route serves (default: the only model)."},
 
 		{Name: "allow-metrics", Group: "Metrics", Kind: Bool, Default: "true", Usage: "Serve Prometheus metrics."},
-		{Name: "allow-gpu-metrics", Group: "Metrics", Kind: Bool, Default: "true", Status: Planned, Feature: featGPUMetric, Usage: "Report GPU metrics."},
+		{Name: "allow-gpu-metrics", Group: "Metrics", Kind: Bool, Default: "true", Usage: "Report GPU utilisation, memory, power and energy through NVML (nv_gpu_*)."},
 		{Name: "allow-cpu-metrics", Group: "Metrics", Kind: Bool, Default: "true", Usage: "Report CPU utilisation and memory (nv_cpu_*)."},
 		{Name: "metrics-address", Group: "Metrics", Kind: String, Usage: "Address the metrics endpoint binds to (default: --http-address)."},
 		{Name: "metrics-port", Group: "Metrics", Kind: Int, Default: "8002", Check: port, Usage: "Port of the Prometheus metrics endpoint (GET /metrics)."},
-		{Name: "metrics-interval-ms", Group: "Metrics", Kind: Int, Default: "2000", Check: atLeast(1), Label: "float", Usage: "How often polled metrics (CPU, pinned memory) refresh, in ms."},
+		{Name: "metrics-interval-ms", Group: "Metrics", Kind: Int, Default: "2000", Check: atLeast(1), Label: "float", Usage: "How often polled metrics (CPU, GPU, pinned memory) refresh, in ms."},
 		{Name: "metrics-config", Group: "Metrics", Kind: String, Repeat: true, Label: "<string>=<string>", Check: metricsConfig,
 			Usage: "Metrics setting <setting>=<value> (repeatable), e.g. counter_latencies=false."},
 
