@@ -17,6 +17,7 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -104,6 +105,14 @@ type config struct {
 	// --grpc-header-forward-pattern, compiled by check (nil: off).
 	httpForwardPattern, grpcForwardPattern string
 	httpForward, grpcForward               *v2.HeaderForwarder
+
+	// traceValues and traceDeprecated are --trace-config and the
+	// deprecated --trace-* flags; check reads them into tracing, and run
+	// builds tracer, which every frontend shares.
+	traceValues     []string
+	traceDeprecated trace.Deprecated
+	tracing         trace.Config
+	tracer          *trace.Manager
 
 	// planned and noop are the given options that take no effect here
 	// (their feature is not built yet, or they mean nothing for ONNX
@@ -200,6 +209,21 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		vertexDefaultModel: v.String("vertex-ai-default-model"),
 	}
 	c.planned, c.noop = v.Inert()
+	c.traceValues = v.List("trace-config")
+	if v.Given("trace-file") {
+		f := v.String("trace-file")
+		c.traceDeprecated.File = &f
+	}
+	c.traceDeprecated.Levels = v.List("trace-level")
+	for _, d := range []struct {
+		name string
+		dst  **int
+	}{{"trace-rate", &c.traceDeprecated.Rate}, {"trace-count", &c.traceDeprecated.Count}, {"trace-log-frequency", &c.traceDeprecated.LogFrequency}} {
+		if v.Given(d.name) {
+			n := v.Int(d.name)
+			*d.dst = &n
+		}
+	}
 	// Vertex AI (as Triton's Vertex build): AIP_MODE=PREDICTION turns the
 	// Vertex listener on and the plain HTTP one off unless asked, and
 	// AIP_HTTP_PORT and AIP_STORAGE_URI are the defaults of the port and
@@ -269,6 +293,11 @@ func (c *config) check() error {
 	if err := c.forwarders(); err != nil {
 		return err
 	}
+	tracing, err := trace.ParseConfig(c.traceValues, c.traceDeprecated)
+	if err != nil {
+		return err
+	}
+	c.tracing = tracing
 	format, _ := logging.ParseFormat(c.logFormat) // the option's check admits only the three names
 	c.logs = logging.New(c.logFile, logging.State{Info: c.logInfo, Warning: c.logWarning, Error: c.logError,
 		Verbose: uint32(max(0, c.logVerbose)), Format: format})

@@ -24,7 +24,7 @@ import (
 // and binds spec; the actor serves it and drains it on stop.
 func newGRPC(cfg *config, srv *core.Server, loads *orca.Reporter, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
 	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression, Logger: log,
-		Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads}
+		Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads, Trace: cfg.tracer}
 	api := grpcapi.New(srv, opts)
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.grpcMinPing, PermitWithoutStream: cfg.grpcPermitNoCalls}
 	if cfg.grpcPingStrikes == 0 {

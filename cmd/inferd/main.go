@@ -29,6 +29,7 @@ import (
 	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
+	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/credfile"
 	"github.com/inferd/inferd/repo/gcs"
@@ -142,6 +143,18 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	}
 	defer closeBackend()
 	drain := time.Duration(cfg.exitTimeoutSecs) * time.Second
+	if cfg.tracer, err = trace.New(cfg.tracing, log); err != nil {
+		return err
+	}
+	defer func() {
+		// After the core's shutdown (defers run last first): every traced
+		// request has ended; the trace files close and the spans flush.
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
+		defer cancel()
+		if err := cfg.tracer.Close(ctx); err != nil {
+			log.Error("closing the traces", "err", err)
+		}
+	}()
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 		defer cancel()
@@ -409,7 +422,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 // newAPI builds the base v2 API server every frontend goes through.
 func newAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *httpapi.Server {
 	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
-		Workers: cfg.httpThreads, Logger: log, Logs: cfg.logs, HeaderForward: cfg.httpForward, LoadReports: loads})
+		Workers: cfg.httpThreads, Logger: log, Logs: cfg.logs, HeaderForward: cfg.httpForward, LoadReports: loads, Trace: cfg.tracer})
 }
 
 // loadReporter answers endpoint-load-metrics-format (ORCA load reports),

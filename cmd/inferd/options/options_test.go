@@ -124,7 +124,7 @@ func TestInert(t *testing.T) {
 		t.Fatal(err)
 	}
 	planned, noop := v.Inert()
-	if !slices.Equal(planned, []string{"--grpc-max-response-pool-size (decoupled responses)", "--trace-config (tracing)"}) ||
+	if !slices.Equal(planned, []string{"--grpc-max-response-pool-size (decoupled responses)"}) ||
 		!slices.Equal(noop, []string{"--pinned-memory-pool-byte-size", "--cuda-memory-pool-byte-size"}) {
 		t.Fatalf("planned %v noop %v", planned, noop)
 	}

@@ -16,7 +16,6 @@ var timeParseDuration = time.ParseDuration
 // Features an option can wait for (the issue that makes it real).
 const (
 	featStream    = "decoupled responses"
-	featTrace     = "tracing"
 	featCache     = "response cache"
 	featRateLimit = "rate limiter"
 	featNamespace = "model namespacing"
@@ -145,8 +144,9 @@ func All() []*Option {
 		{Name: "metrics-config", Group: "Metrics", Kind: String, Repeat: true, Label: "<string>=<string>", Check: metricsConfig,
 			Usage: "Metrics setting <setting>=<value> (repeatable), e.g. counter_latencies=false."},
 
-		{Name: "trace-config", Group: "Tracing", Kind: String, Repeat: true, Label: "<string>,<string>=<string>", Status: Planned, Feature: featTrace, Check: traceConfig,
-			Usage: "Trace setting [<mode>,]<setting>=<value> (repeatable); mode triton or opentelemetry."},
+		{Name: "trace-config", Group: "Tracing", Kind: String, Repeat: true, Label: "<string>,<string>=<string>", Check: traceConfig,
+			Usage: "Trace setting [<mode>,]<setting>=<value> (repeatable): level=OFF|TIMESTAMPS|TENSORS, rate=N, count=N, mode=triton|opentelemetry; " +
+				"triton,file=<path>, triton,log-frequency=N; opentelemetry,url=<OTLP/HTTP endpoint>, opentelemetry,resource=<key>=<value>, opentelemetry,bsp_max_queue_size|bsp_schedule_delay|bsp_max_export_batch_size=N."},
 
 		{Name: "backend-directory", Group: "Backend", Kind: String, Default: "/opt/tritonserver/backends", Status: NoOp, Feature: noBackendDir, Usage: "Where backends are found."},
 		{Name: "backend-config", Group: "Backend", Kind: String, Repeat: true, Label: "<string>,<string>=<string>", Check: backendConfig,
@@ -182,12 +182,12 @@ func All() []*Option {
 
 		{Name: "strict-model-config", Group: "DEPRECATED", Kind: Bool, Default: "false", Usage: "Deprecated: true turns config auto-complete off (use --disable-auto-complete-config)."},
 		{Name: "response-cache-byte-size", Group: "DEPRECATED", Kind: Int64, Status: Planned, Feature: featCache, Usage: "Deprecated: use --cache-config=local,size=<bytes>."},
-		{Name: "trace-file", Group: "DEPRECATED", Kind: String, Status: Planned, Feature: featTrace, Usage: "Deprecated: use --trace-config=triton,file=<path>."},
-		{Name: "trace-level", Group: "DEPRECATED", Kind: String, Repeat: true, Status: Planned, Feature: featTrace, Check: oneOf(true, "off", "false", "timestamps", "true", "on", "min", "max", "tensors"),
+		{Name: "trace-file", Group: "DEPRECATED", Kind: String, Usage: "Deprecated: use --trace-config=triton,file=<path>."},
+		{Name: "trace-level", Group: "DEPRECATED", Kind: String, Repeat: true, Check: oneOf(true, "off", "false", "timestamps", "true", "on", "min", "max", "tensors"),
 			Usage: "Deprecated: use --trace-config=level=<level>."},
-		{Name: "trace-rate", Group: "DEPRECATED", Kind: Int, Status: Planned, Feature: featTrace, Usage: "Deprecated: use --trace-config=rate=<n>."},
-		{Name: "trace-count", Group: "DEPRECATED", Kind: Int, Status: Planned, Feature: featTrace, Usage: "Deprecated: use --trace-config=count=<n>."},
-		{Name: "trace-log-frequency", Group: "DEPRECATED", Kind: Int, Status: Planned, Feature: featTrace, Usage: "Deprecated: use --trace-config=triton,log-frequency=<n>."},
+		{Name: "trace-rate", Group: "DEPRECATED", Kind: Int, Usage: "Deprecated: use --trace-config=rate=<n>."},
+		{Name: "trace-count", Group: "DEPRECATED", Kind: Int, Usage: "Deprecated: use --trace-config=count=<n>."},
+		{Name: "trace-log-frequency", Group: "DEPRECATED", Kind: Int, Usage: "Deprecated: use --trace-config=triton,log-frequency=<n>."},
 	}
 }
 
