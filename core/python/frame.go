@@ -2,11 +2,13 @@ package python
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 
 	"github.com/inferd/inferd/core"
 )
@@ -161,4 +163,69 @@ func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) {
 		return nil, fmt.Errorf("tensor '%s' of shape %s holds %d bytes", d.Name, core.ShapeString(d.Shape), len(data))
 	}
 	return &core.Tensor{Name: d.Name, DataType: dt, Shape: d.Shape, Data: data}, nil
+}
+
+// routing is what the reader needs of a frame's header: its op, and the
+// seq its reply matches (0 when absent).
+type routing struct {
+	Op  string `json:"op"`
+	Seq int64  `json:"seq"`
+}
+
+// route reads a header's op and seq. The worker writes them first,
+// compactly ({"op":"execute_done","seq":12,...}), so they are read off the
+// front without decoding the rest; any other header is decoded in full.
+func route(h []byte) (routing, error) {
+	const opKey, seqKey = `{"op":"`, `,"seq":`
+	if rest, ok := bytes.CutPrefix(h, []byte(opKey)); ok {
+		if end := bytes.IndexByte(rest, '"'); end > 0 && plainASCII(rest[:end]) {
+			r := routing{Op: opName(rest[:end])}
+			rest = rest[end+1:]
+			if len(rest) > 0 && rest[0] == '}' {
+				return r, nil
+			}
+			if num, ok := bytes.CutPrefix(rest, []byte(seqKey)); ok {
+				n := 0
+				for n < len(num) && num[n] >= '0' && num[n] <= '9' {
+					n++
+				}
+				if n > 0 && n < len(num) && (num[n] == ',' || num[n] == '}') {
+					if seq, err := strconv.ParseInt(string(num[:n]), 10, 64); err == nil {
+						r.Seq = seq
+						return r, nil
+					}
+				}
+			}
+		}
+	}
+	var r routing
+	err := json.Unmarshal(h, &r)
+	return r, err
+}
+
+// opName is op as a string, without an allocation for the frequent ones.
+func opName(op []byte) string {
+	switch string(op) {
+	case "execute_done":
+		return "execute_done"
+	case "send":
+		return "send"
+	case "log":
+		return "log"
+	case "metric":
+		return "metric"
+	case "bls":
+		return "bls"
+	}
+	return string(op)
+}
+
+// plainASCII: printable ASCII without escapes, the same raw as decoded.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/inferd/inferd/core"
@@ -75,4 +76,71 @@ func FuzzFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRoute(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		want   routing
+		err    bool
+	}{
+		{`{"op":"execute_done","seq":12,"responses":[]}`, routing{"execute_done", 12}, false},
+		{`{"op":"init_done"}`, routing{"init_done", 0}, false},
+		{`{"op":"init_done","has_is_ready":true}`, routing{"init_done", 0}, false},
+		{`{"op":"send","seq":3}`, routing{"send", 3}, false},
+		{`{"rid":1,"op":"send","seq":4}`, routing{"send", 4}, false}, // not leading: decoded in full
+		{`{"op": "log", "seq": 5}`, routing{"log", 5}, false},
+		{`{"op":"lo\"g","seq":5}`, routing{`lo"g`, 5}, false},
+		{`{"op":"x","seq":99999999999999999999}`, routing{}, true},
+		{`{"op":"x","seq":`, routing{}, true},
+		{`not json`, routing{}, true},
+	} {
+		got, err := route([]byte(tc.header))
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("route(%s) = %+v, %v; want %+v (error %v)", tc.header, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// FuzzRoute: whenever a header decodes as JSON, the fast path agrees
+// (for headers such as the worker writes: no key repeated, none that only
+// JSON's case-folding or escapes make "op" or "seq").
+func FuzzRoute(f *testing.F) {
+	for _, s := range []string{`{"op":"execute_done","seq":12,"responses":[]}`, `{"op":"init_done"}`,
+		`{"op":"send","seq":3,"rid":1}`, `{"op":"x","seq":1,"seq":2}`, `{"op":"x","seq":01}`, "{\"op\":\"\xff\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, h []byte) {
+		got, err := route(h)
+		var want routing
+		if json.Unmarshal(h, &want) == nil && plainKeys(h) && (err != nil || got != want) {
+			t.Fatalf("route(%q) = %+v, %v; json says %+v", h, got, err, want)
+		}
+	})
+}
+
+// plainKeys reports whether h's top-level keys are unique and none of them
+// is "op" or "seq" but for case or an escape in the raw text.
+func plainKeys(h []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(h))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		k, _ := tok.(string)
+		if seen[strings.ToLower(k)] || (strings.EqualFold(k, "op") || strings.EqualFold(k, "seq")) && k != "op" && k != "seq" {
+			return false
+		}
+		seen[strings.ToLower(k)] = true
+		var v json.RawMessage
+		if d.Decode(&v) != nil {
+			return false
+		}
+	}
+	return !bytes.Contains(h, []byte(`\u`)) || !bytes.Contains(bytes.ToLower(h), []byte(`\u006f`)) && !bytes.Contains(bytes.ToLower(h), []byte(`\u0073`))
 }

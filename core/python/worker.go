@@ -3,7 +3,6 @@ package python
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -182,11 +181,8 @@ func (w *worker) read() {
 			w.die(err)
 			return
 		}
-		var h struct {
-			Op  string `json:"op"`
-			Seq int64  `json:"seq"`
-		}
-		if err := json.Unmarshal(f.header, &h); err != nil {
+		h, err := route(f.header)
+		if err != nil {
 			w.log.Error("Python worker sent a malformed header", "err", err)
 			w.die(err)
 			return

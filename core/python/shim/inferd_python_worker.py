@@ -61,20 +61,55 @@ def _read_exact(view):
         got += n
 
 
+# Frames are read through a buffer: a small frame and the length before it
+# come in one system call, then are copied out (tensors may outlive the
+# next read). Only the thread holding _read_lock reads.
+_rbuf = bytearray(1 << 16)
+_rview = memoryview(_rbuf)
+_rpos = [0, 0]  # start and end of the unread bytes in _rbuf
+
+
+def _take(n):
+    """The next n bytes of the stream, in a bytearray of their own."""
+    start, end = _rpos
+    out = bytearray(n)
+    have = min(n, end - start)
+    out[:have] = _rview[start:start + have]
+    start += have
+    if have < n:
+        if n - have >= len(_rbuf):
+            _read_exact(memoryview(out)[have:])  # large: straight into place
+        else:
+            got = have
+            while got < n:
+                m = _sock.recv_into(_rbuf)
+                if m == 0:
+                    os._exit(0)  # the server is gone
+                k = min(n - got, m)
+                out[got:got + k] = _rview[:k]
+                got += k
+                start, end = k, m
+            _rpos[0], _rpos[1] = start, end
+            return out
+    if start == end:
+        start = end = 0
+    _rpos[0], _rpos[1] = start, end
+    return out
+
+
 def _read_frame():
-    head = bytearray(8)
-    _read_exact(memoryview(head))
-    (length,) = struct.unpack("<Q", head)
-    frame = bytearray(length)
-    _read_exact(memoryview(frame))
+    (length,) = struct.unpack("<Q", _take(8))
+    frame = _take(length)
     (hlen,) = struct.unpack_from("<I", frame, 0)
     header = json.loads(bytes(frame[4:4 + hlen]))
     return header, memoryview(frame)[4 + hlen:]
 
 
 def _write(op, header, blobs=None):
-    header = dict(header, op=op)
-    h = json.dumps(header).encode("utf-8")
+    # op and seq lead the header: the server routes a frame by them
+    # without parsing the rest.
+    header = {"op": op, **header}
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
     size = blobs.size if blobs is not None else 0
     head = struct.pack("<QI", 4 + len(h) + size, len(h)) + h
     with _write_lock:
@@ -99,7 +134,7 @@ def _call(op, header, blobs):
     q = queue.Queue()
     _waiting[seq] = q
     try:
-        _write(op, dict(header, seq=seq), blobs)
+        _write(op, {"seq": seq, **header}, blobs)
         return q.get()
     finally:
         _waiting.pop(seq, None)
@@ -111,7 +146,7 @@ class _Stream:
         self.seq = _next_seq()
         self.q = queue.Queue()
         _waiting[self.seq] = self.q
-        _write(op, dict(header, seq=self.seq), blobs)
+        _write(op, {"seq": self.seq, **header}, blobs)
 
     def next(self):
         _listen()
@@ -208,10 +243,11 @@ def _helper():
             continue
         with _read_lock:
             while _helper_on.is_set():
-                ready, _, _ = select.select([_sock, _wake_r], [], [])
-                if _wake_r in ready:
-                    os.read(_wake_r, 4096)
-                    continue
+                if _rpos[0] == _rpos[1]:  # nothing buffered: wait for the socket
+                    ready, _, _ = select.select([_sock, _wake_r], [], [])
+                    if _wake_r in ready:
+                        os.read(_wake_r, 4096)
+                        continue
                 header, frame = _read_frame()
                 if not _route(header, frame):
                     _main.put((header, frame))
