@@ -35,6 +35,7 @@ func (in *instance) onBLS(w *worker, f frameIn) {
 		Requested     []string     `json:"requested_outputs"`
 		Inputs        []tensorDesc `json:"inputs"`
 		Decoupled     bool         `json:"decoupled"`
+		TraceRID      int64        `json:"trace_rid"` // the request whose trace() was passed, 0: none
 	}
 	answer := func(resp *core.InferResponse, err error, final bool) {
 		header := map[string]any{"op": "bls_response", "seq": m.Seq, "final": final}
@@ -67,6 +68,7 @@ func (in *instance) onBLS(w *worker, f frameIn) {
 		return
 	}
 	defer release()
+	req.Trace = core.ChildTrace(in.parentTrace(m.TraceRID))
 	if mv.Config.GetModelTransactionPolicy().GetDecoupled() && !m.Decoupled {
 		answer(nil, core.Errorf(core.CodeInternal, "Model %s - Error when running inference: Model %s is using the decoupled. The current BLS request call doesn't support models using the decoupled transaction policy. Please use 'decoupled=True' argument to the 'exec' or 'async_exec' calls for decoupled models.'", m.ModelName, m.ModelName), true)
 		return
@@ -93,6 +95,23 @@ func (in *instance) onBLS(w *worker, f frameIn) {
 		return nil
 	})
 	answer(nil, err, true)
+}
+
+// parentTrace is the trace a BLS call joins as a child: that of the
+// request whose trace() the model passed to its InferenceRequest (rid 0:
+// none, as Triton, which traces BLS children only when asked), nil when
+// that request is not traced. The lookup runs only for a call that names
+// a request, so untraced BLS calls take no lock for it.
+func (in *instance) parentTrace(rid int64) core.Trace {
+	if !core.TracingBuilt || rid == 0 {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if o := in.open[rid]; o != nil {
+		return o.r.Trace()
+	}
+	return nil
 }
 
 // onBLSCancel cancels a decoupled BLS call (ResponseIterator.cancel).

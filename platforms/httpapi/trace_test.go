@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/platforms/trace/tracetest"
@@ -294,5 +295,74 @@ func checkEnsembleSpans(t *testing.T, spans []tracetest.Span, traceID, parentSpa
 		if !steps[c.ParentID] || !slices.Equal(c.Events, []string{"COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"}) {
 			t.Errorf("compute span %+v", c)
 		}
+	}
+}
+
+// blsPy calls `simple` through BLS, naming its request as the trace's
+// parent: trace_rid is what InferenceRequest(trace=request.trace()) is to
+// send (the shim's part of Triton's BLS tracing); the test puts it into
+// the call's header itself.
+const blsPy = `import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            inner = pb_utils._worker.call
+
+            def call(op, header, blobs=None, rid=request._rid):
+                if op == "bls":
+                    header["trace_rid"] = rid
+                return inner(op, header, blobs)
+
+            pb_utils._worker.call = call
+            try:
+                r = pb_utils.InferenceRequest(model_name="simple", requested_output_names=["OUTPUT0", "OUTPUT1"],
+                    inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT0"), pb_utils.get_input_tensor_by_name(request, "INPUT1")]).exec()
+            finally:
+                pb_utils._worker.call = inner
+            if r.has_error():
+                raise pb_utils.TritonModelException(r.error().message())
+            responses.append(pb_utils.InferenceResponse(r.output_tensors()))
+        return responses
+`
+
+// TestTraceBLS: a BLS call made for a traced request is a child trace
+// naming it as its parent.
+func TestTraceBLS(t *testing.T) {
+	root := traceRepo(t)
+	must(t, os.MkdirAll(filepath.Join(root, "bls", "1"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "bls", "1", "model.py"), []byte(blsPy), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "bls", "config.pbtxt"), []byte(`backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`), 0o644))
+	file := filepath.Join(t.TempDir(), "trace.json")
+	cfg := trace.DefaultConfig()
+	cfg.File, cfg.Level, cfg.Rate = file, trace.LevelTimestamps, 1
+	m := newTraceManager(t, cfg)
+	base, _ := startServer(t, root, serverOpts{api: Options{Trace: m}, backends: []core.Backend{pythonBackendT(t)}})
+	if status, _, body := post(t, base+"/v2/models/bls/infer", simpleTraceBody); status != 200 {
+		t.Fatalf("bls: %d %s", status, body)
+	}
+	must(t, m.Close(context.Background()))
+	groups := group(t, readTrace(t, file))
+	var parent, child uint64
+	for id, g := range groups {
+		switch g.model {
+		case "bls":
+			parent = id
+		case "simple":
+			child = id
+		}
+	}
+	if parent == 0 || child == 0 || groups[child].parent != parent {
+		t.Fatalf("want a simple trace under the bls one: %+v", groups)
+	}
+	if c := groups[child]; !slices.Equal(c.stamps, []string{"REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"}) {
+		t.Errorf("BLS child stamps %v", c.stamps)
 	}
 }
