@@ -1,8 +1,8 @@
 package v2
 
 import (
+	"bytes"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -54,8 +54,8 @@ var reservedParams = []string{"sequence_id", "sequence_start", "sequence_end", "
 
 // transportKey reports the gRPC keys that are no application's metadata:
 // HTTP/2 pseudo-headers and grpc-go's own "grpc-" keys.
-func transportKey(name string) bool {
-	return strings.HasPrefix(name, ":") || strings.HasPrefix(name, "grpc-")
+func transportKey(name []byte) bool {
+	return bytes.HasPrefix(name, []byte(":")) || bytes.HasPrefix(name, []byte("grpc-"))
 }
 
 // ForwardedHeaders are the matching headers of one request (or one gRPC
@@ -68,26 +68,58 @@ type ForwardedHeaders struct {
 // Select picks the headers to forward from h (an http.Header or a gRPC
 // metadata.MD): every value of every matching name, names in sorted order
 // and each name's values in the order received, so that the last one
-// wins. A matching reserved name makes Apply fail with Triton's error.
+// wins. A matching reserved name (the first in sorted order) makes Apply
+// fail with Triton's error. Names are lowered into a stack buffer, so a
+// header that does not match allocates nothing.
 func (f *HeaderForwarder) Select(h map[string][]string) ForwardedHeaders {
 	var out ForwardedHeaders
 	if f == nil {
 		return out
 	}
-	for _, key := range slices.Sorted(maps.Keys(h)) {
-		name := strings.ToLower(key)
-		if f.never[name] || transportKey(name) || !f.re.MatchString(name) {
+	var buf [64]byte
+	var matched []string
+	reserved := ""
+	for key := range h {
+		name := lower(buf[:0], key)
+		if f.never[string(name)] || transportKey(name) || !f.re.Match(name) {
 			continue
 		}
-		if slices.Contains(reservedParams, name) || strings.HasPrefix(name, "triton_") {
-			out.err = core.Errorf(core.CodeInvalidArg, "Header '%s' is reserved for Triton usage and cannot be forwarded.", name)
-			return out
+		n := string(name)
+		if slices.Contains(reservedParams, n) || strings.HasPrefix(n, "triton_") {
+			if reserved == "" || n < reserved {
+				reserved = n
+			}
+			continue
 		}
+		matched = append(matched, key)
+	}
+	if reserved != "" {
+		out.err = core.Errorf(core.CodeInvalidArg, "Header '%s' is reserved for Triton usage and cannot be forwarded.", reserved)
+		return out
+	}
+	// Two keys may lower to one name only in a hand-made map; sorting
+	// the keys keeps even that deterministic.
+	slices.Sort(matched)
+	for _, key := range matched {
+		name := string(lower(buf[:0], key))
 		for _, v := range h[key] {
 			out.names, out.values = append(out.names, name), append(out.values, v)
 		}
 	}
 	return out
+}
+
+// lower appends s in lower case (ASCII; header names are ASCII tokens,
+// anything else is left as it is) to dst.
+func lower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // Apply adds the headers to req's parameters as strings, over any
