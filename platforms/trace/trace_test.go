@@ -5,12 +5,15 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/inferd/inferd/core"
 )
@@ -358,6 +361,37 @@ func TestTensorData(t *testing.T) {
 	} {
 		if got := tensorData(&tc.t); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.t.DataType, got, tc.want)
+		}
+	}
+}
+
+// TestOffCostsNothing: with tracing OFF, the frontends' hooks (On, Start
+// with a carrier) allocate nothing.
+func TestOffCostsNothing(t *testing.T) {
+	m := newManager(t, DefaultConfig())
+	h := propagation.HeaderCarrier(http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}})
+	if n := testing.AllocsPerRun(1000, func() {
+		if m.On() || m.Start("simple", h) != nil {
+			t.Fatal("traced")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per untraced request", n)
+	}
+}
+
+// BenchmarkStartOff is the frontends' per-request cost with tracing OFF:
+//
+//	go test ./platforms/trace -run '^$' -bench BenchmarkStartOff -benchtime 1s -count 1
+func BenchmarkStartOff(b *testing.B) {
+	m, err := New(DefaultConfig(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := propagation.HeaderCarrier(http.Header{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if m.On() || m.Start("simple", h) != nil {
+			b.Fatal("traced")
 		}
 	}
 }
