@@ -366,3 +366,17 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 		t.Errorf("BLS child stamps %v", c.stamps)
 	}
 }
+
+// FuzzTraceUpdate feeds settings bodies to the HTTP parser: it never
+// panics, and every error carries a Triton class (a status).
+func FuzzTraceUpdate(f *testing.F) {
+	for _, s := range []string{`{}`, `{"trace_rate":"5"}`, `{"trace_rate":5}`, `{"trace_level":["OFF","TIMESTAMPS"]}`, `{"trace_level":null}`,
+		`{"trace_file":"x"}`, `{"trace_count":"-2"}`, `{"log_frequency":"1e3"}`, `[]`, `{"trace_level":[1]}`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, err := traceUpdate(body); err != nil && errorStatus(err) < 400 {
+			t.Fatalf("%q: %v with status %d", body, err, errorStatus(err))
+		}
+	})
+}
