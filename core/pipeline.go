@@ -9,18 +9,22 @@ type Pipeliner interface {
 	Depth() int
 }
 
-// pipeline is a Pipeliner's second worker. While the instance's own
-// worker executes, it waits for work like any worker, but gives way to
-// workers with nothing to do: it takes a batch only while no instance of
-// the model is idle, so an idle instance is never passed over for a busy
-// one. started receives a value each time the instance's own worker starts
-// an execution, and is closed when that worker exits.
-func (s *scheduler) pipeline(inst Instance, started <-chan struct{}) {
+// pipeline is a Pipeliner's second worker. While instances execute, it
+// waits for work like any worker, but gives way to workers with nothing to
+// do: it takes a batch only while no instance of the model is idle, so an
+// idle instance is never passed over for a busy one. wake receives a value
+// each time any instance starts an execution (all may be busy now).
+func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
 	defer s.wg.Done()
 	var e Execution
 	var errs []error
 	idle := func() bool { return s.idle.Load() > 0 }
-	for range started {
+	for {
+		select {
+		case <-wake:
+		case <-s.quit:
+			return
+		}
 		<-s.turn
 		jobs := s.nextUnless(idle)
 		s.turn <- struct{}{}
@@ -36,14 +40,24 @@ func (s *scheduler) pipeline(inst Instance, started <-chan struct{}) {
 	}
 }
 
-// pipelined starts inst's second worker if it pipelines, and returns the
-// channel its own worker signals each execution on (nil otherwise).
-func (s *scheduler) pipelined(inst Instance) chan struct{} {
+// pipelined starts inst's second worker if it pipelines.
+func (s *scheduler) pipelined(inst Instance) {
 	if p, ok := inst.(Pipeliner); !ok || p.Depth() < 2 {
-		return nil
+		return
 	}
-	started := make(chan struct{}, 1)
+	wake := make(chan struct{}, 1)
+	s.pipes = append(s.pipes, wake)
 	s.wg.Add(1)
-	go s.pipeline(inst, started)
-	return started
+	go s.pipeline(inst, wake)
+}
+
+// wakePipelines tells the pipeline workers that an instance starts an
+// execution.
+func (s *scheduler) wakePipelines() {
+	for _, wake := range s.pipes {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 }

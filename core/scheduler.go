@@ -177,8 +177,10 @@ type scheduler struct {
 	wakeAt atomic.Int64  // unix ns of the pending precise wake-up, 0: none
 	turn   chan struct{} // held by the one instance forming a batch
 	wg     sync.WaitGroup
-	busy   atomic.Int32 // instances executing now (Load's instance_utilization)
-	idle   atomic.Int32 // instances waiting for work (see pipeline)
+	busy   atomic.Int32    // instances executing now (Load's instance_utilization)
+	idle   atomic.Int32    // instances waiting for work (see pipeline)
+	pipes  []chan struct{} // wake the pipeline workers (see pipeline)
+	quit   chan struct{}   // closed by close: pipeline workers exit
 
 	// preserve_ordering: jobs in the order they left the queue.
 	orderMu sync.Mutex
@@ -198,14 +200,17 @@ func schedulable(cfg *modelconfig.ModelConfig) error {
 func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
 	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log,
-		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1), quit: make(chan struct{})}
 	for _, p := range policies {
 		s.levels = append(s.levels, &level{policy: p})
 	}
 	s.turn <- struct{}{}
 	for _, inst := range insts {
+		s.pipelined(inst)
+	}
+	for _, inst := range insts {
 		s.wg.Add(1)
-		go s.worker(inst, s.pipelined(inst))
+		go s.worker(inst)
 	}
 	return s
 }
@@ -301,11 +306,8 @@ func (s *scheduler) remove(j *job, err error) {
 	s.poke() // the batch being formed may have changed
 }
 
-func (s *scheduler) worker(inst Instance, started chan struct{}) {
+func (s *scheduler) worker(inst Instance) {
 	defer s.wg.Done()
-	if started != nil {
-		defer close(started)
-	}
 	var jobs []*job
 	var e Execution
 	var errs []error
@@ -314,18 +316,13 @@ func (s *scheduler) worker(inst Instance, started chan struct{}) {
 			s.idle.Add(1)
 			<-s.turn
 			jobs = s.next()
+			s.idle.Add(-1) // before the turn passes: a pipeline worker takes it next
 			s.turn <- struct{}{}
-			s.idle.Add(-1)
 			if jobs == nil {
 				return
 			}
 		}
-		if started != nil {
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-		}
+		s.wakePipelines()
 		s.busy.Add(1)
 		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)
@@ -664,6 +661,7 @@ func (s *scheduler) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	close(s.quit)
 	// The worker forming a batch wakes, finds the queue closed and empty,
 	// and passes the turn on; each later worker checks before it waits.
 	s.poke()

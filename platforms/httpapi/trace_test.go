@@ -298,10 +298,8 @@ func checkEnsembleSpans(t *testing.T, spans []tracetest.Span, traceID, parentSpa
 	}
 }
 
-// blsPy calls `simple` through BLS, naming its request as the trace's
-// parent: trace_rid is what InferenceRequest(trace=request.trace()) is to
-// send (the shim's part of Triton's BLS tracing); the test puts it into
-// the call's header itself.
+// blsPy calls `simple` through BLS, passing its request's trace() as
+// Triton's model.py does to have the call traced as a child.
 const blsPy = `import triton_python_backend_utils as pb_utils
 
 
@@ -309,19 +307,9 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            inner = pb_utils._worker.call
-
-            def call(op, header, blobs=None, rid=request._rid):
-                if op == "bls":
-                    header["trace_rid"] = rid
-                return inner(op, header, blobs)
-
-            pb_utils._worker.call = call
-            try:
-                r = pb_utils.InferenceRequest(model_name="simple", requested_output_names=["OUTPUT0", "OUTPUT1"],
-                    inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT0"), pb_utils.get_input_tensor_by_name(request, "INPUT1")]).exec()
-            finally:
-                pb_utils._worker.call = inner
+            r = pb_utils.InferenceRequest(model_name="simple", requested_output_names=["OUTPUT0", "OUTPUT1"],
+                inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT0"), pb_utils.get_input_tensor_by_name(request, "INPUT1")],
+                trace=request.trace()).exec()
             if r.has_error():
                 raise pb_utils.TritonModelException(r.error().message())
             responses.append(pb_utils.InferenceResponse(r.output_tensors()))

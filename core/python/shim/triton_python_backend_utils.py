@@ -347,6 +347,12 @@ class InferenceResponseSender:
 
 
 class _Trace:
+    """A received request's trace, as request.trace() gives it: passed to a
+    BLS InferenceRequest, the call joins that request's trace as a child."""
+
+    def __init__(self, rid=None):
+        self._rid = rid
+
     def get_context(self, mode="opentelemetry"):
         return None
 
@@ -384,6 +390,7 @@ class InferenceRequest:
         self._flags = int(flags)
         self._timeout = int(timeout)
         self._parameters = _check_parameters(parameters)
+        self._trace = trace
         self._rid = None  # set for requests the server sent
 
     # Received requests are built by the worker through this.
@@ -428,7 +435,7 @@ class InferenceRequest:
         return self._parameters_json
 
     def trace(self):
-        return _Trace()
+        return _Trace(self._rid)
 
     def model_name(self):
         return self._model_name
@@ -502,6 +509,7 @@ def _bls(request, decoupled):
         "flags": request._flags, "timeout_us": request._timeout,
         "parameters": json.dumps(request._parameters),
         "requested_outputs": list(request._requested), "decoupled": bool(decoupled), "inputs": [],
+        "trace_rid": getattr(request._trace, "_rid", None) or 0,
     }
     blobs = _Blobs()
     for t in request._inputs:
