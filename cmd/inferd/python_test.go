@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,5 +245,52 @@ func TestNoOrphanWorkers(t *testing.T) {
 			t.Fatalf("%d workers outlived the server", alive)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kvModel is a model.py that exports TensorRT-LLM's KV-cache family
+// through custom metrics, as a Python LLM server can, and echoes its text.
+const kvModel = `import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        kv = pb_utils.MetricFamily("nv_trt_llm_kv_cache_block_metrics", "KV cache blocks", pb_utils.MetricFamily.GAUGE)
+        for kind, value in (("tokens_per", 64), ("used", 3), ("max", 4)):
+            kv.Metric(labels={"kv_cache_block_type": kind}).set(value)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("text_output", r.inputs()[0].as_numpy())]) for r in requests]
+`
+
+// TestPythonKVCacheReport: a model.py's KV-cache metrics become Triton's
+// ORCA report on /generate (http-api.md §15), through the binary.
+func TestPythonKVCacheReport(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "llm", "1"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "llm", "1", "model.py"), []byte(kvModel), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "llm", "config.pbtxt"), []byte(`backend: "python"
+input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "text_output" data_type: TYPE_STRING dims: [ 1 ] } ]
+`), 0o644))
+	r := start(t, "--model-repository="+root, "--backend-config=python,python-executable="+servertest.Python(t))
+	for _, tc := range []struct{ format, want string }{
+		{"json", `JSON {"named_metrics":{"kv_cache_utilization":0.75,"max_token_capacity":256}}`},
+		{"text", `TEXT named_metrics.kv_cache_utilization=0.750000, named_metrics.max_token_capacity=256`},
+	} {
+		req, err := http.NewRequest("POST", r.http+"/v2/models/llm/generate", strings.NewReader(`{"text_input":"hello"}`))
+		must(t, err)
+		req.Header.Set("endpoint-load-metrics-format", tc.format)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"text_output":"hello"`) {
+			t.Fatalf("%s: %d %s", tc.format, resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("endpoint-load-metrics"); got != tc.want {
+			t.Errorf("%s: endpoint-load-metrics %q, want %q", tc.format, got, tc.want)
+		}
 	}
 }

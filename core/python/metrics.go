@@ -47,6 +47,10 @@ type customMetric struct {
 	count   uint64
 }
 
+// serverFamilies are the prefixes of the families the server exports
+// itself (metrics.md): a custom family there would clash on /metrics.
+var serverFamilies = []string{"nv_inference_", "nv_model_", "nv_cpu_", "nv_gpu_", "nv_energy_", "nv_pinned_", "nv_cache_"}
+
 func newCustomMetrics() *customMetrics {
 	return &customMetrics{families: map[string]*customFamily{}, byID: map[int64]*customMetric{}}
 }
@@ -56,8 +60,15 @@ func (c *customMetrics) family(name, help string, kind int) error {
 	if kind < kindCounter || kind > kindHistogram {
 		return fmt.Errorf("unknown metric kind %d", kind)
 	}
-	if name == "" || strings.HasPrefix(name, "nv_") {
+	if name == "" {
 		return fmt.Errorf("invalid metric family name '%s'", name)
+	}
+	// Other nv_ names are the model's to export, as Triton allows: the
+	// KV-cache family of ORCA load reports is one.
+	for _, own := range serverFamilies {
+		if strings.HasPrefix(name, own) {
+			return fmt.Errorf("metric family name '%s' is taken by the server's own metrics", name)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

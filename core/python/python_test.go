@@ -632,6 +632,12 @@ func TestCustomMetrics(t *testing.T) {
 	if h.GetSampleCount() != 3 || h.GetSampleSum() != 55.5 || h.GetBucket()[0].GetCumulativeCount() != 1 || h.GetBucket()[1].GetCumulativeCount() != 2 {
 		t.Fatalf("histogram: %v", h)
 	}
+	if m := got["nv_trt_llm_kv_cache_block_metrics"].GetMetric(); len(m) != 3 {
+		t.Fatalf("KV cache family: %v", m)
+	}
+	if m := got["custom_refused"].GetMetric(); len(m) != 1 || m[0].GetGauge().GetValue() != 1 {
+		t.Fatalf("a family named like the server's own was not refused with the expected text: %v", m)
+	}
 	servertest.Must(t, e.srv.Unload(context.Background(), "custom_metrics"))
 	families, err = reg.Gather()
 	servertest.Must(t, err)

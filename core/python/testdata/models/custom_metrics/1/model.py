@@ -11,6 +11,16 @@ class TritonPythonModel:
         self.requests = requests.Metric(labels=labels)
         self.last = last.Metric(labels=labels)
         self.sizes = sizes.Metric(labels=labels, buckets=[1.0, 10.0])
+        # A family of another backend's name (TensorRT-LLM's KV cache, which
+        # ORCA load reports read) is allowed; one of the server's own is not.
+        kv = pb_utils.MetricFamily("nv_trt_llm_kv_cache_block_metrics", "KV cache blocks", pb_utils.MetricFamily.GAUGE)
+        for kind, value in (("tokens_per", 64), ("used", 2), ("max", 4)):
+            kv.Metric(labels={"kv_cache_block_type": kind}).set(value)
+        refused = pb_utils.MetricFamily("custom_refused", "Server families refused", pb_utils.MetricFamily.GAUGE).Metric()
+        try:
+            pb_utils.MetricFamily("nv_inference_count", "clash", pb_utils.MetricFamily.COUNTER)
+        except pb_utils.TritonModelException as e:
+            refused.set(1 if "taken by the server" in str(e) else 2)
 
     def execute(self, requests):
         out = []
