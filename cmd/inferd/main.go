@@ -381,6 +381,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	}
 	pyOpts := cfg.python
 	pyOpts.LogVerbose, pyOpts.Logger = cfg.logVerbose, log
+	pyOpts.Verbose = func() int { return int(cfg.logs.Verbose()) }
 	// Nothing starts until a Python model loads.
 	pyBackend := python.New(pyOpts)
 	closeBackend = func() {

@@ -45,7 +45,11 @@ type Options struct {
 	RestartDead bool
 	// LogVerbose is --log-verbose: Logger.log_verbose shows from 1.
 	LogVerbose int
-	Logger     *slog.Logger
+	// Verbose, when set, gives the verbose level as it is now (/v2/logging
+	// and LogSettings change it at run time); workers learn it with each
+	// execute. Without it LogVerbose holds.
+	Verbose func() int
+	Logger  *slog.Logger
 }
 
 // Settings reads the python --backend-config settings. Triton's
@@ -329,7 +333,7 @@ func (in *instance) spawn(ctx context.Context) (*worker, error) {
 	}
 	reply, err := w.call(ctx, "init", map[string]any{
 		"args": args, "model_file": modelFile(spec.VersionFiles, spec.Config), "model_version": strconv.FormatInt(spec.Version, 10),
-		"decoupled": in.decoupled, "log_verbose": b.opts.LogVerbose,
+		"decoupled": in.decoupled, "log_verbose": b.verbose(),
 	}, nil)
 	if err != nil {
 		w.stop(time.Second)
@@ -359,4 +363,12 @@ func (in *instance) spawn(ctx context.Context) (*worker, error) {
 func lastLine(text string) string {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// verbose is the verbose level now.
+func (b *Backend) verbose() int {
+	if b.opts.Verbose != nil {
+		return b.opts.Verbose()
+	}
+	return b.opts.LogVerbose
 }

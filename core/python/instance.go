@@ -200,7 +200,7 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		in.mu.Unlock()
 	}
 	e.InferStart = time.Now()
-	reply, err := w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "slot": slot, "requests": reqs}, out)
+	reply, err := w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "slot": slot, "verbose": in.b.verbose(), "requests": reqs}, out)
 	e.InferEnd = time.Now()
 	if err != nil {
 		// The worker died: every request it had fails (python-backend.md

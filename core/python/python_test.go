@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,6 +85,7 @@ type options struct {
 	verbose        int
 	allowFails     bool
 	restart        bool
+	verboseNow     func() int // the run-time verbose level, if set
 	noArena        bool
 	noAutoComplete bool
 }
@@ -96,7 +98,7 @@ func start(t testing.TB, o options, names ...string) *env {
 	if o.noArena {
 		arena = 0
 	}
-	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
+	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, Verbose: o.verboseNow, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
 	e.backend = b
 	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log, NoAutoComplete: o.noAutoComplete})
@@ -485,6 +487,29 @@ func TestIsReady(t *testing.T) {
 // TestLoggerAndPrint: Logger messages reach the server log with the file
 // and line, verbose only with --log-verbose; print() reaches it too
 // (python-backend.md §6.7, §12 lines 15, 40).
+// TestVerboseAtRunTime: a change of the verbose level (/v2/logging,
+// LogSettings) reaches running workers with their next execute.
+func TestVerboseAtRunTime(t *testing.T) {
+	var level atomic.Int32
+	e := start(t, options{verboseNow: func() int { return int(level.Load()) }}, "logger")
+	count := func() int { return strings.Count(e.log.String(), "Verbose Msg!") }
+	for i, want := range []int{0, 1, 1} {
+		if i == 1 {
+			level.Store(1)
+		}
+		if i == 2 {
+			level.Store(0)
+		}
+		if _, err := e.infer(&core.InferRequest{ModelName: "logger", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		// The verbose line is a message on the socket, before the reply.
+		if got := count(); got != want {
+			t.Fatalf("request %d: %d verbose lines logged, want %d", i, got, want)
+		}
+	}
+}
+
 func TestLoggerAndPrint(t *testing.T) {
 	for _, verbose := range []int{0, 1} {
 		e := start(t, options{verbose: verbose}, "logger")

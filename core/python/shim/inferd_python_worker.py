@@ -379,6 +379,7 @@ _SLOTS = 2  # the server's depth: executions in flight per worker
 
 
 def _execute(header, frame):
+    _worker.log_verbose = header.get("verbose", _worker.log_verbose)
     requests = []
     for r in header["requests"]:
         inputs = [_tensor(d, frame) for d in r["inputs"]]
