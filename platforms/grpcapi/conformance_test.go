@@ -146,7 +146,7 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 			servertest.Must(t, err)
 			// HTTP's list (http-api.md §4 narrowed to what inferd serves,
 			// in Triton's order): the two transports answer one list.
-			want := []string{"classification", "model_repository", "model_configuration", "binary_tensor_data", "parameters", "statistics"}
+			want := []string{"classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
 			if md.GetName() != "triton" || md.GetVersion() == "" || !slices.Equal(md.GetExtensions(), want) {
 				t.Fatal(md)
 			}
