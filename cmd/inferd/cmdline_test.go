@@ -49,7 +49,7 @@ func launch(t *testing.T, argv0 string, args []string, check func(t *testing.T, 
 		}
 		close(lines)
 	}()
-	serving := regexp.MustCompile(`msg=serving http=(\S+)`)
+	serving := regexp.MustCompile(`] "serving" http=(\S+)`)
 	var l launched
 	var log strings.Builder
 	deadline := time.After(60 * time.Second)

@@ -301,6 +301,8 @@ func (c *config) check() error {
 	format, _ := logging.ParseFormat(c.logFormat) // the option's check admits only the three names
 	c.logs = logging.New(c.logFile, logging.State{Info: c.logInfo, Warning: c.logWarning, Error: c.logError,
 		Verbose: uint32(max(0, c.logVerbose)), Format: format})
+	// Triton quotes and escapes each text line's message unless this is "0".
+	c.logs.SetEscape(os.Getenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES") != "0")
 	if _, err := c.metrics(); err != nil {
 		return err
 	}

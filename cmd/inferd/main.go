@@ -220,7 +220,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		case "HTTP":
 			h = api
 		case "metrics":
-			h = metricsHandler
+			// Triton's metrics listener logs its requests as the HTTP one does.
+			h = httpapi.LogRequests(metricsHandler, cfg.logs, log)
 		case "GRPC":
 			actor, addr, err := newGRPC(cfg, srv, loads, spec, log)
 			if err != nil {

@@ -121,8 +121,13 @@ func TestRuntimeLogSettings(t *testing.T) {
 		requests[1]["inputs"] != "INPUT0 INT32 [1,16], INPUT1 INT32 [1,16]" {
 		t.Fatalf("JSON request lines %v\nlog:\n%s", requests, b)
 	}
-	iso := regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ level=DEBUG msg="inference request" protocol=HTTP path=/v2/models/simple/infer model=simple version=1 inputs="INPUT0 INT32 \[1,16\], INPUT1 INT32 \[1,16\]"$`)
-	if len(text) != 1 || !iso.MatchString(text[0]) {
+	// Triton's ISO8601 layout: every HTTP request's line, then the
+	// inference request's, its attributes after the message.
+	iso := []*regexp.Regexp{
+		regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ logging\.go:\d+\] "HTTP request: 2 /v2/models/simple/infer"$`),
+		regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ infer\.go:\d+\] "inference request" protocol=HTTP path=/v2/models/simple/infer model=simple version=1 inputs="INPUT0 INT32 \[1,16\], INPUT1 INT32 \[1,16\]"$`),
+	}
+	if len(text) != len(iso) || !iso[0].MatchString(text[0]) || !iso[1].MatchString(text[1]) {
 		t.Fatalf("text lines %q", text)
 	}
 }

@@ -221,7 +221,7 @@ func TestNoOrphanWorkers(t *testing.T) {
 	must(t, cmd.Start())
 	defer func() { _ = cmd.Process.Kill() }()
 	sc := bufio.NewScanner(stderr)
-	for sc.Scan() && !strings.Contains(sc.Text(), "msg=serving") {
+	for sc.Scan() && !strings.Contains(sc.Text(), `] "serving" `) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	workers := servertest.Children(cmd.Process.Pid)

@@ -55,7 +55,7 @@ func TestSIGTERM(t *testing.T) {
 		}
 		close(lines)
 	}()
-	addr := regexp.MustCompile(`msg=serving http=(\S+)`)
+	addr := regexp.MustCompile(`] "serving" http=(\S+)`)
 	var base string
 	deadline := time.After(60 * time.Second)
 	for base == "" {

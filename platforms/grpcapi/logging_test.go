@@ -184,6 +184,7 @@ func TestLogSettings(t *testing.T) {
 	servertest.Must(t, stream.CloseSend())
 	got := out.take()
 	for _, want := range []string{"protocol=GRPC path=ModelInfer model=simple version=1", "protocol=GRPC path=ModelStreamInfer model=simple version=1",
+		`] "Process for ModelInferHandler, rpc_ok=1, `, `] "Process for ModelStreamInferHandler, rpc_ok=1, `,
 		`inputs="INPUT0 INT32 [1,16], INPUT1 INT32 [1,16]"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log %q lacks %q", got, want)
@@ -191,6 +192,7 @@ func TestLogSettings(t *testing.T) {
 	}
 	_, err = h.client.LogSettings(ctx(t), &pb.LogSettingsRequest{Settings: map[string]*pb.LogSettingsRequest_SettingValue{"log_verbose_level": uintSetting(0)}})
 	servertest.Must(t, err)
+	out.take() // the LogSettings call's own line, logged while verbose was on
 	_, err = h.client.ModelInfer(ctx(t), simpleRequest(true))
 	servertest.Must(t, err)
 	if got := out.take(); got != "" {
@@ -315,5 +317,32 @@ func TestHeaderForwarding(t *testing.T) {
 	servertest.Must(t, stream.CloseSend())
 	if _, err := stream.Recv(); err != io.EOF {
 		t.Fatalf("stream end: %v", err)
+	}
+}
+
+// Triton's per-call line names each RPC (its inference handlers by their
+// handler names) and numbers the calls; other services get none.
+func TestLogCall(t *testing.T) {
+	out := &syncBuffer{}
+	logs := logging.New("", logging.State{Verbose: 1})
+	s := New(nil, Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
+	s.logCall(context.Background(), "/inference.GRPCInferenceService/ServerLive")
+	s.logCall(context.Background(), "/inference.GRPCInferenceService/ModelInfer")
+	s.logCall(context.Background(), "/grpc.health.v1.Health/Check")
+	got := out.take()
+	for _, want := range []string{`] "Process for ServerLive, rpc_ok=1, 0 step START"` + "\n", `] "Process for ModelInferHandler, rpc_ok=1, 1 step START"` + "\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log %q lacks %q", got, want)
+		}
+	}
+	if strings.Count(got, "\n") != 2 {
+		t.Errorf("log %q", got)
+	}
+	logs.Update(func(st *logging.State) { st.Verbose = 0 })
+	if n := testing.AllocsPerRun(100, func() { s.logCall(context.Background(), "/inference.GRPCInferenceService/ModelInfer") }); n != 0 {
+		t.Errorf("%v allocations per call with verbose logging off", n)
+	}
+	if got := out.take(); got != "" {
+		t.Errorf("verbose 0 logged %q", got)
 	}
 }

@@ -70,6 +70,7 @@ type Server struct {
 	logs    *logging.Settings
 	exiting atomic.Bool
 	meta    *pb.ServerMetadataResponse
+	calls   atomic.Uint64 // numbers the calls in the verbose log
 }
 
 // New builds the gRPC API over c.
@@ -204,6 +205,7 @@ func (s *Server) check(ctx context.Context, fullMethod string) error {
 }
 
 func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	s.logCall(ctx, info.FullMethod) // Triton logs a call before checking it
 	if err := s.check(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
@@ -214,6 +216,7 @@ func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	s.logCall(ss.Context(), info.FullMethod)
 	if err := s.check(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
@@ -221,6 +224,24 @@ func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 		return status.Error(codes.Internal, err.Error())
 	}
 	return handler(srv, ss)
+}
+
+// logCall writes Triton's verbose line for a call it starts processing
+// (logging.Settings.LogRPC); with verbose logging off it is one atomic
+// load.
+func (s *Server) logCall(ctx context.Context, fullMethod string) {
+	if s.logs.Verbose() == 0 {
+		return
+	}
+	name, ok := strings.CutPrefix(fullMethod, "/"+pb.GRPCInferenceService_ServiceDesc.ServiceName+"/")
+	if !ok {
+		return // grpc.health.v1 and reflection: Triton logs nothing for them
+	}
+	switch name {
+	case "ModelInfer", "ModelStreamInfer":
+		name += "Handler" // Triton's names for its two inference handlers
+	}
+	s.logs.LogRPC(ctx, s.log, name, s.calls.Add(1)-1)
 }
 
 // health is grpc.health.v1.Health/Check answering the server's readiness

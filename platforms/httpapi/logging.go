@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -101,4 +102,22 @@ func renderLogSettings(logs *logging.Settings) []byte {
 	b = append(b, `,"log_format":`...)
 	b = codec.AppendString(b, st.Format.String())
 	return append(b, '}')
+}
+
+// LogRequests writes Triton's verbose "HTTP request: <method> <path>" line
+// for every request h receives (logging.Settings.LogHTTP), whatever its
+// route, before h sees it. With verbose logging off a request pays one
+// atomic load and no allocation.
+func LogRequests(h http.Handler, logs *logging.Settings, log *slog.Logger) http.Handler {
+	if logs == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if logs.Verbose() > 0 {
+			// Triton prints the path as it came, escapes kept, without
+			// the query.
+			logs.LogHTTP(r.Context(), log, r.Method, r.URL.EscapedPath())
+		}
+		h.ServeHTTP(w, r)
+	})
 }

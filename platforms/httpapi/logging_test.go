@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -37,8 +38,9 @@ const simpleInfer = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT3
 	`{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
 
 // /v2/logging changes the settings the server's own logger obeys: the
-// switches, the verbose level (1: each inference request's path, model and
-// version; 2: also its inputs) and the format, from the next line on.
+// switches, the verbose level (1: Triton's line for each HTTP request, and
+// each inference request's path, model and version; 2: also its inputs)
+// and the format, from the next line on.
 func TestLoggingDrivesTheLogger(t *testing.T) {
 	out := &syncBuffer{}
 	logs := logging.New("/var/log/inferd.log", logging.Default())
@@ -52,9 +54,10 @@ func TestLoggingDrivesTheLogger(t *testing.T) {
 	}{
 		{"defaults", `{}`, logging.Default(), nil},
 		{"verbose 1", `{"log_verbose_level":1}`, logging.State{Info: true, Warning: true, Error: true, Verbose: 1},
-			[]string{"level=DEBUG", `msg="inference request"`, "protocol=HTTP", "path=/v2/models/simple/infer", "model=simple", "version=1"}},
+			[]string{` logging.go:`, `] "HTTP request: 2 /v2/models/simple/infer"` + "\n",
+				`I`, ` infer.go:`, `] "inference request" protocol=HTTP path=/v2/models/simple/infer model=simple version=1` + "\n"}},
 		{"verbose 2 in ISO8601", `{"log_verbose_level":2,"log_format":"ISO8601"}`, logging.State{Info: true, Warning: true, Error: true, Verbose: 2, Format: logging.FormatISO8601},
-			[]string{`inputs="INPUT0 INT32 [1,16], INPUT1 INT32 [1,16]"`, "Z level=DEBUG "}},
+			[]string{`Z I `, `] "HTTP request: 2 /v2/models/simple/infer"`, `] "inference request" protocol=HTTP`, ` inputs="INPUT0 INT32 [1,16], INPUT1 INT32 [1,16]"` + "\n"}},
 		{"verbose off, info off", `{"log_verbose_level":0,"log_info":false,"log_format":"default"}`, logging.State{Warning: true, Error: true}, nil},
 	} {
 		status, _, body := post(t, base+"/v2/logging", step.body)
@@ -227,4 +230,49 @@ func TestHeaderForwarding(t *testing.T) {
 			t.Fatalf("parameters %s", resp.Params)
 		}
 	})
+}
+
+// Every route gets Triton's verbose "HTTP request" line, not only
+// inference: health, metadata, unknown paths.
+func TestLogRequestsEveryRoute(t *testing.T) {
+	out := &syncBuffer{}
+	logs := logging.New("", logging.State{Verbose: 1})
+	base := serveAPI(t, writeRepo(t, standardModels(t)), Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
+	for _, tt := range []struct{ method, path, want string }{
+		{http.MethodGet, "/v2/health/ready", `"HTTP request: 0 /v2/health/ready"`},
+		{http.MethodGet, "/v2/models/simple", `"HTTP request: 0 /v2/models/simple"`},
+		{http.MethodPost, "/v2/repository/index", `"HTTP request: 2 /v2/repository/index"`},
+		{http.MethodGet, "/v2/models/a%2Fb/config?x=1", `"HTTP request: 0 /v2/models/a%2Fb/config"`},
+		{http.MethodDelete, "/nowhere", `"HTTP request: 4 /nowhere"`},
+	} {
+		out.take()
+		do(t, tt.method, base+tt.path, nil, strings.NewReader(""))
+		if got := out.take(); !strings.Contains(got, "] "+tt.want+"\n") || !strings.HasPrefix(got, "I") {
+			t.Errorf("%s %s: logged %q, want %s", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+// With verbose logging off the middleware adds no allocation to a request.
+func TestLogRequestsOffAllocates(t *testing.T) {
+	logs := logging.New("", logging.Default())
+	h := LogRequests(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), logs, slog.New(logs.Handler(io.Discard)))
+	r := httptest.NewRequest(http.MethodPost, "/v2/models/simple/infer", nil)
+	w := httptest.NewRecorder()
+	if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(w, r) }); n != 0 {
+		t.Fatalf("%v allocations per request", n)
+	}
+}
+
+// BenchmarkLogRequestsOff is what the middleware costs a request while
+// verbose logging is off.
+func BenchmarkLogRequestsOff(b *testing.B) {
+	logs := logging.New("", logging.Default())
+	h := LogRequests(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), logs, slog.New(logs.Handler(io.Discard)))
+	r := httptest.NewRequest(http.MethodPost, "/v2/models/simple/infer", nil)
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, r)
+	}
 }

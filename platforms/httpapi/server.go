@@ -71,7 +71,7 @@ type Server struct {
 	log     *slog.Logger
 	logs    *logging.Settings
 	router  chi.Router
-	handler http.Handler // router behind Recover
+	handler http.Handler // router behind LogRequests and Recover
 	exiting atomic.Bool
 	meta    []byte        // server metadata, computed once
 	workers chan struct{} // Options.Workers slots; nil: no bound
@@ -97,7 +97,7 @@ func New(c *core.Server, opts Options) *Server {
 	}
 	s.meta = renderServerMeta(v2.ServerMetadata(opts.ServerID))
 	s.router = s.routes()
-	s.handler = Recover(s.router, s.log, nil)
+	s.handler = Recover(LogRequests(s.router, s.logs, s.log), s.log, nil)
 	return s
 }
 

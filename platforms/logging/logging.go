@@ -2,7 +2,8 @@
 // --log-info, --log-warning, --log-error, --log-verbose and --log-format,
 // which HTTP /v2/logging and gRPC LogSettings change at run time
 // (http-api.md §8.2, grpc-api.md §9.2), and the slog handler that obeys
-// them. The command's logger and both frontends share one *Settings.
+// them, writing Triton's line layouts. The command's logger and both
+// frontends share one *Settings.
 package logging
 
 import (
@@ -10,10 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/inferd/inferd/core"
 )
@@ -93,6 +97,9 @@ func stateOf(w uint64) State {
 type Settings struct {
 	word atomic.Uint64
 	file string
+	// escape quotes the text layouts' messages as JSON strings, as
+	// Triton does unless TRITON_SERVER_ESCAPE_LOG_MESSAGES is "0".
+	escape atomic.Bool
 }
 
 // New returns settings starting at st; file is --log-file ("" for the
@@ -100,8 +107,14 @@ type Settings struct {
 func New(file string, st State) *Settings {
 	s := &Settings{file: file}
 	s.word.Store(st.word())
+	s.escape.Store(true)
 	return s
 }
+
+// SetEscape chooses whether the default and ISO8601 layouts quote and
+// escape each message (Triton's TRITON_SERVER_ESCAPE_LOG_MESSAGES; on
+// unless that is "0"). Unescaped, a message's newlines split its line.
+func (s *Settings) SetEscape(on bool) { s.escape.Store(on) }
 
 // Default is Triton's start-up state: info, warning and error on, verbose
 // off, default format.
@@ -156,26 +169,21 @@ func enabled(w uint64, l slog.Level) bool {
 
 // Handler returns a handler writing to w that obeys s: the switches and
 // the verbose level decide which lines show, and the format how each is
-// written (default: slog's text lines; ISO8601: the same with the time
-// as Triton's UTC "2006-01-02T15:04:05Z"; json: slog's JSON lines).
+// written (default and ISO8601: Triton's text lines, see textHandler;
+// json: slog's JSON lines).
 func (s *Settings) Handler(w io.Writer) slog.Handler {
-	// The three layouts share one writer; a lock keeps lines of two of
-	// them from interleaving while the format changes.
-	lw := &lockedWriter{w: w}
-	all := &slog.HandlerOptions{Level: slog.Level(math.MinInt)}
-	iso := &slog.HandlerOptions{Level: all.Level, ReplaceAttr: isoTime}
-	return &handler{s: s, by: [3]slog.Handler{
-		FormatDefault: slog.NewTextHandler(lw, all),
-		FormatISO8601: slog.NewTextHandler(lw, iso),
-		FormatJSON:    slog.NewJSONHandler(lw, all),
-	}}
+	return s.handler(w, os.Getpid(), nil)
 }
 
-func isoTime(groups []string, a slog.Attr) slog.Attr {
-	if len(groups) == 0 && a.Key == slog.TimeKey && a.Value.Kind() == slog.KindTime {
-		a.Value = slog.StringValue(a.Value.Time().UTC().Format("2006-01-02T15:04:05Z"))
-	}
-	return a
+// handler is Handler with the pid and, when now is not nil, the clock
+// chosen, so that tests can compare whole lines.
+func (s *Settings) handler(w io.Writer, pid int, now func() time.Time) *handler {
+	// The layouts share one writer; a lock keeps lines of two of them
+	// from interleaving while the format changes.
+	lw := &lockedWriter{w: w}
+	all := &slog.HandlerOptions{Level: slog.Level(math.MinInt)}
+	return &handler{s: s, text: &textHandler{s: s, w: lw, pid: pid, now: now},
+		json: slog.NewJSONHandler(lw, all)}
 }
 
 type lockedWriter struct {
@@ -190,31 +198,86 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 type handler struct {
-	s  *Settings
-	by [3]slog.Handler // by Format
+	s    *Settings
+	text *textHandler
+	json slog.Handler
 }
 
 func (h *handler) Enabled(_ context.Context, l slog.Level) bool { return enabled(h.s.word.Load(), l) }
 
 func (h *handler) Handle(ctx context.Context, r slog.Record) error {
-	return h.by[stateOf(h.s.word.Load()).Format%3].Handle(ctx, r)
+	switch stateOf(h.s.word.Load()).Format {
+	case FormatJSON:
+		return h.json.Handle(ctx, r)
+	case FormatISO8601:
+		return h.text.handle(r, true)
+	}
+	return h.text.handle(r, false)
 }
 
 func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	n := &handler{s: h.s}
-	for i, b := range h.by {
-		n.by[i] = b.WithAttrs(attrs)
-	}
-	return n
+	return &handler{s: h.s, text: h.text.withAttrs(attrs), json: h.json.WithAttrs(attrs)}
 }
 
 func (h *handler) WithGroup(name string) slog.Handler {
-	n := &handler{s: h.s}
-	for i, b := range h.by {
-		n.by[i] = b.WithGroup(name)
+	if name == "" { // slog's rule: an empty group name changes nothing
+		return h
 	}
-	return n
+	return &handler{s: h.s, text: h.text.withGroup(name), json: h.json.WithGroup(name)}
 }
+
+// LogHTTP writes Triton's verbose level 1 line for every HTTP request
+// (server's http_server.cc), "HTTP request: <method> <path>", the method
+// as libevhtp's number Triton prints (0 GET, 2 POST, ...). With verbose
+// logging off (or nil settings) it costs one atomic load and allocates
+// nothing.
+func (s *Settings) LogHTTP(ctx context.Context, log *slog.Logger, method, path string) {
+	if s != nil && s.Verbose() > 0 {
+		logCaller(ctx, log, "HTTP request: "+strconv.Itoa(htpMethod(method))+" "+path)
+	}
+}
+
+// LogRPC writes the verbose level 1 line Triton's gRPC frontend writes as
+// it starts processing a call (server's grpc_server.cc and
+// infer_handler.cc): "Process for <handler>, rpc_ok=1, <id> step START".
+// handler is Triton's name for the call's handler (the RPC's name, or
+// ModelInferHandler / ModelStreamInferHandler); id numbers the calls.
+// With verbose logging off (or nil settings) it costs one atomic load and
+// allocates nothing.
+func (s *Settings) LogRPC(ctx context.Context, log *slog.Logger, handler string, id uint64) {
+	if s != nil && s.Verbose() > 0 {
+		logCaller(ctx, log, "Process for "+handler+", rpc_ok=1, "+strconv.FormatUint(id, 10)+" step START")
+	}
+}
+
+// logCaller logs msg at Verbosity(1) as if from the caller of this
+// package's exported function, so that the text layouts name the
+// frontend's file and line, as Triton's name http_server.cc and
+// infer_handler.cc, rather than this package's.
+func logCaller(ctx context.Context, log *slog.Logger, msg string, attrs ...slog.Attr) {
+	h := log.Handler()
+	if !h.Enabled(ctx, Verbosity(1)) {
+		return
+	}
+	var pcs [1]uintptr
+	runtime.Callers(3, pcs[:]) // Callers, logCaller, the exported function
+	r := slog.NewRecord(time.Now(), Verbosity(1), msg, pcs[0])
+	r.AddAttrs(attrs...)
+	_ = h.Handle(ctx, r) // a log line that cannot be written has nowhere to go
+}
+
+// htpMethod is libevhtp's enum htp_method value of an HTTP method.
+func htpMethod(m string) int {
+	for i, n := range htpMethods {
+		if m == n {
+			return i
+		}
+	}
+	return len(htpMethods) // htp_method_UNKNOWN
+}
+
+var htpMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "MKCOL", "COPY", "MOVE", "OPTIONS",
+	"PROPFIND", "PROPPATCH", "LOCK", "UNLOCK", "TRACE", "CONNECT", "PATCH"}
 
 // LogRequest logs one inference request as its frontend received it: at
 // verbose level 1 the protocol, path (HTTP) or method (gRPC), model,
@@ -223,11 +286,11 @@ func (h *handler) WithGroup(name string) slog.Handler {
 // load and allocates nothing.
 func (s *Settings) LogRequest(ctx context.Context, log *slog.Logger, protocol, path string, req *core.InferRequest) {
 	if s != nil && s.Verbose() > 0 {
-		s.logRequest(ctx, log, protocol, path, req)
+		logCaller(ctx, log, "inference request", s.requestAttrs(protocol, path, req)...)
 	}
 }
 
-func (s *Settings) logRequest(ctx context.Context, log *slog.Logger, protocol, path string, req *core.InferRequest) {
+func (s *Settings) requestAttrs(protocol, path string, req *core.InferRequest) []slog.Attr {
 	version := "latest"
 	if req.ModelVersion >= 0 {
 		version = strconv.FormatInt(req.ModelVersion, 10)
@@ -240,7 +303,7 @@ func (s *Settings) logRequest(ctx context.Context, log *slog.Logger, protocol, p
 	if s.Verbose() >= 2 {
 		attrs = append(attrs, slog.String("inputs", describeInputs(req.Inputs)))
 	}
-	log.LogAttrs(ctx, Verbosity(1), "inference request", attrs...)
+	return attrs
 }
 
 // describeInputs is "NAME DATATYPE [d0,d1], ..." in request order.

@@ -41,7 +41,7 @@ func TestSwitches(t *testing.T) {
 			log.Error("E")
 			got := ""
 			for _, m := range []string{"V2", "D", "I", "W", "E"} {
-				if strings.Contains(buf.String(), "msg="+m+"\n") {
+				if strings.Contains(buf.String(), `] "`+m+`"`+"\n") {
 					got += m
 				}
 			}
@@ -57,13 +57,13 @@ func TestSwitches(t *testing.T) {
 func TestFormats(t *testing.T) {
 	var buf bytes.Buffer
 	s := New("", Default())
-	log := slog.New(s.Handler(&buf)).With("model", "simple").WithGroup("g")
+	log := slog.New(s.handler(&buf, 4242, fixedClock)).With("model", "simple").WithGroup("g")
 	for _, tt := range []struct {
 		format Format
 		line   *regexp.Regexp
 	}{
-		{FormatDefault, regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* level=INFO msg=hello model=simple g\.k=v\n$`)},
-		{FormatISO8601, regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ level=INFO msg=hello model=simple g\.k=v\n$`)},
+		{FormatDefault, regexp.MustCompile(`^I0309 06:05:03\.000012 4242 logging_test\.go:\d+\] "hello" model=simple g\.k=v\n$`)},
+		{FormatISO8601, regexp.MustCompile(`^2026-03-09T06:05:03Z I 4242 logging_test\.go:\d+\] "hello" model=simple g\.k=v\n$`)},
 		{FormatJSON, regexp.MustCompile(`^\{"time":"[^"]+","level":"INFO","msg":"hello","model":"simple","g":\{"k":"v"\}\}\n$`)},
 	} {
 		buf.Reset()
