@@ -5,6 +5,7 @@
 # reader thread.
 
 import asyncio
+import collections
 import importlib
 import inspect
 import json
@@ -49,7 +50,7 @@ _write_lock = threading.Lock()
 _seq_lock = threading.Lock()
 _seq = [0]
 _waiting = {}  # seq -> queue of (header, frame)
-_main = queue.Queue()
+_main = collections.deque()  # work the helper read for the main thread
 
 
 def _read_exact(view):
@@ -250,21 +251,17 @@ def _helper():
                         continue
                 header, frame = _read_frame()
                 if not _route(header, frame):
-                    _main.put((header, frame))
+                    _main.append((header, frame))
 
 
 def _next_work():
     """The next frame for the main thread, reading the socket itself."""
     while True:
-        try:
-            return _main.get_nowait()
-        except queue.Empty:
-            pass
+        if _main:
+            return _main.popleft()
         with _read_lock:
-            try:
-                return _main.get_nowait()  # the helper read it meanwhile
-            except queue.Empty:
-                pass
+            if _main:
+                return _main.popleft()  # the helper read it meanwhile
             header, frame = _read_frame()
         if not _route(header, frame):
             return header, frame

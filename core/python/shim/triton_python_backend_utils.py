@@ -332,6 +332,8 @@ class InferenceResponse:
         return self._error
 
     def parameters(self):
+        if not self._parameters:
+            return "{}"  # the usual case, without the encoder
         return json.dumps(self._parameters)
 
 
