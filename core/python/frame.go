@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/inferd/inferd/core"
 )
@@ -93,6 +94,9 @@ type frameIn struct {
 	header []byte
 	blobs  []byte
 	arena  []byte // the worker's output half of the arena, if it has one
+	// after, for an execute_done, is when the worker's previous execute
+	// was answered: a pipelined execute only started running then.
+	after time.Time
 }
 
 // readFrame reads one frame.

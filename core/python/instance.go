@@ -208,12 +208,21 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		in.failAll(err)
 		return err
 	}
+	if reply.after.After(e.InferStart) {
+		// Pipelined: it waited in the socket behind the previous execute,
+		// which counts as input time, not as the model's.
+		e.InferStart = reply.after
+	}
 	var done struct {
 		Error     string          `json:"error"`
 		Responses []*wireResponse `json:"responses"`
 	}
 	if err := decode(reply, &done); err != nil {
-		in.failAll(err)
+		// Only this execution's requests: another may be running in the
+		// worker meanwhile.
+		for _, rid := range ridOf {
+			in.finish(rid, &core.Response{Err: err})
+		}
 		return err
 	}
 	if done.Error != "" {

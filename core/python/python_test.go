@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"math"
@@ -922,5 +923,61 @@ func TestInitExitWithoutAutoComplete(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.root, "init_exit", "auto_complete_ran")); err == nil {
 		t.Fatal("auto_complete_config ran with auto-complete off")
+	}
+}
+
+// TestPipelinedStatistics: an execute that waited in the worker's socket
+// behind the one before (pipelining) is not counted as model time: two
+// 200 ms executes sent together record about 400 ms of compute_infer, not
+// the 600 ms their waits would add up to.
+func TestPipelinedStatistics(t *testing.T) {
+	e := start(t, options{}, "sleepy")
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.infer(&core.InferRequest{ModelName: "sleepy", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	mv, release, err := e.srv.Acquire("sleepy", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	s := mv.Stats.Snapshot()
+	infer := time.Duration(s.ComputeInfer.Ns)
+	if s.ExecutionCount != 2 || infer < 400*time.Millisecond || infer >= 500*time.Millisecond {
+		t.Fatalf("%d executions, compute_infer %v: want 2 executions of the model's 2 × 200 ms", s.ExecutionCount, infer)
+	}
+}
+
+// TestBrokenReplyFailsOnlyItsRequests: an execute whose answer cannot be
+// decoded fails its own requests, not those of the execute waiting behind
+// it in the worker (pipelining).
+func TestBrokenReplyFailsOnlyItsRequests(t *testing.T) {
+	e := start(t, options{}, "broken_reply")
+	errs := make(chan error, 2)
+	for i, v := range []float32{13, 1} {
+		if i == 1 {
+			time.Sleep(50 * time.Millisecond) // the broken one runs first
+		}
+		go func() {
+			_, err := e.infer(&core.InferRequest{ModelName: "broken_reply", Inputs: []*core.Tensor{fp32("IN", []int64{1}, v)}})
+			if v == 13 {
+				if err == nil || !strings.Contains(err.Error(), "malformed message") {
+					err = fmt.Errorf("the broken reply: %v, want a malformed-message error", err)
+				} else {
+					err = nil
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -167,6 +167,7 @@ type procSpec struct {
 // replies to their callers and everything else to handle.
 func (w *worker) read() {
 	r := bufio.NewReaderSize(w.conn, 64<<10)
+	var lastDone time.Time // when the last execute_done arrived
 	for {
 		f, err := readFrame(r)
 		w.arenaMu.RLock()
@@ -188,7 +189,13 @@ func (w *worker) read() {
 			return
 		}
 		switch h.Op {
-		case "execute_done", "init_done", "auto_complete_done", "is_ready_done", "finalize_done":
+		case "execute_done":
+			// The worker runs executes one after the other: this one's
+			// model code began when the previous one was answered.
+			now := time.Now()
+			f.after, lastDone = lastDone, now
+			fallthrough
+		case "init_done", "auto_complete_done", "is_ready_done", "finalize_done":
 			w.mu.Lock()
 			ch := w.replies[h.Seq]
 			delete(w.replies, h.Seq)
