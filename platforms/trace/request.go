@@ -24,8 +24,14 @@ type Request struct {
 
 	root *node
 
-	mu    sync.Mutex
-	nodes []*node // every node, the root first (triton mode's records)
+	// mu guards every node's buf, nodes and finished (triton mode). A
+	// child may record while Finish reads: a Python model's BLS call
+	// from a background thread, or a decoupled model's request that goes
+	// on after its final response, can outlive the client's response.
+	// Only traced requests take it.
+	mu       sync.Mutex
+	nodes    []*node // every node, the root first (triton mode's records)
+	finished bool    // Finish has run: later records are dropped
 
 	// opentelemetry mode: the InferRequest span, parent of the model span.
 	ctx  context.Context
@@ -34,12 +40,14 @@ type Request struct {
 
 // node is the trace of one request to a model: the client's, or one it
 // spawned. Its methods are called in sequence by the request's path
-// through the core (Begin, Output, End), never concurrently.
+// through the core (Begin, Output, End); the nodes of one Request may be
+// called concurrently with each other and with Finish, so buf is written
+// under the Request's mutex.
 type node struct {
 	r          *Request
 	id, parent uint64
 	up         *node  // the parent node, nil for the root
-	buf        []byte // triton mode: this trace id's records, comma separated
+	buf        []byte // triton mode: this trace id's records, comma separated (r.mu)
 
 	ctx  context.Context // opentelemetry mode: holds the model span
 	span oteltrace.Span
@@ -81,12 +89,19 @@ func (r *Request) Stamp(name string, t time.Time) {
 
 // Finish ends the trace once the response is sent: the triton mode writes
 // the request's records, the opentelemetry mode ends the InferRequest span.
+// What a child records after Finish (an async BLS call that outlives the
+// response) is dropped, as is a second Finish.
 func (r *Request) Finish() {
 	if r.span != nil {
 		r.span.End()
 		return
 	}
 	r.mu.Lock()
+	if r.finished {
+		r.mu.Unlock()
+		return
+	}
+	r.finished = true
 	var out []byte
 	for _, n := range r.nodes {
 		if len(n.buf) == 0 {
@@ -103,15 +118,28 @@ func (r *Request) Finish() {
 	}
 }
 
+// record appends one record, unless the trace is finished.
 func (n *node) record(rec []byte) {
+	n.r.mu.Lock()
+	defer n.r.mu.Unlock()
+	if n.r.finished {
+		return
+	}
 	if len(n.buf) > 0 {
 		n.buf = append(n.buf, ',')
 	}
 	n.buf = append(n.buf, rec...)
 }
 
-// stamp appends {"id":N,"timestamps":[{"name":"X","ns":T}]}.
+// stamp appends {"id":N,"timestamps":[{"name":"X","ns":T}]}, unless the
+// trace is finished.
 func (n *node) stamp(name string, t time.Time) {
+	ns := n.r.m.steadyNs(t)
+	n.r.mu.Lock()
+	defer n.r.mu.Unlock()
+	if n.r.finished {
+		return
+	}
 	if len(n.buf) > 0 {
 		n.buf = append(n.buf, ',')
 	}
@@ -120,7 +148,7 @@ func (n *node) stamp(name string, t time.Time) {
 	n.buf = append(n.buf, `,"timestamps":[{"name":"`...)
 	n.buf = append(n.buf, name...)
 	n.buf = append(n.buf, `","ns":`...)
-	n.buf = strconv.AppendInt(n.buf, n.r.m.steadyNs(t), 10)
+	n.buf = strconv.AppendInt(n.buf, ns, 10)
 	n.buf = append(n.buf, "}]}"...)
 }
 
@@ -188,7 +216,9 @@ func (n *node) End(t core.TraceTimes, err error) {
 func (n *node) Child() core.Trace {
 	c := &node{r: n.r, id: n.r.m.ids.Add(1), parent: n.id, up: n}
 	n.r.mu.Lock()
-	n.r.nodes = append(n.r.nodes, c)
+	if !n.r.finished { // else c records nothing: no need to keep it
+		n.r.nodes = append(n.r.nodes, c)
+	}
 	n.r.mu.Unlock()
 	return c
 }
