@@ -21,16 +21,25 @@ type fileSink struct {
 	name string
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	f     *os.File
-	index int
+	mu      sync.Mutex
+	f       *os.File
+	index   int
+	closed  bool   // the server stopped: the file is complete
+	dropped uint64 // saves refused after close
 }
 
 // save writes traces (records, comma separated): to the next indexed file
-// as a complete array, or appended to the trace file's array.
+// as a complete array, or appended to the trace file's array. After close
+// (a trace that finished after the server stopped) it drops them: creating
+// the trace file again would truncate the completed array.
 func (s *fileSink) save(traces []byte, indexed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		s.dropped++
+		s.log.Debug("dropping a trace finished after the trace file was closed", "file", s.name, "dropped", s.dropped)
+		return
+	}
 	if indexed {
 		name := s.name + "." + strconv.Itoa(s.index)
 		s.index++
@@ -55,10 +64,19 @@ func (s *fileSink) save(traces []byte, indexed bool) {
 	}
 }
 
-// close ends the trace file's array, if it was started.
+// droppedCount is how many saves came after close.
+func (s *fileSink) droppedCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
+// close ends the trace file's array, if it was started; later saves are
+// dropped.
 func (s *fileSink) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	if s.f == nil {
 		return nil
 	}

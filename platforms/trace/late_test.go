@@ -2,6 +2,7 @@ package trace
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -58,6 +59,42 @@ func TestChildAfterFinish(t *testing.T) {
 	for _, rec := range readRecords(t, cfg.File) {
 		if ts, ok := rec["timestamps"].([]any); ok && ts[0].(map[string]any)["name"] == "HTTP_SEND_END" {
 			t.Fatalf("a stamp after Finish was written: %v", rec)
+		}
+	}
+}
+
+// TestFinishAfterClose: a trace that finishes after the server stopped
+// (a straggling request) neither truncates the completed trace file nor
+// writes an indexed one; it is dropped and counted.
+func TestFinishAfterClose(t *testing.T) {
+	for _, logFreq := range []uint32{0, 1} {
+		dir := t.TempDir()
+		cfg := DefaultConfig()
+		cfg.File, cfg.Level, cfg.Rate, cfg.LogFrequency = filepath.Join(dir, "t.json"), LevelTimestamps, 1, logFreq
+		m, err := New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		request(m, "m")
+		straggler := m.Start("m", nil)
+		straggler.Core().Begin("m", 1, "", time.Now(), time.Now(), nil)
+		if err := m.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		name := cfg.File
+		if logFreq != 0 {
+			name += ".0"
+		}
+		before := readRecords(t, name)
+		straggler.Finish()
+		if after := readRecords(t, name); len(after) != len(before) || traces(after) != 1 {
+			t.Fatalf("log frequency %d: %s holds %d records after a late Finish, %d before", logFreq, name, len(after), len(before))
+		}
+		if _, err := os.Stat(cfg.File + ".1"); !os.IsNotExist(err) {
+			t.Fatalf("log frequency %d: an indexed file written after close: %v", logFreq, err)
+		}
+		if d := m.files[cfg.File].droppedCount(); d != 1 {
+			t.Fatalf("log frequency %d: %d dropped saves, want 1", logFreq, d)
 		}
 	}
 }
