@@ -2,8 +2,10 @@ package trace
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +97,48 @@ func TestFinishAfterClose(t *testing.T) {
 		}
 		if d := m.files[cfg.File].droppedCount(); d != 1 {
 			t.Fatalf("log frequency %d: %d dropped saves, want 1", logFreq, d)
+		}
+	}
+}
+
+// TestRefusedUpdate: an update that is refused, for the global setting
+// (a model that follows its level would then trace at rate 0) or for a
+// model, changes nothing: neither the settings the API shows nor which
+// models follow the global setting.
+func TestRefusedUpdate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.File, cfg.Rate = filepath.Join(t.TempDir(), "t.json"), 10
+	m := newManager(t, cfg)
+	if err := m.Update("a", Update{Rate: ptr[uint32](0)}); err != nil { // OFF, so allowed
+		t.Fatal(err)
+	}
+	if err := m.Update("b", Update{Count: ptr[int32](5)}); err != nil {
+		t.Fatal(err)
+	}
+	models := []string{"", "a", "b", "c"}
+	before := map[string]Settings{}
+	for _, name := range models {
+		before[name] = m.Settings(name)
+	}
+	fallback := maps.Clone(m.fallback)
+	for _, tc := range []struct {
+		model string
+		u     Update
+	}{
+		{"", Update{Level: ptr(LevelTimestamps)}},
+		{"c", Update{Level: ptr(LevelTimestamps), Rate: ptr[uint32](0)}},
+		{"b", Update{Level: ptr(LevelTimestamps), Count: ptr[int32](0)}},
+	} {
+		if err := m.Update(tc.model, tc.u); err == nil {
+			t.Fatalf("%q %+v: accepted", tc.model, tc.u)
+		}
+		for _, name := range models {
+			if got := m.Settings(name); !reflect.DeepEqual(got, before[name]) {
+				t.Fatalf("after the refused %q update, %q shows %+v, was %+v", tc.model, name, got, before[name])
+			}
+		}
+		if !maps.Equal(m.fallback, fallback) {
+			t.Fatalf("after the refused %q update, the models following the global setting are %v, were %v", tc.model, m.fallback, fallback)
 		}
 	}
 }

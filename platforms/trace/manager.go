@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,12 +159,16 @@ func (m *Manager) Update(model string, u Update) error {
 	}
 	sn := m.snap.Load()
 	next := &snapshot{global: sn.global, models: sn.models}
-	if err := m.update(next, model, u); err != nil {
+	// The update works on a copy of the followers, committed with the
+	// snapshot: a refused update (the global one may fail part-way, at a
+	// model that follows it) leaves both as they were.
+	fallback := maps.Clone(m.fallback)
+	if err := m.update(next, fallback, model, u); err != nil {
 		return err
 	}
 	if model == "" {
-		for name := range m.fallback {
-			if err := m.update(next, name, Update{}); err != nil {
+		for _, name := range slices.Collect(maps.Keys(fallback)) {
+			if err := m.update(next, fallback, name, Update{}); err != nil {
 				return err
 			}
 		}
@@ -172,6 +178,7 @@ func (m *Manager) Update(model string, u Update) error {
 		next.on = next.on || st.level != 0
 	}
 	m.snap.Store(next)
+	m.fallback = fallback
 	// Settings replaced write out what they hold, as Triton's destructor
 	// of a replaced setting does; traces still running under them write
 	// on their own when they end.
@@ -195,16 +202,18 @@ func retired(old, next *snapshot) []*setting {
 }
 
 // update computes model's new setting into next (copy-on-write of its
-// models map), Triton's UpdateTraceSettingInternal.
-func (m *Manager) update(next *snapshot, model string, u Update) error {
-	var cur, fallback *setting
+// models map) and whether it follows the global setting into fallback,
+// Triton's UpdateTraceSettingInternal. It changes nothing of m's but the
+// trace files it may register.
+func (m *Manager) update(next *snapshot, fallback map[string]bool, model string, u Update) error {
+	var cur, base *setting
 	if model != "" {
 		cur = next.models[model]
-		fallback = next.global
+		base = next.global
 	} else {
-		cur, fallback = next.global, m.startup
+		cur, base = next.global, m.startup
 	}
-	v := fallback.current()
+	v := base.current()
 	var f flags
 	has := func(clear, given bool, was func(*setting) bool) bool {
 		return !clear && ((cur != nil && was(cur)) || given)
@@ -236,10 +245,10 @@ func (m *Manager) update(next *snapshot, model string, u Update) error {
 			models := cloneModels(next.models)
 			delete(models, model)
 			next.models = models
-			delete(m.fallback, model)
+			delete(fallback, model)
 			return nil
 		}
-		m.fallback[model] = true
+		fallback[model] = true
 	}
 	st := m.newSetting(v, f)
 	if reason, ok := st.valid(); !ok && st.level != 0 {
