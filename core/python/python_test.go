@@ -483,6 +483,20 @@ func TestIsReady(t *testing.T) {
 	if !e.srv.ModelReady("add_sub", core.LatestVersion) {
 		t.Fatal("a model without is_ready is not ready")
 	}
+	// A readiness check during an execute longer than the check's 5 s
+	// limit is answered: the worker's helper starts reading once the model
+	// code has run long.
+	servertest.Must(t, os.WriteFile(answer, []byte("true"), 0o644))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.infer(&core.InferRequest{ModelName: "ready_check", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 6)}})
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if !e.srv.ModelReady("ready_check", core.LatestVersion) {
+		t.Error("not ready during a long execute: is_ready() was not answered")
+	}
+	servertest.Must(t, <-done)
 }
 
 // TestLoggerAndPrint: Logger messages reach the server log with the file

@@ -196,6 +196,7 @@ _worker.tensor = _tensor
 # Waking the helper for every execute cost about 40 µs a request (its
 # thread and the GIL handed to and fro), so it sleeps unless needed.
 _LONG = 0.05
+_IDLE_LOOK = 1.0
 _read_lock = threading.Lock()
 _helper_on = threading.Event()
 _busy_lock = threading.Lock()
@@ -235,7 +236,10 @@ def _route(header, frame):
 def _helper():
     seen = 0
     while True:
-        if not _helper_on.wait(_LONG):
+        # While the worker idles, look once a second (a run that starts
+        # meanwhile is noticed within about a second, well inside a
+        # readiness check's 5 s); while model code runs, every _LONG.
+        if not _helper_on.wait(_LONG if seen else _IDLE_LOOK):
             # Model code that runs for two looks in a row is long.
             with _busy_lock:
                 if _busy[0] and _busy[0] == seen:

@@ -1,4 +1,5 @@
 import os
+import time
 
 import triton_python_backend_utils as pb_utils
 
@@ -15,4 +16,6 @@ class TritonPythonModel:
         return {"true": True, "false": False}.get(text, text)
 
     def execute(self, requests):
+        for r in requests:
+            time.sleep(float(r.inputs()[0].as_numpy()[0]))  # seconds, to run long
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy())]) for r in requests]
