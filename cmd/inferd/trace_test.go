@@ -62,6 +62,12 @@ func TestTraceFlags(t *testing.T) {
 		{"--trace-config=jaeger,url=x", "invalid trace mode"},
 		{"--trace-config=rate", "is not [<name>,]<setting>=<value>"},
 		{"--trace-config=mode=opentelemetry", ""}, // valid
+		{"--trace-rate=-1", "bad option --trace-rate: -1 is out of range [ 0, 2147483647 ]"},
+		{"--trace-count=-2", "bad option --trace-count: -2 is out of range [ -1, 2147483647 ]"},
+		{"--trace-log-frequency=-1", "bad option --trace-log-frequency: -1 is out of range [ 0, 2147483647 ]"},
+		{"--trace-rate=4294967296", "out of range"}, // beyond an int: the option's own check
+		{"--trace-config=rate=-1", "bad option --trace-config rate: -1 is out of range"},
+		{"--trace-count=-1", ""}, // no limit
 	} {
 		_, err := parseFlags([]string{"--model-repository=/m", bad.arg}, io.Discard)
 		if (bad.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), bad.want)) {

@@ -13,6 +13,7 @@ package trace
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -131,10 +132,23 @@ func ParseConfig(values []string, dep Deprecated) (Config, error) {
 		}
 	}
 	if dep.Rate != nil {
-		c.Rate = uint32(*dep.Rate)
+		n, err := flagRange(*dep.Rate, 0)
+		if err != nil {
+			return c, fmt.Errorf("bad option --trace-rate: %w", err)
+		}
+		c.Rate = uint32(n)
 	}
 	if dep.Count != nil {
-		c.Count = int32(*dep.Count)
+		n, err := flagRange(*dep.Count, -1)
+		if err != nil {
+			return c, fmt.Errorf("bad option --trace-count: %w", err)
+		}
+		c.Count = int32(n)
+	}
+	if dep.LogFrequency != nil {
+		if _, err := flagRange(*dep.LogFrequency, 0); err != nil {
+			return c, fmt.Errorf("bad option --trace-log-frequency: %w", err)
+		}
 	}
 	type kv struct{ mode, key, value string }
 	var modeSettings []kv
@@ -154,13 +168,13 @@ func ParseConfig(values []string, dep Deprecated) (Config, error) {
 		bad := func(err error) error { return fmt.Errorf("bad option --trace-config %s: %w", key, err) }
 		switch key {
 		case "rate":
-			n, err := flagInt(value)
+			n, err := flagInt(value, 0)
 			if err != nil {
 				return c, bad(err)
 			}
 			c.Rate = uint32(n)
 		case "count":
-			n, err := flagInt(value)
+			n, err := flagInt(value, -1)
 			if err != nil {
 				return c, bad(err)
 			}
@@ -206,7 +220,7 @@ func ParseConfig(values []string, dep Deprecated) (Config, error) {
 				c.File = s.value
 			case "log-frequency":
 				var n int
-				if n, err = flagInt(s.value); err == nil {
+				if n, err = flagInt(s.value, 0); err == nil {
 					c.LogFrequency = uint32(n)
 				} else {
 					err = bad(err)
@@ -293,12 +307,24 @@ func parseLevelFlag(s string) (l Level, off bool, err error) {
 	return 0, false, fmt.Errorf("invalid value for trace level option: %s", s)
 }
 
-func flagInt(s string) (int, error) {
+// flagInt reads a command-line rate, count or log frequency: a 32-bit
+// integer, lo or more (-1 for a count, which means no limit; 0 for the
+// others, which are unsigned where they are used and would wrap).
+func flagInt(s string, lo int) (int, error) {
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a 32-bit integer", s)
 	}
-	return int(n), nil
+	return flagRange(int(n), lo)
+}
+
+// flagRange checks a command-line value (a deprecated flag's, already an
+// integer) as flagInt does.
+func flagRange(n, lo int) (int, error) {
+	if n < lo || n > math.MaxInt32 {
+		return 0, fmt.Errorf("%d is out of range [ %d, %d ]", n, lo, math.MaxInt32)
+	}
+	return n, nil
 }
 
 // Update is one change of the settings API (Triton's NewSetting): a nil

@@ -116,6 +116,18 @@ func TestParseConfig(t *testing.T) {
 		{name: "no value", values: []string{"rate="}, err: "the format is"},
 		{name: "no mode", values: []string{",rate=1"}, err: "no trace mode specified"},
 		{name: "bad bsp", values: []string{"mode=opentelemetry", "opentelemetry,bsp_max_queue_size=-1"}, err: "bsp_max_queue_size"},
+		// Negative or huge values would wrap (rate, log frequency: unsigned)
+		// or mean nothing (count below -1): refused at start-up.
+		{name: "negative deprecated rate", dep: Deprecated{Rate: one(-1)}, err: "bad option --trace-rate: -1 is out of range [ 0, 2147483647 ]"},
+		{name: "huge deprecated rate", dep: Deprecated{Rate: one(1 << 32)}, err: "bad option --trace-rate: 4294967296 is out of range [ 0, 2147483647 ]"},
+		{name: "deprecated count below -1", dep: Deprecated{Count: one(-2)}, err: "bad option --trace-count: -2 is out of range [ -1, 2147483647 ]"},
+		{name: "huge deprecated count", dep: Deprecated{Count: one(1 << 31)}, err: "bad option --trace-count: 2147483648 is out of range [ -1, 2147483647 ]"},
+		{name: "negative deprecated log frequency", dep: Deprecated{LogFrequency: one(-3)}, err: "bad option --trace-log-frequency: -3 is out of range [ 0, 2147483647 ]"},
+		{name: "deprecated edges", dep: Deprecated{Rate: one(0), Count: one(-1), LogFrequency: one(math.MaxInt32)},
+			want: Config{Rate: 0, Count: -1, LogFrequency: math.MaxInt32, URL: DefaultURL}},
+		{name: "negative rate", values: []string{"rate=-1"}, err: "bad option --trace-config rate: -1 is out of range [ 0, 2147483647 ]"},
+		{name: "count below -1", values: []string{"count=-2"}, err: "bad option --trace-config count: -2 is out of range [ -1, 2147483647 ]"},
+		{name: "negative log frequency", values: []string{"triton,log-frequency=-1"}, err: "bad option --trace-config triton,log-frequency: -1 is out of range [ 0, 2147483647 ]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseConfig(tc.values, tc.dep)
