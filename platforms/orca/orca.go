@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	xds "github.com/cncf/xds/go/xds/data/orca/v3"
@@ -69,6 +70,10 @@ type Options struct {
 
 	// root is where proc and sys are read ("/" unless a test says).
 	root string
+	// kvCache is how long the KV-cache figures are reused: 0 is kvCache's
+	// default, below 0 reads the family for every report (tests that
+	// change it between requests).
+	kvCache time.Duration
 }
 
 // Reporter computes load reports. Safe for concurrent use.
@@ -76,7 +81,27 @@ type Reporter struct {
 	metrics prometheus.Gatherer
 	log     *slog.Logger
 	proc    *process
+
+	// The KV-cache figures, reused for kvTTL: reading them gathers every
+	// custom metric family, and behind Envoy's weighted round robin every
+	// request asks for a report. kvLast is read without a lock; kvMu lets
+	// one report at a time gather when it is stale.
+	kvTTL  time.Duration
+	kvMu   sync.Mutex
+	kvLast atomic.Pointer[kvFigures]
 }
+
+// kvFigures are the KV-cache figures read at one time.
+type kvFigures struct {
+	at       time.Time
+	util     float64
+	capacity uint64
+	ok       bool
+}
+
+// kvCache is how long KV-cache figures are reused, as the process's
+// figures (procCache).
+const kvCache = 100 * time.Millisecond
 
 // New returns a Reporter. It takes the process's first CPU sample now, so
 // that the first report's CPU figure covers the time since.
@@ -87,14 +112,18 @@ func New(opts Options) *Reporter {
 	if opts.root == "" {
 		opts.root = "/"
 	}
-	return &Reporter{metrics: opts.Metrics, log: opts.Logger, proc: newProcess(opts.root, time.Now())}
+	if opts.kvCache == 0 {
+		opts.kvCache = kvCache
+	}
+	return &Reporter{metrics: opts.Metrics, log: opts.Logger, proc: newProcess(opts.root, time.Now()), kvTTL: opts.kvCache}
 }
 
 // Report is mv's load report now: the standard fields and the named
 // metrics (the KV-cache ones when the family exists).
 func (r *Reporter) Report(mv *core.ModelVersion) *xds.OrcaLoadReport {
 	l := mv.Load()
-	p := r.proc.figures(time.Now())
+	now := time.Now()
+	p := r.proc.figures(now)
 	rep := &xds.OrcaLoadReport{
 		CpuUtilization:         p.cpu,
 		MemUtilization:         p.mem,
@@ -109,20 +138,42 @@ func (r *Reporter) Report(mv *core.ModelVersion) *xds.OrcaLoadReport {
 	if l.Instances > 0 {
 		rep.NamedMetrics[InstanceUtil] = float64(l.Busy) / float64(l.Instances)
 	}
-	if util, capacity, ok := r.kv(); ok {
+	if util, capacity, ok := r.kv(now); ok {
 		rep.NamedMetrics[KVUtilization] = util
 		rep.NamedMetrics[KVTokenCapacity] = float64(capacity)
 	}
 	return rep
 }
 
-// kv reads Triton's KV-cache figures: utilisation used/max (0 when max is
-// 0) and capacity max × tokens_per, truncated. ok is false unless the
-// family has all three series; with several, the last of each wins.
-func (r *Reporter) kv() (util float64, capacity uint64, ok bool) {
+// kv is the KV-cache figures as of now: those read less than kvTTL
+// before, else read afresh (gatherKV).
+func (r *Reporter) kv(now time.Time) (util float64, capacity uint64, ok bool) {
 	if r.metrics == nil {
 		return 0, 0, false
 	}
+	if r.kvTTL < 0 {
+		return r.gatherKV()
+	}
+	// Figures read after now (by a concurrent report) are fresh too.
+	fresh := func(f *kvFigures) bool { return f != nil && now.Sub(f.at) < r.kvTTL }
+	if f := r.kvLast.Load(); fresh(f) {
+		return f.util, f.capacity, f.ok
+	}
+	r.kvMu.Lock()
+	defer r.kvMu.Unlock()
+	if f := r.kvLast.Load(); fresh(f) { // another report gathered meanwhile
+		return f.util, f.capacity, f.ok
+	}
+	f := &kvFigures{at: now}
+	f.util, f.capacity, f.ok = r.gatherKV()
+	r.kvLast.Store(f)
+	return f.util, f.capacity, f.ok
+}
+
+// gatherKV reads Triton's KV-cache figures: utilisation used/max (0 when
+// max is 0) and capacity max × tokens_per, truncated. ok is false unless
+// the family has all three series; with several, the last of each wins.
+func (r *Reporter) gatherKV() (util float64, capacity uint64, ok bool) {
 	families, err := r.metrics.Gather()
 	if err != nil && len(families) == 0 {
 		return 0, 0, false
@@ -226,7 +277,7 @@ func (r *Reporter) SetGenerateHeaders(out, req http.Header) {
 	if !ok {
 		return
 	}
-	util, capacity, ok := r.kv()
+	util, capacity, ok := r.kv(time.Now())
 	if !ok {
 		return
 	}

@@ -86,7 +86,11 @@ type env struct {
 	gate, entered                    chan struct{}
 }
 
-func start(t *testing.T) *env {
+// start builds the env. Its Reporter reuses the KV-cache figures for
+// 100 ms as a server's does, which the tests that set the family once,
+// before any report, do not see; a test that changes the family between
+// requests passes orca.KVCacheOff.
+func start(t *testing.T, opts ...func(orca.Options) orca.Options) *env {
 	t.Helper()
 	e := &env{gate: make(chan struct{}), entered: make(chan struct{}, 16)}
 	root := servertest.WriteRepo(t, map[string]servertest.Model{
@@ -100,7 +104,11 @@ func start(t *testing.T) *env {
 		[]string{"kv_cache_block_type", "model", "version"})
 	custom := prometheus.NewRegistry()
 	custom.MustRegister(e.kv)
-	loads := orca.New(orca.Options{Metrics: custom, Logger: quiet})
+	o := orca.Options{Metrics: custom, Logger: quiet}
+	for _, f := range opts {
+		o = f(o)
+	}
+	loads := orca.New(o)
 
 	api := httpapi.New(srv, httpapi.Options{Logger: quiet, LoadReports: loads})
 	e.http = serve(t, api)
@@ -350,7 +358,7 @@ func TestNoReport(t *testing.T) {
 // /generate_stream (http-api.md §15): the KV-cache figures in its exact
 // forms, none when the family lacks a series.
 func TestGenerateReport(t *testing.T) {
-	e := start(t)
+	e := start(t, orca.KVCacheOff) // every case sets the family anew
 	cases := []struct {
 		name                  string
 		tokensPer, used, maxB float64
