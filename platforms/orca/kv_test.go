@@ -74,7 +74,7 @@ func TestKVCache(t *testing.T) {
 			out := http.Header{}
 			r2.SetGenerateHeaders(out, http.Header{canonicalRequestHeader: {"json"}})
 			// Header is set lower-case, as Triton writes it: not through Get.
-			if got := out[Header]; len(got) != 1 || got[0] != `JSON {"named_metrics":{"kv_cache_utilization":0.25,"max_token_capacity":512}}` {
+			if got := map[string][]string(out)[Header]; len(got) != 1 || got[0] != `JSON {"named_metrics":{"kv_cache_utilization":0.25,"max_token_capacity":512}}` {
 				t.Errorf("report %q", got)
 			}
 		})
