@@ -72,9 +72,12 @@ func (f *frameOut) add(t *core.Tensor) tensorDesc {
 // write sends header (which must carry "op") and the blobs as one frame,
 // in a single vectored write where the connection allows it.
 func (f *frameOut) write(w io.Writer, header any) error {
-	h, err := json.Marshal(header)
-	if err != nil {
-		return fmt.Errorf("encode %T: %w", header, err)
+	h, ok := header.(rawHeader)
+	if !ok {
+		var err error
+		if h, err = json.Marshal(header); err != nil {
+			return fmt.Errorf("encode %T: %w", header, err)
+		}
 	}
 	prefix := make([]byte, 12, 12+len(h))
 	binary.LittleEndian.PutUint64(prefix, uint64(4+len(h)+f.size))
@@ -85,7 +88,7 @@ func (f *frameOut) write(w io.Writer, header any) error {
 			bufs = append(bufs, b)
 		}
 	}
-	_, err = bufs.WriteTo(w)
+	_, err := bufs.WriteTo(w)
 	return err
 }
 

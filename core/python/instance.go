@@ -141,12 +141,15 @@ type wireRequest struct {
 
 // wireResponse is one entry of execute_done, or a send's response.
 type wireResponse struct {
-	Error *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error      *wireError   `json:"error"`
 	Outputs    []tensorDesc `json:"outputs"`
 	Parameters string       `json:"parameters"`
+}
+
+// wireError is a response's error: a TritonError's code and message.
+type wireError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 // Execute runs one batch: execute(requests) in the worker. Each request's
@@ -200,7 +203,10 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		in.mu.Unlock()
 	}
 	e.InferStart = time.Now()
-	reply, err := w.call(context.WithoutCancel(ctx), "execute", map[string]any{"seq": 0, "slot": slot, "verbose": in.b.verbose(), "requests": reqs}, out)
+	verbose := in.b.verbose()
+	reply, err := w.exchange(context.WithoutCancel(ctx), true, func(seq int64) any {
+		return rawHeader(appendExecute(make([]byte, 0, 256), seq, slot, verbose, reqs))
+	}, out)
 	e.InferEnd = time.Now()
 	if err != nil {
 		// The worker died: every request it had fails (python-backend.md
@@ -213,11 +219,9 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		// which counts as input time, not as the model's.
 		e.InferStart = reply.after
 	}
-	var done struct {
-		Error     string          `json:"error"`
-		Responses []*wireResponse `json:"responses"`
-	}
-	if err := decode(reply, &done); err != nil {
+	var done executeDone
+	if err := decodeExecuteDone(reply.header, &done); err != nil {
+		err = core.Errorf(core.CodeInternal, "Python worker sent a malformed message: %v", err)
 		// Only this execution's requests: another may be running in the
 		// worker meanwhile.
 		for _, rid := range ridOf {

@@ -237,22 +237,33 @@ func (w *worker) err() error {
 // call sends op and waits for its reply (matched by seq; the replies of
 // init, auto_complete and finalize carry none and use seq 0).
 func (w *worker) call(ctx context.Context, op string, header map[string]any, out *frameOut) (frameIn, error) {
+	_, numbered := header["seq"]
+	return w.exchange(ctx, numbered, func(seq int64) any {
+		if numbered {
+			header["seq"] = seq
+		}
+		header["op"] = op
+		return header
+	}, out)
+}
+
+// exchange sends the header frame(seq) builds, numbered when asked, and
+// waits for its reply.
+func (w *worker) exchange(ctx context.Context, numbered bool, frame func(seq int64) any, out *frameOut) (frameIn, error) {
 	w.mu.Lock()
 	if w.dead != nil {
 		w.mu.Unlock()
 		return frameIn{}, w.dead
 	}
 	seq := int64(0)
-	if _, ok := header["seq"]; ok {
+	if numbered {
 		w.seq++
 		seq = w.seq
-		header["seq"] = seq
 	}
 	ch := make(chan frameIn, 1)
 	w.replies[seq] = ch
 	w.mu.Unlock()
-	header["op"] = op
-	if err := w.send(header, out); err != nil {
+	if err := w.send(frame(seq), out); err != nil {
 		return frameIn{}, w.err()
 	}
 	select {
