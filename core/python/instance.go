@@ -407,6 +407,9 @@ func (in *instance) Close() error {
 	w := in.w
 	in.mu.Unlock()
 	w.stop(in.b.opts.StubTimeout)
+	// Its custom metrics go now, not when the goroutine that waits for the
+	// exit gets to it: /metrics shows none of them once the unload returns.
+	in.b.metrics.drop(w)
 	in.failAll(errUnhealthy(in.name))
 	return nil
 }
