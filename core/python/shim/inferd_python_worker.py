@@ -62,6 +62,11 @@ def _read_exact(view):
         got += n
 
 
+# One encoder and decoder for every header: json.dumps with arguments builds
+# an encoder per call, and json.loads of bytes sniffs their encoding.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
+
 # Frames are read through a buffer: a small frame and the length before it
 # come in one system call, then are copied out (tensors may outlive the
 # next read). Only the thread holding _read_lock reads.
@@ -102,7 +107,7 @@ def _read_frame():
     (length,) = struct.unpack("<Q", _take(8))
     frame = _take(length)
     (hlen,) = struct.unpack_from("<I", frame, 0)
-    header = json.loads(bytes(frame[4:4 + hlen]))
+    header = _decode(frame[4:4 + hlen].decode("utf-8"))
     return header, memoryview(frame)[4 + hlen:]
 
 
@@ -110,7 +115,7 @@ def _write(op, header, blobs=None):
     # op and seq lead the header: the server routes a frame by them
     # without parsing the rest.
     header = {"op": op, **header}
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h = _encode(header).encode("utf-8")
     size = blobs.size if blobs is not None else 0
     head = struct.pack("<QI", 4 + len(h) + size, len(h)) + h
     with _write_lock:
@@ -284,7 +289,8 @@ def _run_model_code(fn, *args):
         with _busy_lock:
             _busy[0] = 0
             on = _helper_on.is_set()
-            _helper_on.clear()
+            if on:
+                _helper_on.clear()
         if on:
             os.write(_wake_w, b"x")
 
