@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/inferd/inferd/platforms/codec"
 )
 
 // textHandler writes Triton's two text layouts (common's logging.cc):
@@ -86,7 +88,7 @@ func (h *textHandler) appendLine(b []byte, r slog.Record, iso bool) []byte {
 	b = append(b, "] "...)
 
 	if h.s.escape.Load() {
-		b = appendJSONString(b, r.Message)
+		b = codec.AppendString(b, r.Message) // rapidjson's escaping, as Triton's TritonJson::SerializeString
 	} else {
 		b = append(b, r.Message...)
 	}
@@ -141,44 +143,6 @@ func isFileLine(s string) bool {
 		}
 	}
 	return true
-}
-
-const hexDigits = "0123456789ABCDEF"
-
-// appendJSONString quotes s as Triton's TritonJson::SerializeString does
-// (rapidjson's writer): '"' and '\\' escaped, \b \t \n \f \r by name, the
-// other control bytes as \u00XX in upper-case hex, everything else,
-// non-ASCII and invalid UTF-8 included, as it is. (rapidjson would stop
-// at a NUL byte; inferd writes \u0000 and goes on, losing nothing.)
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\r':
-			b = append(b, '\\', 'r')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // appendAttr writes " key=value" for a, its groups' names joined to the
