@@ -32,11 +32,7 @@ func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
 			continue
 		}
 		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
-		for i, j := range jobs {
-			if errs[i] != errPending {
-				s.finish(j, errs[i])
-			}
-		}
+		s.answer(jobs, errs)
 	}
 }
 

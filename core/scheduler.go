@@ -336,11 +336,7 @@ func (s *scheduler) worker(inst Instance) {
 			s.turn <- struct{}{}
 		default:
 		}
-		for i, j := range jobs {
-			if errs[i] != errPending {
-				s.finish(j, errs[i])
-			}
-		}
+		s.answer(jobs, errs)
 		jobs = next
 	}
 }
@@ -632,6 +628,17 @@ func execute(inst Instance, model string, e *Execution, jobs []*job, log *slog.L
 		ctx = jobs[0].ctx
 	}
 	return inst.Execute(ctx, e)
+}
+
+// answer finishes the jobs of an execution by how each ended (errs, from
+// runExecution), but for decoupled requests still sending: their final
+// send finishes them.
+func (s *scheduler) answer(jobs []*job, errs []error) {
+	for i, j := range jobs {
+		if errs[i] != errPending {
+			s.finish(j, errs[i])
+		}
+	}
 }
 
 // finish answers j, in queue order when preserve_ordering asks for it
