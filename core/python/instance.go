@@ -220,8 +220,7 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		e.InferStart = reply.after
 	}
 	var done executeDone
-	if err := decodeExecuteDone(reply.header, &done); err != nil {
-		err = core.Errorf(core.CodeInternal, "Python worker sent a malformed message: %v", err)
+	if err := decodeExecuteDone(reply, &done); err != nil {
 		// Only this execution's requests: another may be running in the
 		// worker meanwhile.
 		for _, rid := range ridOf {

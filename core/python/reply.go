@@ -1,7 +1,6 @@
 package python
 
 import (
-	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
@@ -18,13 +17,13 @@ type executeDone struct {
 // request, so the common form (compact, plain strings, known keys, integer
 // numbers: what the worker writes) is read by hand, and anything else by
 // encoding/json, which gives the same result (FuzzExecuteDone).
-func decodeExecuteDone(h []byte, d *executeDone) error {
-	p := doneParser{b: h}
+func decodeExecuteDone(f frameIn, d *executeDone) error {
+	p := doneParser{b: f.header}
 	if p.done(d) && p.i == len(p.b) {
 		return nil
 	}
 	*d = executeDone{}
-	return json.Unmarshal(h, d)
+	return decode(f, d)
 }
 
 // doneParser reads the fast form; each method reports false as soon as

@@ -28,7 +28,7 @@ func TestDecodeExecuteDone(t *testing.T) {
 		checkExecuteDone(t, []byte(h))
 	}
 	var d executeDone
-	if err := decodeExecuteDone([]byte(executeDoneSeeds[0]), &d); err != nil || len(d.Responses) != 1 ||
+	if err := decodeExecuteDone(frameIn{header: []byte(executeDoneSeeds[0])}, &d); err != nil || len(d.Responses) != 1 ||
 		d.Responses[0].Outputs[0].Name != "OUTPUT0" || d.Responses[0].Outputs[0].Len != 64 || d.Responses[0].Outputs[0].Shape[1] != 16 {
 		t.Fatalf("%+v, %v", d, err)
 	}
@@ -41,7 +41,7 @@ func TestDecodeExecuteDone(t *testing.T) {
 func checkExecuteDone(t *testing.T, h []byte) {
 	t.Helper()
 	var got, want executeDone
-	gotErr := decodeExecuteDone(h, &got)
+	gotErr := decodeExecuteDone(frameIn{header: h}, &got)
 	wantErr := json.Unmarshal(h, &want)
 	if (gotErr != nil) != (wantErr != nil) {
 		t.Fatalf("%q: error %v, encoding/json says %v", h, gotErr, wantErr)
