@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 
-	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/logging"
 )
@@ -36,25 +35,18 @@ func (s *Server) LogSettings(_ context.Context, req *pb.LogSettingsRequest) (*pb
 
 func applyLogSettings(logs *logging.Settings, settings map[string]*pb.LogSettingsRequest_SettingValue) error {
 	if _, ok := settings["log_file"]; ok {
-		return core.Errorf(core.CodeUnsupported, "log file location can not be updated through network protocol")
+		return logging.ErrFileFixed
 	}
-	for _, sw := range []struct {
-		key string
-		set func(*logging.State, bool)
-	}{
-		{"log_info", func(st *logging.State, on bool) { st.Info = on }},
-		{"log_warning", func(st *logging.State, on bool) { st.Warning = on }},
-		{"log_error", func(st *logging.State, on bool) { st.Error = on }},
-	} {
-		v, ok := settings[sw.key]
+	for _, sw := range logging.Switches {
+		v, ok := settings[sw.Key]
 		if !ok {
 			continue
 		}
 		p, ok := v.GetParameterChoice().(*pb.LogSettingsRequest_SettingValue_BoolParam)
 		if !ok {
-			return invalidArg("expect boolean for '%s'", sw.key)
+			return invalidArg("expect boolean for '%s'", sw.Key)
 		}
-		logs.Update(func(st *logging.State) { sw.set(st, p.BoolParam) })
+		logs.Update(func(st *logging.State) { sw.Set(st, p.BoolParam) })
 	}
 	if v, ok := settings["log_verbose_level"]; ok {
 		p, ok := v.GetParameterChoice().(*pb.LogSettingsRequest_SettingValue_Uint32Param)

@@ -42,17 +42,10 @@ func applyLogSettings(logs *logging.Settings, body []byte) error {
 		return v, ok && !v.IsNull()
 	}
 	if _, ok := present("log_file"); ok {
-		return core.Errorf(core.CodeUnsupported, "log file location can not be updated through network protocol")
+		return logging.ErrFileFixed
 	}
-	for _, sw := range []struct {
-		key string
-		set func(*logging.State, bool)
-	}{
-		{"log_info", func(st *logging.State, on bool) { st.Info = on }},
-		{"log_warning", func(st *logging.State, on bool) { st.Warning = on }},
-		{"log_error", func(st *logging.State, on bool) { st.Error = on }},
-	} {
-		v, ok := present(sw.key)
+	for _, sw := range logging.Switches {
+		v, ok := present(sw.Key)
 		if !ok {
 			continue
 		}
@@ -60,7 +53,7 @@ func applyLogSettings(logs *logging.Settings, body []byte) error {
 		if err != nil {
 			return err
 		}
-		logs.Update(func(st *logging.State) { sw.set(st, on) })
+		logs.Update(func(st *logging.State) { sw.Set(st, on) })
 	}
 	if v, ok := present("log_verbose_level"); ok {
 		n, err := v.Uint64()

@@ -22,6 +22,21 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
+// ErrFileFixed refuses a change of the log file over the network, as
+// Triton does on both protocols.
+var ErrFileFixed = core.Errorf(core.CodeUnsupported, "log file location can not be updated through network protocol")
+
+// Switches are the logging API's on/off settings, in the order Triton
+// applies them (the first error stops the rest).
+var Switches = []struct {
+	Key string
+	Set func(*State, bool)
+}{
+	{"log_info", func(st *State, on bool) { st.Info = on }},
+	{"log_warning", func(st *State, on bool) { st.Warning = on }},
+	{"log_error", func(st *State, on bool) { st.Error = on }},
+}
+
 // Format is the layout of a log line.
 type Format uint8
 
