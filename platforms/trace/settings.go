@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/core"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // Level is a set of trace levels; 0 is OFF.
@@ -453,33 +454,14 @@ const (
 // decimal digits up to the first other byte; no digits, or a value beyond
 // a 32-bit int, is an error.
 func stoi(s string) (int32, error) {
-	i := 0
-	for i < len(s) && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	start := i
-	var n int64
-	over := false
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		if !over {
-			n = n*10 + int64(s[i]-'0')
-			over = n > 1<<31
-		}
-		i++
-	}
-	if i == start {
+	neg, mag, digits, overflow := v2.CInteger(s)
+	switch {
+	case !digits:
 		return 0, errNoDigits
-	}
-	if neg {
-		n = -n
-	}
-	if over || n > 1<<31-1 || n < -1<<31 {
+	case overflow || (neg && mag > 1<<31) || (!neg && mag > 1<<31-1):
 		return 0, errOutOfRange
+	case neg:
+		return int32(-int64(mag)), nil
 	}
-	return int32(n), nil
+	return int32(mag), nil
 }
