@@ -134,22 +134,14 @@ func (n *node) record(rec []byte) {
 // stamp appends {"id":N,"timestamps":[{"name":"X","ns":T}]}, unless the
 // trace is finished.
 func (n *node) stamp(name string, t time.Time) {
-	ns := n.r.m.steadyNs(t)
-	n.r.mu.Lock()
-	defer n.r.mu.Unlock()
-	if n.r.finished {
-		return
-	}
-	if len(n.buf) > 0 {
-		n.buf = append(n.buf, ',')
-	}
-	n.buf = append(n.buf, `{"id":`...)
-	n.buf = strconv.AppendUint(n.buf, n.id, 10)
-	n.buf = append(n.buf, `,"timestamps":[{"name":"`...)
-	n.buf = append(n.buf, name...)
-	n.buf = append(n.buf, `","ns":`...)
-	n.buf = strconv.AppendInt(n.buf, ns, 10)
-	n.buf = append(n.buf, "}]}"...)
+	var a [96]byte // the record, on the stack for the usual names
+	rec := append(a[:0], `{"id":`...)
+	rec = strconv.AppendUint(rec, n.id, 10)
+	rec = append(rec, `,"timestamps":[{"name":"`...)
+	rec = append(rec, name...)
+	rec = append(rec, `","ns":`...)
+	rec = strconv.AppendInt(rec, n.r.m.steadyNs(t), 10)
+	n.record(append(rec, "}]}"...))
 }
 
 func (n *node) timestamps() bool { return n.r.st.level&LevelTimestamps != 0 }
