@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -200,7 +201,13 @@ func checkByteSize(t *Tensor, pfx, model string) error {
 		}
 		return nil
 	}
-	want := n * int64(t.DataType.ByteSize())
+	size := int64(t.DataType.ByteSize())
+	if size > 0 && n > math.MaxInt64/size {
+		// n*size would wrap (to 0 for 2^62 FP32 elements) and let an empty
+		// tensor through; Triton refuses with this text.
+		return Errorf(CodeInvalidArg, "byte size overflow for input '%s': element count %d times element size %d exceeds maximum size of %d", t.Name, n, size, int64(math.MaxInt64))
+	}
+	want := n * size
 	if int64(len(t.Data)) != want {
 		return Errorf(CodeInvalidArg, "%sinput byte size mismatch for input '%s' for model '%s'. Expected %d, got %d", pfx, t.Name, model, want, len(t.Data))
 	}
@@ -252,7 +259,7 @@ func (mv *ModelVersion) fillRaw(req *InferRequest, pfx string) error {
 		t.Data = AppendBytesElement(make([]byte, 0, 4+len(t.Data)), t.Data)
 	} else {
 		variable := -1
-		fixed := int64(1)
+		per := int64(t.DataType.ByteSize()) // bytes per element of the variable dim
 		for i, d := range dims {
 			if d == -1 {
 				if variable >= 0 {
@@ -261,13 +268,12 @@ func (mv *ModelVersion) fillRaw(req *InferRequest, pfx string) error {
 				variable = i
 				continue
 			}
-			fixed *= d
+			per = mulNonNeg(per, d)
 		}
-		if variable >= 0 {
-			per := fixed * int64(t.DataType.ByteSize())
-			if per > 0 {
-				dims[variable] = int64(len(t.Data)) / per
-			}
+		// per <= 0 (a zero dim, or a product past int64) deduces nothing:
+		// the dim stays -1 and the shape check refuses the request.
+		if variable >= 0 && per > 0 {
+			dims[variable] = int64(len(t.Data)) / per
 		}
 	}
 	if mv.Config.GetMaxBatchSize() > 0 {
@@ -293,7 +299,7 @@ func responseShape(out *modelconfig.ModelOutput, produced []int64, batching bool
 		if d == -1 {
 			wild = len(shape)
 		} else {
-			known *= d
+			known = mulNonNeg(known, d)
 		}
 		shape = append(shape, d)
 	}
@@ -304,11 +310,25 @@ func responseShape(out *modelconfig.ModelOutput, produced []int64, batching bool
 			start = 1
 		}
 		for _, d := range produced[min(start, len(produced)):] {
-			total *= d
+			total = mulNonNeg(total, d)
 		}
-		if known > 0 {
+		if known > 0 && total >= 0 {
 			shape[wild] = total / known
 		}
 	}
 	return shape
+}
+
+// mulNonNeg is a*b for a, b >= 0; -1 when either is negative or the
+// product does not fit in an int64.
+func mulNonNeg(a, b int64) int64 {
+	switch {
+	case a < 0 || b < 0:
+		return -1
+	case a == 0 || b == 0:
+		return 0
+	case a > math.MaxInt64/b:
+		return -1
+	}
+	return a * b
 }

@@ -35,6 +35,18 @@ output [ { name: "y" data_type: TYPE_STRING dims: [ 1 ] } ]`))
 	optional := newModelVersion("opt", 1, mustConfig(t, `max_batch_size: 0
 input [ { name: "a" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "b" data_type: TYPE_INT32 dims: [ 1 ] optional: true } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`))
+	anyLen := newModelVersion("any", 1, mustConfig(t, `max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
+	anyLen2 := newModelVersion("any2", 1, mustConfig(t, `max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
+	anyLenBytes := newModelVersion("anyb", 1, mustConfig(t, `max_batch_size: 0
+input [ { name: "s" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_STRING dims: [ -1 ] } ]`))
+	rawHuge := newModelVersion("rawh", 1, mustConfig(t, `max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4611686018427387904, -1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
 
 	in := func(name string, dt DataType, shape []int64, data []byte) *Tensor {
 		return &Tensor{Name: name, DataType: dt, Shape: shape, Data: data}
@@ -68,6 +80,22 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`))
 			wantErr: "expected number of inputs between 1 and 2 but got 1 inputs for model 'opt'. Got input(s) ['b'], but missing required input(s) ['a']."},
 		{name: "non-batching rank mismatch has no NOTE", mv: optional, req: &InferRequest{Inputs: []*Tensor{in("a", TypeInt32, []int64{1, 1}, i32(1))}},
 			wantErr: "unexpected shape for input 'a' for model 'opt'. Expected [1], got [1,1]."},
+		// Shape products and their byte sizes never wrap: 2^62 FP32
+		// elements are 2^64 bytes, not 0.
+		{name: "byte size wraps to 0", mv: anyLen, req: &InferRequest{Inputs: []*Tensor{in("x", TypeFP32, []int64{1 << 62}, []byte{})}},
+			wantErr: "byte size overflow for input 'x': element count 4611686018427387904 times element size 4 exceeds maximum size of 9223372036854775807"},
+		{name: "byte size wraps to 4", mv: anyLen, req: &InferRequest{Inputs: []*Tensor{in("x", TypeFP32, []int64{1<<62 + 1}, i32(1))}},
+			wantErr: "byte size overflow for input 'x'"},
+		{name: "byte size wraps negative", mv: anyLen, req: &InferRequest{Inputs: []*Tensor{in("x", TypeFP32, []int64{1 << 61}, nil)}},
+			wantErr: "byte size overflow for input 'x'"},
+		{name: "element count overflows", mv: anyLen2, req: &InferRequest{Inputs: []*Tensor{in("x", TypeFP32, []int64{1 << 32, 1 << 32}, nil)}},
+			wantErr: "invalid shape for input 'x': shape [4294967296,4294967296] causes total element count to exceed maximum size of 9223372036854775807"},
+		{name: "BYTES count is not a byte size", mv: anyLenBytes, req: &InferRequest{Inputs: []*Tensor{in("s", TypeBytes, []int64{1 << 62}, []byte{})}},
+			wantErr: "expected 4611686018427387904 string elements for inference input 's' for model 'anyb', got 0"},
+		{name: "negative dim", mv: anyLen, req: &InferRequest{Inputs: []*Tensor{in("x", TypeFP32, []int64{-4}, nil)}},
+			wantErr: "All input dimensions should be specified for input 'x'"},
+		{name: "raw request over a huge fixed dim deduces nothing", mv: rawHuge, req: &InferRequest{Raw: true, Inputs: []*Tensor{{Data: i32(4)}}},
+			wantErr: "All input dimensions should be specified for input 'x'"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,6 +142,10 @@ func TestResponseShape(t *testing.T) {
 	out = &modelconfig.ModelOutput{Name: "y", Dims: []int64{2, -1}, Reshape: &modelconfig.ModelTensorReshape{Shape: []int64{-1}}}
 	if got := responseShape(out, []int64{4, 10}, true); !slices.Equal(got, []int64{4, 2, 5}) {
 		t.Errorf("got %v, want [4 2 5]", got)
+	}
+	// A produced shape whose product overflows leaves the -1 as it is.
+	if got := responseShape(out, []int64{4, 1 << 62, 4}, true); !slices.Equal(got, []int64{4, 2, -1}) {
+		t.Errorf("overflowing product: got %v, want [4 2 -1]", got)
 	}
 }
 
