@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +101,12 @@ type Backend struct {
 	once    sync.Once
 	dir     string // the written shim, or "" until the first load
 	dirErr  error
+	// life ends when the backend shuts down: restarts and starts under
+	// way stop.
+	life    context.Context
+	end     context.CancelFunc
 	mu      sync.Mutex
+	closing bool                // Shutdown began: no worker starts
 	workers map[*worker]bool    // live workers, reaped on Close
 	packs   map[string]unpacked // EXECUTION_ENV_PATH archives, by path
 	metrics *customMetrics      // models' custom metrics (Collect)
@@ -114,27 +120,64 @@ func New(opts Options) *Backend {
 	if opts.StubTimeout <= 0 {
 		opts.StubTimeout = 30 * time.Second
 	}
-	return &Backend{opts: opts, log: opts.Logger, workers: map[*worker]bool{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
+	life, end := context.WithCancel(context.Background())
+	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
 }
+
+// closeGrace is how long Close lets workers finalize.
+const closeGrace = 5 * time.Second
+
+// errClosing refuses a worker start once the backend shuts down.
+var errClosing = errors.New("python backend: shutting down")
 
 // Name implements core.Backend.
 func (b *Backend) Name() string { return modelconfig.BackendPython }
 
-// Close stops every worker still running and removes the written module.
-func (b *Backend) Close() error {
+// Shutdown stops the backend: from now on no worker starts or restarts;
+// every live worker is asked to finalize, all at once, and those still
+// running when ctx ends are killed with their children. It returns soon
+// after ctx ends, whatever a finalize does.
+func (b *Backend) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
+	b.closing = true
 	ws := make([]*worker, 0, len(b.workers))
 	for w := range b.workers {
 		ws = append(ws, w)
 	}
 	b.mu.Unlock()
+	b.end()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var killed []string
 	for _, w := range ws {
-		w.stop(5 * time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !w.stopBy(ctx) {
+				mu.Lock()
+				killed = append(killed, w.name)
+				mu.Unlock()
+			}
+		}()
 	}
-	if b.dir != "" {
-		return os.RemoveAll(b.dir)
+	wg.Wait()
+	if len(killed) > 0 {
+		slices.Sort(killed)
+		return fmt.Errorf("python backend: killed the workers of %s, which had not finalized: %w", strings.Join(killed, ", "), ctx.Err())
 	}
 	return nil
+}
+
+// Close stops every worker still running (Shutdown, with a few seconds to
+// finalize) and removes the written module.
+func (b *Backend) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	err := b.Shutdown(ctx)
+	if b.dir != "" {
+		err = errors.Join(err, os.RemoveAll(b.dir))
+	}
+	return err
 }
 
 // shimDir writes the module and the worker script once.
@@ -186,12 +229,21 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 	}
 	env := append(os.Environ(), extra...)
 	env = append(env, "PYTHONUNBUFFERED=1", "PYTHONPATH="+joinPath(dir, os.Getenv("PYTHONPATH")))
+	// A start under way when the backend shuts down ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.life, cancel)()
 	w, err := startWorker(ctx, procSpec{handle: handle, arena: b.opts.ArenaBytes, instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
 		env: env, timeout: b.opts.StubTimeout, log: b.log.With("model", files.ModelName, "instance", instance)})
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		w.kill()
+		return nil, errClosing
+	}
 	b.workers[w] = true
 	b.mu.Unlock()
 	go func() {

@@ -35,7 +35,9 @@ type worker struct {
 	seq     int64
 	replies map[int64]chan frameIn // a server request's reply, by seq
 	dead    error                  // set once the worker is gone
+	gone    chan struct{}          // closed with dead set
 	exited  chan struct{}          // closed when the process has been reaped
+	pgid    int                    // the worker's process group: itself and its children
 	stderr  *tail                  // the last lines of stderr, for errors
 
 	// arena is the shared memory the worker maps as fd 4: the first half
@@ -80,7 +82,7 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
 	}
 	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
-		exited: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth)}
+		gone: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth)}
 	for i := range depth {
 		w.slots <- i
 	}
@@ -100,17 +102,24 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	cmd.Stdin = nil
 	cmd.Stdout = &logWriter{log: p.log, stream: "stdout"}
 	cmd.Stderr = &logWriter{log: p.log, stream: "stderr", tail: w.stderr}
-	// The worker dies with the server, whatever kills it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The worker dies with the server, whatever kills it, and leads a
+	// process group of its own: what its model starts (subprocess.Popen)
+	// is killed with it. A child that outlives it may still hold its
+	// stdout and stderr: WaitDelay keeps Wait from waiting for them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		conn.Close()
 		w.freeArena()
 		return nil, core.Errorf(core.CodeInternal, "failed to start the Python worker for '%s' with %s: %v", p.instance, p.python, err)
 	}
-	w.cmd = cmd
+	w.cmd, w.pgid = cmd, cmd.Process.Pid
 	go func() {
 		err := cmd.Wait()
 		w.die(fmt.Errorf("exited: %v", err))
+		// Children left behind go too (the group outlives its leader
+		// while any of them runs, so its id is not reused meanwhile).
+		w.killGroup()
 		w.freeArena()
 		close(w.exited)
 	}()
@@ -221,7 +230,11 @@ func (w *worker) die(cause error) {
 	w.replies = map[int64]chan frameIn{}
 	w.mu.Unlock()
 	w.log.Debug("Python worker gone", "cause", cause)
+	close(w.gone)
 	_ = w.conn.Close()
+	// A worker whose connection ended is of no more use: it goes now,
+	// with its children, so Wait returns and a restart may begin.
+	w.killGroup()
 	for _, ch := range replies {
 		close(ch)
 	}
@@ -291,27 +304,54 @@ func (w *worker) send(header any, out *frameOut) error {
 	return err
 }
 
+// waitDelay bounds how long Wait waits for the worker's stdout and stderr
+// once it has exited: a child holding them cannot make Wait hang.
+const waitDelay = time.Second
+
+// reapGrace bounds the wait for a killed worker to be reaped.
+const reapGrace = 5 * time.Second
+
 // stop asks the worker to finalize and exit, then kills it if it has not
-// within grace.
-func (w *worker) stop(grace time.Duration) {
+// within grace. It reports whether the worker exited by itself.
+func (w *worker) stop(grace time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return w.stopBy(ctx)
+}
+
+// stopBy asks the worker to finalize and exit, and when ctx ends first
+// kills its process group; it never waits past ctx for the worker, and
+// only reapGrace more for the kernel to reap it. It reports whether the
+// worker exited by itself.
+func (w *worker) stopBy(ctx context.Context) bool {
 	if w.err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		_, _ = w.call(ctx, "finalize", map[string]any{}, nil)
-		cancel()
 	}
 	select {
 	case <-w.exited:
-	case <-time.After(grace):
-		w.kill()
-		<-w.exited
+		return true
+	case <-ctx.Done():
 	}
+	w.kill()
+	select {
+	case <-w.exited:
+	case <-time.After(reapGrace):
+		w.log.Error("Python worker not reaped after it was killed", "pid", w.pgid)
+	}
+	return false
 }
 
+// kill kills the worker and its children.
 func (w *worker) kill() {
-	if w.cmd != nil && w.cmd.Process != nil {
-		_ = w.cmd.Process.Kill()
-	}
+	w.killGroup()
 	w.die(errors.New("killed"))
+}
+
+// killGroup sends SIGKILL to the worker's process group.
+func (w *worker) killGroup() {
+	if w.pgid > 0 {
+		_ = syscall.Kill(-w.pgid, syscall.SIGKILL)
+	}
 }
 
 // logWriter sends each line a worker writes to the server log, labelled
