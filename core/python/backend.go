@@ -98,9 +98,9 @@ type Backend struct {
 	opts Options
 	log  *slog.Logger
 
-	once    sync.Once
-	dir     string // the written shim, or "" until the first load
-	dirErr  error
+	once   sync.Once
+	dir    string // the written shim, or "" until the first load
+	dirErr error
 	// life ends when the backend shuts down: restarts and starts under
 	// way stop.
 	life    context.Context
