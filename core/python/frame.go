@@ -166,7 +166,8 @@ func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) {
 	if d.Arena {
 		data = append([]byte(nil), data...)
 	}
-	if n := core.ElementCount(d.Shape); dt != core.TypeBytes && (n < 0 || n*int64(dt.ByteSize()) != int64(len(data))) {
+	// n == len/size, not n*size == len: the product may wrap.
+	if n, size := core.ElementCount(d.Shape), int64(dt.ByteSize()); dt != core.TypeBytes && (n < 0 || int64(len(data))%size != 0 || n != int64(len(data))/size) {
 		return nil, fmt.Errorf("tensor '%s' of shape %s holds %d bytes", d.Name, core.ShapeString(d.Shape), len(data))
 	}
 	return &core.Tensor{Name: d.Name, DataType: dt, Shape: d.Shape, Data: data}, nil

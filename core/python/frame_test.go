@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -54,6 +56,7 @@ func FuzzFrame(f *testing.F) {
 	f.Add(seed(`{"op":"send","responses":[{"outputs":[{"name":"o","datatype":"BYTES","shape":[1],"off":2,"len":40,"arena":true}]}]}`, []byte{1, 2}))
 	f.Add(seed(`{"op":"x"}`, nil))
 	f.Add([]byte{255, 255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 0})
+	f.Add(seed(`{"op":"execute_done","responses":[{"outputs":[{"name":"o","datatype":"FP32","shape":[4611686018427387904],"off":0,"len":0}]}]}`, nil))
 	arena := make([]byte, 64)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr, err := readFrame(bufio.NewReader(bytes.NewReader(data)))
@@ -72,6 +75,9 @@ func FuzzFrame(f *testing.F) {
 				tensor, err := fr.tensor(d)
 				if err == nil && len(tensor.Data) != d.Len {
 					t.Fatalf("tensor of %d bytes for a descriptor of %d", len(tensor.Data), d.Len)
+				}
+				if err == nil && tensor.DataType != core.TypeBytes && exactBytes(d.Shape, tensor.DataType.ByteSize()).Cmp(big.NewInt(int64(d.Len))) != 0 {
+					t.Fatalf("shape %v of %s accepted over %d bytes", d.Shape, d.Datatype, d.Len)
 				}
 			}
 		}
@@ -143,4 +149,45 @@ func plainKeys(h []byte) bool {
 		}
 	}
 	return !bytes.Contains(h, []byte(`\u`)) || !bytes.Contains(bytes.ToLower(h), []byte(`\u006f`)) && !bytes.Contains(bytes.ToLower(h), []byte(`\u0073`))
+}
+
+// TestFrameTensorSizes: a descriptor's shape must account for its bytes
+// exactly, without the product wrapping (2^62 FP32 elements are not 0
+// bytes).
+func TestFrameTensorSizes(t *testing.T) {
+	f := frameIn{blobs: make([]byte, 16)}
+	for _, c := range []struct {
+		d  tensorDesc
+		ok bool
+	}{
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{2, 2}, Len: 16}, true},
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{1 << 62}, Len: 0}, false},
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{1<<62 + 1}, Len: 4}, false},
+		{tensorDesc{Name: "a", Datatype: "FP64", Shape: []int64{1<<61 + 1}, Len: 8}, false},
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{1 << 32, 1 << 32}, Len: 0}, false},
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{3}, Len: 16}, false},
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{2}, Off: 12, Len: 8}, false},
+		{tensorDesc{Name: "a", Datatype: "FP32", Shape: []int64{2}, Off: math.MaxInt, Len: 8}, false},
+		{tensorDesc{Name: "a", Datatype: "NOPE", Shape: []int64{4}, Len: 16}, false},
+	} {
+		if _, err := f.tensor(c.d); (err == nil) != c.ok {
+			t.Errorf("%+v: err %v, want ok %v", c.d, err, c.ok)
+		}
+	}
+}
+
+// exactBytes is a shape's byte size without wrapping (no dims: 0, as
+// core.ElementCount counts).
+func exactBytes(shape []int64, size int) *big.Int {
+	if len(shape) == 0 {
+		return new(big.Int)
+	}
+	n := big.NewInt(int64(size))
+	for _, d := range shape {
+		if d <= 0 {
+			return new(big.Int)
+		}
+		n.Mul(n, big.NewInt(d))
+	}
+	return n
 }

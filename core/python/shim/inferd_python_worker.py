@@ -165,24 +165,10 @@ class _Stream:
         _write("bls_cancel", {"seq": self.seq})
 
 
-_DTYPE = {name: t for name, _, t in pb_utils._DTYPES if t is not None}
-
-
 def _tensor(desc, frame):
     """A Tensor over its bytes in the received frame or the arena, without
-    a copy."""
-    area = _worker.arena_in if desc.get("arena") else frame
-    data = area[desc["off"]:desc["off"] + desc["len"]]
-    shape = desc["shape"]
-    dtype = desc["datatype"]
-    code = pb_utils._NAME_TO_CODE[dtype]
-    if dtype == "BF16":
-        return pb_utils.Tensor(desc["name"], bytes(data), code, shape)
-    if dtype == "BYTES":
-        arr = pb_utils.deserialize_bytes_tensor(data).reshape(shape)
-    else:
-        arr = np.frombuffer(data, dtype=_DTYPE[dtype]).reshape(shape)
-    return pb_utils.Tensor(desc["name"], arr, code, shape)
+    a copy; a malformed description raises TritonModelException."""
+    return pb_utils._wire_tensor(desc, frame, _worker.arena_in)
 
 
 _worker.call = _call
@@ -385,14 +371,29 @@ def _batch_error(text):
 _SLOTS = 2  # the server's depth: executions in flight per worker
 
 
+def _received(r, frame):
+    """The InferenceRequest the model gets for one request of an execute."""
+    inputs = [_tensor(d, frame) for d in r["inputs"]]
+    return pb_utils.InferenceRequest._received(
+        r["rid"], r["id"], r["correlation_id"], r["flags"], r["timeout_us"],
+        r["parameters"], r["requested_outputs"], inputs, _State.decoupled)
+
+
 def _execute(header, frame):
     _worker.log_verbose = header.get("verbose", _worker.log_verbose)
+    # A request the worker cannot build (a malformed tensor) is answered
+    # with its own error; the others still run.
     requests = []
+    answers = []  # per request: its error response, or None when it runs
     for r in header["requests"]:
-        inputs = [_tensor(d, frame) for d in r["inputs"]]
-        requests.append(pb_utils.InferenceRequest._received(
-            r["rid"], r["id"], r["correlation_id"], r["flags"], r["timeout_us"],
-            r["parameters"], r["requested_outputs"], inputs, _State.decoupled))
+        try:
+            requests.append(_received(r, frame))
+            answers.append(None)
+        except Exception as exc:  # noqa: B902 — this request fails, not the batch
+            answers.append({"error": {"code": int(pb_utils.TritonError.INVALID_ARG), "message": _batch_error(_error_text(exc))}})
+    if not requests:
+        _write("execute_done", {"seq": header["seq"], "responses": answers})
+        return
     blobs = _Blobs()
     if _worker.arena_out is not None:
         # The server splits the arena between the executions it may have
@@ -417,8 +418,16 @@ def _execute(header, frame):
         sys.stderr.write(text)
         for r in requests:
             r._closed = True
-        _write("execute_done", {"seq": header["seq"], "error": _batch_error(_error_text(exc))})
+        if len(requests) == len(answers):
+            _write("execute_done", {"seq": header["seq"], "error": _batch_error(_error_text(exc))})
+            return
+        # Some requests already failed on their own: each gets its error.
+        failed = {"error": {"code": int(pb_utils.TritonError.INTERNAL), "message": _batch_error(_error_text(exc))}}
+        _write("execute_done", {"seq": header["seq"], "responses": [a or failed for a in answers]})
         return
+    if len(requests) != len(answers):
+        it = iter(responses)
+        responses = [a if a is not None else next(it) for a in answers]
     _write("execute_done", {"seq": header["seq"], "responses": responses}, blobs)
 
 
@@ -477,7 +486,12 @@ def main():
         elif op == "init":
             _run_model_code(_init, header)
         elif op == "execute":
-            _run_model_code(_execute, header, frame)
+            try:
+                _run_model_code(_execute, header, frame)
+            except Exception:  # noqa: B902 — a malformed execute must not end the worker
+                traceback.print_exc()
+                if "seq" in header:
+                    _write("execute_done", {"seq": header["seq"], "error": _batch_error("malformed execute message")})
         elif op == "finalize":
             _busy[0] = -1  # finalize may still make calls; the worker exits after
             _finalize()

@@ -162,6 +162,70 @@ def serialize_byte_tensor(input_tensor):
     return bytes(out)
 
 
+def _bytes_elements(data, name):
+    """The elements of a BYTES tensor's bytes, each a length and its bytes;
+    framing that does not end exactly at the end raises."""
+    buf = memoryview(data)
+    items = []
+    off = 0
+    end = len(buf)
+    while off < end:
+        if end - off < 4:
+            raise TritonModelException("tensor '%s': truncated BYTES element length at byte %d" % (name, off))
+        (n,) = struct.unpack_from("<I", buf, off)
+        off += 4
+        if n > end - off:
+            raise TritonModelException("tensor '%s': BYTES element of %d bytes at byte %d runs past the end of the tensor" % (name, n, off))
+        items.append(bytes(buf[off:off + n]))
+        off += n
+    return items
+
+
+def _wire_tensor(desc, frame, arena):
+    """The Tensor a received descriptor names: its bytes in frame, or in
+    arena when desc says so, used without a copy. A description that does
+    not hold together (unknown datatype, negative dims, a shape that does
+    not match the bytes, bytes outside the area) raises
+    TritonModelException, so that only its request fails."""
+    if not isinstance(desc, dict):
+        raise TritonModelException("malformed tensor description")
+    name = desc.get("name")
+    if not isinstance(name, str) or name == "":
+        raise TritonModelException("tensor description without a name")
+    dtype = desc.get("datatype")
+    code = _NAME_TO_CODE.get(dtype) if isinstance(dtype, str) else None
+    if code is None:
+        raise TritonModelException("tensor '%s' has unknown datatype '%s'" % (name, dtype))
+    shape = desc.get("shape")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise TritonModelException("tensor '%s' has an invalid shape %s" % (name, shape))
+    area = arena if desc.get("arena") else frame
+    size = 0 if area is None else len(area)
+    off, n = desc.get("off"), desc.get("len")
+    if type(off) is not int or type(n) is not int or off < 0 or n < 0 or off + n > size:
+        raise TritonModelException("tensor '%s' lies outside the frame (%s+%s of %d bytes)" % (name, off, n, size))
+    data = area[off:off + n]
+    count = 1
+    for d in shape:
+        count *= d  # Python integers: no overflow
+    try:
+        if code == 13:
+            items = _bytes_elements(data, name)
+            if len(items) != count:
+                raise TritonModelException("tensor '%s' of shape %s holds %d BYTES elements" % (name, shape, len(items)))
+            arr = np.empty(len(items), dtype=np.object_)
+            arr[:] = items
+            return Tensor(name, arr.reshape(shape), code, shape)
+        itemsize = 2 if code == 14 else np.dtype(_CODE_TO_NUMPY[code]).itemsize
+        if count * itemsize != n:
+            raise TritonModelException("tensor '%s' of shape %s and datatype %s holds %d bytes" % (name, shape, dtype, n))
+        if code == 14:
+            return Tensor(name, bytes(data), code, shape)
+        return Tensor(name, np.frombuffer(data, dtype=_CODE_TO_NUMPY[code]).reshape(shape), code, shape)
+    except ValueError as e:  # numpy: too many dims, or too big a shape
+        raise TritonModelException("tensor '%s' of shape %s: %s" % (name, shape, e))
+
+
 def deserialize_bytes_tensor(encoded_tensor):
     buf = memoryview(encoded_tensor)
     items = []

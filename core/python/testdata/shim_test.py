@@ -71,4 +71,45 @@ assert back.name() == "Y" and back.shape() == [2, 3] and back.triton_dtype() == 
 assert (back.as_numpy() == src.as_numpy()).all()
 assert (np.from_dlpack(src) == src.as_numpy()).all() and src.__dlpack_device__()[0] == 1
 raises(pb_utils.TritonModelException, "DLPack does not have support for string tensors.", pb_utils.Tensor("S", np.array([b"a"], dtype=object)).to_dlpack)
+# Received tensor descriptors: a good one builds its tensor in place; each
+# malformed one raises TritonModelException (its request fails, not the
+# worker).
+frame = memoryview(bytearray(b"\x00\x00\x80\x3f\x00\x00\x00\x40" + b"\x01\x00\x00\x00a\x02\x00\x00\x00bc"))
+fp = {"name": "X", "datatype": "FP32", "shape": [1, 2], "off": 0, "len": 8}
+t = pb_utils._wire_tensor(fp, frame, None)
+assert t.shape() == [1, 2] and t.as_numpy().tolist() == [[1.0, 2.0]] and t.triton_dtype() == 11
+t = pb_utils._wire_tensor({"name": "S", "datatype": "BYTES", "shape": [2], "off": 8, "len": 11}, frame, None)
+assert t.as_numpy().tolist() == [b"a", b"bc"]
+assert pb_utils._wire_tensor({"name": "E", "datatype": "FP32", "shape": [0, 5], "off": 0, "len": 0}, frame, None).shape() == [0, 5]
+assert pb_utils._wire_tensor({"name": "B", "datatype": "BF16", "shape": [2], "off": 0, "len": 4}, frame, None)._raw == b"\x00\x00\x80\x3f"
+assert pb_utils._wire_tensor(dict(fp, arena=True), None, frame).shape() == [1, 2]
+for bad, text in [
+    (dict(fp, shape=[4611686018427387904], len=0), "holds 0 bytes"),
+    (dict(fp, shape=[1, 3]), "holds 8 bytes"),
+    (dict(fp, shape=[1]), "holds 8 bytes"),
+    (dict(fp, shape=[-1, -2]), "invalid shape"),
+    (dict(fp, shape=[2, True]), "invalid shape"),
+    (dict(fp, shape=[1.0, 2]), "invalid shape"),
+    (dict(fp, shape="12"), "invalid shape"),
+    (dict(fp, shape=[2**63 - 1, 2**63 - 1, 0], len=0), "of shape"),
+    (dict(fp, shape=[2**64, 0], len=0), "of shape"),
+    (dict(fp, shape=[1] * 70, len=4), "of shape"),
+    (dict(fp, datatype="FP128"), "unknown datatype 'FP128'"),
+    (dict(fp, datatype=None), "unknown datatype"),
+    (dict(fp, off=-1), "lies outside the frame"),
+    (dict(fp, off=15), "lies outside the frame"),
+    (dict(fp, len=2**70), "lies outside the frame"),
+    (dict(fp, off="0"), "lies outside the frame"),
+    (dict(fp, arena=True), "lies outside the frame"),
+    (dict(fp, name=""), "without a name"),
+    ([], "malformed tensor description"),
+    ({"name": "S", "datatype": "BYTES", "shape": [3], "off": 8, "len": 11}, "holds 2 BYTES elements"),
+    ({"name": "S", "datatype": "BYTES", "shape": [2], "off": 8, "len": 10}, "runs past the end"),
+    ({"name": "S", "datatype": "BYTES", "shape": [2], "off": 8, "len": 7}, "truncated BYTES element length"),
+    ({"name": "B", "datatype": "BF16", "shape": [3], "off": 0, "len": 4}, "holds 4 bytes"),
+]:
+    try:
+        raises(pb_utils.TritonModelException, text, pb_utils._wire_tensor, bad, frame, None)
+    except AssertionError:
+        raise AssertionError("%r did not raise %r" % (bad, text))
 print("ok")
