@@ -40,10 +40,11 @@ type Options struct {
 	// extension; 64 MiB by default, 0 for none: every tensor then goes
 	// through the socket). Pages are only used as tensors fill them.
 	ArenaBytes int
-	// RestartDead restarts a worker that dies (restart-dead-workers, an
-	// inferd extension); by default its instance stays dead and the
-	// version not ready, as in Triton ≥ 24.06.
-	RestartDead bool
+	// KeepDead leaves a worker that dies dead, its instance not ready
+	// until the model is reloaded, as in Triton
+	// (restart-dead-workers=false). By default a new worker takes its
+	// place (restart-dead-workers=true, an inferd extension).
+	KeepDead bool
 	// LogVerbose is --log-verbose: Logger.log_verbose shows from 1.
 	LogVerbose int
 	// Verbose, when set, gives the verbose level as it is now (/v2/logging
@@ -79,7 +80,7 @@ func Settings(settings map[string]string) (Options, error) {
 			if err != nil {
 				return o, fmt.Errorf("--backend-config=python,restart-dead-workers=%s: must be true or false", v)
 			}
-			o.RestartDead = b
+			o.KeepDead = !b
 		case "thread-pool-size":
 			if n, err := strconv.Atoi(v); err != nil || n < 1 {
 				return o, fmt.Errorf("--backend-config=python,thread-pool-size=%s: must be at least 1", v)
@@ -103,13 +104,14 @@ type Backend struct {
 	dirErr error
 	// life ends when the backend shuts down: restarts and starts under
 	// way stop.
-	life    context.Context
-	end     context.CancelFunc
-	mu      sync.Mutex
-	closing bool                // Shutdown began: no worker starts
-	workers map[*worker]bool    // live workers, reaped on Close
-	packs   map[string]unpacked // EXECUTION_ENV_PATH archives, by path
-	metrics *customMetrics      // models' custom metrics (Collect)
+	life     context.Context
+	end      context.CancelFunc
+	mu       sync.Mutex
+	closing  bool                   // Shutdown began: no worker starts
+	workers  map[*worker]bool       // live workers, reaped on Close
+	restarts map[instanceKey]uint64 // restarts per loaded instance
+	packs    map[string]unpacked    // EXECUTION_ENV_PATH archives, by path
+	metrics  *customMetrics         // models' custom metrics (Collect)
 }
 
 // New builds the backend; it starts nothing until a Python model loads.
@@ -121,7 +123,7 @@ func New(opts Options) *Backend {
 		opts.StubTimeout = 30 * time.Second
 	}
 	life, end := context.WithCancel(context.Background())
-	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
+	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, restarts: map[instanceKey]uint64{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
 }
 
 // closeGrace is how long Close lets workers finalize.
@@ -355,13 +357,16 @@ func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg
 // model imported and initialized (python-backend.md §3.1).
 func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
 	in := &instance{b: b, spec: spec, name: spec.Name, server: spec.Server, model: spec.ModelName,
-		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{}}
+		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{},
+		supervised: make(chan struct{})}
 	w, err := in.spawn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	in.w = w
-	go in.watch(w)
+	in.life, in.end = context.WithCancel(b.life)
+	b.trackRestarts(in.key())
+	go in.supervise(w)
 	return in, nil
 }
 

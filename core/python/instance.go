@@ -33,6 +33,12 @@ type instance struct {
 	open    map[int64]*openRequest // requests not yet final, by rid
 	w       *worker                // the current worker (replaced on a restart)
 	closing bool
+
+	// life ends when the instance closes or the backend shuts down: no
+	// restart then. supervised is closed when supervise has returned.
+	life       context.Context
+	end        context.CancelFunc
+	supervised chan struct{}
 }
 
 // worker is the instance's current worker.
@@ -40,41 +46,6 @@ func (in *instance) worker() *worker {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.w
-}
-
-// watch waits for w to exit while it serves: its open requests fail
-// (python-backend.md §8.7), and with restart-dead-workers a new worker
-// takes its place.
-func (in *instance) watch(w *worker) {
-	<-w.exited
-	in.failAll(errUnhealthy(in.name))
-	in.mu.Lock()
-	closing := in.closing
-	in.mu.Unlock()
-	if closing || !in.b.opts.RestartDead {
-		return
-	}
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
-		in.b.log.Warn("restarting a dead Python worker", "model", in.model, "instance", in.name)
-		fresh, err := in.spawn(context.Background())
-		in.mu.Lock()
-		if in.closing {
-			in.mu.Unlock()
-			if err == nil {
-				fresh.stop(in.b.opts.StubTimeout)
-			}
-			return
-		}
-		if err == nil {
-			in.w = fresh
-			in.mu.Unlock()
-			go in.watch(fresh)
-			return
-		}
-		in.mu.Unlock()
-		in.b.log.Error("failed to restart a Python worker", "model", in.model, "instance", in.name, "err", err)
-		time.Sleep(wait)
-	}
 }
 
 // Healthy implements core.HealthReporter: a dead worker, or a model whose
@@ -399,16 +370,21 @@ func (in *instance) onLog(w *worker, f frameIn) {
 	w.log.Log(context.Background(), level, m.Message, "file", fmt.Sprintf("%s:%d", m.File, m.Line))
 }
 
-// Close calls finalize and stops the worker.
+// Close calls finalize and stops the worker, killing it and its children
+// if it has not exited within the stub timeout.
 func (in *instance) Close() error {
 	in.mu.Lock()
 	in.closing = true
 	w := in.w
 	in.mu.Unlock()
+	in.end()
 	w.stop(in.b.opts.StubTimeout)
+	// A restart under way ends with it (its start is cancelled).
+	<-in.supervised
 	// Its custom metrics go now, not when the goroutine that waits for the
 	// exit gets to it: /metrics shows none of them once the unload returns.
 	in.b.metrics.drop(w)
+	in.b.forgetRestarts(in.key())
 	in.failAll(errUnhealthy(in.name))
 	return nil
 }

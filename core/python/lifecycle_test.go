@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
@@ -125,6 +128,148 @@ func TestShutdown(t *testing.T) {
 			}
 			if _, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err == nil {
 				t.Fatal("a request succeeded after Shutdown")
+			}
+		})
+	}
+}
+
+// restarts reads inferd_python_worker_restarts_total of instance, or -1
+// when the backend exports none for it.
+func restarts(t *testing.T, e *env, instance string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.backend)
+	families, err := reg.Gather()
+	servertest.Must(t, err)
+	for _, f := range families {
+		if f.GetName() != "inferd_python_worker_restarts_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["instance"] == instance && labels["model"] == "lifecycle" && labels["version"] == "1" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// TestDeadWorker: a worker killed with SIGKILL, or exiting by itself, fails
+// the request it held at once with Triton's text, its children go, and the
+// log says how it ended with its last stderr lines. By default a new worker
+// takes its place: the model serves and is ready again and the restart
+// counter says 1. With restart-dead-workers=false the instance stays not
+// ready, as in Triton. Either way the unload returns, though the model's
+// child held the dead worker's stdout and stderr.
+func TestDeadWorker(t *testing.T) {
+	const dead = "Stub process 'lifecycle_0_0' is not healthy."
+	for _, tc := range []struct {
+		name     string
+		keepDead bool
+		kill     bool     // SIGKILL while it runs a request; else it exits on one
+		log      []string // in the log after the death
+	}{
+		{"killed, restarted", false, true, []string{`status="killed by signal SIGKILL"`}},
+		{"exits, restarted", false, false, []string{`status="exit status 3"`, `lifecycle: exiting on a negative input`}},
+		{"killed, restart-dead-workers=false", true, true, []string{`status="killed by signal SIGKILL"`, "restart-dead-workers=false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, marker := startLifecycle(t, options{keepDead: tc.keepDead}, 1, map[string]string{})
+			if _, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			first := lifecyclePIDs(t, marker)
+			if len(first) != 1 || restarts(t, e, "lifecycle_0_0") != 0 {
+				t.Fatalf("workers %v, restarts %v", first, restarts(t, e, "lifecycle_0_0"))
+			}
+			held := make(chan error, 1)
+			input := float32(-1)
+			if tc.kill {
+				input = 2
+			}
+			go func() {
+				_, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, input)}})
+				held <- err
+			}()
+			if tc.kill {
+				for {
+					if _, err := os.Stat(filepath.Join(marker, "executing")); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				for pid := range first {
+					servertest.Must(t, syscall.Kill(pid, syscall.SIGKILL))
+				}
+			}
+			select {
+			case err := <-held:
+				if err == nil || err.Error() != dead {
+					t.Fatalf("the request the worker held: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the request the dead worker held did not fail")
+			}
+			for worker, child := range first {
+				waitGone(t, "the dead worker", worker)
+				waitGone(t, "the dead worker's child", child)
+			}
+			if tc.keepDead {
+				// Nothing restarts it: it stays dead and not ready.
+				time.Sleep(2 * time.Second)
+				if e.srv.ModelReady("lifecycle", core.LatestVersion) {
+					t.Fatal("ready with a dead worker and restart-dead-workers=false")
+				}
+				if _, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err == nil || err.Error() != dead {
+					t.Fatalf("a request to the dead instance: %v", err)
+				}
+				if got := workerPIDs(); len(got) != 0 || restarts(t, e, "lifecycle_0_0") != 0 {
+					t.Fatalf("workers %v, restarts %v", got, restarts(t, e, "lifecycle_0_0"))
+				}
+			} else {
+				deadline := time.Now().Add(time.Minute)
+				for {
+					resp, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 7)}})
+					if err == nil && floats(resp.Outputs[0])[0] == 7 && e.srv.ModelReady("lifecycle", core.LatestVersion) {
+						break
+					}
+					if err != nil && err.Error() != dead {
+						t.Fatalf("while restarting: %v", err)
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no restart: %v", err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if n := restarts(t, e, "lifecycle_0_0"); n != 1 {
+					t.Fatalf("restarts counted %v", n)
+				}
+			}
+			logged := e.log.String()
+			for _, want := range append(tc.log, `msg="Python worker died" model=lifecycle version=1 instance=lifecycle_0_0`) {
+				if !strings.Contains(logged, want) {
+					t.Errorf("the log lacks %q:\n%s", want, logged)
+				}
+			}
+			all := lifecyclePIDs(t, marker)
+			unloaded := make(chan error, 1)
+			go func() { unloaded <- e.srv.Unload(context.Background(), "lifecycle") }()
+			select {
+			case err := <-unloaded:
+				servertest.Must(t, err)
+			case <-time.After(time.Minute):
+				t.Fatal("the unload hangs")
+			}
+			for worker, child := range all {
+				waitGone(t, "worker", worker)
+				waitGone(t, "the model's child", child)
+			}
+			if n := restarts(t, e, "lifecycle_0_0"); n != -1 {
+				t.Fatalf("the restart counter of an unloaded instance: %v", n)
 			}
 		})
 	}

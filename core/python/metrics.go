@@ -178,6 +178,7 @@ func (b *Backend) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (b *Backend) Collect(ch chan<- prometheus.Metric) {
+	b.collectRestarts(ch)
 	c := b.metrics
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -85,7 +85,7 @@ type options struct {
 	mode           core.ControlMode
 	verbose        int
 	allowFails     bool
-	restart        bool
+	keepDead       bool       // restart-dead-workers=false
 	verboseNow     func() int // the run-time verbose level, if set
 	noArena        bool
 	noAutoComplete bool
@@ -99,7 +99,7 @@ func start(t testing.TB, o options, names ...string) *env {
 	if o.noArena {
 		arena = 0
 	}
-	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, Verbose: o.verboseNow, RestartDead: o.restart, ArenaBytes: arena, Logger: log})
+	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, Verbose: o.verboseNow, KeepDead: o.keepDead, ArenaBytes: arena, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
 	e.backend = b
 	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log, NoAutoComplete: o.noAutoComplete})
@@ -408,10 +408,11 @@ func TestBLS(t *testing.T) {
 	}
 }
 
-// TestWorkerDeath: a worker that exits fails its request and every later
-// one with Triton's text (python-backend.md §8.7, §12 line 53).
+// TestWorkerDeath: with restart-dead-workers=false, a worker that exits
+// fails its request and every later one with Triton's text
+// (python-backend.md §8.7, §12 line 53).
 func TestWorkerDeath(t *testing.T) {
-	e := start(t, options{}, "crash")
+	e := start(t, options{keepDead: true}, "crash")
 	if _, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -437,10 +438,10 @@ func TestWorkerDeath(t *testing.T) {
 	}
 }
 
-// TestRestartDeadWorkers: with restart-dead-workers the instance gets a
-// new worker and the model stays ready.
+// TestRestartDeadWorkers: by default (restart-dead-workers) the instance
+// gets a new worker and the model is ready again.
 func TestRestartDeadWorkers(t *testing.T) {
-	e := start(t, options{restart: true}, "crash")
+	e := start(t, options{}, "crash")
 	_, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, -1)}})
 	if err == nil || err.Error() != "Stub process 'crash_0' is not healthy." {
 		t.Fatalf("the request the worker died in: %v", err)

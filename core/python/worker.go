@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -397,6 +398,13 @@ func (t *tail) add(line string) {
 	if len(t.lines) > t.max {
 		t.lines = t.lines[1:]
 	}
+}
+
+// all is the lines kept, oldest first.
+func (t *tail) all() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.lines)
 }
 
 func (t *tail) last() string {

@@ -2,7 +2,8 @@
 # "<child pid>" to <marker>/<worker pid>; finalize writes
 # <marker>/finalized-<worker pid>, and hangs when the parameter
 # hang_finalize is "yes". A negative input makes the worker exit with
-# status 3 after a line on stderr.
+# status 3 after a line on stderr; an input of 2 writes <marker>/executing
+# and sleeps.
 import json
 import os
 import subprocess
@@ -33,6 +34,9 @@ class TritonPythonModel:
                 sys.stderr.write("lifecycle: exiting on a negative input\n")
                 sys.stderr.flush()
                 os._exit(3)
+            if x[0] == 2:
+                self.note("executing", "")
+                time.sleep(1000)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
         return out
 
