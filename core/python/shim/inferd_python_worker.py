@@ -408,7 +408,8 @@ def _execute(header, frame):
                 "Python model " + _State.model_file + " does not implement `execute` method.")
         if _State.decoupled and inspect.iscoroutinefunction(execute):
             # Decoupled: the coroutine runs on the loop, the next batch may start.
-            asyncio.run_coroutine_threadsafe(execute(requests), _loop())
+            future = asyncio.run_coroutine_threadsafe(execute(requests), _loop())
+            future.add_done_callback(lambda f, reqs=requests: _async_done(f, reqs))
             result = None
         else:
             result = _run(execute(requests))
@@ -429,6 +430,25 @@ def _execute(header, frame):
         it = iter(responses)
         responses = [a if a is not None else next(it) for a in answers]
     _write("execute_done", {"seq": header["seq"], "responses": responses}, blobs)
+
+
+def _async_done(future, requests):
+    """Ends the requests of a decoupled async execute that raised: the
+    exception is logged and each request still open gets it as its final
+    error response (Triton only logs it, and the client waits forever)."""
+    if future.cancelled():
+        exc = asyncio.CancelledError("the execute coroutine was cancelled")
+    else:
+        exc = future.exception()
+    if exc is None:
+        return  # the model may still send from its own threads
+    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    error = pb_utils.InferenceResponse(error=pb_utils.TritonError(_batch_error(_error_text(exc))))
+    for r in requests:
+        try:
+            r._send(error, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except Exception:  # noqa: B902 — already closed, or the client went away
+            pass
 
 
 def _check_result(result, requests, blobs):
