@@ -366,7 +366,8 @@ func (s *Server) lockModel(name string) (unlock func()) {
 	}
 }
 
-// Shutdown unloads every model, waiting for in-flight requests.
+// Shutdown unloads every model, all at once, each after its in-flight
+// requests; it gives up waiting when ctx ends.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	var all []*ModelVersion
@@ -380,8 +381,19 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	// All at once: each version drains and finalizes within the same
+	// deadline, instead of one slow finalize using up the others' time.
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, mv := range all {
+			wg.Go(mv.close)
+		}
+		wg.Wait()
+		close(done)
+	}()
 	select {
-	case <-closeAll(all):
+	case <-done:
 	case <-ctx.Done():
 		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
 	}

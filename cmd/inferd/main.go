@@ -141,25 +141,29 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	if err != nil {
 		return err
 	}
-	defer closeBackend()
-	drain := time.Duration(cfg.exitTimeoutSecs) * time.Second
+	// One deadline for the whole stop, started when it begins (a signal,
+	// a failed listener or a failed start): the listeners' drains, the
+	// models' unloads, the workers' finalize and the trace flush share
+	// it, and past it the workers are killed and the process exits.
+	stop := serve.NewDeadline(time.Duration(cfg.exitTimeoutSecs) * time.Second)
+	defer stop.Release()
+	defer func() {
+		ctx := stop.Context()
+		srv.Shutdown(ctx)
+		if err := closeBackend(ctx); err != nil {
+			log.Error("stopping the backends", "err", err)
+		}
+		// After the core's shutdown: every traced request has ended; the
+		// trace files close and the spans flush.
+		if cfg.tracer != nil {
+			if err := cfg.tracer.Close(ctx); err != nil {
+				log.Error("closing the traces", "err", err)
+			}
+		}
+	}()
 	if cfg.tracer, err = trace.New(cfg.tracing, log); err != nil {
 		return err
 	}
-	defer func() {
-		// After the core's shutdown (defers run last first): every traced
-		// request has ended; the trace files close and the spans flush.
-		ctx, cancel := context.WithTimeout(context.Background(), drain)
-		defer cancel()
-		if err := cfg.tracer.Close(ctx); err != nil {
-			log.Error("closing the traces", "err", err)
-		}
-	}()
-	defer func() {
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
-		defer cancel()
-		srv.Shutdown(shutdownCtx)
-	}()
 	loads := loadReporter(cfg, custom, log)
 	api := newAPI(cfg, srv, loads, log)
 	mcfg, err := cfg.metrics()
@@ -192,7 +196,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 
 	if err := srv.Start(ctx); err != nil {
 		if cfg.exitOnError {
-			stopAll(actors, drain)
+			stopAll(actors, stop)
 			return err
 		}
 		log.Error("some models failed to load; serving the others (--exit-on-error=false)", "err", err)
@@ -202,7 +206,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	}
 	if vertexHandler != nil {
 		if err := vertexHandler.Resolve(); err != nil {
-			stopAll(actors, drain)
+			stopAll(actors, stop)
 			return err
 		}
 	}
@@ -225,7 +229,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		case "GRPC":
 			actor, addr, err := newGRPC(cfg, srv, loads, spec, log)
 			if err != nil {
-				stopAll(actors, drain)
+				stopAll(actors, stop)
 				return err
 			}
 			actors, addrs[spec.service] = append(actors, actor), addr
@@ -241,7 +245,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		}
 		actor, addr, err := listen(spec, h, cfg.timeouts(), log)
 		if err != nil {
-			stopAll(actors, drain)
+			stopAll(actors, stop)
 			return err
 		}
 		actors, addrs[spec.service] = append(actors, actor), addr
@@ -262,7 +266,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		<-ctx.Done()
 		api.SetExiting()
 	}()
-	err = serve.Group(ctx, drain, actors...)
+	err = serve.Group(ctx, stop, actors...)
 	log.Info("stopped serving; unloading models")
 	return err
 }
@@ -359,10 +363,12 @@ func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Op
 }
 
 // newCore builds the ONNX Runtime backend, opens the repositories and
-// creates the core (nothing loads yet); closeBackend frees the backend.
+// creates the core (nothing loads yet); closeBackend stops the backends
+// within its context's deadline (the Python workers still running past it
+// are killed, with their children) and frees them.
 //
 // custom are the backends' own metrics (Python models' custom metrics).
-func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(), err error) {
+func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(context.Context) error, err error) {
 	ortSettings, err := cfg.backendSettings("onnxruntime")
 	if err != nil {
 		return nil, nil, nil, err
@@ -385,13 +391,12 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	pyOpts.Verbose = func() int { return int(cfg.logs.Verbose()) }
 	// Nothing starts until a Python model loads.
 	pyBackend := python.New(pyOpts)
-	closeBackend = func() {
-		_ = pyBackend.Close()
-		_ = ortBackend.Close()
+	closeBackend = func(ctx context.Context) error {
+		return errors.Join(pyBackend.Shutdown(ctx), pyBackend.Close(), ortBackend.Close())
 	}
 	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
 	if err != nil {
-		closeBackend()
+		_ = closeBackend(context.Background())
 		return nil, nil, nil, err
 	}
 	// Latency summaries and the first-response histogram observe each
@@ -400,7 +405,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	if cfg.allowMetrics {
 		mcfg, err := cfg.metrics()
 		if err != nil {
-			closeBackend()
+			_ = closeBackend(context.Background())
 			return nil, nil, nil, err
 		}
 		observers = mcfg.Observers(log)
@@ -475,10 +480,10 @@ func startEarly(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.L
 	return serve.Actor{Name: spec.service, Run: func() error { return <-errc }, Stop: actor.Stop}, addr, nil
 }
 
-// stopAll stops actors already serving when the start-up fails.
-func stopAll(actors []serve.Actor, drain time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
+// stopAll stops actors already serving when the start-up fails, within
+// the exit deadline, which starts now.
+func stopAll(actors []serve.Actor, stop *serve.Deadline) {
+	ctx := stop.Context()
 	for _, a := range actors {
 		a.Stop(ctx)
 	}

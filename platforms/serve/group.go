@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -18,10 +19,40 @@ type Actor struct {
 	Stop func(ctx context.Context)
 }
 
+// Deadline is a process's one exit deadline (--exit-timeout-secs): its
+// clock starts when the stop begins, the first time Context is called, and
+// every step of the stop (listener drains, model unloads, worker
+// finalizes, trace flushes) shares it rather than each taking the whole
+// timeout again.
+type Deadline struct {
+	timeout time.Duration
+	once    sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// NewDeadline returns a deadline of timeout, not yet started.
+func NewDeadline(timeout time.Duration) *Deadline { return &Deadline{timeout: timeout} }
+
+// Context starts the deadline's clock on the first call and returns the
+// context that ends when it passes; later calls return the same context.
+func (d *Deadline) Context() context.Context {
+	d.once.Do(func() { d.ctx, d.cancel = context.WithTimeout(context.Background(), d.timeout) })
+	return d.ctx
+}
+
+// Release frees the deadline's timer once the stop is over.
+func (d *Deadline) Release() {
+	d.once.Do(func() {})
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
 // Group runs actors until the first one returns or ctx is cancelled, then
-// stops them all (in reverse order) within drain. It returns the first
-// actor error, or nil when the stop came from ctx.
-func Group(ctx context.Context, drain time.Duration, actors ...Actor) error {
+// starts stop's clock and stops them all (in reverse order) within it. It
+// returns the first actor error, or nil when the stop came from ctx.
+func Group(ctx context.Context, stop *Deadline, actors ...Actor) error {
 	errc := make(chan error, len(actors))
 	for _, a := range actors {
 		go func() { errc <- a.Run() }()
@@ -31,8 +62,7 @@ func Group(ctx context.Context, drain time.Duration, actors ...Actor) error {
 	case <-ctx.Done():
 	case first = <-errc:
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
+	stopCtx := stop.Context()
 	for i := len(actors) - 1; i >= 0; i-- {
 		actors[i].Stop(stopCtx)
 	}

@@ -19,7 +19,7 @@ func TestGroupStopsAllOnFirstError(t *testing.T) {
 		{Name: "blocks", Run: func() error { <-block; return nil }, Stop: func(context.Context) { stopped.Add(1); close(block) }},
 		{Name: "fails", Run: func() error { return boom }, Stop: func(context.Context) { stopped.Add(1) }},
 	}
-	if err := Group(context.Background(), time.Second, actors...); !errors.Is(err, boom) {
+	if err := Group(context.Background(), NewDeadline(time.Second), actors...); !errors.Is(err, boom) {
 		t.Fatalf("Group = %v, want boom", err)
 	}
 	if stopped.Load() != 2 {
@@ -44,7 +44,7 @@ func TestHTTPDrain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	groupDone := make(chan error, 1)
 	go func() {
-		groupDone <- Group(ctx, 5*time.Second, HTTP("http", ln, &http.Server{Handler: h, ReadHeaderTimeout: time.Second}))
+		groupDone <- Group(ctx, NewDeadline(5*time.Second), HTTP("http", ln, &http.Server{Handler: h, ReadHeaderTimeout: time.Second}))
 	}()
 	url := "http://" + ln.Addr().String()
 	got := make(chan string, 1)
@@ -80,5 +80,36 @@ func TestHTTPDrain(t *testing.T) {
 	}
 	if err := <-groupDone; err != nil {
 		t.Fatalf("Group = %v", err)
+	}
+}
+
+// TestGroupSharesOneDeadline: every actor's stop gets the same deadline,
+// started when the stop begins, and it is the one the caller's later steps
+// read from the Deadline, so a slow stop leaves the next ones less time
+// instead of each taking the whole timeout again.
+func TestGroupSharesOneDeadline(t *testing.T) {
+	stop := NewDeadline(time.Hour)
+	defer stop.Release()
+	var deadlines []time.Time
+	record := func(ctx context.Context) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			t.Error("a stop without a deadline")
+		}
+		deadlines = append(deadlines, d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := time.Now()
+	block := func() error { <-ctx.Done(); return nil }
+	if err := Group(ctx, stop, Actor{Name: "a", Run: block, Stop: record}, Actor{Name: "b", Run: block, Stop: record}); err != nil {
+		t.Fatal(err)
+	}
+	later, _ := stop.Context().Deadline()
+	if len(deadlines) != 2 || !deadlines[0].Equal(deadlines[1]) || !deadlines[0].Equal(later) {
+		t.Fatalf("stop deadlines %v, then %v: want one shared deadline", deadlines, later)
+	}
+	if later.Before(before.Add(time.Hour)) {
+		t.Errorf("deadline %v started before the stop began (%v)", later, before)
 	}
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/internal/servertest"
+)
+
+// processesUnder lists the live processes (zombies excepted) whose
+// command line mentions dir: the Python workers of a server whose
+// temporary folder is under dir, and the children of testdata models that
+// name their folder.
+func processesUnder(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(fields) > 0 && fields[0] == "Z" {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// TestShutdownDeadline: with --exit-timeout-secs=3, SIGTERM ends the
+// process within that deadline (plus a generous margin for a loaded
+// machine) although two models' finalize() never returns and one of them
+// started a child process that holds the worker's output pipes. No worker,
+// restarted or not, and no child outlives the server, and a request in
+// flight when the signal comes, which finishes before the deadline, gets
+// its answer.
+func TestShutdownDeadline(t *testing.T) {
+	const exitTimeout = 3 * time.Second
+	base := t.TempDir()
+	root := filepath.Join(base, "models")
+	tmp := filepath.Join(base, "tmp")
+	must(t, os.CopyFS(root, os.DirFS("testdata/shutdown")))
+	must(t, os.Mkdir(tmp, 0o755))
+	argv, _ := json.Marshal([]string{"--model-repository=" + root, "--http-port=0", "--grpc-port=0", "--metrics-port=0",
+		"--http-address=127.0.0.1", "--exit-timeout-secs=3",
+		"--backend-config=python,python-executable=" + servertest.Python(t),
+		"--backend-config=python,restart-dead-workers=true"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// The worker scripts land in TMPDIR: their command lines name base.
+	cmd.Env = append(os.Environ(), "INFERD_TEST_AS_MAIN=1", "INFERD_TEST_ARGV="+string(argv), "TMPDIR="+tmp)
+	stderr, err := cmd.StderrPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		for _, pid := range processesUnder(base) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	var log strings.Builder
+	logged := make(chan struct{})
+	sc := bufio.NewScanner(stderr)
+	addr := regexp.MustCompile(`] "serving" http=(\S+)`)
+	var url string
+	for url == "" && sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if m := addr.FindStringSubmatch(sc.Text()); m != nil {
+			url = "http://" + m[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("inferd did not serve:\n%s", log.String())
+	}
+	go func() {
+		defer close(logged)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+		}
+	}()
+	go func() { exited <- cmd.Wait() }()
+
+	// Three workers and the child of child_finalize.
+	if got := processesUnder(base); len(got) < 4 {
+		t.Fatalf("%d processes under the test's folder before the stop, want 4 or more", len(got))
+	}
+
+	type answer struct {
+		status int
+		body   string
+	}
+	inflight := make(chan answer, 1)
+	go func() {
+		s, b := post(t, url+"/v2/models/slow/infer", `{"inputs":[{"name":"IN","shape":[2],"datatype":"INT32","data":[7,8]}]}`)
+		inflight <- answer{s, b}
+	}()
+	// The slow model marks the request's arrival, then sleeps 1.5 s.
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(root, "slow", "1", "started")); err == nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the slow model never ran the request")
+		}
+	}
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	stopped := time.Now()
+	// Separate timeouts for the drain, the unload and the backends took
+	// more than twice the deadline.
+	const margin = 5 * time.Second
+	select {
+	case <-exited:
+	case <-time.After(exitTimeout + margin):
+		_ = cmd.Process.Kill()
+		<-logged
+		t.Fatalf("inferd still running %v after SIGTERM with --exit-timeout-secs=3:\n%s", exitTimeout+margin, log.String())
+	}
+	<-logged
+	t.Logf("exited %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	select {
+	case a := <-inflight:
+		if a.status != 200 || !strings.Contains(a.body, `"data":[7,8]`) {
+			t.Errorf("in-flight request: %d %s, want 200 with its answer\n%s", a.status, a.body, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the in-flight request got no answer")
+	}
+	// The kernel ends killed processes quickly; their parents reap them.
+	deadline := time.Now().Add(5 * time.Second)
+	for left := processesUnder(base); len(left) > 0; left = processesUnder(base) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v outlived the server:\n%s", left, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
