@@ -24,18 +24,18 @@ var blsCalls sync.Map
 // call.
 func (in *instance) onBLS(w *worker, f frameIn) {
 	var m struct {
-		Seq           int64        `json:"seq"`
-		ModelName     string       `json:"model_name"`
-		ModelVersion  int64        `json:"model_version"`
-		RequestID     string       `json:"request_id"`
-		CorrelationID any          `json:"correlation_id"`
-		Flags         uint32       `json:"flags"`
-		TimeoutUs     uint64       `json:"timeout_us"`
-		Parameters    string       `json:"parameters"`
-		Requested     []string     `json:"requested_outputs"`
-		Inputs        []tensorDesc `json:"inputs"`
-		Decoupled     bool         `json:"decoupled"`
-		TraceRID      int64        `json:"trace_rid"` // the request whose trace() was passed, 0: none
+		Seq           int64           `json:"seq"`
+		ModelName     string          `json:"model_name"`
+		ModelVersion  int64           `json:"model_version"`
+		RequestID     string          `json:"request_id"`
+		CorrelationID json.RawMessage `json:"correlation_id"`
+		Flags         uint32          `json:"flags"`
+		TimeoutUs     uint64          `json:"timeout_us"`
+		Parameters    string          `json:"parameters"`
+		Requested     []string        `json:"requested_outputs"`
+		Inputs        []tensorDesc    `json:"inputs"`
+		Decoupled     bool            `json:"decoupled"`
+		TraceRID      int64           `json:"trace_rid"` // the request whose trace() was passed, 0: none
 	}
 	answer := func(resp *core.InferResponse, err error, final bool) {
 		header := map[string]any{"op": "bls_response", "seq": m.Seq, "final": final}
@@ -129,17 +129,16 @@ func (in *instance) onBLSCancel(f frameIn) {
 
 // blsRequest builds the core request of a BLS call; its tensors share the
 // frame's bytes.
-func blsRequest(model string, version int64, id string, corr any, flags uint32, params string, requested []string, inputs []tensorDesc, f frameIn) (*core.InferRequest, error) {
+func blsRequest(model string, version int64, id string, corr json.RawMessage, flags uint32, params string, requested []string, inputs []tensorDesc, f frameIn) (*core.InferRequest, error) {
 	req := &core.InferRequest{ID: id, ModelName: model, ModelVersion: version}
 	if version <= 0 {
 		req.ModelVersion = core.LatestVersion
 	}
-	switch c := corr.(type) {
-	case string:
-		req.Correlation = core.Correlation{StringID: c, IsString: true}
-	case float64:
-		req.Correlation = core.Correlation{ID: uint64(c)}
+	c, err := blsCorrelation(corr)
+	if err != nil {
+		return nil, err
 	}
+	req.Correlation = c
 	req.Correlation.Flags = flags
 	if params != "" && params != "{}" {
 		p, err := responseParameters(params)
@@ -159,6 +158,27 @@ func blsRequest(model string, version int64, id string, corr any, flags uint32, 
 		req.Inputs = append(req.Inputs, t)
 	}
 	return req, nil
+}
+
+// blsCorrelation reads a BLS call's correlation id: a JSON string, or an
+// integer read exactly as a uint64 (a float64 would change ids above 2^53).
+func blsCorrelation(raw json.RawMessage) (core.Correlation, error) {
+	text := strings.TrimSpace(string(raw))
+	switch {
+	case text == "" || text == "null":
+		return core.Correlation{}, nil
+	case text[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return core.Correlation{}, fmt.Errorf("BLS request correlation id: %w", err)
+		}
+		return core.Correlation{StringID: s, IsString: true}, nil
+	}
+	id, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		return core.Correlation{}, fmt.Errorf("BLS request correlation id %s is neither a string nor an unsigned 64-bit integer", text)
+	}
+	return core.Correlation{ID: id}, nil
 }
 
 // onModelControl serves pb_utils.load_model, unload_model and
@@ -210,7 +230,9 @@ func (in *instance) onModelControl(w *worker, f frameIn) {
 			err = in.server.Load(context.Background(), m.ModelName, ov)
 		}
 	case m.Action == "unload":
-		err = in.server.UnloadDependents(context.Background(), m.ModelName, m.UnloadDependents)
+		// Without waiting for the unload, as Triton: the caller's own
+		// request may be one the unload waits for.
+		err = in.server.BeginUnload(context.Background(), m.ModelName, m.UnloadDependents)
 	default:
 		err = fmt.Errorf("unknown model control action '%s'", m.Action)
 	}
