@@ -456,16 +456,32 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 
 // UnloadDependents is Unload with the repository API's unload_dependents:
 // unloading an ensemble also unloads the composing models that were loaded
-// only for ensembles and that no other loaded ensemble uses.
+// only for ensembles and that no other loaded ensemble uses. It returns once
+// the versions are closed (or ctx ends).
 func (s *Server) UnloadDependents(ctx context.Context, name string, dependents bool) error {
+	return s.unloadTree(ctx, name, dependents, true)
+}
+
+// BeginUnload is UnloadDependents without the wait: the versions stop
+// taking requests at once and close in the background when their in-flight
+// requests are done, showing UNLOADING until then. It is what a model's own
+// code gets (pb_utils.unload_model), whose request may be one of those in
+// flight: Triton's unload does not wait for the model to be fully unloaded
+// either (TRITONSERVER_ServerUnloadModel in triton-inference-server/core
+// include/triton/core/tritonserver.h).
+func (s *Server) BeginUnload(ctx context.Context, name string, dependents bool) error {
+	return s.unloadTree(ctx, name, dependents, false)
+}
+
+func (s *Server) unloadTree(ctx context.Context, name string, dependents, wait bool) error {
 	cfg := s.servingConfig(name)
-	if err := s.unload(ctx, name); err != nil {
+	if err := s.unload(ctx, name, wait); err != nil {
 		return err
 	}
 	for _, e := range s.ensemblesUsing(name) {
 		s.log.Error("unloading an ensemble whose composing model was unloaded", "ensemble", e,
 			"err", fmt.Sprintf("ensemble %s contains models that are not available or ambiguous: %s", e, name))
-		if err := s.UnloadDependents(ctx, e, false); err != nil {
+		if err := s.unloadTree(ctx, e, false, wait); err != nil {
 			return err
 		}
 		s.wait(name, e)
@@ -473,7 +489,7 @@ func (s *Server) UnloadDependents(ctx context.Context, name string, dependents b
 	if dependents && cfg != nil && modelconfig.IsEnsemble(cfg) {
 		for _, dep := range composingModels(cfg) {
 			if s.loadedForEnsembles(dep) && len(s.ensemblesUsing(dep)) == 0 {
-				if err := s.UnloadDependents(ctx, dep, true); err != nil {
+				if err := s.unloadTree(ctx, dep, true, wait); err != nil {
 					return err
 				}
 			}
@@ -553,9 +569,14 @@ func (s *Server) loadedForEnsembles(name string) bool {
 	return m != nil && !m.explicit
 }
 
-func (s *Server) unload(ctx context.Context, name string) error {
+// unload takes name's versions out of service and closes them in the
+// background; with wait it returns once they are closed (or ctx ends).
+func (s *Server) unload(ctx context.Context, name string, wait bool) error {
+	// The model's lock covers only the state change: a later load or
+	// unload of the model need not wait for the old versions' in-flight
+	// requests, which may even include the caller's own (a model that
+	// unloads itself).
 	unlock := s.lockModel(name)
-	defer func() { unlock() }()
 	// Versions that served show UNLOADING until their in-flight requests
 	// are done, then UNAVAILABLE "unloaded".
 	var retire []*ModelVersion
@@ -578,9 +599,11 @@ func (s *Server) unload(ctx context.Context, name string) error {
 		m.explicit = false
 	}
 	s.mu.Unlock()
-	// The versions show UNAVAILABLE "unloaded" only once closed: when ctx
-	// ends first, they stay UNLOADING until the background close is done,
-	// so nobody takes a model that still holds its resources for unloaded.
+	unlock()
+	// The versions show UNAVAILABLE "unloaded" only once closed: until
+	// then they stay UNLOADING, so nobody takes a model that still holds
+	// its resources for unloaded. A load meanwhile replaces their slots
+	// (markLoading), which settle then leaves alone.
 	done := closeAll(retire)
 	settle := func() {
 		s.mu.Lock()
@@ -590,6 +613,13 @@ func (s *Server) unload(ctx context.Context, name string) error {
 			}
 		}
 		s.mu.Unlock()
+	}
+	if !wait {
+		go func() {
+			<-done
+			settle()
+		}()
+		return nil
 	}
 	select {
 	case <-done:

@@ -1,0 +1,118 @@
+package python_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
+)
+
+// within runs f and fails the test when it has not returned after d (a
+// deadlock); deadlines are generous, the machine is slow and shared.
+func within[T any](t *testing.T, d time.Duration, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+		panic("unreachable")
+	}
+}
+
+// waitUnloaded waits until every version of name shows UNAVAILABLE
+// "unloaded" in the index.
+func waitUnloaded(t *testing.T, srv *core.Server, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		entries, err := srv.Index(context.Background(), false)
+		servertest.Must(t, err)
+		var states []core.IndexEntry
+		unloaded := false
+		for _, e := range entries {
+			if e.Name == name {
+				states = append(states, e)
+				unloaded = e.State == core.StateUnavailable && e.Reason == "unloaded"
+			}
+		}
+		if unloaded && len(states) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never unloaded: %+v", name, states)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSelfUnload: a model.py whose execute unloads itself (or an ensemble
+// running it) gets its answer: as Triton's, pb_utils.unload_model returns
+// without waiting for the unload, whose in-flight requests include the
+// caller's own. The model then ends UNAVAILABLE and loads again.
+func TestSelfUnload(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit}, "self_unload")
+	ens := filepath.Join(e.root, "self_ens")
+	servertest.Must(t, os.MkdirAll(filepath.Join(ens, "1"), 0o755))
+	servertest.Must(t, os.WriteFile(filepath.Join(ens, "config.pbtxt"), []byte(`name: "self_ens"
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "TARGET" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
+ensemble_scheduling { step [ { model_name: "self_unload" model_version: -1 input_map { key: "TARGET" value: "TARGET" } output_map { key: "OUT" value: "OUT" } } ] }
+`), 0o644))
+	const long = 90 * time.Second
+	load := func(name string) {
+		t.Helper()
+		servertest.Must(t, within(t, long, "load "+name, func() error { return e.srv.Load(context.Background(), name, nil) }))
+		if !e.srv.ModelReady(name, core.LatestVersion) {
+			t.Fatalf("%s is not ready after its load", name)
+		}
+	}
+	call := func(model, target string) {
+		t.Helper()
+		type result struct {
+			resp *core.InferResponse
+			err  error
+		}
+		r := within(t, long, "a request to "+model+" unloading "+target, func() result {
+			resp, err := e.infer(&core.InferRequest{ModelName: model, Inputs: []*core.Tensor{bytesTensor("TARGET", target)}})
+			return result{resp, err}
+		})
+		servertest.Must(t, r.err)
+		if got := strings1(t, output(r.resp, "OUT")); got[0] != "unloaded "+target {
+			t.Fatalf("%s unloading %s answered %q", model, target, got)
+		}
+	}
+
+	for _, tc := range []struct {
+		model, target string
+		unloaded      []string // unloaded by the call
+		ready         []string // still ready after it
+	}{
+		{"self_unload", "self_unload", []string{"self_unload"}, nil},
+		{"self_ens", "self_ens", []string{"self_ens"}, []string{"self_unload"}},
+		// Unloading the composing model takes the ensemble with it.
+		{"self_ens", "self_unload", []string{"self_unload", "self_ens"}, nil},
+	} {
+		load(tc.model)
+		call(tc.model, tc.target)
+		for _, n := range tc.unloaded {
+			waitUnloaded(t, e.srv, n)
+		}
+		for _, n := range tc.ready {
+			if !e.srv.ModelReady(n, core.LatestVersion) {
+				t.Errorf("%s unloading %s: %s is not ready", tc.model, tc.target, n)
+			}
+		}
+		// Later loads and unloads of the model do not hang.
+		load(tc.model)
+		servertest.Must(t, within(t, long, "unload "+tc.model, func() error { return e.srv.Unload(context.Background(), tc.model) }))
+	}
+}
