@@ -176,24 +176,51 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Live() bool { return true }
 
 // Ready reports readiness: with strict readiness every known version must
-// be READY or explicitly unloaded.
+// be READY or explicitly unloaded. The instances' own checks (a Python
+// model's is_ready() is a round trip to its worker) run outside s.mu, so
+// a slow one never holds up a load or unload, nor the requests behind it.
+// They hold no reference either, so an unload need not wait for them: a
+// version retired meanwhile does not count against readiness.
 func (s *Server) Ready() bool {
 	if !s.opts.StrictReadiness {
 		return true
 	}
+	serving, ok := s.servingVersions()
+	if !ok {
+		return false
+	}
+	for _, mv := range serving {
+		if mv.Healthy() != nil && s.serves(mv) {
+			return false
+		}
+	}
+	return true
+}
+
+// servingVersions reports whether every known version is READY or
+// explicitly unloaded and, if so, returns the serving ones.
+func (s *Server) servingVersions() (serving []*ModelVersion, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, m := range s.models {
 		for _, v := range m.versions {
 			if v.state != StateReady && !(v.state == StateUnavailable && v.reason == "unloaded") {
-				return false
+				return nil, false
 			}
-			if v.mv != nil && v.mv.Healthy() != nil {
-				return false
+			if v.mv != nil {
+				serving = append(serving, v.mv)
 			}
 		}
 	}
-	return true
+	return serving, true
+}
+
+// serves reports whether mv is still the serving copy of its version.
+func (s *Server) serves(mv *ModelVersion) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.models[mv.Name]
+	return m != nil && m.versions[mv.Version] != nil && m.versions[mv.Version].mv == mv
 }
 
 // Acquire finds the version that serves (name, version) and holds it until

@@ -26,6 +26,16 @@ func within[T any](t *testing.T, d time.Duration, what string, f func() T) T {
 	}
 }
 
+type inferResult struct {
+	resp *core.InferResponse
+	err  error
+}
+
+func inferAll(e *env, req *core.InferRequest) inferResult {
+	resp, err := e.infer(req)
+	return inferResult{resp, err}
+}
+
 // waitUnloaded waits until every version of name shows UNAVAILABLE
 // "unloaded" in the index.
 func waitUnloaded(t *testing.T, srv *core.Server, name string) {
@@ -77,13 +87,8 @@ ensemble_scheduling { step [ { model_name: "self_unload" model_version: -1 input
 	}
 	call := func(model, target string) {
 		t.Helper()
-		type result struct {
-			resp *core.InferResponse
-			err  error
-		}
-		r := within(t, long, "a request to "+model+" unloading "+target, func() result {
-			resp, err := e.infer(&core.InferRequest{ModelName: model, Inputs: []*core.Tensor{bytesTensor("TARGET", target)}})
-			return result{resp, err}
+		r := within(t, long, "a request to "+model+" unloading "+target, func() inferResult {
+			return inferAll(e, &core.InferRequest{ModelName: model, Inputs: []*core.Tensor{bytesTensor("TARGET", target)}})
 		})
 		servertest.Must(t, r.err)
 		if got := strings1(t, output(r.resp, "OUT")); got[0] != "unloaded "+target {
@@ -114,5 +119,48 @@ ensemble_scheduling { step [ { model_name: "self_unload" model_version: -1 input
 		// Later loads and unloads of the model do not hang.
 		load(tc.model)
 		servertest.Must(t, within(t, long, "unload "+tc.model, func() error { return e.srv.Unload(context.Background(), tc.model) }))
+	}
+}
+
+// TestReadinessDoesNotBlockLifecycle: the server's readiness (strict, so
+// every model's is_ready() is asked) asks the workers outside the model
+// table's lock, so while a slow is_ready() runs, a load or unload of
+// another model and the inferences queued behind it go on.
+func TestReadinessDoesNotBlockLifecycle(t *testing.T) {
+	e := start(t, options{}, "slow_ready", "add_sub")
+	servertest.WriteModel(t, filepath.Join(e.root, "simple"), servertest.Simple("simple"))
+	const long = 60 * time.Second
+	servertest.Must(t, within(t, long, "load simple", func() error { return e.srv.Load(context.Background(), "simple", nil) }))
+	dir := filepath.Join(e.root, "slow_ready")
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
+	}
+	servertest.Must(t, os.WriteFile(filepath.Join(dir, "hold"), nil, 0o644))
+	ready := make(chan bool, 1)
+	go func() { ready <- e.srv.Ready() }()
+	for deadline := time.Now().Add(long); !exists("busy"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("is_ready() was never asked")
+		}
+	}
+	// is_ready() is held now: an unload (a writer of the model table), an
+	// inference queued behind it and a load must all get through.
+	servertest.Must(t, within(t, long, "unload simple", func() error { return e.srv.Unload(context.Background(), "simple") }))
+	r := within(t, long, "an inference", func() inferResult {
+		return inferAll(e, &core.InferRequest{ModelName: "add_sub",
+			Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 4}, 1, 2, 3, 4), fp32("INPUT1", []int64{1, 4}, 1, 1, 1, 1)}})
+	})
+	servertest.Must(t, r.err)
+	if floats(output(r.resp, "OUTPUT0"))[3] != 5 {
+		t.Fatalf("add_sub during a readiness check: %+v", r.resp)
+	}
+	servertest.Must(t, within(t, long, "load simple", func() error { return e.srv.Load(context.Background(), "simple", nil) }))
+	if exists("finished") {
+		t.Fatal("the unload, the inference and the load waited for is_ready()")
+	}
+	servertest.Must(t, os.Remove(filepath.Join(dir, "hold")))
+	if !within(t, long, "Ready", func() bool { return <-ready }) {
+		t.Fatal("the server is not ready")
 	}
 }
