@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/servertest"
 )
 
@@ -272,5 +274,67 @@ func TestDeadWorker(t *testing.T) {
 				t.Fatalf("the restart counter of an unloaded instance: %v", n)
 			}
 		})
+	}
+}
+
+// TestSettingsRestart: restart-dead-workers is on unless set to false.
+func TestSettingsRestart(t *testing.T) {
+	for _, tc := range []struct {
+		settings map[string]string
+		keepDead bool
+		err      bool
+	}{
+		{map[string]string{}, false, false},
+		{map[string]string{"restart-dead-workers": "true"}, false, false},
+		{map[string]string{"restart-dead-workers": "false"}, true, false},
+		{map[string]string{"restart-dead-workers": "maybe"}, false, true},
+	} {
+		o, err := python.Settings(tc.settings)
+		if (err != nil) != tc.err || o.KeepDead != tc.keepDead {
+			t.Errorf("%v: KeepDead %v, err %v", tc.settings, o.KeepDead, err)
+		}
+	}
+}
+
+// TestOutputWithoutNewlines: a model that writes to stdout without ever
+// ending a line has it logged in lines of at most 64 KiB as it writes, not
+// held in memory; what a worker writes last without a newline is logged
+// when it exits.
+func TestOutputWithoutNewlines(t *testing.T) {
+	e := start(t, options{keepDead: true}, "no_newline")
+	if _, err := e.infer(&core.InferRequest{ModelName: "no_newline", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`msg=(x+) .*stream=stdout`)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var sizes []int
+		for _, m := range line.FindAllStringSubmatch(e.log.String(), -1) {
+			sizes = append(sizes, len(m[1]))
+		}
+		if len(sizes) >= 3 {
+			for _, n := range sizes {
+				if n != 64<<10 {
+					t.Fatalf("stdout logged in lines of %v bytes", sizes)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("200 KiB without a newline logged as %v", sizes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := e.infer(&core.InferRequest{ModelName: "no_newline", Inputs: []*core.Tensor{fp32("IN", []int64{1}, -1)}}); err == nil {
+		t.Fatal("the worker did not exit")
+	}
+	deadline = time.Now().Add(time.Minute)
+	last := regexp.MustCompile(`msg="last words" .*stream=stderr`)
+	for !last.MatchString(e.log.String()) || !strings.Contains(e.log.String(), `msg="Python worker died" model=no_newline version=1 instance=no_newline_0 pid=`) ||
+		!strings.Contains(e.log.String(), `status="exit status 1" stderr="last words"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the last partial line is not logged, nor in the death's log line")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

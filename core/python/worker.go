@@ -2,6 +2,7 @@ package python
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -101,8 +103,8 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	}
 	cmd.Env = p.env
 	cmd.Stdin = nil
-	cmd.Stdout = &logWriter{log: p.log, stream: "stdout"}
-	cmd.Stderr = &logWriter{log: p.log, stream: "stderr", tail: w.stderr}
+	stdout, stderr := &logWriter{log: p.log, stream: "stdout"}, &logWriter{log: p.log, stream: "stderr", tail: w.stderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// The worker dies with the server, whatever kills it, and leads a
 	// process group of its own: what its model starts (subprocess.Popen)
 	// is killed with it. A child that outlives it may still hold its
@@ -117,6 +119,9 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	w.cmd, w.pgid = cmd, cmd.Process.Pid
 	go func() {
 		err := cmd.Wait()
+		// Wait has stopped copying the worker's output.
+		stdout.flush()
+		stderr.flush()
 		w.die(fmt.Errorf("exited: %v", err))
 		// Children left behind go too (the group outlives its leader
 		// while any of them runs, so its id is not reused meanwhile).
@@ -356,7 +361,9 @@ func (w *worker) killGroup() {
 }
 
 // logWriter sends each line a worker writes to the server log, labelled
-// with the stream (the logger carries the model and instance).
+// with the stream (the logger carries the model and instance). A line
+// longer than maxLogLine is logged in pieces, so output without newlines
+// is not held in memory.
 type logWriter struct {
 	log    *slog.Logger
 	stream string
@@ -364,21 +371,50 @@ type logWriter struct {
 	buf    []byte
 }
 
+// maxLogLine is the longest line logWriter holds.
+const maxLogLine = 64 << 10
+
 func (l *logWriter) Write(p []byte) (int, error) {
 	l.buf = append(l.buf, p...)
+	start := 0
 	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
+		rest := l.buf[start:]
+		end, next := bytes.IndexByte(rest, '\n'), 0
+		switch {
+		case end >= 0 && end <= maxLogLine:
+			next = end + 1
+		case len(rest) >= maxLogLine:
+			// Cut before a UTF-8 sequence that would be split.
+			end = maxLogLine
+			for i := maxLogLine; i < len(rest) && i > maxLogLine-utf8.UTFMax; i-- {
+				if utf8.RuneStart(rest[i]) {
+					end = i
+					break
+				}
+			}
+			next = end
+		default:
+			l.buf = l.buf[:copy(l.buf, rest)]
+			return len(p), nil
 		}
-		line := string(l.buf[:i])
-		l.buf = l.buf[i+1:]
-		l.log.Info(line, "stream", l.stream)
-		if l.tail != nil {
-			l.tail.add(line)
-		}
+		l.line(string(rest[:end]))
+		start += next
 	}
-	return len(p), nil
+}
+
+// flush logs what is left without a newline; the worker has exited.
+func (l *logWriter) flush() {
+	if len(l.buf) > 0 {
+		l.line(string(l.buf))
+		l.buf = l.buf[:0]
+	}
+}
+
+func (l *logWriter) line(text string) {
+	l.log.Info(text, "stream", l.stream)
+	if l.tail != nil {
+		l.tail.add(text)
+	}
 }
 
 // tail keeps the last lines a stream wrote.
