@@ -13,9 +13,16 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// blsCalls holds the cancel functions of in-flight BLS calls, by
-// "<instance>/<seq>", for bls_cancel.
-var blsCalls sync.Map
+// blsCalls holds the cancel functions of in-flight BLS calls, by worker
+// and seq, for bls_cancel: a restarted worker numbers its calls from 1
+// again, so a seq alone, or with the instance's name, could name a call
+// of the dead worker.
+var blsCalls sync.Map // blsKey -> context.CancelFunc
+
+type blsKey struct {
+	w   *worker
+	seq int64
+}
 
 // onBLS runs a model's BLS request (python-backend.md §7) through this
 // server's core, like a client request, and answers with bls_response
@@ -77,11 +84,19 @@ func (in *instance) onBLS(w *worker, f frameIn) {
 	if m.TimeoutUs > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), time.Duration(m.TimeoutUs)*time.Microsecond)
 	}
-	key := in.name + "/" + strconv.FormatInt(m.Seq, 10)
+	key := blsKey{w, m.Seq}
 	blsCalls.Store(key, cancel)
 	defer func() {
 		blsCalls.Delete(key)
 		cancel()
+	}()
+	// A call whose worker dies has nobody to answer: it ends with it.
+	go func() {
+		select {
+		case <-w.exited:
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
 	if !m.Decoupled {
 		resp, err := mv.Infer(ctx, req)
@@ -115,14 +130,14 @@ func (in *instance) parentTrace(rid int64) core.Trace {
 }
 
 // onBLSCancel cancels a decoupled BLS call (ResponseIterator.cancel).
-func (in *instance) onBLSCancel(f frameIn) {
+func (in *instance) onBLSCancel(w *worker, f frameIn) {
 	var m struct {
 		Seq int64 `json:"seq"`
 	}
 	if decode(f, &m) != nil {
 		return
 	}
-	if c, ok := blsCalls.Load(in.name + "/" + strconv.FormatInt(m.Seq, 10)); ok {
+	if c, ok := blsCalls.Load(blsKey{w, m.Seq}); ok {
 		c.(context.CancelFunc)()
 	}
 }

@@ -1,8 +1,11 @@
 package python_test
 
 import (
+	"context"
+	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 )
@@ -32,5 +35,34 @@ func TestBLSCorrelationID(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "correlation") {
 			t.Errorf("correlation id %s: %v, want an error about the id", corr, err)
 		}
+	}
+}
+
+// TestBLSCancelAfterRestart: a restarted worker numbers its BLS calls from
+// 1 again; cancelling its stream cancels that stream, whatever the dead
+// worker's call of the same number does (which ends with its worker).
+func TestBLSCancelAfterRestart(t *testing.T) {
+	e := start(t, options{}, "bls_restart", "repeat")
+	mode := func(m int32) (*core.InferResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		req := int32Request("bls_restart", m)
+		req.Inputs[0].Name = "MODE"
+		return e.srv.Infer(ctx, req)
+	}
+	if _, err := mode(0); err == nil {
+		t.Fatal("MODE 0 answered; its worker should have died")
+	}
+	for deadline := time.Now().Add(60 * time.Second); !e.srv.ModelReady("bls_restart", core.LatestVersion); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker was not restarted")
+		}
+	}
+	resp, err := mode(1)
+	if err != nil {
+		t.Fatalf("the cancelled stream did not end: %v", err)
+	}
+	if n := int64(binary.LittleEndian.Uint64(output(resp, "COUNT").Data)); n <= 0 || n >= 100000 {
+		t.Fatalf("%d responses, want the stream cut short by its cancel", n)
 	}
 }

@@ -302,7 +302,7 @@ func (in *instance) handle(w *worker, op string, f frameIn) {
 	case "bls":
 		go in.onBLS(w, f)
 	case "bls_cancel":
-		in.onBLSCancel(f)
+		in.onBLSCancel(w, f)
 	case "model_control":
 		go in.onModelControl(w, f)
 	case "metric":
