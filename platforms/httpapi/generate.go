@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
@@ -108,47 +111,105 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 // are ordinary JSON replies; the first event sets the status (an error's
 // own status when the first response is one), and later errors are error
 // events. A final flag alone sends nothing.
+//
+// The model's sends never wait for the client: they go to the stream's
+// bounded queue (streamQueue), which this goroutine writes out, each
+// write bounded by streamWriteTimeout. A client that falls too far behind
+// or stops reading ends the stream: its request is cancelled and the
+// model's further sends fail, so one client can never hold back a Python
+// worker's reader or a model instance.
 func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core.ModelVersion, req *core.InferRequest) {
 	rc := http.NewResponseController(w)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	q := newStreamQueue(func(t time.Time) { _ = rc.SetWriteDeadline(t) }, cancel)
+	done := make(chan error, 1)
+	go func() {
+		done <- mv.InferStream(ctx, req, func(resp *core.InferResponse, _ bool) error {
+			if resp == nil {
+				return nil
+			}
+			obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
+			if err != nil {
+				// A response that fails to convert is an error event.
+				return q.put(errorEvent(err))
+			}
+			return q.put(streamEvent{obj: obj, status: http.StatusOK})
+		})
+	}()
+	// The connection is the queue's until the request has ended.
+	defer q.close()
+
 	started := false
-	event := make([]byte, 0, 256)
-	send := func(obj []byte, status int) error {
+	buf := make([]byte, 0, 256)
+	write := func(ev streamEvent) error {
+		if err := q.arm(); err != nil {
+			return err
+		}
 		if !started {
 			s.loadReport(w, r)
 			w.Header().Set("Content-Type", sseContentType)
-			w.WriteHeader(status)
+			w.WriteHeader(ev.status)
 			started = true
 		}
-		event = append(append(append(event[:0], "data: "...), obj...), "\n\n"...)
-		if _, err := w.Write(event); err != nil {
+		buf = append(append(append(buf[:0], "data: "...), ev.obj...), "\n\n"...)
+		if _, err := w.Write(buf); err != nil {
 			return err
 		}
 		return rc.Flush()
 	}
-	sendError := func(err error) error {
-		obj := codec.AppendString([]byte(`{"error":`), err.Error())
-		return send(append(obj, '}'), errorStatus(err))
+	// writeAll writes events until one fails; then the stream fails: the
+	// request ends, and nothing more is written.
+	writeAll := func(events []streamEvent) bool {
+		for _, ev := range events {
+			if err := write(ev); err != nil {
+				q.fail(fmt.Errorf("writing the stream: %w", err))
+				return false
+			}
+		}
+		return true
 	}
-	err := mv.InferStream(r.Context(), req, func(resp *core.InferResponse, _ bool) error {
-		if resp == nil {
-			return nil
+	var err error
+	for running := true; running; {
+		events := q.take()
+		if !writeAll(events) {
+			<-done
+			return
 		}
-		obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
-		if err != nil {
-			// A response that fails to convert is an error event.
-			return sendError(err)
+		if len(events) > 0 {
+			continue
 		}
-		return send(obj, http.StatusOK)
-	})
+		select {
+		case <-q.wake:
+		case err = <-done:
+			// The last events may have come in meanwhile.
+			if !writeAll(q.take()) {
+				return
+			}
+			running = false
+		}
+	}
+	if q.failed() != nil {
+		return
+	}
 	switch {
 	case err != nil && !started && core.Rejected(err):
 		writeError(w, err)
 	case err != nil:
-		_ = sendError(err)
+		_ = write(errorEvent(err))
 	case !started:
 		w.Header().Set("Content-Type", sseContentType)
 		w.WriteHeader(http.StatusOK)
 	}
+	// A kept-alive connection's next request must not meet the deadline.
+	_ = rc.SetWriteDeadline(time.Time{})
+}
+
+// errorEvent is the event of an error: its message, with its status when
+// it is the stream's first.
+func errorEvent(err error) streamEvent {
+	obj := codec.AppendString([]byte(`{"error":`), err.Error())
+	return streamEvent{obj: append(obj, '}'), status: errorStatus(err)}
 }
 
 // loadReport sets Triton's KV-cache load report on a generate reply when
