@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/python"
@@ -336,5 +337,80 @@ func TestOutputWithoutNewlines(t *testing.T) {
 			t.Fatal("the last partial line is not logged, nor in the death's log line")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gather collects the backend's metrics by family name.
+func gather(t *testing.T, e *env) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.backend)
+	families, err := reg.Gather()
+	servertest.Must(t, err)
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// TestSharedCustomMetrics: a custom metric that two instances created
+// lives while either does: the worker that created it exiting leaves it,
+// and its value, to the other. Label sets that read alike as text
+// ({a: "b,c=d"} and {a: "b", c: "d"}) are two metrics.
+func TestSharedCustomMetrics(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit, keepDead: true}, "shared_metrics")
+	marker := t.TempDir()
+	path := filepath.Join(e.root, "shared_metrics", "config.pbtxt")
+	cfg, err := os.ReadFile(path)
+	servertest.Must(t, err)
+	cfg = append(cfg, `parameters { key: "marker" value: { string_value: "`+marker+`" } }`+"\n"...)
+	servertest.Must(t, os.WriteFile(path, cfg, 0o644))
+	servertest.Must(t, e.srv.Load(context.Background(), "shared_metrics", nil))
+
+	sets := gather(t, e)["label_sets"].GetMetric()
+	values := map[string]float64{}
+	for _, m := range sets {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, l.GetName()+":"+strconv.Quote(l.GetValue()))
+		}
+		values[strings.Join(labels, " ")] = m.GetGauge().GetValue()
+	}
+	if len(values) != 2 || values[`a:"b,c=d"`] != 1 || values[`a:"b" c:"d"`] != 2 {
+		t.Fatalf("label sets: %v", values)
+	}
+
+	creator := 0
+	entries, err := os.ReadDir(marker)
+	servertest.Must(t, err)
+	for _, entry := range entries {
+		role, _ := os.ReadFile(filepath.Join(marker, entry.Name()))
+		if string(role) == "creator" {
+			creator, _ = strconv.Atoi(entry.Name())
+		}
+	}
+	if creator == 0 {
+		t.Fatal("no instance created the shared counter")
+	}
+	servertest.Must(t, syscall.Kill(creator, syscall.SIGKILL))
+	waitGone(t, "the killed worker", creator)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(e.log.String(), `msg="Python worker died" model=shared_metrics`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's death was not noticed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := gather(t, e)
+	if m := got["shared_total"].GetMetric(); len(m) != 1 || m[0].GetCounter().GetValue() != 2 {
+		t.Fatalf("the shared counter after its creator died: %v", m)
+	}
+	if m := got["label_sets"].GetMetric(); len(m) != 2 {
+		t.Fatalf("label sets after one instance died: %v", m)
+	}
+	servertest.Must(t, e.srv.Unload(context.Background(), "shared_metrics"))
+	for name := range gather(t, e) {
+		t.Errorf("%s left after the unload", name)
 	}
 }

@@ -2,7 +2,9 @@ package python
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -11,8 +13,9 @@ import (
 
 // Custom metrics (pb_utils.MetricFamily, python-backend.md §6.9): models
 // create families and metrics through their worker, and the backend
-// exports them on the metrics endpoint as a prometheus.Collector. A
-// worker's metrics go when it does.
+// exports them on the metrics endpoint as a prometheus.Collector. A metric
+// lives while a worker that created it does: instances of a model may
+// share one.
 
 // Metric kinds, as pb_utils.MetricFamily.COUNTER, GAUGE and HISTOGRAM.
 const (
@@ -37,7 +40,7 @@ type customFamily struct {
 type customMetric struct {
 	id      int64
 	family  *customFamily
-	owner   *worker
+	owners  map[*worker]bool // the workers that created it
 	labels  map[string]string
 	key     string
 	value   float64   // counter, gauge
@@ -90,13 +93,9 @@ func (c *customMetrics) metric(owner *worker, name string, labels map[string]str
 	if f == nil {
 		return 0, fmt.Errorf("metric family '%s' does not exist", name)
 	}
-	keys := make([]string, 0, len(labels))
-	for k, v := range labels {
-		keys = append(keys, k+"="+v)
-	}
-	slices.Sort(keys)
-	key := strings.Join(keys, ",")
+	key := labelKey(labels)
 	if m, ok := f.metrics[key]; ok {
+		m.owners[owner] = true
 		return m.id, nil
 	}
 	if f.kind == kindHistogram {
@@ -108,7 +107,7 @@ func (c *customMetrics) metric(owner *worker, name string, labels map[string]str
 		}
 	}
 	c.nextID++
-	m := &customMetric{id: c.nextID, family: f, owner: owner, labels: labels, key: key, buckets: buckets}
+	m := &customMetric{id: c.nextID, family: f, owners: map[*worker]bool{owner: true}, labels: labels, key: key, buckets: buckets}
 	if f.kind == kindHistogram {
 		m.counts = make([]uint64, len(buckets)+1)
 	}
@@ -157,12 +156,28 @@ func (c *customMetrics) value(id int64) (float64, error) {
 	return m.value, nil
 }
 
-// drop removes the metrics owner created, and families left empty.
+// labelKey names a label set unambiguously: its pairs in name order, each
+// quoted, so that {a: "b,c=d"} and {a: "b", c: "d"} differ.
+func labelKey(labels map[string]string) string {
+	names := slices.Sorted(maps.Keys(labels))
+	var b strings.Builder
+	for _, k := range names {
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(labels[k]))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// drop forgets owner as a creator of metrics; a metric no live worker
+// created goes, and a family left empty.
 func (c *customMetrics) drop(owner *worker) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, m := range c.byID {
-		if m.owner == owner {
+		delete(m.owners, owner)
+		if len(m.owners) == 0 {
 			delete(c.byID, id)
 			delete(m.family.metrics, m.key)
 			if len(m.family.metrics) == 0 {
