@@ -136,7 +136,10 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 	out := &frameOut{}
 	w.arenaMu.RLock()
 	defer w.arenaMu.RUnlock()
-	if w.arena != nil {
+	// A decoupled model may read its requests' inputs after execute
+	// returned, when the next execution in the slot has overwritten its
+	// part of the arena: their inputs come in the frame, which is theirs.
+	if w.arena != nil && !in.decoupled {
 		// Each slot has its part of either half: the worker may write the
 		// next execution's outputs while this one's are still copied out.
 		part := len(w.arena) / 2 / depth

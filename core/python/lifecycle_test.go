@@ -2,12 +2,15 @@ package python_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -413,4 +416,39 @@ func TestSharedCustomMetrics(t *testing.T) {
 	for name := range gather(t, e) {
 		t.Errorf("%s left after the unload", name)
 	}
+}
+
+// TestDecoupledInputsOutliveExecute: a decoupled model that reads its
+// requests' inputs after execute returned, while later executions with
+// other large inputs (the shared arena's size) run, reads its own.
+func TestDecoupledInputsOutliveExecute(t *testing.T) {
+	e := start(t, options{}, "keep_inputs")
+	mv, release, err := e.srv.Acquire("keep_inputs", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	const n = 1 << 18 // 1 MiB of FP32, over the arena's threshold
+	var wg sync.WaitGroup
+	for c := range 8 {
+		data := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(c)))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &core.InferRequest{ModelName: "keep_inputs", ModelVersion: core.LatestVersion,
+				Inputs: []*core.Tensor{{Name: "IN", DataType: core.TypeFP32, Shape: []int64{n}, Data: data}}}
+			var got []float32
+			err := mv.InferStream(context.Background(), req, func(r *core.InferResponse, final bool) error {
+				if r != nil {
+					got = floats(output(r, "OUT"))
+				}
+				return nil
+			})
+			if err != nil || len(got) != 2 || got[0] != float32(c) || got[1] != float32(c) {
+				t.Errorf("request %d read %v (err %v)", c, got, err)
+			}
+		}()
+	}
+	wg.Wait()
 }
