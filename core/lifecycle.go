@@ -83,14 +83,12 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		s.setFingerprints(name, "", fp)
 	}
 	m, src, tmp, err := s.readModel(ctx, name, ov, loc, findErr)
+	var files *overrideDir
 	if tmp != "" {
-		// The override's files are read while the versions load (ORT keeps
-		// what it needs), so the folder goes on every path out of Load.
-		defer func() {
-			if rerr := os.RemoveAll(tmp); rerr != nil {
-				s.log.Warn("failed to remove the load override's files", "model", name, "dir", tmp, "err", rerr)
-			}
-		}()
+		// The override's folder lives as long as a version loaded from it
+		// (each holds it); this load's reference goes on every path out.
+		files = newOverrideDir(tmp, s.log.With("model", name))
+		defer files.release()
 	}
 	if err != nil {
 		s.log.Error("failed to poll model", "model", name, "err", err)
@@ -161,6 +159,9 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 			continue
 		}
 		mv.Stats.setLoadDuration(time.Since(start))
+		if files != nil {
+			mv.files = files.hold()
+		}
 		fresh[v] = mv
 	}
 	s.commit(name, fresh, failures)
@@ -220,7 +221,8 @@ func checkModelName(name string) error {
 }
 
 // readModel brings the model folder Load found to local disk (or writes the
-// override's files to a temporary folder, tmp, which the caller removes)
+// override's files to a temporary folder, tmp, which the caller removes
+// once no version loaded from it lives)
 // and reads its configuration.
 func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride, loc repo.Location, findErr error) (m *repo.Model, src repo.Source, tmp string, err error) {
 	var override *modelconfig.ModelConfig

@@ -47,6 +47,9 @@ type ModelVersion struct {
 	inflight sync.WaitGroup
 	carry    *metricCarry
 	load     loadWindow // touched only by Load (ORCA reports)
+	// files is the load override's folder the version was loaded from
+	// (nil: the repository's), released once the version is closed.
+	files *overrideDir
 }
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
@@ -186,6 +189,9 @@ func (mv *ModelVersion) close() {
 	}
 	for _, inst := range mv.passive {
 		_ = inst.Close()
+	}
+	if mv.files != nil {
+		mv.files.release()
 	}
 }
 

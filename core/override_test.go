@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The load API's files go to a temporary folder that is removed on every
-// path out of Load: success, a bad file path, a config that fails.
+// failing path out of Load (a bad file path, a config that fails) and, after
+// a successful load, once the last version loaded from it is closed: a
+// reload from new files removes the old folder, an unload the last.
 func TestOverrideFilesAreRemoved(t *testing.T) {
 	s, _, err := startEcho(t, `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
@@ -36,9 +39,24 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
 			if tt.loads && !s.ModelReady("m2", LatestVersion) {
 				t.Fatal("model not ready after the override load")
 			}
-			left, _ := filepath.Glob(filepath.Join(tmp, "inferd-m2-*"))
-			if len(left) != 0 {
-				t.Fatalf("override folders left behind: %v", left)
+			if tt.loads {
+				left, _ := filepath.Glob(filepath.Join(tmp, "inferd-m2-*"))
+				if len(left) != 1 {
+					t.Fatalf("override folders while loaded: %v", left)
+				}
+				// A reload from new files retires the first folder with its
+				// version (closed in the background).
+				must(t, s.Load(context.Background(), "m2", tt.ov))
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					now, _ := filepath.Glob(filepath.Join(tmp, "inferd-m2-*"))
+					if len(now) == 1 && now[0] != left[0] {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("override folders after a reload: %v (first %s)", now, left[0])
+					}
+				}
+				must(t, s.Unload(context.Background(), "m2"))
 			}
 			if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
 				t.Fatalf("temporary folder not empty: %v", entries)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,5 +164,52 @@ func TestReadinessDoesNotBlockLifecycle(t *testing.T) {
 	servertest.Must(t, os.Remove(filepath.Join(dir, "hold")))
 	if !within(t, long, "Ready", func() bool { return <-ready }) {
 		t.Fatal("the server is not ready")
+	}
+}
+
+// TestOverrideFolderLivesWithVersion: a model.py loaded through the load
+// API's files keeps its folder while a version loaded from it lives, so a
+// worker killed with SIGKILL restarts from it; the unload removes it.
+func TestOverrideFolderLivesWithVersion(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	e := start(t, options{mode: core.ModeExplicit})
+	src, err := os.ReadFile(filepath.Join("testdata", "models", "identity", "1", "model.py"))
+	servertest.Must(t, err)
+	ov := &core.LoadOverride{
+		ConfigJSON: `{"backend":"python","max_batch_size":8,` +
+			`"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[-1]}],"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[-1]}]}`,
+		Files: map[string][]byte{"1/model.py": src},
+	}
+	const long = 60 * time.Second
+	servertest.Must(t, within(t, long, "the override load", func() error { return e.srv.Load(context.Background(), "ovpy", ov) }))
+	folders := func() []string {
+		dirs, _ := filepath.Glob(filepath.Join(tmp, "inferd-ovpy-*"))
+		return dirs
+	}
+	if dirs := folders(); len(dirs) != 1 {
+		t.Fatalf("override folders while the version is loaded: %v", dirs)
+	}
+	infer := func() inferResult {
+		return inferAll(e, &core.InferRequest{ModelName: "ovpy", Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 2}, 7, 8)}})
+	}
+	servertest.Must(t, infer().err)
+	pids := workerPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("%d workers for one instance", len(pids))
+	}
+	servertest.Must(t, syscall.Kill(pids[0], syscall.SIGKILL))
+	for deadline := time.Now().Add(long); ; time.Sleep(50 * time.Millisecond) {
+		r := infer()
+		if r.err == nil && floats(output(r.resp, "OUTPUT0"))[1] == 8 && e.srv.ModelReady("ovpy", core.LatestVersion) && !slices.Contains(workerPIDs(), pids[0]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed worker never came back: %v\n%s", r.err, e.log.String())
+		}
+	}
+	servertest.Must(t, within(t, long, "the unload", func() error { return e.srv.Unload(context.Background(), "ovpy") }))
+	if dirs := folders(); len(dirs) != 0 {
+		t.Fatalf("override folders after the unload: %v", dirs)
 	}
 }
