@@ -189,12 +189,16 @@ func (e *ensemble) run(j *job) {
 }
 
 // stepResult is one message of a step firing: outputs (named as ensemble
-// tensors) at an iteration, and whether the firing is over.
+// tensors) at an iteration, and whether the firing is over. at is the
+// iteration the step fired on; decoupled says whether the step's model
+// streams (its outputs then start iterations of their own).
 type stepResult struct {
-	outs  []*Tensor
-	iter  int
-	final bool
-	err   error
+	outs      []*Tensor
+	iter      int
+	final     bool
+	err       error
+	at        int
+	decoupled bool
 }
 
 // A tensor's values are keyed by iteration: 0 for a tensor that does not
@@ -206,6 +210,12 @@ type stepResult struct {
 // per response that completes the outputs, then a final flag. The first
 // failing step fails the request with its error once the steps still
 // running are done (they are cancelled).
+//
+// An iteration's state (its tensors, the steps fired on it, whether it was
+// answered) is dropped once no tensor can reach it any more: no step that
+// is not decoupled runs on it, nor on iteration 0 (whose tensors every
+// iteration may read). So a long stream keeps only the responses in
+// flight, and each response costs the same work however many came before.
 func (e *ensemble) execute(j *job) error {
 	ctx, cancel := context.WithCancel(j.ctx)
 	defer cancel()
@@ -215,41 +225,49 @@ func (e *ensemble) execute(j *job) error {
 		vals[t.Name] = map[int]*Tensor{0: t}
 	}
 	results := make(chan stepResult, 16)
-	fired := map[[2]int]bool{}
+	fired := map[int][]bool{}  // by iteration, by step
+	producing := map[int]int{} // firings running that are not decoupled, by iteration
+	live := map[int]bool{}     // iterations after 0 not yet dropped
+	emitted := map[int]bool{}  // iterations answered
 	running, nextIter := 0, 1
-	fire := func() {
+	// fire starts the steps whose inputs at iteration it are complete.
+	fire := func(it int) {
 		for i, st := range e.steps {
-			iters := []int{0}
-			if st.label != 0 {
-				iters = slices.Collect(maps.Keys(vals[st.labeled]))
+			if (st.label == 0) != (it == 0) || (it != 0 && vals[st.labeled][it] == nil) {
+				continue // the step does not run on this iteration
 			}
-			for _, it := range iters {
-				if fired[[2]int{i, it}] {
-					continue
-				}
-				inputs := make([]*Tensor, 0, len(st.inputs))
-				for name, from := range st.inputs {
-					key := 0
-					if e.labels[from] != 0 {
-						key = it
-					}
-					t := vals[from][key]
-					if t == nil {
-						inputs = nil
-						break
-					}
-					inputs = append(inputs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
-				}
-				if inputs == nil {
-					continue
-				}
-				fired[[2]int{i, it}] = true
-				running++
-				go e.runStep(ctx, st, inputs, it, j, results)
+			f := fired[it]
+			if f == nil {
+				f = make([]bool, len(e.steps))
+				fired[it] = f
 			}
+			if f[i] {
+				continue
+			}
+			inputs := make([]*Tensor, 0, len(st.inputs))
+			for name, from := range st.inputs {
+				key := 0
+				if e.labels[from] != 0 {
+					key = it
+				}
+				t := vals[from][key]
+				if t == nil {
+					inputs = nil
+					break
+				}
+				inputs = append(inputs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+			}
+			if inputs == nil {
+				continue
+			}
+			f[i] = true
+			running++
+			if !st.decoupled {
+				producing[it]++
+			}
+			go e.runStep(ctx, st, inputs, it, j, results)
 		}
 	}
-	emitted := map[int]bool{}
 	complete := func(it int) []*Tensor {
 		outs := make([]*Tensor, 0, len(r.Outputs))
 		for _, name := range r.Outputs {
@@ -265,12 +283,40 @@ func (e *ensemble) execute(j *job) error {
 		}
 		return outs
 	}
-	fire()
 	var failed error
+	// answer sends iteration it's response once its outputs are complete.
+	answer := func(it int) {
+		if e.outLabel == 0 || it == 0 || emitted[it] || failed != nil {
+			return
+		}
+		if outs := complete(it); outs != nil {
+			emitted[it] = true
+			if err := r.Send(&Response{Outputs: outs}, false); err != nil {
+				failed = err
+				cancel()
+			}
+		}
+	}
+	drop := func(it int) {
+		if it == 0 || producing[it] > 0 || producing[0] > 0 {
+			return
+		}
+		for _, byIter := range vals {
+			delete(byIter, it)
+		}
+		delete(fired, it)
+		delete(producing, it)
+		delete(live, it)
+		delete(emitted, it)
+	}
+	fire(0)
 	for running > 0 {
 		res := <-results
 		if res.final {
 			running--
+			if !res.decoupled {
+				producing[res.at]--
+			}
 		}
 		switch {
 		case res.err != nil && failed == nil:
@@ -280,6 +326,7 @@ func (e *ensemble) execute(j *job) error {
 			it := res.iter
 			if it < 0 { // a decoupled step's response starts an iteration
 				it, nextIter = nextIter, nextIter+1
+				live[it] = true
 			}
 			for _, t := range res.outs {
 				if vals[t.Name] == nil {
@@ -287,16 +334,28 @@ func (e *ensemble) execute(j *job) error {
 				}
 				vals[t.Name][it] = t
 			}
-			if e.outLabel != 0 && !emitted[it] {
-				if outs := complete(it); outs != nil {
-					emitted[it] = true
-					if err := r.Send(&Response{Outputs: outs}, false); err != nil {
-						failed = err
-						cancel()
-					}
-				}
+			if it != 0 {
+				answer(it)
+				fire(it)
+				drop(it)
+				break
 			}
-			fire()
+			// A tensor of iteration 0 may complete any iteration.
+			fire(0)
+			for l := range live {
+				answer(l)
+				fire(l)
+			}
+		}
+		if failed != nil || !res.final || res.decoupled {
+			continue
+		}
+		if res.at != 0 {
+			drop(res.at)
+		} else if producing[0] == 0 {
+			for l := range live {
+				drop(l)
+			}
 		}
 	}
 	if failed != nil {
@@ -320,7 +379,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 		case st.slots <- struct{}{}:
 			defer func() { <-st.slots }()
 		case <-ctx.Done():
-			results <- stepResult{err: context.Cause(ctx), final: true}
+			results <- stepResult{err: context.Cause(ctx), final: true, at: it, decoupled: st.decoupled}
 			return
 		}
 	}
@@ -356,7 +415,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 		// Triton names the ensemble, keeping the step's class.
 		err = &Error{Code: CodeOf(err), Msg: "in ensemble '" + e.name + "', " + err.Error()}
 	}
-	results <- stepResult{err: err, final: true}
+	results <- stepResult{err: err, final: true, at: it, decoupled: st.decoupled}
 }
 
 func (e *ensemble) close() {
