@@ -88,7 +88,11 @@ func (in *instance) Healthy() error {
 type openRequest struct {
 	r         *core.Request
 	responded bool // a response went out through the sender
-	stop      func() bool
+	// sends are the model's sends not yet delivered, in order; a
+	// goroutine delivers them while sending is set (under instance.mu).
+	sends   []func()
+	sending bool
+	stop    func() bool
 }
 
 var _ core.Instance = (*instance)(nil)
@@ -316,6 +320,11 @@ func (in *instance) handle(w *worker, op string, f frameIn) {
 }
 
 // onSend delivers a response the model sent through a request's sender.
+// It runs on the reader goroutine, which must not wait for a consumer (a
+// client that stopped reading would hold back every request of the
+// worker): the response is converted here and queued on its request, whose
+// own goroutine delivers it and then answers the model's send, so a slow
+// consumer holds back only the sends of its request, in their order.
 func (in *instance) onSend(w *worker, f frameIn) {
 	var m struct {
 		Seq      int64         `json:"seq"`
@@ -331,31 +340,58 @@ func (in *instance) onSend(w *worker, f frameIn) {
 	}
 	reply["seq"] = m.Seq
 	final := m.Flags == 1
+	var resp *core.Response
+	if m.Response != nil {
+		resp = in.response(m.Response, f)
+	}
 	in.mu.Lock()
 	o := in.open[m.RID]
-	if o != nil && final {
+	if o == nil {
+		in.mu.Unlock()
+		reply["error"] = core.Errorf(core.CodeInternal, "Unable to send response. Response sender has been closed.").Error()
+		_ = w.send(reply, nil)
+		return
+	}
+	if final {
 		delete(in.open, m.RID)
 	}
-	if o != nil && m.Response != nil {
+	if resp != nil {
 		o.responded = true
 	}
+	o.sends = append(o.sends, func() {
+		var err error
+		if resp != nil || final {
+			err = o.r.Send(resp, final)
+		}
+		if final {
+			o.stop()
+		}
+		if err != nil {
+			reply["error"] = err.Error()
+		}
+		_ = w.send(reply, nil)
+	})
+	if !o.sending {
+		o.sending = true
+		go in.deliver(o)
+	}
 	in.mu.Unlock()
-	var err error
-	switch {
-	case o == nil:
-		err = core.Errorf(core.CodeInternal, "Unable to send response. Response sender has been closed.")
-	case m.Response == nil:
-		err = o.r.Send(nil, final)
-	default:
-		err = o.r.Send(in.response(m.Response, f), final)
+}
+
+// deliver runs o's queued sends in order until none is left.
+func (in *instance) deliver(o *openRequest) {
+	for {
+		in.mu.Lock()
+		if len(o.sends) == 0 {
+			o.sending = false
+			in.mu.Unlock()
+			return
+		}
+		send := o.sends[0]
+		o.sends = o.sends[1:]
+		in.mu.Unlock()
+		send()
 	}
-	if final && o != nil {
-		o.stop()
-	}
-	if err != nil {
-		reply["error"] = err.Error()
-	}
-	_ = w.send(reply, nil)
 }
 
 // onLog writes a model's Logger message to the server log.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -451,4 +452,60 @@ func TestDecoupledInputsOutliveExecute(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestSlowStreamHoldsOnlyItsRequest: a stream whose consumer does not take
+// responses (a client that stopped reading) holds back its own request's
+// sends only; the worker's other requests are answered meanwhile, and the
+// held stream gets all its responses, in order, once it reads again.
+func TestSlowStreamHoldsOnlyItsRequest(t *testing.T) {
+	e := start(t, options{}, "repeat")
+	mv, release, err := e.srv.Acquire("repeat", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	unblock := make(chan struct{})
+	var held streamed
+	heldDone := make(chan error, 1)
+	go func() {
+		heldDone <- mv.InferStream(context.Background(), repeatRequest(10, 0), func(r *core.InferResponse, final bool) error {
+			<-unblock
+			return held.emit(r, final)
+		})
+	}()
+	// The held stream's first send is waiting on its consumer by now, or
+	// soon; the other requests must not wait for it.
+	time.Sleep(200 * time.Millisecond)
+	others := make(chan error, 1)
+	go func() {
+		for range 3 {
+			var got streamed
+			if err := mv.InferStream(context.Background(), repeatRequest(3, 0), got.emit); err != nil || len(got.outs) != 3 || got.finals != 1 {
+				others <- fmt.Errorf("%v, %d responses, %d finals", err, len(got.outs), got.finals)
+				return
+			}
+		}
+		others <- nil
+	}()
+	select {
+	case err := <-others:
+		servertest.Must(t, err)
+	case <-time.After(time.Minute):
+		close(unblock)
+		t.Fatal("a stream that is not read holds back the worker's other requests")
+	}
+	close(unblock)
+	select {
+	case err := <-heldDone:
+		servertest.Must(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the held stream did not finish once read")
+	}
+	if held.finals != 1 || len(held.outs) != 10 {
+		t.Fatalf("held stream: %d responses, %d finals", len(held.outs), held.finals)
+	}
+	for i, v := range held.outs {
+		if v != int32(i) {
+			t.Fatalf("held stream: response %d is %d", i, v)
+		}
+	}
 }
