@@ -53,6 +53,9 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	if err := checkModelName(name); err != nil {
 		return err
 	}
+	if s.opts.NoFileOverrides && ov != nil && len(ov.Files) > 0 {
+		return Errorf(CodeInvalidArg, "load failed for model '%s': loading model files from the load request ('file:' parameters) is disabled by --allow-model-file-override=false", name)
+	}
 	unlock := s.lockModel(name)
 	defer func() { unlock() }()
 	// A load asked for the model itself, not only as an ensemble's

@@ -57,6 +57,11 @@ type Options struct {
 	// Observers, when set, gives each loaded version an Observer (latency
 	// summaries and histograms).
 	Observers ObserverFactory
+	// NoFileOverrides refuses loads whose override carries model files
+	// (the repository API's "file:" parameters, pb_utils.load_model's
+	// files): with them, whoever may load models may run code in the
+	// server. Triton has no such switch; --allow-model-file-override=false.
+	NoFileOverrides bool
 }
 
 // Server is the inference core: the model registry, lifecycle and request
