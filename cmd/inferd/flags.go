@@ -48,6 +48,7 @@ type config struct {
 	exitOnError       bool
 	exitTimeoutSecs   int
 	strictReadiness   bool
+	allowFileOverride bool // --allow-model-file-override (inferd's own)
 	loadRetries       int
 	logVerbose        int
 	logInfo           bool
@@ -163,6 +164,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		exitOnError:        v.Bool("exit-on-error"),
 		exitTimeoutSecs:    max(0, v.Int("exit-timeout-secs")),
 		strictReadiness:    v.Bool("strict-readiness"),
+		allowFileOverride:  v.Bool("allow-model-file-override"),
 		loadRetries:        v.Int("model-load-retry-count"),
 		logVerbose:         v.Int("log-verbose"),
 		logInfo:            v.Bool("log-info"),

@@ -418,6 +418,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		AutoComplete:    cfg.autoComplete(),
 		ConfigName:      cfg.configName,
 		StrictReadiness: cfg.strictReadiness,
+		NoFileOverrides: !cfg.allowFileOverride,
 		GPUs:            usableGPUs(lib, log),
 		LoadThreads:     cfg.loadThreads,
 		LoadRetries:     cfg.loadRetries,

@@ -71,6 +71,8 @@ func All() []*Option {
 		{Name: "model-namespacing", Group: "Model Repository", Kind: Bool, Default: "false", Status: Planned, Feature: featNamespace,
 			Usage: "Serve same-named models of different repositories under their repository's namespace."},
 		{Name: "enable-peer-access", Group: "Model Repository", Kind: Bool, Default: "true", Status: NoOp, Feature: noPeerAccess, Usage: "Enable CUDA peer access between GPUs."},
+		{Name: "allow-model-file-override", Group: "Model Repository", Kind: Bool, Default: "true", Inferd: true,
+			Usage: "Accept model files in load requests (the repository API's file: parameters, pb_utils.load_model's files); false refuses them, so model control can be exposed without code upload."},
 		{Name: "repository-cache-dir", Group: "Model Repository", Kind: String, Inferd: true,
 			Usage: "Where models of s3:// and gs:// repositories are copied (default: $TRITON_AWS_MOUNT_DIRECTORY or $TRITON_GCS_MOUNT_DIRECTORY, else <temp dir>/inferd-cache)."},
 
