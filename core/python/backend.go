@@ -33,7 +33,8 @@ type Options struct {
 	// extension); empty means python3 on PATH. A model's
 	// EXECUTION_ENV_PATH overrides it.
 	Executable string
-	// StubTimeout bounds a worker's start (stub-timeout-seconds, 30 s).
+	// StubTimeout bounds a worker's start, and its finalize when its
+	// instance closes: it is killed then (stub-timeout-seconds, 30 s).
 	StubTimeout time.Duration
 	// ArenaBytes is each direction's share of a worker's shared-memory
 	// arena for large tensors (tensor-arena-byte-size, an inferd

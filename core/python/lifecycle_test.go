@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -507,5 +508,41 @@ func TestSlowStreamHoldsOnlyItsRequest(t *testing.T) {
 		if v != int32(i) {
 			t.Fatalf("held stream: response %d is %d", i, v)
 		}
+	}
+}
+
+// TestUnloadHungFinalize: an unload whose finalize hangs returns once the
+// stub timeout has passed, the worker and the child its model started
+// killed, though the child holds the worker's stdout and stderr.
+func TestUnloadHungFinalize(t *testing.T) {
+	e := &env{root: copyModels(t, "lifecycle"), log: &logBuffer{}}
+	log := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.backend = python.New(python.Options{Executable: servertest.Python(t), StubTimeout: 5 * time.Second, ArenaBytes: python.DefaultArenaBytes, Logger: log})
+	t.Cleanup(func() { _ = e.backend.Close() })
+	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: core.ModeExplicit, Backends: []core.Backend{e.backend}, Logger: log})
+	marker := t.TempDir()
+	path := filepath.Join(e.root, "lifecycle", "config.pbtxt")
+	cfg, err := os.ReadFile(path)
+	servertest.Must(t, err)
+	cfg = append(cfg, `parameters { key: "marker" value: { string_value: "`+marker+`" } }
+parameters { key: "hang_finalize" value: { string_value: "yes" } }
+`...)
+	servertest.Must(t, os.WriteFile(path, cfg, 0o644))
+	servertest.Must(t, e.srv.Load(context.Background(), "lifecycle", nil))
+	pids := lifecyclePIDs(t, marker)
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- e.srv.Unload(context.Background(), "lifecycle") }()
+	select {
+	case err := <-unloaded:
+		servertest.Must(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the unload hangs on a finalize that does not return")
+	}
+	for worker, child := range pids {
+		if _, err := os.Stat(filepath.Join(marker, "finalized-"+strconv.Itoa(worker))); err != nil {
+			t.Errorf("finalize was not called: %v", err)
+		}
+		waitGone(t, "worker", worker)
+		waitGone(t, "the model's child", child)
 	}
 }
