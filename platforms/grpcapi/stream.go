@@ -17,8 +17,15 @@ import (
 // streamWindow bounds the requests of one stream whose response is not
 // yet written (grpc-api.md §11.6): past it the stream stops reading, so a
 // client that does not read its responses is held back by HTTP/2 flow
-// control instead of growing the server's memory.
+// control instead of growing the server's memory. It bounds the results
+// waiting to be written too: a decoupled model's response that finds
+// them full ends its request (errStreamBehind) rather than wait, since
+// the model's send must never wait for a client.
 const streamWindow = 1024
+
+// errStreamBehind ends a decoupled request whose responses the client
+// does not take as fast as the model produces them.
+var errStreamBehind = core.Errorf(core.CodeUnavailable, "the client is not reading the stream: more than %d responses are waiting to be written", streamWindow)
 
 // streamDraining is the in-band answer to a request read while the
 // server drains (grpc-api.md §11.4).
@@ -147,13 +154,13 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 // whether the request took place seq among the ordered responses.
 func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, seq int64, results chan<- streamResult) bool {
 	if s.exiting.Load() {
-		results <- syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining))
+		deliver(ctx, results, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
 	recv := s.traceClock()
 	mv, release, req, err := s.prepareInfer(in, nil, fh)
 	if err != nil {
-		results <- syncStreamError(seq, in, err)
+		deliver(ctx, results, syncStreamError(seq, in, err))
 		return true
 	}
 	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelStreamInfer", req)
@@ -165,23 +172,27 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 			release()
 			switch {
 			case err != nil && core.Rejected(err):
-				results <- syncStreamError(seq, in, err)
+				deliver(ctx, results, syncStreamError(seq, in, err))
 			case err != nil:
-				results <- asyncStreamError(seq, in, err)
+				deliver(ctx, results, asyncStreamError(seq, in, err))
 			default:
-				results <- streamResponse(seq, in, resp, true, false)
+				deliver(ctx, results, streamResponse(seq, in, resp, true, false))
 			}
 		}()
 		return true
 	}
-	// A decoupled model's responses are written as they come (§11.2);
-	// the window bounds them, so a slow reader holds the model back
-	// (§11.6), and the stream's end releases a blocked producer.
+	// A decoupled model's responses are written as they come (§11.2).
+	// The model's send never waits: a response that finds the window's
+	// results full ends the request, cancelled, so that a client that
+	// does not read holds back neither a Python worker's reader nor an
+	// instance.
 	emptyFinal := in.GetParameters()["triton_enable_empty_final_response"].GetBoolParam()
 	go func() {
 		defer finishTrace(tr)
 		defer release()
-		err := mv.InferStream(ctx, req, func(resp *core.InferResponse, final bool) error {
+		reqCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		err := mv.InferStream(reqCtx, req, func(resp *core.InferResponse, final bool) error {
 			// A final flag alone writes nothing unless the client asked
 			// for the empty final response; it still frees the slot.
 			r := streamResult{seq: -1}
@@ -193,6 +204,9 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
+			default:
+				cancel()
+				return errStreamBehind
 			}
 		})
 		var r streamResult
@@ -204,12 +218,18 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		default:
 			r = asyncStreamError(-1, in, err)
 		}
-		select {
-		case results <- r:
-		case <-ctx.Done():
-		}
+		deliver(ctx, results, r)
 	}()
 	return false
+}
+
+// deliver hands r to the stream's writer, or gives up when the stream has
+// ended (ctx is done), so that no goroutine outlives the stream.
+func deliver(ctx context.Context, results chan<- streamResult, r streamResult) {
+	select {
+	case results <- r:
+	case <-ctx.Done():
+	}
 }
 
 // streamResponse renders one response of a request (nil: the empty final
