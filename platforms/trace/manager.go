@@ -403,9 +403,20 @@ func (st *setting) sample(force bool) bool {
 	return true
 }
 
+// maxBufferedTraceBytes caps the traces a setting without a log frequency
+// holds. Triton keeps them all in memory until the setting ends (an update
+// or the server's stop), which an unlimited count lets grow without
+// bound; past the cap they are appended to the trace file early, where
+// they would have gone (unless a count runs out later: its last traces go
+// to an indexed file, as Triton's all would), so the completed file holds
+// the same traces.
+const maxBufferedTraceBytes = 16 << 20
+
 // write adds one finished trace (its records, comma separated) and saves
 // the collected ones to the next indexed file when log_frequency of them
-// are collected, or when the count is spent and every counted trace is in.
+// are collected, or when the count is spent and every counted trace is in;
+// without a log frequency, to the trace file once they pass
+// maxBufferedTraceBytes.
 func (st *setting) write(records []byte) {
 	if st.sink == nil {
 		return
@@ -420,9 +431,13 @@ func (st *setting) write(records []byte) {
 	flush := st.retiredAt || (st.logFreq != 0 && st.inBuf >= st.logFreq) || (st.remaining == 0 && st.collected >= st.created)
 	var out []byte
 	indexed := true
-	if flush {
+	switch {
+	case flush:
 		out, st.buf, st.inBuf = st.buf, nil, 0
 		indexed = !st.retiredAt || st.logFreq != 0
+	case st.logFreq == 0 && len(st.buf) >= maxBufferedTraceBytes:
+		out, st.buf, st.inBuf = st.buf, nil, 0
+		indexed = false
 	}
 	st.mu.Unlock()
 	if out != nil {
