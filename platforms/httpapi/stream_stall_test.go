@@ -86,3 +86,33 @@ func TestStalledGenerateStream(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledGenerateStreamONNX: an ONNX model's response to a
+// /generate_stream client that never reads is handed over without waiting
+// for the client: the model's one instance serves the next requests at
+// once instead of writing megabytes into a full socket.
+func TestStalledGenerateStreamONNX(t *testing.T) {
+	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	must(t, err)
+	defer conn.Close()
+	// About 9 MB of response, more than the sockets' buffers hold.
+	const n = 1 << 20
+	body := `{"INPUT0":[0.123456` + strings.Repeat(",0.123456", n-1) + `]}`
+	_, err = fmt.Fprintf(conn, "POST /v2/models/id1/generate_stream HTTP/1.1\r\nHost: inferd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	must(t, err)
+	time.Sleep(time.Second) // the model runs and the socket fills
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range 3 {
+		resp, err := client.Post(base+"/v2/models/id1/infer", "application/json",
+			strings.NewReader(`{"inputs":[{"name":"INPUT0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`))
+		if err != nil {
+			t.Fatalf("request %d while a stream stalls: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"data":[1.0,2.0]`) {
+			t.Fatalf("request %d while a stream stalls: %d %s", i, resp.StatusCode, b)
+		}
+	}
+}
