@@ -733,7 +733,8 @@ func TestExecutionEnvPath(t *testing.T) {
 }
 
 // writePack writes a conda-pack-like archive: bin/activate and a
-// bin/python3 link to python.
+// bin/python3 that runs python under its own name (a link out of the
+// archive's folder would be refused).
 func writePack(path, python string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -742,18 +743,20 @@ func writePack(path, python string) error {
 	defer f.Close()
 	gz := gzip.NewWriter(f)
 	tw := tar.NewWriter(gz)
-	for _, h := range []*tar.Header{
-		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "bin/activate", Typeflag: tar.TypeReg, Mode: 0o644, Size: 11},
-		{Name: "bin/python3", Typeflag: tar.TypeSymlink, Linkname: python},
+	for _, e := range []struct {
+		h    *tar.Header
+		body string
+	}{
+		{&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, ""},
+		{&tar.Header{Name: "bin/activate", Typeflag: tar.TypeReg, Mode: 0o644}, "# activate\n"},
+		{&tar.Header{Name: "bin/python3", Typeflag: tar.TypeReg, Mode: 0o755}, "#!/bin/bash\nexec -a \"$0\" " + python + " \"$@\"\n"},
 	} {
-		if err := tw.WriteHeader(h); err != nil {
+		e.h.Size = int64(len(e.body))
+		if err := tw.WriteHeader(e.h); err != nil {
 			return err
 		}
-		if h.Size > 0 {
-			if _, err := tw.Write([]byte("# activate\n")); err != nil {
-				return err
-			}
+		if _, err := tw.Write([]byte(e.body)); err != nil {
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
