@@ -399,8 +399,11 @@ func (s *Server) lockModel(name string) (unlock func()) {
 }
 
 // Shutdown unloads every model, all at once, each after its in-flight
-// requests; it gives up waiting when ctx ends.
-func (s *Server) Shutdown(ctx context.Context) {
+// requests. When ctx ends first it gives up waiting and returns Triton's
+// error for an expired exit timeout (triton-inference-server/core
+// src/server.cc, InferenceServer::Stop), on which tritonserver exits with
+// status 1.
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	var all []*ModelVersion
 	for _, m := range s.models {
@@ -426,7 +429,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
 		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
+		return Errorf(CodeInternal, "Exit timeout expired. Exiting immediately.")
 	}
 }

@@ -119,7 +119,7 @@ func newLogger(cfg *config) (*slog.Logger, func(), error) {
 
 // run starts everything and blocks until ctx ends (a signal) or a listener
 // fails. ready, when non-nil, receives the bound addresses once serving.
-func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs map[string]string)) error {
+func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs map[string]string)) (err error) {
 	started := time.Now()
 	if len(cfg.planned) > 0 || len(cfg.noop) > 0 {
 		// One line: what the launch line asks for that does not happen.
@@ -149,7 +149,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	defer stop.Release()
 	defer func() {
 		ctx := stop.Context()
-		srv.Shutdown(ctx)
+		stopErr := srv.Shutdown(ctx)
 		if err := closeBackend(ctx); err != nil {
 			log.Error("stopping the backends", "err", err)
 		}
@@ -159,6 +159,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			if err := cfg.tracer.Close(ctx); err != nil {
 				log.Error("closing the traces", "err", err)
 			}
+		}
+		// As tritonserver: models still unloading at the deadline make
+		// the exit a failure.
+		if stopErr != nil && err == nil {
+			err = fmt.Errorf("failed to stop server: %w", stopErr)
 		}
 	}()
 	if cfg.tracer, err = trace.New(cfg.tracing, log); err != nil {

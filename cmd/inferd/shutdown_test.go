@@ -51,7 +51,8 @@ func processesUnder(dir string) []int {
 // started a child process that holds the worker's output pipes. No worker,
 // restarted or not, and no child outlives the server, and a request in
 // flight when the signal comes, which finishes before the deadline, gets
-// its answer.
+// its answer. The exit status is 1, as tritonserver's when its exit
+// timeout expires.
 func TestShutdownDeadline(t *testing.T) {
 	const exitTimeout = 3 * time.Second
 	base := t.TempDir()
@@ -126,8 +127,9 @@ func TestShutdownDeadline(t *testing.T) {
 	// Separate timeouts for the drain, the unload and the backends took
 	// more than twice the deadline.
 	const margin = 5 * time.Second
+	var exitErr error
 	select {
-	case <-exited:
+	case exitErr = <-exited:
 	case <-time.After(exitTimeout + margin):
 		_ = cmd.Process.Kill()
 		<-logged
@@ -135,6 +137,10 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	<-logged
 	t.Logf("exited %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	// As tritonserver, models that did not unload in time fail the exit.
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(log.String(), "failed to stop server: Exit timeout expired. Exiting immediately.") {
+		t.Errorf("exit %v (status %d), want status 1 and Triton's message:\n%s", exitErr, code, log.String())
+	}
 	select {
 	case a := <-inflight:
 		if a.status != 200 || !strings.Contains(a.body, `"data":[7,8]`) {
