@@ -144,7 +144,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	// One deadline for the whole stop, started when it begins (a signal,
 	// a failed listener or a failed start): the listeners' drains, the
 	// models' unloads, the workers' finalize and the trace flush share
-	// it, and past it the workers are killed and the process exits.
+	// it, and past it the workers are killed and the process exits. As in
+	// tritonserver (triton-inference-server/server src/main.cc), the
+	// endpoints' stop uses part of --exit-timeout-secs and the server's
+	// stop gets what is left.
 	stop := serve.NewDeadline(time.Duration(cfg.exitTimeoutSecs) * time.Second)
 	defer stop.Release()
 	defer func() {
