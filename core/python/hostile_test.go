@@ -1,13 +1,19 @@
 package python
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,4 +166,101 @@ func TestWorkerSurvivesMalformedTensors(t *testing.T) {
 	if err := w.err(); err != nil {
 		t.Fatalf("the worker died: %v", err)
 	}
+}
+
+// wireTensorHelper is one Python process running
+// testdata/wire_tensor_fuzz.py for a whole fuzz run.
+type wireTensorHelper struct {
+	mu  sync.Mutex
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func (h *wireTensorHelper) build(desc tensorDesc, frame []byte) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	js, err := json.Marshal(desc)
+	if err != nil {
+		return "", err
+	}
+	msg := binary.LittleEndian.AppendUint32(nil, uint32(len(js)))
+	msg = append(msg, js...)
+	msg = binary.LittleEndian.AppendUint32(msg, uint32(len(frame)))
+	msg = append(msg, frame...)
+	if _, err := h.in.Write(msg); err != nil {
+		return "", err
+	}
+	line, err := h.out.ReadString('\n')
+	return strings.TrimSuffix(line, "\n"), err
+}
+
+// FuzzWireTensor builds tensors from descriptors as the worker does
+// (triton_python_backend_utils._wire_tensor, in the real interpreter, one
+// process for the whole run): any datatype name, shape, offset and length
+// over any frame is either refused with TritonModelException or built with
+// exactly the descriptor's shape and bytes; no other exception (which
+// would have ended the worker before) escapes.
+func FuzzWireTensor(f *testing.F) {
+	f.Add("FP32", fuzzDims(1<<62), int64(0), int64(0), []byte{})
+	f.Add("FP32", fuzzDims(1, 2), int64(0), int64(8), make([]byte, 8))
+	f.Add("FP32", fuzzDims(-1, -2), int64(0), int64(8), make([]byte, 8))
+	f.Add("FP32", fuzzDims(math.MaxInt64, math.MaxInt64, 0), int64(0), int64(0), []byte{})
+	f.Add("BYTES", fuzzDims(2), int64(0), int64(9), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0})
+	f.Add("BYTES", fuzzDims(1), int64(0), int64(5), []byte{9, 0, 0, 0, 'a'})
+	f.Add("BF16", fuzzDims(2), int64(1), int64(4), make([]byte, 5))
+	f.Add("FP128", fuzzDims(1), int64(0), int64(4), make([]byte, 4))
+	f.Add("INT8", fuzzDims(), int64(0), int64(1), []byte{7})
+	f.Add("UINT64", fuzzDims(1), int64(-8), int64(8), make([]byte, 8))
+	cmd := exec.Command(servertest.Python(f), filepath.Join("testdata", "wire_tensor_fuzz.py"))
+	cmd.Env = append(os.Environ(), "PYTHONPATH=shim")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	servertest.Must(f, err)
+	out, err := cmd.StdoutPipe()
+	servertest.Must(f, err)
+	servertest.Must(f, cmd.Start())
+	f.Cleanup(func() {
+		in.Close()
+		_ = cmd.Wait()
+	})
+	h := &wireTensorHelper{in: in, out: bufio.NewReader(out)}
+	f.Fuzz(func(t *testing.T, datatype string, dims []byte, off, length int64, frame []byte) {
+		shape := fuzzShape(dims)
+		if shape == nil {
+			shape = []int64{}
+		}
+		desc := tensorDesc{Name: "x", Datatype: datatype, Shape: shape, Off: int(off), Len: int(length)}
+		got, err := h.build(desc, frame)
+		if err != nil {
+			t.Fatalf("the Python helper: %v", err)
+		}
+		switch {
+		case strings.HasPrefix(got, "err "):
+		case strings.HasPrefix(got, "ok "):
+			n, err := strconv.ParseInt(got[3:], 10, 64)
+			if err != nil || n != length || off < 0 || length < 0 || off+length > int64(len(frame)) {
+				t.Fatalf("%+v over %d bytes: built %q", desc, len(frame), got)
+			}
+		default:
+			t.Fatalf("%+v over %d bytes: %s", desc, len(frame), got)
+		}
+	})
+}
+
+// fuzzShape reads up to 8 dims, 8 little-endian bytes each.
+func fuzzShape(b []byte) []int64 {
+	var shape []int64
+	for len(b) >= 8 && len(shape) < 8 {
+		shape = append(shape, int64(binary.LittleEndian.Uint64(b)))
+		b = b[8:]
+	}
+	return shape
+}
+
+func fuzzDims(shape ...int64) []byte {
+	var b []byte
+	for _, d := range shape {
+		b = binary.LittleEndian.AppendUint64(b, uint64(d))
+	}
+	return b
 }
