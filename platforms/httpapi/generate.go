@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -139,6 +140,11 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	}()
 	// The connection is the queue's until the request has ended.
 	defer q.close()
+	defer func() {
+		if errors.Is(q.failed(), errStreamBehind) {
+			s.log.Warn("ended a /generate_stream whose client is not reading", "model", req.ModelName, "remote", r.RemoteAddr)
+		}
+	}()
 
 	started := false
 	buf := make([]byte, 0, 256)
