@@ -1,6 +1,12 @@
 package grpcapi
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,4 +84,89 @@ class TritonPythonModel:
 	if len(resp.GetRawOutputContents()) != 1 || len(resp.GetRawOutputContents()[0]) != 8 {
 		t.Fatalf("the next request: %v", resp)
 	}
+}
+
+// FuzzModelInferIntoCore sends what a gRPC client may put in one input
+// (any datatype name, shape and raw bytes) through ModelInfer's conversion
+// into a running core, to identity models of every datatype with a
+// variable dim (one core for the whole run, no process per execution).
+// Nothing panics; what the core accepts has exactly the bytes its shape
+// needs, computed without wrapping, and comes back unchanged.
+func FuzzModelInferIntoCore(f *testing.F) {
+	f.Add("FP32", fuzzDims(1<<62), []byte{}, true)
+	f.Add("FP32", fuzzDims(1<<62+1), make([]byte, 4), true)
+	f.Add("FP64", fuzzDims(1<<61), []byte{}, true)
+	f.Add("FP32", fuzzDims(2), make([]byte, 8), true)
+	f.Add("BYTES", fuzzDims(1<<62), []byte{}, true)
+	f.Add("BYTES", fuzzDims(2), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0}, true)
+	f.Add("BF16", fuzzDims(3), make([]byte, 6), true)
+	f.Add("INT8", fuzzDims(-1), []byte{}, false)
+	f.Add("FP32", fuzzDims(math.MaxInt64), []byte{}, false)
+	root := f.TempDir()
+	for dt := core.TypeBool; dt <= core.TypeBF16; dt++ {
+		servertest.WriteModel(f, filepath.Join(root, "id_"+dt.String()), servertest.Model{Config: fmt.Sprintf(`backend: "identity"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: %s dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
+`, dt.ConfigName(), dt.ConfigName())})
+	}
+	srv := servertest.Start(f, servertest.Options{Repo: root})
+	f.Fuzz(func(t *testing.T, datatype string, dims []byte, raw []byte, useRaw bool) {
+		in := &pb.ModelInferRequest{ModelName: "id_FP32", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: datatype, Shape: fuzzShape(dims)}}}
+		if dt := core.ParseDataType(datatype); dt != core.TypeInvalid {
+			in.ModelName = "id_" + dt.String()
+		}
+		if useRaw {
+			in.RawInputContents = [][]byte{raw}
+		}
+		req, err := inferRequest(in, nil)
+		if err != nil {
+			return
+		}
+		resp, err := srv.Infer(context.Background(), req)
+		if err != nil {
+			if code := core.CodeOf(err); code != core.CodeInvalidArg {
+				t.Fatalf("%v: code %v", err, code)
+			}
+			return
+		}
+		sent := req.Inputs[0]
+		if len(resp.Outputs) != 1 || !bytes.Equal(resp.Outputs[0].Data, sent.Data) {
+			t.Fatalf("the identity model changed the tensor")
+		}
+		if dt := sent.DataType; dt != core.TypeBytes && exactByteSize(sent.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(sent.Data)))) != 0 {
+			t.Fatalf("accepted %d bytes of %s for shape %v", len(sent.Data), dt, sent.Shape)
+		}
+	})
+}
+
+// fuzzShape reads up to 8 dims, 8 little-endian bytes each.
+func fuzzShape(b []byte) []int64 {
+	var shape []int64
+	for len(b) >= 8 && len(shape) < 8 {
+		shape = append(shape, int64(binary.LittleEndian.Uint64(b)))
+		b = b[8:]
+	}
+	return shape
+}
+
+func fuzzDims(shape ...int64) []byte {
+	var b []byte
+	for _, d := range shape {
+		b = binary.LittleEndian.AppendUint64(b, uint64(d))
+	}
+	return b
+}
+
+// exactByteSize is a shape's byte size without wrapping (no dims, or a
+// zero dim: 0).
+func exactByteSize(shape []int64, size int) *big.Int {
+	if len(shape) == 0 {
+		return new(big.Int)
+	}
+	n := big.NewInt(int64(size))
+	for _, d := range shape {
+		n.Mul(n, big.NewInt(d))
+	}
+	return n
 }
