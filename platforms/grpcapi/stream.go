@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -192,6 +193,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		defer release()
 		reqCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		var behind atomic.Bool // logged once
 		err := mv.InferStream(reqCtx, req, func(resp *core.InferResponse, final bool) error {
 			// A final flag alone writes nothing unless the client asked
 			// for the empty final response; it still frees the slot.
@@ -205,6 +207,9 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 			case <-ctx.Done():
 				return ctx.Err()
 			default:
+				if !behind.Swap(true) {
+					s.log.Warn("ended a ModelStreamInfer request whose client is not reading", "model", in.GetModelName(), "id", in.GetId())
+				}
 				cancel()
 				return errStreamBehind
 			}
