@@ -41,12 +41,11 @@ func (d *Deadline) Context() context.Context {
 	return d.ctx
 }
 
-// Release frees the deadline's timer once the stop is over.
+// Release ends the deadline once the stop is over, freeing its timer:
+// its context is done from then on.
 func (d *Deadline) Release() {
-	d.once.Do(func() {})
-	if d.cancel != nil {
-		d.cancel()
-	}
+	d.Context()
+	d.cancel()
 }
 
 // Group runs actors until the first one returns or ctx is cancelled, then

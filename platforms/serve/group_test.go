@@ -113,3 +113,20 @@ func TestGroupSharesOneDeadline(t *testing.T) {
 		t.Errorf("deadline %v started before the stop began (%v)", later, before)
 	}
 }
+
+// TestDeadlineRelease: a released deadline's context is done, whether or
+// not its clock had started.
+func TestDeadlineRelease(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		d := NewDeadline(time.Hour)
+		if started {
+			d.Context()
+		}
+		d.Release()
+		select {
+		case <-d.Context().Done():
+		default:
+			t.Errorf("started %v: the released deadline's context is not done", started)
+		}
+	}
+}
