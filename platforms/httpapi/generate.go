@@ -139,9 +139,9 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 		})
 	}()
 	// The connection is the queue's until the request has ended.
-	defer q.close()
+	defer q.Close()
 	defer func() {
-		if errors.Is(q.failed(), errStreamBehind) {
+		if errors.Is(q.Err(), errStreamBehind) {
 			s.log.Warn("ended a /generate_stream whose client is not reading", "model", req.ModelName, "remote", r.RemoteAddr)
 		}
 	}()
@@ -169,7 +169,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	writeAll := func(events []streamEvent) bool {
 		for _, ev := range events {
 			if err := write(ev); err != nil {
-				q.fail(fmt.Errorf("writing the stream: %w", err))
+				q.Fail(fmt.Errorf("writing the stream: %w", err))
 				return false
 			}
 		}
@@ -177,7 +177,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	}
 	var err error
 	for running := true; running; {
-		events := q.take()
+		events := q.Take()
 		if !writeAll(events) {
 			<-done
 			return
@@ -186,16 +186,16 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 			continue
 		}
 		select {
-		case <-q.wake:
+		case <-q.Wake():
 		case err = <-done:
 			// The last events may have come in meanwhile.
-			if !writeAll(q.take()) {
+			if !writeAll(q.Take()) {
 				return
 			}
 			running = false
 		}
 	}
-	if q.failed() != nil {
+	if q.Err() != nil {
 		return
 	}
 	switch {

@@ -4,14 +4,17 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/inferd/inferd/platforms/serve"
 )
 
 // TestStreamQueue: puts never wait; the queue holds at most
-// streamQueueEvents events or streamQueueBytes bytes (one event of any
+// serve.StreamQueueItems events or serve.StreamQueueBytes bytes (one event of any
 // size always fits); the put that overflows fails the stream, which ends
 // a blocked write at once (an expired write deadline) and cancels the
 // request; later puts and writes fail, and a failure after the handler
-// is done leaves its connection alone.
+// is done leaves its connection alone (the handler's return cancels the
+// request).
 func TestStreamQueue(t *testing.T) {
 	type call struct {
 		deadline time.Time
@@ -23,7 +26,7 @@ func TestStreamQueue(t *testing.T) {
 		return newStreamQueue(func(d time.Time) { calls = append(calls, call{deadline: d}) },
 			func(err error) { calls = append(calls, call{cancel: err}) })
 	}
-	big := streamEvent{obj: make([]byte, streamQueueBytes+1)}
+	big := streamEvent{obj: make([]byte, serve.StreamQueueBytes+1)}
 	small := streamEvent{obj: []byte(`{}`)}
 	for _, tc := range []struct {
 		name  string
@@ -31,13 +34,13 @@ func TestStreamQueue(t *testing.T) {
 		extra streamEvent
 	}{
 		{"events", func() []streamEvent {
-			evs := make([]streamEvent, streamQueueEvents)
+			evs := make([]streamEvent, serve.StreamQueueItems)
 			for i := range evs {
 				evs[i] = small
 			}
 			return evs
 		}(), small},
-		{"bytes", []streamEvent{{obj: make([]byte, streamQueueBytes-1)}}, streamEvent{obj: []byte("ab")}},
+		{"bytes", []streamEvent{{obj: make([]byte, serve.StreamQueueBytes-1)}}, streamEvent{obj: []byte("ab")}},
 		{"one big event fits, not two", []streamEvent{big}, small},
 	} {
 		q := newQueue()
@@ -56,7 +59,7 @@ func TestStreamQueue(t *testing.T) {
 		if len(calls) != 2 || calls[0].deadline.IsZero() || calls[0].deadline.After(time.Now()) || calls[0].deadline.Before(before) || !errors.Is(calls[1].cancel, errStreamBehind) {
 			t.Fatalf("%s: the failure did %+v, want an expired write deadline, then the request cancelled", tc.name, calls)
 		}
-		if len(q.take()) != 0 || q.put(small) == nil || q.arm() == nil || q.failed() == nil {
+		if len(q.Take()) != 0 || q.put(small) == nil || q.arm() == nil || q.Err() == nil {
 			t.Fatalf("%s: the failed stream still queues or writes", tc.name)
 		}
 	}
@@ -71,9 +74,9 @@ func TestStreamQueue(t *testing.T) {
 	}
 	// After close the connection is no longer the queue's.
 	q = newQueue()
-	q.close()
-	q.fail(errors.New("late"))
-	if len(calls) != 1 || calls[0].cancel == nil {
-		t.Fatalf("a failure after close did %+v, want only the request cancelled", calls)
+	q.Close()
+	q.Fail(errors.New("late"))
+	if len(calls) != 0 {
+		t.Fatalf("a failure after close did %+v, want nothing", calls)
 	}
 }
