@@ -181,6 +181,11 @@ def _bytes_elements(data, name):
     return items
 
 
+# Received datatypes: name -> (code, numpy dtype, bytes per element; 0 for
+# BYTES).
+_WIRE_TYPES = {n: (c, t, 0 if c == 13 else 2 if c == 14 else np.dtype(t).itemsize) for n, c, t in _DTYPES}
+
+
 def _wire_tensor(desc, frame, arena):
     """The Tensor a received descriptor names: its bytes in frame, or in
     arena when desc says so, used without a copy. A description that does
@@ -193,9 +198,10 @@ def _wire_tensor(desc, frame, arena):
     if not isinstance(name, str) or name == "":
         raise TritonModelException("tensor description without a name")
     dtype = desc.get("datatype")
-    code = _NAME_TO_CODE.get(dtype) if isinstance(dtype, str) else None
-    if code is None:
+    kind = _WIRE_TYPES.get(dtype) if isinstance(dtype, str) else None
+    if kind is None:
         raise TritonModelException("tensor '%s' has unknown datatype '%s'" % (name, dtype))
+    code, np_type, itemsize = kind
     shape = desc.get("shape")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise TritonModelException("tensor '%s' has an invalid shape %s" % (name, shape))
@@ -216,12 +222,11 @@ def _wire_tensor(desc, frame, arena):
             arr = np.empty(len(items), dtype=np.object_)
             arr[:] = items
             return Tensor(name, arr.reshape(shape), code, shape)
-        itemsize = 2 if code == 14 else np.dtype(_CODE_TO_NUMPY[code]).itemsize
         if count * itemsize != n:
             raise TritonModelException("tensor '%s' of shape %s and datatype %s holds %d bytes" % (name, shape, dtype, n))
         if code == 14:
             return Tensor(name, bytes(data), code, shape)
-        return Tensor(name, np.frombuffer(data, dtype=_CODE_TO_NUMPY[code]).reshape(shape), code, shape)
+        return Tensor(name, np.frombuffer(data, dtype=np_type).reshape(shape), code, shape)
     except ValueError as e:  # numpy: too many dims, or too big a shape
         raise TritonModelException("tensor '%s' of shape %s: %s" % (name, shape, e))
 
