@@ -12,21 +12,33 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/serve"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // streamWindow bounds the requests of one stream whose response is not
 // yet written (grpc-api.md §11.6): past it the stream stops reading, so a
 // client that does not read its responses is held back by HTTP/2 flow
-// control instead of growing the server's memory. It bounds the results
-// waiting to be written too: a decoupled model's response that finds
-// them full ends its request (errStreamBehind) rather than wait, since
-// the model's send must never wait for a client.
+// control instead of growing the server's memory.
 const streamWindow = 1024
 
 // errStreamBehind ends a decoupled request whose responses the client
-// does not take as fast as the model produces them.
-var errStreamBehind = core.Errorf(core.CodeUnavailable, "the client is not reading the stream: more than %d responses are waiting to be written", streamWindow)
+// does not take as fast as the model produces them: the stream's outbox
+// is full.
+var errStreamBehind = core.Errorf(core.CodeUnavailable, "the client is not reading the stream: more than %d responses or %d bytes are waiting to be written", serve.StreamQueueItems, serve.StreamQueueBytes)
+
+// errStreamEnded refuses a decoupled model's response once its stream has
+// ended.
+var errStreamEnded = core.Errorf(core.CodeCancelled, "the stream has ended")
+
+// streamOut is where a stream's requests hand their results to its
+// writer: each request's one result (or a decoupled request's error) on
+// ordered, which the window bounds, and a decoupled model's responses in
+// an outbox, bounded too, that never makes the model's send wait.
+type streamOut struct {
+	ordered   chan streamResult
+	decoupled *serve.Outbox[streamResult]
+}
 
 // streamDraining is the in-band answer to a request read while the
 // server drains (grpc-api.md §11.4).
@@ -70,10 +82,13 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	// The stream's metadata forwards the same headers for every request.
 	fh := s.opts.HeaderForward.Select(md)
 
-	results := make(chan streamResult, streamWindow)
+	out := &streamOut{ordered: make(chan streamResult, streamWindow),
+		decoupled: serve.NewOutbox[streamResult](serve.StreamQueueItems, serve.StreamQueueBytes, nil)}
+	// Once the stream ends, a decoupled model's sends fail.
+	defer out.decoupled.Fail(errStreamEnded)
 	slots := make(chan struct{}, streamWindow)
 	read := make(chan streamRead, 1)
-	go func() { read <- s.readStream(ctx, stream, &fh, slots, results) }()
+	go func() { read <- s.readStream(ctx, stream, &fh, slots, out) }()
 
 	pending := map[int64]streamResult{}
 	var next, written int64
@@ -97,7 +112,13 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	}
 	for total < 0 || written < total {
 		select {
-		case r := <-results:
+		case <-out.decoupled.Wake():
+			for _, r := range out.decoupled.Take() {
+				if err := write(r); err != nil {
+					return err
+				}
+			}
+		case r := <-out.ordered:
 			if r.seq < 0 {
 				if err := write(r); err != nil {
 					return err
@@ -128,7 +149,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 
 // readStream reads the stream's requests until the client half-closes,
 // starting each one; it reports how many it read.
-func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, fh *v2.ForwardedHeaders, slots chan struct{}, results chan<- streamResult) streamRead {
+func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, fh *v2.ForwardedHeaders, slots chan struct{}, out *streamOut) streamRead {
 	var n, seq int64
 	for {
 		in, err := stream.Recv()
@@ -144,24 +165,24 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 			return streamRead{n: n, err: status.FromContextError(ctx.Err()).Err()}
 		}
 		n++
-		if s.startStreamRequest(ctx, in, fh, seq, results) {
+		if s.startStreamRequest(ctx, in, fh, seq, out) {
 			seq++
 		}
 	}
 }
 
 // startStreamRequest answers a synchronous error at once, or starts the
-// inference whose response the writer receives on results. It reports
+// inference whose responses the writer receives from out. It reports
 // whether the request took place seq among the ordered responses.
-func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, seq int64, results chan<- streamResult) bool {
+func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, seq int64, out *streamOut) bool {
 	if s.exiting.Load() {
-		deliver(ctx, results, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
+		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
 	recv := s.traceClock()
 	mv, release, req, err := s.prepareInfer(in, nil, fh)
 	if err != nil {
-		deliver(ctx, results, syncStreamError(seq, in, err))
+		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
 	}
 	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelStreamInfer", req)
@@ -173,20 +194,19 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 			release()
 			switch {
 			case err != nil && core.Rejected(err):
-				deliver(ctx, results, syncStreamError(seq, in, err))
+				deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 			case err != nil:
-				deliver(ctx, results, asyncStreamError(seq, in, err))
+				deliver(ctx, out.ordered, asyncStreamError(seq, in, err))
 			default:
-				deliver(ctx, results, streamResponse(seq, in, resp, true, false))
+				deliver(ctx, out.ordered, streamResponse(seq, in, resp, true, false))
 			}
 		}()
 		return true
 	}
 	// A decoupled model's responses are written as they come (§11.2).
-	// The model's send never waits: a response that finds the window's
-	// results full ends the request, cancelled, so that a client that
-	// does not read holds back neither a Python worker's reader nor an
-	// instance.
+	// The model's send never waits: a response that finds the stream's
+	// outbox full ends the request, cancelled, so that a client that does
+	// not read holds back neither a Python worker nor an instance.
 	emptyFinal := in.GetParameters()["triton_enable_empty_final_response"].GetBoolParam()
 	go func() {
 		defer finishTrace(tr)
@@ -201,18 +221,17 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 			if resp != nil || emptyFinal {
 				r = streamResponse(-1, in, resp, final, !final)
 			}
-			select {
-			case results <- r:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			default:
+			// The request's last message always goes in: one per
+			// request, and the window bounds the requests.
+			err := out.decoupled.Put(r, resultSize(r), !r.more)
+			if errors.Is(err, serve.ErrOutboxFull) {
 				if !behind.Swap(true) {
 					s.log.Warn("ended a ModelStreamInfer request whose client is not reading", "model", in.GetModelName(), "id", in.GetId())
 				}
 				cancel()
 				return errStreamBehind
 			}
+			return err
 		})
 		var r streamResult
 		switch {
@@ -223,9 +242,20 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		default:
 			r = asyncStreamError(-1, in, err)
 		}
-		deliver(ctx, results, r)
+		// After the request's responses, in the same outbox.
+		_ = out.decoupled.Put(r, resultSize(r), true)
 	}()
 	return false
+}
+
+// resultSize is about what a result weighs in the stream's outbox: its
+// raw output contents.
+func resultSize(r streamResult) int {
+	n := 64
+	for _, c := range r.resp.GetInferResponse().GetRawOutputContents() {
+		n += len(c)
+	}
+	return n
 }
 
 // deliver hands r to the stream's writer, or gives up when the stream has

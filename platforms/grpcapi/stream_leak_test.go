@@ -52,8 +52,8 @@ func settledGoroutines(limit int) int {
 }
 
 // TestModelStreamInferNoLeak: streams whose client stops reading while a
-// decoupled model fills the stream's window, and then goes away with
-// ordinary and failing requests still to answer, leave no goroutine
+// decoupled model produces thousands of responses, and then goes away
+// with ordinary and failing requests still to answer, leave no goroutine
 // behind: every one that hands a result to the stream's writer gives up
 // once the stream has ended.
 func TestModelStreamInferNoLeak(t *testing.T) {
@@ -69,7 +69,7 @@ func TestModelStreamInferNoLeak(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		st := &stalledStream{ctx: ctx, in: make(chan *pb.ModelInferRequest, 1+2*each)}
 		go func() { done <- h.api.ModelStreamInfer(st) }()
-		// The decoupled model's 5,000 responses fill the window at once.
+		// The decoupled model's 5,000 responses come at once.
 		st.in <- repeatRequest("flood", 5000)
 		time.Sleep(100 * time.Millisecond)
 		succeeded := simple.Stats.Snapshot().Success.Count

@@ -31,9 +31,9 @@ func floodRequest(id string, n, size int32) *pb.ModelInferRequest {
 // TestStalledModelStream: a client that opens ModelStreamInfer on a
 // decoupled model.py sending large responses fast, and never reads them,
 // cannot hold the model's worker back: another stream's requests to the
-// same instance are answered while the first stream's window is full, and
+// same instance are answered while the first stream's outbox is full, and
 // the stalled request ends (it fails, so the model stops producing) once
-// the window is full.
+// the outbox is full.
 func TestStalledModelStream(t *testing.T) {
 	root := t.TempDir()
 	servertest.Must(t, os.CopyFS(filepath.Join(root, "flood"), os.DirFS("../httpapi/testdata/flood")))
@@ -52,7 +52,7 @@ func TestStalledModelStream(t *testing.T) {
 	defer release()
 
 	// Requests on another stream are answered until the stalled stream's
-	// window has filled and its request has ended.
+	// outbox has filled and its request has ended.
 	for i, deadline := 0, time.Now().Add(90*time.Second); mv.Stats.Snapshot().Fail.Count == 0; i++ {
 		if time.Now().After(deadline) {
 			t.Fatal("the stalled stream's request never ended")
