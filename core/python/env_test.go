@@ -132,3 +132,49 @@ func TestExtractSizeCap(t *testing.T) {
 		t.Fatalf("one file past the cap: %v", err)
 	}
 }
+
+// TestUnpackOnce: loads of one archive at once share one extraction; a
+// broken archive is not remembered, so a fixed one at the same path is
+// unpacked by the next load.
+func TestUnpackOnce(t *testing.T) {
+	b := New(Options{})
+	t.Cleanup(func() { _ = b.Close() })
+	archive := writeTarGz(t, file("bin/activate", "#"))
+	dirs := make(chan string, 4)
+	for range 4 {
+		go func() {
+			dir, err := b.unpack(archive)
+			if err != nil {
+				t.Error(err)
+			}
+			dirs <- dir
+		}()
+	}
+	first := <-dirs
+	for range 3 {
+		if dir := <-dirs; dir != first {
+			t.Fatalf("two extractions: %s and %s", first, dir)
+		}
+	}
+	envs, err := filepath.Glob(filepath.Join(filepath.Dir(first), "env-*"))
+	servertest.Must(t, err)
+	if len(envs) != 1 {
+		t.Fatalf("%d folders unpacked: %v", len(envs), envs)
+	}
+
+	broken := filepath.Join(t.TempDir(), "env.tar.gz")
+	servertest.Must(t, os.WriteFile(broken, []byte("not gzip"), 0o644))
+	st, err := os.Stat(broken)
+	servertest.Must(t, err)
+	if _, err := b.unpack(broken); err == nil {
+		t.Fatal("a broken archive unpacked")
+	}
+	// Fixed in place, with the same modification time as the broken one.
+	data, err := os.ReadFile(archive)
+	servertest.Must(t, err)
+	servertest.Must(t, os.WriteFile(broken, data, 0o644))
+	servertest.Must(t, os.Chtimes(broken, st.ModTime(), st.ModTime()))
+	if _, err := b.unpack(broken); err != nil {
+		t.Fatalf("the fixed archive: %v", err)
+	}
+}
