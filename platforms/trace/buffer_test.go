@@ -68,3 +68,50 @@ func TestBufferedTracesCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceTensorsCapped: one traced request of a decoupled model that
+// sends response after response holds at most maxTraceTensorBytes of
+// TENSORS records; past it they are dropped, while its timestamps are
+// all kept.
+func TestTraceTensorsCapped(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.File, cfg.Level, cfg.Rate = filepath.Join(t.TempDir(), "t.json"), LevelTimestamps|LevelTensors, 1
+	m, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Start("stream", nil)
+	now := time.Now()
+	c := r.Core()
+	c.Begin("stream", 1, "", now, now, nil)
+	// 40 responses of about 650 KB of record each: 26 MB.
+	const responses, elems = 40, 1 << 16
+	data := make([]byte, 4*elems)
+	for i := range data {
+		data[i] = 0x11
+	}
+	for range responses {
+		c.Output([]*core.Tensor{{Name: "OUT", DataType: core.TypeInt32, Shape: []int64{elems}, Data: data}})
+	}
+	c.End(core.TraceTimes{RequestEnd: now}, nil)
+	r.Finish()
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	outputs, ended, size := 0, false, 0
+	for _, rec := range readRecords(t, cfg.File) {
+		if tensor, ok := rec["tensor"].(map[string]any); ok {
+			outputs++
+			size += len(tensor["data"].(string))
+		}
+		if ts, ok := rec["timestamps"].([]any); ok && ts[0].(map[string]any)["name"] == "REQUEST_END" {
+			ended = true
+		}
+	}
+	if outputs == 0 || outputs >= responses || size > maxTraceTensorBytes {
+		t.Errorf("%d of %d output records kept (%d bytes of data), want some, within %d bytes", outputs, responses, size, maxTraceTensorBytes)
+	}
+	if !ended {
+		t.Error("the REQUEST_END timestamp past the cap was dropped")
+	}
+}

@@ -32,6 +32,10 @@ type Request struct {
 	mu       sync.Mutex
 	nodes    []*node // every node, the root first (triton mode's records)
 	finished bool    // Finish has run: later records are dropped
+	// tensorBytes are the TENSORS records held, capped at
+	// maxTraceTensorBytes; dropped counts those refused past the cap.
+	tensorBytes int
+	dropped     uint64
 
 	// opentelemetry mode: the InferRequest span, parent of the model span.
 	ctx  context.Context
@@ -118,6 +122,12 @@ func (r *Request) Finish() {
 	}
 }
 
+// maxTraceTensorBytes caps the TENSORS records one trace holds until it
+// finishes: a decoupled model may send responses without end on one
+// request, each adding its outputs. Past the cap its tensor records are
+// dropped (and logged once); its timestamps are kept.
+const maxTraceTensorBytes = 16 << 20
+
 // record appends one record, unless the trace is finished.
 func (n *node) record(rec []byte) {
 	n.r.mu.Lock()
@@ -125,6 +135,30 @@ func (n *node) record(rec []byte) {
 	if n.r.finished {
 		return
 	}
+	n.appendLocked(rec)
+}
+
+// recordTensor appends one TENSORS record, unless the trace is finished
+// or holds maxTraceTensorBytes of them already.
+func (n *node) recordTensor(rec []byte) {
+	n.r.mu.Lock()
+	defer n.r.mu.Unlock()
+	if n.r.finished {
+		return
+	}
+	if n.r.tensorBytes+len(rec) > maxTraceTensorBytes {
+		if n.r.dropped == 0 {
+			n.r.m.log.Warn("dropping the trace's tensor records past its cap", "trace_id", n.r.root.id, "cap_bytes", maxTraceTensorBytes)
+		}
+		n.r.dropped++
+		return
+	}
+	n.r.tensorBytes += len(rec)
+	n.appendLocked(rec)
+}
+
+// appendLocked appends rec to the node's records; n.r.mu is held.
+func (n *node) appendLocked(rec []byte) {
 	if len(n.buf) > 0 {
 		n.buf = append(n.buf, ',')
 	}
@@ -279,5 +313,5 @@ func (n *node) tensor(activity string, t *core.Tensor) {
 	}
 	b = append(b, `","dtype":"`...)
 	b = append(b, t.DataType.String()...)
-	n.record(append(b, `"}}`...))
+	n.recordTensor(append(b, `"}}`...))
 }
