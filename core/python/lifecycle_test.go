@@ -468,14 +468,18 @@ func TestSlowStreamHoldsOnlyItsRequest(t *testing.T) {
 	var held streamed
 	heldDone := make(chan error, 1)
 	go func() {
-		heldDone <- mv.InferStream(context.Background(), repeatRequest(10, 0), func(r *core.InferResponse, final bool) error {
+		// Its sends begin 0.3 s after execute: the core has finished the
+		// execution by then (core.Request.Send holds the request's lock
+		// while the consumer takes a response, and the end of an execution
+		// waits for that lock).
+		heldDone <- mv.InferStream(context.Background(), repeatRequest(10, 300000), func(r *core.InferResponse, final bool) error {
 			<-unblock
 			return held.emit(r, final)
 		})
 	}()
 	// The held stream's first send is waiting on its consumer by now, or
 	// soon; the other requests must not wait for it.
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	others := make(chan error, 1)
 	go func() {
 		for range 3 {
