@@ -550,3 +550,43 @@ parameters { key: "hang_finalize" value: { string_value: "yes" } }
 		waitGone(t, "the model's child", child)
 	}
 }
+
+// TestRestartRetries: while a dead worker's replacement fails to
+// initialize, the instance is not ready and its requests fail at once;
+// restarts are retried (with a backoff) until one succeeds, and it is ready
+// again. Only the restart that succeeded is counted.
+func TestRestartRetries(t *testing.T) {
+	const dead = "Stub process 'lifecycle_0_0' is not healthy."
+	e, marker := startLifecycle(t, options{}, 1, map[string]string{})
+	servertest.Must(t, os.WriteFile(filepath.Join(marker, "refuse"), nil, 0o644))
+	for pid := range lifecyclePIDs(t, marker) {
+		servertest.Must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(e.log.String(), `msg="failed to restart the Python worker" model=lifecycle instance=lifecycle_0_0`) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failed restarts logged")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.srv.ModelReady("lifecycle", core.LatestVersion) {
+		t.Fatal("ready while no worker runs")
+	}
+	if _, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err == nil || err.Error() != dead {
+		t.Fatalf("a request while no worker runs: %v", err)
+	}
+	servertest.Must(t, os.Remove(filepath.Join(marker, "refuse")))
+	deadline = time.Now().Add(time.Minute)
+	for !e.srv.ModelReady("lifecycle", core.LatestVersion) {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready again once a restart could succeed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if n := restarts(t, e, "lifecycle_0_0"); n != 1 {
+		t.Fatalf("restarts counted %v", n)
+	}
+}

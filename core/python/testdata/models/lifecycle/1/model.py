@@ -3,7 +3,7 @@
 # <marker>/finalized-<worker pid>, and hangs when the parameter
 # hang_finalize is "yes". A negative input makes the worker exit with
 # status 3 after a line on stderr; an input of 2 writes <marker>/executing
-# and sleeps.
+# and sleeps. initialize fails while <marker>/refuse exists.
 import json
 import os
 import subprocess
@@ -18,6 +18,8 @@ class TritonPythonModel:
         params = json.loads(args["model_config"]).get("parameters", {})
         self.marker = params.get("marker", {}).get("string_value", "")
         self.hang = params.get("hang_finalize", {}).get("string_value", "") == "yes"
+        if self.marker and os.path.exists(os.path.join(self.marker, "refuse")):
+            raise Exception("refusing to initialize")
         self.child = subprocess.Popen(["sleep", "1000"])
         self.note(str(os.getpid()), str(self.child.pid))
 
