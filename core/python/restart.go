@@ -12,9 +12,11 @@ import (
 )
 
 // Dead workers. Triton leaves the instance of a stub that died unable to
-// serve until the model is reloaded (triton-inference-server/python_backend
-// src/python_be.cc); inferd, unless restart-dead-workers=false, starts a new
-// worker in its place with a backoff. Either way the requests the dead
+// serve, and its model not ready, until the model is reloaded: the restart
+// of a dead stub in triton-inference-server/python_backend src/python_be.cc
+// went with release 24.06 (python_backend pull request 360). inferd, unless
+// restart-dead-workers=false, starts a new worker in its place with a
+// backoff. Either way the requests the dead
 // worker held fail at once with "Stub process '<instance>' is not
 // healthy.", and the instance is not ready while it has no live worker.
 
