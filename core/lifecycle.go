@@ -575,7 +575,8 @@ func (s *Server) loadedForEnsembles(name string) bool {
 }
 
 // unload takes name's versions out of service and closes them in the
-// background; with wait it returns once they are closed (or ctx ends).
+// background; with wait it returns once they are closed, and those an
+// earlier unload is still closing (or ctx ends).
 func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 	// The model's lock covers only the state change: a later load or
 	// unload of the model need not wait for the old versions' in-flight
@@ -586,18 +587,23 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 	// are done, then UNAVAILABLE "unloaded".
 	var retire []*ModelVersion
 	var draining []*versionSlot
+	var earlier []<-chan struct{}
+	done := make(chan struct{})
 	s.mu.Lock()
 	m := s.models[name]
 	if m != nil {
 		for _, slot := range m.versions {
-			if slot.mv != nil {
+			switch {
+			case slot.mv != nil:
 				retire = append(retire, slot.mv)
 				draining = append(draining, slot)
 				slot.mv = nil
-				slot.state, slot.reason = StateUnloading, ""
-				continue
+				slot.state, slot.reason, slot.closed = StateUnloading, "", done
+			case slot.state == StateUnloading && slot.closed != nil:
+				earlier = append(earlier, slot.closed) // its unload settles it
+			default:
+				slot.state, slot.reason = StateUnavailable, "unloaded"
 			}
-			slot.state, slot.reason = StateUnavailable, "unloaded"
 		}
 		m.reason = ""
 		m.loaded, m.attempted = "", ""
@@ -609,8 +615,10 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 	// then they stay UNLOADING, so nobody takes a model that still holds
 	// its resources for unloaded. A load meanwhile replaces their slots
 	// (markLoading), which settle then leaves alone.
-	done := closeAll(retire)
-	settle := func() {
+	go func() {
+		for _, mv := range retire {
+			mv.close() // waits for the version's in-flight requests
+		}
 		s.mu.Lock()
 		for _, slot := range draining {
 			if slot.mv == nil && slot.state == StateUnloading {
@@ -618,36 +626,17 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 			}
 		}
 		s.mu.Unlock()
-	}
-	if !wait {
-		go func() {
-			<-done
-			settle()
-		}()
-		return nil
-	}
-	select {
-	case <-done:
-		settle()
-		return nil
-	case <-ctx.Done():
-		go func() {
-			<-done
-			settle()
-		}()
-		return Errorf(CodeInternal, "failed to unload '%s': %v", name, ctx.Err())
-	}
-}
-
-// closeAll closes versions in the background (each waits for its in-flight
-// requests); the channel closes when all are closed.
-func closeAll(versions []*ModelVersion) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		for _, mv := range versions {
-			mv.close()
-		}
 		close(done)
 	}()
-	return done
+	if !wait {
+		return nil
+	}
+	for _, ch := range append(earlier, done) {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Errorf(CodeInternal, "failed to unload '%s': %v", name, ctx.Err())
+		}
+	}
+	return nil
 }

@@ -110,6 +110,9 @@ type versionSlot struct {
 	state  State
 	reason string
 	mv     *ModelVersion // serving copy while READY
+	// closed is closed once the copy an unload retired from this slot is
+	// closed (while UNLOADING).
+	closed <-chan struct{}
 }
 
 // NewServer builds a Server; Start loads the start-up models.

@@ -91,3 +91,36 @@ func TestBeginUnload(t *testing.T) {
 		}
 	}
 }
+
+// TestUnloadWhileDraining: an unload of a model that an earlier unload is
+// still closing leaves it UNLOADING (it is not unloaded yet) and, when it
+// waits, returns only once that close is done.
+func TestUnloadWhileDraining(t *testing.T) {
+	s, b := gateServer(t)
+	result := make(chan error, 1)
+	go func() {
+		_, err := s.Infer(context.Background(), request(7))
+		result <- err
+	}()
+	<-b.started
+	returnsWithin(t, 30*time.Second, "BeginUnload", func() error { return s.BeginUnload(context.Background(), "m", false) })
+	returnsWithin(t, 30*time.Second, "a second BeginUnload", func() error { return s.BeginUnload(context.Background(), "m", false) })
+	if st, reason := stateOf(t, s); st != StateUnloading {
+		t.Fatalf("after a second unload with a request in flight: %v %q", st, reason)
+	}
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- s.Unload(context.Background(), "m") }()
+	select {
+	case err := <-unloaded:
+		t.Fatalf("a waiting unload returned (%v) while the first unload's version is still closing", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(b.gate)
+	if err := <-result; err != nil {
+		t.Fatalf("in-flight request: %v", err)
+	}
+	returnsWithin(t, 30*time.Second, "the waiting unload", func() error { return <-unloaded })
+	if st, reason := stateOf(t, s); st != StateUnavailable || reason != "unloaded" {
+		t.Fatalf("after the close: %v %q", st, reason)
+	}
+}
