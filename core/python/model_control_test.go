@@ -2,6 +2,7 @@ package python_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/repo"
 )
 
 // within runs f and fails the test when it has not returned after d (a
@@ -211,5 +214,37 @@ func TestOverrideFolderLivesWithVersion(t *testing.T) {
 	servertest.Must(t, within(t, long, "the unload", func() error { return e.srv.Unload(context.Background(), "ovpy") }))
 	if dirs := folders(); len(dirs) != 0 {
 		t.Fatalf("override folders after the unload: %v", dirs)
+	}
+}
+
+// TestLoadModelFilesRefused: with Options.NoFileOverrides
+// (--allow-model-file-override=false) pb_utils.load_model with files fails
+// in the model with the refusal, and loads nothing; without it, it loads.
+func TestLoadModelFilesRefused(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		root := copyModels(t, "file_loader")
+		logs := &logBuffer{}
+		log := slog.New(slog.NewTextHandler(logs, nil))
+		b := python.New(python.Options{Executable: servertest.Python(t), Logger: log})
+		t.Cleanup(func() { _ = b.Close() })
+		repos, err := repo.OpenAll(context.Background(), []string{root})
+		servertest.Must(t, err)
+		srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit,
+			StartupModels: []string{"file_loader"}, AutoComplete: true, Logger: log, NoFileOverrides: refuse})
+		t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+		servertest.Must(t, srv.Start(context.Background()))
+		resp, err := srv.Infer(context.Background(), &core.InferRequest{ModelName: "file_loader", ModelVersion: core.LatestVersion,
+			Inputs: []*core.Tensor{bytesTensor("TARGET", "uploaded")}})
+		servertest.Must(t, err)
+		want := "loaded"
+		if refuse {
+			want = "error: load failed for model 'uploaded': loading model files from the load request ('file:' parameters) is disabled by --allow-model-file-override=false"
+		}
+		if got := strings1(t, output(resp, "OUT"))[0]; got != want {
+			t.Fatalf("refuse=%v: the model's load answered %q, want %q\n%s", refuse, got, want, logs.String())
+		}
+		if ready := srv.ModelReady("uploaded", core.LatestVersion); ready == refuse {
+			t.Fatalf("refuse=%v: the uploaded model's readiness is %v", refuse, ready)
+		}
 	}
 }

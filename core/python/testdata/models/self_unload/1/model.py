@@ -19,6 +19,6 @@ class TritonPythonModel:
                     pb_utils.unload_model(target)
                     text = "unloaded " + target
                 except pb_utils.TritonModelException as e:
-                    text = "error: " + e.message()
+                    text = "error: " + str(e)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([text], dtype=np.object_))]))
         return out
