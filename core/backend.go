@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -41,6 +42,34 @@ type Instance interface {
 type HealthReporter interface {
 	Healthy() error
 }
+
+// Standby is an Instance that can be out of service for a moment (a Python
+// worker being restarted): while Standby returns a channel, the scheduler
+// hands the instance no new work, until the channel is closed, so the
+// model's other instances take it instead of a dead one failing it.
+type Standby interface {
+	Standby() <-chan struct{}
+}
+
+// ErrRecovering marks a health error the backend is already mending (a
+// Python worker being restarted): such an instance makes its version not
+// ready only while every instance of the version is unhealthy. Any other
+// health error makes the version not ready on its own (Triton's rule).
+var ErrRecovering = errors.New("instance recovering")
+
+// Recovering marks err (nil stays nil) as ErrRecovering, keeping its text
+// and what it wraps.
+func Recovering(err error) error {
+	if err == nil {
+		return nil
+	}
+	return recovering{err}
+}
+
+type recovering struct{ error }
+
+func (r recovering) Unwrap() error        { return r.error }
+func (r recovering) Is(target error) bool { return target == ErrRecovering }
 
 // BatchInstance executes one concatenated batch: a backend that wants its
 // requests' tensors gathered along the batch dimension (ONNX Runtime)

@@ -196,14 +196,31 @@ func (mv *ModelVersion) close() {
 }
 
 // Healthy reports why the version cannot serve although it is READY: an
-// instance that says it cannot (HealthReporter), or nil.
+// instance that says it cannot (HealthReporter), or nil. An instance that
+// is recovering (ErrRecovering) counts only when no instance is healthy:
+// the others serve meanwhile.
 func (mv *ModelVersion) Healthy() error {
+	var recovering error
+	healthy := 0
 	for _, inst := range mv.insts {
-		if h, ok := inst.(HealthReporter); ok {
-			if err := h.Healthy(); err != nil {
-				return err
-			}
+		h, ok := inst.(HealthReporter)
+		if !ok {
+			healthy++
+			continue
 		}
+		switch err := h.Healthy(); {
+		case err == nil:
+			healthy++
+		case errors.Is(err, ErrRecovering):
+			if recovering == nil {
+				recovering = err
+			}
+		default:
+			return err
+		}
+	}
+	if healthy == 0 {
+		return recovering
 	}
 	return nil
 }

@@ -18,13 +18,15 @@ func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
 	defer s.wg.Done()
 	var e Execution
 	var errs []error
-	idle := func() bool { return s.idle.Load() > 0 }
+	away := s.outOfService(inst)
+	idle := func() bool { return s.idle.Load() > 0 || (away != nil && away()) }
 	for {
 		select {
 		case <-wake:
 		case <-s.quit:
 			return
 		}
+		s.standby(inst)
 		<-s.turn
 		jobs := s.nextUnless(idle)
 		s.turn <- struct{}{}

@@ -311,14 +311,19 @@ func (s *scheduler) worker(inst Instance) {
 	var jobs []*job
 	var e Execution
 	var errs []error
+	away := s.outOfService(inst)
 	for {
 		if jobs == nil {
+			s.standby(inst)
 			s.idle.Add(1)
 			<-s.turn
-			jobs = s.next()
+			jobs = s.nextUnless(away)
 			s.idle.Add(-1) // before the turn passes: a pipeline worker takes it next
 			s.turn <- struct{}{}
 			if jobs == nil {
+				if away != nil && away() {
+					continue // out of service while it waited for work
+				}
 				return
 			}
 		}
@@ -338,6 +343,42 @@ func (s *scheduler) worker(inst Instance) {
 		}
 		s.answer(jobs, errs)
 		jobs = next
+	}
+}
+
+// standby waits while inst is out of service (Standby), or until the
+// scheduler closes: queued work then goes to the other instances.
+func (s *scheduler) standby(inst Instance) {
+	sb, ok := inst.(Standby)
+	if !ok {
+		return
+	}
+	for ch := sb.Standby(); ch != nil; ch = sb.Standby() {
+		select {
+		case <-ch:
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// outOfService is the yield of inst's workers while they wait for work: it
+// says when the instance has gone out of service (Standby), so that the
+// worker passes the turn on instead of taking work it cannot run; nil when
+// the instance never does. Once the scheduler closes it never yields, so
+// the queue drains.
+func (s *scheduler) outOfService(inst Instance) func() bool {
+	sb, ok := inst.(Standby)
+	if !ok {
+		return nil
+	}
+	return func() bool {
+		select {
+		case <-s.quit:
+			return false
+		default:
+			return sb.Standby() != nil
+		}
 	}
 }
 
@@ -375,12 +416,9 @@ func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
 	return jobs, 0, false
 }
 
-// next blocks until a batch is due and takes it off the queue; nil once
-// the scheduler is closed and drained.
-func (s *scheduler) next() []*job { return s.nextUnless(nil) }
-
-// nextUnless is next for a worker that gives way: it returns nil as soon
-// as yield says so.
+// nextUnless blocks until a batch is due and takes it off the queue; nil
+// once the scheduler is closed and drained, or as soon as yield (if any)
+// says so.
 func (s *scheduler) nextUnless(yield func() bool) []*job {
 	var timer *time.Timer
 	defer func() {

@@ -39,6 +39,51 @@ type instance struct {
 	life       context.Context
 	end        context.CancelFunc
 	supervised chan struct{}
+	// attempt is open while a restart of a dead worker is under way or
+	// follows at once, and closed when it has succeeded or failed (under
+	// mu); nil otherwise.
+	attempt chan struct{}
+}
+
+// Standby implements core.Standby: while a dead worker's restart is under
+// way the scheduler gives the instance no new work.
+func (in *instance) Standby() <-chan struct{} {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.attempt == nil || in.closing || in.w.err() == nil {
+		return nil
+	}
+	return in.attempt
+}
+
+// liveWorker is the instance's worker; when it died and a restart is under
+// way, it waits for that restart (its start is bounded by the stub
+// timeout): while one instance of a model restarts the others serve and
+// the model stays ready, and an execution handed to the restarting one
+// runs on the new worker instead of failing, so a dead instance does not
+// drain the queue with failures. Outside an attempt (restarts off, or a
+// backoff after failed ones) the error comes at once.
+func (in *instance) liveWorker(ctx context.Context) (*worker, error) {
+	in.mu.Lock()
+	w, attempt, closing := in.w, in.attempt, in.closing
+	in.mu.Unlock()
+	err := w.err()
+	if err == nil || closing || attempt == nil {
+		return w, err
+	}
+	t := time.NewTimer(in.b.opts.StubTimeout)
+	defer t.Stop()
+	select {
+	case <-attempt:
+	case <-ctx.Done():
+		return w, err
+	case <-in.life.Done():
+		return w, err
+	case <-t.C:
+		return w, err
+	}
+	w = in.worker()
+	return w, w.err()
 }
 
 // worker is the instance's current worker.
@@ -52,9 +97,15 @@ func (in *instance) worker() *worker {
 // is_ready() says no (or does not answer within 5 s), is not ready
 // (python-backend.md §3.5, §8.7).
 func (in *instance) Healthy() error {
-	w := in.worker()
+	in.mu.Lock()
+	w, closing := in.w, in.closing
+	in.mu.Unlock()
 	if err := w.err(); err != nil {
-		return err
+		if closing || in.Standby() == nil {
+			return err // dead for good, or its restarts fail
+		}
+		// Being restarted: the model's other instances serve meanwhile.
+		return core.Recovering(err)
 	}
 	if !w.hasIsReady {
 		return nil
@@ -130,8 +181,8 @@ type wireError struct {
 // Execute runs one batch: execute(requests) in the worker. Each request's
 // inputs travel once, as blobs of the frame.
 func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
-	w := in.worker()
-	if err := w.err(); err != nil {
+	w, err := in.liveWorker(ctx)
+	if err != nil {
 		return err
 	}
 	e.ComputeStart = time.Now()

@@ -590,3 +590,75 @@ func TestRestartRetries(t *testing.T) {
 		t.Fatalf("restarts counted %v", n)
 	}
 }
+
+// TestRestartKeepsModelServing: while a dead worker's restart is under way
+// (its initialize held), the model's other instance serves every request
+// and the model stays ready; with a single instance the model is not ready
+// meanwhile, and a request sent during the restart waits for it instead of
+// failing. Triton's rule, one unhealthy instance makes the model not ready,
+// holds for restart-dead-workers=false (TestDeadWorker).
+func TestRestartKeepsModelServing(t *testing.T) {
+	for _, count := range []int{2, 1} {
+		t.Run(fmt.Sprintf("%d instances", count), func(t *testing.T) {
+			e, marker := startLifecycle(t, options{}, count, map[string]string{})
+			infer := func() error {
+				resp, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 5)}})
+				if err == nil && floats(resp.Outputs[0])[0] != 5 {
+					err = fmt.Errorf("answered %v", floats(resp.Outputs[0]))
+				}
+				return err
+			}
+			servertest.Must(t, infer())
+			hold := filepath.Join(marker, "hold")
+			servertest.Must(t, os.WriteFile(hold, nil, 0o644))
+			var victim int
+			for pid := range lifecyclePIDs(t, marker) {
+				victim = pid
+				break
+			}
+			servertest.Must(t, syscall.Kill(victim, syscall.SIGKILL))
+			deadline := time.Now().Add(time.Minute)
+			for !strings.Contains(e.log.String(), `msg="restarting the Python worker"`) {
+				if time.Now().After(deadline) {
+					t.Fatal("no restart began")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := e.srv.ModelReady("lifecycle", core.LatestVersion); got != (count > 1) {
+				t.Fatalf("ready %v while one of %d instances restarts", got, count)
+			}
+			if count > 1 {
+				for i := range 20 {
+					if err := infer(); err != nil {
+						t.Fatalf("request %d while the other instance restarts: %v", i, err)
+					}
+				}
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- infer() }()
+			time.Sleep(300 * time.Millisecond)
+			servertest.Must(t, os.Remove(hold))
+			select {
+			case err := <-waited:
+				if err != nil {
+					t.Fatalf("a request sent during the restart: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("a request sent during the restart got no answer")
+			}
+			counted := func() float64 {
+				total := 0.0
+				for i := range count {
+					total += restarts(t, e, fmt.Sprintf("lifecycle_0_%d", i))
+				}
+				return total
+			}
+			for counted() != 1 || !e.srv.ModelReady("lifecycle", core.LatestVersion) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after the restart: ready %v, restarts counted %v", e.srv.ModelReady("lifecycle", core.LatestVersion), counted())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -56,6 +56,11 @@ func (in *instance) key() instanceKey {
 // unless restarts are off a new worker takes its place.
 func (in *instance) supervise(w *worker) {
 	defer close(in.supervised)
+	defer func() {
+		in.mu.Lock()
+		in.endAttempt()
+		in.mu.Unlock()
+	}()
 	var backoff time.Duration
 	for {
 		started := time.Now()
@@ -63,6 +68,13 @@ func (in *instance) supervise(w *worker) {
 		case <-w.gone:
 		case <-in.life.Done():
 			return // Close stops the worker
+		}
+		if time.Since(started) >= stableAfter {
+			backoff = 0
+		}
+		if backoff == 0 && !in.b.opts.KeepDead {
+			// A restart follows at once: executions wait for it.
+			in.beginAttempt()
 		}
 		in.failAll(errUnhealthy(in.name))
 		select {
@@ -79,9 +91,6 @@ func (in *instance) supervise(w *worker) {
 				"model", in.model, "instance", in.name)
 			return
 		}
-		if time.Since(started) >= stableAfter {
-			backoff = 0
-		}
 		for {
 			if backoff > 0 {
 				in.b.log.Warn("restarting the Python worker", "model", in.model, "instance", in.name, "after", backoff)
@@ -94,8 +103,10 @@ func (in *instance) supervise(w *worker) {
 				return
 			}
 			backoff = nextBackoff(backoff)
+			in.beginAttempt()
 			fresh, err := in.spawn(in.life)
 			in.mu.Lock()
+			in.endAttempt()
 			if in.closing || in.life.Err() != nil {
 				in.mu.Unlock()
 				if err == nil {
@@ -114,6 +125,23 @@ func (in *instance) supervise(w *worker) {
 			in.mu.Unlock()
 			in.b.log.Error("failed to restart the Python worker", "model", in.model, "instance", in.name, "err", err)
 		}
+	}
+}
+
+// beginAttempt says a restart is under way or follows at once.
+func (in *instance) beginAttempt() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.attempt == nil {
+		in.attempt = make(chan struct{})
+	}
+}
+
+// endAttempt wakes the executions waiting for a restart; in.mu is held.
+func (in *instance) endAttempt() {
+	if in.attempt != nil {
+		close(in.attempt)
+		in.attempt = nil
 	}
 }
 

@@ -3,7 +3,8 @@
 # <marker>/finalized-<worker pid>, and hangs when the parameter
 # hang_finalize is "yes". A negative input makes the worker exit with
 # status 3 after a line on stderr; an input of 2 writes <marker>/executing
-# and sleeps. initialize fails while <marker>/refuse exists.
+# and sleeps. initialize fails while <marker>/refuse exists, and waits
+# while <marker>/hold exists.
 import json
 import os
 import subprocess
@@ -20,6 +21,8 @@ class TritonPythonModel:
         self.hang = params.get("hang_finalize", {}).get("string_value", "") == "yes"
         if self.marker and os.path.exists(os.path.join(self.marker, "refuse")):
             raise Exception("refusing to initialize")
+        while self.marker and os.path.exists(os.path.join(self.marker, "hold")):
+            time.sleep(0.02)
         self.child = subprocess.Popen(["sleep", "1000"])
         self.note(str(os.getpid()), str(self.child.pid))
 
