@@ -84,6 +84,17 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 				return nil, fmt.Errorf("warmup input '%s' has a variable dimension %s", name, ShapeString(in.GetDims()))
 			}
 		}
+		// The sample's data is made here from its dims alone: dims whose
+		// product overflows, or that ask for more than any warmup needs,
+		// fail the load instead of the allocation panicking or taking the
+		// machine's memory.
+		elem := int64(4) // a STRING element's zero data is its 4-byte length
+		if dt != TypeBytes {
+			elem = int64(dt.ByteSize())
+		}
+		if n < 0 || (elem > 0 && n > maxWarmupBytes/elem) {
+			return nil, fmt.Errorf("warmup input '%s' with dims %s would take more than %d bytes", name, ShapeString(in.GetDims()), int64(maxWarmupBytes))
+		}
 		var data []byte
 		switch {
 		case in.GetInputDataFile() != "":
@@ -112,6 +123,9 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 	}
 	return req, nil
 }
+
+// maxWarmupBytes bounds one warmup input's data.
+const maxWarmupBytes = 4 << 30
 
 // leadingElements takes the first n elements of raw, which must hold them.
 func leadingElements(raw []byte, dt DataType, n int64) ([]byte, error) {
