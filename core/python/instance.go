@@ -110,10 +110,14 @@ func (in *instance) Healthy() error {
 	if !w.hasIsReady {
 		return nil
 	}
-	w.readyMu.Lock()
-	defer w.readyMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	select {
+	case w.ready <- struct{}{}:
+		defer func() { <-w.ready }()
+	case <-ctx.Done():
+		return core.Errorf(core.CodeUnavailable, "Model '%s' is not ready (is_ready() did not answer: an earlier check is still waiting).", in.name)
+	}
 	reply, err := w.call(ctx, "is_ready", map[string]any{"seq": 0}, nil)
 	if err != nil {
 		return core.Errorf(core.CodeUnavailable, "Model '%s' is not ready (is_ready() did not answer: %v).", in.name, err)

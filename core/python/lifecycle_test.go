@@ -662,3 +662,60 @@ func TestRestartKeepsModelServing(t *testing.T) {
 		})
 	}
 }
+
+// TestReadinessOfAWedgedWorker: while a worker takes nothing from its socket
+// (stopped with SIGSTOP) and an execute's 8 MiB frame, sent through the
+// socket, waits to be written, a readiness check answers "not ready" within
+// its deadline instead of waiting for its turn to write for ever; once the
+// worker runs again the execute is answered and the model is ready.
+func TestReadinessOfAWedgedWorker(t *testing.T) {
+	e := start(t, options{noArena: true}, "wedged")
+	data, err := os.ReadFile(filepath.Join(e.root, "wedged", "pid"))
+	servertest.Must(t, err)
+	pid, err := strconv.Atoi(string(data))
+	servertest.Must(t, err)
+	if !e.srv.ModelReady("wedged", core.LatestVersion) {
+		t.Fatal("not ready before the worker was stopped")
+	}
+	servertest.Must(t, syscall.Kill(pid, syscall.SIGSTOP))
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	big := make([]float32, 2<<20)
+	for i := range big {
+		big[i] = float32(i % 1000)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := e.infer(&core.InferRequest{ModelName: "wedged", Inputs: []*core.Tensor{fp32("IN", []int64{int64(len(big))}, big...)}})
+		if err == nil && floats(resp.Outputs[0])[len(big)-1] != big[len(big)-1] {
+			err = errors.New("wrong answer")
+		}
+		answered <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the execute's frame fills the socket
+	ready := make(chan bool, 1)
+	go func() { ready <- e.srv.ModelReady("wedged", core.LatestVersion) }()
+	select {
+	case got := <-ready:
+		if got {
+			t.Fatal("ready while its worker is stopped")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the readiness check of a wedged worker did not return")
+	}
+	servertest.Must(t, syscall.Kill(pid, syscall.SIGCONT))
+	resumed = true
+	select {
+	case err := <-answered:
+		servertest.Must(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the execute was not answered once the worker ran again")
+	}
+	if !e.srv.ModelReady("wedged", core.LatestVersion) {
+		t.Fatal("not ready once the worker runs again")
+	}
+}

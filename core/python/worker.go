@@ -32,7 +32,9 @@ type worker struct {
 	cmd  *exec.Cmd
 	conn net.Conn
 
-	wmu sync.Mutex // one frame at a time on conn
+	// wlock holds one token: one frame at a time on conn. A channel, so a
+	// call with a deadline (is_ready) can give up waiting for its turn.
+	wlock chan struct{}
 
 	mu      sync.Mutex
 	seq     int64
@@ -59,7 +61,9 @@ type worker struct {
 	handle func(op string, f frameIn)
 	// hasIsReady: the model defines is_ready().
 	hasIsReady bool
-	readyMu    sync.Mutex // one is_ready() check at a time
+	// ready holds one token: one is_ready() check at a time; a check that
+	// cannot have it within its deadline reports the model not ready.
+	ready chan struct{}
 }
 
 // errUnhealthy is Triton's message for a worker that died.
@@ -85,7 +89,8 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
 	}
 	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
-		gone: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth)}
+		gone: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth),
+		wlock: make(chan struct{}, 1), ready: make(chan struct{}, 1)}
 	for i := range depth {
 		w.slots <- i
 	}
@@ -282,7 +287,14 @@ func (w *worker) exchange(ctx context.Context, numbered bool, frame func(seq int
 	ch := make(chan frameIn, 1)
 	w.replies[seq] = ch
 	w.mu.Unlock()
-	if err := w.send(frame(seq), out); err != nil {
+	deadline, _ := ctx.Deadline()
+	if err := w.sendBy(deadline, frame(seq), out); err != nil {
+		w.mu.Lock()
+		delete(w.replies, seq)
+		w.mu.Unlock()
+		if errors.Is(err, errWriteTurn) {
+			return frameIn{}, err
+		}
 		return frameIn{}, w.err()
 	}
 	select {
@@ -298,13 +310,43 @@ func (w *worker) exchange(ctx context.Context, numbered bool, frame func(seq int
 
 // send writes one frame; a write that fails means the worker is gone.
 func (w *worker) send(header any, out *frameOut) error {
+	return w.sendBy(time.Time{}, header, out)
+}
+
+// errWriteTurn: a call with a deadline did not get its turn to write.
+var errWriteTurn = errors.New("the worker's socket is busy")
+
+// sendBy is send bounded by deadline (zero: none), both the wait for the
+// turn to write and the write itself. A write that times out has left
+// part of a frame in the socket, and a worker that takes nothing from its
+// socket for that long is wedged: either way it is killed (and, by
+// default, restarted).
+func (w *worker) sendBy(deadline time.Time, header any, out *frameOut) error {
 	if out == nil {
 		out = &frameOut{}
 	}
-	w.wmu.Lock()
+	if deadline.IsZero() {
+		w.wlock <- struct{}{}
+	} else {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case w.wlock <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			return errWriteTurn
+		}
+		_ = w.conn.SetWriteDeadline(deadline)
+	}
 	err := out.write(w.conn, header)
-	w.wmu.Unlock()
+	if !deadline.IsZero() {
+		_ = w.conn.SetWriteDeadline(time.Time{})
+	}
+	<-w.wlock
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.log.Error("the Python worker took no message for too long; killing it", "err", err)
+			w.kill()
+		}
 		w.die(err)
 	}
 	return err
