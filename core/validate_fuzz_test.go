@@ -1,45 +1,14 @@
 package core
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/big"
 	"strings"
 	"testing"
 
+	"github.com/inferd/inferd/internal/fuzzshape"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
-
-// fuzzShape reads up to 8 dims, 8 little-endian bytes each.
-func fuzzShape(b []byte) []int64 {
-	var shape []int64
-	for len(b) >= 8 && len(shape) < 8 {
-		shape = append(shape, int64(binary.LittleEndian.Uint64(b)))
-		b = b[8:]
-	}
-	return shape
-}
-
-func fuzzDims(shape ...int64) []byte {
-	var b []byte
-	for _, d := range shape {
-		b = binary.LittleEndian.AppendUint64(b, uint64(d))
-	}
-	return b
-}
-
-// exactByteSize is a shape's byte size for elements of size bytes, without
-// wrapping (no dims, or a zero dim: 0, as ElementCount counts).
-func exactByteSize(shape []int64, size int) *big.Int {
-	n := big.NewInt(int64(size))
-	if len(shape) == 0 {
-		return new(big.Int)
-	}
-	for _, d := range shape {
-		n.Mul(n, big.NewInt(d))
-	}
-	return n
-}
 
 // FuzzValidateInputs feeds prepare the tensors either transport may hand
 // the core (the HTTP codec and gRPC both build an InferRequest and leave
@@ -49,17 +18,17 @@ func exactByteSize(shape []int64, size int) *big.Int {
 // exactly the shape's (computed without wrapping) or, for BYTES, hold
 // exactly its element count. It never panics.
 func FuzzValidateInputs(f *testing.F) {
-	f.Add(uint8(TypeFP32), false, false, fuzzDims(1<<62), []byte{})
-	f.Add(uint8(TypeFP32), false, false, fuzzDims(1<<62+1), []byte{0, 0, 0, 0})
-	f.Add(uint8(TypeFP64), true, false, fuzzDims(1, 1<<61), []byte{})
-	f.Add(uint8(TypeFP32), false, false, fuzzDims(1<<32, 1<<32), []byte{})
-	f.Add(uint8(TypeInt32), true, false, fuzzDims(2, 2), make([]byte, 16))
-	f.Add(uint8(TypeBytes), false, false, fuzzDims(2), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0})
-	f.Add(uint8(TypeBytes), false, false, fuzzDims(1<<62), []byte{})
-	f.Add(uint8(TypeUint8), false, true, fuzzDims(0), make([]byte, 7))
-	f.Add(uint8(TypeFP16), true, true, fuzzDims(0, 0), make([]byte, 6))
-	f.Add(uint8(TypeInt64), false, false, fuzzDims(-1), []byte{})
-	f.Add(uint8(TypeFP32), false, false, fuzzDims(1<<62, 0), []byte{})
+	f.Add(uint8(TypeFP32), false, false, fuzzshape.Bytes(1<<62), []byte{})
+	f.Add(uint8(TypeFP32), false, false, fuzzshape.Bytes(1<<62+1), []byte{0, 0, 0, 0})
+	f.Add(uint8(TypeFP64), true, false, fuzzshape.Bytes(1, 1<<61), []byte{})
+	f.Add(uint8(TypeFP32), false, false, fuzzshape.Bytes(1<<32, 1<<32), []byte{})
+	f.Add(uint8(TypeInt32), true, false, fuzzshape.Bytes(2, 2), make([]byte, 16))
+	f.Add(uint8(TypeBytes), false, false, fuzzshape.Bytes(2), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0})
+	f.Add(uint8(TypeBytes), false, false, fuzzshape.Bytes(1<<62), []byte{})
+	f.Add(uint8(TypeUint8), false, true, fuzzshape.Bytes(0), make([]byte, 7))
+	f.Add(uint8(TypeFP16), true, true, fuzzshape.Bytes(0, 0), make([]byte, 6))
+	f.Add(uint8(TypeInt64), false, false, fuzzshape.Bytes(-1), []byte{})
+	f.Add(uint8(TypeFP32), false, false, fuzzshape.Bytes(1<<62, 0), []byte{})
 	models := map[string]*ModelVersion{}
 	model := func(dt DataType, batching bool, rank int) *ModelVersion {
 		key := fmt.Sprint(dt, batching, rank)
@@ -82,7 +51,7 @@ func FuzzValidateInputs(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, dtype uint8, batching, raw bool, dims, data []byte) {
 		dt := DataType(dtype%uint8(TypeBF16) + 1)
-		shape := fuzzShape(dims)
+		shape := fuzzshape.Shape(dims)
 		rank := max(len(shape), 1)
 		if batching && len(shape) > 1 {
 			rank = len(shape) - 1
@@ -114,7 +83,7 @@ func FuzzValidateInputs(f *testing.F) {
 			}
 			return
 		}
-		if exactByteSize(in.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(in.Data)))) != 0 {
+		if fuzzshape.ExactByteSize(in.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(in.Data)))) != 0 {
 			t.Fatalf("accepted %d bytes of %s for shape %v", len(in.Data), dt, in.Shape)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/fuzzshape"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -201,16 +202,16 @@ func (h *wireTensorHelper) build(desc tensorDesc, frame []byte) (string, error) 
 // exactly the descriptor's shape and bytes; no other exception (which
 // would have ended the worker before) escapes.
 func FuzzWireTensor(f *testing.F) {
-	f.Add("FP32", fuzzDims(1<<62), int64(0), int64(0), []byte{})
-	f.Add("FP32", fuzzDims(1, 2), int64(0), int64(8), make([]byte, 8))
-	f.Add("FP32", fuzzDims(-1, -2), int64(0), int64(8), make([]byte, 8))
-	f.Add("FP32", fuzzDims(math.MaxInt64, math.MaxInt64, 0), int64(0), int64(0), []byte{})
-	f.Add("BYTES", fuzzDims(2), int64(0), int64(9), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0})
-	f.Add("BYTES", fuzzDims(1), int64(0), int64(5), []byte{9, 0, 0, 0, 'a'})
-	f.Add("BF16", fuzzDims(2), int64(1), int64(4), make([]byte, 5))
-	f.Add("FP128", fuzzDims(1), int64(0), int64(4), make([]byte, 4))
-	f.Add("INT8", fuzzDims(), int64(0), int64(1), []byte{7})
-	f.Add("UINT64", fuzzDims(1), int64(-8), int64(8), make([]byte, 8))
+	f.Add("FP32", fuzzshape.Bytes(1<<62), int64(0), int64(0), []byte{})
+	f.Add("FP32", fuzzshape.Bytes(1, 2), int64(0), int64(8), make([]byte, 8))
+	f.Add("FP32", fuzzshape.Bytes(-1, -2), int64(0), int64(8), make([]byte, 8))
+	f.Add("FP32", fuzzshape.Bytes(math.MaxInt64, math.MaxInt64, 0), int64(0), int64(0), []byte{})
+	f.Add("BYTES", fuzzshape.Bytes(2), int64(0), int64(9), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0})
+	f.Add("BYTES", fuzzshape.Bytes(1), int64(0), int64(5), []byte{9, 0, 0, 0, 'a'})
+	f.Add("BF16", fuzzshape.Bytes(2), int64(1), int64(4), make([]byte, 5))
+	f.Add("FP128", fuzzshape.Bytes(1), int64(0), int64(4), make([]byte, 4))
+	f.Add("INT8", fuzzshape.Bytes(), int64(0), int64(1), []byte{7})
+	f.Add("UINT64", fuzzshape.Bytes(1), int64(-8), int64(8), make([]byte, 8))
 	cmd := exec.Command(servertest.Python(f), filepath.Join("testdata", "wire_tensor_fuzz.py"))
 	cmd.Env = append(os.Environ(), "PYTHONPATH=shim")
 	cmd.Stderr = os.Stderr
@@ -225,7 +226,7 @@ func FuzzWireTensor(f *testing.F) {
 	})
 	h := &wireTensorHelper{in: in, out: bufio.NewReader(out)}
 	f.Fuzz(func(t *testing.T, datatype string, dims []byte, off, length int64, frame []byte) {
-		shape := fuzzShape(dims)
+		shape := fuzzshape.Shape(dims)
 		if shape == nil {
 			shape = []int64{}
 		}
@@ -245,22 +246,4 @@ func FuzzWireTensor(f *testing.F) {
 			t.Fatalf("%+v over %d bytes: %s", desc, len(frame), got)
 		}
 	})
-}
-
-// fuzzShape reads up to 8 dims, 8 little-endian bytes each.
-func fuzzShape(b []byte) []int64 {
-	var shape []int64
-	for len(b) >= 8 && len(shape) < 8 {
-		shape = append(shape, int64(binary.LittleEndian.Uint64(b)))
-		b = b[8:]
-	}
-	return shape
-}
-
-func fuzzDims(shape ...int64) []byte {
-	var b []byte
-	for _, d := range shape {
-		b = binary.LittleEndian.AppendUint64(b, uint64(d))
-	}
-	return b
 }

@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/big"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/python"
+	"github.com/inferd/inferd/internal/fuzzshape"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
@@ -93,15 +93,15 @@ class TritonPythonModel:
 // Nothing panics; what the core accepts has exactly the bytes its shape
 // needs, computed without wrapping, and comes back unchanged.
 func FuzzModelInferIntoCore(f *testing.F) {
-	f.Add("FP32", fuzzDims(1<<62), []byte{}, true)
-	f.Add("FP32", fuzzDims(1<<62+1), make([]byte, 4), true)
-	f.Add("FP64", fuzzDims(1<<61), []byte{}, true)
-	f.Add("FP32", fuzzDims(2), make([]byte, 8), true)
-	f.Add("BYTES", fuzzDims(1<<62), []byte{}, true)
-	f.Add("BYTES", fuzzDims(2), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0}, true)
-	f.Add("BF16", fuzzDims(3), make([]byte, 6), true)
-	f.Add("INT8", fuzzDims(-1), []byte{}, false)
-	f.Add("FP32", fuzzDims(math.MaxInt64), []byte{}, false)
+	f.Add("FP32", fuzzshape.Bytes(1<<62), []byte{}, true)
+	f.Add("FP32", fuzzshape.Bytes(1<<62+1), make([]byte, 4), true)
+	f.Add("FP64", fuzzshape.Bytes(1<<61), []byte{}, true)
+	f.Add("FP32", fuzzshape.Bytes(2), make([]byte, 8), true)
+	f.Add("BYTES", fuzzshape.Bytes(1<<62), []byte{}, true)
+	f.Add("BYTES", fuzzshape.Bytes(2), []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0}, true)
+	f.Add("BF16", fuzzshape.Bytes(3), make([]byte, 6), true)
+	f.Add("INT8", fuzzshape.Bytes(-1), []byte{}, false)
+	f.Add("FP32", fuzzshape.Bytes(math.MaxInt64), []byte{}, false)
 	root := f.TempDir()
 	for dt := core.TypeBool; dt <= core.TypeBF16; dt++ {
 		servertest.WriteModel(f, filepath.Join(root, "id_"+dt.String()), servertest.Model{Config: fmt.Sprintf(`backend: "identity"
@@ -112,7 +112,7 @@ output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
 	}
 	srv := servertest.Start(f, servertest.Options{Repo: root})
 	f.Fuzz(func(t *testing.T, datatype string, dims []byte, raw []byte, useRaw bool) {
-		in := &pb.ModelInferRequest{ModelName: "id_FP32", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: datatype, Shape: fuzzShape(dims)}}}
+		in := &pb.ModelInferRequest{ModelName: "id_FP32", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: datatype, Shape: fuzzshape.Shape(dims)}}}
 		if dt := core.ParseDataType(datatype); dt != core.TypeInvalid {
 			in.ModelName = "id_" + dt.String()
 		}
@@ -134,39 +134,8 @@ output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
 		if len(resp.Outputs) != 1 || !bytes.Equal(resp.Outputs[0].Data, sent.Data) {
 			t.Fatalf("the identity model changed the tensor")
 		}
-		if dt := sent.DataType; dt != core.TypeBytes && exactByteSize(sent.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(sent.Data)))) != 0 {
+		if dt := sent.DataType; dt != core.TypeBytes && fuzzshape.ExactByteSize(sent.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(sent.Data)))) != 0 {
 			t.Fatalf("accepted %d bytes of %s for shape %v", len(sent.Data), dt, sent.Shape)
 		}
 	})
-}
-
-// fuzzShape reads up to 8 dims, 8 little-endian bytes each.
-func fuzzShape(b []byte) []int64 {
-	var shape []int64
-	for len(b) >= 8 && len(shape) < 8 {
-		shape = append(shape, int64(binary.LittleEndian.Uint64(b)))
-		b = b[8:]
-	}
-	return shape
-}
-
-func fuzzDims(shape ...int64) []byte {
-	var b []byte
-	for _, d := range shape {
-		b = binary.LittleEndian.AppendUint64(b, uint64(d))
-	}
-	return b
-}
-
-// exactByteSize is a shape's byte size without wrapping (no dims, or a
-// zero dim: 0).
-func exactByteSize(shape []int64, size int) *big.Int {
-	if len(shape) == 0 {
-		return new(big.Int)
-	}
-	n := big.NewInt(int64(size))
-	for _, d := range shape {
-		n.Mul(n, big.NewInt(d))
-	}
-	return n
 }

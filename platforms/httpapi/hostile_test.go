@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/fuzzshape"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/codec"
 )
@@ -65,21 +66,8 @@ output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
 		if len(resp.Outputs) != 1 || !bytes.Equal(resp.Outputs[0].Data, sent.Data) {
 			t.Fatalf("the identity model changed the tensor")
 		}
-		if dt := sent.DataType; dt != core.TypeBytes && exactByteSize(sent.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(sent.Data)))) != 0 {
+		if dt := sent.DataType; dt != core.TypeBytes && fuzzshape.ExactByteSize(sent.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(sent.Data)))) != 0 {
 			t.Fatalf("accepted %d bytes of %s for shape %v (%s)", len(sent.Data), dt, sent.Shape, strings.TrimSpace(shape))
 		}
 	})
-}
-
-// exactByteSize is a shape's byte size without wrapping (no dims, or a
-// zero dim: 0).
-func exactByteSize(shape []int64, size int) *big.Int {
-	if len(shape) == 0 {
-		return new(big.Int)
-	}
-	n := big.NewInt(int64(size))
-	for _, d := range shape {
-		n.Mul(n, big.NewInt(d))
-	}
-	return n
 }
