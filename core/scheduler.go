@@ -317,11 +317,12 @@ func (s *scheduler) worker(inst Instance) {
 			s.standby(inst)
 			s.idle.Add(1)
 			<-s.turn
-			jobs = s.nextUnless(away)
+			var yielded bool
+			jobs, yielded = s.nextUnless(away)
 			s.idle.Add(-1) // before the turn passes: a pipeline worker takes it next
 			s.turn <- struct{}{}
 			if jobs == nil {
-				if away != nil && away() {
+				if yielded {
 					continue // out of service while it waited for work
 				}
 				return
@@ -417,9 +418,9 @@ func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
 }
 
 // nextUnless blocks until a batch is due and takes it off the queue; nil
-// once the scheduler is closed and drained, or as soon as yield (if any)
-// says so.
-func (s *scheduler) nextUnless(yield func() bool) []*job {
+// once the scheduler is closed and drained, or, with yielded set, as soon
+// as yield (if any) says so.
+func (s *scheduler) nextUnless(yield func() bool) (jobs []*job, yielded bool) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -428,11 +429,11 @@ func (s *scheduler) nextUnless(yield func() bool) []*job {
 	}()
 	for {
 		if yield != nil && yield() {
-			return nil
+			return nil, true
 		}
 		jobs, wait, closed := s.take()
 		if jobs != nil || closed {
-			return jobs
+			return jobs, false
 		}
 		var fire <-chan time.Time
 		switch {
