@@ -108,11 +108,11 @@ type Backend struct {
 	life     context.Context
 	end      context.CancelFunc
 	mu       sync.Mutex
-	closing  bool                   // Shutdown began: no worker starts
-	workers  map[*worker]bool       // live workers, reaped on Close
-	restarts map[instanceKey]uint64 // restarts per loaded instance
-	packs    map[string]unpacked    // EXECUTION_ENV_PATH archives, by path
-	metrics  *customMetrics         // models' custom metrics (Collect)
+	closing  bool                          // Shutdown began: no worker starts
+	workers  map[*worker]bool              // live workers, reaped on Close
+	restarts map[instanceKey]*restartCount // restarts per loaded instance name
+	packs    map[string]unpacked           // EXECUTION_ENV_PATH archives, by path
+	metrics  *customMetrics                // models' custom metrics (Collect)
 }
 
 // New builds the backend; it starts nothing until a Python model loads.
@@ -124,7 +124,7 @@ func New(opts Options) *Backend {
 		opts.StubTimeout = 30 * time.Second
 	}
 	life, end := context.WithCancel(context.Background())
-	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, restarts: map[instanceKey]uint64{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
+	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, restarts: map[instanceKey]*restartCount{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
 }
 
 // closeGrace is how long Close lets workers finalize.

@@ -72,11 +72,18 @@ func (f *frameOut) add(t *core.Tensor) tensorDesc {
 // write sends header (which must carry "op") and the blobs as one frame,
 // in a single vectored write where the connection allows it.
 func (f *frameOut) write(w io.Writer, header any) error {
+	_, err := f.writeCount(w, header)
+	return err
+}
+
+// writeCount is write, saying how many bytes went out: none, after a
+// failed write, leaves the stream whole.
+func (f *frameOut) writeCount(w io.Writer, header any) (int64, error) {
 	h, ok := header.(rawHeader)
 	if !ok {
 		var err error
 		if h, err = json.Marshal(header); err != nil {
-			return fmt.Errorf("encode %T: %w", header, err)
+			return 0, fmt.Errorf("encode %T: %w", header, err)
 		}
 	}
 	prefix := make([]byte, 12, 12+len(h))
@@ -88,8 +95,7 @@ func (f *frameOut) write(w io.Writer, header any) error {
 			bufs = append(bufs, b)
 		}
 	}
-	_, err := bufs.WriteTo(w)
-	return err
+	return bufs.WriteTo(w)
 }
 
 // frameIn is a received frame: its header and blob area.

@@ -142,7 +142,8 @@ func (in *instance) Healthy() error {
 // openRequest is a request the worker has not finished.
 type openRequest struct {
 	r         *core.Request
-	responded bool // a response went out through the sender
+	w         *worker // the worker it was sent to
+	responded bool    // a response went out through the sender
 	// sends are the model's sends not yet delivered, in order; a
 	// goroutine delivers them while sending is set (under instance.mu).
 	sends   []func()
@@ -226,7 +227,7 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 			wr.Inputs[k] = out.add(t)
 		}
 		reqs[i] = wr
-		o := &openRequest{r: r}
+		o := &openRequest{r: r, w: w}
 		// A client that goes away is told to the model (is_cancelled).
 		o.stop = context.AfterFunc(r.Context(), func() {
 			_ = w.send(map[string]any{"op": "cancel", "rids": []int64{rid}}, nil)
@@ -242,9 +243,8 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 	}, out)
 	e.InferEnd = time.Now()
 	if err != nil {
-		// The worker died: every request it had fails (python-backend.md
-		// §8.7).
-		in.failAll(err)
+		// The worker died: every request it had fails.
+		in.failOf(w, err)
 		return err
 	}
 	if reply.after.After(e.InferStart) {
@@ -319,12 +319,22 @@ func (in *instance) finish(rid int64, resp *core.Response) {
 }
 
 // failAll fails every open request with err.
-func (in *instance) failAll(err error) {
+func (in *instance) failAll(err error) { in.failOf(nil, err) }
+
+// failOf fails the open requests that worker w held (nil: all) with err:
+// once a worker has died and another has taken its place, the old one's
+// failures must not reach the new one's requests.
+func (in *instance) failOf(w *worker, err error) {
 	in.mu.Lock()
-	open := in.open
-	in.open = map[int64]*openRequest{}
+	var failed []*openRequest
+	for rid, o := range in.open {
+		if w == nil || o.w == w {
+			failed = append(failed, o)
+			delete(in.open, rid)
+		}
+	}
 	in.mu.Unlock()
-	for _, o := range open {
+	for _, o := range failed {
 		o.stop()
 		_ = o.r.Send(&core.Response{Err: err}, true)
 	}

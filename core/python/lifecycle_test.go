@@ -465,21 +465,28 @@ func TestSlowStreamHoldsOnlyItsRequest(t *testing.T) {
 	servertest.Must(t, err)
 	defer release()
 	unblock := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
 	var held streamed
 	heldDone := make(chan error, 1)
 	go func() {
-		// Its sends begin 0.3 s after execute: the core has finished the
-		// execution by then (core.Request.Send holds the request's lock
+		// Its sends begin 1 s after execute: the core has finished the
+		// execution long before (core.Request.Send holds the request's lock
 		// while the consumer takes a response, and the end of an execution
-		// waits for that lock).
-		heldDone <- mv.InferStream(context.Background(), repeatRequest(10, 300000), func(r *core.InferResponse, final bool) error {
+		// waits for that lock: this test is about the worker, not that).
+		heldDone <- mv.InferStream(context.Background(), repeatRequest(10, 1000000), func(r *core.InferResponse, final bool) error {
+			once.Do(func() { close(entered) })
 			<-unblock
 			return held.emit(r, final)
 		})
 	}()
-	// The held stream's first send is waiting on its consumer by now, or
-	// soon; the other requests must not wait for it.
-	time.Sleep(time.Second)
+	// Once the held stream's first send waits on its consumer, the other
+	// requests must not wait for it.
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the held stream sent nothing")
+	}
 	others := make(chan error, 1)
 	go func() {
 		for range 3 {
@@ -717,5 +724,85 @@ func TestReadinessOfAWedgedWorker(t *testing.T) {
 	}
 	if !e.srv.ModelReady("wedged", core.LatestVersion) {
 		t.Fatal("not ready once the worker runs again")
+	}
+}
+
+// TestRestartWithHungInitialize: a restart whose initialize does not return
+// keeps the instance out of service for at most the stub timeout; then the
+// requests waiting for it fail with Triton's text and the model is not
+// ready, and once initialize returns the instance serves again.
+func TestRestartWithHungInitialize(t *testing.T) {
+	const dead = "Stub process 'lifecycle_0_0' is not healthy."
+	e, marker := startLifecycle(t, options{stubTimeout: 2 * time.Second}, 1, map[string]string{})
+	hold := filepath.Join(marker, "hold")
+	servertest.Must(t, os.WriteFile(hold, nil, 0o644))
+	for pid := range lifecyclePIDs(t, marker) {
+		servertest.Must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(e.log.String(), `msg="restarting the Python worker"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("no restart began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	failed := make(chan error, 1)
+	go func() {
+		_, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}})
+		failed <- err
+	}()
+	select {
+	case err := <-failed:
+		if err == nil || err.Error() != dead {
+			t.Fatalf("a request while initialize hangs: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a request waited for a restart whose initialize hangs")
+	}
+	if e.srv.ModelReady("lifecycle", core.LatestVersion) {
+		t.Fatal("ready while its only worker's initialize hangs")
+	}
+	servertest.Must(t, os.Remove(hold))
+	for {
+		resp, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 4)}})
+		if err == nil && floats(resp.Outputs[0])[0] == 4 && e.srv.ModelReady("lifecycle", core.LatestVersion) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery once initialize returned: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRestartCounterAcrossReload: a reload loads the new copy of a model
+// before it closes the old one; the restart counter of an instance name
+// lives on through it, with its count.
+func TestRestartCounterAcrossReload(t *testing.T) {
+	e, marker := startLifecycle(t, options{}, 1, map[string]string{})
+	for pid := range lifecyclePIDs(t, marker) {
+		servertest.Must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for restarts(t, e, "lifecycle_0_0") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("restarts counted %v", restarts(t, e, "lifecycle_0_0"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	path := filepath.Join(e.root, "lifecycle", "config.pbtxt")
+	cfg, err := os.ReadFile(path)
+	servertest.Must(t, err)
+	servertest.Must(t, os.WriteFile(path, append(cfg, []byte(`parameters { key: "reloaded" value: { string_value: "yes" } }`+"\n")...), 0o644))
+	servertest.Must(t, e.srv.Load(context.Background(), "lifecycle", nil))
+	for {
+		n := restarts(t, e, "lifecycle_0_0")
+		if n == 1 && len(workerPIDs()) == 1 {
+			break // the old copy's worker is gone, the counter stays
+		}
+		if n != 1 || time.Now().After(deadline) {
+			t.Fatalf("after the reload: restarts counted %v, workers %v", n, workerPIDs())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

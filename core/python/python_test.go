@@ -89,6 +89,7 @@ type options struct {
 	verboseNow     func() int // the run-time verbose level, if set
 	noArena        bool
 	noAutoComplete bool
+	stubTimeout    time.Duration // 0: the backend's default
 }
 
 func start(t testing.TB, o options, names ...string) *env {
@@ -99,7 +100,7 @@ func start(t testing.TB, o options, names ...string) *env {
 	if o.noArena {
 		arena = 0
 	}
-	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, Verbose: o.verboseNow, KeepDead: o.keepDead, ArenaBytes: arena, Logger: log})
+	b := python.New(python.Options{Executable: servertest.Python(t), LogVerbose: o.verbose, Verbose: o.verboseNow, KeepDead: o.keepDead, ArenaBytes: arena, StubTimeout: o.stubTimeout, Logger: log})
 	t.Cleanup(func() { _ = b.Close() })
 	e.backend = b
 	e.srv = servertest.Start(t, servertest.Options{Repo: e.root, Mode: o.mode, AllowFailures: o.allowFails, Backends: []core.Backend{b}, Logger: log, NoAutoComplete: o.noAutoComplete})
@@ -409,8 +410,9 @@ func TestBLS(t *testing.T) {
 }
 
 // TestWorkerDeath: with restart-dead-workers=false, a worker that exits
-// fails its request and every later one with Triton's text
-// (python-backend.md §8.7, §12 line 53).
+// fails its request and every later one with Triton's text ("Stub
+// process '<instance>' is not healthy.", as triton-inference-server/
+// python_backend src/python_be.cc words it).
 func TestWorkerDeath(t *testing.T) {
 	e := start(t, options{keepDead: true}, "crash")
 	if _, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}}); err != nil {

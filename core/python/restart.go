@@ -76,7 +76,7 @@ func (in *instance) supervise(w *worker) {
 			// A restart follows at once: executions wait for it.
 			in.beginAttempt()
 		}
-		in.failAll(errUnhealthy(in.name))
+		in.failOf(w, errUnhealthy(in.name))
 		select {
 		case <-w.exited: // soon: a worker that is gone is killed
 		case <-in.life.Done():
@@ -128,13 +128,25 @@ func (in *instance) supervise(w *worker) {
 	}
 }
 
-// beginAttempt says a restart is under way or follows at once.
+// beginAttempt says a restart is under way or follows at once. The
+// instance stays out of service for it at most the stub timeout: a restart
+// whose initialize takes longer (or hangs) goes on, but the requests
+// waiting for it fail meanwhile instead of waiting without bound.
 func (in *instance) beginAttempt() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.attempt == nil {
-		in.attempt = make(chan struct{})
+	if in.attempt != nil {
+		return
 	}
+	ch := make(chan struct{})
+	in.attempt = ch
+	time.AfterFunc(in.b.opts.StubTimeout, func() {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if in.attempt == ch {
+			in.endAttempt()
+		}
+	})
 }
 
 // endAttempt wakes the executions waiting for a restart; in.mu is held.
@@ -169,32 +181,52 @@ func exitStatus(w *worker) string {
 	return st.String()
 }
 
+// restartCount is one instance name's restart counter; refs counts the
+// loaded instances of that name: a reload loads the new copy before it
+// closes the old one, and the counter lives on through it.
+type restartCount struct {
+	n    uint64
+	refs int
+}
+
 // countRestart adds one to the instance's restart counter.
 func (b *Backend) countRestart(k instanceKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.restarts[k]++
+	if c := b.restarts[k]; c != nil {
+		c.n++
+	}
 }
 
-// trackRestarts shows the instance's counter, at 0, until forgetRestarts.
+// trackRestarts shows the instance's counter (at 0 the first time) until
+// every instance of its name has called forgetRestarts.
 func (b *Backend) trackRestarts(k instanceKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.restarts[k] += 0
+	c := b.restarts[k]
+	if c == nil {
+		c = &restartCount{}
+		b.restarts[k] = c
+	}
+	c.refs++
 }
 
 func (b *Backend) forgetRestarts(k instanceKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.restarts, k)
+	if c := b.restarts[k]; c != nil {
+		if c.refs--; c.refs <= 0 {
+			delete(b.restarts, k)
+		}
+	}
 }
 
 // collectRestarts sends the restart counters.
 func (b *Backend) collectRestarts(ch chan<- prometheus.Metric) {
 	b.mu.Lock()
 	ms := make([]prometheus.Metric, 0, len(b.restarts))
-	for k, n := range b.restarts {
-		ms = append(ms, prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(n), k.model, k.version, k.instance))
+	for k, c := range b.restarts {
+		ms = append(ms, prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(c.n), k.model, k.version, k.instance))
 	}
 	b.mu.Unlock()
 	for _, m := range ms {

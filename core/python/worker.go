@@ -317,10 +317,9 @@ func (w *worker) send(header any, out *frameOut) error {
 var errWriteTurn = errors.New("the worker's socket is busy")
 
 // sendBy is send bounded by deadline (zero: none), both the wait for the
-// turn to write and the write itself. A write that times out has left
-// part of a frame in the socket, and a worker that takes nothing from its
-// socket for that long is wedged: either way it is killed (and, by
-// default, restarted).
+// turn to write and the write itself. A write that times out after part of
+// its frame went out has broken the stream: the worker is killed (and, by
+// default, restarted); one that wrote nothing only fails.
 func (w *worker) sendBy(deadline time.Time, header any, out *frameOut) error {
 	if out == nil {
 		out = &frameOut{}
@@ -337,13 +336,16 @@ func (w *worker) sendBy(deadline time.Time, header any, out *frameOut) error {
 		}
 		_ = w.conn.SetWriteDeadline(deadline)
 	}
-	err := out.write(w.conn, header)
+	n, err := out.writeCount(w.conn, header)
 	if !deadline.IsZero() {
 		_ = w.conn.SetWriteDeadline(time.Time{})
 	}
 	<-w.wlock
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if n == 0 {
+				return errWriteTurn // nothing went out: the stream is whole
+			}
 			w.log.Error("the Python worker took no message for too long; killing it", "err", err)
 			w.kill()
 		}
@@ -372,7 +374,7 @@ func (w *worker) stop(grace time.Duration) bool {
 // only reapGrace more for the kernel to reap it. It reports whether the
 // worker exited by itself.
 func (w *worker) stopBy(ctx context.Context) bool {
-	if w.err() == nil {
+	if w.err() == nil && ctx.Err() == nil {
 		_, _ = w.call(ctx, "finalize", map[string]any{}, nil)
 	}
 	select {
