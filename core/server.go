@@ -419,6 +419,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	if len(all) == 0 {
+		return nil
+	}
 	// All at once: each version drains and finalizes within the same
 	// deadline, instead of one slow finalize using up the others' time.
 	done := make(chan struct{})
@@ -434,6 +437,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-done: // finished as the deadline passed (or nothing to unload)
+			return nil
+		default:
+		}
 		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
 		return Errorf(CodeInternal, "Exit timeout expired. Exiting immediately.")
 	}

@@ -205,7 +205,7 @@ func checkByteSize(t *Tensor, pfx, model string) error {
 	if size > 0 && n > math.MaxInt64/size {
 		// n*size would wrap (to 0 for 2^62 FP32 elements) and let an empty
 		// tensor through; Triton refuses with this text.
-		return Errorf(CodeInvalidArg, "byte size overflow for input '%s': element count %d times element size %d exceeds maximum size of %d", t.Name, n, size, int64(math.MaxInt64))
+		return Errorf(CodeInvalidArg, "%sbyte size overflow for input '%s': element count %d times element size %d exceeds maximum size of %d", pfx, t.Name, n, size, int64(math.MaxInt64))
 	}
 	want := n * size
 	if int64(len(t.Data)) != want {
