@@ -56,8 +56,10 @@ type Response struct {
 	Err        error
 }
 
-// errFinished answers a send after the request's final response.
-var errFinished = Errorf(CodeInternal, "the request has already sent its final response")
+// errFinished answers a send after the request's final response, or after
+// its client went away: Triton's text for a closed response sender
+// (triton-inference-server/python_backend src/response_sender.cc).
+var errFinished = Errorf(CodeInternal, "Unable to send response. Response sender has been closed.")
 
 // Send delivers one response; final marks the request's last one. A nil
 // resp with final set is a final flag without a response (a decoupled
