@@ -20,7 +20,8 @@ func ClassOf(err error) core.Code {
 // numbers them; the gRPC transport converts it with codes.Code(c).
 type GRPCCode uint32
 
-// The gRPC codes Triton answers with (grpc-api.md §3.1).
+// The gRPC codes Triton answers with (triton-inference-server/server
+// src/grpc/grpc_utils.cc, GrpcStatusUtil::CodeToStatus).
 const (
 	GRPCCanceled        GRPCCode = 1
 	GRPCUnknown         GRPCCode = 2
@@ -32,15 +33,18 @@ const (
 	GRPCUnavailable     GRPCCode = 14
 )
 
-// status is one row of grpc-api.md §3.1: a Triton error class and what
+// status is one row of statuses: a Triton error class and what
 // each transport answers for it.
 type status struct {
 	http int
 	grpc GRPCCode
 }
 
-// statuses is the table of grpc-api.md §3.1 (HTTP as in http-api.md §1.5,
-// Triton ≥ 2.42), indexed by class; a class outside it is UNKNOWN.
+// statuses maps each class as Triton does: gRPC as
+// GrpcStatusUtil::CodeToStatus (src/grpc/grpc_utils.cc), HTTP as
+// HttpCodeFromError (src/http_server.cc, Triton ≥ 2.42), both in
+// triton-inference-server/server. It is indexed by class; a class
+// outside it is UNKNOWN.
 var statuses = [...]status{
 	core.CodeUnknown:       {400, GRPCUnknown},
 	core.CodeInternal:      {500, GRPCInternal},
@@ -70,7 +74,7 @@ var (
 	// ErrExiting answers health and readiness while the server drains.
 	ErrExiting = core.Errorf(core.CodeUnavailable, "Server exiting")
 	// ErrServerNotReady answers gRPC's ModelReady while the server is not
-	// ready (grpc-api.md §5.2).
+	// ready (triton-inference-server/core src/server.cc).
 	ErrServerNotReady = core.Errorf(core.CodeUnavailable, "Server not ready")
 	// ErrNotExplicit refuses load and unload outside explicit mode.
 	ErrNotExplicit = core.Errorf(core.CodeUnavailable, "explicit model load / unload is not allowed if polling is enabled")

@@ -10,7 +10,7 @@ import (
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
-// TestStatuses is grpc-api.md §3.1, for every Triton error class.
+// TestStatuses checks the gRPC and HTTP status of every Triton error class.
 func TestStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		code core.Code

@@ -11,9 +11,9 @@ import (
 )
 
 // HeaderForwarder is a compiled --http-header-forward-pattern or
-// --grpc-header-forward-pattern (http-api.md §17.2, grpc-api.md §14.2):
-// the request headers (HTTP) or metadata keys (gRPC) it matches become
-// string request parameters. A nil *HeaderForwarder forwards nothing.
+// --grpc-header-forward-pattern (triton-inference-server/server
+// docs/protocol/extension_parameters.md): the request headers (HTTP) or
+// metadata keys (gRPC) it matches become string request parameters. A nil *HeaderForwarder forwards nothing.
 //
 // Names are lower-case. gRPC metadata keys always are; Go's net/http
 // hands HTTP header names over canonicalised ("my_key" becomes "My_key"),

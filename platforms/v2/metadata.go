@@ -14,7 +14,8 @@ const TritonVersion = "2.73.0"
 // extensions lists only what this server really implements, in Triton's order.
 var extensions = []string{"classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
 
-// ServerMeta is the server metadata (http-api.md §4, grpc-api.md §5.3).
+// ServerMeta is the server metadata (triton-inference-server/core src/tritonserver.cc,
+// TRITONSERVER_ServerMetadata).
 type ServerMeta struct {
 	Name       string // --id
 	Version    string // TritonVersion
@@ -33,7 +34,8 @@ type TensorMeta struct {
 	Shape    []int64 // with a leading -1 when the model batches
 }
 
-// ModelMeta is a model's metadata (http-api.md §5.1, grpc-api.md §5.4).
+// ModelMeta is a model's metadata (triton-inference-server/core
+// src/tritonserver.cc, TRITONSERVER_ServerModelMetadata).
 type ModelMeta struct {
 	Name string
 	// Versions is the version asked for, or every READY version

@@ -4,7 +4,9 @@ import "github.com/inferd/inferd/core"
 
 // Acquire holds the version of name that serves version (core.LatestVersion:
 // the highest READY one) until release is called, or answers the lookup
-// errors of http-api.md §2.2: NOT_FOUND for an unknown model or version,
+// errors of Triton's core (triton-inference-server/core
+// src/model_repository_manager/model_repository_manager.cc and
+// model_lifecycle.cc): NOT_FOUND for an unknown model or version,
 // UNAVAILABLE for a version not at ready state. A decoupled model is
 // refused with decoupled when it is not nil; each transport words that
 // refusal itself (HTTP's /infer and gRPC's ModelInfer differ).
@@ -40,7 +42,7 @@ func ServerLive(c *core.Server, exiting bool) (bool, error) {
 }
 
 // ServerReady is the readiness answer: ErrExiting while the server drains,
-// else whether the core is ready (http-api.md §3).
+// else whether the core is ready (triton-inference-server/core src/server.cc).
 func ServerReady(c *core.Server, exiting bool) (bool, error) {
 	if exiting {
 		return false, ErrExiting
@@ -49,16 +51,18 @@ func ServerReady(c *core.Server, exiting bool) (bool, error) {
 }
 
 // ModelReady reports whether (name, version) can serve. An unknown model or
-// version is simply not ready, as in every released Triton (http-api.md
-// §5.2, grpc-api.md §5.2).
+// version is simply not ready, as in every released Triton
+// (TRITONSERVER_ServerModelIsReady, triton-inference-server/core
+// src/tritonserver.cc).
 func ModelReady(c *core.Server, name string, version int64) bool {
 	return c.ModelReady(name, version)
 }
 
-// ModelReadiness is gRPC's ModelReady answer (grpc-api.md §5.2): a server
+// ModelReadiness is gRPC's ModelReady answer (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterModelReady): a server
 // that is not ready — inferd's only such state once serving is exiting —
 // is ErrServerNotReady, otherwise ModelReady. HTTP answers every
-// not-ready case 400 (http-api.md §5.2) and uses ModelReady.
+// not-ready case 400 (src/http_server.cc, HandleModelReady) and uses ModelReady.
 func ModelReadiness(c *core.Server, name string, version int64, exiting bool) (bool, error) {
 	if exiting {
 		return false, ErrServerNotReady

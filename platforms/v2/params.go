@@ -60,7 +60,8 @@ func wrongType(key, expected string) error {
 }
 
 // ReadInferParams applies the request-level parameter rules of typed
-// parameters (grpc-api.md §10.2): the sequence, priority and timeout keys,
+// parameters (triton-inference-server/server src/grpc/infer_handler.cc,
+// SetInferenceRequestMetadata): the sequence, priority and timeout keys,
 // the one allowed triton_ key, and every other key passed to the model.
 // Keys are read in sorted order, so the first bad one is always the same;
 // every error is INVALID_ARG.
@@ -131,8 +132,9 @@ func ReadInferParams(params map[string]Param) (*InferParams, error) {
 	return out, nil
 }
 
-// ClassCount reads an output's "classification" parameter (grpc-api.md
-// §10.4): an int64 greater than zero.
+// ClassCount reads an output's "classification" parameter
+// (triton-inference-server/server src/grpc/grpc_utils.cc,
+// ParseClassificationParams): an int64 greater than zero.
 func ClassCount(p Param) (uint64, error) {
 	if p.Kind != ParamInt64 {
 		return 0, invalidArg("invalid value type for 'classification' parameter, expected int64_param")
@@ -143,7 +145,8 @@ func ClassCount(p Param) (uint64, error) {
 	return uint64(p.Int64), nil
 }
 
-// ReadLoadParams reads typed load parameters (grpc-api.md §7.2): "config"
+// ReadLoadParams reads typed load parameters as gRPC's RepositoryModelLoad does
+// (triton-inference-server/server src/grpc/grpc_server.cc): "config"
 // a string (a ModelConfig's JSON text), "file:<path>" the raw bytes of a
 // file; nil when there are none. Keys are read in sorted order.
 func ReadLoadParams(params map[string]Param) (*core.LoadOverride, error) {
@@ -174,7 +177,8 @@ func ReadLoadParams(params map[string]Param) (*core.LoadOverride, error) {
 	return ov, nil
 }
 
-// ReadUnloadParams reads typed unload parameters (grpc-api.md §7.3):
+// ReadUnloadParams reads typed unload parameters as gRPC's RepositoryModelUnload
+// does (triton-inference-server/server src/grpc/grpc_server.cc):
 // "unload_dependents" must be a bool; other keys are ignored.
 func ReadUnloadParams(params map[string]Param) (dependents bool, err error) {
 	p, ok := params["unload_dependents"]

@@ -37,7 +37,8 @@ func checkResult[T any](t *testing.T, got T, err error, want T, msg string) {
 	}
 }
 
-// TestReadInferParams is grpc-api.md §10.2.
+// TestReadInferParams: the request-level parameter rules of gRPC's
+// ModelInfer (triton-inference-server/server src/grpc/infer_handler.cc).
 func TestReadInferParams(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -100,7 +101,8 @@ func TestClassCount(t *testing.T) {
 	}
 }
 
-// TestReadLoadParams is grpc-api.md §7.2 and §7.3.
+// TestReadLoadParams: the load and unload parameter rules of gRPC's
+// RepositoryModelLoad/Unload (triton-inference-server/server src/grpc/grpc_server.cc).
 func TestReadLoadParams(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

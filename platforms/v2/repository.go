@@ -7,8 +7,9 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// IndexEntry is one row of the repository index (http-api.md §6.1,
-// grpc-api.md §7.1). Name is always set; the others are "" when the core
+// IndexEntry is one row of the repository index (triton-inference-server/server
+// docs/protocol/extension_model_repository.md). Name is always set; the
+// others are "" when the core
 // has nothing for them (a model that never had a version has only a name).
 type IndexEntry struct {
 	Name    string

@@ -10,7 +10,8 @@ import (
 type Restriction struct{ Key, Value string }
 
 // RestrictedCategories are the categories --http-restricted-api and
-// --grpc-restricted-protocol accept (http-api.md §16, grpc-api.md §13).
+// --grpc-restricted-protocol accept (triton-inference-server/server src/restricted_features.h;
+// docs/customization_guide/inference_protocols.md).
 var RestrictedCategories = []string{"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging"}
 
 // ParseRestriction reads one "<cat>[,<cat>...]:<key>=<value>" group into

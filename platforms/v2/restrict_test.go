@@ -7,7 +7,8 @@ import (
 )
 
 // TestParseRestrictionWording: the same rules, worded per transport
-// (http-api.md §16 "restricted api", grpc-api.md §13 "restricted protocol").
+// ("restricted api" for --http-restricted-api, "restricted protocol" for
+// --grpc-restricted-protocol: triton-inference-server/server src/command_line_parser.cc).
 func TestParseRestrictionWording(t *testing.T) {
 	for _, noun := range []string{"api", "protocol"} {
 		dst := map[string]v2.Restriction{}

@@ -6,9 +6,10 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// ModelStats are one READY version's statistics (http-api.md §5.4,
-// grpc-api.md §6.2). Response statistics and memory usage are always
-// empty: the core keeps neither.
+// ModelStats are one READY version's statistics (Triton's statistics
+// extension, triton-inference-server/server
+// docs/protocol/extension_statistics.md). Response statistics and memory
+// usage are always empty: the core keeps neither.
 type ModelStats struct {
 	Name           string
 	Version        string // decimal

@@ -300,7 +300,8 @@ func TestHealth(t *testing.T) {
 	}
 }
 
-// TestModelReadiness: gRPC's ModelReady answer (grpc-api.md §5.2) is
+// TestModelReadiness: gRPC's ModelReady answer (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterModelReady) is
 // ModelReady's while serving and UNAVAILABLE "Server not ready" while
 // exiting.
 func TestModelReadiness(t *testing.T) {

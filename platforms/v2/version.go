@@ -7,7 +7,8 @@ import (
 )
 
 // ParseVersion reads a model version string as Triton does on every
-// transport (grpc-api.md §3.3): "" is core.LatestVersion; otherwise a C
+// transport (triton-inference-server/server src/common.cc,
+// GetModelVersionFromString): "" is core.LatestVersion; otherwise a C
 // strtol-style signed 64-bit parse, where leading white space and a sign
 // are accepted and anything after the digits is ignored ("1abc" is 1). No
 // digits, or a number out of int64 range, and a negative number are
