@@ -6,7 +6,8 @@ import (
 )
 
 // metricCarry keeps one model version's Prometheus counters going across
-// hot reloads (metrics.md §3.3): every copy that served the version adds
+// hot reloads, as Triton's reporters shared per label set do
+// (triton-inference-server/core src/metric_model_reporter.cc): every copy that served the version adds
 // to them, so a reload never makes a counter go down. The statistics
 // endpoint stays per copy, as Triton's does. An explicit unload ends the
 // chain; the next load starts from zero.

@@ -12,7 +12,8 @@ import (
 // classification extension ranks (Triton rejects larger outputs).
 const MaxClassificationElements = 1000000
 
-// Classify implements the classification extension (http-api.md §13): it
+// Classify implements the classification extension (triton-inference-server/server
+// docs/protocol/extension_classification.md, src/classification.cc): it
 // replaces output t by a BYTES tensor of the top-k "<value>:<index>[:<label>]"
 // strings, ranked per batch item when batching (the model has
 // max_batch_size > 0 and t has a first dimension), else over the whole

@@ -83,7 +83,7 @@ func TestClassifyFormats(t *testing.T) {
 		{"uint64 keeps precision", &Tensor{Name: "OUT", DataType: TypeUint64, Shape: []int64{2},
 			Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.MaxUint64-1), math.MaxUint64)}, 2, false, nil, []int64{2},
 			[]string{"18446744073709551615:1", "18446744073709551614:0"}},
-		{"int32 checklist 67", i32Tensor(1, 16), 2, true, nil, []int64{1, 2}, []string{"15:15", "14:14"}},
+		{"int32 batching [1,16]", i32Tensor(1, 16), 2, true, nil, []int64{1, 2}, []string{"15:15", "14:14"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,7 +109,9 @@ func i32Tensor(batch, n int) *Tensor {
 	return &Tensor{Name: "OUTPUT0", DataType: TypeInt32, Shape: []int64{int64(batch), int64(n)}, Data: b}
 }
 
-// TestClassifyChecklist67 matches the §20 item 67 string pattern.
+// TestClassifyChecklist67: the strings of a classification of a batching
+// model's [1,16] output match Triton's "<value>:<index>[:<label>]" form
+// (triton-inference-server/server src/classification.cc).
 func TestClassifyChecklist67(t *testing.T) {
 	re := regexp.MustCompile(`^-?\d+(\.\d{6})?:\d+(:.*)?$`)
 	for _, in := range []*Tensor{i32Tensor(1, 16), fp32Tensor([]int64{1, 3}, -0.25, 1e-9, 42)} {

@@ -14,7 +14,8 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// ensemble is the ensemble scheduler (model-repository.md §11.4): each
+// ensemble is the ensemble scheduler (triton-inference-server/core
+// src/ensemble_scheduler/ensemble_scheduler.cc): each
 // request runs the steps as a data-flow graph, a step firing as soon as
 // the ensemble tensors it consumes exist, independent steps concurrently.
 // A step is an ordinary request to its composing model, which keeps its
@@ -100,7 +101,8 @@ type ensembleLabeling struct {
 // ensembleLabels follows the data flow from the ensemble's inputs: a
 // decoupled step's outputs get a new label, another step's outputs the
 // label of its inputs. A step may not read tensors of two decoupled
-// origins, nor may the outputs (model-repository.md §11.3).
+// origins, nor may the outputs (triton-inference-server/core
+// src/ensemble_scheduler/ensemble_utils.cc).
 func ensembleLabels(cfg *modelconfig.ModelConfig, decoupled func(model string) bool) (ensembleLabeling, error) {
 	name := cfg.GetName()
 	l := ensembleLabeling{tensors: map[string]int{}}
@@ -203,7 +205,7 @@ type stepResult struct {
 
 // A tensor's values are keyed by iteration: 0 for a tensor that does not
 // descend from a decoupled step; else one iteration per response of the
-// decoupled step it descends from (its label, model-repository.md §11.3).
+// decoupled step it descends from (its label, see ensembleLabels).
 
 // execute runs the graph for one request, sending the ensemble's
 // responses: one when no output descends from a decoupled step, else one
@@ -431,13 +433,15 @@ type ensembleChainKey struct{}
 
 // loadComposing loads every composing model of ensemble cfg (a model that
 // is loaded and unchanged is a no-op) and then checks the ensemble against
-// their configurations (model-repository.md §11.3). It runs without the
+// their configurations (triton-inference-server/core
+// src/ensemble_scheduler/ensemble_utils.cc). It runs without the
 // ensemble's own lock, so two ensembles loading each other fail with a
 // cycle instead of waiting on each other.
 //
 // It returns the labels the ensemble's outputs inherit: an output without
 // a label file of its own takes those of the composing output mapped to
-// it (model-repository.md §2.5).
+// it, as in triton-inference-server/core
+// src/model_repository_manager/model_lifecycle.cc.
 func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig) (map[string][]string, error) {
 	name := cfg.GetName()
 	chain, _ := ctx.Value(ensembleChainKey{}).([]string)
@@ -510,7 +514,8 @@ type ensembleUse struct {
 }
 
 // validateComposing checks ensemble cfg against its composing models'
-// configurations (model-repository.md §11.3): every mapped name exists,
+// configurations (triton-inference-server/core
+// src/ensemble_scheduler/ensemble_utils.cc): every mapped name exists,
 // every required input is mapped, every tensor keeps one datatype and a
 // compatible shape, and no composing model batches less than the ensemble.
 func validateComposing(cfg *modelconfig.ModelConfig, configs map[string]*modelconfig.ModelConfig) error {

@@ -194,8 +194,9 @@ func (j *job) release() {
 // Concatenated serves a BatchInstance as an Instance: it gathers the
 // requests' inputs into one batch (concatenated along dimension 0, ragged
 // inputs flattened, batch inputs computed), runs it, and cuts the outputs
-// back into one final response per request (model-repository.md
-// §9.4–§9.6).
+// back into one final response per request, as Triton's dynamic batcher
+// does (triton-inference-server/server docs/user_guide/batcher.md and
+// docs/user_guide/ragged_batching.md).
 func Concatenated(cfg *modelconfig.ModelConfig, inst BatchInstance) Instance {
 	return &concatenated{plan: newGatherPlan(cfg), inst: inst}
 }

@@ -10,7 +10,8 @@ import (
 
 // gatherPlan turns the requests of one batch into the backend's inputs
 // (concatenated along dim 0, ragged inputs flattened, batch inputs
-// computed) and cuts the outputs back per request (§9.4–§9.6).
+// computed) and cuts the outputs back per request (triton-inference-server/
+// server docs/user_guide/ragged_batching.md).
 type gatherPlan struct {
 	model       string // for errors
 	ragged      map[string]bool

@@ -12,8 +12,8 @@ import (
 	"github.com/inferd/inferd/repo"
 )
 
-// Poll applies repository changes once (POLL mode, model-repository.md
-// §15.3): models that appeared or whose files changed are (re)loaded beside
+// Poll applies repository changes once (POLL mode, triton-inference-server/
+// server docs/user_guide/model_management.md): models that appeared or whose files changed are (re)loaded beside
 // the serving copy, which keeps serving until the new one commits (or for
 // good, when the new one fails); models whose folder is gone are unloaded.
 // A repository that cannot be listed changes nothing.

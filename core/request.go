@@ -23,7 +23,8 @@ type InferRequest struct {
 	// to the backend as they are (Python's correlation_id() and flags()).
 	Correlation Correlation
 
-	// Raw marks a raw binary request (binary extension §11.2): the one
+	// Raw marks a raw binary request (triton-inference-server/server
+	// docs/protocol/extension_binary_data.md, "Raw Binary Request"): the one
 	// input's shape is deduced from the model configuration.
 	Raw bool
 

@@ -85,7 +85,7 @@ type schedConfig struct {
 	preserve bool
 	defLevel int // index into levels of default_priority_level
 	// enforced are the inputs whose shapes must agree inside a batch:
-	// variable dims and not ragged (§9.4). sameSet: the model has optional
+	// variable dims and not ragged (see compatible). sameSet: the model has optional
 	// inputs, so requests must also bring the same inputs.
 	enforced map[string]bool
 	sameSet  bool
@@ -160,7 +160,8 @@ type executor interface {
 
 // scheduler feeds one model version's instances. Without dynamic_batching
 // it is Triton's default scheduler (FIFO, one request per execution); with
-// it, the dynamic batcher of model-repository.md §9. Idle instances take
+// it, the dynamic batcher (triton-inference-server/server
+// docs/user_guide/batcher.md, core src/dynamic_batch_scheduler.cc). Idle instances take
 // turns forming the next batch, so a batch is formed only when an instance
 // can run it and grows while every instance is busy.
 type scheduler struct {
@@ -473,7 +474,8 @@ func (s *scheduler) wakeIn(d time.Duration) {
 	}()
 }
 
-// form applies §9.3 to the queue at time now. It returns the batch to run,
+// form applies Triton's batch-forming rules (triton-inference-server/core
+// src/dynamic_batch_scheduler.cc) to the queue at time now. It returns the batch to run,
 // or nil and how long to wait before looking again (< 0: queue empty, wait
 // for an arrival).
 func (s *scheduler) form(now time.Time) ([]*job, time.Duration) {
@@ -592,7 +594,9 @@ func (lv *level) compact(now time.Time) {
 	}
 }
 
-// compatible reports whether j may join a batch started by first (§9.4).
+// compatible reports whether j may join a batch started by first: inputs
+// whose dims are variable and not ragged must have the same shape, as in
+// triton-inference-server/core src/dynamic_batch_scheduler.cc.
 func (s *scheduler) compatible(first, j *job) bool {
 	a, b := first.p.req.Inputs, j.p.req.Inputs
 	if s.cfg.sameSet && len(a) != len(b) {

@@ -361,7 +361,9 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 2 ] } ]
 			t.Fatalf("request %d got another request's rows", i)
 		}
 	}
-	// metrics.md §4.1: batched requests count once each, one execution.
+	// As Triton counts them (triton-inference-server/server
+	// docs/user_guide/metrics.md): batched requests count once each, one
+	// execution.
 	got := stats(t, s)
 	if d := got.Success.Count - base.Success.Count; d != 4 {
 		t.Fatalf("success +%d, want +4", d)

@@ -108,7 +108,8 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	return out
 }
 
-// requestTimes are the timestamps of one request's life (metrics.md §4).
+// requestTimes are the timestamps of one request's life (Triton keeps
+// the same ones: triton-inference-server/core src/infer_stats.cc).
 type requestTimes struct {
 	req, queue, exec, cin, cout, execEnd time.Time
 }

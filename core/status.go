@@ -78,7 +78,8 @@ func (r rejected) Unwrap() error { return r.error }
 // Rejected reports whether err stopped a request before it was in flight:
 // the request's validation or a full queue, as opposed to an error of its
 // execution. A stream answers the first kind in place of the request and
-// the second as a response (grpc-api.md §11.2, §11.5).
+// the second as a response (triton-inference-server/server
+// src/grpc/stream_infer_handler.cc).
 func Rejected(err error) bool {
 	var r rejected
 	return errors.As(err, &r)

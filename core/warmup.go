@@ -15,7 +15,8 @@ import (
 )
 
 // warmup runs the config's model_warmup samples on one instance
-// (model-repository.md §13): each sample as batch_size requests of batch 1
+// (triton-inference-server/server
+// docs/user_guide/model_configuration.md, "Model Warmup"): each sample as batch_size requests of batch 1
 // in one execution, count times. They are recorded like real requests.
 func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir string) error {
 	samples := mv.Config.GetModelWarmup()

@@ -10,8 +10,10 @@ import (
 )
 
 // AutoComplete fills in what the ONNX file knows and the config lacks, as
-// Triton's ONNX Runtime backend does (spec §6.3): max_batch_size, an empty
-// dynamic_batching block, and inputs/outputs in graph declaration order. It
+// Triton's ONNX Runtime backend does (triton-inference-server/
+// onnxruntime_backend src/onnxruntime.cc, AutoCompleteConfig):
+// max_batch_size, an empty dynamic_batching block, and inputs/outputs in
+// graph declaration order. It
 // does nothing when the config already lists inputs (or batch inputs) and
 // outputs.
 func (b *Backend) AutoComplete(ctx context.Context, v core.VersionFiles, cfg *modelconfig.ModelConfig) error {

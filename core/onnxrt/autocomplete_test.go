@@ -35,7 +35,7 @@ func TestAutoComplete(t *testing.T) {
 		want    string // expected config after auto-complete, prototext
 		wantErr string
 	}{{
-		// checklist 15
+		// Triton's auto-complete (onnxruntime_backend src/onnxruntime.cc).
 		name:  "batchable model gets max_batch_size 4 and dynamic batching",
 		model: addSub,
 		want: `max_batch_size: 4 dynamic_batching {}
@@ -44,7 +44,7 @@ func TestAutoComplete(t *testing.T) {
 			output { name: "OUTPUT0" data_type: TYPE_FP32 dims: 16 }
 			output { name: "OUTPUT1" data_type: TYPE_FP32 dims: 16 }`,
 	}, {
-		// checklist 16
+		// --backend-config=onnxruntime,default-max-batch-size=1.
 		name:    "default-max-batch-size=1 gives max_batch_size 1 and no dynamic batching",
 		backend: b1,
 		model:   addSub,
@@ -62,7 +62,6 @@ func TestAutoComplete(t *testing.T) {
 			output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [-1, 16] }
 			output { name: "OUTPUT1" data_type: TYPE_FP32 dims: [-1, 16] }`,
 	}, {
-		// checklist 17
 		name:    "non-batchable model with max_batch_size fails",
 		model:   ob.Must(ob.Identity(ob.Float, 2, 3)),
 		config:  `max_batch_size: 8`,
@@ -73,7 +72,7 @@ func TestAutoComplete(t *testing.T) {
 		want: `input { name: "INPUT0" data_type: TYPE_INT32 dims: [2, -1] }
 			output { name: "OUTPUT0" data_type: TYPE_INT32 dims: [2, -1] }`,
 	}, {
-		// checklist 14: listed I/O skips everything, max_batch_size included
+		// Listed I/O skips everything, max_batch_size included
 		name:  "inputs and outputs present: skipped",
 		model: addSub,
 		config: `input { name: "INPUT0" data_type: TYPE_FP32 dims: [-1, 16] }

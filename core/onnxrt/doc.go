@@ -1,8 +1,9 @@
 // Package onnxrt is the ONNX Runtime backend: it auto-completes model
-// configurations from .onnx files (spec §6.3), checks configurations against
-// the graph when an instance loads (§17.6), builds session options and
-// execution providers from the config (§17.1-17.4), and runs batches
-// through ORT sessions.
+// configurations from .onnx files, checks configurations against the graph
+// when an instance loads, builds session options and execution providers
+// from the config, and runs batches through ORT sessions, as Triton's
+// backend does (triton-inference-server/onnxruntime_backend README.md,
+// src/onnxruntime.cc).
 //
 // ORT is reached through github.com/yalue/onnxruntime_go over the shared
 // library (see FindLibrary). The few C API calls that library lacks go

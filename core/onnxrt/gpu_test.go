@@ -151,7 +151,7 @@ func TestPlanProviders(t *testing.T) {
 		}
 	}
 
-	// checklist 58, through NewInstance: config errors come before the
+	// An unknown accelerator, through NewInstance: config errors come before the
 	// missing-provider error.
 	v, _ := simple(t)
 	_, err = loadKind(v, config(t, ioConfig(8, ob.Int32, "16", []string{"INPUT0", "INPUT1"}, []string{"OUTPUT0", "OUTPUT1"})+

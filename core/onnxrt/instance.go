@@ -74,8 +74,9 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 }
 
 // NewBatchInstance loads one instance of a model version: it builds session
-// options from the config, checks the config against the graph (spec
-// §17.6), registers the execution providers of the instance kind and opens
+// options from the config, checks the config against the graph (as
+// triton-inference-server/onnxruntime_backend src/onnxruntime.cc does),
+// registers the execution providers of the instance kind and opens
 // the ORT session. KIND_CPU and KIND_MODEL run on the CPU; KIND_GPU adds the
 // CUDA provider (after any TensorRT one) on spec.DeviceID.
 func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) (core.BatchInstance, error) {

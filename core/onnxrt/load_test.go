@@ -41,7 +41,7 @@ func TestLoadValidation(t *testing.T) {
 			code:    core.CodeInvalidArg,
 		},
 		{
-			// checklist 59
+			// Triton's ORT backend refuses optional inputs on batching models.
 			name:  "optional input on a batching model",
 			model: defaulted,
 			config: strings.Replace(addSubConfig, `name: "INPUT1" data_type: TYPE_FP32 dims: 16`,
@@ -58,7 +58,7 @@ func TestLoadValidation(t *testing.T) {
 			wantErr: "unable to load model 'm', configuration expects 1 inputs, model provides 2",
 		},
 		{
-			// checklist 60
+			// Outputs compare exactly: a config -1 does not match a fixed dim.
 			name:  "output -1 against a fixed model dim",
 			model: fixed,
 			config: `input { name: "INPUT0" data_type: TYPE_FP32 dims: 10 }
@@ -171,7 +171,7 @@ func TestLoadValidation(t *testing.T) {
 			wantErr: "unable to find '",
 			code:    core.CodeUnavailable,
 		},
-		// checklist 58
+		// Unknown accelerators fail the load.
 		{
 			name:    "unknown CPU accelerator",
 			model:   addSub,
@@ -183,7 +183,7 @@ func TestLoadValidation(t *testing.T) {
 			model:  addSub,
 			config: addSubConfig + `optimization { execution_accelerators { gpu_execution_accelerator { name: "foo" } } }`,
 		},
-		// checklist 56
+		// Session parameters (triton-inference-server/onnxruntime_backend README.md).
 		{
 			name:    "execution_mode 2",
 			model:   addSub,
@@ -216,7 +216,7 @@ func TestLoadValidation(t *testing.T) {
 				parameters { key: "memory.enable_memory_arena_shrinkage" value { string_value: "cpu:0" } }
 				parameters { key: "unknown_key" value { string_value: "ignored" } }`,
 		},
-		// checklist 55
+		// optimization.graph.level: 2 disables all, -1 basic, 1 extended.
 		{name: "graph level 2", model: addSub, config: addSubConfig + `optimization { graph { level: 2 } }`},
 		{name: "graph level 1", model: addSub, config: addSubConfig + `optimization { graph { level: 1 } }`},
 		{name: "graph level -1", model: addSub, config: addSubConfig + `optimization { graph { level: -1 } }`},

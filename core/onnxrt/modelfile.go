@@ -19,8 +19,10 @@ import (
 // fixed name inside a model directory.
 const defaultModelFile = "model.onnx"
 
-// modelPath resolves a version's ONNX file (spec §2.4): the configured file
-// name or model.onnx, and for a directory of that name its inner model.onnx.
+// modelPath resolves a version's ONNX file as Triton does
+// (triton-inference-server/onnxruntime_backend src/onnxruntime.cc): the
+// configured file name or model.onnx, and for a directory of that name its
+// inner model.onnx.
 func modelPath(v core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error) {
 	name := cfg.GetDefaultModelFilename()
 	if name == "" {

@@ -19,7 +19,8 @@ type providerPlan struct {
 }
 
 // planProviders reads optimization.execution_accelerators and the deprecated
-// CUDA parameters (spec §17.3).
+// CUDA parameters (triton-inference-server/onnxruntime_backend README.md,
+// src/onnxruntime.cc).
 func planProviders(cfg *modelconfig.ModelConfig, kind modelconfig.ModelInstanceGroup_Kind, deviceID int32) (*providerPlan, error) {
 	eas := cfg.GetOptimization().GetExecutionAccelerators()
 	// No CPU accelerator (OpenVINO) is built into the library inferd uses,
@@ -110,7 +111,8 @@ const (
 	trtBool
 )
 
-// trtParams are the TensorRT accelerator keys Triton accepts (spec §17.3),
+// trtParams are the TensorRT accelerator keys Triton accepts
+// (triton-inference-server/onnxruntime_backend src/onnxruntime.cc),
 // all passed under their own name except the three renamed in
 // tensorRTOptions.
 var trtParams = map[string]trtParam{

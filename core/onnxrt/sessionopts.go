@@ -18,7 +18,8 @@ const (
 	keyInterSpin = "session.inter_op.allow_spinning"
 )
 
-// graphLevel maps optimization.graph.level (spec §17.1).
+// graphLevel maps optimization.graph.level (triton-inference-server/
+// onnxruntime_backend README.md).
 func graphLevel(cfg *modelconfig.ModelConfig) ort.GraphOptimizationLevel {
 	switch cfg.GetOptimization().GetGraph().GetLevel() {
 	case -1:
@@ -32,7 +33,8 @@ func graphLevel(cfg *modelconfig.ModelConfig) ort.GraphOptimizationLevel {
 }
 
 // newSessionOptions builds the session options of one instance from the
-// model config (spec §17.1, §17.2, §17.4) and the backend settings. The
+// model config (optimization, parameters, model_operations) and the backend
+// settings (triton-inference-server/onnxruntime_backend README.md). The
 // caller destroys the result.
 func (b *Backend) newSessionOptions(cfg *modelconfig.ModelConfig) (*ort.SessionOptions, error) {
 	so, err := ort.NewSessionOptions()

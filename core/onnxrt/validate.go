@@ -11,7 +11,8 @@ import (
 )
 
 // validate checks a configuration against the ONNX graph when an instance
-// loads (spec §17.6), with Triton's messages.
+// loads, with Triton's messages (triton-inference-server/onnxruntime_backend
+// src/onnxruntime.cc, ValidateInputs and ValidateOutputs).
 func validate(model string, cfg *modelconfig.ModelConfig, g *graphInfo) error {
 	mbs := int(cfg.GetMaxBatchSize())
 	if err := validateSequenceControls(model, cfg, g); err != nil {
