@@ -1,7 +1,7 @@
 // Package python is Triton's Python backend for inferd: a model.py with a
 // TritonPythonModel class runs unchanged in one worker process per
 // instance, with inferd's own triton_python_backend_utils module
-// (python-backend.md). The module and the worker script are embedded and
+// (the API of triton-inference-server/python_backend README.md). The module and the worker script are embedded and
 // written out when the first Python model loads.
 package python
 
@@ -281,7 +281,9 @@ func checkParameters(cfg *modelconfig.ModelConfig) error {
 	return nil
 }
 
-// interpreter picks the Python to run (python-backend.md §8.2): the
+// interpreter picks the Python to run (inferd's rule; Triton's
+// EXECUTION_ENV_PATH is described in triton-inference-server/python_backend
+// README.md, "Creating Custom Execution Environments"): the
 // model's EXECUTION_ENV_PATH, else the backend's executable, else python3
 // on PATH. It returns the environment additions an environment needs.
 func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, []string, error) {
@@ -318,7 +320,8 @@ func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelCon
 }
 
 // AutoComplete implements core.Backend: a throw-away worker runs the
-// model's auto_complete_config, if it has one (python-backend.md §3.4).
+// model's auto_complete_config, if it has one (triton-inference-server/
+// python_backend README.md, "auto_complete_config").
 func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig) error {
 	w, err := b.start(ctx, files, cfg, files.ModelName+"_auto_complete", nil)
 	if err != nil {
@@ -355,7 +358,8 @@ func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg
 }
 
 // NewInstance implements core.Backend: a worker for the instance, its
-// model imported and initialized (python-backend.md §3.1).
+// model imported and initialized, in the order of Triton's stub
+// (triton-inference-server/python_backend src/pb_stub.cc).
 func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
 	in := &instance{b: b, spec: spec, name: spec.Name, server: spec.Server, model: spec.ModelName,
 		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{},

@@ -24,7 +24,8 @@ type blsKey struct {
 	seq int64
 }
 
-// onBLS runs a model's BLS request (python-backend.md §7) through this
+// onBLS runs a model's BLS request (triton-inference-server/python_backend
+// README.md, "Business Logic Scripting") through this
 // server's core, like a client request, and answers with bls_response
 // messages: one, final, for exec(); each response and then a final one
 // for exec(decoupled=True). Failures are error responses, never a failed

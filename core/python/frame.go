@@ -14,7 +14,7 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// A frame, both ways (python-backend.md §8.3): u64 little-endian length
+// A frame, both ways (inferd's own worker protocol): u64 little-endian length
 // of the rest, u32 header length, the JSON header (always with "op"), then
 // the blob area the header's tensor descriptors index.
 

@@ -17,7 +17,7 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// rids numbers requests across every worker (python-backend.md §8.4).
+// rids numbers requests across every worker (inferd's worker protocol).
 var rids atomic.Int64
 
 // instance is one model instance: a worker running TritonPythonModel.
@@ -95,7 +95,8 @@ func (in *instance) worker() *worker {
 
 // Healthy implements core.HealthReporter: a dead worker, or a model whose
 // is_ready() says no (or does not answer within 5 s), is not ready
-// (python-backend.md §3.5, §8.7).
+// (triton-inference-server/python_backend README.md, "is_ready"; a dead
+// stub in src/python_be.cc).
 func (in *instance) Healthy() error {
 	in.mu.Lock()
 	w, closing := in.w, in.closing
@@ -289,7 +290,8 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 
 // closeDefault ends a default-mode request the model answered with None:
 // through its sender (then a final flag may still be missing), or not at
-// all (python-backend.md §4.2 rule 1, inferd's text).
+// all (inferd's text; Triton's return rules are in
+// triton-inference-server/python_backend src/pb_stub.cc).
 func (in *instance) closeDefault(rid int64) {
 	in.mu.Lock()
 	o := in.open[rid]
@@ -510,7 +512,8 @@ func correlationID(c core.Correlation) any {
 }
 
 // parametersJSON renders a request's model parameters as the JSON object
-// text request.parameters() returns (python-backend.md §6.11).
+// text request.parameters() returns (triton-inference-server/python_backend
+// README.md, "Inference Request Parameters").
 func parametersJSON(p map[string]any) (string, error) {
 	if len(p) == 0 {
 		return "{}", nil

@@ -11,7 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Custom metrics (pb_utils.MetricFamily, python-backend.md §6.9): models
+// Custom metrics (pb_utils.MetricFamily, triton-inference-server/
+// python_backend README.md, "Custom Metrics"): models
 // create families and metrics through their worker, and the backend
 // exports them on the metrics endpoint as a prometheus.Collector. A metric
 // lives while a worker that created it does: instances of a model may
@@ -51,7 +52,8 @@ type customMetric struct {
 }
 
 // serverFamilies are the prefixes of the families the server exports
-// itself (metrics.md): a custom family there would clash on /metrics.
+// itself (triton-inference-server/server docs/user_guide/metrics.md): a
+// custom family there would clash on /metrics.
 var serverFamilies = []string{"nv_inference_", "nv_model_", "nv_cpu_", "nv_gpu_", "nv_energy_", "nv_pinned_", "nv_cache_"}
 
 func newCustomMetrics() *customMetrics {

@@ -158,8 +158,8 @@ func output(resp *core.InferResponse, name string) *core.Tensor {
 }
 
 // TestAddSubAndInitArgs: a model.py serves from its own process and
-// initialize receives Triton's seven string arguments (python-backend.md
-// §12 lines 1, 7–9, 16, 27–29).
+// initialize receives Triton's seven string arguments (as
+// triton-inference-server/server qa/python_models/init_args/model.py checks).
 func TestAddSubAndInitArgs(t *testing.T) {
 	e := start(t, options{}, "add_sub", "init_args")
 	resp, err := e.infer(&core.InferRequest{ModelName: "add_sub",
@@ -214,7 +214,8 @@ func TestAddSubAndInitArgs(t *testing.T) {
 }
 
 // TestBatchedRequests: a dynamic batcher hands execute several requests,
-// each with its own rows (python-backend.md §4.4; §12 line 17).
+// each with its own rows (triton-inference-server/python_backend
+// README.md, "execute").
 func TestBatchedRequests(t *testing.T) {
 	e := start(t, options{}, "add_sub")
 	var wg sync.WaitGroup
@@ -244,7 +245,9 @@ func TestBatchedRequests(t *testing.T) {
 
 // TestExecuteErrors: an exception fails the batch with Triton's text, a
 // per-request error fails only its request, and every return-value rule
-// of python-backend.md §4.2 holds (§12 lines 18–26, 45).
+// of Triton's stub holds (triton-inference-server/python_backend
+// src/pb_stub.cc; server qa/python_models/wrong_model, execute_error,
+// error_code).
 func TestExecuteErrors(t *testing.T) {
 	e := start(t, options{}, "wrong_model", "execute_error", "bad_return", "error_code")
 	_, err := e.infer(&core.InferRequest{ModelName: "wrong_model", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 1)}})
@@ -299,8 +302,9 @@ func TestExecuteErrors(t *testing.T) {
 }
 
 // TestLoadFailures: a model that cannot start is UNAVAILABLE with the
-// Python error's last line, and the others serve (python-backend.md §12
-// lines 3, 5, 11, 59).
+// Python error's last line, and the others serve (missing model file, no
+// TritonPythonModel class, an error in initialize, a bad
+// FORCE_CPU_ONLY_INPUT_TENSORS).
 func TestLoadFailures(t *testing.T) {
 	e := start(t, options{mode: core.ModeExplicit}, "init_error", "no_class", "add_sub")
 	for model, want := range map[string]string{
@@ -356,7 +360,8 @@ func repeatRequest(n int, delayUs uint32) *core.InferRequest {
 
 // TestDecoupled: a decoupled model.py streams 0, 1 and 1,000 responses
 // from a thread after execute returned, then a final flag; a client that
-// goes away is seen by is_cancelled (python-backend.md §5, §12 lines 42, 47).
+// goes away is seen by is_cancelled (triton-inference-server/python_backend
+// README.md, "Decoupled mode", examples/decoupled/repeat_model.py).
 func TestDecoupled(t *testing.T) {
 	e := start(t, options{}, "repeat")
 	mv, release, err := e.srv.Acquire("repeat", core.LatestVersion)
@@ -391,7 +396,8 @@ func TestDecoupled(t *testing.T) {
 
 // TestBLS: a model calls another through this server's core; a call to an
 // unknown model is an error response, not an exception; BLS in
-// initialize raises (python-backend.md §7, §12 lines 49–52).
+// initialize raises (triton-inference-server/python_backend README.md,
+// "Business Logic Scripting").
 func TestBLS(t *testing.T) {
 	e := start(t, options{}, "bls", "add_sub")
 	call := func(model string) (*core.InferResponse, error) {
@@ -462,7 +468,8 @@ func TestRestartDeadWorkers(t *testing.T) {
 }
 
 // TestIsReady: is_ready() decides readiness; a non-boolean answer is an
-// error that makes the model not ready (python-backend.md §12 line 61).
+// error that makes the model not ready (triton-inference-server/
+// python_backend README.md, "is_ready").
 func TestIsReady(t *testing.T) {
 	e := start(t, options{}, "ready_check", "add_sub")
 	answer := filepath.Join(e.root, "ready_check", "answer")
@@ -504,7 +511,7 @@ func TestIsReady(t *testing.T) {
 
 // TestLoggerAndPrint: Logger messages reach the server log with the file
 // and line, verbose only with --log-verbose; print() reaches it too
-// (python-backend.md §6.7, §12 lines 15, 40).
+// (triton-inference-server/python_backend README.md, "Logging").
 // TestVerboseAtRunTime: a change of the verbose level (/v2/logging,
 // LogSettings) reaches running workers with their next execute.
 func TestVerboseAtRunTime(t *testing.T) {
@@ -554,7 +561,8 @@ func TestLoggerAndPrint(t *testing.T) {
 
 // TestAutoCompleteAndImports: auto_complete_config fills in a config-less
 // model; default_model_filename and both import styles work, with
-// __name__ "1.other" (python-backend.md §12 lines 2, 4, 12).
+// __name__ "1.other" (triton-inference-server/python_backend README.md,
+// "auto_complete_config"; module import in src/pb_stub.cc).
 func TestAutoCompleteAndImports(t *testing.T) {
 	e := start(t, options{}, "auto", "helper_import")
 	mv, release, err := e.srv.Acquire("auto", core.LatestVersion)
@@ -574,7 +582,8 @@ func TestAutoCompleteAndImports(t *testing.T) {
 }
 
 // TestFinalizeAndReap: unloading calls finalize once per instance and the
-// worker processes exit (python-backend.md §12 line 55).
+// worker processes exit (triton-inference-server/python_backend
+// README.md, "finalize").
 func TestFinalizeAndReap(t *testing.T) {
 	marker := t.TempDir()
 	e := start(t, options{mode: core.ModeExplicit}, "add_sub")
@@ -647,7 +656,8 @@ func TestLargeTensors(t *testing.T) {
 
 // TestCustomMetrics: a model's MetricFamily counters, gauges and
 // histograms are exported by the backend's collector, and go with the
-// model (python-backend.md §6.9).
+// model (triton-inference-server/python_backend README.md, "Custom
+// Metrics").
 func TestCustomMetrics(t *testing.T) {
 	e := start(t, options{mode: core.ModeExplicit}, "custom_metrics")
 	servertest.Must(t, e.srv.Load(context.Background(), "custom_metrics", nil))
@@ -692,7 +702,8 @@ func TestCustomMetrics(t *testing.T) {
 // TestExecutionEnvPath: EXECUTION_ENV_PATH names an environment folder
 // (with $$TRITON_MODEL_DIRECTORY) or a packed one built here, and the
 // model runs with its interpreter; a folder without bin/activate fails
-// (python-backend.md §8.2, §12 lines 57, 58).
+// (triton-inference-server/python_backend README.md, "Creating Custom
+// Execution Environments").
 func TestExecutionEnvPath(t *testing.T) {
 	e := start(t, options{mode: core.ModeExplicit}, "init_args")
 	python := servertest.Python(t)
@@ -769,7 +780,8 @@ func writePack(path, python string) error {
 
 // TestAsyncAndStreamingBLS: async def execute works; BLS streams a
 // decoupled model's responses (exec(decoupled=True)) and async_exec calls
-// an ensemble of a Python model (python-backend.md §7, §12 line 48).
+// an ensemble of a Python model (triton-inference-server/python_backend
+// README.md, "Async Execute", "Using BLS with Decoupled Models").
 func TestAsyncAndStreamingBLS(t *testing.T) {
 	e := start(t, options{}, "async_model", "bls_stream", "repeat", "pair", "add_sub")
 	resp, err := e.infer(&core.InferRequest{ModelName: "async_model", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 41)}})
@@ -788,7 +800,8 @@ func TestAsyncAndStreamingBLS(t *testing.T) {
 
 // TestWorkerKilledUnderLoad: a worker killed while requests run and queue
 // fails them all with Triton's text, promptly: none hangs
-// (python-backend.md §8.7).
+// (Triton's "Stub process ... is not healthy", triton-inference-server/
+// python_backend src/python_be.cc).
 func TestWorkerKilledUnderLoad(t *testing.T) {
 	e := start(t, options{}, "repeat", "add_sub")
 	pids := workerPIDs()
@@ -852,8 +865,8 @@ func TestShimModule(t *testing.T) {
 
 // TestAutoCompleteNoneAndCancel: auto_complete_config returning None
 // fails the load with Triton's text; a client that goes away while
-// execute runs is seen by is_cancelled() (python-backend.md §12 lines 13,
-// 47).
+// execute runs is seen by is_cancelled() (triton-inference-server/
+// python_backend README.md, "Request Cancellation Handling").
 func TestAutoCompleteNoneAndCancel(t *testing.T) {
 	e := start(t, options{mode: core.ModeExplicit}, "auto_none", "cancel_check")
 	if err := e.srv.Load(context.Background(), "auto_none", nil); err == nil || !strings.Contains(err.Error(), "must return a valid pb.ModelConfig object.") {
@@ -877,7 +890,8 @@ func TestAutoCompleteNoneAndCancel(t *testing.T) {
 // TestMoreRules: writable inputs, a requested output the model did not
 // produce, one instance by default, the decoupled return and exception
 // rules, the sender's rules, and an interpreter without numpy
-// (python-backend.md §12 lines 10, 26, 33, 41, 43, 44, 46, 62).
+// (Triton's texts: triton-inference-server/python_backend src/pb_stub.cc,
+// src/response_sender.cc).
 func TestMoreRules(t *testing.T) {
 	e := start(t, options{}, "misc", "decoupled_bad")
 	resp, err := e.infer(&core.InferRequest{ModelName: "misc", Inputs: []*core.Tensor{fp32("IN", []int64{2}, 1, 2)}})
@@ -934,7 +948,8 @@ func TestMoreRules(t *testing.T) {
 
 // TestInitExitWithoutAutoComplete: a model whose initialize kills its
 // process fails the load with Triton's text, and with auto-complete off
-// its auto_complete_config never runs (python-backend.md §12 lines 14, 54).
+// its auto_complete_config never runs (triton-inference-server/server
+// qa/python_models/init_exit/model.py).
 func TestInitExitWithoutAutoComplete(t *testing.T) {
 	e := start(t, options{mode: core.ModeExplicit, noAutoComplete: true}, "init_exit")
 	err := e.srv.Load(context.Background(), "init_exit", nil)

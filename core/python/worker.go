@@ -23,8 +23,8 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// worker is one Python process and its connection (python-backend.md
-// §8.1): the process runs inferd_python_worker.py with one end of a
+// worker is one Python process and its connection (inferd's design, not
+// Triton's stub and shared memory): the process runs inferd_python_worker.py with one end of a
 // socketpair as fd 3; its stdout and stderr go to the server log.
 type worker struct {
 	name string // the instance name, in messages and logs

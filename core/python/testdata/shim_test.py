@@ -1,5 +1,8 @@
 # Checks of triton_python_backend_utils that need no server
-# (python-backend.md §12 lines 23, 31, 32, 34–39), run by TestShimModule.
+# (TritonError codes, Tensor construction, datatype helpers, byte-tensor
+# serialization, InferenceResponse checks; Triton's behaviour in
+# triton-inference-server/python_backend src/pb_stub.cc and
+# src/resources/triton_python_backend_utils.py), run by TestShimModule.
 import json
 
 import numpy as np
@@ -56,7 +59,7 @@ assert pb_utils.InferenceResponse([]).parameters() == "{}"
 raises(pb_utils.TritonModelException, "<class 'float'>", pb_utils.InferenceResponse, [t], parameters={"k": 1.5})
 assert json.loads(pb_utils.InferenceResponse([t], parameters={"k": "v"}).parameters()) == {"k": "v"}
 
-# §3.4: ModelConfig helpers.
+# ModelConfig helpers (python_backend README.md, "auto_complete_config").
 mc = pb_utils.ModelConfig({"name": "m", "max_batch_size": 8, "input": [], "output": []})
 raises(ValueError, "", mc.set_max_batch_size, 4)
 mc.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})
