@@ -7,6 +7,8 @@
 // header and binary blobs of the reply.
 //
 // Every error this package returns is a *core.Error whose Code and message
-// follow Triton (http-api.md §1.5, §9): JSON parse and type errors are
+// follow Triton's HTTP frontend (triton-inference-server/server
+// src/http_server.cc, HttpCodeFromError and the infer handler): JSON parse
+// and type errors are
 // CodeInternal (HTTP 500), request validation errors CodeInvalidArg (400).
 package codec

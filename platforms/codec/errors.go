@@ -20,7 +20,8 @@ func wrap(prefix string, err error) error {
 func invalidArg(msg string) error { return &core.Error{Code: core.CodeInvalidArg, Msg: msg} }
 
 // JSONTooLargeError is the --http-max-input-size failure for a JSON text of
-// n bytes (every endpoint, http-api.md §18).
+// n bytes (every endpoint; EVBufferToJson in triton-inference-server/server
+// src/http_server.cc).
 func JSONTooLargeError(n, limit int64) error {
 	return invalidArg("request JSON size of " + strconv.FormatInt(n, 10) +
 		" bytes exceeds the maximum allowed input size of " + strconv.FormatInt(limit, 10) +
@@ -28,7 +29,8 @@ func JSONTooLargeError(n, limit int64) error {
 }
 
 // RawTooLargeError is the --http-max-input-size failure for a raw binary
-// request of n bytes (http-api.md §11.2).
+// request of n bytes (EVBufferToRawInput in triton-inference-server/server
+// src/http_server.cc).
 func RawTooLargeError(n, limit int64) error {
 	return invalidArg("Raw input has a byte_size (" + strconv.FormatInt(n, 10) +
 		" bytes) that exceeds the maximum allowed value of " + strconv.FormatInt(limit, 10) +

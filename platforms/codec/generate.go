@@ -6,13 +6,14 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// The generate extension (http-api.md §14) maps flat JSON members to
+// The generate extension (triton-inference-server/server
+// docs/protocol/extension_generate.md) maps flat JSON members to
 // tensors and back; these helpers reuse the infer codec's element rules.
 
 // GenerateTensorData converts a generate input value, a JSON scalar or a
 // flat array, to the bytes of a dt tensor. It returns the element count E
 // (1 for a scalar, the array length otherwise); element conversion and its
-// errors are those of an infer request's "data" (§10). Size limits are the
+// errors are those of an infer request's "data". Size limits are the
 // caller's: the result is at most a small multiple of the JSON text.
 func GenerateTensorData(name string, dt core.DataType, v Value) (data []byte, count int64, err error) {
 	if dt != core.TypeBytes && dt.ByteSize() == 0 {
@@ -55,7 +56,8 @@ func GenerateTensorData(name string, dt core.DataType, v Value) (data []byte, co
 
 // AppendGenerateValue appends output t as a generate response member's
 // value: a 1-element tensor as a bare scalar (BYTES as a string), any other
-// as a flat array (§14.2). FP16 and BF16 outputs fail as in infer's JSON.
+// as a flat array (ExactMappingOutput in triton-inference-server/server
+// src/http_server.cc). FP16 and BF16 outputs fail as in infer's JSON.
 func AppendGenerateValue(b []byte, t *core.Tensor) ([]byte, error) {
 	start := len(b)
 	b, err := appendTensorData(b, t)

@@ -11,7 +11,8 @@ import (
 const HeaderLengthName = "Inference-Header-Content-Length"
 
 // ParseHeaderLength parses an Inference-Header-Content-Length value the way
-// Triton does (http-api.md §11.1): like C's std::stoi (leading white space,
+// Triton does (GetInferenceHeaderLength in triton-inference-server/server
+// src/http_server.cc): like C's std::stoi (leading white space,
 // an optional sign, decimal digits, anything after them ignored), then
 // checked against the body length. 0 means a raw binary request; bodyLen a
 // plain JSON request.

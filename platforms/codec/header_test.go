@@ -6,7 +6,8 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// TestParseHeaderLength covers §11.1 (checklist 59, 60).
+// TestParseHeaderLength covers Inference-Header-Content-Length parsing:
+// stoi-like digits, the int32 range and the bound by the body length.
 func TestParseHeaderLength(t *testing.T) {
 	const (
 		notNum = "Unable to parse Inference-Header-Content-Length, got: "

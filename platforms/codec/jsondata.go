@@ -8,7 +8,8 @@ import (
 )
 
 // jsonTensor converts an input's JSON "data" array holding count elements
-// into tensor bytes (http-api.md §9.4, §10). Nested arrays are flattened in
+// into tensor bytes (ReadDataFromJson in triton-inference-server/server
+// src/http_server.cc). Nested arrays are flattened in
 // document order whatever their structure; only the element count must
 // match. The walk runs over the parsed document's node list, so no value is
 // boxed and nothing is allocated besides the result.

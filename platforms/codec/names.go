@@ -3,8 +3,10 @@ package codec
 import "github.com/inferd/inferd/core"
 
 // Names is the duplicate-name check of one request's inputs or requested
-// outputs, made by both transports (http-api.md §9, grpc-api.md §10.1
-// step 5; it lives here because v2 builds on this package). The zero value
+// outputs, made by both transports (Triton's core makes it as each input
+// and output is added: "already exists in request" in
+// triton-inference-server/core src/infer_request.cc; it lives here because
+// v2 builds on this package). The zero value
 // is empty; a few names are scanned in place, more go to a map, so neither
 // a small request allocates nor a large one costs quadratic time.
 type Names struct {

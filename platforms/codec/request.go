@@ -12,7 +12,9 @@ import (
 // OutputKind says how one output travels back in the response.
 type OutputKind uint8
 
-// Output kinds (http-api.md §9.5).
+// Output kinds, as Triton's HTTP frontend assigns them from
+// binary_data_output and each output's parameters (ParseJsonTritonIO in
+// triton-inference-server/server src/http_server.cc).
 const (
 	OutputJSON         OutputKind = iota // a "data" array in the JSON header
 	OutputBinary                         // a blob after the JSON header
@@ -32,7 +34,7 @@ func (k OutputKind) String() string {
 }
 
 // SharedMemoryRef places a tensor in a registered shared-memory region
-// (http-api.md §7.3).
+// (triton-inference-server/server docs/protocol/extension_shared_memory.md).
 type SharedMemoryRef struct {
 	Region   string
 	Offset   uint64
@@ -49,7 +51,8 @@ type RequestedOutput struct {
 	SharedMemory *SharedMemoryRef
 }
 
-// Sequence holds the sequence-batcher request parameters (http-api.md §9.3).
+// Sequence holds the sequence-batcher request parameters
+// (triton-inference-server/server docs/protocol/extension_sequence.md).
 // A zero ID (or empty StringID) means "not part of a sequence".
 type Sequence struct {
 	ID       uint64
@@ -100,8 +103,9 @@ func (e *Envelope) OutputKind(name string) OutputKind {
 	return e.DefaultKind
 }
 
-// DecodeRequest decodes an infer request body for model (http-api.md §9,
-// §11). jsonLen is the Inference-Header-Content-Length value, or -1 when the
+// DecodeRequest decodes an infer request body for model as Triton's HTTP
+// frontend does (triton-inference-server/server src/http_server.cc).
+// jsonLen is the Inference-Header-Content-Length value, or -1 when the
 // header is absent (the whole body is JSON); 0 means a raw binary request
 // whose single unnamed input the core completes from the model
 // configuration. maxInputSize (--http-max-input-size; <= 0: no limit)
@@ -253,7 +257,9 @@ func cstring(b []byte) string {
 	return string(b)
 }
 
-// parameters applies the request-level "parameters" object (§9.3), member by
+// parameters applies the request-level "parameters" object (Triton's
+// ParseJsonTritonParams in triton-inference-server/server
+// src/http_server.cc), member by
 // member in document order.
 func (d *decoder) parameters(root Value) error {
 	params, ok := root.Find("parameters")
@@ -551,7 +557,7 @@ func parseSharedMemory(params Value) (SharedMemoryRef, error) {
 	return ref, nil
 }
 
-// outputs decodes the optional "outputs" array (§9.5).
+// outputs decodes the optional "outputs" array.
 func (d *decoder) outputs(root Value) error {
 	if !root.Has("outputs") {
 		return nil

@@ -48,8 +48,8 @@ func nested(depth int, scalar string) string {
 }
 
 // TestDecodeErrors has one case per decoding error rule, with the exact
-// class and message (http-api.md §9.2–§9.5, §9.8, §11; checklist 42–53,
-// 57, 58, 68).
+// class and message Triton's HTTP frontend gives (triton-inference-server/server
+// src/http_server.cc).
 func TestDecodeErrors(t *testing.T) {
 	const one = "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But"
 	i32 := func(extra string) string {
@@ -191,8 +191,8 @@ func i32le(vals ...int32) []byte {
 	return b
 }
 
-// TestDecodeSimple decodes the `simple` request in JSON (checklist 38, 39)
-// and binary (57) form.
+// TestDecodeSimple decodes the `simple` request in JSON (with and without
+// an id) and in binary form.
 func TestDecodeSimple(t *testing.T) {
 	want := i32le(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 	env, err := decodeJSON(`{"id":"42","inputs":[` + in16("INPUT0", data16) + `,` + in16("INPUT1", data16) + `]}`)
@@ -233,7 +233,7 @@ func TestDecodeSimple(t *testing.T) {
 }
 
 func TestDecodeNestedAndEmpty(t *testing.T) {
-	// Nesting is not checked against the shape (52).
+	// Nesting is not checked against the shape.
 	env, err := decodeJSON(`{"inputs":[` + in16("INPUT0", `"data":[[1,2,3,4,5,6,7,8],[9,10,11,12,13,14,15,16]]`) + `,{"name":"X","datatype":"INT32","shape":[2,2],"data":[[1,2,3],[4]]}]}`)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestDecodeNestedAndEmpty(t *testing.T) {
 	}
 }
 
-// TestDecodeParameters covers §9.3.
+// TestDecodeParameters covers the request-level "parameters" object.
 func TestDecodeParameters(t *testing.T) {
 	env, err := decodeJSON(`{"id":"a\u0000b","parameters":{"sequence_id":7,"sequence_start":true,"sequence_end":false,"priority":3,"timeout":1500,"binary_data_output":true,
 		"s":"v\u0000w","i":-5,"big":18446744073709551615,"f":2.5,"b":false,"headers":"h"},"inputs":[]}`)
@@ -304,7 +304,8 @@ func TestDecodeParameters(t *testing.T) {
 	}
 }
 
-// TestOutputKinds is the §9.5 table (checklist 54, 55, 56).
+// TestOutputKinds covers how binary_data_output and each requested output's
+// binary_data and shared-memory parameters pick the output's kind.
 func TestOutputKinds(t *testing.T) {
 	cases := []struct {
 		body  string
@@ -355,7 +356,8 @@ func TestOutputKinds(t *testing.T) {
 	}
 }
 
-// TestDecodeRaw covers §11.2 (checklist 61, 62: the core completes it).
+// TestDecodeRaw covers raw binary requests (Inference-Header-Content-Length
+// 0); the core completes the single input from the model configuration.
 func TestDecodeRaw(t *testing.T) {
 	body := make([]byte, 32)
 	for _, jl := range []int{0} {
@@ -433,7 +435,8 @@ func bytesElems(v ...string) []byte {
 	return b
 }
 
-// jsonTensorCases: every datatype's §10 conversion, four elements each.
+// jsonTensorCases: every datatype's JSON element conversion, four elements
+// each.
 var jsonTensorCases = []tensorCase{
 	{core.TypeBool, `[true,false,false,true]`, []byte{1, 0, 0, 1}},
 	{core.TypeUint8, `[0,255,256,18446744073709551615]`, []byte{0, 255, 0, 255}},

@@ -10,7 +10,9 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// EncodeResponse renders resp as Triton does (http-api.md §9.6, §11.3): the
+// EncodeResponse renders resp as Triton does (InferRequestClass::
+// FinalizeResponse in triton-inference-server/server src/http_server.cc;
+// framing as in its docs/protocol/extension_binary_data.md): the
 // JSON header and, in header order, the blobs of the BINARY outputs that
 // have data. binary reports whether any blob exists, which selects
 // Content-Type application/octet-stream and Inference-Header-Content-Length
@@ -162,7 +164,7 @@ func errOutputSize(name string) error {
 }
 
 // appendTensorData writes an output's flat "data" array (Triton's
-// WriteDataToJson, §9.6, §10).
+// WriteDataToJson in triton-inference-server/server src/http_server.cc).
 func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
 	switch t.DataType {
 	case core.TypeFP16, core.TypeBF16:

@@ -52,7 +52,7 @@ func mustDecode(t *testing.T, body string) *Envelope {
 	return env
 }
 
-// TestEncodeSimple is checklist 38 and 39: JSON outputs, string version,
+// TestEncodeSimple: JSON outputs, string version,
 // flat data, id only when non-empty.
 func TestEncodeSimple(t *testing.T) {
 	env := mustDecode(t, `{"id":"42","inputs":[]}`)
@@ -72,10 +72,10 @@ func TestEncodeSimple(t *testing.T) {
 	}
 }
 
-// TestEncodeKinds is checklist 54–56 plus zero-sized binary outputs.
+// TestEncodeKinds covers every output kind, plus zero-sized binary outputs.
 func TestEncodeKinds(t *testing.T) {
 	resp := simpleResponse("")
-	// 54: binary_data_output and no outputs: every output binary.
+	// binary_data_output and no outputs: every output binary.
 	header, blobs, binary, err := EncodeResponse(resp, mustDecode(t, `{"parameters":{"binary_data_output":true},"inputs":[]}`))
 	if err != nil || !binary || len(blobs) != 2 || &blobs[0][0] != &resp.Outputs[0].Data[0] || &blobs[1][0] != &resp.Outputs[1].Data[0] {
 		t.Fatal(err, binary, len(blobs))
@@ -86,12 +86,12 @@ func TestEncodeKinds(t *testing.T) {
 	if string(header) != want {
 		t.Fatalf("got  %s\nwant %s", header, want)
 	}
-	// 55: listed without binary_data: JSON despite binary_data_output.
+	// Listed without binary_data: JSON despite binary_data_output.
 	header, blobs, binary, _ = EncodeResponse(resp, mustDecode(t, `{"parameters":{"binary_data_output":true},"inputs":[],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":false}},{"name":"OUTPUT1"}]}`))
 	if binary || blobs != nil || strings.Count(string(header), `"data":`) != 2 {
 		t.Fatalf("%s", header)
 	}
-	// 56: OUTPUT0 binary, OUTPUT1 JSON; the blob follows the header.
+	// OUTPUT0 binary, OUTPUT1 JSON; the blob follows the header.
 	header, blobs, binary, _ = EncodeResponse(resp, mustDecode(t, `{"inputs":[],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},{"name":"OUTPUT1"}]}`))
 	if !binary || len(blobs) != 1 || !bytes.Equal(blobs[0], resp.Outputs[0].Data) ||
 		!strings.Contains(string(header), `"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"parameters":{"binary_data_size":64}}`) ||
@@ -117,7 +117,7 @@ func TestEncodeKinds(t *testing.T) {
 	}
 }
 
-// TestEncodeErrors covers the §9.6 failures.
+// TestEncodeErrors covers the failures of encoding a response.
 func TestEncodeErrors(t *testing.T) {
 	one := func(t *core.Tensor) *core.InferResponse {
 		return &core.InferResponse{ModelName: "m", ModelVersion: 1, Outputs: []*core.Tensor{t}}
@@ -276,7 +276,7 @@ func TestBinaryRoundTrip(t *testing.T) {
 
 func itoa(i int) string { return string(AppendInt(nil, int64(i))) }
 
-// TestClassificationOutput is checklist 67: "classification":2 on a
+// TestClassificationOutput: "classification":2 on a
 // batching model's [1,16] output gives BYTES [1,2] strings.
 func TestClassificationOutput(t *testing.T) {
 	env := mustDecode(t, `{"inputs":[],"outputs":[{"name":"OUTPUT0","parameters":{"classification":2}}]}`)

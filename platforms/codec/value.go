@@ -10,7 +10,8 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// TritonJson's type-access error texts (http-api.md §1.6). They are usually
+// TritonJson's type-access error texts (triton-inference-server/common
+// include/triton/common/triton_json.h). They are usually
 // wrapped as "Unable to parse '<field>': <text>" and are INTERNAL (500).
 const (
 	MsgNonString = "attempt to access JSON non-string as string"

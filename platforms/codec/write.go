@@ -6,8 +6,9 @@ import (
 )
 
 // AppendFloat appends f formatted as Triton's RapidJSON writer does
-// (http-api.md §9.7): Grisu2 digits, "1.0" for integral values below 1e21,
-// plain decimals down to 1e-6, exponent form otherwise ("1e-7", "1.5e21"),
+// (Tencent/rapidjson include/rapidjson/writer.h and internal/dtoa.h):
+// Grisu2 digits, "1.0" for integral values below 1e21, plain decimals down
+// to 1e-6, exponent form otherwise ("1e-7", "1.5e21"),
 // "-0.0" for negative zero, and NaN, Infinity, -Infinity.
 func AppendFloat(dst []byte, f float64) []byte {
 	switch {

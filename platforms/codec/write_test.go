@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// TestAppendFloat pins the §9.7 layout of doubles (and FP32 widened).
+// TestAppendFloat pins RapidJSON's layout of doubles (and FP32 widened),
+// which Triton's JSON replies use.
 func TestAppendFloat(t *testing.T) {
 	cases := []struct {
 		f    float64
@@ -117,7 +118,8 @@ func TestCachedPowers(t *testing.T) {
 	}
 }
 
-// TestAppendString pins §9.7 string escaping.
+// TestAppendString pins RapidJSON's string escaping, which Triton's JSON
+// replies use.
 func TestAppendString(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"", `""`},
