@@ -256,13 +256,14 @@ func TestLaunchErrors(t *testing.T) {
 		{[]string{"--model-repository=/m", "--cuda-memory-pool-byte-size=4096000000"}, "invalid value for --cuda-memory-pool-byte-size"},
 		{[]string{"--model-repository=/m", "--log-info"}, "option --log-info requires a value"},
 		{[]string{"--model-repository=/m", "stray"}, `unexpected argument "stray"`},
-		// grpc-api.md §19 lines 64 and 68: Triton's texts, before any model loads.
+		// Triton's texts (triton-inference-server/server
+		// src/command_line_parser.cc), before any model loads.
 		{[]string{"--model-repository=/m", "--grpc-restricted-protocol=model-reposit:k=v"}, "unknown restricted protocol 'model-reposit'"},
 		{[]string{"--model-repository=/m", "--grpc-restricted-protocol=health:k=v", "--grpc-restricted-protocol=health,inference:k2=v"},
 			"restricted protocol 'health' can not be specified in multiple config groups"},
 		{[]string{"--model-repository=/m", "--http-restricted-api=admin:k=v"}, "unknown restricted api 'admin'"},
 		{[]string{"--model-repository=/m", "--grpc-max-response-pool-size=0"}, "--grpc-max-response-pool-size must be greater than 0."},
-		// python-backend.md §12 line 60.
+		// A Python backend option out of range fails at startup.
 		{[]string{"--model-repository=/m", "--backend-config=python,stub-timeout-seconds=0"}, "stub-timeout-seconds=0: must be a whole number of seconds above 0"},
 		{[]string{"--model-repository=/m", "--grpc-infer-thread-count=1"}, "invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128."},
 	}

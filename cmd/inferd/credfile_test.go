@@ -78,9 +78,11 @@ func TestCredentialFileNoMatch(t *testing.T) {
 	}
 }
 
-// TestCredentialFileGCS is checklist item 54 (gs://b2/m uses the gs://b2
-// entry over ""), with a bucket name long enough to be valid. The entries name missing files, so Open stops there and
-// the error shows which was picked, without contacting Google.
+// TestCredentialFileGCS: with TRITON_CLOUD_CREDENTIAL_PATH, gs://b2/m uses
+// the gs://b2 entry over "" (triton-inference-server/server
+// docs/user_guide/model_repository.md), with a bucket name long enough to
+// be valid. The entries name missing files, so Open stops there and the
+// error shows which was picked, without contacting Google.
 func TestCredentialFileGCS(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", "")
 	dir := t.TempDir()

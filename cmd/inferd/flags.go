@@ -72,7 +72,8 @@ type config struct {
 	loadThreads       int
 	showVersionAndBye bool
 
-	// gRPC (grpc-api.md §1).
+	// gRPC (triton-inference-server/server
+	// docs/customization_guide/inference_protocols.md).
 	allowGRPC         bool
 	grpcAddress       string
 	grpcPort          int
@@ -90,7 +91,8 @@ type config struct {
 	grpcMaxAgeGrace   time.Duration
 	grpcCompression   string // --grpc-infer-response-compression-level
 
-	// Cloud frontends (platforms.md §0, §3.3, §4.2).
+	// Cloud frontends (triton-inference-server/server
+	// src/command_line_parser.cc).
 	allowSageMaker     bool
 	sageMakerPort      int
 	sageMakerSafeRange string

@@ -84,7 +84,8 @@ func (inEncoding) HandleConn(context.Context, stats.ConnStats)                  
 
 // --grpc-infer-response-compression-level reaches grpcapi: with LOW (any
 // case) a client accepting gzip and deflate gets gzip ModelInfer
-// responses, and a deflate request is accepted (grpc-api.md §15).
+// responses, and a deflate request is accepted (triton-inference-server/
+// server docs/customization_guide/inference_protocols.md, "Compression").
 func TestGRPCResponseCompression(t *testing.T) {
 	r := start(t, "--model-repository=../../examples/model_repository", "--grpc-address=127.0.0.1", "--grpc-infer-response-compression-level=LOW")
 	enc := inEncoding{last: make(chan string, 1)}
@@ -112,8 +113,8 @@ func TestGRPCResponseCompression(t *testing.T) {
 	}
 }
 
-// The gRPC listener joins the run group's graceful drain (grpc-api.md
-// §1.5, §11.4): once the server is stopping, a request read on a stream
+// The gRPC listener joins the run group's graceful drain
+// (triton-inference-server/server src/grpc/stream_infer_handler.cc): once the server is stopping, a request read on a stream
 // that was already open is answered in-band with Triton's text, the
 // stream still ends cleanly when the client half-closes, and only then
 // does the server finish stopping.

@@ -27,7 +27,8 @@ type listenSpec struct {
 func (l listenSpec) hostPort() string { return net.JoinHostPort(l.addr, strconv.Itoa(l.port)) }
 
 // listeners lists the listeners cfg asks for and applies Triton's start-up
-// rules (platforms.md §3.3): two services may not share an address and
+// rules (triton-inference-server/server src/command_line_parser.cc): two
+// services may not share an address and
 // port, and with --sagemaker-safe-port-range every listener but
 // SageMaker's must use a port in the range.
 func listeners(cfg *config) ([]listenSpec, error) {

@@ -17,7 +17,7 @@ func TestListenerRules(t *testing.T) {
 	}{
 		{name: "local", args: nil, want: []string{"HTTP", "GRPC", "metrics"}},
 		{name: "sagemaker beside http", args: []string{"--allow-sagemaker=true"}, want: []string{"HTTP", "GRPC", "SageMaker", "metrics"}},
-		// platforms.md checklist 45.
+		// Triton's text (triton-inference-server/server qa/L0_sagemaker/test.sh).
 		{name: "safe range refuses http", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=8081-9000"},
 			err: "The server cannot listen to HTTP requests at port 8000, allowed port range is [8081, 9000]"},
 		{name: "safe range allows the rest", args: []string{"--allow-sagemaker=true", "--sagemaker-safe-port-range=8000-9000"}, want: []string{"HTTP", "GRPC", "SageMaker", "metrics"}},
@@ -76,9 +76,10 @@ func TestVertexEnvironmentDefaults(t *testing.T) {
 	}
 }
 
-// platforms.md checklist 51: under serve only the SageMaker listener opens
-// unless SAGEMAKER_TRITON_ALLOW_METRICS enables metrics; 53: without
-// AIP_MODE the Vertex listener is off.
+// TestServeListeners: under serve only the SageMaker listener opens unless
+// SAGEMAKER_TRITON_ALLOW_METRICS enables metrics (triton-inference-server/
+// server docker/sagemaker/serve); without AIP_MODE the Vertex listener is
+// off (src/command_line_parser.cc).
 func TestServeListeners(t *testing.T) {
 	dir := t.TempDir()
 	writeModel(t, dir, "simple", taggedSimple, nil)

@@ -57,7 +57,8 @@ func main() {
 	}
 	if len(args) > 0 && args[0] == "serve" {
 		// SageMaker runs `docker run <image> serve`: its environment
-		// becomes flags, as Triton's serve script does (platforms.md §3.2).
+		// becomes flags, as Triton's serve script does
+		// (triton-inference-server/server docker/sagemaker/serve).
 		flags, exports, err := sagemaker.ServeArgs(os.Getenv, sagemaker.ServeConfig{ModelDir: os.Getenv("INFERD_SAGEMAKER_MODEL_DIR")})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -221,7 +222,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		// Lambda: no sockets; the runtime loop feeds events to the same
-		// v2 router and never returns (platforms.md §0, §5.1).
+		// v2 router and never returns (inferd's Lambda mode; the runtime is
+		// https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html).
 		log.Info("serving AWS Lambda events", "models", len(srv.ReadyVersions("")), "init", time.Since(started).Round(time.Millisecond))
 		lambdaplat.Start(api, lambdaplat.Options{Logger: log})
 		return nil

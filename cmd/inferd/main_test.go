@@ -430,7 +430,7 @@ func TestExitOnError(t *testing.T) {
 	}
 }
 
-// Checklist 11-12 of model-repository.md: without config.pbtxt a model
+// TestAutoCompleteFlag: without config.pbtxt a model
 // auto-completes from its ONNX file, unless auto-complete is disabled.
 func TestAutoCompleteFlag(t *testing.T) {
 	root := t.TempDir()
@@ -538,7 +538,9 @@ func TestPollMode(t *testing.T) {
 	}
 }
 
-// TestMetricsAcrossReloads: metrics.md checklist 43. A hot reload keeps
+// TestMetricsAcrossReloads: as in Triton, whose reporters are shared per
+// label set (triton-inference-server/core src/metric_model_reporter.cc), a
+// hot reload keeps
 // the counters going (they may never go down), while the statistics
 // endpoint starts over with the new copy; an explicit unload and load
 // restarts the counters.

@@ -208,7 +208,7 @@ func intList(n int) string {
 }
 
 // TestNoOrphanWorkers: killing the server with SIGKILL leaves no Python
-// worker running (python-backend.md §12 line 56): each dies with it.
+// worker running: each dies with it.
 func TestNoOrphanWorkers(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	argv, _ := json.Marshal([]string{"--model-repository=" + pythonModelsRepo(t, "add_sub"), "--http-port=0", "--grpc-port=0", "--metrics-port=0",
@@ -265,7 +265,8 @@ class TritonPythonModel:
 `
 
 // TestPythonKVCacheReport: a model.py's KV-cache metrics become Triton's
-// ORCA report on /generate (http-api.md §15), through the binary.
+// ORCA report on /generate (triton-inference-server/server
+// src/orca_http.cc), through the binary.
 func TestPythonKVCacheReport(t *testing.T) {
 	root := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(root, "llm", "1"), 0o755))

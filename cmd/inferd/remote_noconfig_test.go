@@ -19,7 +19,7 @@ import (
 // disk, under the default --exit-on-error=true. Its first folder, version
 // 1, is not selected by the default policy (latest 1) and so never
 // fetched: it is not even a valid ONNX file. The backend still comes from
-// it (§6.1), the inputs and outputs from version 2.
+// it (the backend detection of repo.Model), the inputs and outputs from version 2.
 func TestRemoteRepositoryWithoutConfig(t *testing.T) {
 	model := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
 	files := map[string][]byte{

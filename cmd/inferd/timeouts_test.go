@@ -67,7 +67,7 @@ func TestListenerTimeouts(t *testing.T) {
 	t.Setenv("AIP_HEALTH_ROUTE", "/health")
 	t.Setenv("AIP_PREDICT_ROUTE", "/predict")
 	t.Setenv("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME", "simple")
-	// gRPC has its own keepalive policy (grpc-api.md §1.4), not these.
+	// gRPC has its own keepalive policy (--grpc-keepalive-*), not these.
 	r := start(t, "--model-repository="+root, "--allow-grpc=false", "--allow-sagemaker=true", "--sagemaker-port=0", "--allow-vertex-ai=true", "--vertex-ai-port=0",
 		"--http-read-header-timeout=300ms", "--http-idle-timeout=300ms", "--http-body-read-timeout=400ms")
 	if len(r.addrs) != 4 {
