@@ -10,13 +10,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
-	_ "google.golang.org/grpc/encoding/gzip" // registers "gzip" (grpc-api.md §15)
+	_ "google.golang.org/grpc/encoding/gzip" // registers "gzip"
 
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
 // Deflate is the gRPC "deflate" message encoding: a zlib-wrapped (RFC 1950)
-// stream, as gRPC core and the Python client write it (grpc-api.md §15).
+// stream, as gRPC core and the Python client write it (zlib_compress in
+// grpc/grpc src/core/lib/compression/message_compress.cc).
 // grpc-go has no such codec; this package registers one.
 const Deflate = "deflate"
 
@@ -77,7 +78,9 @@ func ValidCompressionLevel(level string) bool {
 var compressionRanking = []string{"gzip", Deflate}
 
 // responseCompressor is the algorithm for level among those the client
-// accepts (gRPC core's rule, grpc-api.md §15: low → first, medium →
+// accepts (gRPC core's rule,
+// CompressionAlgorithmSet::CompressionAlgorithmForLevel in grpc/grpc
+// src/core/lib/compression/compression_internal.cc: low → first, medium →
 // middle, high → last of gzip, deflate as accepted), or "identity".
 func responseCompressor(level string, accepted []string) string {
 	var algos []string
@@ -106,7 +109,8 @@ func responseCompressor(level string, accepted []string) string {
 // setSendCompressor picks the call's response encoding before anything is
 // sent: ModelInfer and ModelStreamInfer follow the configured level, every
 // other RPC (and level none) answers uncompressed, never mirroring the
-// request's encoding as grpc-go would by default (grpc-api.md §15).
+// request's encoding as grpc-go would by default (see
+// grpc.SetSendCompressor in google.golang.org/grpc).
 func (s *Server) setSendCompressor(ctx context.Context, method string) error {
 	name := encoding.Identity
 	if method == pb.GRPCInferenceService_ModelInfer_FullMethodName || method == pb.GRPCInferenceService_ModelStreamInfer_FullMethodName {

@@ -24,9 +24,9 @@ import (
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
-// The models of the conformance checklist (grpc-api.md §19): `simple`,
+// The models of TestConformance: `simple`,
 // `id1` (FP32 identity, dims [-1]) and `repeat` (decoupled), plus an INT8
-// identity for the typed-contents truncation line and `mismatch`, whose
+// identity for the typed-contents truncation case and `mismatch`, whose
 // requests fail in ONNX Runtime (an execution error).
 const (
 	id1Config = `name: "id1"
@@ -53,7 +53,7 @@ func conformanceRepo(t *testing.T) string {
 	})
 }
 
-// conformanceDeferred are the checklist lines whose feature belongs to a
+// conformanceDeferred are the conformance cases whose feature belongs to a
 // later issue; each names what answers today and where it is tested.
 var conformanceDeferred = map[int]string{
 	24: "client shared memory is not implemented: registering answers line 21's UNIMPLEMENTED",
@@ -65,10 +65,12 @@ var conformanceDeferred = map[int]string{
 	69: "the Python client: checked outside the repository (PyPI is unreachable in CI); see the issue's notes",
 }
 
-// TestConformance runs grpc-api.md §19's checklist, one subtest per line,
-// against a server on a loopback listener driven by the generated Go
-// client. Lines of later issues are listed in conformanceDeferred; the
-// test checks that every line is one or the other.
+// TestConformance runs inferd's numbered gRPC conformance cases (each one
+// behaviour of Triton's gRPC frontend, triton-inference-server/server
+// src/grpc, with Triton's texts), one subtest per case (lineNN), against a
+// server on a loopback listener driven by the generated Go client. Cases of
+// later issues are listed in conformanceDeferred; the test checks that
+// every number is one or the other.
 func TestConformance(t *testing.T) {
 	h := start(t, servertest.Options{Repo: conformanceRepo(t)}, Options{})
 	c := ctx(t)
@@ -144,8 +146,9 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 		4: func(t *testing.T, c context.Context) {
 			md, err := h.client.ServerMetadata(c, &pb.ServerMetadataRequest{})
 			servertest.Must(t, err)
-			// HTTP's list (http-api.md §4 narrowed to what inferd serves,
-			// in Triton's order): the two transports answer one list.
+			// HTTP's list (Triton's extensions, triton-inference-server/core
+			// src/server.cc, narrowed to what inferd serves, in Triton's
+			// order): the two transports answer one list.
 			want := []string{"classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
 			if md.GetName() != "triton" || md.GetVersion() == "" || !slices.Equal(md.GetExtensions(), want) {
 				t.Fatal(md)

@@ -69,7 +69,8 @@ func FuzzModelInferRequest(f *testing.F) {
 }
 
 // TestTypedContentsTruncate checks the per-element truncation of 8- and
-// 16-bit integers sent as 32-bit typed contents (grpc-api.md §10.3).
+// 16-bit integers sent as 32-bit typed contents (triton-inference-server/server
+// src/grpc/infer_handler.cc, InferGRPCToInput).
 func TestTypedContentsTruncate(t *testing.T) {
 	cases := []struct {
 		dt   string

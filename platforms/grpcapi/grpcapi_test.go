@@ -226,7 +226,7 @@ func TestRepositoryExplicit(t *testing.T) {
 }
 
 // TestSharedMemoryInput: no region can be registered, so a tensor naming
-// one is refused as an unknown region (grpc-api.md §10.3.1).
+// one is refused as an unknown region.
 func TestSharedMemoryInput(t *testing.T) {
 	h := start(t, servertest.Options{}, Options{})
 	req := simpleRequest(true)
@@ -237,7 +237,8 @@ func TestSharedMemoryInput(t *testing.T) {
 }
 
 // TestResponseSizeLimit: a response past INT32_MAX bytes is refused with
-// Triton's text (grpc-api.md §1.2). The buffer is never touched, so the
+// Triton's text (triton-inference-server/server
+// src/grpc/infer_handler.h). The buffer is never touched, so the
 // kernel lends its pages lazily.
 func TestResponseSizeLimit(t *testing.T) {
 	out := &pb.ModelInferResponse{ModelName: "m", RawOutputContents: [][]byte{make([]byte, math.MaxInt32)}}

@@ -18,7 +18,8 @@ import (
 // errDecoupled is ModelInfer's refusal of a decoupled model.
 var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't support models with decoupled transaction policy")
 
-// ModelInfer runs one inference (grpc-api.md §10) in Triton's order:
+// ModelInfer runs one inference in Triton's order (triton-inference-server/server
+// src/grpc/infer_handler.cc, ModelInferHandler::Process and Execute):
 // version, lookup, request conversion, core validation and execution.
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
@@ -56,7 +57,8 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 }
 
 // checkResponseSize refuses a response that no gRPC message can carry
-// (grpc-api.md §1.2), with Triton's text. Only responses whose tensors
+// (INT32_MAX bytes), with Triton's text (triton-inference-server/server
+// src/grpc/infer_handler.h). Only responses whose tensors
 // come near the limit are measured.
 func checkResponseSize(out *pb.ModelInferResponse) error {
 	raw := 0
@@ -72,7 +74,7 @@ func checkResponseSize(out *pb.ModelInferResponse) error {
 	return nil
 }
 
-// prepareInfer runs the steps of grpc-api.md §10.1 that precede
+// prepareInfer runs the steps of Triton's ModelInfer that precede
 // submission, shared by ModelInfer and ModelStreamInfer: version parse,
 // model lookup (decoupled, when non-nil, refuses a decoupled model) and
 // the request conversion, fh the call's forwarded headers. On success the
@@ -125,8 +127,10 @@ func inferParam(p *pb.InferParameter) v2.Param {
 }
 
 // inferRequest converts a ModelInferRequest into a core request, in the
-// order of grpc-api.md §10.1 steps 4–8 (the core validates the rest);
-// fh (nil: none) are the headers step 6 forwards. Raw input contents
+// order of Triton's ModelInferHandler::Execute (triton-inference-server/server
+// src/grpc/infer_handler.cc): request id and parameters, inputs and outputs,
+// forwarded headers, input data, output options (the core validates the
+// rest); fh (nil: none) are the headers it forwards. Raw input contents
 // become tensor data without a copy.
 func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 	model := in.GetModelName()
@@ -212,9 +216,10 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.Infe
 	return req, nil
 }
 
-// sharedMemory checks a tensor's shared-memory parameters (grpc-api.md
-// §10.3.1). No region can be registered (client shared memory is
-// disabled), so a tensor naming one is refused as an unknown region.
+// sharedMemory checks a tensor's shared-memory parameters
+// (triton-inference-server/server src/grpc/grpc_utils.h,
+// ParseSharedMemoryParams). No region can be registered (client shared
+// memory is disabled), so a tensor naming one is refused as an unknown region.
 func sharedMemory(tensor string, p map[string]*pb.InferParameter) error {
 	region, ok := p["shared_memory_region"]
 	if !ok {
@@ -233,7 +238,8 @@ func sharedMemory(tensor string, p map[string]*pb.InferParameter) error {
 }
 
 // typedContents flattens an input's typed contents into the raw layout
-// (grpc-api.md §10.3.2): every non-empty field must be the one of the
+// (triton-inference-server/server src/grpc/infer_handler.cc,
+// InferGRPCToInput): every non-empty field must be the one of the
 // input's datatype; 8- and 16-bit integers are truncated per element.
 func typedContents(t *pb.ModelInferRequest_InferInputTensor, model string) ([]byte, error) {
 	c := t.GetContents()
@@ -321,7 +327,8 @@ func appendTruncated[T int32 | uint32](out []byte, vals []T, size int) []byte {
 	return out
 }
 
-// inferResponse renders a core response (grpc-api.md §10.5): every
+// inferResponse renders a core response (triton-inference-server/server
+// src/grpc/infer_handler.h, InferResponseCompleteCommon): every
 // output's data in raw_output_contents, at the output's index.
 func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
 	out := &pb.ModelInferResponse{

@@ -8,7 +8,8 @@ import (
 )
 
 // LogSettings reports the log settings and, when the request names some,
-// changes them first (grpc-api.md §9.2): keys in Triton's order, the
+// changes them first (triton-inference-server/server src/grpc/grpc_server.cc,
+// RegisterLogging): keys in Triton's order, the
 // first error ending the call with the earlier keys applied; unknown keys
 // are ignored.
 func (s *Server) LogSettings(_ context.Context, req *pb.LogSettingsRequest) (*pb.LogSettingsResponse, error) {

@@ -76,7 +76,7 @@ func logState(t *testing.T, resp *pb.LogSettingsResponse) (file string, st loggi
 	return str("log_file"), logging.State{Info: flag("log_info"), Warning: flag("log_warning"), Error: flag("log_error"), Verbose: v.Uint32Param, Format: f}
 }
 
-// conformanceLog31 is grpc-api.md §19 line 31: LogSettings{} answers the
+// conformanceLog31: LogSettings{} answers the
 // six settings, typed.
 func conformanceLog31(t *testing.T, c context.Context, h *harness) {
 	resp, err := h.client.LogSettings(c, &pb.LogSettingsRequest{})
@@ -245,7 +245,10 @@ func forwardHarness(t *testing.T, pattern string) *harness {
 		Options{HeaderForward: fw, Restricted: map[string]Restriction{"inference": {Key: "infer-key", Value: "secret"}}})
 }
 
-// conformanceForward67 is grpc-api.md §19 line 67.
+// conformanceForward67: with --grpc-header-forward-pattern=my-.*, metadata
+// my-key reaches the model as a string parameter; with .*, a triton_ key
+// is refused as reserved (triton-inference-server/server
+// docs/protocol/extension_parameters.md).
 func conformanceForward67(t *testing.T, c context.Context) {
 	h := forwardHarness(t, "my-.*")
 	c = metadata.AppendToOutgoingContext(c, "triton-grpc-protocol-infer-key", "secret")

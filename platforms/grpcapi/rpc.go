@@ -8,7 +8,8 @@ import (
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
-// ServerLive answers the server's liveness (grpc-api.md §5.1).
+// ServerLive answers the server's liveness (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterServerLive).
 func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
 	live, err := v2.ServerLive(s.core, s.exiting.Load())
 	if err != nil {
@@ -17,7 +18,8 @@ func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerL
 	return &pb.ServerLiveResponse{Live: live}, nil
 }
 
-// ServerReady answers the server's readiness (grpc-api.md §5.1).
+// ServerReady answers the server's readiness (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterServerReady).
 func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
 	ready, err := v2.ServerReady(s.core, s.exiting.Load())
 	if err != nil {
@@ -27,7 +29,8 @@ func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 }
 
 // ModelReady answers whether a model version can serve; unknown is not
-// ready, and an exiting server is UNAVAILABLE (grpc-api.md §5.2).
+// ready, and an exiting server is UNAVAILABLE (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterModelReady).
 func (s *Server) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
 	version, err := v2.ParseVersion(req.GetVersion())
 	if err != nil {
@@ -40,12 +43,14 @@ func (s *Server) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (*pb.M
 	return &pb.ModelReadyResponse{Ready: ready}, nil
 }
 
-// ServerMetadata answers the metadata computed at start (grpc-api.md §5.3).
+// ServerMetadata answers the metadata computed at start (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterServerMetadata).
 func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
 	return s.meta, nil
 }
 
-// ModelMetadata answers a model's metadata (grpc-api.md §5.4).
+// ModelMetadata answers a model's metadata (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterModelMetadata).
 func (s *Server) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
 	version, err := v2.ParseVersion(req.GetVersion())
 	if err != nil {
@@ -69,7 +74,8 @@ func tensorMetadata(ts []v2.TensorMeta) []*pb.ModelMetadataResponse_TensorMetada
 	return out
 }
 
-// ModelConfig answers a model's effective configuration (grpc-api.md §6.1).
+// ModelConfig answers a model's effective configuration (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterModelConfig).
 func (s *Server) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
 	version, err := v2.ParseVersion(req.GetVersion())
 	if err != nil {
@@ -82,7 +88,8 @@ func (s *Server) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb
 	return &pb.ModelConfigResponse{Config: cfg}, nil
 }
 
-// ModelStatistics answers the statistics of READY versions (grpc-api.md §6.2).
+// ModelStatistics answers the statistics of READY versions (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterModelStatistics).
 func (s *Server) ModelStatistics(_ context.Context, req *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
 	version, err := v2.ParseVersion(req.GetVersion())
 	if err != nil {
@@ -122,7 +129,8 @@ func duration(d core.Duration) *pb.StatisticDuration {
 	return &pb.StatisticDuration{Count: d.Count, Ns: d.Ns}
 }
 
-// RepositoryIndex lists the repository's models (grpc-api.md §7.1).
+// RepositoryIndex lists the repository's models (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterRepositoryIndex).
 func (s *Server) RepositoryIndex(ctx context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
 	if req.GetRepositoryName() != "" {
 		return nil, statusError(v2.ErrRepositoryName)
@@ -139,7 +147,8 @@ func (s *Server) RepositoryIndex(ctx context.Context, req *pb.RepositoryIndexReq
 }
 
 // RepositoryModelLoad loads a model, synchronously; the load outlives a
-// cancelled call (grpc-api.md §7.2).
+// cancelled call (triton-inference-server/server src/grpc/grpc_server.cc,
+// RegisterRepositoryModelLoad).
 func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
 	if req.GetRepositoryName() != "" {
 		return nil, statusError(v2.ErrRepositoryName)
@@ -154,7 +163,8 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryMode
 	return &pb.RepositoryModelLoadResponse{}, nil
 }
 
-// RepositoryModelUnload unloads a model, synchronously (grpc-api.md §7.3).
+// RepositoryModelUnload unloads a model, synchronously (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterRepositoryModelUnload).
 func (s *Server) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
 	if req.GetRepositoryName() != "" {
 		return nil, statusError(v2.ErrRepositoryName)
@@ -189,7 +199,8 @@ func repositoryParams(in map[string]*pb.ModelRepositoryParameter) map[string]v2.
 }
 
 // Client shared memory is not implemented: the RPCs answer as a Triton
-// started without --allow-client-shm on a CPU-only build (grpc-api.md §8),
+// started without --allow-client-shm on a CPU-only build (triton-inference-server/server
+// docs/protocol/extension_shared_memory.md; src/grpc/grpc_server.cc),
 // as the HTTP routes do, with v2's texts.
 
 // SystemSharedMemoryStatus answers no regions.

@@ -1,5 +1,6 @@
 // Package grpcapi serves the KServe v2 / Triton gRPC protocol
-// (inference.GRPCInferenceService and grpc.health.v1.Health, grpc-api.md)
+// (inference.GRPCInferenceService of triton-inference-server/common
+// protobuf/grpc_service.proto, and grpc.health.v1.Health)
 // over the inference core. Every rule shared with HTTP comes from
 // platforms/v2; this package only decodes protobuf messages into v2 calls
 // and renders their results.
@@ -38,13 +39,15 @@ type Options struct {
 	ServerID string
 	// Restricted maps a category (health, metadata, inference,
 	// shared-memory, model-config, model-repository, statistics, trace,
-	// logging) to the metadata it requires (grpc-api.md §13). Keys are
+	// logging) to the metadata it requires (triton-inference-server/server
+	// docs/customization_guide/inference_protocols.md). Keys are
 	// lower-cased, as gRPC metadata keys always are.
 	Restricted map[string]Restriction
 	// ResponseCompression is --grpc-infer-response-compression-level:
 	// none (or ""), low, medium or high, any case; it decides how
 	// ModelInfer and ModelStreamInfer responses are compressed
-	// (grpc-api.md §15). Other values count as none.
+	// (triton-inference-server/server src/command_line_parser.cc). Other
+	// values count as none.
 	ResponseCompression string
 	Logger              *slog.Logger
 	// Logs are the run-time log settings LogSettings reads and changes
@@ -53,7 +56,8 @@ type Options struct {
 	// HeaderForward is --grpc-header-forward-pattern; nil forwards nothing.
 	HeaderForward *v2.HeaderForwarder
 	// Trace holds the trace settings and samples inference requests
-	// (grpc-api.md §9.1); a manager with tracing OFF when nil.
+	// (triton-inference-server/server docs/protocol/extension_trace.md); a
+	// manager with tracing OFF when nil.
 	Trace *trace.Manager
 	// LoadReports puts an ORCA load report in the trailer of ModelInfer
 	// calls whose metadata carries endpoint-load-metrics-format; nil:
@@ -104,8 +108,9 @@ func New(c *core.Server, opts Options) *Server {
 }
 
 // ServerOptions are the grpc.NewServer options the API needs: Triton's
-// message size limits (grpc-api.md §1.2), the interceptors of the
-// restricted protocols (§13) and of draining (§1.5), and the codec that
+// message size limits (MAX_GRPC_MESSAGE_SIZE, INT32_MAX, in
+// triton-inference-server/server src/common.h), the interceptors of the
+// restricted protocols and of draining, and the codec that
 // does not copy tensor contents (inferCodec).
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
@@ -145,7 +150,9 @@ func (s *Server) Register(g *grpc.Server) {
 func (s *Server) SetExiting() { s.exiting.Store(true) }
 
 // statusError is err as a gRPC status: the code of its Triton error class
-// (grpc-api.md §3.1) and its text unchanged. A gRPC status passes through.
+// (v2.GRPCCode, as Triton's GrpcStatusUtil::CodeToStatus in
+// triton-inference-server/server src/grpc/grpc_utils.cc) and its text
+// unchanged. A gRPC status passes through.
 func statusError(err error) error {
 	if err == nil {
 		return nil
@@ -161,7 +168,9 @@ func statusError(err error) error {
 
 const servicePrefix = "/inference.GRPCInferenceService/"
 
-// categories maps each RPC to its restricted category (grpc-api.md §2).
+// categories maps each RPC to its restricted category, as the
+// handlers of triton-inference-server/server src/grpc/grpc_server.cc
+// check them.
 var categories = map[string]string{
 	"ServerLive": "health", "ServerReady": "health", "ModelReady": "health",
 	"ServerMetadata": "metadata", "ModelMetadata": "metadata",
@@ -245,7 +254,8 @@ func (s *Server) logCall(ctx context.Context, fullMethod string) {
 }
 
 // health is grpc.health.v1.Health/Check answering the server's readiness
-// whatever the service name (grpc-api.md §12); Watch and List are
+// whatever the service name (triton-inference-server/server
+// src/grpc/grpc_server.cc, RegisterHealthCheck); Watch and List are
 // UNIMPLEMENTED.
 type health struct {
 	healthpb.UnimplementedHealthServer

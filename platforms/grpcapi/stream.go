@@ -17,7 +17,9 @@ import (
 )
 
 // streamWindow bounds the requests of one stream whose response is not
-// yet written (grpc-api.md §11.6): past it the stream stops reading, so a
+// yet written (Triton's --grpc-max-response-pool-size,
+// triton-inference-server/server docs/customization_guide/deploy.md):
+// past it the stream stops reading, so a
 // client that does not read its responses is held back by HTTP/2 flow
 // control instead of growing the server's memory.
 const streamWindow = 1024
@@ -41,7 +43,8 @@ type streamOut struct {
 }
 
 // streamDraining is the in-band answer to a request read while the
-// server drains (grpc-api.md §11.4).
+// server drains (triton-inference-server/server
+// src/grpc/stream_infer_handler.cc).
 const streamDraining = "GRPC server is shutting down and has stopped accepting new requests."
 
 // streamResult is the one response of one stream request.
@@ -50,12 +53,15 @@ type streamResult struct {
 	// or -1 for a decoupled model's response, written as produced.
 	seq  int64
 	resp *pb.ModelStreamInferResponse
-	// err is set on an asynchronous error (grpc-api.md §11.2), the kind
-	// that ends the stream in triton_grpc_error mode (§11.5).
+	// err is set on an asynchronous error (one returned in a response), the
+	// kind that ends the stream in triton_grpc_error mode
+	// (triton-inference-server/server
+	// docs/customization_guide/inference_protocols.md).
 	err error
 	// more is set on a decoupled model's response that is not the
 	// request's last message; resp is nil on the last one when there is
-	// nothing to write (a final flag alone, §11.3).
+	// nothing to write (a final flag alone; see
+	// triton-inference-server/server docs/user_guide/decoupled_models.md).
 	more bool
 }
 
@@ -66,8 +72,9 @@ type streamRead struct {
 	err error
 }
 
-// ModelStreamInfer serves a bidirectional inference stream (grpc-api.md
-// §11). Each request is converted and validated exactly as ModelInfer
+// ModelStreamInfer serves a bidirectional inference stream
+// (triton-inference-server/server src/grpc/stream_infer_handler.cc).
+// Each request is converted and validated exactly as ModelInfer
 // does and runs concurrently; its one response is written in request
 // order (a decoupled model's as soon as it is produced) by this handler's
 // goroutine alone. Errors are answered in-band and the stream stays open,
@@ -203,7 +210,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		}()
 		return true
 	}
-	// A decoupled model's responses are written as they come (§11.2).
+	// A decoupled model's responses are written as they come.
 	// The model's send never waits: a response that finds the stream's
 	// outbox full ends the request, cancelled, so that a client that does
 	// not read holds back neither a Python worker nor an instance.
@@ -268,7 +275,8 @@ func deliver(ctx context.Context, results chan<- streamResult, r streamResult) {
 }
 
 // streamResponse renders one response of a request (nil: the empty final
-// response of §11.3, with the request's names) with its
+// response asked for by triton_enable_empty_final_response, with the
+// request's names) with its
 // triton_final_response parameter.
 func streamResponse(seq int64, in *pb.ModelInferRequest, resp *core.InferResponse, final, more bool) streamResult {
 	var out *pb.ModelInferResponse
@@ -297,7 +305,8 @@ func finalResponse() *pb.InferParameter {
 }
 
 // syncStreamError answers an error found before the request was in
-// flight: the text, and only the request's id (grpc-api.md §11.2).
+// flight: the text, and only the request's id (triton-inference-server/server
+// src/grpc/stream_infer_handler.cc, ModelStreamInferHandler::Process).
 func syncStreamError(seq int64, in *pb.ModelInferRequest, err error) streamResult {
 	return streamResult{seq: seq, resp: &pb.ModelStreamInferResponse{
 		ErrorMessage:  err.Error(),
@@ -307,7 +316,8 @@ func syncStreamError(seq int64, in *pb.ModelInferRequest, err error) streamResul
 
 // asyncStreamError answers an error of a request in flight: the text,
 // with the request's id, model name and version string and the final
-// flag (grpc-api.md §11.2).
+// flag (triton-inference-server/server src/grpc/stream_infer_handler.cc,
+// StreamInferResponseComplete).
 func asyncStreamError(seq int64, in *pb.ModelInferRequest, err error) streamResult {
 	return streamResult{seq: seq, err: err, resp: &pb.ModelStreamInferResponse{
 		ErrorMessage: err.Error(),

@@ -22,7 +22,7 @@ import (
 
 // mismatchConfig declares variable-length inputs, so two inputs of
 // different lengths pass the core's validation and fail in ONNX Runtime
-// (an asynchronous error, grpc-api.md §11.2).
+// (an asynchronous error, delivered in a response).
 const mismatchConfig = `name: "mismatch"
 platform: "onnxruntime_onnx"
 max_batch_size: 8

@@ -14,7 +14,8 @@ import (
 )
 
 // TraceSetting answers, and with settings first updates, a trace setting
-// (grpc-api.md §9.1): the model's when model_name is given (it must be
+// (triton-inference-server/server src/grpc/grpc_server.cc, RegisterTrace):
+// the model's when model_name is given (it must be
 // READY), else the global one. Keys are read in Triton's order
 // (trace_file, trace_level, trace_rate, trace_count, log_frequency); an
 // empty value list falls back to the global or start-up value; unknown

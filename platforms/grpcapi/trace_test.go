@@ -74,7 +74,7 @@ func conformanceTrace30(t *testing.T, c context.Context, h *harness) {
 	wantStatus(t, err, codes.InvalidArgument, "Request for unknown model : nope")
 }
 
-// TestTraceSetting walks TraceSetting's rules beyond the checklist, in
+// TestTraceSetting walks TraceSetting's rules beyond TestConformance's cases, in
 // order on one server: each error, empty lists falling back, unknown keys
 // and levels ignored, a model's own values, and the restriction.
 func TestTraceSetting(t *testing.T) {

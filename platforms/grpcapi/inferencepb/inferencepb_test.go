@@ -25,7 +25,8 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// The RPCs of grpc-api.md §2, in declaration order (the order fixes the
+// The RPCs of triton-inference-server/common protobuf/grpc_service.proto,
+// in declaration order (the order fixes the
 // method indexes of the descriptor).
 var specMethods = []string{
 	"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
@@ -65,7 +66,7 @@ func TestServiceMethods(t *testing.T) {
 		t.Errorf("methods =\n%v\nwant\n%v", names, specMethods)
 	}
 
-	// Request/response types (the spec table of §2).
+	// Request/response types (as in Triton's grpc_service.proto).
 	io := map[string][2]string{
 		"ModelStreamInfer": {"ModelInferRequest", "ModelStreamInferResponse"},
 	}
@@ -104,7 +105,8 @@ func TestServiceMethods(t *testing.T) {
 	}
 }
 
-// catalogue is grpc-api.md §4: every message of the service file, and every
+// catalogue is Triton's triton-inference-server/common
+// protobuf/grpc_service.proto: every message of the service file, and every
 // field as "name number type", where type is "rep T", "map<K,V>" or T, and T
 // is a scalar kind or a message's full name (without the "inference."
 // prefix). A trailing "oneof" marks a member of oneof parameter_choice.
@@ -260,7 +262,7 @@ func describeField(fd protoreflect.FieldDescriptor) string {
 }
 
 // TestFieldCatalogue fails on any renamed, renumbered, retyped, added or
-// removed field, and on any message the spec does not list.
+// removed field, and on any message the catalogue does not list.
 func TestFieldCatalogue(t *testing.T) {
 	file := serviceDescriptor(t).ParentFile()
 	if file.Path() != "grpc_service.proto" {
@@ -419,8 +421,8 @@ func TestModelConfigResponseRoundTrip(t *testing.T) {
 	}
 }
 
-// TestHealthServiceAvailable checks that the standard health service the
-// spec requires (grpc.health.v1.Health/Check) comes from grpc-go itself.
+// TestHealthServiceAvailable checks that the standard health service
+// Triton serves (grpc.health.v1.Health/Check) comes from grpc-go itself.
 func TestHealthServiceAvailable(t *testing.T) {
 	if got := healthpb.Health_ServiceDesc.ServiceName; got != "grpc.health.v1.Health" {
 		t.Errorf("health service name = %q", got)
