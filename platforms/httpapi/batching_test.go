@@ -164,7 +164,8 @@ func TestQueuePolicyOverHTTP(t *testing.T) {
 }
 
 func TestWarmupOverHTTP(t *testing.T) {
-	// metrics.md checklist 48: a warmup sample shows up before any request.
+	// A warmup sample counts in the statistics (one success, one execution)
+	// before any client request.
 	root := writeRepo(t, map[string]testModel{
 		"warm": simpleWith(`model_warmup [ { name: "w" batch_size: 1 count: 1 inputs [
   { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 16 ] random_data: true } },

@@ -17,7 +17,8 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// The generate extension (http-api.md §14): a flat JSON object in, one flat
+// The generate extension (triton-inference-server/server
+// docs/protocol/extension_generate.md): a flat JSON object in, one flat
 // JSON object out per response: /generate expects exactly one, and
 // /generate_stream sends each as an SSE event as the model produces it.
 
@@ -72,7 +73,9 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 		return
 	}
 	// /generate: the first response decides the status; a model that
-	// does not answer with exactly one gets Triton's error object (§14.3).
+	// does not answer with exactly one gets Triton's error object
+	// (GenerateRequestClass in triton-inference-server/server
+	// src/http_server.cc).
 	var first *core.InferResponse
 	n := 0
 	err = mv.InferStream(r.Context(), req, func(resp *core.InferResponse, _ bool) error {
@@ -107,7 +110,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	_ = http.NewResponseController(w).Flush()
 }
 
-// streamGenerate answers /generate_stream (§14.4): one SSE event per
+// streamGenerate answers /generate_stream: one SSE event per
 // response, sent as it is produced. Errors found before the request runs
 // are ordinary JSON replies; the first event sets the status (an error's
 // own status when the first response is one), and later errors are error
@@ -219,7 +222,8 @@ func errorEvent(err error) streamEvent {
 }
 
 // loadReport sets Triton's KV-cache load report on a generate reply when
-// asked (http-api.md §15), with the status line, as Triton computes it
+// asked (triton-inference-server/server src/orca_http.cc), with the status
+// line, as Triton computes it
 // when the first response is ready.
 func (s *Server) loadReport(w http.ResponseWriter, r *http.Request) {
 	if s.opts.LoadReports != nil {
@@ -227,7 +231,7 @@ func (s *Server) loadReport(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decodeGenerate converts a generate request body (§14.1) for a model with
+// decodeGenerate converts a generate request body for a model with
 // configuration cfg. Top-level members are processed in document order:
 // "id" is the request ID (and a string parameter), "parameters" an object
 // of request parameters, a model input's name an input tensor (a scalar or
@@ -408,7 +412,7 @@ func generateShape(dims []int64, batching bool, e int64) (shape []int64, ok bool
 	return shape, true
 }
 
-// appendGenerateResponse writes a response as the generate object (§14.2):
+// appendGenerateResponse writes a response as the generate object:
 // id (when set), model_name, model_version, every response parameter and
 // every output, keys in byte-wise order; a 1-element output is a scalar.
 func appendGenerateResponse(b []byte, resp *core.InferResponse) ([]byte, error) {

@@ -30,7 +30,8 @@ func intSeq(start, n int) string {
 // INPUT1 = 1 everywhere.
 var simpleGenerateBody = `{"INPUT0":` + intSeq(0, 16) + `,"INPUT1":` + "[1" + strings.Repeat(",1", 15) + "]}"
 
-// TestGenerate is checklist 75 and the response object of §14.2.
+// TestGenerate covers /generate's response object: one flat JSON object,
+// keys byte-wise sorted, a 1-element output as a bare scalar.
 func TestGenerate(t *testing.T) {
 	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{})
 
@@ -69,7 +70,8 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
-// TestGenerateStream is checklist 76.
+// TestGenerateStream covers /generate_stream's SSE events (`data: <json>`,
+// text/event-stream, no [DONE]).
 func TestGenerateStream(t *testing.T) {
 	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{})
 	for _, c := range []struct{ model, body, event string }{
@@ -126,8 +128,8 @@ func TestGenerateResponseObject(t *testing.T) {
 	}
 }
 
-// TestGenerateErrors covers checklist 77 and 78, lookup errors (§2.2),
-// conversion errors (§14.1), 405 and the restricted API (§16).
+// TestGenerateErrors covers a compressed body, a missing required input,
+// model lookup errors, conversion errors, 405 and the restricted API.
 func TestGenerateErrors(t *testing.T) {
 	base, _ := startServer(t, writeRepo(t, standardModels(t)), serverOpts{})
 	type tc struct {
@@ -174,7 +176,7 @@ func TestGenerateErrors(t *testing.T) {
 		}
 	}
 
-	// Checklist 78: a missing required input is the core's 400, as JSON.
+	// A missing required input is the core's 400, as JSON.
 	for _, route := range []string{"generate", "generate_stream"} {
 		status, h, body := post(t, base+"/v2/models/simple/"+route, `{"INPUT0":`+intSeq(0, 16)+`}`)
 		if status != 400 || h.Get("Content-Type") != "application/json" || !strings.Contains(string(body), "missing required input(s) ['INPUT1']") {
@@ -342,10 +344,12 @@ func FuzzGenerateBody(f *testing.F) {
 }
 
 // TestGenerateStreamDecoupled streams a decoupled model's 0, 1 and 1,000
-// responses as SSE events (http-api.md §14.4); a final flag alone sends
+// responses as SSE events (triton-inference-server/server
+// docs/protocol/extension_generate.md); a final flag alone sends
 // nothing; an error after responses is an error event under status 200,
 // and as the first response it sets the status. /generate answers 0 or
-// several responses with Triton's error object (§14.3).
+// several responses with Triton's error object (GenerateRequestClass in
+// triton-inference-server/server src/http_server.cc).
 func TestGenerateStreamDecoupled(t *testing.T) {
 	base, _ := startServer(t, writeRepo(t, map[string]testModel{"repeat": {config: servertest.RepeatConfig, onnx: []byte("repeat")}}), serverOpts{})
 	url := base + "/v2/models/repeat/generate_stream"

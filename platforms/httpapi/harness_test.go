@@ -25,7 +25,7 @@ type testModel struct {
 }
 
 // standardModels are the models most tests use: Triton's `simple`, and
-// the conformance checklist's `id1` (FP32 identity, dims [-1]).
+// `id1`, an FP32 identity with dims [-1] that the conformance cases use.
 func standardModels(t testing.TB) map[string]testModel {
 	return map[string]testModel{
 		"simple": {

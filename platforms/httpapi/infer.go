@@ -10,7 +10,8 @@ import (
 )
 
 // infer is POST /v2/models/{m}[/versions/{v}]/infer, processed in Triton's
-// order (http-api.md §9.1): lookup, decompression, header length, decode,
+// order (HandleInfer in triton-inference-server/server src/http_server.cc):
+// lookup, decompression, header length, decode,
 // core, encode. The body is read between a lookup that only reports the
 // lookup errors and the acquisition for the execution, so a slow upload
 // never holds the model (an unload or reload waits for held models).
@@ -29,7 +30,8 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		return
 	}
 	if s.opts.HeaderForward != nil {
-		// After the body, as in Triton (http-api.md §9.1 step 8).
+		// After the body, as in Triton (HandleInfer calls ForwardHeaders once
+		// the body is parsed).
 		fh := s.opts.HeaderForward.Select(r.Header)
 		if err := fh.Apply(env.Request); err != nil {
 			writeError(w, err)

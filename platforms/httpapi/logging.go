@@ -10,8 +10,9 @@ import (
 	"github.com/inferd/inferd/platforms/logging"
 )
 
-// logSettings is GET|POST /v2/logging (http-api.md §8.2). A POST body is
-// required JSON; its keys are applied in Triton's order, each null one
+// logSettings is GET|POST /v2/logging (triton-inference-server/server
+// docs/protocol/extension_logging.md; HandleLogging in src/http_server.cc).
+// A POST body is required JSON; its keys are applied in Triton's order, each null one
 // skipped, and the first error stops the rest (keys already applied stay
 // applied). Either way the answer is every setting.
 func (s *Server) logSettings(w http.ResponseWriter, r *http.Request) {

@@ -186,7 +186,7 @@ func TestHeaderForwarding(t *testing.T) {
 		{name: "restricted header never forwarded", pattern: "key",
 			header: http.Header{"Api-Key": {"k"}}, status: 200,
 			params: map[string]any{"p": 1.0, "my-key": "from body", "api-key": "k"}},
-		{name: "checklist 80: reserved header", pattern: "sequence_id",
+		{name: "reserved header sequence_id", pattern: "sequence_id",
 			header: http.Header{"sequence_id": {"1"}}, status: 400,
 			err: `{"error":"Header 'sequence_id' is reserved for Triton usage and cannot be forwarded."}`},
 		{name: "triton_ header", pattern: "triton",

@@ -100,7 +100,8 @@ func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string,
 		return
 	}
 	// Every not-ready case, unknown models included, answers 400 as every
-	// released Triton does (http-api.md §5.2).
+	// released Triton does (HandleModelReady in triton-inference-server/server
+	// src/http_server.cc).
 	writeErrorStatus(w, http.StatusBadRequest, "Model version not ready")
 }
 

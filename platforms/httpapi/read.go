@@ -15,8 +15,9 @@ import (
 
 // Request bodies are read only as far as a limit: --http-max-input-size
 // for JSON texts, raw and decompressed bodies, and the JSON header plus
-// the binary blobs it announces for binary infer requests (http-api.md
-// §11.1, §18). What the buffer commits grows with what the client has
+// the binary blobs it announces for binary infer requests (the limit is
+// Triton's, triton-inference-server/server src/http_server.cc; stopping at
+// the announced blobs is inferd's rule). What the buffer commits grows with what the client has
 // actually sent (at most twice it), so neither a large Content-Length nor
 // a large announcement costs memory by itself.
 const (
@@ -130,7 +131,8 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // readJSONBody reads a JSON request body, enforcing --http-max-input-size
-// on the JSON text (every endpoint, http-api.md §18).
+// on the JSON text (every endpoint, as EVBufferToJson in
+// triton-inference-server/server src/http_server.cc).
 func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
 	body, err := ReadBody(r, s.opts.MaxInputSize)
 	var tl *BodyTooLarge
@@ -141,7 +143,9 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
 }
 
 // decodeInfer reads and decodes an infer request body for model name in
-// Triton's order (http-api.md §9.1 steps 4-7), reading no further than
+// Triton's order (HandleInfer in triton-inference-server/server
+// src/http_server.cc: decompression, body length, header length, then JSON
+// or raw input), reading no further than
 // the limits allow: --http-max-input-size bounds a JSON body, a raw body and
 // a decompressed one; a binary request is read up to its JSON header plus
 // the blobs that header announces, and one byte more to tell that the body
@@ -197,7 +201,8 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 	}
 	size := r.ContentLength
 	if size >= 0 {
-		// Content-Length is the body length (§9.1 step 5): check the
+		// Content-Length is the body length (GetContentLength in Triton's
+		// src/http_server.cc): check the
 		// header against it before reading.
 		if _, err := codec.ParseHeaderLength(headerValue, int(min(size, math.MaxInt32))); err != nil {
 			return nil, err
@@ -214,7 +219,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		_, err := codec.ParseHeaderLength(headerValue, len(b.buf))
 		return nil, err
 	case jsonLen == 0:
-		// Raw binary request (§11.2).
+		// Raw binary request (Inference-Header-Content-Length 0).
 		if size > limit {
 			return nil, codec.RawTooLargeError(size, limit)
 		}

@@ -34,7 +34,8 @@ type Options struct {
 	// "triton").
 	ServerID string
 	// LoadReports answers endpoint-load-metrics-format with ORCA load
-	// reports (http-api.md §15); nil: never (metrics off).
+	// reports (triton-inference-server/server src/orca_http.cc); nil: never
+	// (metrics off).
 	LoadReports *orca.Reporter
 	// Workers bounds the infer requests being decoded or encoded at once
 	// (--http-thread-count: the work Triton's HTTP threads do, while the
@@ -47,7 +48,8 @@ type Options struct {
 	// HeaderForward is --http-header-forward-pattern; nil forwards nothing.
 	HeaderForward *v2.HeaderForwarder
 	// Trace holds the trace settings and samples inference requests
-	// (http-api.md §8.1); a manager with tracing OFF when nil.
+	// (triton-inference-server/server docs/protocol/extension_trace.md); a
+	// manager with tracing OFF when nil.
 	Trace *trace.Manager
 }
 
@@ -59,7 +61,8 @@ var Categories = v2.RestrictedCategories
 
 // ParseRestriction reads one --http-restricted-api value,
 // "<cat>[,<cat>...]:<key>=<value>", into dst (v2.ParseRestriction, worded
-// "restricted api" as http-api.md §16).
+// "restricted api" as Triton's option parser in triton-inference-server/server
+// src/command_line_parser.cc).
 func ParseRestriction(dst map[string]Restriction, arg string) error {
 	return v2.ParseRestriction(dst, arg, "api")
 }

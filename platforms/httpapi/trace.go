@@ -15,7 +15,8 @@ import (
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
-// traceRoutes serves the trace extension (http-api.md §8.1): the global
+// traceRoutes serves the trace extension (triton-inference-server/server
+// docs/protocol/extension_trace.md): the global
 // and the per-model settings; the per-model route has no version form
 // (that path stays a 404). Without Options.Trace the server keeps a
 // manager of its own with tracing OFF, as Triton always has one.
