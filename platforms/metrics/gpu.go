@@ -8,7 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// GPU metrics (metrics.md §6): one series per visible GPU, label gpu_uuid,
+// GPU metrics (triton-inference-server/server docs/user_guide/metrics.md,
+// GPU Metrics): one series per visible GPU, label gpu_uuid,
 // read through NVML (gpu_nvml.go) at each poll.
 
 // gpuReader reads one GPU's figures. NVML implements it; tests use an

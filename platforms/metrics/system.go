@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Triton's defaults for the polled metrics (metrics.md §2, §5).
+// Triton's defaults for the polled metrics (metrics_interval_ms_ and
+// pinned_memory_pool_byte_size_ in triton-inference-server/server
+// src/command_line_parser.h).
 const (
 	DefaultInterval        = 2000 * time.Millisecond
 	DefaultPinnedPoolBytes = 256 << 20
@@ -27,8 +29,9 @@ const (
 // read /proc). A variable so that tests can play another system.
 var cpuMetricsSupported = runtime.GOOS == "linux"
 
-// system holds the gauges refreshed by the poller: pinned memory (§5),
-// GPU (§6) and CPU (§7).
+// system holds the gauges refreshed by the poller: pinned memory, GPU and
+// CPU (triton-inference-server/server docs/user_guide/metrics.md;
+// triton-inference-server/core src/metrics.cc).
 type system struct {
 	// poll: whether Run polls at all (CPU or GPU metrics requested).
 	poll     bool

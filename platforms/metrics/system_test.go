@@ -81,7 +81,8 @@ func TestSystemDefaults(t *testing.T) {
 
 // TestCPUPolls drives polls over /proc snapshots: utilisation between two
 // readings from the baseline taken at NewHandler, memory from one reading,
-// 0 for what cannot be read (metrics.md §7, checklist 36, 38, 41).
+// 0 for what cannot be read (Triton's CPU metrics, triton-inference-server/core
+// src/metrics.cc).
 func TestCPUPolls(t *testing.T) {
 	linuxCPU(t, true)
 	h := NewHandler(noModels{}, testdataConfig("poll1"))
@@ -233,7 +234,7 @@ func TestUtilization(t *testing.T) {
 // TestSystemFamilies: the pinned gauges exist whenever metrics are on, the
 // CPU ones only with AllowCPU on Linux; a family without series is absent.
 // cmd passes AllowCPU and AllowGPU ANDed with --allow-metrics, so "both
-// off" is also what --allow-metrics=false gives (checklist 5, 36).
+// off" is also what --allow-metrics=false gives.
 func TestSystemFamilies(t *testing.T) {
 	for _, c := range []struct {
 		name            string
@@ -289,7 +290,8 @@ func TestSystemFamilies(t *testing.T) {
 	}
 }
 
-// TestPollPeriod: the poller sleeps half the interval (checklist 42).
+// TestPollPeriod: the poller sleeps half the interval, as Triton's does
+// (triton-inference-server/core src/metrics.cc).
 func TestPollPeriod(t *testing.T) {
 	for in, want := range map[time.Duration]time.Duration{
 		2000 * time.Millisecond: time.Second,
@@ -369,8 +371,8 @@ func TestOutageLogged(t *testing.T) {
 	}
 }
 
-// TestRealProc reads this machine's /proc (checklist 38, 41 as ranges:
-// memory changes between two reads).
+// TestRealProc reads this machine's /proc: utilisation within [0, 1] and
+// used memory within the total (ranges, as memory changes between reads).
 func TestRealProc(t *testing.T) {
 	if !cpuMetricsSupported {
 		t.Skip("CPU metrics are Linux only")
