@@ -32,7 +32,8 @@ func ParseFormat(v string) (Format, error) {
 	return 0, fmt.Errorf("unsupported %s %q: expected 'text' or 'json'", RequestHeader, v)
 }
 
-// AppendKV appends Triton's /generate report (http-api.md §15) exactly:
+// AppendKV appends Triton's /generate report (OrcaKVMetricHeader in
+// triton-inference-server/server src/orca_http.cc) exactly:
 //
 //	TEXT named_metrics.kv_cache_utilization=0.500000, named_metrics.max_token_capacity=4096
 //	JSON {"named_metrics":{"kv_cache_utilization":0.5,"max_token_capacity":4096}}

@@ -2,7 +2,8 @@
 // that Envoy and gRPC load balancers read) for the HTTP and gRPC APIs.
 //
 // Triton reports only the KV-cache figures of TensorRT-LLM on /generate and
-// /generate_stream (http-api.md §15); this package does that byte for
+// /generate_stream (triton-inference-server/server src/orca_http.cc); this
+// package does that byte for
 // byte, and for any model on /infer (and the platform routes built on it)
 // and gRPC it reports the standard fields too: the process's CPU and
 // memory utilisation, the model's busy fraction of its instances, its

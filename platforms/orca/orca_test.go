@@ -355,7 +355,8 @@ func TestNoReport(t *testing.T) {
 }
 
 // TestGenerateReport is Triton's report on /generate and
-// /generate_stream (http-api.md §15): the KV-cache figures in its exact
+// /generate_stream (triton-inference-server/server src/orca_http.cc): the
+// KV-cache figures in its exact
 // forms, none when the family lacks a series.
 func TestGenerateReport(t *testing.T) {
 	e := start(t, orca.KVCacheOff) // every case sets the family anew
