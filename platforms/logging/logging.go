@@ -1,7 +1,8 @@
 // Package logging holds the server's log settings while it runs: Triton's
 // --log-info, --log-warning, --log-error, --log-verbose and --log-format,
 // which HTTP /v2/logging and gRPC LogSettings change at run time
-// (http-api.md §8.2, grpc-api.md §9.2), and the slog handler that obeys
+// (triton-inference-server/server docs/protocol/extension_logging.md), and
+// the slog handler that obeys
 // them, writing Triton's line layouts. The command's logger and both
 // frontends share one *Settings.
 package logging
