@@ -9,7 +9,8 @@ import (
 )
 
 // binaryMIME is the vendor content type carrying the JSON header length
-// (platforms.md §1.4); matched case-sensitively, no space after ';'.
+// (triton-inference-server/server src/sagemaker_server.cc); matched
+// case-sensitively, no space after ';'.
 const binaryMIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
 
 // headerSize reads the JSON header length from a raw Content-Type value.
@@ -37,5 +38,5 @@ func headerSize(ct string, contentLength int64) (size int, present bool, err err
 }
 
 // binaryContentType is the response Content-Type for a reply with binary
-// outputs (§1.5, SageMaker row).
+// outputs, as src/sagemaker_server.cc sets it.
 func binaryContentType(jsonLen int) string { return binaryMIME + strconv.Itoa(jsonLen) }

@@ -35,8 +35,9 @@ func textONNX(t *testing.T) []byte {
 	return b
 }
 
-// TestInvocationsGenerate is checklist 18: SAGEMAKER_TRITON_INFERENCE_TYPE
-// =generate answers /invocations with the generate object (§3.6.2).
+// TestInvocationsGenerate: SAGEMAKER_TRITON_INFERENCE_TYPE=generate answers
+// /invocations with the generate object (triton-inference-server/server
+// qa/L0_sagemaker/sagemaker_generate_test.py).
 func TestInvocationsGenerate(t *testing.T) {
 	root := generateRepo(t)
 	e := start(t, setup{repo: root, startup: []string{"text", "simple"}, sm: Options{DefaultModel: "text", InferenceType: "generate"}})
@@ -74,7 +75,9 @@ func doubled(n int) string {
 	return "[" + strings.Join(s, ",") + "]"
 }
 
-// TestInvocationsGenerateStream is checklist 19 (§3.6.3).
+// TestInvocationsGenerateStream: generate_stream answers with SSE events
+// (triton-inference-server/server
+// qa/L0_sagemaker/sagemaker_generate_stream_test.py).
 func TestInvocationsGenerateStream(t *testing.T) {
 	e := start(t, setup{repo: generateRepo(t), startup: []string{"text"}, sm: Options{DefaultModel: "text", InferenceType: "generate_stream"}})
 	r := e.do(t, http.MethodPost, "/invocations", nil, `{"text_input":"hi"}`)

@@ -1,6 +1,10 @@
-// Package sagemaker is the Amazon SageMaker container frontend
-// (platforms.md §3): /ping, /invocations and the multi-model endpoint
-// routes. It is a thin translation layer: health and inference requests are
+// Package sagemaker is the Amazon SageMaker container frontend: /ping,
+// /invocations and the multi-model endpoint routes. Triton's is
+// triton-inference-server/server src/sagemaker_server.cc; AWS's contract is
+// https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html
+// and, for multi-model endpoints,
+// https://docs.aws.amazon.com/sagemaker/latest/dg/mms-container-apis.html.
+// It is a thin translation layer: health and inference requests are
 // rewritten onto the base KServe v2 server (httpapi) and its replies
 // adjusted where SageMaker differs; model management goes to the core.
 package sagemaker
@@ -32,7 +36,8 @@ type Options struct {
 	ModelsRoot string
 	// UnloadTimeout bounds an MME unload: the wait for the model's
 	// in-flight requests and for the index to report it unloaded
-	// (§3.7.6). Default DefaultUnloadTimeout.
+	// (as SageMakerMMEUnloadModel in src/sagemaker_server.cc). Default
+	// DefaultUnloadTimeout.
 	UnloadTimeout time.Duration
 	Logger        *slog.Logger
 }
@@ -41,7 +46,8 @@ type Options struct {
 // reply must come before that.
 const DefaultUnloadTimeout = 350 * time.Second
 
-// OptionsFromEnv reads the env the server process sees (§3.3).
+// OptionsFromEnv reads the env the server process sees (the SAGEMAKER_TRITON_*
+// variables Triton's server reads, src/sagemaker_server.h).
 func OptionsFromEnv(getenv func(string) string) Options {
 	o := Options{
 		DefaultModel:  getenv(envDefaultModel),
@@ -83,7 +89,8 @@ type handler struct {
 	loaded  map[string]*mmeModel // SageMaker model id -> record
 	pending map[string]bool      // ids being loaded (a second load is 409)
 
-	// Unload waits for the index to report the model unloaded (§3.7.6).
+	// Unload waits for the index to report the model unloaded, as Triton's
+	// SageMakerMMECheckUnloadedModelIsUnavailable does.
 	pollEvery, unloadTimeout time.Duration
 
 	// recovered is serve behind httpapi.Recover.
@@ -126,7 +133,8 @@ func (h *handler) modelOf(r *http.Request) string {
 	return ""
 }
 
-// serve dispatches on the exact path, in Triton's order (§3.4). Paths are
+// serve dispatches on the exact path, in Triton's order (Handle in
+// src/sagemaker_server.cc). Paths are
 // compared as strings: http.ServeMux would redirect /models and cleaned
 // paths where SageMaker expects 400.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +199,7 @@ func (h *handler) ping(w http.ResponseWriter, r *http.Request) {
 	h.api.ServeHTTP(w, h.rewrite(r, target))
 }
 
-// invocations runs the default model (§3.6).
+// invocations runs the default model, by SAGEMAKER_TRITON_INFERENCE_TYPE.
 func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
 	if h.opts.InferenceType != "infer" {
 		h.generate(w, r)
@@ -201,7 +209,7 @@ func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
 }
 
 // generate is POST /v2/models/<default>/generate or /generate_stream on the
-// base server (§3.6.2, §3.6.3), which answers the restriction 403, the 405
+// base server, which answers the restriction 403, the 405
 // and every reply, SSE included. Unlike infer, Content-Encoding is kept:
 // the generate routes reject a non-identity one.
 func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +235,8 @@ func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
 
 // infer is POST /v2/models/<name>/infer on the base server with the
 // SageMaker body and reply rules. mme folds every error but a restriction
-// 403 into 400, or 507 on an out-of-memory message (§3.7.5).
+// 403 into 400, or 507 on an out-of-memory message (as Triton's
+// SageMakerMMECheckOOMError).
 func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme bool) {
 	if r.Method != http.MethodPost {
 		// The base server answers the restriction 403 or the 405.
@@ -255,7 +264,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 	}
 	fwd := h.rewrite(r, "/v2/models/"+name+"/infer")
 	// The vendor content type replaces the base server's header, which
-	// SageMaker requests must not set themselves (§1.4).
+	// SageMaker requests must not set themselves (src/sagemaker_server.cc).
 	if present {
 		fwd.Header.Set(codec.HeaderLengthName, strconv.Itoa(size))
 	}
@@ -344,7 +353,9 @@ func (rc *recorder) flush(status int) {
 }
 
 // oomMarkers are the substrings that make an MME load or invoke failure a
-// 507, so SageMaker evicts models and retries (§3.7.2).
+// 507, so SageMaker evicts models and retries (the list of Triton's
+// SageMakerMMECheckOOMError; the 507 rule is in
+// https://docs.aws.amazon.com/sagemaker/latest/dg/mms-container-apis.html).
 var oomMarkers = []string{
 	"CUDA out of memory", "CUDA_OUT_OF_MEMORY", "Out of memory", "Out Of Memory", "out of memory",
 	"MemoryError", "OutOfMemory", "OOM", "Dst tensor is not initialized", "Src tensor is not initialized",

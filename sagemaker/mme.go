@@ -18,7 +18,7 @@ import (
 // targetModelHeader names the served model of an MME artifact.
 const targetModelHeader = "X-Amzn-Sagemaker-Target-Model"
 
-// mmeModel is one loaded MME artifact (§3.7.1).
+// mmeModel is one loaded MME artifact.
 type mmeModel struct {
 	repoPath   string // registered repository, reported as modelUrl
 	tritonName string // name it is served under
@@ -27,7 +27,7 @@ type mmeModel struct {
 // maxLoadBody bounds a load request, which is two short strings.
 const maxLoadBody = 1 << 20
 
-// ensemblePlatform spots an ensemble config in Case B (§3.7.2 step 4).
+// ensemblePlatform spots an ensemble config in Case B (see resolveModelDir).
 var ensemblePlatform = regexp.MustCompile(`platform:\s*"ensemble"`)
 
 // load is POST /models.
@@ -153,7 +153,8 @@ func loadFields(body []byte) (id, url string, err error) {
 	return id, url, nil
 }
 
-// resolveModelDir applies §3.7.2 step 4. Case A: url holds config.pbtxt,
+// resolveModelDir finds the model folder as Triton's SageMakerMMELoadModel
+// does (triton-inference-server/server src/sagemaker_server.cc). Case A: url holds config.pbtxt,
 // so it is the model folder inside its parent. Case B: url is a repository;
 // its ensemble folder (else its only, else its last folder) is the model.
 func resolveModelDir(url string, log interface{ Warn(string, ...any) }) (repoPath, modelDir string, err error) {

@@ -34,7 +34,8 @@ var idRequest = `{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"da
 
 func TestMMELifecycle(t *testing.T) {
 	e, root := mme(t, httpapi.Options{})
-	// checklist 50: nothing loaded, live ping is 200.
+	// Nothing loaded, live ping is 200 (triton-inference-server/server
+	// qa/L0_sagemaker/test.sh, sagemaker_multi_model_test.py).
 	e.do(t, http.MethodGet, "/ping", nil, "").expect(t, "ping", 200, "")
 
 	// Case A: config.pbtxt at the url root.
@@ -45,17 +46,17 @@ func TestMMELifecycle(t *testing.T) {
 	writeModel(t, filepath.Join(root, "ccc", "model", "sub"), idConfig, idONNX)
 
 	urlA, urlB, urlC := root+"/aaa/model", root+"/bbb/model/", root+"/ccc/model/sub"
-	// checklist 24, 39: no target header → served as the id.
+	// No target header → served as the id.
 	e.do(t, http.MethodPost, "/models", map[string]string{"Content-Type": ctJSON}, loadBody("a", urlA)).expect(t, "load A", 200, "")
 	// The target header names the served model.
 	e.do(t, http.MethodPost, "/models", map[string]string{"X-Amzn-SageMaker-Target-Model": "served_b"}, loadBody("b", urlB)).expect(t, "load B", 200, "")
 	e.do(t, http.MethodPost, "/models", nil, loadBody("c", urlC)).expect(t, "load C", 200, "")
 
-	// checklist 25: the same load again, and another id over a registered url.
+	// The same load again, and another id over a registered url: 409.
 	e.do(t, http.MethodPost, "/models", nil, loadBody("a", urlA)).expectError(t, "load A again", 409, "")
 	e.do(t, http.MethodPost, "/models", nil, loadBody("a2", urlA)).expectError(t, "same url other id", 409, "already been registered")
 
-	// checklist 30, 31, 32
+	// List and get: {"modelName","modelUrl"}.
 	r := e.do(t, http.MethodGet, "/models", nil, "")
 	var list struct{ Models []map[string]string }
 	must(t, json.Unmarshal([]byte(r.body), &list))
@@ -72,7 +73,7 @@ func TestMMELifecycle(t *testing.T) {
 	e.do(t, http.MethodGet, "/models/b/invoke", nil, "").expect(t, "get via invoke path", 200, "*")
 	e.do(t, http.MethodGet, "/models/zzz", nil, "").expect(t, "get unknown", 404, "")
 
-	// checklist 33: model_name is the served name.
+	// model_name is the served name.
 	r = e.do(t, http.MethodPost, "/models/a/invoke", map[string]string{"Content-Type": ctJSON}, simpleJSON)
 	if r.status != 200 || !strings.HasPrefix(r.body, `{"model_name":"a","model_version":"1"`) {
 		t.Errorf("invoke a: %d %s", r.status, r.body)
@@ -86,16 +87,16 @@ func TestMMELifecycle(t *testing.T) {
 	if r.status != 200 || !strings.HasPrefix(r.body, `{"model_name":"served_b"`) {
 		t.Errorf("invoke b without header: %d %s", r.status, r.body)
 	}
-	// checklist 35: SageMaker binary content type in and out.
+	// SageMaker binary content type in and out.
 	bin, hlen := simpleBinary()
 	r = e.do(t, http.MethodPost, "/models/a/invoke", map[string]string{"Content-Type": binaryMIME + itoa(hlen)}, bin)
 	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), binaryMIME) || r.header.Get("Inference-Header-Content-Length") != "" {
 		t.Errorf("invoke binary: %d %v", r.status, r.header)
 	}
-	// checklist 34
+	// An id that is not loaded: 404, empty body.
 	e.do(t, http.MethodPost, "/models/zzz/invoke", nil, idRequest).expect(t, "invoke unknown id", 404, "")
 
-	// checklist 36: every failure is 400, OOM markers 507.
+	// Every failure is 400, OOM markers 507 (src/sagemaker_server.cc).
 	fails := []struct {
 		name, target, ct, body string
 		status                 int
@@ -118,7 +119,7 @@ func TestMMELifecycle(t *testing.T) {
 		e.do(t, http.MethodPost, "/models/b/invoke", h, f.body).expectError(t, f.name, f.status, "")
 	}
 
-	// checklist 37: DELETE answers after the model is unloaded.
+	// DELETE answers after the model is unloaded.
 	e.do(t, http.MethodDelete, "/models/b", nil, "").expect(t, "unload b", 200, "")
 	if e.core.ModelReady("served_b", core.LatestVersion) {
 		t.Error("served_b still ready after DELETE")
@@ -146,23 +147,23 @@ func TestMMELoadErrors(t *testing.T) {
 		status int
 		msg    string // "" with status 400: empty body
 	}{
-		// checklist 26
+		// Not JSON.
 		{"not json", "{model_name", "", 400, "failed to parse the request JSON buffer"},
 		{"non-string name", `{"model_name":1,"url":"x"}`, "", 400, "model_name"},
 		{"empty body", "", "", 400, `Invalid \"url\" ''`},
-		// checklist 27
+		// url outside /opt/ml/models/<id>/model[/<sub>].
 		{"outside root", loadBody("x", "/opt/ml/models/ok/model"), "", 400, `Invalid \"url\"`},
 		{"dash in segment", loadBody("x", root+"/a-b/model"), "", 400, `Invalid \"url\"`},
 		{"trailing slash after sub", loadBody("x", root+"/ok/model/sub/"), "", 400, `Invalid \"url\"`},
 		{"not model", loadBody("x", root+"/ok/other"), "", 400, `Invalid \"url\"`},
 		{"relative", loadBody("x", "ok/model"), "", 400, `Invalid \"url\" 'ok/model'`},
-		// checklist 28
+		// url that normalises into /dev/, /proc/ or /sys/.
 		{"dev", loadBody("x", "/dev/null"), "", 400, ""},
 		{"proc via dots", loadBody("x", root+"/../../../proc/self"), "", 400, ""},
 		{"sys relative", loadBody("x", strings.Repeat("../", strings.Count(wd, "/"))+"sys/kernel"), "", 400, ""},
 		// No folder to serve.
 		{"no model dir", loadBody("x", root+"/empty/model"), "", 400, "no model directory"},
-		// checklist 29: load failure 400, OOM 507.
+		// Load failure 400, OOM 507.
 		{"load failure", loadBody("x", root+"/broken/model"), "", 400, "load failed"},
 		{"oom", loadBody("y", root+"/broken/model"), "OOM_model", 507, "OOM_model"},
 	}
@@ -199,7 +200,7 @@ func TestMMERestrictions(t *testing.T) {
 	}})
 	writeModel(t, filepath.Join(root, "m1", "model"), idConfig, idONNX)
 	repoOK := map[string]string{"X-Repo": "r"}
-	// checklist 40
+	// model-repository restricted: every MME route but invoke is 403.
 	for _, hdr := range []map[string]string{nil, {"X-Repo": "wrong"}} {
 		for _, c := range []struct{ method, path, body string }{
 			{http.MethodGet, "/models", ""},
@@ -212,17 +213,18 @@ func TestMMERestrictions(t *testing.T) {
 	}
 	e.do(t, http.MethodPost, "/models", repoOK, loadBody("m1", root+"/m1/model")).expect(t, "load", 200, "")
 	e.do(t, http.MethodGet, "/models", repoOK, "").expect(t, "list", 200, `{"models":[{"modelName":"m1","modelUrl":"`+root+`/m1"}]}`)
-	// checklist 41; an unknown id is 404 before the restriction check.
+	// inference restricted: invoke is 403 without the header; an unknown id
+	// is 404 before the restriction check.
 	e.do(t, http.MethodPost, "/models/m1/invoke", nil, idRequest).expect(t, "invoke", 403, `{"error":"This API is restricted, expecting header 'X-Infer'"}`)
 	e.do(t, http.MethodPost, "/models/m1/invoke", map[string]string{"X-Infer": "i"}, idRequest).expect(t, "invoke ok", 200, "*")
 	e.do(t, http.MethodPost, "/models/m1/invoke", map[string]string{"Content-Type": binaryMIME + "x"}, idRequest).expect(t, "invoke bad type", 403, "*")
 	e.do(t, http.MethodPost, "/models/zz/invoke", nil, idRequest).expect(t, "invoke unknown", 404, "")
-	// checklist 5: /ping stays open.
+	// /ping stays open.
 	e.do(t, http.MethodGet, "/ping", nil, "").expect(t, "ping", 200, "")
 	e.do(t, http.MethodDelete, "/models/m1", repoOK, "").expect(t, "unload", 200, "")
 }
 
-// checklist 38: the ensemble folder is picked in Case B. inferd's core
+// TestMMEEnsembleSelection: the ensemble folder is picked in Case B. inferd's core
 // does not run ensembles yet, so loading one fails with 400.
 func TestMMEEnsembleSelection(t *testing.T) {
 	dir := t.TempDir()

@@ -69,17 +69,16 @@ func TestPing(t *testing.T) {
 		status int
 		body   string
 	}{
-		// checklist 1, 5: healthy, no header needed for other categories
+		// Healthy, no header needed for other categories
+		// (triton-inference-server/server qa/L0_sagemaker/test.sh)
 		{"ready", ready, http.MethodGet, "/ping", nil, 200, ""},
-		// checklist 2: a startup model failed → 400, not 503
+		// A startup model failed → 400, not 503
 		{"startup failure", failed, http.MethodGet, "/ping", nil, 400, ""},
-		// checklist 3
 		{"POST", ready, http.MethodPost, "/ping", nil, 405, `{"error":"Method Not Allowed"}`},
-		// checklist 4
+		// SAGEMAKER_TRITON_PING_MODE=live
 		{"live mode", live, http.MethodGet, "/ping", nil, 200, ""},
-		// checklist 6
 		{"trailing slash", ready, http.MethodGet, "/ping/", nil, 400, ""},
-		// §1.7: the health category guards /ping
+		// The health category of --http-restricted-api guards /ping
 		{"health restricted", healthRestricted, http.MethodGet, "/ping", nil, 403, `{"error":"This API is restricted, expecting header 'X-Auth'"}`},
 		{"health restricted ok", healthRestricted, http.MethodGet, "/ping", map[string]string{"X-Auth": "secret"}, 200, ""},
 	}
@@ -93,7 +92,8 @@ func TestPing(t *testing.T) {
 		})
 	}
 
-	// §1.3: during a drain the check itself fails with 503, in both modes.
+	// During a drain the check itself fails with 503, in both modes (core's
+	// "Server exiting", triton-inference-server/core src/server.cc).
 	ready.api.SetExiting()
 	live.api.SetExiting()
 	ready.do(t, http.MethodGet, "/ping", nil, "").expect(t, "exiting ready", 503, `{"error":"Server exiting"}`)
@@ -106,7 +106,8 @@ func TestInvocations(t *testing.T) {
 	bin, hlen := simpleBinary()
 	vendor := func(v string) map[string]string { return map[string]string{"Content-Type": binaryMIME + v} }
 
-	// checklist 7
+	// JSON in and out, no id (triton-inference-server/server
+	// qa/L0_sagemaker/sagemaker_test.py).
 	r := e.do(t, http.MethodPost, "/invocations", map[string]string{"Content-Type": ctJSON}, simpleJSON)
 	want := `{"model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"data":` +
 		sums(1, 2) + `},{"name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":` + constant(16, -1) + `}]}`
@@ -114,11 +115,11 @@ func TestInvocations(t *testing.T) {
 	if ct := r.header.Get("Content-Type"); ct != ctJSON {
 		t.Errorf("json reply Content-Type %q", ct)
 	}
-	// Absent or foreign Content-Type: the body is JSON (§3.6.1).
+	// Absent or foreign Content-Type: the body is JSON.
 	e.do(t, http.MethodPost, "/invocations", nil, simpleJSON).expect(t, "no content type", 200, want)
 	e.do(t, http.MethodPost, "/invocations", map[string]string{"Content-Type": "text/csv"}, simpleJSON).expect(t, "other content type", 200, want)
 
-	// checklist 8, 9
+	// The vendor binary content type, both ways.
 	r = e.do(t, http.MethodPost, "/invocations", vendor(strconv.Itoa(hlen)), bin)
 	if r.status != 200 {
 		t.Fatalf("binary: %d %s", r.status, r.body)
@@ -147,14 +148,14 @@ func TestInvocations(t *testing.T) {
 		}
 	}
 
-	// checklist 15: the base binary header is ignored on /invocations.
+	// The base binary header is ignored on /invocations.
 	e.do(t, http.MethodPost, "/invocations", map[string]string{"Inference-Header-Content-Length": "5"}, simpleJSON).
 		expect(t, "Inference-Header-Content-Length ignored", 200, want)
-	// The listener ignores compression headers (§1.6).
+	// The listener ignores compression headers.
 	r = e.do(t, http.MethodPost, "/invocations", map[string]string{"Content-Encoding": "br", "Accept-Encoding": "gzip"}, simpleJSON)
 	r.expect(t, "compression ignored", 200, want)
 
-	// checklist 10-14: malformed vendor content types are 400.
+	// Malformed vendor content types are 400.
 	bad := []struct{ name, ct string }{
 		{"prefix not first", "additional-string/" + binaryMIME + strconv.Itoa(hlen)},
 		{"non-numeric", binaryMIME + "abc"},
@@ -174,11 +175,10 @@ func TestInvocations(t *testing.T) {
 	// Raw binary mode (H = 0) needs a one-input model; simple has two.
 	e.do(t, http.MethodPost, "/invocations", vendor("0"), "0123").expectError(t, "raw on two inputs", 400, "")
 
-	// checklist 17
 	e.do(t, http.MethodGet, "/invocations", nil, "").expect(t, "GET", 405, `{"error":"Method Not Allowed"}`)
 	e.do(t, http.MethodGet, "/invocations", vendor("x"), "").expect(t, "GET bad type", 405, `{"error":"Method Not Allowed"}`)
 
-	// §1.2: malformed JSON is INTERNAL → 500 on /invocations.
+	// Malformed JSON is INTERNAL → 500 on /invocations.
 	e.do(t, http.MethodPost, "/invocations", nil, "{").expectError(t, "bad json", 500, "failed to parse the request JSON buffer")
 }
 
@@ -197,7 +197,7 @@ func constant(n, v int) string {
 
 func TestInvocationsDefaultModel(t *testing.T) {
 	root := smeRepo(t)
-	// checklist 16: no default model named. inferd has no model
+	// No default model named (qa/L0_sagemaker/test.sh). inferd has no model
 	// namespacing, so the status is the namespacing-off 404.
 	e := start(t, setup{repo: root, startup: []string{"simple"}, sm: OptionsFromEnv(func(string) string { return "" })})
 	e.do(t, http.MethodPost, "/invocations", nil, simpleJSON).
@@ -219,12 +219,12 @@ func TestInvocationsLimitsAndRestrictions(t *testing.T) {
 	root := smeRepo(t)
 	small := `{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}]}`
 	large := `{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,40],"data":` + strings.Repeat("1,", 39) + `1]}]}`
-	// checklist 20
+	// --http-max-input-size.
 	e := start(t, setup{repo: root, startup: []string{"id1"}, api: httpapi.Options{MaxInputSize: 128}, sm: Options{DefaultModel: "id1"}})
 	e.do(t, http.MethodPost, "/invocations", nil, small).expect(t, "small", 200, "*")
 	e.do(t, http.MethodPost, "/invocations", nil, large).expectError(t, "large", 400, "")
 
-	// checklist 21
+	// --http-restricted-api=inference:X-Auth=secret.
 	auth := map[string]string{"X-Auth": "secret"}
 	r := start(t, setup{repo: root, startup: []string{"id1"}, sm: Options{DefaultModel: "id1"},
 		api: httpapi.Options{Restricted: map[string]httpapi.Restriction{"inference": {Key: "X-Auth", Value: "secret"}}}})
@@ -237,7 +237,9 @@ func TestInvocationsLimitsAndRestrictions(t *testing.T) {
 	r.do(t, http.MethodGet, "/invocations", nil, "").expect(t, "GET", 403, forbidden)
 }
 
-// TestRouting is §3.4's dispatch: checklist 23, 42, 43.
+// TestRouting is Triton's dispatch (triton-inference-server/server
+// src/sagemaker_server.cc): unknown paths 400, GET /models in single-model
+// mode {"models":[]}, PUT /models 400.
 func TestRouting(t *testing.T) {
 	e := start(t, setup{repo: smeRepo(t), startup: []string{"simple"}, sm: Options{DefaultModel: "simple"}})
 	cases := []struct {

@@ -76,7 +76,8 @@ func IgnoredEnv(getenv func(string) string) []string {
 	return out
 }
 
-// ServeArgs is the `serve` entrypoint (platforms.md §3.2): it validates the
+// ServeArgs is the `serve` entrypoint (Triton's is the script
+// triton-inference-server/server docker/sagemaker/serve): it validates the
 // SageMaker environment and returns the inferd flags to run with, plus env
 // vars the server process must see (exports). Validation failures return
 // the exact line Triton's script prints. Settings inferd does not support
@@ -125,7 +126,7 @@ func ServeArgs(getenv func(string) string, cfg ServeConfig) (args []string, expo
 		}
 		args = append(args, "--load-model="+model)
 	}
-	// Triton's script never exports the ping mode (a bug, §3.2); inferd
+	// Triton's script never exports the ping mode (a bug); inferd
 	// exports the intended value, with an operator-set one winning.
 	if v := getenv(envOverridePing); v != "" {
 		ping = v

@@ -30,16 +30,14 @@ func TestServeArgs(t *testing.T) {
 		exports map[string]string // exact
 		warn    string            // substring of the warnings
 	}{
-		// checklist 49
+		// Texts of triton-inference-server/server docker/sagemaker/serve.
 		{name: "config at root", layout: func(t *testing.T, d string) {
 			must(t, os.WriteFile(filepath.Join(d, "config.pbtxt"), nil, 0o644))
 		}, err: "ERROR: Incorrect directory structure."},
-		// checklist 46
 		{name: "bad inference type", env: map[string]string{envInferenceType: "predict"}, layout: dirs("m"),
 			err: "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE 'predict'"},
 		{name: "bad inference type MME", env: map[string]string{envMultiModel: "true", envInferenceType: "x"},
 			err: "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE 'x'"},
-		// checklist 47
 		{name: "named default missing", env: map[string]string{envDefaultModel: "nope"}, layout: dirs("m"),
 			err: "ERROR: Directory with provided SAGEMAKER_TRITON_DEFAULT_MODEL_NAME nope does not exist"},
 		{name: "named default is a file", env: map[string]string{envDefaultModel: "f"}, layout: func(t *testing.T, d string) {
@@ -53,7 +51,6 @@ func TestServeArgs(t *testing.T) {
 		{name: "two models", layout: dirs("b", "a"),
 			err: "ERROR: More than 1 model directories found in model repository. Either provide a single directory or set SAGEMAKER_TRITON_DEFAULT_MODEL_NAME to run the ensemble backend. Directories found: a b"},
 		{name: "hidden directory counts", layout: dirs("m", ".cache"), err: "ERROR: More than 1 model directories found in model repository. Either provide a single directory or set SAGEMAKER_TRITON_DEFAULT_MODEL_NAME to run the ensemble backend. Directories found: .cache m"},
-		// checklist 48
 		{name: "derived default", layout: dirs("m"), args: append([]string{"--load-model=m"}, base...),
 			exports: map[string]string{envDefaultModel: "m", envPingMode: "ready"}, warn: "WARNING: No SAGEMAKER_TRITON_DEFAULT_MODEL_NAME provided."},
 		{name: "symlink does not count", layout: func(t *testing.T, d string) {
@@ -65,7 +62,7 @@ func TestServeArgs(t *testing.T) {
 		{name: "named default via symlink", env: map[string]string{envDefaultModel: "link"}, layout: func(t *testing.T, d string) {
 			must(t, os.Symlink(t.TempDir(), filepath.Join(d, "link")))
 		}, args: []string{"--load-model=link"}, exports: map[string]string{envPingMode: "ready"}},
-		// checklist 50: MME skips the SME checks and loads nothing.
+		// MME skips the SME checks and loads nothing.
 		{name: "MME", env: map[string]string{envMultiModel: "true"}, layout: func(t *testing.T, d string) {
 			must(t, os.WriteFile(filepath.Join(d, "config.pbtxt"), nil, 0o644))
 		}, args: base, absent: []string{"--load-model"}, exports: map[string]string{envPingMode: "live"}},
@@ -78,7 +75,7 @@ func TestServeArgs(t *testing.T) {
 			exports: map[string]string{envPingMode: "ready"}},
 		{name: "explicit ping wins", env: map[string]string{envMultiModel: "true", envOverridePing: "ready", envPingMode: "live"},
 			exports: map[string]string{envPingMode: "live"}},
-		// checklist 44, 45, 51 and the rest of the env table.
+		// The env table of docker/sagemaker/serve.
 		{name: "env flags", layout: dirs("m"), env: map[string]string{
 			"SAGEMAKER_BIND_TO_PORT": "8000", "SAGEMAKER_SAFE_PORT_RANGE": "8081-9000",
 			"SAGEMAKER_TRITON_ALLOW_METRICS": "true", "SAGEMAKER_TRITON_METRICS_PORT": "8082",
