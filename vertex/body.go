@@ -15,7 +15,8 @@ import (
 // is followed by binary tensors; the header length follows the "=".
 const BinaryContentType = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 
-// headerSize reads the JSON header length from a Content-Type (spec §1.4):
+// headerSize reads the JSON header length from a Content-Type
+// (triton-inference-server/server src/vertex_ai_server.cc):
 // -1 when the prefix is absent (the whole body is JSON), else the value
 // parsed like C's stoi and checked against the body length. The texts are
 // Triton's. A body length < 0 (unknown: chunked) skips the upper bound,

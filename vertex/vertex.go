@@ -103,7 +103,8 @@ func (h *Handler) modelOf(r *http.Request) string {
 // Resolve picks the default model over the READY models (call it after the
 // start-up loads) and marks the handler ready. Unlike Triton it counts
 // model names, not versions, so one model with several READY versions
-// starts (spec §4.2, quirk fixed).
+// starts (a quirk of triton-inference-server/server src/vertex_ai_server.cc,
+// fixed).
 func (h *Handler) Resolve() error {
 	entries, err := h.core.Index(context.Background(), true)
 	if err != nil {
@@ -199,7 +200,8 @@ var (
 	repoTarget   = regexp.MustCompile(`^/v2/repository(?:/[^/]+)?/(index|models/[^/]+/(?:load|unload))$`)
 )
 
-// redirect serves X-Vertex-Ai-Triton-Redirect (spec §4.4). The base
+// redirect serves X-Vertex-Ai-Triton-Redirect (triton-inference-server/
+// server src/vertex_ai_server.cc). The base
 // handler of the target runs with the target's native method, so it also
 // applies the target's restriction category.
 func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string) {

@@ -111,7 +111,8 @@ func redirect(target string) map[string]string { return map[string]string{Redire
 
 const notAllowed = `{"error":"Method Not Allowed"}`
 
-// TestRoutes covers the Vertex checklist (spec §7 lines 58–70, 72, 74) on
+// TestRoutes covers the Vertex routes Triton tests (triton-inference-server/
+// server qa/L0_vertex_ai/test.sh, vertex_ai_test.py) on
 // a handler whose default model is "simple".
 func TestRoutes(t *testing.T) {
 	c, api := startCore(t, map[string]testModel{"simple": simpleModel, "id1": id1Model, "nb": nbModel}, httpapi.Options{})
@@ -121,12 +122,12 @@ func TestRoutes(t *testing.T) {
 		return map[string]string{"Content-Type": "application/vnd.vertex-ai-triton.binary+json;json-header-size=" + v}
 	}
 	cases := []routeCase{
-		// Health (line 58, §1.3).
+		// Health.
 		{name: "health GET ready", method: "GET", path: healthRoute, status: 200, exact: empty},
 		{name: "health query ignored", method: "GET", path: healthRoute + "?x=1", status: 200, exact: empty},
 		{name: "health POST", method: "POST", path: healthRoute, status: 405, ctype: "application/json", exact: str(notAllowed)},
 
-		// Default-model prediction (lines 59–61).
+		// Default-model prediction, JSON and binary.
 		{name: "predict v2 JSON", body: simpleBody(""), status: 200, ctype: "application/json",
 			contains: []string{`{"model_name":"simple","model_version":"1","outputs":[`, wantOutput0}, absent: []string{`"id"`}},
 		{name: "predict keeps id", body: strings.Replace(simpleBody(""), `{`, `{"id":"7",`, 1), status: 200, contains: []string{`{"id":"7","model_name":"simple"`}},
@@ -156,7 +157,7 @@ func TestRoutes(t *testing.T) {
 		{name: "predict bad shape", body: strings.Replace(simpleBody(""), "[1,16]", "[1,15]", 1), status: 500, ctype: "application/json", contains: []string{`{"error":"`}},
 		{name: "predict malformed JSON", body: `{"inputs":[`, status: 500, ctype: "application/json", contains: []string{`{"error":"failed to parse the request JSON buffer`}},
 
-		// Malformed binary content types (line 62); health stays 200 after.
+		// Malformed binary content types; health stays 200 after.
 		{name: "content type prefix not first", body: binBody, header: map[string]string{"Content-Type": "additional-string/application/vnd.vertex-ai-triton.binary+json;json-header-size=" + strconv.Itoa(binLen)},
 			status: 400, ctype: "application/json", contains: []string{"expect MIME type for binary data starts with"}},
 		{name: "content type non-numeric", body: binBody, header: bin("abc"), status: 400, contains: []string{"Unable to parse inference header size, got: abc"}},
@@ -166,7 +167,7 @@ func TestRoutes(t *testing.T) {
 		{name: "content type with trailing garbage", body: binBody, header: bin(strconv.Itoa(binLen) + "xyz"), status: 200, contains: []string{wantOutput0}},
 		{name: "health still ready", method: "GET", path: healthRoute, status: 200, exact: empty},
 
-		// Redirects (lines 63–70, 72).
+		// Redirects.
 		{name: "redirect infer", body: id1Body, header: redirect("v2/models/id1/infer"), status: 200, contains: []string{`"model_name":"id1"`, `"data":[1.0,2.0,3.0]`}},
 		{name: "redirect header lower case", body: id1Body, header: map[string]string{"x-vertex-ai-triton-redirect": "v2/models/id1/infer"}, status: 200, contains: []string{`"model_name":"id1"`}},
 		{name: "redirect versioned infer", body: id1Body, header: redirect("v2/models/id1/versions/1/infer"), status: 200, contains: []string{`"model_version":"1"`}},
@@ -211,12 +212,12 @@ func TestRoutes(t *testing.T) {
 		{name: "redirect trace", header: redirect("v2/models/simple/trace/setting"), status: 400, exact: empty},
 		{name: "redirect empty value", header: redirect(""), status: 400, exact: empty},
 
-		// Unmatched paths (line 74).
+		// Unmatched paths: 400, empty body.
 		{name: "unknown path", path: "/v2/models/simple/infer", body: simpleBody(""), status: 400, ctype: "text/plain", exact: empty},
 		{name: "predict route trailing slash", path: predictRoute + "/", body: simpleBody(""), status: 400, exact: empty},
 		{name: "health route prefix", method: "GET", path: "/v1/endpoints/123", status: 400, exact: empty},
 	}
-	// Refused targets (line 69).
+	// Refused targets: shared-memory register/unregister, load/unload.
 	for _, target := range []string{
 		"v2/systemsharedmemory/register", "v2/systemsharedmemory/unregister", "v2/systemsharedmemory/region/r/register",
 		"v2/cudasharedmemory/register", "v2/cudasharedmemory/region/r/unregister",
@@ -227,7 +228,7 @@ func TestRoutes(t *testing.T) {
 	runRoutes(t, base, cases)
 }
 
-// TestRestricted covers line 71 (and 69 with a valid header): redirects are
+// TestRestricted: redirects (refused ones too, with a valid header) are
 // restricted by their target's category; the default-model prediction by
 // "inference" only.
 func TestRestricted(t *testing.T) {
@@ -276,7 +277,7 @@ func TestRestricted(t *testing.T) {
 	})
 }
 
-// TestMaxInputSize covers line 73.
+// TestMaxInputSize: --http-max-input-size rejects oversized predict bodies.
 func TestMaxInputSize(t *testing.T) {
 	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{MaxInputSize: 128})
 	_, base := listen(t, c, api, "", true)
@@ -293,8 +294,9 @@ func TestMaxInputSize(t *testing.T) {
 	})
 }
 
-// TestStartup covers lines 52, 56, 57, the multi-version quirk fix, and
-// the not-ready answers before Resolve.
+// TestStartup covers the start-up errors (missing AIP_PREDICT_ROUTE, a
+// default model not loaded, several models and no default), the
+// multi-version quirk fix, and the not-ready answers before Resolve.
 func TestStartup(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	for _, c := range []struct {

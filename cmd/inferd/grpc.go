@@ -21,7 +21,8 @@ import (
 // newGRPC builds the gRPC service over srv with the --grpc-* options
 // (keepalive and ping policy, TLS, restricted protocols, response
 // compression, as in triton-inference-server/server
-// docs/customization_guide/inference_protocols.md) and binds spec; the actor serves it and drains it on stop.
+// docs/customization_guide/inference_protocols.md) and binds spec; the
+// actor serves it and drains it on stop.
 func newGRPC(cfg *config, srv *core.Server, loads *orca.Reporter, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
 	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression, Logger: log,
 		Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads, Trace: cfg.tracer}
