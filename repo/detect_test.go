@@ -8,8 +8,10 @@ import (
 	"testing"
 )
 
-// TestBackendDetectionEveryRoot: the §6.1 detection (the first sub-folder
-// holds model.onnx) gives the same answer for a model folder on local disk
+// TestBackendDetectionEveryRoot: Triton's backend detection (the first
+// sub-folder holds model.onnx; AutoCompleteBackendFields in
+// triton-inference-server/core src/model_config_utils.cc) gives the same
+// answer for a model folder on local disk
 // and the same folder in an object store, where Localize has fetched no
 // version's files yet.
 func TestBackendDetectionEveryRoot(t *testing.T) {

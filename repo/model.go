@@ -33,7 +33,8 @@ type ReadOptions struct {
 type Model struct {
 	Name string
 	Dir  string
-	// Config is the parsed and normalised configuration (§6.1); with
+	// Config is the parsed and normalised configuration (see
+	// modelconfig.Normalize); with
 	// auto-complete it may still lack inputs and outputs.
 	Config *modelconfig.ModelConfig
 	// HasConfigFile is false when the config was started empty.
@@ -76,7 +77,9 @@ func ReadModel(dir, name string, override *modelconfig.ModelConfig, opts ReadOpt
 	}
 	tree := treeOf(dir)
 	if m.Config.GetBackend() == "" && m.Config.GetPlatform() == "" && m.Config.GetDefaultModelFilename() == "" && firstSubdirHas(tree, modelconfig.FilenamePython) {
-		// A version folder holding model.py makes a Python model (§6.1).
+		// A version folder holding model.py makes a Python model
+		// (AutoCompleteBackendFields, triton-inference-server/core
+		// src/model_config_utils.cc).
 		m.Config.Backend = modelconfig.BackendPython
 	}
 	if err := modelconfig.Normalize(m.Config, name, firstSubdirHasModelONNX(tree)); err != nil {
@@ -149,7 +152,9 @@ func listVersions(dir string, log *slog.Logger) ([]int64, error) {
 	return out, nil
 }
 
-// firstSubdirHasModelONNX implements the backend detection of §6.1: the
+// firstSubdirHasModelONNX implements Triton's backend detection
+// (AutoCompleteBackendFields, triton-inference-server/core
+// src/model_config_utils.cc): the
 // first sub-folder in plain lexicographic order holds a model.onnx entry
 // (file or folder).
 func firstSubdirHasModelONNX(t folderTree) bool { return firstSubdirHas(t, "model.onnx") }

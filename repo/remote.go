@@ -172,7 +172,8 @@ type manifest struct {
 	// Listed is every path the store holds below the model folder, fetched
 	// or not. The copy's version folders stay empty until their version is
 	// selected; ReadModel learns what they hold from this listing (the
-	// backend detection of §6.1 looks into the first folder, which the
+	// backend detection, firstSubdirHasModelONNX, looks into the first
+	// folder, which the
 	// version policy may never select).
 	Listed []string `json:"listed"`
 }

@@ -163,7 +163,8 @@ func (s *Store) openErr(what string, err error) error {
 	return wrap(err, "gs://%s: bucket %q %s (credentials: %s)", s.bucket, s.bucket, what, s.creds)
 }
 
-// clientOptions finds credentials the way Triton does (§16.2): the
+// clientOptions finds credentials the way Triton does
+// (triton-inference-server/core src/filesystem/implementations/gcs.h): the
 // GOOGLE_APPLICATION_CREDENTIALS file, then the metadata server if it hands
 // out a token, then anonymous access. The gcloud application-default file
 // and the storage emulator are honoured too. source says which one won.

@@ -14,7 +14,8 @@ import (
 const MinComputeCapability = 6.0
 
 // NormalizeInstanceGroups fills in and then validates cfg.instance_group
-// for a model whose backend is known (spec §8). gpus lists the usable GPU
+// for a model whose backend is known (NormalizeInstanceGroup in
+// triton-inference-server/core src/model_config_utils.cc). gpus lists the usable GPU
 // ids (CUDA-visible and meeting MinComputeCapability); empty means a
 // CPU-only host. Ensembles are left untouched.
 //

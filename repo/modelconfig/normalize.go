@@ -11,8 +11,9 @@ import (
 const DefaultSequenceIdleMicroseconds = 1000 * 1000
 
 // Normalize applies the server-side completion Triton performs on every
-// poll/load, before any backend sees the configuration (model-repository
-// spec §6.1 steps 1-6): fill name, derive backend/platform/default file,
+// poll/load, before any backend sees the configuration (NormalizeModelConfig
+// and AutoCompleteBackendFields in triton-inference-server/core
+// src/model_config_utils.cc): fill name, derive backend/platform/default file,
 // default the version policy, preferred batch sizes, sequence idle time
 // and pinned-memory settings.
 //

@@ -6,7 +6,8 @@ import (
 )
 
 // Validate checks a normalised configuration against the repository- and
-// config-level rules Triton enforces when it polls a model (spec §2.6), in
+// config-level rules Triton enforces when it polls a model (ValidateModelConfig
+// in triton-inference-server/core src/model_config_utils.cc), in
 // Triton's order: the general configuration rules, then (when tensorRules
 // is set) the input/output rules, then that the name equals the directory
 // name.

@@ -15,8 +15,9 @@ type ensembleTensor struct {
 	next     []*ensembleTensor // tensors produced from this one
 }
 
-// validateEnsembleScheduling is Triton's static ensemble check (spec
-// §11.2): forbidden fields, complete steps, and a data flow in which every
+// validateEnsembleScheduling is Triton's static ensemble check
+// (ValidateEnsembleSchedulingConfig in triton-inference-server/core
+// src/model_config_utils.cc): forbidden fields, complete steps, and a data flow in which every
 // output is reachable from the inputs and every tensor is used. Checks
 // against the composing models happen when those are loaded. Maps are
 // walked in sorted key order so the reported error is deterministic.

@@ -6,7 +6,8 @@ import (
 )
 
 // SelectVersions applies cfg's version policy to the versions found on
-// disk (spec §7) and returns the ones to load, ascending.
+// disk (as VersionsToLoad in triton-inference-server/core
+// src/model_repository_manager/model_lifecycle.cc) and returns the ones to load, ascending.
 //
 //   - latest {num_versions: n}: the n highest; n = 0 selects nothing (only
 //     an absent policy means one, and Normalize makes that explicit).

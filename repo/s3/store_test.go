@@ -385,7 +385,8 @@ func TestOpenMissingCredentials(t *testing.T) {
 	}
 }
 
-// TestStaticKeysBeatProfile is checklist item 52: with both keys set,
+// TestStaticKeysBeatProfile: with both keys set, as in Triton
+// (triton-inference-server/core src/filesystem/implementations/s3.h),
 // AWS_PROFILE is not even read.
 func TestStaticKeysBeatProfile(t *testing.T) {
 	f := newFake(t)
