@@ -11,9 +11,8 @@ import (
 // TestBackendDetectionEveryRoot: Triton's backend detection (the first
 // sub-folder holds model.onnx; AutoCompleteBackendFields in
 // triton-inference-server/core src/model_config_utils.cc) gives the same
-// answer for a model folder on local disk
-// and the same folder in an object store, where Localize has fetched no
-// version's files yet.
+// answer for a model folder on local disk and the same folder in an object
+// store, where Localize has fetched no version's files yet.
 func TestBackendDetectionEveryRoot(t *testing.T) {
 	ctx := context.Background()
 	const undetermined = "Could not determine backend for model"
