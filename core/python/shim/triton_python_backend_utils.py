@@ -1,8 +1,9 @@
 # inferd's triton_python_backend_utils: the module Triton Python models
 # import, written for inferd to the API of triton-inference-server/
 # python_backend (README.md, src/pb_stub.cc,
-# src/resources/triton_python_backend_utils.py). The worker (inferd_python_worker.py) connects it to the server through the
-# hooks in _worker; everything else is plain Python over numpy.
+# src/resources/triton_python_backend_utils.py). The worker
+# (inferd_python_worker.py) connects it to the server through the hooks in
+# _worker; everything else is plain Python over numpy.
 
 import enum
 import json
