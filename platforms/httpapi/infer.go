@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -23,7 +24,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	}
 	env, err := s.decodeInfer(r, name)
 	if err != nil {
-		if ce, ok := err.(*core.Error); ok && ce.Code == core.CodeUnsupported && ce.Msg == "Unsupported compression type" {
+		if errors.Is(err, errUnsupportedEncoding) {
 			w.Header().Set("Accept-Encoding", "gzip, deflate")
 		}
 		writeError(w, err)

@@ -13,6 +13,10 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 )
 
+// errUnsupportedEncoding refuses a Content-Encoding other than gzip and
+// deflate (Triton's text); the handler then advertises what it accepts.
+var errUnsupportedEncoding = core.Errorf(core.CodeUnsupported, "Unsupported compression type")
+
 // Request bodies are read only as far as a limit: --http-max-input-size
 // for JSON texts, raw and decompressed bodies, and the JSON header plus
 // the binary blobs it announces for binary infer requests (the limit is
@@ -174,7 +178,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		}
 		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
 	default:
-		return nil, core.Errorf(core.CodeUnsupported, "Unsupported compression type")
+		return nil, errUnsupportedEncoding
 	}
 
 	if !hasHeader {
