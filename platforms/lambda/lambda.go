@@ -89,7 +89,8 @@ const (
 	kindALB
 )
 
-// probe holds the members that decide the event type (§5.3 detection order).
+// probe holds the members that decide the event type (inferd's detection
+// order: see detect).
 type probe struct {
 	Version        string          `json:"version"`
 	HTTPMethod     json.RawMessage `json:"httpMethod"`
@@ -386,8 +387,8 @@ func (r request) build(ctx context.Context) (*http.Request, error) {
 	hr.RemoteAddr = r.remoteAddr
 	hr.Header = r.header
 	hr.Header.Del("Transfer-Encoding") // the body is complete: its length is known
-	// §1.4 reads the body length from Content-Length, so it must be the
-	// decoded size, not whatever the client sent before base64.
+	// The v2 handlers read the body length from Content-Length, so it must
+	// be the decoded size, not whatever the client sent before base64.
 	hr.ContentLength = int64(len(body))
 	hr.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return hr, nil
@@ -464,7 +465,8 @@ func (a *Handler) respond(kind eventKind, multi bool, w *bufferedWriter) any {
 	}
 }
 
-// errorResponse answers with a §1.1 error body in kind's response type.
+// errorResponse answers with a v2 error body ({"error": msg}) in kind's
+// response type.
 func (a *Handler) errorResponse(kind eventKind, multi bool, status int, msg string) any {
 	b, _ := json.Marshal(struct {
 		Error string `json:"error"`
