@@ -79,29 +79,30 @@ func rewriteBody(r *http.Request, path string, body []byte) *http.Request {
 	return req
 }
 
-// recorder buffers a base-server reply that needs a look before it is sent.
-type recorder struct {
+// replyBuffer holds a base-server reply that needs a look before it is
+// sent: its header, status and body, until copyTo writes them out.
+type replyBuffer struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
 }
 
-func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+func newReplyBuffer() *replyBuffer { return &replyBuffer{header: http.Header{}} }
 
-func (r *recorder) Header() http.Header { return r.header }
+func (r *replyBuffer) Header() http.Header { return r.header }
 
-func (r *recorder) WriteHeader(status int) {
+func (r *replyBuffer) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
 	}
 }
 
-func (r *recorder) Write(b []byte) (int, error) {
+func (r *replyBuffer) Write(b []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
 	return r.body.Write(b)
 }
 
-func (r *recorder) copyTo(w http.ResponseWriter) {
+func (r *replyBuffer) copyTo(w http.ResponseWriter) {
 	for k, v := range r.header {
 		w.Header()[k] = v
 	}

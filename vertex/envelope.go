@@ -48,13 +48,13 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	rec := newRecorder()
-	h.api.ServeHTTP(rec, rewriteBody(r, path, body))
-	if rec.status != http.StatusOK {
-		rec.copyTo(w)
+	reply := newReplyBuffer()
+	h.api.ServeHTTP(reply, rewriteBody(r, path, body))
+	if reply.status != http.StatusOK {
+		reply.copyTo(w)
 		return
 	}
-	out, err := predictions(rec.body.Bytes(), n, cfg.GetMaxBatchSize() > 0)
+	out, err := predictions(reply.body.Bytes(), n, cfg.GetMaxBatchSize() > 0)
 	if err != nil {
 		httpapi.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -62,7 +62,7 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 	// The base route's load report (endpoint-load-metrics-format) goes
 	// with the translated reply.
 	for _, k := range [...]string{orca.Header, orca.BinHeader} {
-		if v, ok := rec.header[k]; ok {
+		if v, ok := reply.header[k]; ok {
 			w.Header()[k] = v
 		}
 	}

@@ -183,13 +183,13 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 		h.api.ServeHTTP(w, req)
 		return
 	}
-	rec := newRecorder()
-	h.api.ServeHTTP(rec, req)
-	if rec.status == http.StatusOK {
+	reply := newReplyBuffer()
+	h.api.ServeHTTP(reply, req)
+	if reply.status == http.StatusOK {
 		httpapi.WriteEmpty(w, http.StatusBadRequest)
 		return
 	}
-	rec.copyTo(w)
+	reply.copyTo(w)
 }
 
 // Redirect targets, as Triton's regular expressions match them.
