@@ -268,17 +268,17 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 	if present {
 		fwd.Header.Set(codec.HeaderLengthName, strconv.Itoa(size))
 	}
-	rec := &recorder{w: w, hold: mme}
-	h.api.ServeHTTP(rec, fwd)
-	if rec.held {
+	reply := &inferWriter{w: w, hold: mme}
+	h.api.ServeHTTP(reply, fwd)
+	if reply.held {
 		status := http.StatusBadRequest
 		switch {
-		case rec.status == http.StatusForbidden:
-			status = rec.status
-		case hasOOMMarker(rec.body.String()):
+		case reply.status == http.StatusForbidden:
+			status = reply.status
+		case hasOOMMarker(reply.body.String()):
 			status = http.StatusInsufficientStorage
 		}
-		rec.flush(status)
+		reply.flush(status)
 	}
 }
 
@@ -298,10 +298,10 @@ func (h *handler) restricted(w http.ResponseWriter, r *http.Request, category st
 	return h.api.Restricted(w, r, category)
 }
 
-// recorder passes a base-server reply through, giving a binary reply the
-// SageMaker content type. With hold it keeps error replies (status >= 400)
-// for the caller to re-status.
-type recorder struct {
+// inferWriter passes a base-server infer reply through, giving a binary
+// reply the SageMaker content type. With hold it keeps error replies
+// (status >= 400) for the caller to re-status.
+type inferWriter struct {
 	w      http.ResponseWriter
 	hold   bool
 	status int
@@ -310,46 +310,46 @@ type recorder struct {
 	body   bytes.Buffer
 }
 
-func (rc *recorder) Header() http.Header { return rc.w.Header() }
+func (iw *inferWriter) Header() http.Header { return iw.w.Header() }
 
-func (rc *recorder) WriteHeader(status int) {
-	if rc.wrote || rc.held {
+func (iw *inferWriter) WriteHeader(status int) {
+	if iw.wrote || iw.held {
 		return
 	}
-	rc.status = status
-	if rc.hold && status >= 400 {
-		rc.held = true
+	iw.status = status
+	if iw.hold && status >= 400 {
+		iw.held = true
 		return
 	}
-	hdr := rc.w.Header()
+	hdr := iw.w.Header()
 	if n := hdr.Get(codec.HeaderLengthName); n != "" {
 		if v, err := strconv.Atoi(n); err == nil {
 			hdr.Set("Content-Type", binaryContentType(v))
 		}
 		hdr.Del(codec.HeaderLengthName)
 	}
-	rc.wrote = true
-	rc.w.WriteHeader(status)
+	iw.wrote = true
+	iw.w.WriteHeader(status)
 }
 
-func (rc *recorder) Write(p []byte) (int, error) {
-	if !rc.wrote && !rc.held {
-		rc.WriteHeader(http.StatusOK)
+func (iw *inferWriter) Write(p []byte) (int, error) {
+	if !iw.wrote && !iw.held {
+		iw.WriteHeader(http.StatusOK)
 	}
-	if rc.held {
-		return rc.body.Write(p)
+	if iw.held {
+		return iw.body.Write(p)
 	}
-	return rc.w.Write(p)
+	return iw.w.Write(p)
 }
 
 // Unwrap lets http.ResponseController reach the connection.
-func (rc *recorder) Unwrap() http.ResponseWriter { return rc.w }
+func (iw *inferWriter) Unwrap() http.ResponseWriter { return iw.w }
 
 // flush sends a held reply with the given status.
-func (rc *recorder) flush(status int) {
-	rc.w.Header().Set("Content-Length", strconv.Itoa(rc.body.Len()))
-	rc.w.WriteHeader(status)
-	_, _ = rc.w.Write(rc.body.Bytes())
+func (iw *inferWriter) flush(status int) {
+	iw.w.Header().Set("Content-Length", strconv.Itoa(iw.body.Len()))
+	iw.w.WriteHeader(status)
+	_, _ = iw.w.Write(iw.body.Bytes())
 }
 
 // oomMarkers are the substrings that make an MME load or invoke failure a
