@@ -21,9 +21,10 @@
 //     refused (403), anything unknown is 400.
 //   - anything else: 400 with an empty body.
 //
-// Beyond Triton, the predict route also accepts Vertex's standard envelope,
-// so `gcloud ai endpoints predict` works. A JSON body whose top-level object
-// has an "instances" member and no "inputs" member is translated:
+// Beyond Triton, the predict route also accepts Vertex's standard
+// {"instances": [...]} request, so `gcloud ai endpoints predict` works. A
+// JSON body whose top-level object has an "instances" member and no
+// "inputs" member is translated:
 //
 //   - Each instance is either that input's row (only for one-input models)
 //     or an object keyed by input name (any model). Every instance uses the

@@ -249,11 +249,11 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 }
 
 // infer serves an inference on model through the base route path, with
-// Vertex's body framing. envelope allows the "instances" translation.
-// Only a body that may be an envelope (JSON, on the predict route) is read
-// here, and no further than --http-max-input-size; any other goes to the
-// base server unread, which reads it within its limits.
-func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, envelope bool) {
+// Vertex's body framing. instances allows the "instances" translation.
+// Only a body that may be an "instances" request (JSON, on the predict
+// route) is read here, and no further than --http-max-input-size; any other
+// goes to the base server unread, which reads it within its limits.
+func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, instances bool) {
 	if r.Method != http.MethodPost {
 		// The base route answers 403 (restricted) or 405 with JSON.
 		h.api.ServeHTTP(w, rewrite(r, r.Method, path))
@@ -264,7 +264,7 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !envelope || jsonLen >= 0 {
+	if !instances || jsonLen >= 0 {
 		req := rewriteStream(r, path)
 		if jsonLen >= 0 {
 			req.Header.Set(codec.HeaderLengthName, strconv.Itoa(jsonLen))
@@ -282,8 +282,8 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if top, ok := detectEnvelope(body); ok {
-		h.predictEnvelope(w, r, model, path, top)
+	if top, ok := instancesBody(body); ok {
+		h.predictInstances(w, r, model, path, top)
 		return
 	}
 	h.api.ServeHTTP(w, rewriteBody(r, path, body))

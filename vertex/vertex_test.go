@@ -256,8 +256,8 @@ func TestRestricted(t *testing.T) {
 	)
 	runRoutes(t, base, cases)
 
-	// inference and health restricted: the predict route, the envelope and
-	// early body errors all answer 403 first.
+	// inference and health restricted: the predict route, an "instances"
+	// request and early body errors all answer 403 first.
 	restricted = map[string]httpapi.Restriction{}
 	must(t, httpapi.ParseRestriction(restricted, "inference,health:X-Auth=secret"))
 	c, api = startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{Restricted: restricted})
@@ -267,8 +267,8 @@ func TestRestricted(t *testing.T) {
 	runRoutes(t, base, []routeCase{
 		{name: "predict without header", body: id1Body, status: 403, exact: str(restrictedMsg)},
 		{name: "predict with header", body: id1Body, header: auth, status: 200},
-		{name: "envelope without header", body: `{"instances":[[1]]}`, status: 403, exact: str(restrictedMsg)},
-		{name: "bad envelope without header", body: `{"instances":[]}`, status: 403, exact: str(restrictedMsg)},
+		{name: "instances without header", body: `{"instances":[[1]]}`, status: 403, exact: str(restrictedMsg)},
+		{name: "bad instances without header", body: `{"instances":[]}`, status: 403, exact: str(restrictedMsg)},
 		{name: "bad content type without header", body: id1Body, header: badCT, status: 403, exact: str(restrictedMsg)},
 		{name: "bad content type with header", body: id1Body, header: map[string]string{"Content-Type": badCT["Content-Type"], "X-Auth": "secret"}, status: 400},
 		{name: "redirect infer without header", body: id1Body, header: redirect("v2/models/id1/infer"), status: 403},
@@ -289,7 +289,7 @@ func TestMaxInputSize(t *testing.T) {
 	runRoutes(t, base, []routeCase{
 		{name: "small", body: id1Body, status: 200},
 		{name: "oversized", body: bigBody, status: 400, contains: []string{"--http-max-input-size"}},
-		{name: "oversized envelope", body: `{"instances":[[` + strings.Join(big, ",") + `]]}`, status: 400, contains: []string{"--http-max-input-size"}},
+		{name: "oversized instances", body: `{"instances":[[` + strings.Join(big, ",") + `]]}`, status: 400, contains: []string{"--http-max-input-size"}},
 		{name: "oversized redirect", body: bigBody, header: redirect("v2/models/id1/infer"), status: 400},
 	})
 }
@@ -398,8 +398,8 @@ func newServer(t *testing.T, h http.Handler) string {
 	return base
 }
 
-// TestEnvelope covers the "instances" → "predictions" translation.
-func TestEnvelope(t *testing.T) {
+// TestInstances covers the "instances" → "predictions" translation.
+func TestInstances(t *testing.T) {
 	c, api := startCore(t, map[string]testModel{"simple": simpleModel, "id1": id1Model, "nb": nbModel}, httpapi.Options{})
 	bases := map[string]string{}
 	for _, m := range []string{"simple", "id1", "nb"} {
@@ -442,7 +442,7 @@ func TestEnvelope(t *testing.T) {
 		{"wrong element count", "simple", `{"instances":[{"INPUT0":[1],"INPUT1":[1]}]}`, 400, "input 'INPUT0', instance 0 has 1 values, want 16"},
 		{"ragged nesting", "nb", `{"instances":[[[1,2],[3]]]}`, 400, "instance 0 has 3 values, want 4"},
 		{"too many instances", "id1", `{"instances":[[1],[1],[1],[1],[1],[1],[1],[1],[1]]}`, 400, `"error":`},
-		{"malformed envelope", "id1", `{"instances":[[1]`, 500, "failed to parse the request JSON buffer"},
+		{"malformed instances", "id1", `{"instances":[[1]`, 500, "failed to parse the request JSON buffer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, h, body := do(t, http.MethodPost, bases[c.model]+predictRoute, map[string]string{"Content-Type": "application/json"}, c.body)

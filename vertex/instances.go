@@ -16,10 +16,10 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// detectEnvelope reports whether body is a Vertex {"instances": ...}
-// envelope and returns its top-level members. A v2 body names "inputs";
+// instancesBody reports whether body is a Vertex {"instances": ...}
+// request and returns its top-level members. A v2 body names "inputs";
 // the substring test keeps v2 bodies from being parsed twice.
-func detectEnvelope(body []byte) (map[string]json.RawMessage, bool) {
+func instancesBody(body []byte) (map[string]json.RawMessage, bool) {
 	if !bytes.Contains(body, []byte(`"instances"`)) {
 		return nil, false
 	}
@@ -32,9 +32,9 @@ func detectEnvelope(body []byte) (map[string]json.RawMessage, bool) {
 	return top, instances && !inputs
 }
 
-// predictEnvelope serves an "instances" envelope on model through the base
+// predictInstances serves an "instances" request on model through the base
 // infer route and maps the outputs to "predictions".
-func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model, path string, top map[string]json.RawMessage) {
+func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model, path string, top map[string]json.RawMessage) {
 	mv, release, err := h.core.Acquire(model, core.LatestVersion)
 	if err != nil {
 		// The base route reports the lookup failure with its own status.
@@ -43,7 +43,7 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 	}
 	cfg := mv.Config
 	release()
-	body, n, err := envelopeRequest(model, cfg, top)
+	body, n, err := v2Request(model, cfg, top)
 	if err != nil {
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -71,9 +71,9 @@ func (h *Handler) predictEnvelope(w http.ResponseWriter, r *http.Request, model,
 	_, _ = w.Write(out)
 }
 
-// envelopeRequest builds the v2 request for the envelope's instances and
-// returns it with the number of instances.
-func envelopeRequest(model string, cfg *modelconfig.ModelConfig, top map[string]json.RawMessage) ([]byte, int, error) {
+// v2Request builds the v2 request for the request's instances and returns
+// it with the number of instances.
+func v2Request(model string, cfg *modelconfig.ModelConfig, top map[string]json.RawMessage) ([]byte, int, error) {
 	var instances []json.RawMessage
 	if err := json.Unmarshal(top["instances"], &instances); err != nil || len(instances) == 0 {
 		return nil, 0, badRequest("'instances' must be a non-empty JSON array")
