@@ -46,7 +46,7 @@ type ModelVersion struct {
 	log      *slog.Logger
 	inflight sync.WaitGroup
 	carry    *metricCarry
-	load     loadWindow // touched only by Load (ORCA reports)
+	util     utilizationWindow // touched only by Utilization (ORCA reports)
 	// files is the load override's folder the version was loaded from
 	// (nil: the repository's), released once the version is closed.
 	files *overrideDir

@@ -53,7 +53,7 @@ type Stats struct {
 	// summaries and histograms live in the metrics package).
 	obs Observer
 	// loadedAt is when the version finished loading: where its first
-	// load window (load.go) starts.
+	// utilization window (utilization.go) starts.
 	loadedAt time.Time
 }
 

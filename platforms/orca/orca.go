@@ -122,22 +122,22 @@ func New(opts Options) *Reporter {
 // Report is mv's load report now: the standard fields and the named
 // metrics (the KV-cache ones when the family exists).
 func (r *Reporter) Report(mv *core.ModelVersion) *xds.OrcaLoadReport {
-	l := mv.Load()
+	u := mv.Utilization()
 	now := time.Now()
 	p := r.proc.figures(now)
 	rep := &xds.OrcaLoadReport{
 		CpuUtilization:         p.cpu,
 		MemUtilization:         p.mem,
-		ApplicationUtilization: l.Utilization,
-		RpsFractional:          l.RPS,
-		Eps:                    l.EPS,
+		ApplicationUtilization: u.Compute,
+		RpsFractional:          u.RPS,
+		Eps:                    u.EPS,
 		NamedMetrics: map[string]float64{
-			QueueSize: float64(l.Pending),
-			BatchFill: l.BatchFill,
+			QueueSize: float64(u.Pending),
+			BatchFill: u.BatchFill,
 		},
 	}
-	if l.Instances > 0 {
-		rep.NamedMetrics[InstanceUtil] = float64(l.Busy) / float64(l.Instances)
+	if u.Instances > 0 {
+		rep.NamedMetrics[InstanceUtil] = float64(u.Busy) / float64(u.Instances)
 	}
 	if util, capacity, ok := r.kv(now); ok {
 		rep.NamedMetrics[KVUtilization] = util
@@ -352,7 +352,7 @@ func newProcess(root string, now time.Time) *process {
 
 // figures returns CPU utilisation (process CPU time over the window, per
 // available CPU) and memory utilisation (resident set over the limit),
-// windowed as core.ModelVersion.Load does.
+// windowed as core.ModelVersion.Utilization does.
 func (p *process) figures(now time.Time) procFigures {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -364,7 +364,7 @@ func (p *process) figures(now time.Time) procFigures {
 	if secs := now.Sub(p.base.at).Seconds(); secs > 0 && p.cpus > 0 && cur.cpu >= p.base.cpu {
 		f.cpu = (cur.cpu - p.base.cpu).Seconds() / secs / p.cpus
 	}
-	if now.Sub(p.next.at) >= core.LoadWindow {
+	if now.Sub(p.next.at) >= core.UtilizationWindow {
 		p.base, p.next = p.next, cur
 	}
 	if rss := residentBytes(p.root); rss > 0 && p.memLimit > 0 {
