@@ -86,8 +86,6 @@ type Envelope struct {
 	DefaultKind OutputKind
 	// Sequence is parsed from the request parameters.
 	Sequence Sequence
-	// HeaderLength is the byte length of the JSON header (0 for raw).
-	HeaderLength int
 }
 
 // OutputKind returns how output name is to be returned.
@@ -126,7 +124,7 @@ func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (
 		}
 		st := &RequestHeader{}
 		env := &st.env
-		env.Request, env.HeaderLength = &st.req, 0
+		env.Request = &st.req
 		st.req.ModelName, st.req.ModelVersion = model, core.LatestVersion
 		env.Request.Raw = true
 		env.Request.Inputs = []*core.Tensor{{Data: body}}
@@ -160,7 +158,7 @@ func ParseRequestHeader(model string, header []byte, maxInputSize int64) (*Reque
 		return nil, JSONTooLargeError(int64(len(header)), maxInputSize)
 	}
 	h := &RequestHeader{}
-	h.env.Request, h.env.HeaderLength = &h.req, len(header)
+	h.env.Request = &h.req
 	h.req.ModelName, h.req.ModelVersion = model, core.LatestVersion
 	h.dec = decoder{model: model, off: len(header), max: maxInputSize, env: &h.env}
 	if err := h.dec.doc.parse(header); err != nil {
