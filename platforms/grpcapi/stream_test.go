@@ -374,3 +374,56 @@ func TestModelStreamInferDecoupledCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestModelStreamInferEmptyFinalResponse sends a decoupled request with
+// triton_enable_empty_final_response true, false, absent and of the wrong
+// type on one stream: only true adds the empty final message, and the
+// wrong type is answered in-band with v2's INVALID_ARG text.
+func TestModelStreamInferEmptyFinalResponse(t *testing.T) {
+	h := start(t, servertest.Options{Repo: conformanceRepo(t)}, Options{})
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	with := func(id string, p *pb.InferParameter) *pb.ModelInferRequest {
+		req := repeatRequest(id, 2)
+		if p != nil {
+			req.Parameters = map[string]*pb.InferParameter{"triton_enable_empty_final_response": p}
+		}
+		return req
+	}
+	servertest.Must(t, st.Send(with("on", &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}})))
+	servertest.Must(t, st.Send(with("off", &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}})))
+	servertest.Must(t, st.Send(with("absent", nil)))
+	servertest.Must(t, st.Send(with("bad", &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 1}})))
+	servertest.Must(t, st.CloseSend())
+	msgs := map[string][]*pb.ModelStreamInferResponse{}
+	for {
+		resp, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		servertest.Must(t, err)
+		id := resp.GetInferResponse().GetId()
+		msgs[id] = append(msgs[id], resp)
+	}
+	for _, id := range []string{"on", "off", "absent"} {
+		want := 2
+		if id == "on" {
+			want = 3
+		}
+		if len(msgs[id]) != want {
+			t.Fatalf("%s: %d messages, want %d", id, len(msgs[id]), want)
+		}
+		for i, m := range msgs[id] {
+			ir := m.GetInferResponse()
+			final := ir.GetParameters()["triton_final_response"].GetBoolParam()
+			empty := i == 2
+			if m.GetErrorMessage() != "" || final != empty || (len(ir.GetOutputs()) == 0) != empty {
+				t.Fatalf("%s message %d: %v", id, i, m)
+			}
+		}
+	}
+	bad := msgs["bad"]
+	if len(bad) != 1 || bad[0].GetErrorMessage() != "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param." {
+		t.Fatalf("bad: %v", bad)
+	}
+}
