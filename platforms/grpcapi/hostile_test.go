@@ -119,7 +119,7 @@ output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
 		if useRaw {
 			in.RawInputContents = [][]byte{raw}
 		}
-		req, err := inferRequest(in, nil)
+		req, _, err := inferRequest(in, nil)
 		if err != nil {
 			return
 		}

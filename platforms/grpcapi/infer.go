@@ -31,7 +31,7 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 		sel := s.opts.HeaderForward.Select(md)
 		fh = &sel
 	}
-	mv, release, req, err := s.prepareInfer(in, errDecoupled, fh)
+	mv, release, req, _, err := s.prepareInfer(in, errDecoupled, fh)
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -79,22 +79,22 @@ func checkResponseSize(out *pb.ModelInferResponse) error {
 // model lookup (decoupled, when non-nil, refuses a decoupled model) and
 // the request conversion, fh the call's forwarded headers. On success the
 // caller owns release.
-func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error, fh *v2.ForwardedHeaders) (*core.ModelVersion, func(), *core.InferRequest, error) {
+func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error, fh *v2.ForwardedHeaders) (mv *core.ModelVersion, release func(), req *core.InferRequest, emptyFinal bool, err error) {
 	version, err := v2.ParseVersion(in.GetModelVersion())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
-	mv, release, err := v2.Acquire(s.core, in.GetModelName(), version, decoupled)
+	mv, release, err = v2.Acquire(s.core, in.GetModelName(), version, decoupled)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
-	req, err := inferRequest(in, fh)
+	req, emptyFinal, err = inferRequest(in, fh)
 	if err != nil {
 		release()
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	req.ModelVersion = mv.Version
-	return mv, release, req, nil
+	return mv, release, req, emptyFinal, nil
 }
 
 func invalidArg(format string, args ...any) error {
@@ -131,18 +131,20 @@ func inferParam(p *pb.InferParameter) v2.Param {
 // src/grpc/infer_handler.cc): request id and parameters, inputs and outputs,
 // forwarded headers, input data, output options (the core validates the
 // rest); fh (nil: none) are the headers it forwards. Raw input contents
-// become tensor data without a copy.
-func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+// become tensor data without a copy. emptyFinal is the request's
+// triton_enable_empty_final_response, which only ModelStreamInfer uses.
+func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (req *core.InferRequest, emptyFinal bool, err error) {
 	model := in.GetModelName()
-	req := &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
+	req = &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
 	// No parameters read as the zero InferParams, which a new request
 	// already holds.
 	if len(in.GetParameters()) > 0 {
 		params, err := v2.ReadInferParams(inferParams(in.GetParameters()))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		params.Apply(req)
+		emptyFinal = params.EmptyFinalResponse
 	}
 
 	inputs := in.GetInputs()
@@ -151,7 +153,7 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.Infe
 	var seen codec.Names
 	for i, t := range inputs {
 		if seen.Add(t.GetName()) {
-			return nil, codec.DuplicateInput(req.ID, t.GetName())
+			return nil, false, codec.DuplicateInput(req.ID, t.GetName())
 		}
 		tensors[i] = core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
 		req.Inputs[i] = &tensors[i]
@@ -161,14 +163,14 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.Infe
 		var seen codec.Names
 		for i, o := range outs {
 			if seen.Add(o.GetName()) {
-				return nil, codec.DuplicateOutput(o.GetName())
+				return nil, false, codec.DuplicateOutput(o.GetName())
 			}
 			req.Outputs[i].Name = o.GetName()
 		}
 	}
 	if fh != nil {
 		if err := fh.Apply(req); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 
@@ -176,23 +178,23 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.Infe
 	next := 0
 	for i, t := range inputs {
 		if err := sharedMemory(t.GetName(), t.GetParameters()); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch {
 		case t.GetContents() != nil:
 			if len(raw) > 0 {
-				return nil, invalidArg("contents field must not be specified when using raw_input_contents for '%s' for model '%s'", t.GetName(), model)
+				return nil, false, invalidArg("contents field must not be specified when using raw_input_contents for '%s' for model '%s'", t.GetName(), model)
 			}
 			data, err := typedContents(t, model)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			req.Inputs[i].Data = data
 		case next < len(raw):
 			req.Inputs[i].Data = raw[next]
 			next++
 		default:
-			return nil, invalidArg("unable to find data for input tensor '%s' for model '%s' in request.", t.GetName(), model)
+			return nil, false, invalidArg("unable to find data for input tensor '%s' for model '%s' in request.", t.GetName(), model)
 		}
 	}
 
@@ -200,20 +202,20 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (*core.Infe
 		p := o.GetParameters()
 		class, hasClass := p["classification"]
 		if _, hasShm := p["shared_memory_region"]; hasShm && hasClass {
-			return nil, invalidArg("output can't set both 'shared_memory_region' and 'classification'")
+			return nil, false, invalidArg("output can't set both 'shared_memory_region' and 'classification'")
 		}
 		if err := sharedMemory(o.GetName(), p); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if hasClass {
 			k, err := v2.ClassCount(inferParam(class))
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			req.Outputs[i].ClassCount = k
 		}
 	}
-	return req, nil
+	return req, emptyFinal, nil
 }
 
 // sharedMemory checks a tensor's shared-memory parameters

@@ -187,7 +187,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		return true
 	}
 	recv := s.traceClock()
-	mv, release, req, err := s.prepareInfer(in, nil, fh)
+	mv, release, req, emptyFinal, err := s.prepareInfer(in, nil, fh)
 	if err != nil {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
@@ -214,7 +214,6 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 	// The model's send never waits: a response that finds the stream's
 	// outbox full ends the request, cancelled, so that a client that does
 	// not read holds back neither a Python worker nor an instance.
-	emptyFinal := in.GetParameters()["triton_enable_empty_final_response"].GetBoolParam()
 	go func() {
 		defer finishTrace(tr)
 		defer release()
