@@ -1,5 +1,8 @@
-// Command inferd serves a Triton model repository of ONNX models over the
-// KServe v2 HTTP API, with Prometheus metrics.
+// Command inferd serves Triton model repositories (ONNX, Python and
+// ensemble models, from local folders, s3:// or gs://) over the KServe v2
+// HTTP and gRPC APIs, with Prometheus metrics; the same binary is the
+// SageMaker (`inferd serve`), Vertex AI and AWS Lambda container.
+// `inferd perf` is a load tool for any KServe v2 HTTP server.
 package main
 
 import (
