@@ -1,6 +1,9 @@
 // Package repo reads Triton model repositories: the layout of model and
 // version folders, config.pbtxt selection and label files. Where the bytes
-// come from (a local folder now; s3:// and gs:// later) hides behind Source.
+// come from hides behind Source: a local folder (Dir, or Mapped when
+// folders are served under other names), or an s3:// or gs:// root
+// (Remote, over a Store from repo/s3 or repo/gcs) whose models are copied
+// to local disk before they are read. A Set joins several roots.
 package repo
 
 import (
