@@ -7,6 +7,8 @@
 // It is a thin translation layer: health and inference requests are
 // rewritten onto the base KServe v2 server (httpapi) and its replies
 // adjusted where SageMaker differs; model management goes to the core.
+// ServeArgs is the container's `serve` entrypoint, which turns the
+// SageMaker environment into inferd's flags.
 package sagemaker
 
 import (
