@@ -46,6 +46,8 @@ var flagEnv = []struct{ env, flag, def string }{
 	{"SAGEMAKER_TRITON_THREAD_COUNT", "sagemaker-thread-count", "8"},
 	{"SAGEMAKER_TRITON_LOG_VERBOSE", "log-verbose", "true"},
 	{"SAGEMAKER_TRITON_LOG_INFO", "log-info", ""},
+	{"SAGEMAKER_TRITON_LOG_WARNING", "log-warning", ""},
+	{"SAGEMAKER_TRITON_LOG_ERROR", "log-error", ""},
 	{"SAGEMAKER_TRITON_ALLOW_GRPC", "allow-grpc", "false"},
 	{"SAGEMAKER_TRITON_GRPC_PORT", "grpc-port", ""},
 }
@@ -56,12 +58,10 @@ var flagEnv = []struct{ env, flag, def string }{
 var ignoredEnv = []struct{ env, why string }{
 	{"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING", "inferd has no model namespacing (unknown models answer 404, not 400)"},
 	{"SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT", "inferd has no buffer manager"},
-	{"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "inferd has no python backend"},
-	{"SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", "inferd has no python backend"},
+	{"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "inferd's Python backend sizes its own shared memory (--backend-config=python,tensor-arena-byte-size)"},
+	{"SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", "inferd's Python backend sizes its own shared memory (--backend-config=python,tensor-arena-byte-size)"},
 	{"SAGEMAKER_TRITON_TENSORFLOW_VERSION", "inferd has no tensorflow backend"},
 	{"SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT", "inferd has no model load GPU limit"},
-	{"SAGEMAKER_TRITON_LOG_WARNING", "inferd has no --log-warning"},
-	{"SAGEMAKER_TRITON_LOG_ERROR", "inferd has no --log-error"},
 }
 
 // IgnoredEnv lists, as "NAME=value: reason", the SageMaker settings that are

@@ -86,6 +86,8 @@ func TestServeArgs(t *testing.T) {
 			absent: []string{"--sagemaker-port=8080", "--allow-metrics=false", "--allow-grpc=true"}},
 		{name: "grpc", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_ALLOW_GRPC": "true", "SAGEMAKER_TRITON_GRPC_PORT": "9001"},
 			args: []string{"--allow-grpc=true", "--grpc-port=9001"}},
+		{name: "log switches", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_LOG_WARNING": "false", "SAGEMAKER_TRITON_LOG_ERROR": "true"},
+			args: []string{"--log-warning=false", "--log-error=true"}},
 		{name: "numeric log level", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_LOG_VERBOSE": "2"}, args: []string{"--log-verbose=2"}},
 		{name: "additional args", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_ADDITIONAL_ARGS": "  --load-model=extra\t--strict-readiness=false \n"},
 			args: []string{"--load-model=m", "--load-model=extra", "--strict-readiness=false"}},
