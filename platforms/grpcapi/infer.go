@@ -348,23 +348,60 @@ func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
 	if len(resp.Parameters) > 0 {
 		out.Parameters = make(map[string]*pb.InferParameter, len(resp.Parameters))
 		for k, v := range resp.Parameters {
-			var p pb.InferParameter
-			switch v := v.(type) {
-			case bool:
-				p.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: v}
-			case int64:
-				p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: v}
-			case int:
-				p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
-			case string:
-				p.ParameterChoice = &pb.InferParameter_StringParam{StringParam: v}
-			case float64:
-				p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: v}
-			default:
-				return nil, core.Errorf(core.CodeUnsupported, "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported")
+			p, err := responseParameter(k, v)
+			if err != nil {
+				return nil, err
 			}
-			out.Parameters[k] = &p
+			out.Parameters[k] = p
 		}
 	}
 	return out, nil
+}
+
+// responseParameter is one response parameter as gRPC carries it. It takes
+// the same Go types as the HTTP writer (codec.AppendParameterValue), with
+// the same errors, so one core response reads alike on both transports:
+// signed integers as int64_param, unsigned as uint64_param, floats as
+// double_param (Triton's response parameters are bool, int, string,
+// double and bytes: triton-inference-server/core include/triton/core/
+// tritonserver.h, TRITONSERVER_ParameterType).
+func responseParameter(name string, v any) (*pb.InferParameter, error) {
+	var p pb.InferParameter
+	switch v := v.(type) {
+	case bool:
+		p.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: v}
+	case string:
+		p.ParameterChoice = &pb.InferParameter_StringParam{StringParam: v}
+	case int:
+		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
+	case int8:
+		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
+	case int16:
+		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
+	case int32:
+		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
+	case int64:
+		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: v}
+	case uint:
+		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
+	case uint8:
+		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
+	case uint16:
+		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
+	case uint32:
+		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
+	case uint64:
+		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: v}
+	case float32:
+		p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: float64(v)}
+	case float64:
+		p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: v}
+	default:
+		// The HTTP writer's errors, for bytes and for anything else.
+		if _, err := codec.AppendParameterValue(nil, name, v); err != nil {
+			return nil, err
+		}
+		return nil, core.Errorf(core.CodeInternal, "response parameter '%s' has unsupported type %T", name, v)
+	}
+	return &p, nil
 }
