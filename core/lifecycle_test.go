@@ -75,6 +75,18 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 	return s, b
 }
 
+// inFlight sends request(v) and returns once the gate backend runs it; the
+// channel gets its result after the gate opens.
+func inFlight(s *Server, b *gateBackend, v int32) <-chan error {
+	result := make(chan error, 1)
+	go func() {
+		_, err := s.Infer(context.Background(), request(v))
+		result <- err
+	}()
+	<-b.started
+	return result
+}
+
 func request(v int32) *InferRequest {
 	return &InferRequest{ModelName: "m", ModelVersion: LatestVersion, Inputs: []*Tensor{
 		{Name: "x", DataType: TypeInt32, Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, uint32(v))},
@@ -92,12 +104,7 @@ func stateOf(t *testing.T, s *Server) (State, string) {
 
 func TestUnloadWaitsForInFlight(t *testing.T) {
 	s, b := gateServer(t)
-	result := make(chan error, 1)
-	go func() {
-		_, err := s.Infer(context.Background(), request(7))
-		result <- err
-	}()
-	<-b.started
+	result := inFlight(s, b, 7)
 	unloaded := make(chan error, 1)
 	go func() { unloaded <- s.Unload(context.Background(), "m") }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -132,12 +139,7 @@ func TestReloadSwitchesCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	result := make(chan error, 1)
-	go func() {
-		_, err := s.Infer(context.Background(), request(3))
-		result <- err
-	}()
-	<-b.started
+	result := inFlight(s, b, 3)
 	// A changed file makes the load a reload (an unchanged model is a no-op).
 	cfgPath := filepath.Join(s.opts.Repos.Sources[0].String(), "m", "config.pbtxt")
 	cfg, err := os.ReadFile(cfgPath)
@@ -169,12 +171,7 @@ func TestReloadSwitchesCopies(t *testing.T) {
 
 func TestCancelledWhileQueued(t *testing.T) {
 	s, b := gateServer(t)
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Infer(context.Background(), request(1))
-		first <- err
-	}()
-	<-b.started // the single instance is busy
+	first := inFlight(s, b, 1) // the single instance is busy
 	ctx, cancel := context.WithCancel(context.Background())
 	second := make(chan error, 1)
 	go func() {

@@ -27,12 +27,7 @@ func returnsWithin(t *testing.T, d time.Duration, what string, f func() error) {
 // leaves the new copy READY.
 func TestUnloadDrainsOutsideTheModelLock(t *testing.T) {
 	s, b := gateServer(t)
-	result := make(chan error, 1)
-	go func() {
-		_, err := s.Infer(context.Background(), request(7))
-		result <- err
-	}()
-	<-b.started
+	result := inFlight(s, b, 7)
 	unloaded := make(chan error, 1)
 	go func() { unloaded <- s.Unload(context.Background(), "m") }()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -64,12 +59,7 @@ func TestUnloadDrainsOutsideTheModelLock(t *testing.T) {
 // "unloaded" once the request is done.
 func TestBeginUnload(t *testing.T) {
 	s, b := gateServer(t)
-	result := make(chan error, 1)
-	go func() {
-		_, err := s.Infer(context.Background(), request(7))
-		result <- err
-	}()
-	<-b.started
+	result := inFlight(s, b, 7)
 	returnsWithin(t, 30*time.Second, "BeginUnload", func() error { return s.BeginUnload(context.Background(), "m", false) })
 	if st, _ := stateOf(t, s); st != StateUnloading {
 		t.Fatalf("state %v after BeginUnload with a request in flight", st)
@@ -97,12 +87,7 @@ func TestBeginUnload(t *testing.T) {
 // waits, returns only once that close is done.
 func TestUnloadWhileDraining(t *testing.T) {
 	s, b := gateServer(t)
-	result := make(chan error, 1)
-	go func() {
-		_, err := s.Infer(context.Background(), request(7))
-		result <- err
-	}()
-	<-b.started
+	result := inFlight(s, b, 7)
 	returnsWithin(t, 30*time.Second, "BeginUnload", func() error { return s.BeginUnload(context.Background(), "m", false) })
 	returnsWithin(t, 30*time.Second, "a second BeginUnload", func() error { return s.BeginUnload(context.Background(), "m", false) })
 	if st, reason := stateOf(t, s); st != StateUnloading {
