@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"reflect"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
@@ -372,30 +373,12 @@ func responseParameter(name string, v any) (*pb.InferParameter, error) {
 		p.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: v}
 	case string:
 		p.ParameterChoice = &pb.InferParameter_StringParam{StringParam: v}
-	case int:
-		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
-	case int8:
-		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
-	case int16:
-		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
-	case int32:
-		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(v)}
-	case int64:
-		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: v}
-	case uint:
-		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
-	case uint8:
-		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
-	case uint16:
-		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
-	case uint32:
-		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: uint64(v)}
-	case uint64:
-		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: v}
-	case float32:
-		p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: float64(v)}
-	case float64:
-		p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: v}
+	case int, int8, int16, int32, int64:
+		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: reflect.ValueOf(v).Int()}
+	case uint, uint8, uint16, uint32, uint64:
+		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: reflect.ValueOf(v).Uint()}
+	case float32, float64:
+		p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: reflect.ValueOf(v).Float()}
 	default:
 		// The HTTP writer's errors, for bytes and for anything else.
 		if _, err := codec.AppendParameterValue(nil, name, v); err != nil {
