@@ -24,11 +24,6 @@ import (
 // control instead of growing the server's memory.
 const streamWindow = 1024
 
-// errStreamBehind ends a decoupled request whose responses the client
-// does not take as fast as the model produces them: the stream's outbox
-// is full.
-var errStreamBehind = core.Errorf(core.CodeUnavailable, "the client is not reading the stream: more than %d responses or %d bytes are waiting to be written", serve.StreamQueueItems, serve.StreamQueueBytes)
-
 // errStreamEnded refuses a decoupled model's response once its stream has
 // ended.
 var errStreamEnded = core.Errorf(core.CodeCancelled, "the stream has ended")
@@ -235,7 +230,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 					s.log.Warn("ended a ModelStreamInfer request whose client is not reading", "model", in.GetModelName(), "id", in.GetId())
 				}
 				cancel()
-				return errStreamBehind
+				return serve.ErrClientBehind
 			}
 			return err
 		})

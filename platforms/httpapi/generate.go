@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/serve"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -144,7 +145,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	// The connection is the queue's until the request has ended.
 	defer q.Close()
 	defer func() {
-		if errors.Is(q.Err(), errStreamBehind) {
+		if errors.Is(q.Err(), serve.ErrClientBehind) {
 			s.log.Warn("ended a /generate_stream whose client is not reading", "model", req.ModelName, "remote", r.RemoteAddr)
 		}
 	}()

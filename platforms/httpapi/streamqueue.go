@@ -4,17 +4,12 @@ import (
 	"errors"
 	"time"
 
-	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/serve"
 )
 
 // streamWriteTimeout bounds one write of a /generate_stream event: a
 // client that takes none of it for so long has stopped reading.
 const streamWriteTimeout = 30 * time.Second
-
-// errStreamBehind ends a stream whose client does not take the responses
-// as fast as the model produces them.
-var errStreamBehind = core.Errorf(core.CodeUnavailable, "the client is not reading the stream: more than %d responses or %d bytes are waiting to be written", serve.StreamQueueItems, serve.StreamQueueBytes)
 
 // streamEvent is one SSE event's JSON object and, for a stream's first
 // event, the status it sets.
@@ -48,8 +43,8 @@ func newStreamQueue(setDeadline func(time.Time), cancel func(error)) *streamQueu
 func (q *streamQueue) put(ev streamEvent) error {
 	err := q.Put(ev, len(ev.obj), false)
 	if errors.Is(err, serve.ErrOutboxFull) {
-		q.Fail(errStreamBehind)
-		return errStreamBehind
+		q.Fail(serve.ErrClientBehind)
+		return serve.ErrClientBehind
 	}
 	return err
 }

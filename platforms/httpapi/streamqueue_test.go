@@ -53,10 +53,10 @@ func TestStreamQueue(t *testing.T) {
 			t.Fatalf("%s: the connection touched before any write: %v", tc.name, calls)
 		}
 		before := time.Now()
-		if err := q.put(tc.extra); !errors.Is(err, errStreamBehind) {
-			t.Fatalf("%s: the put past the bound: %v, want errStreamBehind", tc.name, err)
+		if err := q.put(tc.extra); !errors.Is(err, serve.ErrClientBehind) {
+			t.Fatalf("%s: the put past the bound: %v, want serve.ErrClientBehind", tc.name, err)
 		}
-		if len(calls) != 2 || calls[0].deadline.IsZero() || calls[0].deadline.After(time.Now()) || calls[0].deadline.Before(before) || !errors.Is(calls[1].cancel, errStreamBehind) {
+		if len(calls) != 2 || calls[0].deadline.IsZero() || calls[0].deadline.After(time.Now()) || calls[0].deadline.Before(before) || !errors.Is(calls[1].cancel, serve.ErrClientBehind) {
 			t.Fatalf("%s: the failure did %+v, want an expired write deadline, then the request cancelled", tc.name, calls)
 		}
 		if len(q.Take()) != 0 || q.put(small) == nil || q.arm() == nil || q.Err() == nil {
