@@ -172,11 +172,18 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 }
 
 // Close stops every worker still running (Shutdown, with a few seconds to
-// finalize) and removes the written module.
+// finalize), unless Shutdown has run already (the process's exit deadline
+// has been spent on it), and removes the written module.
 func (b *Backend) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
-	defer cancel()
-	err := b.Shutdown(ctx)
+	b.mu.Lock()
+	shut := b.closing
+	b.mu.Unlock()
+	var err error
+	if !shut {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		err = b.Shutdown(ctx)
+		cancel()
+	}
 	if b.dir != "" {
 		err = errors.Join(err, os.RemoveAll(b.dir))
 	}
