@@ -99,10 +99,10 @@ func (in *instance) worker() *worker {
 // stub in src/python_be.cc).
 func (in *instance) Healthy() error {
 	in.mu.Lock()
-	w, closing := in.w, in.closing
+	w, closing, attempt := in.w, in.closing, in.attempt
 	in.mu.Unlock()
 	if err := w.err(); err != nil {
-		if closing || in.Standby() == nil {
+		if closing || attempt == nil {
 			return err // dead for good, or its restarts fail
 		}
 		// Being restarted: the model's other instances serve meanwhile.
