@@ -763,15 +763,22 @@ func TestRestartWithHungInitialize(t *testing.T) {
 		t.Fatal("ready while its only worker's initialize hangs")
 	}
 	servertest.Must(t, os.Remove(hold))
+	servesAgain(t, e, "lifecycle", deadline)
+}
+
+// servesAgain waits until model, a one-input FP32 identity, answers a
+// request with its value and is ready, failing the test at deadline.
+func servesAgain(t *testing.T, e *env, model string, deadline time.Time) {
+	t.Helper()
 	for {
-		resp, err := e.infer(&core.InferRequest{ModelName: "lifecycle", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 4)}})
-		if err == nil && floats(resp.Outputs[0])[0] == 4 && e.srv.ModelReady("lifecycle", core.LatestVersion) {
-			break
+		resp, err := e.infer(&core.InferRequest{ModelName: model, Inputs: []*core.Tensor{fp32("IN", []int64{1}, 4)}})
+		if err == nil && floats(resp.Outputs[0])[0] == 4 && e.srv.ModelReady(model, core.LatestVersion) {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no recovery once initialize returned: %v", err)
+			t.Fatalf("%s does not serve again: %v", model, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -454,17 +454,7 @@ func TestRestartDeadWorkers(t *testing.T) {
 	if err == nil || err.Error() != "Stub process 'crash_0' is not healthy." {
 		t.Fatalf("the request the worker died in: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := e.infer(&core.InferRequest{ModelName: "crash", Inputs: []*core.Tensor{fp32("IN", []int64{1}, 3)}})
-		if err == nil && floats(resp.Outputs[0])[0] == 3 && e.srv.ModelReady("crash", core.LatestVersion) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no restart: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	servesAgain(t, e, "crash", time.Now().Add(30*time.Second))
 }
 
 // TestIsReady: is_ready() decides readiness; a non-boolean answer is an
