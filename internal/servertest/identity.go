@@ -1,12 +1,16 @@
 package servertest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/fuzzshape"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -52,3 +56,23 @@ func (identityInstance) Execute(_ context.Context, b *core.Batch) error {
 }
 
 func (identityInstance) Close() error { return nil }
+
+// CheckIdentityAnswer checks what the core made of a fuzzed request to a
+// one-input identity model: a refusal must be INVALID_ARG, and an accepted
+// input must come back unchanged and hold exactly its shape's bytes
+// (BYTES excepted), so no shape whose byte size overflows gets through.
+func CheckIdentityAnswer(sent *core.Tensor, resp *core.InferResponse, err error) error {
+	if err != nil {
+		if code := core.CodeOf(err); code != core.CodeInvalidArg {
+			return fmt.Errorf("%v: code %v", err, code)
+		}
+		return nil
+	}
+	if len(resp.Outputs) != 1 || !bytes.Equal(resp.Outputs[0].Data, sent.Data) {
+		return errors.New("the identity model changed the tensor")
+	}
+	if dt := sent.DataType; dt != core.TypeBytes && fuzzshape.ExactByteSize(sent.Shape, dt.ByteSize()).Cmp(big.NewInt(int64(len(sent.Data)))) != 0 {
+		return fmt.Errorf("accepted %d bytes of %s for shape %v", len(sent.Data), dt, sent.Shape)
+	}
+	return nil
+}
