@@ -8,10 +8,21 @@ import (
 	"github.com/inferd/inferd/internal/onnxbuild"
 )
 
-// RepositoryDir is the example model repository, relative to this package.
-const RepositoryDir = "model_repository"
+// The example model repositories, relative to this package. `make run`
+// serves both; every container image serves RepositoryDir alone, whose
+// models need nothing beyond the binary and ONNX Runtime.
+const (
+	// RepositoryDir holds ONNX models only.
+	RepositoryDir = "model_repository"
+	// PythonRepositoryDir holds the models that need python3 with numpy:
+	// model.py files, an ensemble of a model.py and an ONNX model, and a
+	// decoupled model.py. Only its ONNX model is generated; the rest is
+	// written by hand.
+	PythonRepositoryDir = "python_repository"
+)
 
-// File is one generated file, its path relative to the repository root.
+// File is one generated file, its path relative to this package's folder
+// (it starts with RepositoryDir or PythonRepositoryDir).
 type File struct {
 	Path string
 	Data []byte
@@ -29,6 +40,7 @@ type tensorSpec struct {
 // the test checks the ONNX file against it in ONNX Runtime, so the two cannot
 // disagree unnoticed.
 type modelSpec struct {
+	repo            string // RepositoryDir or PythonRepositoryDir
 	name            string
 	maxBatchSize    int64
 	inputs, outputs []tensorSpec
@@ -40,6 +52,7 @@ var specs = []modelSpec{
 	{
 		// Triton's quickstart "simple": OUTPUT0 = INPUT0 + INPUT1,
 		// OUTPUT1 = INPUT0 - INPUT1.
+		repo:         RepositoryDir,
 		name:         "simple",
 		maxBatchSize: 8,
 		inputs: []tensorSpec{
@@ -53,6 +66,7 @@ var specs = []modelSpec{
 		onnx: func() ([]byte, error) { return onnxbuild.AddSub(onnxbuild.Int32, -1, 16) },
 	},
 	{
+		repo:         RepositoryDir,
 		name:         "identity_fp32",
 		maxBatchSize: 8,
 		inputs:       []tensorSpec{{"INPUT0", onnxbuild.Float, []int64{-1}}},
@@ -60,12 +74,48 @@ var specs = []modelSpec{
 		onnx:         func() ([]byte, error) { return onnxbuild.Identity(onnxbuild.Float, -1, -1) },
 	},
 	{
+		repo:         RepositoryDir,
 		name:         "identity_bytes",
 		maxBatchSize: 8,
 		inputs:       []tensorSpec{{"INPUT0", onnxbuild.String, []int64{1}}},
 		outputs:      []tensorSpec{{"OUTPUT0", onnxbuild.String, []int64{1}}},
 		onnx:         func() ([]byte, error) { return onnxbuild.Identity(onnxbuild.String, -1, 1) },
 	},
+	{
+		// The second step of python_repository's "pipeline" ensemble, after
+		// the model.py "preprocess": SCORES = FEATURES x LinearWeights.
+		repo:         PythonRepositoryDir,
+		name:         "linear",
+		maxBatchSize: 8,
+		inputs:       []tensorSpec{{"FEATURES", onnxbuild.Float, []int64{4}}},
+		outputs:      []tensorSpec{{"SCORES", onnxbuild.Float, []int64{2}}},
+		onnx:         linear,
+	},
+}
+
+// LinearWeights are the row-major [4, 2] weights of the "linear" model:
+// small whole numbers, so the example's answers are exact in FP32.
+var LinearWeights = [4][2]float32{{1, 2}, {3, 4}, {5, 6}, {7, 1}}
+
+// linear builds the "linear" model: FEATURES [batch, 4] times the constant
+// LinearWeights into SCORES [batch, 2].
+func linear() ([]byte, error) {
+	var w []float64
+	for _, row := range LinearWeights {
+		for _, v := range row {
+			w = append(w, float64(v))
+		}
+	}
+	raw, err := onnxbuild.Encode(onnxbuild.Float, w)
+	if err != nil {
+		return nil, fmt.Errorf("linear weights: %w", err)
+	}
+	g := onnxbuild.NewGraph("linear")
+	g.Input("FEATURES", onnxbuild.Float, -1, 4)
+	g.Output("SCORES", onnxbuild.Float, -1, 2)
+	g.Initializer("W", onnxbuild.Float, []int64{4, 2}, raw)
+	g.Node("MatMul", []string{"FEATURES", "W"}, []string{"SCORES"})
+	return onnxbuild.Model(g, onnxbuild.DefaultOpset)
 }
 
 // configTypes maps ONNX element types to model-config data_type names.
@@ -109,8 +159,8 @@ func (m modelSpec) config() (string, error) {
 	return b.String(), nil
 }
 
-// Repository builds every file of the example model repository: for each
-// model, config.pbtxt and version 1's model.onnx.
+// Repository builds every generated file of the example model repositories:
+// for each ONNX model, config.pbtxt and version 1's model.onnx.
 func Repository() ([]File, error) {
 	var files []File
 	for _, m := range specs {
@@ -123,8 +173,8 @@ func Repository() ([]File, error) {
 			return nil, fmt.Errorf("model %s: %w", m.name, err)
 		}
 		files = append(files,
-			File{path.Join(m.name, "config.pbtxt"), []byte(cfg)},
-			File{path.Join(m.name, "1", "model.onnx"), model})
+			File{path.Join(m.repo, m.name, "config.pbtxt"), []byte(cfg)},
+			File{path.Join(m.repo, m.name, "1", "model.onnx"), model})
 	}
 	return files, nil
 }

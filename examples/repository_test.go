@@ -14,8 +14,9 @@ import (
 	"github.com/inferd/inferd/internal/onnxbuild/orttest"
 )
 
-// TestCheckedInFilesUpToDate keeps model_repository/ identical to what the
-// generator writes now, and free of stray files in the directories it owns.
+// TestCheckedInFilesUpToDate keeps the generated files identical to what the
+// generator writes now, and the directories of generated models free of
+// stray files.
 func TestCheckedInFilesUpToDate(t *testing.T) {
 	files, err := Repository()
 	if err != nil {
@@ -25,7 +26,7 @@ func TestCheckedInFilesUpToDate(t *testing.T) {
 	want := map[string]bool{}
 	for _, f := range files {
 		want[f.Path] = true
-		got, err := os.ReadFile(filepath.Join(RepositoryDir, filepath.FromSlash(f.Path)))
+		got, err := os.ReadFile(filepath.FromSlash(f.Path))
 		if err != nil {
 			t.Errorf("%v; %s", err, fix)
 			continue
@@ -35,16 +36,12 @@ func TestCheckedInFilesUpToDate(t *testing.T) {
 		}
 	}
 	for _, m := range specs {
-		err := filepath.WalkDir(filepath.Join(RepositoryDir, m.name), func(p string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(filepath.Join(m.repo, m.name), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
-			rel, err := filepath.Rel(RepositoryDir, p)
-			if err != nil {
-				return err
-			}
-			if !want[filepath.ToSlash(rel)] {
-				t.Errorf("%s is not generated; delete it or add it to the generator", rel)
+			if !want[filepath.ToSlash(p)] {
+				t.Errorf("%s is not generated; delete it or add it to the generator", p)
 			}
 			return nil
 		})
@@ -106,7 +103,7 @@ func TestModelsMatchConfigs(t *testing.T) {
 	orttest.Init(t)
 	for _, m := range specs {
 		t.Run(m.name, func(t *testing.T) {
-			ins, outs, err := ort.GetInputOutputInfo(filepath.Join(RepositoryDir, m.name, "1", "model.onnx"))
+			ins, outs, err := ort.GetInputOutputInfo(filepath.Join(m.repo, m.name, "1", "model.onnx"))
 			if err != nil {
 				t.Fatalf("ORT rejected the model: %v", err)
 			}

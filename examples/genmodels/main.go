@@ -1,5 +1,6 @@
-// Command genmodels writes the example model repository (see package
-// examples). Run it through `go generate ./examples`.
+// Command genmodels writes the generated files of the example model
+// repositories (see package examples) under the examples folder. Run it
+// through `go generate ./examples`.
 package main
 
 import (
@@ -12,7 +13,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", examples.RepositoryDir, "model repository directory to write")
+	out := flag.String("out", ".", "the examples folder, which holds the model repositories to write")
 	flag.Parse()
 	if err := write(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "genmodels:", err)
