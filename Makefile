@@ -49,8 +49,21 @@ ort-gpu: $(ORT_LIB)
 build: $(ORT_LIB)
 	$(GO) build -o $(BIN) ./cmd/inferd
 
+# examples/python_repository's model.py files need a python3 with numpy: the
+# first of $(PYTHON), python3 on PATH and /usr/bin/python3 that has it runs
+# them; without one, examples/model_repository is served alone.
+PYTHON ?= python3
+GRPC_PORT ?= 8001
 run: build
-	./$(BIN) --model-repository=examples/model_repository --http-port=$(HTTP_PORT) --metrics-port=$(METRICS_PORT)
+	@py=$$(for p in $(PYTHON) python3 /usr/bin/python3; do \
+	  if $$p -c 'import numpy' 2>/dev/null; then command -v $$p; break; fi; done); \
+	if [ -n "$$py" ]; then \
+	  more="--model-repository=examples/python_repository --backend-config=python,python-executable=$$py"; \
+	else \
+	  echo "make run: no python3 with numpy (apt-get install python3-numpy), so examples/python_repository is not served" >&2; \
+	fi; \
+	set -x; exec ./$(BIN) --model-repository=examples/model_repository $$more \
+	  --http-port=$(HTTP_PORT) --grpc-port=$(GRPC_PORT) --metrics-port=$(METRICS_PORT)
 
 vet:
 	$(GO) vet ./...
