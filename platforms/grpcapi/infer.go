@@ -10,40 +10,39 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/infer"
 	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // errDecoupled is ModelInfer's refusal of a decoupled model.
 var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't support models with decoupled transaction policy")
 
-// ModelInfer runs one inference in Triton's order (triton-inference-server/server
-// src/grpc/infer_handler.cc, ModelInferHandler::Process and Execute):
-// version, lookup, request conversion, core validation and execution.
+// ModelInfer runs one inference: converted and rendered here, run by the
+// pipeline (platforms/infer) in Triton's order (triton-inference-server/server
+// src/grpc/infer_handler.cc, ModelInferHandler::Process and Execute).
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
-	recv := s.traceClock()
-	var fh *v2.ForwardedHeaders // nil: forwarding off
-	if s.opts.HeaderForward != nil {
-		md, _ := metadata.FromIncomingContext(ctx)
-		sel := s.opts.HeaderForward.Select(md)
-		fh = &sel
-	}
-	mv, release, req, _, err := s.prepareInfer(in, errDecoupled, fh)
+	call, err := s.inferCall(ctx, "ModelInfer", in, errDecoupled, nil)
 	if err != nil {
 		return nil, statusError(err)
 	}
-	defer release()
-	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelInfer", req)
-	tr := s.startTrace(ctx, in.GetModelName(), recv, req)
-	resp, err := mv.Infer(ctx, req)
-	if tr != nil {
-		defer sendTrace(tr)()
+	if s.opts.LoadReports != nil {
+		call.Report = func(mv *core.ModelVersion) { s.opts.LoadReports.SetTrailer(ctx, mv) }
 	}
-	s.recordLoad(ctx, mv)
+	inf, err := s.pipe.Start(ctx, &call)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	defer inf.End()
+	resp, err := inf.Infer(ctx)
+	inf.Sending()
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -55,6 +54,39 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 		return nil, statusError(err)
 	}
 	return out, nil
+}
+
+// inferCall is the pipeline's call for request in of method (ModelInfer or
+// ModelStreamInfer); decoupled, when set, refuses a decoupled model, and
+// emptyFinal, when set, receives the request's
+// triton_enable_empty_final_response. The version string is gRPC's to parse.
+func (s *Server) inferCall(ctx context.Context, method string, in *pb.ModelInferRequest, decoupled error, emptyFinal *bool) (infer.Call, error) {
+	version, err := v2.ParseVersion(in.GetModelVersion())
+	if err != nil {
+		return infer.Call{}, err
+	}
+	return infer.Call{
+		Protocol: infer.GRPC, Route: method, Model: in.GetModelName(), Version: version,
+		Decoupled: decoupled, Meta: callMetadata{ctx},
+		Decode: func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+			req, empty, err := inferRequest(in, fh)
+			if emptyFinal != nil {
+				*emptyFinal = empty
+			}
+			return req, err
+		},
+	}, nil
+}
+
+// callMetadata is a call's incoming metadata as the pipeline reads it,
+// without a copy unless headers are forwarded.
+type callMetadata struct{ ctx context.Context }
+
+func (m callMetadata) Carrier() propagation.TextMapCarrier { return mdCarrier(m) }
+
+func (m callMetadata) Headers() map[string][]string {
+	md, _ := metadata.FromIncomingContext(m.ctx)
+	return md
 }
 
 // checkResponseSize refuses a response that no gRPC message can carry
@@ -73,29 +105,6 @@ func checkResponseSize(out *pb.ModelInferResponse) error {
 		return invalidArg("Response has byte size %d which exceeds gRPC's byte size limit %d.", n, math.MaxInt32)
 	}
 	return nil
-}
-
-// prepareInfer runs the steps of Triton's ModelInfer that precede
-// submission, shared by ModelInfer and ModelStreamInfer: version parse,
-// model lookup (decoupled, when non-nil, refuses a decoupled model) and
-// the request conversion, fh the call's forwarded headers. On success the
-// caller owns release.
-func (s *Server) prepareInfer(in *pb.ModelInferRequest, decoupled error, fh *v2.ForwardedHeaders) (mv *core.ModelVersion, release func(), req *core.InferRequest, emptyFinal bool, err error) {
-	version, err := v2.ParseVersion(in.GetModelVersion())
-	if err != nil {
-		return nil, nil, nil, false, err
-	}
-	mv, release, err = v2.Acquire(s.core, in.GetModelName(), version, decoupled)
-	if err != nil {
-		return nil, nil, nil, false, err
-	}
-	req, emptyFinal, err = inferRequest(in, fh)
-	if err != nil {
-		release()
-		return nil, nil, nil, false, err
-	}
-	req.ModelVersion = mv.Version
-	return mv, release, req, emptyFinal, nil
 }
 
 func invalidArg(format string, args ...any) error {

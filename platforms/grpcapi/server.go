@@ -23,6 +23,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/trace"
@@ -75,6 +76,7 @@ type Server struct {
 	exiting atomic.Bool
 	meta    *pb.ServerMetadataResponse
 	calls   atomic.Uint64 // numbers the calls in the verbose log
+	pipe    infer.Pipeline
 }
 
 // New builds the gRPC API over c.
@@ -104,6 +106,7 @@ func New(c *core.Server, opts Options) *Server {
 	return &Server{
 		core: c, opts: opts, log: opts.Logger, logs: opts.Logs,
 		meta: &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions},
+		pipe: infer.Pipeline{Core: c, Trace: opts.Trace, Logs: opts.Logs, Log: opts.Logger, Forward: opts.HeaderForward},
 	}
 }
 
@@ -120,14 +123,6 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.ChainUnaryInterceptor(s.unaryGuard),
 		grpc.ChainStreamInterceptor(s.streamGuard),
-	}
-}
-
-// recordLoad puts mv's load report in the call's trailer when the call
-// asks for one.
-func (s *Server) recordLoad(ctx context.Context, mv *core.ModelVersion) {
-	if s.opts.LoadReports != nil {
-		s.opts.LoadReports.SetTrailer(ctx, mv)
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/serve"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // streamWindow bounds the requests of one stream whose response is not
@@ -81,8 +81,6 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	defer cancel()
 	md, _ := metadata.FromIncomingContext(ctx)
 	grpcErrorMode := len(md.Get("triton_grpc_error")) > 0 && md.Get("triton_grpc_error")[0] == "true"
-	// The stream's metadata forwards the same headers for every request.
-	fh := s.opts.HeaderForward.Select(md)
 
 	out := &streamOut{ordered: make(chan streamResult, streamWindow),
 		decoupled: serve.NewOutbox[streamResult](serve.StreamQueueItems, serve.StreamQueueBytes, nil)}
@@ -90,7 +88,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	defer out.decoupled.Fail(errStreamEnded)
 	slots := make(chan struct{}, streamWindow)
 	read := make(chan streamRead, 1)
-	go func() { read <- s.readStream(ctx, stream, &fh, slots, out) }()
+	go func() { read <- s.readStream(ctx, stream, slots, out) }()
 
 	pending := map[int64]streamResult{}
 	var next, written int64
@@ -151,7 +149,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 
 // readStream reads the stream's requests until the client half-closes,
 // starting each one; it reports how many it read.
-func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, fh *v2.ForwardedHeaders, slots chan struct{}, out *streamOut) streamRead {
+func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, slots chan struct{}, out *streamOut) streamRead {
 	var n, seq int64
 	for {
 		in, err := stream.Recv()
@@ -167,7 +165,7 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 			return streamRead{n: n, err: status.FromContextError(ctx.Err()).Err()}
 		}
 		n++
-		if s.startStreamRequest(ctx, in, fh, seq, out) {
+		if s.startStreamRequest(ctx, in, seq, out) {
 			seq++
 		}
 	}
@@ -176,24 +174,25 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 // startStreamRequest answers a synchronous error at once, or starts the
 // inference whose responses the writer receives from out. It reports
 // whether the request took place seq among the ordered responses.
-func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, seq int64, out *streamOut) bool {
+func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, seq int64, out *streamOut) bool {
 	if s.exiting.Load() {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
-	recv := s.traceClock()
-	mv, release, req, emptyFinal, err := s.prepareInfer(in, nil, fh)
+	var emptyFinal bool
+	call, err := s.inferCall(ctx, "ModelStreamInfer", in, nil, &emptyFinal)
+	var inf *infer.Inference
+	if err == nil {
+		inf, err = s.pipe.Start(ctx, &call)
+	}
 	if err != nil {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
 	}
-	s.logs.LogRequest(ctx, s.log, "GRPC", "ModelStreamInfer", req)
-	tr := s.startTrace(ctx, in.GetModelName(), recv, req)
-	if !mv.Config.GetModelTransactionPolicy().GetDecoupled() {
+	if !inf.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
-			defer finishTrace(tr)
-			resp, err := mv.Infer(ctx, req)
-			release()
+			resp, err := inf.Infer(ctx)
+			inf.End()
 			switch {
 			case err != nil && core.Rejected(err):
 				deliver(ctx, out.ordered, syncStreamError(seq, in, err))
@@ -210,12 +209,11 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 	// outbox full ends the request, cancelled, so that a client that does
 	// not read holds back neither a Python worker nor an instance.
 	go func() {
-		defer finishTrace(tr)
-		defer release()
+		defer inf.End()
 		reqCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var behind atomic.Bool // logged once
-		err := mv.InferStream(reqCtx, req, func(resp *core.InferResponse, final bool) error {
+		err := inf.Stream(reqCtx, func(resp *core.InferResponse, final bool) error {
 			// A final flag alone writes nothing unless the client asked
 			// for the empty final response; it still frees the slot.
 			r := streamResult{seq: -1}

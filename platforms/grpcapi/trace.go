@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"google.golang.org/grpc/metadata"
 
@@ -101,50 +100,4 @@ func (c mdCarrier) Keys() []string {
 		keys = append(keys, k)
 	}
 	return keys
-}
-
-// traceClock is the time an inference call's handling begins, when some
-// trace setting is on (zero otherwise: no clock read for untraced servers).
-func (s *Server) traceClock() time.Time {
-	if core.TracingBuilt && s.opts.Trace.On() {
-		return time.Now()
-	}
-	return time.Time{}
-}
-
-// startTrace samples an inference request for tracing (recv: from
-// traceClock); nil when it is not traced, which is almost always. A
-// traceparent in the call's metadata continues the caller's trace in
-// opentelemetry mode. gRPC has read the message by the time the handler
-// runs, so GRPC_WAITREAD_START and _END are both the handler's start.
-func (s *Server) startTrace(ctx context.Context, model string, recv time.Time, req *core.InferRequest) *trace.Request {
-	if recv.IsZero() {
-		return nil
-	}
-	tr := s.opts.Trace.Start(model, mdCarrier{ctx})
-	if tr == nil {
-		return nil
-	}
-	tr.Stamp("GRPC_WAITREAD_START", recv)
-	tr.Stamp("GRPC_WAITREAD_END", recv)
-	req.Trace = tr.Core()
-	return tr
-}
-
-// sendTrace stamps GRPC_SEND_START on a traced request and returns what
-// stamps GRPC_SEND_END and finishes its trace, for a defer around the
-// response's rendering.
-func sendTrace(tr *trace.Request) func() {
-	tr.Stamp("GRPC_SEND_START", time.Now())
-	return func() {
-		tr.Stamp("GRPC_SEND_END", time.Now())
-		tr.Finish()
-	}
-}
-
-// finishTrace finishes tr's trace, if the request is traced.
-func finishTrace(tr *trace.Request) {
-	if tr != nil {
-		tr.Finish()
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/serve"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -33,44 +34,39 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, name str
 	s.serveGenerate(w, r, name, version, true)
 }
 
+// errGenerateEncoding refuses a compressed generate body: the extension
+// reads identity bodies only.
+var errGenerateEncoding = core.Errorf(core.CodeInvalidArg, "Unsupported content-encoding, only 'identity' is supported.")
+
 // sseContentType is the Content-Type of /generate_stream once it streams.
 const sseContentType = "text/event-stream; charset=utf-8"
 
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
-	recv := s.traceClock()
-	// As for /infer, the body is read between the lookup and the
-	// acquisition, so a slow upload never holds the model.
-	if err := v2.Lookup(s.core, name, version, nil); err != nil {
-		writeError(w, err)
-		return
-	}
-	switch r.Header.Get("Content-Encoding") {
-	case "", "identity":
-	default:
-		writeErrorStatus(w, http.StatusBadRequest, "Unsupported content-encoding, only 'identity' is supported.")
-		return
-	}
-	body, err := s.readJSONBody(r)
+	in, err := s.pipe.Start(r.Context(), &infer.Call{
+		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version, Meta: header(r.Header),
+		// The generate extension forwards no headers: Triton's
+		// HandleGenerate does not (triton-inference-server/server
+		// src/http_server.cc).
+		Decode: func(cfg *modelconfig.ModelConfig, _ *v2.ForwardedHeaders) (*core.InferRequest, error) {
+			switch r.Header.Get("Content-Encoding") {
+			case "", "identity":
+			default:
+				return nil, errGenerateEncoding
+			}
+			body, err := s.readJSONBody(r)
+			if err != nil {
+				return nil, err
+			}
+			return decodeGenerate(body, cfg, s.opts.MaxInputSize)
+		},
+	})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	mv, release, err := v2.Acquire(s.core, name, version, nil)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer release()
-	req, err := decodeGenerate(body, mv.Config, s.opts.MaxInputSize)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req.ModelName, req.ModelVersion = name, mv.Version
-	defer finishTrace(s.startTrace(r, name, recv, req))
-	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, req)
+	defer in.End()
 	if stream {
-		s.streamGenerate(w, r, mv, req)
+		s.streamGenerate(w, r, in)
 		return
 	}
 	// /generate: the first response decides the status; a model that
@@ -79,7 +75,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	// src/http_server.cc).
 	var first *core.InferResponse
 	n := 0
-	err = mv.InferStream(r.Context(), req, func(resp *core.InferResponse, _ bool) error {
+	err = in.Stream(r.Context(), func(resp *core.InferResponse, _ bool) error {
 		if resp != nil {
 			if n == 0 {
 				first = resp
@@ -104,7 +100,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	}
 	// Triton sends the one object chunked; flushing after the write gives
 	// the same framing.
-	s.loadReport(w, r)
+	s.generateLoadReport(w, r)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(obj)
@@ -123,14 +119,14 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 // or stops reading ends the stream: its request is cancelled and the
 // model's further sends fail, so one client can never hold back a Python
 // worker's reader or a model instance.
-func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core.ModelVersion, req *core.InferRequest) {
+func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, in *infer.Inference) {
 	rc := http.NewResponseController(w)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	q := newStreamQueue(func(t time.Time) { _ = rc.SetWriteDeadline(t) }, cancel)
 	done := make(chan error, 1)
 	go func() {
-		done <- mv.InferStream(ctx, req, func(resp *core.InferResponse, _ bool) error {
+		done <- in.Stream(ctx, func(resp *core.InferResponse, _ bool) error {
 			if resp == nil {
 				return nil
 			}
@@ -146,7 +142,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 	defer q.Close()
 	defer func() {
 		if errors.Is(q.Err(), serve.ErrClientBehind) {
-			s.log.Warn("ended a /generate_stream whose client is not reading", "model", req.ModelName, "remote", r.RemoteAddr)
+			s.log.Warn("ended a /generate_stream whose client is not reading", "model", in.Request.ModelName, "remote", r.RemoteAddr)
 		}
 	}()
 
@@ -157,7 +153,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, mv *core
 			return err
 		}
 		if !started {
-			s.loadReport(w, r)
+			s.generateLoadReport(w, r)
 			w.Header().Set("Content-Type", sseContentType)
 			w.WriteHeader(ev.status)
 			started = true
@@ -222,11 +218,11 @@ func errorEvent(err error) streamEvent {
 	return streamEvent{obj: append(obj, '}'), status: errorStatus(err)}
 }
 
-// loadReport sets Triton's KV-cache load report on a generate reply when
+// generateLoadReport sets Triton's KV-cache load report on a generate reply when
 // asked (triton-inference-server/server src/orca_http.cc), with the status
 // line, as Triton computes it
 // when the first response is ready.
-func (s *Server) loadReport(w http.ResponseWriter, r *http.Request) {
+func (s *Server) generateLoadReport(w http.ResponseWriter, r *http.Request) {
 	if s.opts.LoadReports != nil {
 		s.opts.LoadReports.SetGenerateHeaders(w.Header(), r.Header)
 	}

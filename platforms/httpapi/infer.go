@@ -5,24 +5,37 @@ import (
 	"net/http"
 	"strconv"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/infer"
 	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// infer is POST /v2/models/{m}[/versions/{v}]/infer, processed in Triton's
-// order (HandleInfer in triton-inference-server/server src/http_server.cc):
-// lookup, decompression, header length, decode,
-// core, encode. The body is read between a lookup that only reports the
-// lookup errors and the acquisition for the execution, so a slow upload
-// never holds the model (an unload or reload waits for held models).
+// infer is POST /v2/models/{m}[/versions/{v}]/infer: decoded and
+// rendered here, run by the pipeline (platforms/infer) in Triton's order
+// (HandleInfer in triton-inference-server/server src/http_server.cc).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
-	recv := s.traceClock()
-	if err := v2.Lookup(s.core, name, version, errDecoupled); err != nil {
-		writeError(w, err)
-		return
-	}
-	env, err := s.decodeInfer(r, name)
+	var env *codec.Envelope
+	in, err := s.pipe.Start(r.Context(), &infer.Call{
+		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
+		Decoupled: errDecoupled, Meta: header(r.Header),
+		Decode: func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+			var err error
+			if env, err = s.decodeInfer(r, name); err != nil {
+				return nil, err
+			}
+			if fh != nil {
+				// After the body, as in Triton (HandleInfer calls
+				// ForwardHeaders once the body is parsed).
+				err = fh.Apply(env.Request)
+			}
+			return env.Request, err
+		},
+		Report: s.inferLoadReport(w, r),
+	})
 	if err != nil {
 		if errors.Is(err, errUnsupportedEncoding) {
 			w.Header().Set("Accept-Encoding", "gzip, deflate")
@@ -30,39 +43,32 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		writeError(w, err)
 		return
 	}
-	if s.opts.HeaderForward != nil {
-		// After the body, as in Triton (HandleInfer calls ForwardHeaders once
-		// the body is parsed).
-		fh := s.opts.HeaderForward.Select(r.Header)
-		if err := fh.Apply(env.Request); err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	mv, release, err := v2.Acquire(s.core, name, version, errDecoupled)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer release()
-	env.Request.ModelName, env.Request.ModelVersion = name, mv.Version
-	s.logs.LogRequest(r.Context(), s.log, "HTTP", r.URL.Path, env.Request)
-	tr := s.startTrace(r, name, recv, env.Request)
-	resp, err := mv.Infer(r.Context(), env.Request)
-	if tr != nil {
-		defer sendTrace(tr)()
-	}
-	if s.opts.LoadReports != nil {
-		// Beyond Triton, which reports on /generate only: a load balancer
-		// wants the figures of a refused request too.
-		s.opts.LoadReports.SetHeaders(w.Header(), r.Header, mv)
-	}
+	defer in.End()
+	resp, err := in.Infer(r.Context())
+	in.Sending()
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	s.writeInferResponse(w, r, resp, env)
 }
+
+// inferLoadReport is the pipeline's load report step for an /infer call: the
+// ORCA figures in the reply's headers when the request asks for them. Beyond
+// Triton, which reports on /generate only: a load balancer wants the
+// figures of a refused request too. Nil when load reports are off.
+func (s *Server) inferLoadReport(w http.ResponseWriter, r *http.Request) func(*core.ModelVersion) {
+	if s.opts.LoadReports == nil {
+		return nil
+	}
+	return func(mv *core.ModelVersion) { s.opts.LoadReports.SetHeaders(w.Header(), r.Header, mv) }
+}
+
+// header is an HTTP request's headers as the pipeline reads them.
+type header http.Header
+
+func (h header) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
+func (h header) Headers() map[string][]string        { return h }
 
 // errDecoupled is /infer's refusal of a decoupled model.
 var errDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")

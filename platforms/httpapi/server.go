@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/trace"
@@ -78,6 +79,7 @@ type Server struct {
 	exiting atomic.Bool
 	meta    []byte        // server metadata, computed once
 	workers chan struct{} // Options.Workers slots; nil: no bound
+	pipe    infer.Pipeline
 }
 
 // New builds the API server over c.
@@ -99,7 +101,8 @@ func New(c *core.Server, opts Options) *Server {
 		s.workers = make(chan struct{}, opts.Workers)
 	}
 	s.meta = renderServerMeta(v2.ServerMetadata(opts.ServerID))
-	s.router = s.routes()
+	s.router = s.routes() // also gives Options.Trace its default
+	s.pipe = infer.Pipeline{Core: c, Trace: s.opts.Trace, Logs: s.logs, Log: s.log, Forward: opts.HeaderForward}
 	s.handler = Recover(LogRequests(s.router, s.logs, s.log), s.log, nil)
 	return s
 }

@@ -4,11 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/go-chi/chi/v5"
-	"go.opentelemetry.io/otel/propagation"
-
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/trace"
@@ -150,50 +147,4 @@ func appendTraceSettings(b []byte, st trace.Settings) []byte {
 		b = codec.AppendString(b, kv[1])
 	}
 	return append(b, '}')
-}
-
-// startTrace samples an inference request for tracing once its body is
-// read (recv: when its handling began, zero when tracing was off then).
-// It returns nil when the request is not traced, which is almost always;
-// a W3C traceparent header continues the caller's trace in opentelemetry
-// mode. The caller sets req.Trace and calls endTrace.
-func (s *Server) startTrace(r *http.Request, model string, recv time.Time, req *core.InferRequest) *trace.Request {
-	if recv.IsZero() {
-		return nil
-	}
-	tr := s.opts.Trace.Start(model, propagation.HeaderCarrier(r.Header))
-	if tr == nil {
-		return nil
-	}
-	tr.Stamp("HTTP_RECV_START", recv)
-	tr.Stamp("HTTP_RECV_END", time.Now())
-	req.Trace = tr.Core()
-	return tr
-}
-
-// traceClock is the time an inference handler begins, when some trace
-// setting is on (zero otherwise: no clock read for untraced servers).
-func (s *Server) traceClock() time.Time {
-	if core.TracingBuilt && s.opts.Trace.On() {
-		return time.Now()
-	}
-	return time.Time{}
-}
-
-// sendTrace stamps HTTP_SEND_START on a traced request and returns what
-// stamps HTTP_SEND_END and finishes its trace, for a defer around the
-// response's writing.
-func sendTrace(tr *trace.Request) func() {
-	tr.Stamp("HTTP_SEND_START", time.Now())
-	return func() {
-		tr.Stamp("HTTP_SEND_END", time.Now())
-		tr.Finish()
-	}
-}
-
-// finishTrace finishes tr's trace, if the request is traced.
-func finishTrace(tr *trace.Request) {
-	if tr != nil {
-		tr.Finish()
-	}
 }

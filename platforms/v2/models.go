@@ -1,6 +1,9 @@
 package v2
 
-import "github.com/inferd/inferd/core"
+import (
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
 
 // Acquire holds the version of name that serves version (core.LatestVersion:
 // the highest READY one) until release is called, or answers the lookup
@@ -22,15 +25,19 @@ func Acquire(c *core.Server, name string, version int64, decoupled error) (*core
 	return mv, release, nil
 }
 
-// Lookup reports the error Acquire would, without holding the model: a
-// transport that looks the model up before it reads the request body
-// (Triton's order) keeps a slow upload from holding the model.
-func Lookup(c *core.Server, name string, version int64, decoupled error) error {
-	_, release, err := Acquire(c, name, version, decoupled)
-	if err == nil {
-		release()
+// Lookup reports the error Acquire would, without holding the model, and
+// the configuration of the version it found: a transport that looks the
+// model up before it reads the request body (Triton's order) keeps a slow
+// upload from holding the model, and decodes against the configuration as
+// Triton's generate handler does (triton-inference-server/server
+// src/http_server.cc, HandleGenerate reads the model's configuration first).
+func Lookup(c *core.Server, name string, version int64, decoupled error) (*modelconfig.ModelConfig, error) {
+	mv, release, err := Acquire(c, name, version, decoupled)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	release()
+	return mv.Config, nil
 }
 
 // ServerLive is the liveness answer: ErrExiting while the server drains.

@@ -1,0 +1,232 @@
+// Package infer is the one path an inference takes through inferd,
+// whichever frontend it came in on. A frontend decodes the call and renders
+// the answer; everything between happens here, once, in this order:
+//
+//	lookup      the model and version exist, are ready, and take this
+//	            kind of call (a decoupled model refuses /infer and ModelInfer)
+//	decode      the frontend's decoder builds the core request against the
+//	            model's configuration, the forwarded headers at hand
+//	acquire     the version is held until the call ends, so an unload
+//	            waits for it
+//	log         the request log (--log-verbose)
+//	trace       sampling, the receive timestamps, the W3C trace context
+//	run         core Infer or InferStream
+//	report      the ORCA load report, when the frontend asked for one
+//	send / end  the send timestamps, the trace's end, the model's release
+//
+// The body is read during decode, after the lookup and before the
+// acquisition, so a slow upload never holds a model (Triton's order:
+// HandleInfer in triton-inference-server/server src/http_server.cc, and
+// ModelInferHandler::Execute in src/grpc/infer_handler.cc). A new step
+// that every inference needs (a response cache lookup, inputs from shared
+// memory, a sequence's correlation) is one edit in Start or Run.
+//
+// HTTP /infer and /generate (with SageMaker, Vertex AI and Lambda, which
+// route to the same handlers) and gRPC ModelInfer and ModelStreamInfer
+// all call it. See docs/architecture.md.
+package infer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/trace"
+	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// Protocol is the frontend a call came in on: it names the call in the
+// request log and its trace timestamps.
+type Protocol uint8
+
+// The frontends.
+const (
+	HTTP Protocol = iota
+	GRPC
+)
+
+// String is the request log's protocol.
+func (p Protocol) String() string {
+	if p == GRPC {
+		return "GRPC"
+	}
+	return "HTTP"
+}
+
+// stamps are the protocol's trace timestamps, as Triton names them
+// (triton-inference-server/server src/http_server.cc and
+// src/grpc/infer_handler.h): gRPC has read the message by the time the
+// handler runs, so its read end is the handler's start too.
+func (p Protocol) stamps() (recvStart, recvEnd, sendStart, sendEnd string) {
+	if p == GRPC {
+		return "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"
+	}
+	return "HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"
+}
+
+// Pipeline is what every inference of one frontend shares.
+type Pipeline struct {
+	Core *core.Server
+	// Trace samples requests for tracing; nil traces nothing.
+	Trace *trace.Manager
+	// Logs are the run-time log settings; Log the logger of the request log.
+	Logs *logging.Settings
+	Log  *slog.Logger
+	// Forward selects the headers forwarded as request parameters
+	// (--http-header-forward-pattern, --grpc-header-forward-pattern); nil
+	// forwards nothing.
+	Forward *v2.HeaderForwarder
+}
+
+// Metadata is a call's headers (HTTP) or metadata (gRPC), read only when
+// a step needs them: the trace context of a sampled request, and the
+// headers to forward.
+type Metadata interface {
+	Carrier() propagation.TextMapCarrier
+	Headers() map[string][]string
+}
+
+// Decoder builds a call's core request for a model whose configuration is
+// cfg. fh are the headers to forward (nil: none), which the decoder
+// applies where its protocol's order puts them.
+type Decoder func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error)
+
+// Call is one inference call as its frontend hands it over.
+type Call struct {
+	Protocol Protocol
+	// Route is the URL path (HTTP) or the method (gRPC), for the request log.
+	Route   string
+	Model   string
+	Version int64 // core.LatestVersion for the latest ready one
+	// Decoupled, when set, is the refusal of a decoupled model: the
+	// frontend answers one response per request.
+	Decoupled error
+	Meta      Metadata
+	Decode    Decoder
+	// Report, when set, receives the model once it has answered or refused
+	// the request: the frontend's ORCA load report.
+	Report func(mv *core.ModelVersion)
+}
+
+// Inference is a call on its way through the core, from Start to End.
+type Inference struct {
+	// Model is the version that runs the request, held until End.
+	Model   *core.ModelVersion
+	Request *core.InferRequest
+
+	protocol Protocol
+	report   func(*core.ModelVersion)
+	release  func()
+	trace    *trace.Request // nil: not traced (almost always)
+	sending  bool
+}
+
+// Start takes c from lookup to trace (see the package documentation). On
+// success the caller runs the inference and must call End.
+func (p *Pipeline) Start(ctx context.Context, c *Call) (*Inference, error) {
+	recv := p.clock()
+	cfg, err := v2.Lookup(p.Core, c.Model, c.Version, c.Decoupled)
+	if err != nil {
+		return nil, err
+	}
+	var fh *v2.ForwardedHeaders
+	if p.Forward != nil && c.Meta != nil {
+		sel := p.Forward.Select(c.Meta.Headers())
+		fh = &sel
+	}
+	req, err := c.Decode(cfg, fh)
+	if err != nil {
+		return nil, err
+	}
+	mv, release, err := v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled)
+	if err != nil {
+		return nil, err
+	}
+	req.ModelName, req.ModelVersion = c.Model, mv.Version
+	p.Logs.LogRequest(ctx, p.Log, c.Protocol.String(), c.Route, req)
+	in := &Inference{Model: mv, Request: req, protocol: c.Protocol, report: c.Report, release: release}
+	in.trace = p.startTrace(c, recv, req)
+	return in, nil
+}
+
+// Infer runs a request that has one response.
+func (in *Inference) Infer(ctx context.Context) (*core.InferResponse, error) {
+	resp, err := in.Model.Infer(ctx, in.Request)
+	if in.report != nil {
+		in.report(in.Model)
+	}
+	return resp, err
+}
+
+// Stream runs a request whose responses go to send as the model produces
+// them (core.ModelVersion.InferStream).
+func (in *Inference) Stream(ctx context.Context, send func(resp *core.InferResponse, final bool) error) error {
+	err := in.Model.InferStream(ctx, in.Request, send)
+	if in.report != nil {
+		in.report(in.Model)
+	}
+	return err
+}
+
+// Sending marks the start of the response's sending, for the trace.
+func (in *Inference) Sending() {
+	if in.trace != nil {
+		_, _, start, _ := in.protocol.stamps()
+		in.trace.Stamp(start, time.Now())
+		in.sending = true
+	}
+}
+
+// End releases the model and ends the trace (with the send's end, after
+// Sending).
+func (in *Inference) End() {
+	in.release()
+	if in.trace == nil {
+		return
+	}
+	if in.sending {
+		_, _, _, end := in.protocol.stamps()
+		in.trace.Stamp(end, time.Now())
+	}
+	in.trace.Finish()
+}
+
+// clock is the time a call's handling began, when some trace setting is
+// on; zero otherwise, so an untraced server reads no clock.
+func (p *Pipeline) clock() time.Time {
+	if core.TracingBuilt && p.Trace.On() {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// startTrace samples req for tracing once it is decoded (recv: from
+// clock); nil when it is not traced. A W3C traceparent in the call's
+// metadata continues the caller's trace in opentelemetry mode.
+func (p *Pipeline) startTrace(c *Call, recv time.Time, req *core.InferRequest) *trace.Request {
+	if recv.IsZero() {
+		return nil
+	}
+	var carrier propagation.TextMapCarrier = propagation.MapCarrier(nil)
+	if c.Meta != nil {
+		carrier = c.Meta.Carrier()
+	}
+	tr := p.Trace.Start(c.Model, carrier)
+	if tr == nil {
+		return nil
+	}
+	recvStart, recvEnd, _, _ := c.Protocol.stamps()
+	tr.Stamp(recvStart, recv)
+	if c.Protocol == GRPC {
+		tr.Stamp(recvEnd, recv)
+	} else {
+		tr.Stamp(recvEnd, time.Now())
+	}
+	req.Trace = tr.Core()
+	return tr
+}
