@@ -1,0 +1,226 @@
+package infer_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/platforms/infer"
+	"github.com/inferd/inferd/platforms/trace"
+	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+const identityConfig = `backend: "identity"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+`
+
+// start runs a core over `id` (an identity model) and `decoupled` (the
+// same, decoupled).
+func start(t *testing.T) *core.Server {
+	t.Helper()
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"id":        {Config: identityConfig},
+		"decoupled": {Config: identityConfig + "model_transaction_policy { decoupled: true }\n"},
+	})
+	return servertest.Start(t, servertest.Options{Repo: root})
+}
+
+// headers is a call's metadata as a map, as both frontends hand it over.
+type headers map[string][]string
+
+func (h headers) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
+func (h headers) Headers() map[string][]string      { return h }
+
+func request() *core.InferRequest {
+	return &core.InferRequest{ID: "r1", Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1}, Data: make([]byte, 4)}}}
+}
+
+var errDecoupled = core.Errorf(core.CodeUnsupported, "decoupled refused")
+
+// TestPipelineSteps checks what each step lets through: the lookup before
+// the decoder, the decoder before the acquisition, the forwarded headers at
+// the decoder, the load report after the model answered.
+func TestPipelineSteps(t *testing.T) {
+	c := start(t)
+	fwd, err := v2.NewHeaderForwarder("x-.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errDecode := core.Errorf(core.CodeInvalidArg, "bad body")
+	for _, tc := range []struct {
+		name      string
+		model     string
+		decoupled error
+		decodeErr error
+		meta      infer.Metadata
+		// want
+		decoded  bool
+		err      string
+		reported bool
+		param    string // the forwarded x-tag parameter
+	}{
+		{name: "unknown model stops at the lookup", model: "nope", err: "Request for unknown model: 'nope' is not found"},
+		{name: "decoupled refusal before the body", model: "decoupled", decoupled: errDecoupled, err: "decoupled refused"},
+		{name: "decoupled accepted when the frontend streams", model: "decoupled", decoded: true, reported: true},
+		{name: "decode error", model: "id", decodeErr: errDecode, decoded: true, err: "bad body"},
+		{name: "served, headers forwarded", model: "id", meta: headers{"x-tag": {"v"}, "other": {"w"}}, decoded: true, reported: true, param: "v"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &infer.Pipeline{Core: c, Logs: nil, Log: slog.New(slog.DiscardHandler), Forward: fwd}
+			var decoded bool
+			var reported *core.ModelVersion
+			call := &infer.Call{
+				Protocol: infer.HTTP, Route: "/v2/models/" + tc.model + "/infer", Model: tc.model, Version: core.LatestVersion,
+				Decoupled: tc.decoupled, Meta: tc.meta,
+				Decode: func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+					decoded = true
+					if cfg == nil || len(cfg.GetInput()) != 1 {
+						t.Errorf("decoder got config %v", cfg)
+					}
+					if tc.decodeErr != nil {
+						return nil, tc.decodeErr
+					}
+					req := request()
+					if fh != nil {
+						if err := fh.Apply(req); err != nil {
+							return nil, err
+						}
+					}
+					return req, nil
+				},
+				Report: func(mv *core.ModelVersion) { reported = mv },
+			}
+			in, err := p.Start(context.Background(), call)
+			if err == nil {
+				defer in.End()
+				if in.Request.ModelName != tc.model || in.Request.ModelVersion != 1 {
+					t.Errorf("request names %s version %d", in.Request.ModelName, in.Request.ModelVersion)
+				}
+				if in.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
+					n := 0
+					err = in.Stream(context.Background(), func(resp *core.InferResponse, _ bool) error {
+						if resp != nil {
+							n++
+						}
+						return nil
+					})
+					if err == nil && n != 1 {
+						t.Errorf("%d responses", n)
+					}
+				} else {
+					_, err = in.Infer(context.Background())
+				}
+				if got, _ := in.Request.Parameters["x-tag"].(string); got != tc.param {
+					t.Errorf("forwarded x-tag %q, want %q", got, tc.param)
+				}
+				if _, ok := in.Request.Parameters["other"]; ok {
+					t.Error("a header outside the pattern was forwarded")
+				}
+			}
+			if tc.err == "" && err != nil {
+				t.Fatalf("err %v", err)
+			}
+			if tc.err != "" && (err == nil || err.Error() != tc.err) {
+				t.Fatalf("err %v, want %q", err, tc.err)
+			}
+			if decoded != tc.decoded {
+				t.Errorf("decoded %v, want %v", decoded, tc.decoded)
+			}
+			if (reported != nil) != tc.reported {
+				t.Errorf("reported %v, want %v", reported != nil, tc.reported)
+			}
+			if tc.decodeErr != nil && !errors.Is(err, tc.decodeErr) {
+				t.Errorf("decoder's error not returned as is: %v", err)
+			}
+		})
+	}
+}
+
+// TestPipelineReleases checks that End releases the model: an unload
+// waits for a held version and finishes once the call has ended.
+func TestPipelineReleases(t *testing.T) {
+	c := start(t)
+	p := &infer.Pipeline{Core: c, Log: slog.New(slog.DiscardHandler)}
+	in, err := p.Start(context.Background(), &infer.Call{Model: "id", Version: core.LatestVersion,
+		Decode: func(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferRequest, error) { return request(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- c.Unload(context.Background(), "id") }()
+	time.Sleep(100 * time.Millisecond) // time for the unload to reach the wait
+	select {
+	case err := <-unloaded:
+		t.Fatalf("unload returned (%v) while the call held the model", err)
+	default:
+	}
+	if _, err := in.Infer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in.End()
+	if err := <-unloaded; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPipelineTraceStamps checks each protocol's timestamp names in a
+// traced request's record (triton mode, rate 1).
+func TestPipelineTraceStamps(t *testing.T) {
+	c := start(t)
+	for _, tc := range []struct {
+		protocol infer.Protocol
+		want     []string
+	}{
+		{infer.HTTP, []string{"HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"}},
+		{infer.GRPC, []string{"GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"}},
+	} {
+		t.Run(tc.protocol.String(), func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "trace.json")
+			cfg, err := trace.ParseConfig([]string{"triton,file=" + file, "level=TIMESTAMPS", "rate=1"}, trace.Deprecated{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := trace.New(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &infer.Pipeline{Core: c, Trace: m, Log: slog.New(slog.DiscardHandler)}
+			in, err := p.Start(context.Background(), &infer.Call{Protocol: tc.protocol, Model: "id", Version: core.LatestVersion,
+				Decode: func(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferRequest, error) { return request(), nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Request.Trace == nil {
+				t.Fatal("a request sampled at rate 1 has no trace")
+			}
+			if _, err := in.Infer(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			in.Sending()
+			in.End()
+			if err := m.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range tc.want {
+				if !strings.Contains(string(b), `"`+name+`"`) {
+					t.Errorf("trace lacks %s: %s", name, b)
+				}
+			}
+		})
+	}
+}
