@@ -173,7 +173,7 @@ func (e *ensemble) submit(j *job) error {
 // run executes one ensemble request and answers it.
 func (e *ensemble) run(j *job) {
 	defer e.wg.Done()
-	r := &j.p.req
+	r := &j.req
 	err := e.execute(j)
 	j.times.cout = time.Now()
 	j.times.execEnd = j.times.cout
@@ -221,7 +221,7 @@ type stepResult struct {
 func (e *ensemble) execute(j *job) error {
 	ctx, cancel := context.WithCancel(j.ctx)
 	defer cancel()
-	r := &j.p.req
+	r := &j.req
 	vals := make(map[string]map[int]*Tensor, len(e.labels))
 	for _, t := range r.Inputs {
 		vals[t.Name] = map[int]*Tensor{0: t}
@@ -385,8 +385,8 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 			return
 		}
 	}
-	req := &InferRequest{ID: j.p.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
-		Outputs: st.requested, Parameters: j.p.req.Parameters, Priority: j.p.priority, Correlation: j.p.req.Correlation,
+	req := &InferRequest{ID: j.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
+		Outputs: st.requested, Parameters: j.req.Parameters, Priority: j.req.Priority, Correlation: j.req.Correlation,
 		Trace: ChildTrace(j.orig.Trace)}
 	mv, release, err := e.srv.Acquire(st.model, st.version)
 	if err == nil {

@@ -30,10 +30,10 @@ type Request struct {
 	// BatchSize is the request's batch size, 0 for a model that does not
 	// batch.
 	BatchSize uint64
-	// Correlation and TimeoutMicros are the request's, as the client sent
-	// them.
-	Correlation   Correlation
-	TimeoutMicros uint64
+	// Correlation and the scheduler parameters are the request's, as the
+	// client sent them.
+	Correlation             Correlation
+	Priority, TimeoutMicros uint64
 
 	batch Batch // the one-request batch of Concatenated, without a copy
 	job   *job

@@ -102,18 +102,17 @@ func (mv *ModelVersion) InferStream(ctx context.Context, req *InferRequest, emit
 // responses itself (Infer's case, without a closure per request).
 func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*job, error) {
 	tReq := time.Now()
-	p, err := mv.prepare(req)
-	if err != nil {
+	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
+	if err := mv.prepare(req, &j.req); err != nil {
 		return nil, rejected{err}
 	}
-	j := &job{ctx: ctx, p: p, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
-	p.req.job = j
+	j.req.job = j
 	j.times.req = tReq
 	j.times.queue = time.Now()
 	if err := mv.exec.submit(j); err != nil {
 		return nil, rejected{err}
 	}
-	err = <-j.done
+	err := <-j.done
 	end := time.Now()
 	if err != nil {
 		var c *cancelled
@@ -139,7 +138,7 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 		}
 		return nil, Errorf(CodeInternal, "%s", err.Error())
 	}
-	mv.Stats.recordSuccess(j.times, time.Now(), p.req.BatchSize)
+	mv.Stats.recordSuccess(j.times, time.Now(), j.req.BatchSize)
 	return j, nil
 }
 

@@ -32,7 +32,7 @@ const (
 // job is one request travelling through a scheduler.
 type job struct {
 	ctx   context.Context
-	p     *prepared
+	req   Request // the validated request, as its backend sees it
 	times requestTimes
 	done  chan error // the request's end: nil, or the error that ended it
 
@@ -229,15 +229,15 @@ func (s *scheduler) submit(j *job) error {
 	lv := s.levels[0]
 	if s.cfg.batching {
 		lv = s.levels[s.cfg.defLevel]
-		if p := j.p.priority; p >= 1 && p <= uint64(len(s.levels)) {
+		if p := j.req.Priority; p >= 1 && p <= uint64(len(s.levels)) {
 			lv = s.levels[p-1]
 		}
 	}
-	j.size = max(1, int64(j.p.req.BatchSize))
+	j.size = max(1, int64(j.req.BatchSize))
 	j.level = lv
 	pol := lv.policy
 	if t := pol.timeout; s.cfg.batching && t > 0 {
-		if r := time.Duration(j.p.timeoutMicros) * time.Microsecond; pol.override && r != 0 && r < t {
+		if r := time.Duration(j.req.TimeoutMicros) * time.Microsecond; pol.override && r != 0 && r < t {
 			t = r
 		}
 		j.deadline = j.times.queue.Add(t)
@@ -598,7 +598,7 @@ func (lv *level) compact(now time.Time) {
 // whose dims are variable and not ragged must have the same shape, as in
 // triton-inference-server/core src/dynamic_batch_scheduler.cc.
 func (s *scheduler) compatible(first, j *job) bool {
-	a, b := first.p.req.Inputs, j.p.req.Inputs
+	a, b := first.req.Inputs, j.req.Inputs
 	if s.cfg.sameSet && len(a) != len(b) {
 		return false
 	}
@@ -637,7 +637,7 @@ func (s *scheduler) compatible(first, j *job) bool {
 func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*job, log *slog.Logger, e *Execution, errs []error) []error {
 	*e = Execution{Requests: e.Requests[:0]}
 	for _, j := range jobs {
-		e.Requests = append(e.Requests, &j.p.req)
+		e.Requests = append(e.Requests, &j.req)
 	}
 	err := execute(inst, model, e, jobs, log)
 	if err == nil {
@@ -651,7 +651,7 @@ func runExecution(inst Instance, model string, decoupled bool, stats *Stats, job
 	errs = errs[:0]
 	for _, j := range jobs {
 		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
-		errs = append(errs, j.p.req.end(err, model, decoupled))
+		errs = append(errs, j.req.end(err, model, decoupled))
 	}
 	clear(e.Requests)
 	return errs

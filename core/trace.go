@@ -62,7 +62,7 @@ func (j *job) traceBegin() {
 	if !TracingBuilt || j.orig.Trace == nil {
 		return
 	}
-	j.orig.Trace.Begin(j.mv.Name, j.mv.Version, j.orig.ID, j.times.req, j.times.queue, j.p.req.Inputs)
+	j.orig.Trace.Begin(j.mv.Name, j.mv.Version, j.orig.ID, j.times.req, j.times.queue, j.req.Inputs)
 }
 
 // traceEnd ends j's trace, if it has one, just before its end (err) is

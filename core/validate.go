@@ -12,13 +12,6 @@ import (
 // batchNote is the sentence Triton appends to shape errors of batching models.
 const batchNote = " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
 
-// prepared is a validated request, ready for a scheduler.
-type prepared struct {
-	req Request
-	// priority and timeoutMicros are the request's scheduler parameters.
-	priority, timeoutMicros uint64
-}
-
 // RequestPrefix is the "[request id: <id>] " prefix of request validation
 // messages; an empty id reads <id_unknown>, as in Triton.
 func RequestPrefix(id string) string {
@@ -30,32 +23,31 @@ func RequestPrefix(id string) string {
 
 // prepare validates req against the model configuration, in Triton's order,
 // and returns the backend inputs (config order, reshaped) and outputs.
-func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
+func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 	cfg := mv.Config
 	name := mv.Name
 	pfx := RequestPrefix(req.ID)
 	if req.Raw {
 		if err := mv.fillRaw(req, pfx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
-	p := &prepared{priority: req.Priority, timeoutMicros: req.TimeoutMicros}
 	// Requested outputs: unknown names fail, none means all; the backend
 	// returns them in ascending byte order of name (ONNX Runtime backend).
 	if req.Outputs == nil {
-		p.req.Outputs = mv.outputOrder
+		r.Outputs = mv.outputOrder
 	} else {
 		seen := make(map[string]bool, len(req.Outputs))
 		for _, o := range req.Outputs {
 			if _, ok := mv.outputs[o.Name]; !ok {
-				return nil, Errorf(CodeInvalidArg, "%sunexpected inference output '%s' for model '%s'", pfx, o.Name, name)
+				return Errorf(CodeInvalidArg, "%sunexpected inference output '%s' for model '%s'", pfx, o.Name, name)
 			}
 			seen[o.Name] = true
 		}
 		for _, n := range mv.outputOrder {
 			if seen[n] {
-				p.req.Outputs = append(p.req.Outputs, n)
+				r.Outputs = append(r.Outputs, n)
 			}
 		}
 	}
@@ -73,16 +65,16 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		given[t.Name] = t
 	}
 	if len(req.Inputs) > total || len(req.Inputs) < required || len(given) != len(req.Inputs) {
-		return nil, mv.inputCountError(req, pfx, required, total)
+		return mv.inputCountError(req, pfx, required, total)
 	}
 	for _, t := range req.Inputs {
 		if _, ok := mv.inputs[t.Name]; !ok {
-			return nil, Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, name)
+			return Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, name)
 		}
 	}
 	for _, in := range cfg.GetInput() {
 		if !in.GetOptional() && given[in.GetName()] == nil {
-			return nil, mv.inputCountError(req, pfx, required, total)
+			return mv.inputCountError(req, pfx, required, total)
 		}
 	}
 
@@ -92,20 +84,20 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		var bs int64 = -1
 		for _, t := range req.Inputs {
 			if len(t.Shape) == 0 {
-				return nil, Errorf(CodeInvalidArg, "%sinput '%s' has no shape but model requires batch dimension for '%s'", pfx, t.Name, name)
+				return Errorf(CodeInvalidArg, "%sinput '%s' has no shape but model requires batch dimension for '%s'", pfx, t.Name, name)
 			}
 			switch {
 			case bs < 0:
 				bs = t.Shape[0]
 			case t.Shape[0] != bs:
-				return nil, Errorf(CodeInvalidArg, "%sinput '%s' batch size does not match other inputs for '%s'", pfx, t.Name, name)
+				return Errorf(CodeInvalidArg, "%sinput '%s' batch size does not match other inputs for '%s'", pfx, t.Name, name)
 			}
 		}
 		if bs > maxBatch {
-			return nil, Errorf(CodeInvalidArg, "%sinference request batch-size must be <= %d for '%s'", pfx, maxBatch, name)
+			return Errorf(CodeInvalidArg, "%sinference request batch-size must be <= %d for '%s'", pfx, maxBatch, name)
 		}
 		if bs > 0 {
-			p.req.BatchSize = uint64(bs)
+			r.BatchSize = uint64(bs)
 		}
 	}
 
@@ -117,7 +109,7 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 		}
 		want := DataType(in.GetDataType())
 		if t.DataType != want {
-			return nil, Errorf(CodeInvalidArg, "%sinference input '%s' data-type is '%s', but model '%s' expects '%s'", pfx, t.Name, t.DataType, name, want)
+			return Errorf(CodeInvalidArg, "%sinference input '%s' data-type is '%s', but model '%s' expects '%s'", pfx, t.Name, t.DataType, name, want)
 		}
 		dims := t.Shape
 		if maxBatch > 0 {
@@ -130,26 +122,26 @@ func (mv *ModelVersion) prepare(req *InferRequest) (*prepared, error) {
 				expected = append([]int64{-1}, expected...)
 				note = batchNote
 			}
-			return nil, Errorf(CodeInvalidArg, "%sunexpected shape for input '%s' for model '%s'. Expected %s, got %s.%s", pfx, t.Name, name, ShapeString(expected), ShapeString(t.Shape), note)
+			return Errorf(CodeInvalidArg, "%sunexpected shape for input '%s' for model '%s'. Expected %s, got %s.%s", pfx, t.Name, name, ShapeString(expected), ShapeString(t.Shape), note)
 		}
 		for _, d := range t.Shape {
 			if d < 0 {
-				return nil, Errorf(CodeInvalidArg, "%sAll input dimensions should be specified for input '%s' for model '%s', got %s", pfx, t.Name, name, ShapeString(t.Shape))
+				return Errorf(CodeInvalidArg, "%sAll input dimensions should be specified for input '%s' for model '%s', got %s", pfx, t.Name, name, ShapeString(t.Shape))
 			}
 		}
 		if err := checkByteSize(t, pfx, name); err != nil {
-			return nil, err
+			return err
 		}
 		shape := t.Shape
 		if rs := in.GetReshape(); rs != nil {
 			shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
 		}
-		p.req.Inputs = append(p.req.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
+		r.Inputs = append(r.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
 	}
-	p.req.ID, p.req.Parameters = req.ID, req.Parameters
-	p.req.Correlation, p.req.TimeoutMicros = req.Correlation, req.TimeoutMicros
-	p.req.batch = Batch{Inputs: p.req.Inputs, Outputs: p.req.Outputs}
-	return p, nil
+	r.ID, r.Parameters = req.ID, req.Parameters
+	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
+	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
+	return nil
 }
 
 func (mv *ModelVersion) inputCountError(req *InferRequest, pfx string, required, total int) error {

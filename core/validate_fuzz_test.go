@@ -61,14 +61,15 @@ func FuzzValidateInputs(f *testing.F) {
 		if raw {
 			tensor = &Tensor{Data: data}
 		}
-		p, err := mv.prepare(&InferRequest{Raw: raw, Inputs: []*Tensor{tensor}})
+		var r Request
+		err := mv.prepare(&InferRequest{Raw: raw, Inputs: []*Tensor{tensor}}, &r)
 		if err != nil {
 			if CodeOf(err) != CodeInvalidArg {
 				t.Fatalf("%v: code %v", err, CodeOf(err))
 			}
 			return
 		}
-		in := p.req.Inputs[0]
+		in := r.Inputs[0]
 		for _, d := range in.Shape {
 			if d < 0 {
 				t.Fatalf("accepted shape %v", in.Shape)

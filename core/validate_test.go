@@ -99,7 +99,8 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := c.mv.prepare(c.req)
+			var r Request
+			err := c.mv.prepare(c.req, &r)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err = %v, want %q", err, c.wantErr)
@@ -115,8 +116,8 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(p.req.Inputs[0].Shape, c.wantShape) || !slices.Equal(p.req.Outputs, c.wantOuts) || p.req.BatchSize != c.wantBatch {
-				t.Fatalf("shape %v outs %v batch %d", p.req.Inputs[0].Shape, p.req.Outputs, p.req.BatchSize)
+			if !slices.Equal(r.Inputs[0].Shape, c.wantShape) || !slices.Equal(r.Outputs, c.wantOuts) || r.BatchSize != c.wantBatch {
+				t.Fatalf("shape %v outs %v batch %d", r.Inputs[0].Shape, r.Outputs, r.BatchSize)
 			}
 		})
 	}
@@ -127,11 +128,12 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
 
 func rawBytesData(t *testing.T, mv *ModelVersion) []byte {
 	req := &InferRequest{Raw: true, Inputs: []*Tensor{{Data: []byte("abc")}}}
-	p, err := mv.prepare(req)
+	var r Request
+	err := mv.prepare(req, &r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.req.Inputs[0].Data
+	return r.Inputs[0].Data
 }
 
 func TestResponseShape(t *testing.T) {

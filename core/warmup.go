@@ -39,12 +39,12 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 			jobs := make([]*job, bs)
 			for i := range jobs {
 				start := time.Now()
-				p, err := mv.prepare(req)
-				if err != nil {
+				j := &job{ctx: ctx, mv: mv, orig: req}
+				if err := mv.prepare(req, &j.req); err != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
 				}
-				jobs[i] = &job{ctx: ctx, p: p, size: max(1, int64(p.req.BatchSize)), mv: mv, orig: req}
-				p.req.job = jobs[i]
+				j.size, j.req.job = max(1, int64(j.req.BatchSize)), j
+				jobs[i] = j
 				jobs[i].times.req, jobs[i].times.queue, jobs[i].times.exec = start, start, start
 			}
 			// Warmup runs outside the scheduler: a decoupled model must
@@ -54,7 +54,7 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 				if errs[i] != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), errs[i])
 				}
-				mv.Stats.recordSuccess(j.times, time.Now(), j.p.req.BatchSize)
+				mv.Stats.recordSuccess(j.times, time.Now(), j.req.BatchSize)
 			}
 		}
 	}
