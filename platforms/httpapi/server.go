@@ -114,6 +114,17 @@ func (s *Server) Router() chi.Router { return s.router }
 // panic in any route (Lambda's included) is a 500 for its request only.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// Pipeline is the inference pipeline of the API's /infer route, for
+// platform frontends whose own request formats (Vertex AI's instances) run
+// through the same steps.
+func (s *Server) Pipeline() *infer.Pipeline { return &s.pipe }
+
+// InferLoadReport is /infer's load report step for the reply w to r (nil
+// when load reports are off), for a platform frontend's infer call.
+func (s *Server) InferLoadReport(w http.ResponseWriter, r *http.Request) func(*core.ModelVersion) {
+	return s.inferLoadReport(w, r)
+}
+
 // MaxInputSize is --http-max-input-size.
 func (s *Server) MaxInputSize() int64 { return s.opts.MaxInputSize }
 
