@@ -18,15 +18,18 @@ import (
 	"github.com/inferd/inferd/platforms/serve"
 )
 
-// newGRPC builds the gRPC service over srv with the --grpc-* options
-// (keepalive and ping policy, TLS, restricted protocols, response
-// compression, as in triton-inference-server/server
+// newGRPCAPI builds the gRPC API over srv.
+func newGRPCAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *grpcapi.Server {
+	return grpcapi.New(srv, grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression,
+		Logger: log, Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads, Trace: cfg.tracer})
+}
+
+// newGRPC serves api with the --grpc-* options (keepalive and ping
+// policy, TLS, restricted protocols, response compression, as in
+// triton-inference-server/server
 // docs/customization_guide/inference_protocols.md) and binds spec; the
 // actor serves it and drains it on stop.
-func newGRPC(cfg *config, srv *core.Server, loads *orca.Reporter, spec listenSpec, log *slog.Logger) (serve.Actor, string, error) {
-	opts := grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression, Logger: log,
-		Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads, Trace: cfg.tracer}
-	api := grpcapi.New(srv, opts)
+func newGRPC(cfg *config, api *grpcapi.Server, spec listenSpec) (serve.Actor, string, error) {
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.grpcMinPing, PermitWithoutStream: cfg.grpcPermitNoCalls}
 	if cfg.grpcPingStrikes == 0 {
 		// grpc-go's strike limit is fixed; 0 (unlimited) means never
@@ -57,8 +60,7 @@ func newGRPC(cfg *config, srv *core.Server, loads *orca.Reporter, spec listenSpe
 	return serve.Actor{
 		Name: spec.service,
 		Run:  func() error { return gs.Serve(ln) },
-		Stop: func(ctx context.Context) {
-			api.SetExiting()
+		Stop: func(ctx context.Context) error {
 			done := make(chan struct{})
 			go func() { gs.GracefulStop(); close(done) }()
 			select {
@@ -66,6 +68,7 @@ func newGRPC(cfg *config, srv *core.Server, loads *orca.Reporter, spec listenSpe
 			case <-ctx.Done():
 				gs.Stop()
 			}
+			return nil
 		},
 	}, ln.Addr().String(), nil
 }

@@ -6,14 +6,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
+	"github.com/inferd/inferd/sagemaker"
 )
 
 // listenSpec is one listener the server opens.
@@ -83,6 +87,34 @@ func parsePortRange(s string) (lo, hi int, err error) {
 		return 0, 0, fmt.Errorf("--sagemaker-safe-port-range expects <lo>-<hi>, got %q", s)
 	}
 	return lo, hi, nil
+}
+
+// newListener binds the listener of spec (any service but Vertex AI's,
+// which binds before the models load) and returns the actor serving it,
+// its bound address and, for a service with an API of its own (gRPC), the
+// mark that makes that API refuse new work while the server exits.
+func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Server, loads *orca.Reporter,
+	metricsHandler http.Handler, log *slog.Logger) (serve.Actor, string, func(), error) {
+	var h http.Handler
+	switch spec.service {
+	case "HTTP":
+		h = api
+	case "metrics":
+		// Triton's metrics listener logs its requests as the HTTP one does.
+		h = httpapi.LogRequests(metricsHandler, cfg.logs, log)
+	case "GRPC":
+		gapi := newGRPCAPI(cfg, srv, loads, log)
+		actor, addr, err := newGRPC(cfg, gapi, spec)
+		return actor, addr, gapi.SetExiting, err
+	case "SageMaker":
+		opts := sagemaker.OptionsFromEnv(os.Getenv)
+		opts.Logger, opts.UnloadTimeout = log, cfg.sageMakerUnload
+		h = sagemaker.New(srv, api, opts)
+	default:
+		return serve.Actor{}, "", nil, fmt.Errorf("the %s listener is not available in this build", spec.service)
+	}
+	actor, addr, err := listen(spec, h, cfg.timeouts(), log)
+	return actor, addr, nil, err
 }
 
 // listen binds spec's address and returns the actor serving h there and

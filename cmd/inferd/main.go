@@ -121,9 +121,17 @@ func newLogger(cfg *config) (*slog.Logger, func(), error) {
 	return slog.New(cfg.logs.Handler(w)), closeLog, nil
 }
 
-// run starts everything and blocks until ctx ends (a signal) or a listener
-// fails. ready, when non-nil, receives the bound addresses once serving.
-func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs map[string]string)) (err error) {
+// run starts the server and blocks until ctx ends (a signal) or one of its
+// long-lived parts fails. ready, when non-nil, receives the bound
+// addresses once serving.
+//
+// Every long-lived part is an actor of one run group (serve.Group), as in
+// Prometheus' cmd/prometheus/main.go, started in the order below. The stop
+// runs them down in the reverse order, each after the one before has
+// stopped, which is tritonserver's (triton-inference-server/server
+// src/main.cc): the server marks itself exiting, the listeners drain, the
+// models unload, the backends stop, the traces flush.
+func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs map[string]string)) error {
 	started := time.Now()
 	if len(cfg.planned) > 0 || len(cfg.noop) > 0 {
 		// One line: what the launch line asks for that does not happen.
@@ -141,147 +149,163 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	if err != nil {
 		return err
 	}
-	srv, custom, closeBackend, err := newCore(ctx, cfg, mode, log)
-	if err != nil {
-		return err
-	}
 	// One deadline for the whole stop, started when it begins (a signal,
-	// a failed listener or a failed start): the listeners' drains, the
-	// models' unloads, the workers' finalize and the trace flush share
-	// it, and past it the workers are killed and the process exits. As in
-	// tritonserver (triton-inference-server/server src/main.cc), the
-	// endpoints' stop uses part of --exit-timeout-secs and the server's
-	// stop gets what is left.
+	// a failed actor or a failed start-up step): the listeners' drains,
+	// the models' unloads, the workers' finalize and the trace flush
+	// share it, and past it the workers are killed and the process
+	// exits. As in tritonserver, the endpoints' stop uses part of
+	// --exit-timeout-secs and the server's stop gets what is left.
 	stop := serve.NewDeadline(time.Duration(cfg.exitTimeoutSecs) * time.Second)
 	defer stop.Release()
-	defer func() {
-		ctx := stop.Context()
-		stopErr := srv.Shutdown(ctx)
-		if err := closeBackend(ctx); err != nil {
-			log.Error("stopping the backends", "err", err)
-		}
-		// After the core's shutdown: every traced request has ended; the
-		// trace files close and the spans flush.
-		if cfg.tracer != nil {
-			if err := cfg.tracer.Close(ctx); err != nil {
-				log.Error("closing the traces", "err", err)
-			}
-		}
-		// As tritonserver: models still unloading at the deadline make
-		// the exit a failure.
-		if stopErr != nil && err == nil {
-			err = fmt.Errorf("failed to stop server: %w", stopErr)
-		}
-	}()
+	// ctx now also ends when an actor fails, so the models' load gives up
+	// when a listener serving during it (Vertex AI's) dies.
+	g, ctx := serve.NewGroup(ctx, stop, log)
+
+	// Traces: stopped last, once the models' unload has ended every
+	// traced request; the trace files close and the spans flush.
 	if cfg.tracer, err = trace.New(cfg.tracing, log); err != nil {
 		return err
 	}
+	g.Go(serve.OnStop("traces", logStopError(log, "closing the traces", cfg.tracer.Close)))
+
+	// Backends: stopped once no model uses them; the Python workers
+	// still running at the deadline are killed, with their children.
+	srv, custom, closeBackend, err := newCore(ctx, cfg, mode, log)
+	if err != nil {
+		return g.Stop(err)
+	}
+	g.Go(serve.OnStop("backends", logStopError(log, "stopping the backends", closeBackend)))
+
+	// Models: unloaded once no listener takes requests; as tritonserver,
+	// models still unloading at the deadline make the exit a failure.
+	g.Go(serve.OnStop("models", func(ctx context.Context) error {
+		log.Info("stopped serving; unloading models")
+		if err := srv.Shutdown(ctx); err != nil {
+			return fmt.Errorf("failed to stop server: %w", err)
+		}
+		return nil
+	}))
+
 	loads := loadReporter(cfg, custom, log)
 	api := newAPI(cfg, srv, loads, log)
 	mcfg, err := cfg.metrics()
 	if err != nil {
-		return err
+		return g.Stop(err)
 	}
 	metricsHandler := metrics.NewHandler(srv, mcfg, custom...)
+	// Metrics polls (CPU, pinned memory): fresh until the metrics
+	// listener has drained.
 	if cfg.allowMetrics {
-		go metricsHandler.Run(ctx, log) // CPU and pinned-memory polls
+		g.Go(serve.Loop("metrics polls", func(ctx context.Context) { metricsHandler.Run(ctx, log) }))
 	}
 
-	// Vertex AI binds before the models load, so its liveness probe
-	// passes during long loads; health reads 400 until Resolve.
-	var actors []serve.Actor
+	// Vertex AI's listener: bound before the models load, so its
+	// liveness probe passes during long loads; health reads 400 until
+	// Resolve.
 	addrs := map[string]string{}
 	var vertexHandler *vertex.Handler
 	if cfg.allowVertex {
 		opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel)
 		if err != nil {
-			return err
+			return g.Stop(err)
 		}
 		opts.Logger, opts.Metrics = log, metricsHandler
 		vertexHandler = vertex.New(srv, api, opts)
-		actor, addr, err := startEarly(specFor(specs, "Vertex AI"), vertexHandler, cfg.timeouts(), log)
+		spec := specFor(specs, "Vertex AI")
+		actor, addr, err := listen(spec, vertexHandler, cfg.timeouts(), log)
 		if err != nil {
-			return err
+			return g.Stop(err)
 		}
-		actors, addrs["Vertex AI"] = append(actors, actor), addr
+		g.Go(actor)
+		addrs[spec.service] = addr
 	}
 
+	// The models' load: a start-up step, not an actor.
 	if err := srv.Start(ctx); err != nil {
 		if cfg.exitOnError {
-			stopAll(actors, stop)
-			return err
+			return g.Stop(err)
 		}
 		log.Error("some models failed to load; serving the others (--exit-on-error=false)", "err", err)
 		if errors.Is(err, repo.ErrUnreachable) {
-			go srv.RetryUnreachable(ctx)
+			// Repository retry: loads the models of the roots that did
+			// not answer, until they do or the stop begins.
+			g.Go(serve.Loop("repository retry", srv.RetryUnreachable))
 		}
 	}
 	if vertexHandler != nil {
 		if err := vertexHandler.Resolve(); err != nil {
-			stopAll(actors, stop)
-			return err
+			return g.Stop(err)
 		}
 	}
 
-	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
-		// Lambda: no sockets; the runtime loop feeds events to the same
-		// v2 router and never returns (inferd's Lambda mode; the runtime is
-		// https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html).
+	// The frontends: Lambda's runtime loop, or the listeners, bound once
+	// the models have loaded; stopped after the exiting mark, each
+	// draining its in-flight requests.
+	exiting := []func(){api.SetExiting}
+	lambda := os.Getenv("AWS_LAMBDA_RUNTIME_API") != ""
+	if lambda {
+		g.Go(lambdaActor(api, log))
+	} else {
+		for _, spec := range specs {
+			if spec.service == "Vertex AI" {
+				continue // serving since before the load
+			}
+			actor, addr, mark, err := newListener(cfg, spec, srv, api, loads, metricsHandler, log)
+			if err != nil {
+				return g.Stop(err)
+			}
+			if mark != nil {
+				exiting = append(exiting, mark)
+			}
+			g.Go(actor)
+			addrs[spec.service] = addr
+		}
+	}
+
+	// Repository poll: stopped first of the workers, so no model loads
+	// while the server drains. Triton: 0 in poll mode means never poll
+	// after start-up.
+	if mode == core.ModePoll && cfg.pollSecs > 0 {
+		interval := time.Duration(cfg.pollSecs) * time.Second
+		g.Go(serve.Loop("poll", func(ctx context.Context) { srv.PollEvery(ctx, interval) }))
+	}
+
+	// Exiting mark: stopped first, it begins the stop: health and
+	// readiness fail and new inferences are refused while the requests
+	// in flight finish.
+	g.Go(serve.OnStop("exiting", func(context.Context) error {
+		for _, mark := range exiting {
+			mark()
+		}
+		return nil
+	}))
+
+	if lambda {
+		// No sockets: the runtime loop feeds events to the same v2
+		// router.
 		log.Info("serving AWS Lambda events", "models", len(srv.ReadyVersions("")), "init", time.Since(started).Round(time.Millisecond))
-		lambdaplat.Start(api, lambdaplat.Options{Logger: log})
+	} else {
+		var attrs []any
+		for _, spec := range specs {
+			attrs = append(attrs, strings.ToLower(strings.ReplaceAll(spec.service, " ", "_")), addrs[spec.service])
+		}
+		log.Info("serving", append(attrs, "models", len(srv.ReadyVersions("")))...)
+		if ready != nil {
+			ready(addrs)
+		}
+	}
+	return g.Wait()
+}
+
+// logStopError wraps an actor's stop whose failure is logged, not a
+// failure of the exit.
+func logStopError(log *slog.Logger, msg string, stop func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := stop(ctx); err != nil {
+			log.Error(msg, "err", err)
+		}
 		return nil
 	}
-	for _, spec := range specs {
-		var h http.Handler
-		switch spec.service {
-		case "HTTP":
-			h = api
-		case "metrics":
-			// Triton's metrics listener logs its requests as the HTTP one does.
-			h = httpapi.LogRequests(metricsHandler, cfg.logs, log)
-		case "GRPC":
-			actor, addr, err := newGRPC(cfg, srv, loads, spec, log)
-			if err != nil {
-				stopAll(actors, stop)
-				return err
-			}
-			actors, addrs[spec.service] = append(actors, actor), addr
-			continue
-		case "Vertex AI":
-			continue // already serving
-		case "SageMaker":
-			opts := sagemaker.OptionsFromEnv(os.Getenv)
-			opts.Logger, opts.UnloadTimeout = log, cfg.sageMakerUnload
-			h = sagemaker.New(srv, api, opts)
-		default:
-			return fmt.Errorf("the %s listener is not available in this build", spec.service)
-		}
-		actor, addr, err := listen(spec, h, cfg.timeouts(), log)
-		if err != nil {
-			stopAll(actors, stop)
-			return err
-		}
-		actors, addrs[spec.service] = append(actors, actor), addr
-	}
-	if mode == core.ModePoll && cfg.pollSecs > 0 {
-		// Triton: 0 in poll mode means never poll after start-up.
-		actors = append(actors, pollActor(ctx, srv, time.Duration(cfg.pollSecs)*time.Second))
-	}
-	var attrs []any
-	for _, spec := range specs {
-		attrs = append(attrs, strings.ToLower(strings.ReplaceAll(spec.service, " ", "_")), addrs[spec.service])
-	}
-	log.Info("serving", append(attrs, "models", len(srv.ReadyVersions("")))...)
-	if ready != nil {
-		ready(addrs)
-	}
-	go func() {
-		<-ctx.Done()
-		api.SetExiting()
-	}()
-	err = serve.Group(ctx, stop, actors...)
-	log.Info("stopped serving; unloading models")
-	return err
 }
 
 // repoOptions wires the S3 and GCS stores and the local cache of their
@@ -458,20 +482,6 @@ func loadReporter(cfg *config, custom []prometheus.Collector, log *slog.Logger) 
 	return orca.New(orca.Options{Metrics: reg, Logger: log})
 }
 
-// pollActor applies repository changes every interval until stopped.
-func pollActor(ctx context.Context, srv *core.Server, interval time.Duration) serve.Actor {
-	pollCtx, stopPoll := context.WithCancel(ctx)
-	done := make(chan struct{})
-	return serve.Actor{Name: "poll",
-		Run: func() error {
-			defer close(done)
-			srv.PollEvery(pollCtx, interval)
-			return nil
-		},
-		Stop: func(context.Context) { stopPoll(); <-done },
-	}
-}
-
 // specFor returns the listener of one service from the plan.
 func specFor(specs []listenSpec, service string) listenSpec {
 	for _, s := range specs {
@@ -482,23 +492,17 @@ func specFor(specs []listenSpec, service string) listenSpec {
 	return listenSpec{service: service}
 }
 
-// startEarly serves h on spec's port now, before the models load, and
-// returns the actor the run group waits on and stops.
-func startEarly(spec listenSpec, h http.Handler, t httpapi.Timeouts, log *slog.Logger) (serve.Actor, string, error) {
-	actor, addr, err := listen(spec, h, t, log)
-	if err != nil {
-		return serve.Actor{}, "", err
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- actor.Run() }()
-	return serve.Actor{Name: spec.service, Run: func() error { return <-errc }, Stop: actor.Stop}, addr, nil
-}
-
-// stopAll stops actors already serving when the start-up fails, within
-// the exit deadline, which starts now.
-func stopAll(actors []serve.Actor, stop *serve.Deadline) {
-	ctx := stop.Context()
-	for _, a := range actors {
-		a.Stop(ctx)
+// lambdaActor runs the AWS Lambda runtime loop, which feeds events to the
+// v2 router (inferd's Lambda mode; the runtime is
+// https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html). The
+// loop never returns and has no stop: the process's exit ends it.
+func lambdaActor(api http.Handler, log *slog.Logger) serve.Actor {
+	return serve.Actor{
+		Name: "Lambda",
+		Run: func() error {
+			lambdaplat.Start(api, lambdaplat.Options{Logger: log})
+			return nil
+		},
+		Stop: func(context.Context) error { return nil },
 	}
 }
