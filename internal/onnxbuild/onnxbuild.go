@@ -1,5 +1,5 @@
-// Package onnxbuild writes small ONNX models from Go, so tests never need to
-// download one. A Graph collects inputs, outputs, nodes and initializers;
+// Package onnxbuild writes small ONNX models from Go, so tests and the
+// example repositories (examples/genmodels) never need to download one. A Graph collects inputs, outputs, nodes and initializers;
 // Model serializes it into the bytes of a .onnx file that ONNX Runtime loads.
 //
 //	g := onnxbuild.NewGraph("add")
@@ -9,8 +9,9 @@
 //	g.Node("Add", []string{"A", "B"}, []string{"C"})
 //	model, err := onnxbuild.Model(g, onnxbuild.DefaultOpset)
 //
-// Ready-made models (AddSub, Identity, MatMul, ThreeOutputs, Cast) cover the
-// usual test cases, and MLP a compute-bound one for benchmarks; Encode and
+// Ready-made models (AddSub, Identity, MatMul, ThreeOutputs, Cast,
+// TextClassifier) cover the usual test cases, and MLP a compute-bound one
+// for benchmarks; Encode and
 // Decode convert element values to and from raw tensor bytes for every
 // numeric type, FLOAT16 and BFLOAT16 included.
 package onnxbuild
