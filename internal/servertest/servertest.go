@@ -4,6 +4,12 @@
 // httpapi.New over the core themselves, so that httpapi's own tests can
 // use this package too. It needs the ONNX Runtime library (`make ort`, or
 // ORT_LIB_PATH).
+//
+// Beside the core it holds what those tests share: in-Go backends
+// (Identity, and Repeat, a decoupled one), ensemble configs over `simple`,
+// a model.py that echoes its request parameters, Python (a python3 with
+// numpy, or the test fails), and client helpers that post bodies, count
+// allocations and list a process's children.
 package servertest
 
 import (
