@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // targetModelHeader names the served model of an MME artifact.
@@ -135,7 +135,7 @@ func (h *handler) urlPattern() *regexp.Regexp {
 // loadFields reads model_name and url of a load body; JSON errors and
 // non-string members are client errors here (400), not INTERNAL.
 func loadFields(body []byte) (id, url string, err error) {
-	doc, err := codec.ParseJSON(body)
+	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return "", "", err
 	}
@@ -220,9 +220,9 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 
 func appendModel(b []byte, id, url string) []byte {
 	b = append(b, `{"modelName":`...)
-	b = codec.AppendString(b, id)
+	b = tritonjson.AppendString(b, id)
 	b = append(b, `,"modelUrl":`...)
-	b = codec.AppendString(b, url)
+	b = tritonjson.AppendString(b, url)
 	return append(b, '}')
 }
 

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -120,9 +120,9 @@ func v2Request(model string, cfg *modelconfig.ModelConfig, top map[string]json.R
 		}
 		first = false
 		b = append(b, `{"name":`...)
-		b = codec.AppendString(b, in.GetName())
+		b = tritonjson.AppendString(b, in.GetName())
 		b = append(b, `,"datatype":`...)
-		b = codec.AppendString(b, core.DataType(in.GetDataType()).String())
+		b = tritonjson.AppendString(b, core.DataType(in.GetDataType()).String())
 		b = append(b, `,"shape":[`...)
 		for i, d := range shape {
 			if i > 0 {
@@ -328,7 +328,7 @@ func predictions(resp []byte, n int, batching bool) ([]byte, error) {
 			if o > 0 {
 				b = append(b, ',')
 			}
-			b = codec.AppendString(b, out.Name)
+			b = tritonjson.AppendString(b, out.Name)
 			b = append(b, ':')
 			b = append(b, rows[o][i]...)
 		}

@@ -70,17 +70,6 @@ func BenchmarkDecodeFP32JSON1M(b *testing.B) {
 	}
 }
 
-func BenchmarkParseJSON1M(b *testing.B) {
-	body := fp32JSONBody(1000000)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, err := ParseJSON(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkEncodeSimpleJSON(b *testing.B) {
 	resp := simpleResponse("1")
 	b.ReportAllocs()
@@ -93,7 +82,7 @@ func BenchmarkEncodeSimpleJSON(b *testing.B) {
 
 func BenchmarkEncodeSimpleBinary(b *testing.B) {
 	resp := simpleResponse("1")
-	env := &Envelope{DefaultKind: OutputBinary}
+	env := &InferRequest{DefaultKind: OutputBinary}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, _, err := EncodeResponse(resp, env); err != nil {
@@ -149,7 +138,7 @@ func BenchmarkDecodeFP32Binary1M(b *testing.B) {
 
 func BenchmarkEncodeFP32Binary1M(b *testing.B) {
 	resp := &core.InferResponse{ModelName: "m", ModelVersion: 1, Outputs: []*core.Tensor{{Name: "OUTPUT0", DataType: core.TypeFP32, Shape: []int64{1, 1000000}, Data: fp32Blob(1000000)}}}
-	env := &Envelope{DefaultKind: OutputBinary}
+	env := &InferRequest{DefaultKind: OutputBinary}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, _, err := EncodeResponse(resp, env); err != nil {

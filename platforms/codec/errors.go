@@ -19,6 +19,9 @@ func wrap(prefix string, err error) error {
 
 func invalidArg(msg string) error { return &core.Error{Code: core.CodeInvalidArg, Msg: msg} }
 
+// internal is an INTERNAL error, the class of Triton's JSON failures.
+func internal(msg string) error { return &core.Error{Code: core.CodeInternal, Msg: msg} }
+
 // JSONTooLargeError is the --http-max-input-size failure for a JSON text of
 // n bytes (every endpoint; EVBufferToJson in triton-inference-server/server
 // src/http_server.cc).

@@ -2,12 +2,12 @@ package codec
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // fuzzMax keeps JSON-decoded tensors small while fuzzing.
@@ -18,7 +18,7 @@ const fuzzMax = 1 << 20
 // tensors hold exactly shape × element size bytes; JSON-decoded BYTES
 // tensors are well framed; and encoding the inputs back as outputs never
 // panics.
-func checkDecoded(t *testing.T, body []byte, jsonLen int, env *Envelope, err error) {
+func checkDecoded(t *testing.T, body []byte, jsonLen int, r *InferRequest, err error) {
 	t.Helper()
 	if err != nil {
 		var ce *core.Error
@@ -32,7 +32,7 @@ func checkDecoded(t *testing.T, body []byte, jsonLen int, env *Envelope, err err
 		}
 		return
 	}
-	req := env.Request
+	req := r.Request
 	if req.Raw {
 		if len(req.Inputs) != 1 || len(req.Inputs[0].Data) != len(body) {
 			t.Fatalf("raw request %+v", req)
@@ -54,9 +54,9 @@ func checkDecoded(t *testing.T, body []byte, jsonLen int, env *Envelope, err err
 	}
 	for _, kind := range []OutputKind{OutputJSON, OutputBinary} {
 		resp := &core.InferResponse{ID: req.ID, ModelName: req.ModelName, Outputs: req.Inputs, Parameters: req.Parameters}
-		header, _, _, err := EncodeResponse(resp, &Envelope{DefaultKind: kind})
+		header, _, _, err := EncodeResponse(resp, &InferRequest{DefaultKind: kind})
 		if err == nil {
-			if _, perr := ParseJSON(header); perr != nil {
+			if _, perr := tritonjson.ParseJSON(header); perr != nil {
 				t.Fatalf("encoded header does not parse: %v\n%s", perr, header)
 			}
 		}
@@ -71,7 +71,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		`{"parameters":{"sequence_id":"s","priority":1,"x":1.5},"inputs":[{"name":"B","datatype":"FP32","shape":[1,2],"data":[NaN,-Infinity]}],"outputs":[{"name":"O","parameters":{"binary_data":true,"classification":2}}]}`,
 		// "data" nested past MaxDataNesting, and past MaxDepth.
 		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", 120) + "1" + strings.Repeat("]", 120) + `}]}`,
-		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", MaxDepth) + "1" + strings.Repeat("]", MaxDepth) + `}]}`,
+		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", tritonjson.MaxDepth) + "1" + strings.Repeat("]", tritonjson.MaxDepth) + `}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -132,44 +132,4 @@ func checkTruncated(t *testing.T, body []byte, jsonLen int, want error) {
 	if (err == nil) != (want == nil) || (err != nil && err.Error() != want.Error()) {
 		t.Fatalf("header then truncated body: %v; whole body: %v", err, want)
 	}
-}
-
-// FuzzParseJSON checks the parser against encoding/json: every document
-// encoding/json accepts is accepted too, unless it holds a number too large
-// for a double or an unpaired high surrogate escape (both of which
-// RapidJSON rejects).
-func FuzzParseJSON(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5,"x",null,true,{}]}`, `[1e308,-0,"\u00e9"]`, `"\ud800\udc00"`,
-		strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
-		strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1),
-		strings.Repeat("[", MaxDepth+5)} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, src []byte) {
-		d, err := ParseJSON(src)
-		if err != nil {
-			var ce *core.Error
-			if !errors.As(err, &ce) || ce.Code != core.CodeInternal {
-				t.Fatalf("parse error %v", err)
-			}
-		}
-		if !json.Valid(src) {
-			return
-		}
-		var std any
-		if json.Unmarshal(src, &std) != nil {
-			return // a number beyond float64
-		}
-		if err != nil {
-			var ce *core.Error
-			errors.As(err, &ce)
-			if strings.Contains(ce.Msg, reasonNumberTooBig) || strings.Contains(ce.Msg, reasonBadSurrogate) {
-				return
-			}
-			t.Fatalf("%q: encoding/json accepts, ParseJSON: %v", src, err)
-		}
-		if d.Root().Kind() == KindInvalid {
-			t.Fatal("parsed document without a root")
-		}
-	})
 }

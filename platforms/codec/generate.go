@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // The generate extension (triton-inference-server/server
@@ -15,7 +16,7 @@ import (
 // (1 for a scalar, the array length otherwise); element conversion and its
 // errors are those of an infer request's "data". Size limits are the
 // caller's: the result is at most a small multiple of the JSON text.
-func GenerateTensorData(name string, dt core.DataType, v Value) (data []byte, count int64, err error) {
+func GenerateTensorData(name string, dt core.DataType, v tritonjson.Value) (data []byte, count int64, err error) {
 	if dt != core.TypeBytes && dt.ByteSize() == 0 {
 		return nil, 0, invalidArg("invalid datatype for input " + name)
 	}
@@ -36,9 +37,9 @@ func GenerateTensorData(name string, dt core.DataType, v Value) (data []byte, co
 		return nil, 0, invalidArg("receiving " + dt.String() + " data via JSON is not supported. Please use the binary data format for input " + name)
 	}
 	if !v.Exists() {
-		return nil, 0, wrap("Unable to parse 'data'", typeError(MsgNonNumber))
+		return nil, 0, wrap("Unable to parse 'data'", internal(tritonjson.MsgNonNumber))
 	}
-	bits, err := elementBits(v.d, v.node(), dt)
+	bits, err := elementBits(v, dt)
 	if err != nil {
 		return nil, 0, wrap("Unable to parse 'data'", err)
 	}

@@ -50,3 +50,5 @@ func Stoi(s string) (v int64, ok, inRange bool) {
 	v, err := strconv.ParseInt(t[:end], 10, 32)
 	return v, true, err == nil
 }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -5,15 +5,16 @@ import (
 	"math"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // jsonTensor converts an input's JSON "data" array holding count elements
 // into tensor bytes (ReadDataFromJson in triton-inference-server/server
 // src/http_server.cc). Nested arrays are flattened in
 // document order whatever their structure; only the element count must
-// match. The walk runs over the parsed document's node list, so no value is
+// match. The walk runs over the parsed document in place, so no value is
 // boxed and nothing is allocated besides the result.
-func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data Value) ([]byte, error) {
+func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data tritonjson.Value) ([]byte, error) {
 	if dt == core.TypeBytes {
 		return d.jsonBytesTensor(name, data)
 	}
@@ -31,31 +32,28 @@ func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data Va
 	case core.TypeInvalid:
 		return nil, invalidArg("invalid datatype for input " + name)
 	}
-	doc := data.d
-	end := doc.nodes[data.i].n
-	// Each element is at least one node, so a count beyond the nodes under
-	// data cannot be met: walk for the errors Triton would report first,
+	// Each element is at least one value nested in data, so a count beyond
+	// them cannot be met: walk for the errors Triton would report first,
 	// without allocating a buffer sized by a hostile shape.
 	var out []byte
-	if count <= int64(end-data.i-1) {
+	if count <= int64(data.End()-data.Pos()-1) {
 		out = make([]byte, byteSize)
 	}
 	var n int64
-	var w walker
-	for i := data.i + 1; i < end; {
-		nd := &doc.nodes[i]
-		if w.enter(i, nd) {
+	var nest nesting
+	w := data.ArrayWalk()
+	for v, ok := w.Next(); ok; v, ok = w.Next() {
+		if nest.enter(v) {
 			return nil, errNestingTooDeep()
 		}
-		if nd.kind == KindArray {
-			i++
+		if v.IsArray() {
 			continue
 		}
 		// A scalar (an object counts as one, and fails the type check).
 		if n >= count {
 			return nil, errTooManyElements()
 		}
-		v, err := elementBits(doc, nd, dt)
+		bits, err := elementBits(v, dt)
 		if err != nil {
 			return nil, wrap("Unable to parse 'data'", err)
 		}
@@ -63,17 +61,16 @@ func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data Va
 			le := binary.LittleEndian
 			switch size {
 			case 1:
-				out[n] = byte(v)
+				out[n] = byte(bits)
 			case 2:
-				le.PutUint16(out[2*n:], uint16(v))
+				le.PutUint16(out[2*n:], uint16(bits))
 			case 4:
-				le.PutUint32(out[4*n:], uint32(v))
+				le.PutUint32(out[4*n:], uint32(bits))
 			default:
-				le.PutUint64(out[8*n:], v)
+				le.PutUint64(out[8*n:], bits)
 			}
 		}
 		n++
-		i = doc.next(i)
 	}
 	if n != count {
 		return nil, errTooFewElements()
@@ -84,92 +81,82 @@ func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data Va
 // elementBits converts one JSON scalar to the little-endian bit pattern of
 // a dt element (truncated to the element width by the caller), with
 // TritonJson's type checks.
-func elementBits(doc *Document, nd *node, dt core.DataType) (uint64, error) {
+func elementBits(v tritonjson.Value, dt core.DataType) (uint64, error) {
 	switch dt {
 	case core.TypeBool:
-		if nd.kind != KindBool {
-			return 0, typeError(MsgNonBool)
+		b, err := v.Bool()
+		if b {
+			return 1, err
 		}
-		return uint64(nd.flags), nil
+		return 0, err
 	case core.TypeUint8, core.TypeUint16, core.TypeUint32, core.TypeUint64:
-		if nd.kind != KindNumber || nd.flags&numUint == 0 {
-			return 0, typeError(MsgNonUint)
-		}
-		u, _ := intMagnitude(doc.text(nd))
-		return u, nil
+		return v.Uint64()
 	case core.TypeInt8, core.TypeInt16, core.TypeInt32, core.TypeInt64:
-		if nd.kind != KindNumber || nd.flags&numInt == 0 {
-			return 0, typeError(MsgNonInt)
-		}
-		return uint64(doc.int64At(nd)), nil
+		i, err := v.Int64()
+		return uint64(i), err
 	case core.TypeFP32:
-		if nd.kind != KindNumber {
-			return 0, typeError(MsgNonNumber)
-		}
-		return uint64(math.Float32bits(float32(doc.float64At(nd)))), nil
+		f, err := v.Float64()
+		return uint64(math.Float32bits(float32(f))), err
 	}
 	// FP64
-	if nd.kind != KindNumber {
-		return 0, typeError(MsgNonNumber)
-	}
-	return math.Float64bits(doc.float64At(nd)), nil
+	f, err := v.Float64()
+	return math.Float64bits(f), err
 }
 
 // jsonBytesTensor converts BYTES data: a first pass sizes the result (and
 // rejects non-strings, as Triton's JsonBytesArrayByteSize), a second writes
 // each string as a 4-byte little-endian length and its raw bytes. The
 // element count is not checked here: the core reports a mismatch (400).
-func (d *decoder) jsonBytesTensor(name string, data Value) ([]byte, error) {
-	doc := data.d
-	end := doc.nodes[data.i].n
+func (d *decoder) jsonBytesTensor(name string, data tritonjson.Value) ([]byte, error) {
 	var total int64
-	var w walker
-	for i := data.i + 1; i < end; {
-		nd := &doc.nodes[i]
-		if w.enter(i, nd) {
+	var nest nesting
+	w := data.ArrayWalk()
+	for v, ok := w.Next(); ok; v, ok = w.Next() {
+		if nest.enter(v) {
 			return nil, errNestingTooDeep()
 		}
-		if nd.kind == KindArray {
-			i++
+		if v.IsArray() {
 			continue
 		}
-		if nd.kind != KindString {
-			return nil, wrap("Unable to parse JSON bytes array", typeError(MsgNonString))
+		s, err := v.StringBytes()
+		if err != nil {
+			return nil, wrap("Unable to parse JSON bytes array", err)
 		}
-		total += 4 + int64(nd.n)
-		i++
+		total += 4 + int64(len(s))
 	}
 	if d.max > 0 && total > d.max {
 		return nil, jsonInputTooLargeError(name, total, d.max)
 	}
 	out := make([]byte, 0, total)
-	for i := data.i + 1; i < end; i++ {
-		if nd := &doc.nodes[i]; nd.kind == KindString {
-			out = core.AppendBytesElement(out, doc.str(nd))
+	w = data.ArrayWalk()
+	for v, ok := w.Next(); ok; v, ok = w.Next() {
+		if s, err := v.StringBytes(); err == nil {
+			out = core.AppendBytesElement(out, s)
 		}
 	}
 	return out, nil
 }
 
-// walker tracks how many arrays enclose the current node of a pre-order walk
+// nesting tracks how many arrays enclose the current value of a walk
 // below a data array, to enforce MaxDataNesting.
-type walker struct {
-	ends  [MaxDataNesting]uint32 // end index of each open nested array
+type nesting struct {
+	ends  [MaxDataNesting]int // End of each open nested array
 	depth int
 }
 
-// enter moves to node i and reports whether it is nested too deeply: a node
+// enter moves to v and reports whether it is nested too deeply: a value
 // enclosed by MaxDataNesting arrays (the data array included) fails.
-func (w *walker) enter(i uint32, nd *node) bool {
-	for w.depth > 0 && i >= w.ends[w.depth-1] {
-		w.depth--
+func (n *nesting) enter(v tritonjson.Value) bool {
+	pos := v.Pos()
+	for n.depth > 0 && pos >= n.ends[n.depth-1] {
+		n.depth--
 	}
-	if w.depth+1 >= MaxDataNesting {
+	if n.depth+1 >= MaxDataNesting {
 		return true
 	}
-	if nd.kind == KindArray {
-		w.ends[w.depth] = nd.n
-		w.depth++
+	if v.IsArray() {
+		n.ends[n.depth] = v.End()
+		n.depth++
 	}
 	return false
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // OutputKind says how one output travels back in the response.
@@ -33,72 +34,53 @@ func (k OutputKind) String() string {
 	return "OutputKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// SharedMemoryRef places a tensor in a registered shared-memory region
+// sharedMemoryRef places a tensor in a registered shared-memory region
 // (triton-inference-server/server docs/protocol/extension_shared_memory.md).
-type SharedMemoryRef struct {
+type sharedMemoryRef struct {
 	Region   string
 	Offset   uint64
 	ByteSize uint64
 }
 
-// RequestedOutput is one entry of the request's "outputs" array.
-type RequestedOutput struct {
-	Name string
-	Kind OutputKind
-	// ClassCount > 0 asks for the classification extension's top-K.
-	ClassCount uint64
-	// SharedMemory is set for OutputSharedMemory.
-	SharedMemory *SharedMemoryRef
-}
-
-// Sequence holds the sequence-batcher request parameters
-// (triton-inference-server/server docs/protocol/extension_sequence.md).
-// A zero ID (or empty StringID) means "not part of a sequence".
-type Sequence struct {
-	ID       uint64
-	StringID string
-	IsString bool // sequence_id was given as a string
-	Start    bool
-	End      bool
-}
-
-// Apply gives req the sequence's correlation id and flags.
-func (s Sequence) Apply(req *core.InferRequest) {
-	req.Correlation = core.Correlation{ID: s.ID, StringID: s.StringID, IsString: s.IsString}
-	if s.Start {
-		req.Correlation.Flags |= core.FlagSequenceStart
-	}
-	if s.End {
-		req.Correlation.Flags |= core.FlagSequenceEnd
-	}
-}
-
-// Envelope is a decoded infer request together with what the response
-// encoder needs to know about it.
-type Envelope struct {
+// InferRequest is an HTTP infer request once decoded: the core request and
+// how each of its outputs travels back in the reply. Between
+// ParseRequestHeader and Decode it also holds the parsed JSON header. The
+// core request and the decoder share its one allocation.
+type InferRequest struct {
 	Request *core.InferRequest
-	// Outputs are the request's "outputs" entries in order; nil when the
-	// request listed none.
-	Outputs []RequestedOutput
-	// DefaultKind is the kind of every output not listed in Outputs:
+	// Kinds are the kinds of the requested outputs, Request.Outputs[i]'s at
+	// index i; nil when the request listed none.
+	Kinds []OutputKind
+	// DefaultKind is the kind of every output the request does not list:
 	// BINARY when parameters.binary_data_output is true or the request is
 	// raw, JSON otherwise.
 	DefaultKind OutputKind
-	// Sequence is parsed from the request parameters.
-	Sequence Sequence
+
+	req core.InferRequest
+	dec decoder
 }
 
-// OutputKind returns how output name is to be returned.
-func (e *Envelope) OutputKind(name string) OutputKind {
-	if e == nil {
+// newInferRequest is an empty request for model, its core request in place.
+func newInferRequest(model string) *InferRequest {
+	r := &InferRequest{}
+	r.Request = &r.req
+	r.req.ModelName, r.req.ModelVersion = model, core.LatestVersion
+	return r
+}
+
+// OutputKind returns how output name is to be returned; JSON for a nil r.
+func (r *InferRequest) OutputKind(name string) OutputKind {
+	if r == nil {
 		return OutputJSON
 	}
-	for i := range e.Outputs {
-		if e.Outputs[i].Name == name {
-			return e.Outputs[i].Kind
+	if r.Request != nil {
+		for i, o := range r.Request.Outputs {
+			if o.Name == name && i < len(r.Kinds) {
+				return r.Kinds[i]
+			}
 		}
 	}
-	return e.DefaultKind
+	return r.DefaultKind
 }
 
 // DecodeRequest decodes an infer request body for model as Triton's HTTP
@@ -111,7 +93,7 @@ func (e *Envelope) OutputKind(name string) OutputKind {
 //
 // Binary tensor data is sub-sliced from body, not copied: body must stay
 // unchanged while the request is in use.
-func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (*Envelope, error) {
+func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (*InferRequest, error) {
 	if jsonLen < 0 {
 		jsonLen = len(body)
 	}
@@ -122,49 +104,35 @@ func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (
 		if maxInputSize > 0 && int64(len(body)) > maxInputSize {
 			return nil, RawTooLargeError(int64(len(body)), maxInputSize)
 		}
-		st := &RequestHeader{}
-		env := &st.env
-		env.Request = &st.req
-		st.req.ModelName, st.req.ModelVersion = model, core.LatestVersion
-		env.Request.Raw = true
-		env.Request.Inputs = []*core.Tensor{{Data: body}}
-		env.DefaultKind = OutputBinary
-		return env, nil
+		r := newInferRequest(model)
+		r.req.Raw = true
+		r.req.Inputs = []*core.Tensor{{Data: body}}
+		r.DefaultKind = OutputBinary
+		return r, nil
 	}
-	h, err := ParseRequestHeader(model, body[:jsonLen], maxInputSize)
+	r, err := ParseRequestHeader(model, body[:jsonLen], maxInputSize)
 	if err != nil {
 		return nil, err
 	}
-	return h.Decode(body)
-}
-
-// RequestHeader is the parsed JSON header of an infer request whose binary
-// section is still to be read: ParseRequestHeader, then BinarySize to know
-// how much binary data the header announces, then Decode. The envelope,
-// its request and the decoder share this one allocation.
-type RequestHeader struct {
-	env Envelope
-	req core.InferRequest
-	dec decoder
+	return r.Decode(body)
 }
 
 // ParseRequestHeader parses the JSON header of an infer request for model
 // (the first Inference-Header-Content-Length bytes of the body, at least
-// one), after the --http-max-input-size check of its length. It reports the
-// same errors, in the same order, as DecodeRequest up to and including the
-// JSON parse.
-func ParseRequestHeader(model string, header []byte, maxInputSize int64) (*RequestHeader, error) {
+// one), after the --http-max-input-size check of its length: then
+// BinarySize tells how much binary data the header announces, and Decode
+// decodes the request. It reports the same errors, in the same order, as
+// DecodeRequest up to and including the JSON parse.
+func ParseRequestHeader(model string, header []byte, maxInputSize int64) (*InferRequest, error) {
 	if maxInputSize > 0 && int64(len(header)) > maxInputSize {
 		return nil, JSONTooLargeError(int64(len(header)), maxInputSize)
 	}
-	h := &RequestHeader{}
-	h.env.Request = &h.req
-	h.req.ModelName, h.req.ModelVersion = model, core.LatestVersion
-	h.dec = decoder{model: model, off: len(header), max: maxInputSize, env: &h.env}
-	if err := h.dec.doc.parse(header); err != nil {
+	r := newInferRequest(model)
+	r.dec = decoder{model: model, off: len(header), max: maxInputSize, r: r}
+	if err := r.dec.doc.Parse(header); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return r, nil
 }
 
 // BinarySize is the number of binary bytes the header announces: the sum
@@ -172,8 +140,8 @@ func ParseRequestHeader(model string, header []byte, maxInputSize int64) (*Reque
 // Values that are not unsigned integers count as 0; Decode reports them.
 // A body longer than the header plus BinarySize fails to decode whatever
 // follows, so a reader needs no more than one byte beyond it.
-func (h *RequestHeader) BinarySize() int64 {
-	inputs, ok := h.dec.doc.Root().Find("inputs")
+func (r *InferRequest) BinarySize() int64 {
+	inputs, ok := r.dec.doc.Root().Find("inputs")
 	if !ok || !inputs.IsArray() {
 		return 0
 	}
@@ -197,12 +165,12 @@ func (h *RequestHeader) BinarySize() int64 {
 	return int64(total)
 }
 
-// Decode decodes the request. body is the whole request body: the header
-// given to ParseRequestHeader followed by the binary section (or a prefix
-// of it one byte longer than BinarySize, which decodes the same way). Call
-// it once.
-func (h *RequestHeader) Decode(body []byte) (*Envelope, error) {
-	d := &h.dec
+// Decode decodes the request and returns r. body is the whole request
+// body: the header given to ParseRequestHeader followed by the binary
+// section (or a prefix of it one byte longer than BinarySize, which
+// decodes the same way). Call it once.
+func (r *InferRequest) Decode(body []byte) (*InferRequest, error) {
+	d := &r.dec
 	d.body = body
 	err := d.decode()
 	// Clear the decoder so the parsed document is not kept alive by the
@@ -211,7 +179,7 @@ func (h *RequestHeader) Decode(body []byte) (*Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h.env, nil
+	return r, nil
 }
 
 // decoder walks the JSON header in Triton's order: id, parameters, inputs
@@ -221,13 +189,13 @@ type decoder struct {
 	body  []byte
 	off   int // next unread byte of the binary section
 	max   int64
-	env   *Envelope
-	doc   Document
+	r     *InferRequest
+	doc   tritonjson.Document
 }
 
 func (d *decoder) decode() error {
 	root := d.doc.Root()
-	req := d.env.Request
+	req := d.r.Request
 	if v, ok := root.Find("id"); ok {
 		id, err := v.CString()
 		if err != nil {
@@ -257,98 +225,81 @@ func cstring(b []byte) string {
 
 // parameters applies the request-level "parameters" object (Triton's
 // ParseJsonTritonParams in triton-inference-server/server
-// src/http_server.cc), member by
-// member in document order.
-func (d *decoder) parameters(root Value) error {
+// src/http_server.cc), member by member in document order:
+// binary_data_output here, every other key by v2's HTTP rules.
+func (d *decoder) parameters(root tritonjson.Value) error {
 	params, ok := root.Find("parameters")
 	if !ok {
 		return nil
 	}
 	if !params.IsObject() {
-		return typeError("failed to get request params.: attempt to get members for non-object")
+		return internal("failed to get request params.: attempt to get members for non-object")
 	}
-	req, seq := d.env.Request, &d.env.Sequence
+	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: d.r.Request}
 	for key := range params.Members() {
 		// Triton lists member names as C strings and looks each one up
-		// again, so a name with a NUL finds the member of its prefix.
+		// again, so a name with a NUL finds the member of its prefix (the
+		// first member of that name, for every occurrence).
 		name := cstring(key)
-		switch {
-		case name == "sequence_id":
-			if u, err := params.MemberUint64(name); err == nil {
-				seq.ID, seq.StringID, seq.IsString = u, "", false
-				continue
-			}
-			s, err := params.MemberString(name)
-			if err != nil {
-				return wrap("Unable to parse 'sequence_id'", err)
-			}
-			seq.ID, seq.StringID, seq.IsString = 0, cstring(s), true
-		case name == "sequence_start":
-			b, err := params.MemberBool(name)
-			if err != nil {
-				return wrap("Unable to parse 'sequence_start'", err)
-			}
-			seq.Start = b
-		case name == "sequence_end":
-			b, err := params.MemberBool(name)
-			if err != nil {
-				return wrap("Unable to parse 'sequence_end'", err)
-			}
-			seq.End = b
-		case name == "priority":
-			p, err := params.MemberUint64(name)
-			if err != nil {
-				return wrap("Unable to parse 'priority'", err)
-			}
-			req.Priority = p
-		case name == "timeout":
-			t, err := params.MemberUint64(name)
-			if err != nil {
-				return wrap("Unable to parse 'timeout'", err)
-			}
-			req.TimeoutMicros = t
-		case name == "binary_data_output":
+		if name == "binary_data_output" {
 			b, err := params.MemberBool(name)
 			if err != nil {
 				return wrap("Unable to parse 'binary_data_output'", err)
 			}
-			d.env.DefaultKind = OutputJSON
+			d.r.DefaultKind = OutputJSON
 			if b {
-				d.env.DefaultKind = OutputBinary
+				d.r.DefaultKind = OutputBinary
 			}
-		case strings.HasPrefix(name, "triton_"):
-			return invalidArg("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.")
-		default:
-			v, ok := params.Find(name)
-			if !ok {
-				return typeError("parameter key '" + name + "' was not found in the JSON")
-			}
-			var val any
-			switch {
-			case v.IsString():
-				s, _ := v.CString()
-				val = s
-			case v.IsInt64():
-				val, _ = v.Int64()
-			case v.IsBool():
-				val, _ = v.Bool()
-			case v.IsNumber():
-				val, _ = v.Float64()
-			default:
-				return invalidArg("parameter '" + name + "' has invalid type. It should be either 'int', 'bool', or 'string'.")
-			}
-			if req.Parameters == nil {
-				req.Parameters = make(map[string]any)
-			}
-			req.Parameters[name] = val
+			continue
+		}
+		v, ok := params.Find(name)
+		if !ok {
+			return pr.Missing(name)
+		}
+		if err := pr.Read(name, requestParam(v)); err != nil {
+			return err
 		}
 	}
-	seq.Apply(req)
 	return nil
 }
 
+// requestParam is JSONParam with a string cut at a NUL, as Triton passes
+// an infer request's string parameters on as C strings.
+func requestParam(v tritonjson.Value) v2.Param {
+	if v.IsString() {
+		s, _ := v.CString()
+		return v2.Param{Kind: v2.ParamString, String: s}
+	}
+	return JSONParam(v)
+}
+
+// JSONParam converts a JSON request parameter value for v2's reader: a
+// string whole, an integer as an int64 when it fits and a uint64
+// otherwise, any other number as a double, and null, an array or an
+// object as a parameter with nothing set (which every rule refuses).
+func JSONParam(v tritonjson.Value) v2.Param {
+	switch v.Kind() {
+	case tritonjson.KindString:
+		s, _ := v.Str()
+		return v2.Param{Kind: v2.ParamString, String: s}
+	case tritonjson.KindBool:
+		b, _ := v.Bool()
+		return v2.Param{Kind: v2.ParamBool, Bool: b}
+	case tritonjson.KindNumber:
+		if i, err := v.Int64(); err == nil {
+			return v2.Param{Kind: v2.ParamInt64, Int64: i}
+		}
+		if u, err := v.Uint64(); err == nil {
+			return v2.Param{Kind: v2.ParamUint64, Uint64: u}
+		}
+		f, _ := v.Float64()
+		return v2.Param{Kind: v2.ParamDouble, Double: f}
+	}
+	return v2.Param{}
+}
+
 // inputs decodes the "inputs" array in order.
-func (d *decoder) inputs(root Value) error {
+func (d *decoder) inputs(root tritonjson.Value) error {
 	arr, err := root.MemberArray("inputs")
 	if err != nil {
 		return wrap("Unable to parse 'inputs'", err)
@@ -367,8 +318,8 @@ func (d *decoder) inputs(root Value) error {
 	tensors := make([]core.Tensor, n)
 	ptrs := make([]*core.Tensor, 0, n)
 	shapes := make([]int64, 0, dims)
-	req := d.env.Request
-	var names Names
+	req := d.r.Request
+	var names v2.Names
 	for i, in := range arr.Elements() {
 		t := &tensors[i]
 		if err := d.input(in, t, &shapes, &names); err != nil {
@@ -382,7 +333,7 @@ func (d *decoder) inputs(root Value) error {
 
 // input decodes one input object into t. names holds the input names decoded so
 // far (for the duplicate-name check).
-func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, names *Names) error {
+func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, names *v2.Names) error {
 	// Exactly one of data / binary_data_size / shared_memory_region.
 	hasData := in.Has("data")
 	params, hasParams := in.Find("parameters")
@@ -431,7 +382,7 @@ func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, names *Names)
 	}
 	t.Shape = (*shapes)[start:len(*shapes):len(*shapes)]
 	if names.Add(t.Name) {
-		return DuplicateInput(d.env.Request.ID, t.Name)
+		return v2.DuplicateInput(d.r.Request.ID, t.Name)
 	}
 
 	if hasBinary {
@@ -455,7 +406,7 @@ func (d *decoder) input(in Value, t *core.Tensor, shapes *[]int64, names *Names)
 			return err
 		}
 		// No region can be registered yet (client shared memory is off).
-		return UnknownRegion(ref.Region)
+		return v2.UnknownRegion(ref.Region)
 	}
 
 	count := core.ElementCount(t.Shape)
@@ -517,7 +468,7 @@ func (d *decoder) checkBinarySize(t *core.Tensor) error {
 		return byteSizeOverflowError(t.Name, count, size)
 	}
 	if want := count * int64(size); want != int64(len(t.Data)) {
-		return invalidArg(core.RequestPrefix(d.env.Request.ID) + "input byte size mismatch for input '" + t.Name +
+		return invalidArg(core.RequestPrefix(d.r.Request.ID) + "input byte size mismatch for input '" + t.Name +
 			"' for model '" + d.model + "'. Expected " + strconv.FormatInt(want, 10) + ", got " + strconv.Itoa(len(t.Data)))
 	}
 	return nil
@@ -529,8 +480,8 @@ func byteSizeOverflowError(name string, count int64, size int) error {
 }
 
 // parseSharedMemory reads shared_memory_region / _offset / _byte_size.
-func parseSharedMemory(params Value) (SharedMemoryRef, error) {
-	var ref SharedMemoryRef
+func parseSharedMemory(params tritonjson.Value) (sharedMemoryRef, error) {
+	var ref sharedMemoryRef
 	if v, ok := params.Find("shared_memory_region"); ok {
 		s, err := v.CString()
 		if err != nil {
@@ -556,7 +507,7 @@ func parseSharedMemory(params Value) (SharedMemoryRef, error) {
 }
 
 // outputs decodes the optional "outputs" array.
-func (d *decoder) outputs(root Value) error {
+func (d *decoder) outputs(root tritonjson.Value) error {
 	if !root.Has("outputs") {
 		return nil
 	}
@@ -568,8 +519,10 @@ func (d *decoder) outputs(root Value) error {
 	if n == 0 {
 		return nil
 	}
-	outs := make([]RequestedOutput, 0, n)
-	var names Names
+	req := d.r.Request
+	req.Outputs = make([]core.RequestedOutput, 0, n)
+	kinds := make([]OutputKind, 0, n)
+	var names v2.Names
 	for _, o := range arr.Elements() {
 		params, hasParams := o.Find("parameters")
 		if hasParams && params.Has("shared_memory_region") {
@@ -590,9 +543,9 @@ func (d *decoder) outputs(root Value) error {
 		if err != nil {
 			return wrap("Unable to parse 'name'", err)
 		}
-		out := RequestedOutput{Name: cstring(nb)}
+		out := core.RequestedOutput{Name: cstring(nb)}
 		if names.Add(out.Name) {
-			return DuplicateOutput(out.Name)
+			return v2.DuplicateOutput(out.Name)
 		}
 		if v, ok := params.Find("classification"); ok {
 			k, err := v.Uint64()
@@ -606,24 +559,21 @@ func (d *decoder) outputs(root Value) error {
 			if err != nil {
 				return err
 			}
-			return UnknownRegion(ref.Region)
+			return v2.UnknownRegion(ref.Region)
 		}
+		kind := OutputJSON
 		if v, ok := params.Find("binary_data"); ok {
 			b, err := v.Bool()
 			if err != nil {
 				return wrap("Unable to parse 'binary_data'", err)
 			}
 			if b {
-				out.Kind = OutputBinary
+				kind = OutputBinary
 			}
 		}
-		outs = append(outs, out)
+		req.Outputs = append(req.Outputs, out)
+		kinds = append(kinds, kind)
 	}
-	d.env.Outputs = outs
-	req := d.env.Request
-	req.Outputs = make([]core.RequestedOutput, len(outs))
-	for i, o := range outs {
-		req.Outputs[i] = core.RequestedOutput{Name: o.Name, ClassCount: o.ClassCount}
-	}
+	d.r.Kinds = kinds
 	return nil
 }

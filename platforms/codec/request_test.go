@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -14,13 +15,25 @@ import (
 
 const testMax = 64 << 20
 
+// wantError checks err is a *core.Error of class code with message msg.
+func wantError(t *testing.T, err error, code core.Code, msg string) {
+	t.Helper()
+	var ce *core.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error = %v (%T), want *core.Error %s %q", err, err, code, msg)
+	}
+	if ce.Code != code || ce.Msg != msg {
+		t.Fatalf("error = %s %q\nwant    %s %q", ce.Code, ce.Msg, code, msg)
+	}
+}
+
 // decodeJSON decodes a JSON-only body without the header-length header.
-func decodeJSON(body string) (*Envelope, error) {
+func decodeJSON(body string) (*InferRequest, error) {
 	return DecodeRequest("simple", []byte(body), -1, testMax)
 }
 
 // decodeBin decodes header + blobs with the header length set.
-func decodeBin(header string, blobs ...[]byte) (*Envelope, error) {
+func decodeBin(header string, blobs ...[]byte) (*InferRequest, error) {
 	body := []byte(header)
 	for _, b := range blobs {
 		body = append(body, b...)
@@ -208,7 +221,7 @@ func TestDecodeSimple(t *testing.T) {
 			t.Fatalf("input %d = %+v", i, in)
 		}
 	}
-	if env.DefaultKind != OutputJSON || env.Outputs != nil {
+	if env.DefaultKind != OutputJSON || env.Kinds != nil || env.Request.Outputs != nil {
 		t.Fatalf("envelope %+v", env)
 	}
 
@@ -281,8 +294,8 @@ func TestDecodeParameters(t *testing.T) {
 	if req.ID != "a" || req.Priority != 3 || req.TimeoutMicros != 1500 || env.DefaultKind != OutputBinary {
 		t.Fatalf("%+v", req)
 	}
-	if env.Sequence != (Sequence{ID: 7, Start: true}) {
-		t.Fatalf("%+v", env.Sequence)
+	if req.Correlation != (core.Correlation{ID: 7, Flags: core.FlagSequenceStart}) {
+		t.Fatalf("%+v", req.Correlation)
 	}
 	want := map[string]any{"s": "v", "i": int64(-5), "big": float64(18446744073709551615), "f": 2.5, "b": false, "headers": "h"}
 	if fmt.Sprint(req.Parameters) != fmt.Sprint(want) {
@@ -294,7 +307,7 @@ func TestDecodeParameters(t *testing.T) {
 		}
 	}
 	env, err = decodeJSON(`{"parameters":{"sequence_id":"abc","sequence_end":true,"binary_data_output":false},"inputs":[]}`)
-	if err != nil || env.Sequence != (Sequence{StringID: "abc", IsString: true, End: true}) || env.DefaultKind != OutputJSON || env.Request.Parameters != nil {
+	if err != nil || env.Request.Correlation != (core.Correlation{StringID: "abc", IsString: true, Flags: core.FlagSequenceEnd}) || env.DefaultKind != OutputJSON || env.Request.Parameters != nil {
 		t.Fatalf("%v %+v", err, env)
 	}
 	// The first of duplicate members wins, for every occurrence.
@@ -351,7 +364,7 @@ func TestOutputKinds(t *testing.T) {
 	if err != nil || raw.OutputKind("OUTPUT0") != OutputBinary {
 		t.Fatal(err)
 	}
-	if (*Envelope)(nil).OutputKind("x") != OutputJSON {
+	if (*InferRequest)(nil).OutputKind("x") != OutputJSON {
 		t.Fatal("nil envelope")
 	}
 }

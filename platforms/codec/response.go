@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // EncodeResponse renders resp as Triton does (InferRequestClass::
@@ -16,23 +18,23 @@ import (
 // JSON header and, in header order, the blobs of the BINARY outputs that
 // have data. binary reports whether any blob exists, which selects
 // Content-Type application/octet-stream and Inference-Header-Content-Length
-// (the header length). env decides each output's kind; nil means JSON.
+// (the header length). req decides each output's kind; nil means JSON.
 // Blobs alias the output tensors' data.
-func EncodeResponse(resp *core.InferResponse, env *Envelope) (header []byte, blobs [][]byte, binary bool, err error) {
-	header, blobs, err = AppendResponse(make([]byte, 0, estimateResponse(resp, env)), resp, env)
+func EncodeResponse(resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, binary bool, err error) {
+	header, blobs, err = AppendResponse(make([]byte, 0, estimateResponse(resp, req)), resp, req)
 	return header, blobs, len(blobs) > 0, err
 }
 
 // AppendResponse is EncodeResponse appending the header to dst.
-func AppendResponse(dst []byte, resp *core.InferResponse, env *Envelope) (header []byte, blobs [][]byte, err error) {
+func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, err error) {
 	b := append(dst, '{')
 	if resp.ID != "" {
 		b = append(b, `"id":`...)
-		b = AppendString(b, resp.ID)
+		b = tritonjson.AppendString(b, resp.ID)
 		b = append(b, ',')
 	}
 	b = append(b, `"model_name":`...)
-	b = AppendString(b, resp.ModelName)
+	b = tritonjson.AppendString(b, resp.ModelName)
 	b = append(b, `,"model_version":"`...)
 	b = strconv.AppendInt(b, resp.ModelVersion, 10)
 	b = append(b, '"')
@@ -47,9 +49,9 @@ func AppendResponse(dst []byte, resp *core.InferResponse, env *Envelope) (header
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = AppendString(b, t.Name)
+		b = tritonjson.AppendString(b, t.Name)
 		b = append(b, `,"datatype":`...)
-		b = AppendString(b, t.DataType.String())
+		b = tritonjson.AppendString(b, t.DataType.String())
 		b = append(b, `,"shape":[`...)
 		for j, dim := range t.Shape {
 			if j > 0 {
@@ -58,7 +60,7 @@ func AppendResponse(dst []byte, resp *core.InferResponse, env *Envelope) (header
 			b = strconv.AppendUint(b, uint64(dim), 10)
 		}
 		b = append(b, ']')
-		switch env.OutputKind(t.Name) {
+		switch req.OutputKind(t.Name) {
 		case OutputBinary:
 			b = append(b, `,"parameters":{"binary_data_size":`...)
 			b = strconv.AppendInt(b, int64(len(t.Data)), 10)
@@ -90,7 +92,7 @@ func appendParameters(b []byte, params map[string]any) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendString(b, k)
+		b = tritonjson.AppendString(b, k)
 		b = append(b, ':')
 		var err error
 		if b, err = AppendParameterValue(b, k, params[k]); err != nil {
@@ -100,45 +102,24 @@ func appendParameters(b []byte, params map[string]any) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// AppendParameterValue writes the JSON value of response parameter name
-// (bool, string, any integer, float32 or float64); a []byte value is
-// Triton's UNSUPPORTED BYTES parameter.
+// AppendParameterValue writes the JSON value of response parameter name,
+// as v2.ResponseParam reads it (with its errors).
 func AppendParameterValue(b []byte, name string, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case bool:
-		b = AppendBool(b, v)
-	case string:
-		b = AppendString(b, v)
-	case int:
-		b = strconv.AppendInt(b, int64(v), 10)
-	case int8:
-		b = strconv.AppendInt(b, int64(v), 10)
-	case int16:
-		b = strconv.AppendInt(b, int64(v), 10)
-	case int32:
-		b = strconv.AppendInt(b, int64(v), 10)
-	case int64:
-		b = strconv.AppendInt(b, v, 10)
-	case uint:
-		b = strconv.AppendUint(b, uint64(v), 10)
-	case uint8:
-		b = strconv.AppendUint(b, uint64(v), 10)
-	case uint16:
-		b = strconv.AppendUint(b, uint64(v), 10)
-	case uint32:
-		b = strconv.AppendUint(b, uint64(v), 10)
-	case uint64:
-		b = strconv.AppendUint(b, v, 10)
-	case float32:
-		b = AppendFloat32(b, v)
-	case float64:
-		b = AppendFloat(b, v)
-	case []byte:
-		return nil, &core.Error{Code: core.CodeUnsupported, Msg: "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"}
-	default:
-		return nil, core.Errorf(core.CodeInternal, "response parameter '%s' has unsupported type %T", name, v)
+	p, err := v2.ResponseParam(name, v)
+	if err != nil {
+		return nil, err
 	}
-	return b, nil
+	switch p.Kind {
+	case v2.ParamBool:
+		return tritonjson.AppendBool(b, p.Bool), nil
+	case v2.ParamString:
+		return tritonjson.AppendString(b, p.String), nil
+	case v2.ParamInt64:
+		return tritonjson.AppendInt(b, p.Int64), nil
+	case v2.ParamUint64:
+		return tritonjson.AppendUint(b, p.Uint64), nil
+	}
+	return tritonjson.AppendFloat(b, p.Double), nil
 }
 
 // responseElements is Triton's element count for an output: the product of
@@ -186,7 +167,7 @@ func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
 	switch t.DataType {
 	case core.TypeBool:
 		for i := 0; i < n; i++ {
-			b = AppendBool(b, data[i] != 0)
+			b = tritonjson.AppendBool(b, data[i] != 0)
 			b = append(b, ',')
 		}
 	case core.TypeUint8:
@@ -231,12 +212,12 @@ func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
 		}
 	case core.TypeFP32:
 		for i := 0; i < n; i++ {
-			b = AppendFloat32(b, math.Float32frombits(le.Uint32(data[4*i:])))
+			b = tritonjson.AppendFloat32(b, math.Float32frombits(le.Uint32(data[4*i:])))
 			b = append(b, ',')
 		}
 	case core.TypeFP64:
 		for i := 0; i < n; i++ {
-			b = AppendFloat(b, math.Float64frombits(le.Uint64(data[8*i:])))
+			b = tritonjson.AppendFloat(b, math.Float64frombits(le.Uint64(data[8*i:])))
 			b = append(b, ',')
 		}
 	case core.TypeBytes:
@@ -250,7 +231,7 @@ func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
 			if l > len(data)-off {
 				return nil, errOutputSize(t.Name)
 			}
-			b = AppendStringBytes(b, data[off:off+l])
+			b = tritonjson.AppendStringBytes(b, data[off:off+l])
 			b = append(b, ',')
 			off += l
 		}
@@ -263,11 +244,11 @@ func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
 
 // estimateResponse sizes the header buffer so that encoding usually grows it
 // at most once.
-func estimateResponse(resp *core.InferResponse, env *Envelope) int {
+func estimateResponse(resp *core.InferResponse, req *InferRequest) int {
 	n := 96 + len(resp.ID) + len(resp.ModelName) + 32*len(resp.Parameters)
 	for _, t := range resp.Outputs {
 		n += 80 + len(t.Name) + 21*len(t.Shape)
-		if env.OutputKind(t.Name) != OutputJSON {
+		if req.OutputKind(t.Name) != OutputJSON {
 			continue
 		}
 		switch t.DataType {

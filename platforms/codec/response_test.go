@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -43,7 +45,7 @@ func simpleResponse(id string) *core.InferResponse {
 	}}
 }
 
-func mustDecode(t *testing.T, body string) *Envelope {
+func mustDecode(t *testing.T, body string) *InferRequest {
 	t.Helper()
 	env, err := decodeJSON(body)
 	if err != nil {
@@ -99,18 +101,18 @@ func TestEncodeKinds(t *testing.T) {
 		t.Fatalf("%s", header)
 	}
 	// Raw requests answer in binary.
-	_, blobs, binary, _ = EncodeResponse(resp, &Envelope{DefaultKind: OutputBinary})
+	_, blobs, binary, _ = EncodeResponse(resp, &InferRequest{DefaultKind: OutputBinary})
 	if !binary || len(blobs) != 2 {
 		t.Fatal("raw")
 	}
 	// A zero-byte binary output: binary_data_size 0 and no blob.
 	empty := &core.InferResponse{ModelName: "m", ModelVersion: 3, Outputs: []*core.Tensor{{Name: "E", DataType: core.TypeFP32, Shape: []int64{0, 4}, Data: nil}}}
-	header, blobs, binary, _ = EncodeResponse(empty, &Envelope{DefaultKind: OutputBinary})
+	header, blobs, binary, _ = EncodeResponse(empty, &InferRequest{DefaultKind: OutputBinary})
 	if binary || blobs != nil || string(header) != `{"model_name":"m","model_version":"3","outputs":[{"name":"E","datatype":"FP32","shape":[0,4],"parameters":{"binary_data_size":0}}]}` {
 		t.Fatalf("%s", header)
 	}
 	// Shared memory: name, datatype and shape only.
-	shm := &Envelope{Outputs: []RequestedOutput{{Name: "OUTPUT1", Kind: OutputSharedMemory}}}
+	shm := &InferRequest{Request: &core.InferRequest{Outputs: []core.RequestedOutput{{Name: "OUTPUT1"}}}, Kinds: []OutputKind{OutputSharedMemory}}
 	header, _, _, _ = EncodeResponse(resp, shm)
 	if !strings.Contains(string(header), `{"name":"OUTPUT1","datatype":"INT32","shape":[1,16]}`) {
 		t.Fatalf("%s", header)
@@ -144,7 +146,7 @@ func TestEncodeErrors(t *testing.T) {
 	}
 	// FP16 and BF16 travel fine as binary.
 	h := one(&core.Tensor{Name: "H", DataType: core.TypeFP16, Shape: []int64{1}, Data: []byte{0, 0x3c}})
-	if _, blobs, _, err := EncodeResponse(h, &Envelope{DefaultKind: OutputBinary}); err != nil || len(blobs) != 1 {
+	if _, blobs, _, err := EncodeResponse(h, &InferRequest{DefaultKind: OutputBinary}); err != nil || len(blobs) != 1 {
 		t.Fatal(err)
 	}
 }
@@ -178,13 +180,13 @@ func TestEncodeAllTypesGolden(t *testing.T) {
 	}
 	golden(t, "response_all_types.json", header)
 	// The header is valid JSON for our own parser.
-	if _, err := ParseJSON(header); err != nil {
+	if _, err := tritonjson.ParseJSON(header); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestEncodeBinaryGolden(t *testing.T) {
-	header, blobs, binary, err := EncodeResponse(allTypesResponse(), &Envelope{DefaultKind: OutputBinary})
+	header, blobs, binary, err := EncodeResponse(allTypesResponse(), &InferRequest{DefaultKind: OutputBinary})
 	if err != nil || !binary {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		doc, err := ParseJSON(header)
+		doc, err := tritonjson.ParseJSON(header)
 		if err != nil {
 			t.Fatalf("%s: %v", header, err)
 		}
@@ -274,7 +276,7 @@ func TestBinaryRoundTrip(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return string(AppendInt(nil, int64(i))) }
+func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestClassificationOutput: "classification":2 on a
 // batching model's [1,16] output gives BYTES [1,2] strings.

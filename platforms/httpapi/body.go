@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // indexReady reads {"ready": <bool>} of a repository index body.
 func indexReady(body []byte) (ready, present bool, err error) {
-	doc, err := codec.ParseJSON(body)
+	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return false, false, err
 	}
@@ -25,7 +25,7 @@ func indexReady(body []byte) (ready, present bool, err error) {
 // loadParameters reads the "parameters" object of a load body; every value
 // must be a JSON string (a type error is INTERNAL, as in Triton).
 func loadParameters(body []byte) (map[string]string, error) {
-	doc, err := codec.ParseJSON(body)
+	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return nil, err
 	}

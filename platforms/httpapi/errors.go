@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -22,7 +22,7 @@ func writeErrorStatus(w http.ResponseWriter, status int, msg string) { WriteErro
 // WriteError writes Triton's error body {"error":"<msg>"} with status; the
 // platform frontends answer their own errors with it.
 func WriteError(w http.ResponseWriter, status int, msg string) {
-	body := codec.AppendString([]byte(`{"error":`), msg)
+	body := tritonjson.AppendString([]byte(`{"error":`), msg)
 	body = append(body, '}')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))

@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // logSettings is GET|POST /v2/logging (triton-inference-server/server
@@ -33,12 +33,12 @@ func (s *Server) logSettings(w http.ResponseWriter, r *http.Request) {
 // (INTERNAL, 500); an unknown format is UNAVAILABLE (503), Triton's code
 // for it, with Triton's text naming the option as --log_format.
 func applyLogSettings(logs *logging.Settings, body []byte) error {
-	doc, err := codec.ParseJSON(body)
+	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return err
 	}
 	root := doc.Root()
-	present := func(key string) (codec.Value, bool) {
+	present := func(key string) (tritonjson.Value, bool) {
 		v, ok := root.Find(key)
 		return v, ok && !v.IsNull()
 	}
@@ -84,7 +84,7 @@ func verboseLevel(n uint64) uint32 { return uint32(min(n, 1<<31-1)) }
 // renderLogSettings is the six settings in Triton's order.
 func renderLogSettings(logs *logging.Settings) []byte {
 	st := logs.Load()
-	b := codec.AppendString([]byte(`{"log_file":`), logs.File())
+	b := tritonjson.AppendString([]byte(`{"log_file":`), logs.File())
 	b = append(b, `,"log_info":`...)
 	b = strconv.AppendBool(b, st.Info)
 	b = append(b, `,"log_warning":`...)
@@ -94,7 +94,7 @@ func renderLogSettings(logs *logging.Settings) []byte {
 	b = append(b, `,"log_verbose_level":`...)
 	b = strconv.AppendUint(b, uint64(st.Verbose), 10)
 	b = append(b, `,"log_format":`...)
-	b = codec.AppendString(b, st.Format.String())
+	b = tritonjson.AppendString(b, st.Format.String())
 	return append(b, '}')
 }
 

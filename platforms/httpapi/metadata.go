@@ -5,16 +5,16 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // renderServerMeta renders GET /v2's body.
 func renderServerMeta(m v2.ServerMeta) []byte {
-	b := codec.AppendString([]byte(`{"name":`), m.Name)
+	b := tritonjson.AppendString([]byte(`{"name":`), m.Name)
 	b = append(b, `,"version":`...)
-	b = codec.AppendString(b, m.Version)
+	b = tritonjson.AppendString(b, m.Version)
 	b = append(b, `,"extensions":`...)
 	b = appendStrings(b, m.Extensions)
 	return append(b, '}')
@@ -27,7 +27,7 @@ func appendStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = codec.AppendString(b, s)
+		b = tritonjson.AppendString(b, s)
 	}
 	return append(b, ']')
 }
@@ -61,11 +61,11 @@ func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, 
 		return
 	}
 	b := []byte(`{"name":`)
-	b = codec.AppendString(b, md.Name)
+	b = tritonjson.AppendString(b, md.Name)
 	b = append(b, `,"versions":`...)
 	b = appendStrings(b, md.Versions)
 	b = append(b, `,"platform":`...)
-	b = codec.AppendString(b, md.Platform)
+	b = tritonjson.AppendString(b, md.Platform)
 	b = append(b, `,"inputs":[`...)
 	b = appendTensorMetas(b, md.Inputs)
 	b = append(b, `],"outputs":[`...)
@@ -79,9 +79,9 @@ func appendTensorMetas(b []byte, ts []v2.TensorMeta) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = codec.AppendString(b, t.Name)
+		b = tritonjson.AppendString(b, t.Name)
 		b = append(b, `,"datatype":`...)
-		b = codec.AppendString(b, t.Datatype)
+		b = tritonjson.AppendString(b, t.Datatype)
 		b = append(b, `,"shape":[`...)
 		for j, d := range t.Shape {
 			if j > 0 {

@@ -154,7 +154,7 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
 // a decompressed one; a binary request is read up to its JSON header plus
 // the blobs that header announces, and one byte more to tell that the body
 // goes on (an error whatever follows).
-func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, error) {
+func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest, error) {
 	limit := s.opts.MaxInputSize
 	headerValue, hasHeader := "", false
 	if hv, ok := r.Header[codec.HeaderLengthName]; ok && len(hv) > 0 {
@@ -176,7 +176,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		if jsonLen < 0 && len(body) == 0 {
 			jsonLen = 0 // an empty body without the header is a raw request
 		}
-		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
+		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
 	default:
 		return nil, errUnsupportedEncoding
 	}
@@ -195,7 +195,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		if len(body) == 0 {
 			jsonLen = 0
 		}
-		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
+		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
 	}
 
 	jsonLen, ok, inRange := codec.Stoi(headerValue)
@@ -231,7 +231,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		if b.err != nil {
 			return nil, readError(b.err)
 		}
-		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, b.buf, 0, limit) })
+		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, b.buf, 0, limit) })
 	case jsonLen > limit:
 		// Without Content-Length only reading jsonLen bytes would tell
 		// that the body is shorter than the header; too large either way.
@@ -246,10 +246,10 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 		return nil, err
 	}
 	if size == jsonLen {
-		return s.decode(func() (*codec.Envelope, error) { return codec.DecodeRequest(name, b.buf, int(jsonLen), limit) })
+		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, b.buf, int(jsonLen), limit) })
 	}
-	var header *codec.RequestHeader
-	_, err := s.decode(func() (*codec.Envelope, error) {
+	var header *codec.InferRequest
+	_, err := s.decode(func() (*codec.InferRequest, error) {
 		var err error
 		header, err = codec.ParseRequestHeader(name, b.buf[:jsonLen], limit)
 		return nil, err
@@ -265,7 +265,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 	if b.err != nil {
 		return nil, readError(b.err)
 	}
-	return s.decode(func() (*codec.Envelope, error) { return header.Decode(b.buf) })
+	return s.decode(func() (*codec.InferRequest, error) { return header.Decode(b.buf) })
 }
 
 // decompressBody inflates a Content-Encoding gzip or deflate body as it

@@ -7,7 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -37,18 +37,18 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = codec.AppendString(b, e.Name)
+		b = tritonjson.AppendString(b, e.Name)
 		if e.Version != "" {
 			b = append(b, `,"version":`...)
-			b = codec.AppendString(b, e.Version)
+			b = tritonjson.AppendString(b, e.Version)
 		}
 		if e.State != "" {
 			b = append(b, `,"state":`...)
-			b = codec.AppendString(b, e.State)
+			b = tritonjson.AppendString(b, e.State)
 		}
 		if e.Reason != "" {
 			b = append(b, `,"reason":`...)
-			b = codec.AppendString(b, e.Reason)
+			b = tritonjson.AppendString(b, e.Reason)
 		}
 		b = append(b, '}')
 	}
@@ -116,7 +116,7 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 	if len(body) > 0 {
 		// Only malformed JSON fails: a non-boolean unload_dependents is
 		// ignored, as in Triton.
-		doc, err := codec.ParseJSON(body)
+		doc, err := tritonjson.ParseJSON(body)
 		if err != nil {
 			writeError(w, err)
 			return

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -40,9 +40,9 @@ func statsBody(stats []v2.ModelStats) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = codec.AppendString(b, st.Name)
+		b = tritonjson.AppendString(b, st.Name)
 		b = append(b, `,"version":`...)
-		b = codec.AppendString(b, st.Version)
+		b = tritonjson.AppendString(b, st.Version)
 		b = append(b, `,"last_inference":`...)
 		b = strconv.AppendInt(b, st.LastInference, 10)
 		b = append(b, `,"inference_count":`...)

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // textHandler writes Triton's two text layouts (common's logging.cc):
@@ -88,7 +88,7 @@ func (h *textHandler) appendLine(b []byte, r slog.Record, iso bool) []byte {
 	b = append(b, "] "...)
 
 	if h.s.escape.Load() {
-		b = codec.AppendString(b, r.Message) // rapidjson's escaping, as Triton's TritonJson::SerializeString
+		b = tritonjson.AppendString(b, r.Message) // rapidjson's escaping, as Triton's TritonJson::SerializeString
 	} else {
 		b = append(b, r.Message...)
 	}

@@ -8,7 +8,7 @@ import (
 	xds "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // Format is a report's text form, as endpoint-load-metrics-format asks.
@@ -40,7 +40,7 @@ func ParseFormat(v string) (Format, error) {
 func AppendKV(b []byte, f Format, util float64, capacity uint64) []byte {
 	if f == JSON {
 		b = append(b, `JSON {"named_metrics":{"`+KVUtilization+`":`...)
-		b = codec.AppendFloat(b, util)
+		b = tritonjson.AppendFloat(b, util)
 		b = append(b, `,"`+KVTokenCapacity+`":`...)
 		b = strconv.AppendUint(b, capacity, 10)
 		return append(b, "}}"...)
@@ -77,15 +77,15 @@ func AppendReport(b []byte, f Format, rep *xds.OrcaLoadReport) []byte {
 		b = append(b, "JSON {"...)
 		for _, fl := range fields {
 			b = append(append(append(b, '"'), fl.name...), `":`...)
-			b = append(codec.AppendFloat(b, fl.v), ',')
+			b = append(tritonjson.AppendFloat(b, fl.v), ',')
 		}
 		b = append(b, `"named_metrics":{`...)
 		for i, k := range named {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(codec.AppendString(b, k), ':')
-			b = codec.AppendFloat(b, rep.GetNamedMetrics()[k])
+			b = append(tritonjson.AppendString(b, k), ':')
+			b = tritonjson.AppendFloat(b, rep.GetNamedMetrics()[k])
 		}
 		return append(b, "}}"...)
 	}

@@ -11,7 +11,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
+	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 // Request is the trace of one sampled client request: the frontend's
@@ -192,12 +192,12 @@ func (n *node) Begin(model string, version int64, requestID string, start, queue
 	if n.timestamps() {
 		b := append([]byte(`{"id":`), strconv.FormatUint(n.id, 10)...)
 		b = append(b, `,"model_name":`...)
-		b = codec.AppendString(b, model)
+		b = tritonjson.AppendString(b, model)
 		b = append(b, `,"model_version":`...)
 		b = strconv.AppendInt(b, version, 10)
 		if requestID != "" {
 			b = append(b, `,"request_id":`...)
-			b = codec.AppendString(b, requestID)
+			b = tritonjson.AppendString(b, requestID)
 		}
 		if n.parent != 0 {
 			b = append(b, `,"parent_id":`...)
@@ -301,9 +301,9 @@ func (n *node) tensor(activity string, t *core.Tensor) {
 	b = append(b, `,"activity":"`...)
 	b = append(b, activity...)
 	b = append(b, `","tensor":{"name":`...)
-	b = codec.AppendString(b, t.Name)
+	b = tritonjson.AppendString(b, t.Name)
 	b = append(b, `,"data":`...)
-	b = codec.AppendString(b, tensorData(t))
+	b = tritonjson.AppendString(b, tensorData(t))
 	b = append(b, `,"shape":"`...)
 	for i, d := range t.Shape {
 		if i > 0 {

@@ -1,11 +1,11 @@
 package v2_test
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -37,48 +37,173 @@ func checkResult[T any](t *testing.T, got T, err error, want T, msg string) {
 	}
 }
 
-// TestReadInferParams: the request-level parameter rules of gRPC's
-// ModelInfer (triton-inference-server/server src/grpc/infer_handler.cc).
-func TestReadInferParams(t *testing.T) {
+func dbl(v float64) v2.Param { return v2.Param{Kind: v2.ParamDouble, Double: v} }
+
+// kv is one parameter as a transport hands it to the reader.
+type kv struct {
+	key string
+	p   v2.Param
+}
+
+// paramResult is what a ParamReader leaves: the request's scheduling
+// fields and model parameters, and the stream's empty final response.
+type paramResult struct {
+	Correlation   core.Correlation
+	Priority      uint64
+	TimeoutMicros uint64
+	Parameters    map[string]any
+	EmptyFinal    bool
+}
+
+// TestParamReader: each transport's request-parameter rules, read one key
+// at a time: gRPC's (triton-inference-server/server src/grpc/infer_handler.cc),
+// HTTP infer's (src/http_server.cc, ParseJsonTritonParams) and the
+// generate extension's.
+func TestParamReader(t *testing.T) {
+	const (
+		g   = v2.GRPCRules
+		h   = v2.HTTPRules
+		gen = v2.GenerateRules
+	)
+	start, end := core.FlagSequenceStart, core.FlagSequenceEnd
 	for _, tc := range []struct {
 		name   string
-		params map[string]v2.Param
-		want   *v2.InferParams
+		rules  v2.ParamRules
+		params []kv
+		want   paramResult
+		code   core.Code // of the error msg, when msg is set
 		msg    string
 	}{
-		{"none", nil, &v2.InferParams{}, ""},
-		{"sequence by number", map[string]v2.Param{"sequence_id": i64(5), "sequence_start": boolp(true), "sequence_end": boolp(false)},
-			&v2.InferParams{Sequence: codec.Sequence{ID: 5, Start: true}}, ""},
-		{"sequence by string", map[string]v2.Param{"sequence_id": str("s")}, &v2.InferParams{Sequence: codec.Sequence{StringID: "s", IsString: true}}, ""},
-		{"scheduler", map[string]v2.Param{"priority": u64(1), "timeout": i64(100)}, &v2.InferParams{Priority: 1, TimeoutMicros: 100}, ""},
-		{"priority int64", map[string]v2.Param{"priority": i64(3)}, &v2.InferParams{Priority: 3}, ""},
-		{"empty final response", map[string]v2.Param{"triton_enable_empty_final_response": boolp(true)}, &v2.InferParams{EmptyFinalResponse: true}, ""},
-		{"model parameters", map[string]v2.Param{"k": i64(1), "b": boolp(true), "s": str("x"), "d": {Kind: v2.ParamDouble, Double: 0.5}, "binary_data_output": boolp(true)},
-			&v2.InferParams{Parameters: map[string]any{"k": int64(1), "b": true, "s": "x", "d": 0.5, "binary_data_output": true}}, ""},
-		{"negative priority", map[string]v2.Param{"priority": i64(-1)}, nil, "invalid value for 'priority', expected value >= 0."},
-		{"priority type", map[string]v2.Param{"priority": str("1")}, nil, "invalid value type for 'priority' parameter, expected int64_param or uint64_param."},
-		{"sequence_id type", map[string]v2.Param{"sequence_id": boolp(true)}, nil, "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."},
-		{"sequence_start type", map[string]v2.Param{"sequence_start": i64(1)}, nil, "invalid value type for 'sequence_start' parameter, expected bool_param."},
-		{"sequence_end type", map[string]v2.Param{"sequence_end": i64(1)}, nil, "invalid value type for 'sequence_end' parameter, expected bool_param."},
-		{"timeout type", map[string]v2.Param{"timeout": u64(1)}, nil, "invalid value type for 'timeout' parameter, expected int64_param."},
-		{"empty final response type", map[string]v2.Param{"triton_enable_empty_final_response": i64(1)}, nil,
-			"invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param."},
-		{"reserved", map[string]v2.Param{"triton_foo": i64(1)}, nil,
-			"parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: triton_enable_empty_final_response"},
-		{"custom uint64", map[string]v2.Param{"k": u64(1)}, nil, "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
-		{"custom unset", map[string]v2.Param{"k": {}}, nil, "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
-		{"first bad key in sorted order", map[string]v2.Param{"b": u64(1), "a": u64(1)}, nil, "invalid value type for 'a' parameter, expected int64_param, bool_param, or string_param."},
+		{name: "none", rules: g},
+		{name: "grpc sequence by number", rules: g, params: []kv{{"sequence_id", i64(5)}, {"sequence_start", boolp(true)}, {"sequence_end", boolp(false)}},
+			want: paramResult{Correlation: core.Correlation{ID: 5, Flags: start}}},
+		{name: "grpc negative sequence id as is", rules: g, params: []kv{{"sequence_id", i64(-1)}}, want: paramResult{Correlation: core.Correlation{ID: math.MaxUint64}}},
+		{name: "grpc sequence by string", rules: g, params: []kv{{"sequence_id", str("s")}, {"sequence_end", boolp(true)}},
+			want: paramResult{Correlation: core.Correlation{StringID: "s", IsString: true, Flags: end}}},
+		{name: "grpc scheduler", rules: g, params: []kv{{"priority", u64(1)}, {"timeout", i64(100)}}, want: paramResult{Priority: 1, TimeoutMicros: 100}},
+		{name: "grpc priority int64", rules: g, params: []kv{{"priority", i64(3)}}, want: paramResult{Priority: 3}},
+		{name: "grpc negative timeout as is", rules: g, params: []kv{{"timeout", i64(-1)}}, want: paramResult{TimeoutMicros: math.MaxUint64}},
+		{name: "grpc empty final response", rules: g, params: []kv{{"triton_enable_empty_final_response", boolp(true)}}, want: paramResult{EmptyFinal: true}},
+		{name: "grpc model parameters", rules: g, params: []kv{{"b", boolp(true)}, {"binary_data_output", boolp(true)}, {"d", dbl(0.5)}, {"k", i64(1)}, {"s", str("x")}},
+			want: paramResult{Parameters: map[string]any{"k": int64(1), "b": true, "s": "x", "d": 0.5, "binary_data_output": true}}},
+		{name: "grpc negative priority", rules: g, params: []kv{{"priority", i64(-1)}}, code: core.CodeInvalidArg, msg: "invalid value for 'priority', expected value >= 0."},
+		{name: "grpc priority type", rules: g, params: []kv{{"priority", str("1")}}, code: core.CodeInvalidArg, msg: "invalid value type for 'priority' parameter, expected int64_param or uint64_param."},
+		{name: "grpc sequence_id type", rules: g, params: []kv{{"sequence_id", boolp(true)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."},
+		{name: "grpc sequence_id uint64", rules: g, params: []kv{{"sequence_id", u64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."},
+		{name: "grpc sequence_start type", rules: g, params: []kv{{"sequence_start", i64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'sequence_start' parameter, expected bool_param."},
+		{name: "grpc sequence_end type", rules: g, params: []kv{{"sequence_end", i64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'sequence_end' parameter, expected bool_param."},
+		{name: "grpc timeout type", rules: g, params: []kv{{"timeout", u64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'timeout' parameter, expected int64_param."},
+		{name: "grpc empty final response type", rules: g, params: []kv{{"triton_enable_empty_final_response", i64(1)}}, code: core.CodeInvalidArg,
+			msg: "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param."},
+		{name: "grpc reserved", rules: g, params: []kv{{"triton_foo", i64(1)}}, code: core.CodeInvalidArg,
+			msg: "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: triton_enable_empty_final_response"},
+		{name: "grpc custom uint64", rules: g, params: []kv{{"k", u64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
+		{name: "grpc custom unset", rules: g, params: []kv{{"k", v2.Param{}}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
+
+		{name: "http sequence", rules: h, params: []kv{{"sequence_id", u64(math.MaxUint64)}, {"sequence_start", boolp(true)}, {"sequence_end", boolp(true)}},
+			want: paramResult{Correlation: core.Correlation{ID: math.MaxUint64, Flags: start | end}}},
+		{name: "http repeated keys: the last wins", rules: h, params: []kv{{"sequence_id", str("s")}, {"sequence_start", boolp(true)}, {"sequence_id", i64(7)}, {"sequence_start", boolp(false)}, {"k", i64(1)}, {"k", str("x")}},
+			want: paramResult{Correlation: core.Correlation{ID: 7}, Parameters: map[string]any{"k": "x"}}},
+		{name: "http scheduler", rules: h, params: []kv{{"priority", u64(math.MaxUint64)}, {"timeout", i64(0)}}, want: paramResult{Priority: math.MaxUint64}},
+		{name: "http model parameters", rules: h, params: []kv{{"big", u64(1 << 63)}, {"d", dbl(-0.5)}, {"k", i64(-1)}, {"sequence", str("not a sequence key")}},
+			want: paramResult{Parameters: map[string]any{"big": float64(1 << 63), "d": -0.5, "k": int64(-1), "sequence": "not a sequence key"}}},
+		{name: "http negative sequence_id", rules: h, params: []kv{{"sequence_id", i64(-1)}}, code: core.CodeInternal, msg: "Unable to parse 'sequence_id': attempt to access JSON non-string as string"},
+		{name: "http sequence_start type", rules: h, params: []kv{{"sequence_start", i64(1)}}, code: core.CodeInternal, msg: "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"},
+		{name: "http negative priority", rules: h, params: []kv{{"priority", i64(-1)}}, code: core.CodeInternal,
+			msg: "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"},
+		{name: "http timeout type", rules: h, params: []kv{{"timeout", dbl(1)}}, code: core.CodeInternal,
+			msg: "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer"},
+		{name: "http empty final response is reserved", rules: h, params: []kv{{"triton_enable_empty_final_response", boolp(true)}}, code: core.CodeInvalidArg,
+			msg: "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."},
+		{name: "http null", rules: h, params: []kv{{"headers", v2.Param{}}}, code: core.CodeInvalidArg, msg: "parameter 'headers' has invalid type. It should be either 'int', 'bool', or 'string'."},
+		{name: "http stops at the first bad key", rules: h, params: []kv{{"a", i64(1)}, {"b", v2.Param{}}, {"c", i64(3)}}, code: core.CodeInvalidArg,
+			msg: "parameter 'b' has invalid type. It should be either 'int', 'bool', or 'string'."},
+
+		{name: "generate: every key a model parameter", rules: gen,
+			params: []kv{{"sequence_id", str("s")}, {"priority", i64(-1)}, {"triton_x", boolp(true)}, {"big", u64(1 << 63)}, {"binary_data_output", boolp(false)}},
+			want:   paramResult{Parameters: map[string]any{"sequence_id": "s", "priority": int64(-1), "triton_x": true, "big": float64(1 << 63), "binary_data_output": false}}},
+		{name: "generate invalid type", rules: gen, params: []kv{{"x", v2.Param{}}}, code: core.CodeInvalidArg, msg: "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := v2.ReadInferParams(tc.params)
-			checkResult(t, got, err, tc.want, tc.msg)
+			var req core.InferRequest
+			r := v2.ParamReader{Rules: tc.rules, Request: &req}
+			var err error
+			for _, p := range tc.params {
+				if err = r.Read(p.key, p.p); err != nil {
+					break
+				}
+			}
+			if tc.msg != "" {
+				if err == nil || core.CodeOf(err) != tc.code || err.Error() != tc.msg {
+					t.Fatalf("got %v (%v), want %v %q", err, core.CodeOf(err), tc.code, tc.msg)
+				}
+				return
+			}
+			got := paramResult{req.Correlation, req.Priority, req.TimeoutMicros, req.Parameters, r.EmptyFinalResponse}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
 		})
 	}
-	p, _ := v2.ReadInferParams(map[string]v2.Param{"priority": i64(2), "timeout": i64(7), "k": str("v")})
-	var req core.InferRequest
-	p.Apply(&req)
-	if req.Priority != 2 || req.TimeoutMicros != 7 || req.Parameters["k"] != "v" {
-		t.Fatalf("applied %+v", req)
+}
+
+// TestParamReaderMissing: HTTP's errors for a listed key its lookup does
+// not find (a JSON name cut at a NUL).
+func TestParamReaderMissing(t *testing.T) {
+	r := v2.ParamReader{Rules: v2.HTTPRules, Request: &core.InferRequest{}}
+	for _, tc := range []struct {
+		key  string
+		code core.Code
+		msg  string
+	}{
+		{"sequence_id", core.CodeInternal, "Unable to parse 'sequence_id': attempt to access non-existing object member 'sequence_id'"},
+		{"timeout", core.CodeInternal, "Unable to parse 'timeout': attempt to access non-existing object member 'timeout'"},
+		{"triton_x", core.CodeInvalidArg, "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."},
+		{"k", core.CodeInternal, "parameter key 'k' was not found in the JSON"},
+	} {
+		if err := r.Missing(tc.key); core.CodeOf(err) != tc.code || err.Error() != tc.msg {
+			t.Errorf("%s: %v (%v), want %v %q", tc.key, err, core.CodeOf(err), tc.code, tc.msg)
+		}
+	}
+}
+
+// TestResponseParam: the one writer of response parameters takes every
+// Go integer and float kind, and refuses bytes and other types with the
+// errors every transport gives.
+func TestResponseParam(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want v2.Param
+		code core.Code
+		msg  string
+	}{
+		{v: true, want: boolp(true)},
+		{v: "s", want: str("s")},
+		{v: int(-1), want: i64(-1)},
+		{v: int8(-8), want: i64(-8)},
+		{v: int16(-16), want: i64(-16)},
+		{v: int32(math.MinInt32), want: i64(math.MinInt32)},
+		{v: int64(math.MinInt64), want: i64(math.MinInt64)},
+		{v: uint(1), want: u64(1)},
+		{v: uint8(255), want: u64(255)},
+		{v: uint16(65535), want: u64(65535)},
+		{v: uint32(math.MaxUint32), want: u64(math.MaxUint32)},
+		{v: uint64(math.MaxUint64), want: u64(math.MaxUint64)},
+		{v: float32(0.1), want: dbl(float64(float32(0.1)))},
+		{v: 2.5, want: dbl(2.5)},
+		{v: []byte("x"), code: core.CodeUnsupported, msg: "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"},
+		{v: struct{}{}, code: core.CodeInternal, msg: "response parameter 'p' has unsupported type struct {}"},
+	} {
+		got, err := v2.ResponseParam("p", tc.v)
+		if tc.msg != "" {
+			if err == nil || core.CodeOf(err) != tc.code || err.Error() != tc.msg {
+				t.Errorf("%T: %v (%v), want %v %q", tc.v, err, core.CodeOf(err), tc.code, tc.msg)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%T: %+v, %v; want %+v", tc.v, got, err, tc.want)
+		}
 	}
 }
 

@@ -1,14 +1,13 @@
-package codec
+package v2
 
 import "github.com/inferd/inferd/core"
 
 // Names is the duplicate-name check of one request's inputs or requested
-// outputs, made by both transports (Triton's core makes it as each input
+// outputs, made by every transport (Triton's core makes it as each input
 // and output is added: "already exists in request" in
-// triton-inference-server/core src/infer_request.cc; it lives here because
-// v2 builds on this package). The zero value
-// is empty; a few names are scanned in place, more go to a map, so neither
-// a small request allocates nor a large one costs quadratic time.
+// triton-inference-server/core src/infer_request.cc). The zero value is
+// empty; a few names are scanned in place, more go to a map, so neither a
+// small request allocates nor a large one costs quadratic time.
 type Names struct {
 	small [8]string
 	n     int

@@ -1,4 +1,4 @@
-package codec
+package tritonjson
 
 import (
 	"bytes"
@@ -93,7 +93,7 @@ const MaxDepth = 10000
 // at <offset>".
 func ParseJSON(src []byte) (*Document, error) {
 	d := &Document{}
-	if err := d.parse(src); err != nil {
+	if err := d.Parse(src); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -181,7 +181,11 @@ func stateError(s pstate, off int) error {
 	}
 }
 
-func (d *Document) parse(src []byte) error {
+// Parse is ParseJSON into d, which may be a zero Document held inside
+// another value (so that parsing allocates nothing for the Document
+// itself); d's previous document is dropped, and after an error d holds
+// none that can be used.
+func (d *Document) Parse(src []byte) error {
 	if uint64(len(src)) >= math.MaxUint32 {
 		return core.Errorf(core.CodeInternal, "failed to parse the request JSON buffer: document of %d bytes is too large", len(src))
 	}

@@ -1,15 +1,18 @@
-package codec
+package v2_test
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/inferd/inferd/core"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // TestNamesRepeated: Names finds a repeat among few names (scanned) and
 // many (mapped), and the errors keep each transport's text.
 func TestNamesRepeated(t *testing.T) {
 	for _, n := range []int{1, 8, 9, 100} {
-		var s Names
+		var s v2.Names
 		for i := 0; i < n; i++ {
 			if s.Add(fmt.Sprint("T", i)) {
 				t.Fatalf("n=%d: T%d repeated", n, i)
@@ -21,10 +24,13 @@ func TestNamesRepeated(t *testing.T) {
 			}
 		}
 	}
-	if got := DuplicateInput("r1", "X").Error(); got != "[request id: r1] input 'X' already exists in request" {
+	if got := v2.DuplicateInput("r1", "X").Error(); got != "[request id: r1] input 'X' already exists in request" {
 		t.Errorf("input: %q", got)
 	}
-	if got := DuplicateOutput("Y").Error(); got != "output 'Y' already exists in request" {
+	if got := v2.DuplicateOutput("Y").Error(); got != "output 'Y' already exists in request" {
 		t.Errorf("output: %q", got)
+	}
+	if err := v2.UnknownRegion("r"); err.Error() != "Unable to find shared memory region: 'r'" || v2.ClassOf(err) != core.CodeNotFound {
+		t.Errorf("region: %v (%v)", err, v2.ClassOf(err))
 	}
 }
