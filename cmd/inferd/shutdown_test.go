@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,5 +165,61 @@ func TestShutdownDeadline(t *testing.T) {
 			t.Fatalf("processes %v outlived the server:\n%s", left, log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStopOrder: the stop runs the actors down in the order run documents:
+// the exiting mark first, then the poll, the listeners (each draining),
+// the metrics polls, and last the models, the backends and the traces.
+func TestStopOrder(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"exiting", "metrics", "GRPC", "HTTP", "metrics polls", "models", "backends", "traces"}},
+		{[]string{"--model-control-mode=poll", "--repository-poll-secs=60", "--allow-grpc=false", "--allow-metrics=false"},
+			[]string{"exiting", "poll", "HTTP", "models", "backends", "traces"}},
+	} {
+		logFile := filepath.Join(t.TempDir(), "inferd.log")
+		r := startLogged(t, append([]string{"--model-repository=../../examples/model_repository", "--log-file=" + logFile,
+			"--log-format=json", "--log-verbose=1"}, tt.args...)...)
+		if err := r.stop(t); err != nil {
+			t.Fatalf("%v: stop: %v", tt.args, err)
+		}
+		b, err := os.ReadFile(logFile)
+		must(t, err)
+		var got []string
+		for _, line := range strings.Split(string(b), "\n") {
+			var rec struct{ Msg, Actor string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "stopping" {
+				got = append(got, rec.Actor)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%v: stopped %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestStopWaitsForBackgroundUnload: a model whose unload began before the
+// stop (pb_utils.unload_model returns without waiting for it) and whose
+// finalize never returns is still unloading at the exit deadline, which,
+// as for the models the stop unloads itself, makes the exit a failure.
+func TestStopWaitsForBackgroundUnload(t *testing.T) {
+	t.Skip("core.Server.Shutdown unloads only the versions still serving: one closing in the background (BeginUnload) is not waited for, so the exit succeeds")
+	root := t.TempDir()
+	must(t, os.CopyFS(root, os.DirFS("testdata/unloader")))
+	must(t, os.CopyFS(filepath.Join(root, "hang_finalize"), os.DirFS("testdata/shutdown/hang_finalize")))
+	r := start(t, "--model-repository="+root, "--model-control-mode=explicit", "--load-model=*", "--exit-timeout-secs=2",
+		"--backend-config=python,python-executable="+servertest.Python(t))
+	if r.http == "" {
+		t.Fatalf("start: %v", <-r.done)
+	}
+	s, body := post(t, r.http+"/v2/models/unloader/infer", `{"inputs":[{"name":"TARGET","shape":[1],"datatype":"BYTES","data":["hang_finalize"]}]}`)
+	if s != 200 || !strings.Contains(body, "unloaded hang_finalize") {
+		t.Fatalf("unloader: %d %s", s, body)
+	}
+	if err := r.stop(t); err == nil || !strings.Contains(err.Error(), "failed to stop server") {
+		t.Fatalf("run = %v with a model still unloading at the deadline, want failed to stop server", err)
 	}
 }
