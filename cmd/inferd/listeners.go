@@ -15,9 +15,11 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/sagemaker"
+	"github.com/inferd/inferd/vertex"
 )
 
 // listenSpec is one listener the server opens.
@@ -115,6 +117,20 @@ func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Se
 	}
 	actor, addr, err := listen(spec, h, cfg.timeouts(), log)
 	return actor, addr, nil, err
+}
+
+// newVertex builds the Vertex AI frontend over api, with the options of
+// its environment, and binds its listener.
+func newVertex(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Server, metricsHandler *metrics.Handler,
+	log *slog.Logger) (*vertex.Handler, serve.Actor, string, error) {
+	opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel)
+	if err != nil {
+		return nil, serve.Actor{}, "", err
+	}
+	opts.Logger, opts.Metrics = log, metricsHandler
+	h := vertex.New(srv, api, opts)
+	actor, addr, err := listen(spec, h, cfg.timeouts(), log)
+	return h, actor, addr, err
 }
 
 // listen binds spec's address and returns the actor serving h there and

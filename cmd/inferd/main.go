@@ -205,19 +205,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	addrs := map[string]string{}
 	var vertexHandler *vertex.Handler
 	if cfg.allowVertex {
-		opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel)
-		if err != nil {
-			return g.Stop(err)
-		}
-		opts.Logger, opts.Metrics = log, metricsHandler
-		vertexHandler = vertex.New(srv, api, opts)
 		spec := specFor(specs, "Vertex AI")
-		actor, addr, err := listen(spec, vertexHandler, cfg.timeouts(), log)
-		if err != nil {
+		var actor serve.Actor
+		if vertexHandler, actor, addrs[spec.service], err = newVertex(cfg, spec, srv, api, metricsHandler, log); err != nil {
 			return g.Stop(err)
 		}
 		g.Go(actor)
-		addrs[spec.service] = addr
 	}
 
 	// The models' load: a start-up step, not an actor.
