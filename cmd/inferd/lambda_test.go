@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -80,7 +81,7 @@ func TestLambdaMode(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
 	select {
 	case resp := <-api.responses:
 		var got struct {
@@ -99,4 +100,20 @@ func TestLambdaMode(t *testing.T) {
 	api.mu.Lock()
 	t.Logf("Lambda init (process start to first Runtime API poll, example repository): %v", api.firstPoll.Sub(start).Round(time.Millisecond))
 	api.mu.Unlock()
+	// The runtime loop is one of the run group's actors: SIGTERM (sent
+	// to the runtime when the environment shuts down) stops the group
+	// while the loop waits for the next event, and the exit is clean.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Lambda runtime did not exit after SIGTERM")
+	}
 }
