@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/tritonjson"
+	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 const testMax = 64 << 20
@@ -96,6 +99,12 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "array parameter", body: `{"parameters":{"x":[1]},"inputs":[]}`, code: core.CodeInvalidArg, msg: "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'."},
 		{name: "null parameter", body: `{"parameters":{"headers":null},"inputs":[]}`, code: core.CodeInvalidArg, msg: "parameter 'headers' has invalid type. It should be either 'int', 'bool', or 'string'."},
 		{name: "parameter name with NUL", body: `{"parameters":{"k\u0000x":1},"inputs":[]}`, code: core.CodeInternal, msg: "parameter key 'k' was not found in the JSON"},
+		{name: "scheduling key with NUL", body: `{"parameters":{"priority\u0000x":1},"inputs":[]}`, code: core.CodeInternal, msg: "Unable to parse 'priority': attempt to access non-existing object member 'priority'"},
+		{name: "binary_data_output with NUL", body: `{"parameters":{"binary_data_output\u0000":true},"inputs":[]}`, code: core.CodeInternal,
+			msg: "Unable to parse 'binary_data_output': attempt to access non-existing object member 'binary_data_output'"},
+		{name: "reserved key with NUL", body: `{"parameters":{"triton_\u0000x":1},"inputs":[]}`, code: core.CodeInvalidArg, msg: "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."},
+		{name: "empty final response is gRPC's", body: `{"parameters":{"triton_enable_empty_final_response":true},"inputs":[]}`, code: core.CodeInvalidArg,
+			msg: "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."},
 		{name: "parameters before inputs", body: `{"inputs":5,"parameters":{"priority":"x"}}`, code: core.CodeInternal, msg: "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"},
 
 		{name: "no content field", body: `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[2]}]}`, code: core.CodeInvalidArg, msg: one + " no field is set"},
@@ -310,10 +319,48 @@ func TestDecodeParameters(t *testing.T) {
 	if err != nil || env.Request.Correlation != (core.Correlation{StringID: "abc", IsString: true, Flags: core.FlagSequenceEnd}) || env.DefaultKind != OutputJSON || env.Request.Parameters != nil {
 		t.Fatalf("%v %+v", err, env)
 	}
-	// The first of duplicate members wins, for every occurrence.
-	env, err = decodeJSON(`{"parameters":{"priority":1,"priority":"x"},"inputs":[]}`)
+	// The first of duplicate members wins, for every occurrence, and a
+	// name cut at a NUL reads the member of its prefix.
+	env, err = decodeJSON(`{"parameters":{"priority":1,"priority":"x","priority\u0000y":"z"},"inputs":[]}`)
 	if err != nil || env.Request.Priority != 1 {
 		t.Fatal(err)
+	}
+	env, err = decodeJSON(`{"parameters":{"sequence_id":18446744073709551615},"inputs":[]}`)
+	if err != nil || env.Request.Correlation != (core.Correlation{ID: math.MaxUint64}) {
+		t.Fatalf("%v %+v", err, env)
+	}
+}
+
+// TestJSONParam: how a JSON parameter value reaches v2's reader.
+func TestJSONParam(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want v2.Param
+	}{
+		{`"a\u0000b"`, v2.Param{Kind: v2.ParamString, String: "a\x00b"}},
+		{`true`, v2.Param{Kind: v2.ParamBool, Bool: true}},
+		{`-9223372036854775808`, v2.Param{Kind: v2.ParamInt64, Int64: math.MinInt64}},
+		{`-0`, v2.Param{Kind: v2.ParamInt64}},
+		{`9223372036854775808`, v2.Param{Kind: v2.ParamUint64, Uint64: 1 << 63}},
+		{`18446744073709551616`, v2.Param{Kind: v2.ParamDouble, Double: 1 << 64}},
+		{`1.0`, v2.Param{Kind: v2.ParamDouble, Double: 1}},
+		{`-Infinity`, v2.Param{Kind: v2.ParamDouble, Double: math.Inf(-1)}},
+		{`null`, v2.Param{}},
+		{`[1]`, v2.Param{}},
+		{`{}`, v2.Param{}},
+	} {
+		doc, err := tritonjson.ParseJSON([]byte(tc.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := JSONParam(doc.Root()); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.json, got, tc.want)
+		}
+	}
+	// An infer request's string parameters end at a NUL.
+	doc, _ := tritonjson.ParseJSON([]byte(`"a\u0000b"`))
+	if got := requestParam(doc.Root()); got.String != "a" {
+		t.Errorf("infer string parameter %q", got.String)
 	}
 }
 
