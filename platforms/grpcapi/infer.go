@@ -3,8 +3,9 @@ package grpcapi
 import (
 	"context"
 	"encoding/binary"
+	"maps"
 	"math"
-	"reflect"
+	"slices"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
@@ -13,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/infer"
 	v2 "github.com/inferd/inferd/platforms/v2"
@@ -29,19 +29,16 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't sup
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
-	call, err := s.inferCall(ctx, "ModelInfer", in, errDecoupled, nil)
-	if err != nil {
-		return nil, statusError(err)
-	}
-	if s.opts.LoadReports != nil {
-		call.Report = func(mv *core.ModelVersion) { s.opts.LoadReports.SetTrailer(ctx, mv) }
-	}
-	inf, err := s.pipe.Start(ctx, &call)
+	inf, _, err := s.startInfer(ctx, "ModelInfer", in, errDecoupled)
 	if err != nil {
 		return nil, statusError(err)
 	}
 	defer inf.End()
-	resp, err := inf.Infer(ctx)
+	var report infer.Report
+	if s.opts.LoadReports != nil {
+		report = func(mv *core.ModelVersion) { s.opts.LoadReports.SetTrailer(ctx, mv) }
+	}
+	resp, err := inf.Infer(ctx, report)
 	inf.Sending()
 	if err != nil {
 		return nil, statusError(err)
@@ -56,26 +53,23 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 	return out, nil
 }
 
-// inferCall is the pipeline's call for request in of method (ModelInfer or
-// ModelStreamInfer); decoupled, when set, refuses a decoupled model, and
-// emptyFinal, when set, receives the request's
-// triton_enable_empty_final_response. The version string is gRPC's to parse.
-func (s *Server) inferCall(ctx context.Context, method string, in *pb.ModelInferRequest, decoupled error, emptyFinal *bool) (infer.Call, error) {
+// startInfer starts request in of method (ModelInfer or ModelStreamInfer)
+// on the pipeline; decoupled, when set, refuses a decoupled model.
+// emptyFinal is the request's triton_enable_empty_final_response. The
+// version string is gRPC's to parse.
+func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInferRequest, decoupled error) (inf infer.Inference, emptyFinal bool, err error) {
 	version, err := v2.ParseVersion(in.GetModelVersion())
 	if err != nil {
-		return infer.Call{}, err
+		return inf, false, err
 	}
-	return infer.Call{
+	inf, err = s.pipe.Start(ctx, &infer.Call{
 		Protocol: infer.GRPC, Route: method, Model: in.GetModelName(), Version: version,
 		Decoupled: decoupled, Meta: callMetadata{ctx},
-		Decode: func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
-			req, empty, err := inferRequest(in, fh)
-			if emptyFinal != nil {
-				*emptyFinal = empty
-			}
-			return req, err
-		},
-	}, nil
+	}, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (req *core.InferRequest, err error) {
+		req, emptyFinal, err = inferRequest(in, fh)
+		return req, err
+	})
+	return inf, emptyFinal, err
 }
 
 // callMetadata is a call's incoming metadata as the pipeline reads it,
@@ -111,13 +105,17 @@ func invalidArg(format string, args ...any) error {
 	return core.Errorf(core.CodeInvalidArg, format, args...)
 }
 
-// inferParams converts typed protobuf parameters for v2's readers.
-func inferParams(in map[string]*pb.InferParameter) map[string]v2.Param {
-	out := make(map[string]v2.Param, len(in))
-	for k, p := range in {
-		out[k] = inferParam(p)
+// inferParams applies typed protobuf request parameters to req by gRPC's
+// rules, keys in sorted order so that the first bad one is always the
+// same, and returns triton_enable_empty_final_response.
+func inferParams(in map[string]*pb.InferParameter, req *core.InferRequest) (emptyFinal bool, err error) {
+	r := v2.ParamReader{Rules: v2.GRPCRules, Request: req}
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		if err := r.Read(k, inferParam(in[k])); err != nil {
+			return false, err
+		}
 	}
-	return out
+	return r.EmptyFinalResponse, nil
 }
 
 func inferParam(p *pb.InferParameter) v2.Param {
@@ -146,34 +144,27 @@ func inferParam(p *pb.InferParameter) v2.Param {
 func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (req *core.InferRequest, emptyFinal bool, err error) {
 	model := in.GetModelName()
 	req = &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
-	// No parameters read as the zero InferParams, which a new request
-	// already holds.
-	if len(in.GetParameters()) > 0 {
-		params, err := v2.ReadInferParams(inferParams(in.GetParameters()))
-		if err != nil {
-			return nil, false, err
-		}
-		params.Apply(req)
-		emptyFinal = params.EmptyFinalResponse
+	if emptyFinal, err = inferParams(in.GetParameters(), req); err != nil {
+		return nil, false, err
 	}
 
 	inputs := in.GetInputs()
 	req.Inputs = make([]*core.Tensor, len(inputs))
 	tensors := make([]core.Tensor, len(inputs)) // one allocation for all inputs
-	var seen codec.Names
+	var seen v2.Names
 	for i, t := range inputs {
 		if seen.Add(t.GetName()) {
-			return nil, false, codec.DuplicateInput(req.ID, t.GetName())
+			return nil, false, v2.DuplicateInput(req.ID, t.GetName())
 		}
 		tensors[i] = core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
 		req.Inputs[i] = &tensors[i]
 	}
 	if outs := in.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]core.RequestedOutput, len(outs))
-		var seen codec.Names
+		var seen v2.Names
 		for i, o := range outs {
 			if seen.Add(o.GetName()) {
-				return nil, false, codec.DuplicateOutput(o.GetName())
+				return nil, false, v2.DuplicateOutput(o.GetName())
 			}
 			req.Outputs[i].Name = o.GetName()
 		}
@@ -246,7 +237,7 @@ func sharedMemory(tensor string, p map[string]*pb.InferParameter) error {
 	if !ok {
 		return invalidArg("invalid value type for 'shared_memory_region' parameter for tensor '%s', expected string_param.", tensor)
 	}
-	return codec.UnknownRegion(name.StringParam)
+	return v2.UnknownRegion(name.StringParam)
 }
 
 // typedContents flattens an input's typed contents into the raw layout
@@ -368,32 +359,26 @@ func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
 	return out, nil
 }
 
-// responseParameter is one response parameter as gRPC carries it. It takes
-// the same Go types as the HTTP writer (codec.AppendParameterValue), with
-// the same errors, so one core response reads alike on both transports:
-// signed integers as int64_param, unsigned as uint64_param, floats as
-// double_param (Triton's response parameters are bool, int, string,
-// double and bytes: triton-inference-server/core include/triton/core/
-// tritonserver.h, TRITONSERVER_ParameterType).
+// responseParameter is one response parameter as gRPC carries it, read by
+// the writer every transport shares (v2.ResponseParam), so one core
+// response reads alike over HTTP and gRPC, errors included.
 func responseParameter(name string, v any) (*pb.InferParameter, error) {
-	var p pb.InferParameter
-	switch v := v.(type) {
-	case bool:
-		p.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: v}
-	case string:
-		p.ParameterChoice = &pb.InferParameter_StringParam{StringParam: v}
-	case int, int8, int16, int32, int64:
-		p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: reflect.ValueOf(v).Int()}
-	case uint, uint8, uint16, uint32, uint64:
-		p.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: reflect.ValueOf(v).Uint()}
-	case float32, float64:
-		p.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: reflect.ValueOf(v).Float()}
-	default:
-		// The HTTP writer's errors, for bytes and for anything else.
-		if _, err := codec.AppendParameterValue(nil, name, v); err != nil {
-			return nil, err
-		}
-		return nil, core.Errorf(core.CodeInternal, "response parameter '%s' has unsupported type %T", name, v)
+	p, err := v2.ResponseParam(name, v)
+	if err != nil {
+		return nil, err
 	}
-	return &p, nil
+	var out pb.InferParameter
+	switch p.Kind {
+	case v2.ParamBool:
+		out.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: p.Bool}
+	case v2.ParamString:
+		out.ParameterChoice = &pb.InferParameter_StringParam{StringParam: p.String}
+	case v2.ParamInt64:
+		out.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: p.Int64}
+	case v2.ParamUint64:
+		out.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: p.Uint64}
+	case v2.ParamDouble:
+		out.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: p.Double}
+	}
+	return &out, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
-	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/serve"
 )
 
@@ -179,19 +178,14 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
-	var emptyFinal bool
-	call, err := s.inferCall(ctx, "ModelStreamInfer", in, nil, &emptyFinal)
-	var inf *infer.Inference
-	if err == nil {
-		inf, err = s.pipe.Start(ctx, &call)
-	}
+	inf, emptyFinal, err := s.startInfer(ctx, "ModelStreamInfer", in, nil)
 	if err != nil {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
 	}
 	if !inf.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
-			resp, err := inf.Infer(ctx)
+			resp, err := inf.Infer(ctx, nil)
 			inf.End()
 			switch {
 			case err != nil && core.Rejected(err):
@@ -231,7 +225,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 				return serve.ErrClientBehind
 			}
 			return err
-		})
+		}, nil)
 		var r streamResult
 		switch {
 		case err == nil:

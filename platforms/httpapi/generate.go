@@ -15,6 +15,7 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/serve"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -44,21 +45,20 @@ const sseContentType = "text/event-stream; charset=utf-8"
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
 	in, err := s.pipe.Start(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version, Meta: header(r.Header),
+	}, func(cfg *modelconfig.ModelConfig, _ *v2.ForwardedHeaders) (*core.InferRequest, error) {
 		// The generate extension forwards no headers: Triton's
 		// HandleGenerate does not (triton-inference-server/server
 		// src/http_server.cc).
-		Decode: func(cfg *modelconfig.ModelConfig, _ *v2.ForwardedHeaders) (*core.InferRequest, error) {
-			switch r.Header.Get("Content-Encoding") {
-			case "", "identity":
-			default:
-				return nil, errGenerateEncoding
-			}
-			body, err := s.readJSONBody(r)
-			if err != nil {
-				return nil, err
-			}
-			return decodeGenerate(body, cfg, s.opts.MaxInputSize)
-		},
+		switch r.Header.Get("Content-Encoding") {
+		case "", "identity":
+		default:
+			return nil, errGenerateEncoding
+		}
+		body, err := s.readJSONBody(r)
+		if err != nil {
+			return nil, err
+		}
+		return decodeGenerate(body, cfg, s.opts.MaxInputSize)
 	})
 	if err != nil {
 		writeError(w, err)
@@ -66,7 +66,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	}
 	defer in.End()
 	if stream {
-		s.streamGenerate(w, r, in)
+		s.streamGenerate(w, r, &in)
 		return
 	}
 	// /generate: the first response decides the status; a model that
@@ -83,7 +83,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 			n++
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil && n == 0 {
 		writeError(w, err)
 		return
@@ -136,7 +136,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, in *infe
 				return q.put(errorEvent(err))
 			}
 			return q.put(streamEvent{obj: obj, status: http.StatusOK})
-		})
+		}, nil)
 	}()
 	// The connection is the queue's until the request has ended.
 	defer q.Close()
@@ -214,7 +214,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, in *infe
 // errorEvent is the event of an error: its message, with its status when
 // it is the stream's first.
 func errorEvent(err error) streamEvent {
-	obj := codec.AppendString([]byte(`{"error":`), err.Error())
+	obj := tritonjson.AppendString([]byte(`{"error":`), err.Error())
 	return streamEvent{obj: append(obj, '}'), status: errorStatus(err)}
 }
 
@@ -235,13 +235,13 @@ func (s *Server) generateLoadReport(w http.ResponseWriter, r *http.Request) {
 // a flat array shaped from the config), anything else a request parameter.
 // maxInputSize bounds the cumulative decoded input bytes.
 func decodeGenerate(body []byte, cfg *modelconfig.ModelConfig, maxInputSize int64) (*core.InferRequest, error) {
-	doc, err := codec.ParseJSON(body)
+	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return nil, err
 	}
 	root := doc.Root()
 	if !root.IsObject() {
-		return nil, core.Errorf(core.CodeInternal, "%s", codec.MsgNonObject)
+		return nil, core.Errorf(core.CodeInternal, "%s", tritonjson.MsgNonObject)
 	}
 	inputs := make(map[string]*modelconfig.ModelInput, len(cfg.GetInput()))
 	for _, in := range cfg.GetInput() {
@@ -249,6 +249,7 @@ func decodeGenerate(body []byte, cfg *modelconfig.ModelConfig, maxInputSize int6
 	}
 	batching := cfg.GetMaxBatchSize() > 0
 	req := &core.InferRequest{ModelVersion: core.LatestVersion, Parameters: map[string]any{}}
+	params := v2.ParamReader{Rules: v2.GenerateRules, Request: req}
 	var total int64
 	for k, v := range root.Members() {
 		key := string(k)
@@ -265,11 +266,11 @@ func decodeGenerate(body []byte, cfg *modelconfig.ModelConfig, maxInputSize int6
 				return nil, core.Errorf(core.CodeInvalidArg, "Keyword 'parameters' for nested schema also given as input tensor name")
 			}
 			if !v.IsObject() {
-				return nil, core.Errorf(core.CodeInternal, "Expected JSON object for keyword: 'parameters': %s", codec.MsgNonObject)
+				return nil, core.Errorf(core.CodeInternal, "Expected JSON object for keyword: 'parameters': %s", tritonjson.MsgNonObject)
 			}
 			for pk, pv := range v.Members() {
-				if !setGenerateParameter(req.Parameters, string(pk), pv) {
-					return nil, core.Errorf(core.CodeInvalidArg, "Converting keyword: 'parameters': %s", parameterTypeError(string(pk)))
+				if err := params.Read(string(pk), codec.JSONParam(pv)); err != nil {
+					return nil, &core.Error{Code: core.CodeOf(err), Msg: "Converting keyword: 'parameters': " + err.Error()}
 				}
 			}
 		case in != nil:
@@ -284,45 +285,18 @@ func decodeGenerate(body []byte, cfg *modelconfig.ModelConfig, maxInputSize int6
 			}
 			req.Inputs = append(req.Inputs, t)
 		default:
-			if !setGenerateParameter(req.Parameters, key, v) {
-				return nil, core.Errorf(core.CodeInvalidArg, "%s", parameterTypeError(key))
+			if err := params.Read(key, codec.JSONParam(v)); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return req, nil
 }
 
-// setGenerateParameter stores one request parameter: string, int64 (JSON
-// integers in int64 range), double (other numbers) or bool. It reports
-// false for any other JSON type.
-func setGenerateParameter(params map[string]any, key string, v codec.Value) bool {
-	switch v.Kind() {
-	case codec.KindString:
-		s, _ := v.Str()
-		params[key] = s
-	case codec.KindBool:
-		b, _ := v.Bool()
-		params[key] = b
-	case codec.KindNumber:
-		if v.IsInt64() {
-			params[key], _ = v.Int64()
-		} else {
-			params[key], _ = v.Float64()
-		}
-	default:
-		return false
-	}
-	return true
-}
-
-func parameterTypeError(key string) string {
-	return "parameter '" + key + "' has invalid type. It should be either 'int', 'bool', or 'string'."
-}
-
 // generateInput converts the value of input in's member into a tensor with
 // the config datatype and a shape filled from the config (the batch
 // dimension included), adding its size to *total.
-func generateInput(in *modelconfig.ModelInput, batching bool, v codec.Value, total *int64, maxInputSize int64) (*core.Tensor, error) {
+func generateInput(in *modelconfig.ModelInput, batching bool, v tritonjson.Value, total *int64, maxInputSize int64) (*core.Tensor, error) {
 	name := in.GetName()
 	dt := core.DataType(in.GetDataType())
 	count := int64(1)
@@ -439,7 +413,7 @@ func appendGenerateResponse(b []byte, resp *core.InferResponse) ([]byte, error) 
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = codec.AppendString(b, m.key)
+		b = tritonjson.AppendString(b, m.key)
 		b = append(b, ':')
 		var err error
 		switch {
@@ -448,7 +422,7 @@ func appendGenerateResponse(b []byte, resp *core.InferResponse) ([]byte, error) 
 		case m.isPar:
 			b, err = codec.AppendParameterValue(b, m.key, m.param)
 		default:
-			b = codec.AppendString(b, m.str)
+			b = tritonjson.AppendString(b, m.str)
 		}
 		if err != nil {
 			return nil, err

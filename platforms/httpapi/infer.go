@@ -18,23 +18,21 @@ import (
 // rendered here, run by the pipeline (platforms/infer) in Triton's order
 // (HandleInfer in triton-inference-server/server src/http_server.cc).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
-	var env *codec.Envelope
+	var env *codec.InferRequest
 	in, err := s.pipe.Start(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
 		Decoupled: errDecoupled, Meta: header(r.Header),
-		Decode: func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
-			var err error
-			if env, err = s.decodeInfer(r, name); err != nil {
-				return nil, err
-			}
-			if fh != nil {
-				// After the body, as in Triton (HandleInfer calls
-				// ForwardHeaders once the body is parsed).
-				err = fh.Apply(env.Request)
-			}
-			return env.Request, err
-		},
-		Report: s.inferLoadReport(w, r),
+	}, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+		var err error
+		if env, err = s.decodeInfer(r, name); err != nil {
+			return nil, err
+		}
+		if fh != nil {
+			// After the body, as in Triton (HandleInfer calls
+			// ForwardHeaders once the body is parsed).
+			err = fh.Apply(env.Request)
+		}
+		return env.Request, err
 	})
 	if err != nil {
 		if errors.Is(err, errUnsupportedEncoding) {
@@ -44,7 +42,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		return
 	}
 	defer in.End()
-	resp, err := in.Infer(r.Context())
+	resp, err := in.Infer(r.Context(), s.inferLoadReport(w, r))
 	in.Sending()
 	if err != nil {
 		writeError(w, err)
@@ -57,7 +55,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 // ORCA figures in the reply's headers when the request asks for them. Beyond
 // Triton, which reports on /generate only: a load balancer wants the
 // figures of a refused request too. Nil when load reports are off.
-func (s *Server) inferLoadReport(w http.ResponseWriter, r *http.Request) func(*core.ModelVersion) {
+func (s *Server) inferLoadReport(w http.ResponseWriter, r *http.Request) infer.Report {
 	if s.opts.LoadReports == nil {
 		return nil
 	}
@@ -73,7 +71,7 @@ func (h header) Headers() map[string][]string        { return h }
 // errDecoupled is /infer's refusal of a decoupled model.
 var errDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
 
-func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.Envelope) {
+func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.InferRequest) {
 	release := s.work()
 	defer release()
 	header, blobs, binary, err := codec.EncodeResponse(resp, env)

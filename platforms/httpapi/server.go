@@ -121,7 +121,7 @@ func (s *Server) Pipeline() *infer.Pipeline { return &s.pipe }
 
 // InferLoadReport is /infer's load report step for the reply w to r (nil
 // when load reports are off), for a platform frontend's infer call.
-func (s *Server) InferLoadReport(w http.ResponseWriter, r *http.Request) func(*core.ModelVersion) {
+func (s *Server) InferLoadReport(w http.ResponseWriter, r *http.Request) infer.Report {
 	return s.inferLoadReport(w, r)
 }
 
@@ -247,7 +247,7 @@ func (s *Server) work() (release func()) {
 }
 
 // decode runs one decoding step in a worker slot.
-func (s *Server) decode(f func() (*codec.Envelope, error)) (*codec.Envelope, error) {
+func (s *Server) decode(f func() (*codec.InferRequest, error)) (*codec.InferRequest, error) {
 	release := s.work()
 	defer release()
 	return f()

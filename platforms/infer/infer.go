@@ -107,11 +107,11 @@ type Call struct {
 	// frontend answers one response per request.
 	Decoupled error
 	Meta      Metadata
-	Decode    Decoder
-	// Report, when set, receives the model once it has answered or refused
-	// the request: the frontend's ORCA load report.
-	Report func(mv *core.ModelVersion)
 }
+
+// Report is a frontend's ORCA load report step: it receives the model once
+// the model has answered or refused the request. Nil reports nothing.
+type Report func(mv *core.ModelVersion)
 
 // Inference is a call on its way through the core, from Start to End.
 type Inference struct {
@@ -120,55 +120,55 @@ type Inference struct {
 	Request *core.InferRequest
 
 	protocol Protocol
-	report   func(*core.ModelVersion)
 	release  func()
 	trace    *trace.Request // nil: not traced (almost always)
 	sending  bool
 }
 
-// Start takes c from lookup to trace (see the package documentation). On
-// success the caller runs the inference and must call End.
-func (p *Pipeline) Start(ctx context.Context, c *Call) (*Inference, error) {
+// Start takes c from lookup to trace (see the package documentation),
+// decode building its request. On success the caller runs the inference and
+// must call End. The decoder is an argument and the Inference a value, so
+// that neither allocates in an ordinary call.
+func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inference, error) {
 	recv := p.clock()
 	cfg, err := v2.Lookup(p.Core, c.Model, c.Version, c.Decoupled)
 	if err != nil {
-		return nil, err
+		return Inference{}, err
 	}
 	var fh *v2.ForwardedHeaders
 	if p.Forward != nil && c.Meta != nil {
 		sel := p.Forward.Select(c.Meta.Headers())
 		fh = &sel
 	}
-	req, err := c.Decode(cfg, fh)
+	req, err := decode(cfg, fh)
 	if err != nil {
-		return nil, err
+		return Inference{}, err
 	}
 	mv, release, err := v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled)
 	if err != nil {
-		return nil, err
+		return Inference{}, err
 	}
 	req.ModelName, req.ModelVersion = c.Model, mv.Version
 	p.Logs.LogRequest(ctx, p.Log, c.Protocol.String(), c.Route, req)
-	in := &Inference{Model: mv, Request: req, protocol: c.Protocol, report: c.Report, release: release}
-	in.trace = p.startTrace(c, recv, req)
-	return in, nil
+	return Inference{Model: mv, Request: req, protocol: c.Protocol, release: release,
+		trace: p.startTrace(c, recv, req)}, nil
 }
 
-// Infer runs a request that has one response.
-func (in *Inference) Infer(ctx context.Context) (*core.InferResponse, error) {
+// Infer runs a request that has one response, then the load report.
+func (in *Inference) Infer(ctx context.Context, report Report) (*core.InferResponse, error) {
 	resp, err := in.Model.Infer(ctx, in.Request)
-	if in.report != nil {
-		in.report(in.Model)
+	if report != nil {
+		report(in.Model)
 	}
 	return resp, err
 }
 
 // Stream runs a request whose responses go to send as the model produces
-// them (core.ModelVersion.InferStream).
-func (in *Inference) Stream(ctx context.Context, send func(resp *core.InferResponse, final bool) error) error {
+// them (core.ModelVersion.InferStream), then the load report.
+func (in *Inference) Stream(ctx context.Context, send func(resp *core.InferResponse, final bool) error, report Report) error {
 	err := in.Model.InferStream(ctx, in.Request, send)
-	if in.report != nil {
-		in.report(in.Model)
+	if report != nil {
+		report(in.Model)
 	}
 	return err
 }

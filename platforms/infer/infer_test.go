@@ -40,10 +40,14 @@ func start(t *testing.T) *core.Server {
 type headers map[string][]string
 
 func (h headers) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
-func (h headers) Headers() map[string][]string      { return h }
+func (h headers) Headers() map[string][]string        { return h }
 
 func request() *core.InferRequest {
 	return &core.InferRequest{ID: "r1", Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1}, Data: make([]byte, 4)}}}
+}
+
+func decodeRequest(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferRequest, error) {
+	return request(), nil
 }
 
 var errDecoupled = core.Errorf(core.CodeUnsupported, "decoupled refused")
@@ -83,25 +87,25 @@ func TestPipelineSteps(t *testing.T) {
 			call := &infer.Call{
 				Protocol: infer.HTTP, Route: "/v2/models/" + tc.model + "/infer", Model: tc.model, Version: core.LatestVersion,
 				Decoupled: tc.decoupled, Meta: tc.meta,
-				Decode: func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
-					decoded = true
-					if cfg == nil || len(cfg.GetInput()) != 1 {
-						t.Errorf("decoder got config %v", cfg)
-					}
-					if tc.decodeErr != nil {
-						return nil, tc.decodeErr
-					}
-					req := request()
-					if fh != nil {
-						if err := fh.Apply(req); err != nil {
-							return nil, err
-						}
-					}
-					return req, nil
-				},
-				Report: func(mv *core.ModelVersion) { reported = mv },
 			}
-			in, err := p.Start(context.Background(), call)
+			decode := func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+				decoded = true
+				if cfg == nil || len(cfg.GetInput()) != 1 {
+					t.Errorf("decoder got config %v", cfg)
+				}
+				if tc.decodeErr != nil {
+					return nil, tc.decodeErr
+				}
+				req := request()
+				if fh != nil {
+					if err := fh.Apply(req); err != nil {
+						return nil, err
+					}
+				}
+				return req, nil
+			}
+			report := func(mv *core.ModelVersion) { reported = mv }
+			in, err := p.Start(context.Background(), call, decode)
 			if err == nil {
 				defer in.End()
 				if in.Request.ModelName != tc.model || in.Request.ModelVersion != 1 {
@@ -114,12 +118,12 @@ func TestPipelineSteps(t *testing.T) {
 							n++
 						}
 						return nil
-					})
+					}, report)
 					if err == nil && n != 1 {
 						t.Errorf("%d responses", n)
 					}
 				} else {
-					_, err = in.Infer(context.Background())
+					_, err = in.Infer(context.Background(), report)
 				}
 				if got, _ := in.Request.Parameters["x-tag"].(string); got != tc.param {
 					t.Errorf("forwarded x-tag %q, want %q", got, tc.param)
@@ -152,8 +156,7 @@ func TestPipelineSteps(t *testing.T) {
 func TestPipelineReleases(t *testing.T) {
 	c := start(t)
 	p := &infer.Pipeline{Core: c, Log: slog.New(slog.DiscardHandler)}
-	in, err := p.Start(context.Background(), &infer.Call{Model: "id", Version: core.LatestVersion,
-		Decode: func(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferRequest, error) { return request(), nil }})
+	in, err := p.Start(context.Background(), &infer.Call{Model: "id", Version: core.LatestVersion}, decodeRequest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +168,7 @@ func TestPipelineReleases(t *testing.T) {
 		t.Fatalf("unload returned (%v) while the call held the model", err)
 	default:
 	}
-	if _, err := in.Infer(context.Background()); err != nil {
+	if _, err := in.Infer(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	in.End()
@@ -196,15 +199,14 @@ func TestPipelineTraceStamps(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := &infer.Pipeline{Core: c, Trace: m, Log: slog.New(slog.DiscardHandler)}
-			in, err := p.Start(context.Background(), &infer.Call{Protocol: tc.protocol, Model: "id", Version: core.LatestVersion,
-				Decode: func(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferRequest, error) { return request(), nil }})
+			in, err := p.Start(context.Background(), &infer.Call{Protocol: tc.protocol, Model: "id", Version: core.LatestVersion}, decodeRequest)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if in.Request.Trace == nil {
 				t.Fatal("a request sampled at rate 1 has no trace")
 			}
-			if _, err := in.Infer(context.Background()); err != nil {
+			if _, err := in.Infer(context.Background(), nil); err != nil {
 				t.Fatal(err)
 			}
 			in.Sending()
