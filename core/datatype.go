@@ -5,6 +5,14 @@
 // hooks and the backend interface that core/onnxrt and core/python
 // implement. It knows nothing of HTTP or gRPC: the frontends reach it
 // through platforms/v2 and platforms/infer (see docs/architecture.md).
+//
+// One inference takes these shapes on its way through: an InferRequest
+// (what a frontend decoded, as the client sent it) is validated into a
+// Request (as a backend sees it, carried by the scheduler's job); the
+// requests one instance runs at once are an Execution, which a tensor
+// backend (ONNX Runtime) receives gathered into one Batch; the backend
+// answers each Request with Responses, and the frontend renders each as an
+// InferResponse.
 package core
 
 import "strings"
