@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/trace"
+	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
@@ -67,7 +67,7 @@ func (s *Server) traceSetting(w http.ResponseWriter, r *http.Request, model stri
 // type is Triton's type error (500).
 func traceUpdate(body []byte) (trace.Update, error) {
 	var u trace.Update
-	doc, err := codec.ParseJSON(body)
+	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return u, err
 	}
@@ -125,7 +125,7 @@ func appendTraceSettings(b []byte, st trace.Settings) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = codec.AppendString(b, n)
+		b = tritonjson.AppendString(b, n)
 	}
 	b = append(b, `],"trace_rate":"`...)
 	b = strconv.AppendUint(b, uint64(st.Rate), 10)
@@ -136,15 +136,15 @@ func appendTraceSettings(b []byte, st trace.Settings) []byte {
 		b = append(b, `,"log_frequency":"`...)
 		b = strconv.AppendUint(b, uint64(st.LogFrequency), 10)
 		b = append(b, `","trace_file":`...)
-		b = codec.AppendString(b, st.File)
+		b = tritonjson.AppendString(b, st.File)
 	}
 	b = append(b, `,"trace_mode":`...)
-	b = codec.AppendString(b, st.Mode.String())
+	b = tritonjson.AppendString(b, st.Mode.String())
 	for _, kv := range st.Extra {
 		b = append(b, ',')
-		b = codec.AppendString(b, kv[0])
+		b = tritonjson.AppendString(b, kv[0])
 		b = append(b, ':')
-		b = codec.AppendString(b, kv[1])
+		b = tritonjson.AppendString(b, kv[1])
 	}
 	return append(b, '}')
 }
