@@ -1,9 +1,12 @@
 // Package vertex is the Google Vertex AI container frontend. It is a thin
-// layer over the KServe v2 API server (platforms/httpapi): every Vertex
-// request is rewritten (path, method, headers, body framing) into a v2
-// request and served by the base server in-process, so inference, health,
-// restrictions (--http-restricted-api), size limits and the error mapping
-// are the base server's own.
+// layer over the KServe v2 API server (platforms/httpapi): a Vertex request
+// in the v2 format is rewritten (path, method, headers, body framing) into
+// a v2 request and served by the base server in-process, so inference,
+// health, restrictions (--http-restricted-api), size limits and the error
+// mapping are the base server's own. Vertex's own {"instances": [...]}
+// request runs through the same inference pipeline as the base /infer
+// route (platforms/infer), decoded from the instances into the core
+// request and rendered from the core response, with no v2 body between.
 //
 // Routes, matched against the whole request path (query ignored):
 //
@@ -30,15 +33,15 @@
 //     or an object keyed by input name (any model). Every instance uses the
 //     same form and the same keys; multi-input models require the object
 //     form.
-//   - Each input becomes one v2 input whose data is the instances' rows in
-//     order. For models with max_batch_size > 0 the shape is
-//     [len(instances)] + row shape; models without batching take exactly one
-//     instance, whose value is the whole tensor. The row shape is the
-//     input's dims when they are all fixed, else the nesting of the JSON
-//     arrays.
-//   - "parameters" becomes the v2 request parameters, without
+//   - Each input becomes one input tensor whose data is the instances' rows
+//     in order, each element converted as in a v2 body's "data". For models
+//     with max_batch_size > 0 the shape is [len(instances)] + row shape;
+//     models without batching take exactly one instance, whose value is the
+//     whole tensor. The row shape is the input's dims when they are all
+//     fixed, else the nesting of the JSON arrays.
+//   - "parameters" are the request parameters, read as a v2 body's, without
 //     "binary_data_output" (the predictions are always JSON).
-//   - The response maps back to {"predictions": [...]}: with one output,
+//   - The outputs map to {"predictions": [...]}: with one output,
 //     predictions[i] is that output's row i (nested to the row shape); with
 //     several, predictions[i] is {"<output name>": row i, ...}.
 //   - Errors keep the {"error": "..."} body; a mapping the model's inputs

@@ -77,7 +77,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func startCore(t testing.TB, models map[string]testModel, apiOpts httpapi.Options) (*core.Server, *httpapi.Server) {
 	t.Helper()
 	c := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models)})
-	apiOpts.Logger = quiet
+	if apiOpts.Logger == nil {
+		apiOpts.Logger = quiet
+	}
 	return c, httpapi.New(c, apiOpts)
 }
 

@@ -282,8 +282,8 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if top, ok := instancesBody(body); ok {
-		h.predictInstances(w, r, model, path, top)
+	if q, ok := parseInstances(body); ok {
+		h.predictInstances(w, r, model, path, q)
 		return
 	}
 	h.api.ServeHTTP(w, rewriteBody(r, path, body))

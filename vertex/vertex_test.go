@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
 
@@ -290,6 +291,10 @@ func TestMaxInputSize(t *testing.T) {
 		{name: "small", body: id1Body, status: 200},
 		{name: "oversized", body: bigBody, status: 400, contains: []string{"--http-max-input-size"}},
 		{name: "oversized instances", body: `{"instances":[[` + strings.Join(big, ",") + `]]}`, status: 400, contains: []string{"--http-max-input-size"}},
+		// The instances are not re-encoded: the bound applies to the body
+		// sent and to each tensor, as for a v2 body.
+		{name: "instances tensor oversized", body: `{"instances":[[` + strings.Join(big[:33], ",") + `]]}`, status: 400,
+			exact: str(`{"error":"JSON input 'INPUT0' has a byte_size (132 bytes) that exceeds the maximum allowed value of 128 bytes. Use --http-max-input-size to increase the limit."}`)},
 		{name: "oversized redirect", body: bigBody, header: redirect("v2/models/id1/infer"), status: 400},
 	})
 }
@@ -400,9 +405,9 @@ func newServer(t *testing.T, h http.Handler) string {
 
 // TestInstances covers the "instances" → "predictions" translation.
 func TestInstances(t *testing.T) {
-	c, api := startCore(t, map[string]testModel{"simple": simpleModel, "id1": id1Model, "nb": nbModel}, httpapi.Options{})
+	c, api := startCore(t, map[string]testModel{"simple": simpleModel, "id1": id1Model, "nb": nbModel, "bytes": servertest.IDBytes("bytes")}, httpapi.Options{})
 	bases := map[string]string{}
-	for _, m := range []string{"simple", "id1", "nb"} {
+	for _, m := range []string{"simple", "id1", "nb", "bytes"} {
 		_, bases[m] = listen(t, c, api, m, true)
 	}
 	seq := func(f func(i int) int) string {
@@ -428,6 +433,10 @@ func TestInstances(t *testing.T) {
 		{"non-batching one instance", "nb", `{"instances":[[[1,2],[3,4]]]}`, 200, `{"predictions":[[[1,2],[3,4]]]}`},
 		{"non-batching flat instance", "nb", `{"instances":[[1,2,3,4]]}`, 200, `{"predictions":[[[1,2],[3,4]]]}`},
 		{"v2 body with instances member", "id1", `{"instances":1,` + id1Body[1:], 200, ""},
+		{"BYTES", "bytes", `{"instances":[["a","b,\"c",""]]}`, 200, `{"predictions":[["a","b,\"c",""]]}`},
+		{"repeated input keeps its last value", "id1", `{"instances":[{"INPUT0":[1],"INPUT0":[2]}]}`, 200, `{"predictions":[[2]]}`},
+		{"binary_data_output of any type ignored", "id1", `{"instances":[[7]],"parameters":{"binary_data_output":"x"}}`, 200, `{"predictions":[[7]]}`},
+		{"parameters null", "id1", `{"instances":[[7]],"parameters":null}`, 200, `{"predictions":[[7]]}`},
 
 		{"multi-input rows", "simple", `{"instances":[` + in0 + `]}`, 400, "model 'simple' has 2 inputs (INPUT0, INPUT1): each instance must be an object keyed by input name"},
 		{"unknown input", "simple", `{"instances":[{"INPUT0":` + in0 + `,"FOO":1}]}`, 400, "model 'simple' has no input 'FOO'"},
@@ -443,6 +452,10 @@ func TestInstances(t *testing.T) {
 		{"ragged nesting", "nb", `{"instances":[[[1,2],[3]]]}`, 400, "instance 0 has 3 values, want 4"},
 		{"too many instances", "id1", `{"instances":[[1],[1],[1],[1],[1],[1],[1],[1],[1]]}`, 400, `"error":`},
 		{"malformed instances", "id1", `{"instances":[[1]`, 500, "failed to parse the request JSON buffer"},
+		{"object in a row", "id1", `{"instances":[{"INPUT0":{"a":1}}]}`, 400, "input 'INPUT0', instance 0 has 2 values, want 1"},
+		{"element type", "id1", `{"instances":[["a"]]}`, 500, "Unable to parse 'data': attempt to access JSON non-number as double"},
+		{"parameter type", "id1", `{"instances":[[7]],"parameters":{"priority":"x"}}`, 500, "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"},
+		{"reserved parameter", "id1", `{"instances":[[7]],"parameters":{"triton_x":1}}`, 400, "parameter keys starting with 'triton_' are reserved for Triton usage"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, h, body := do(t, http.MethodPost, bases[c.model]+predictRoute, map[string]string{"Content-Type": "application/json"}, c.body)
