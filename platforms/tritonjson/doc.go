@@ -7,9 +7,9 @@
 // the writer formats numbers and strings byte for byte as Triton's replies
 // do (Grisu2 doubles, raw non-ASCII bytes).
 //
-// Parsing builds one flat node list per document and refers to the source
-// bytes, so reading a value allocates nothing; ArrayWalk, Pos and End let a
-// reader convert a large array (a tensor's "data") in one pass over it.
+// Parsing builds one flat node list per document that refers to the source
+// bytes, with no allocation per value; ArrayWalk, Pos and End let a reader
+// convert a large array (a tensor's "data") in one pass over it.
 //
 // Every error is a *core.Error of class CodeInternal, as Triton's HTTP
 // frontend reports JSON failures (HTTP 500). The infer wire format built on

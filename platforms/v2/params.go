@@ -50,8 +50,9 @@ func wrongType(key, expected string) error {
 //	sequence_start/_end  bool                    bool                    model parameter
 //	priority             int64 >= 0 or uint64    unsigned integer        model parameter
 //	timeout              int64                   unsigned integer        model parameter
-//	triton_enable_       bool, the stream's      reserved                model parameter
-//	  empty_final_response empty final response
+//	triton_enable_empty_final_response:
+//	                     bool (the stream's      reserved                model parameter
+//	                     empty final response)
 //	other triton_ keys   reserved                reserved                model parameter
 //	any other key        int64, bool, string     int64, bool, string     as HTTPRules
 //	                     or double               or double (an integer
