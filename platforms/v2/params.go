@@ -9,10 +9,12 @@ import (
 )
 
 // ParamKind is which choice of a typed parameter is set: the oneof of
-// gRPC's InferParameter and ModelRepositoryParameter.
+// gRPC's InferParameter and ModelRepositoryParameter, which HTTP's JSON
+// values are converted to as well.
 type ParamKind int
 
-// Parameter choices; ParamNone is a parameter with nothing set.
+// Parameter choices; ParamNone is a parameter with nothing set (or a JSON
+// value of no parameter type: null, an array, an object).
 const (
 	ParamNone ParamKind = iota
 	ParamBool
