@@ -409,17 +409,23 @@ func (s *Server) lockModel(name string) (unlock func()) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	var all []*ModelVersion
+	// Versions an unload is still closing in the background (one a model
+	// unloaded itself, say) count too: the exit waits for them as well.
+	var closing []<-chan struct{}
 	for _, m := range s.models {
 		for _, slot := range m.versions {
-			if slot.mv != nil {
+			switch {
+			case slot.mv != nil:
 				all = append(all, slot.mv)
 				slot.mv = nil
 				slot.state, slot.reason = StateUnavailable, "unloaded"
+			case slot.state == StateUnloading && slot.closed != nil:
+				closing = append(closing, slot.closed)
 			}
 		}
 	}
 	s.mu.Unlock()
-	if len(all) == 0 {
+	if len(all) == 0 && len(closing) == 0 {
 		return nil
 	}
 	// All at once: each version drains and finalizes within the same
@@ -431,6 +437,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			wg.Go(mv.close)
 		}
 		wg.Wait()
+		for _, ch := range closing {
+			<-ch
+		}
 		close(done)
 	}()
 	select {

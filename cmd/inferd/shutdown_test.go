@@ -206,7 +206,6 @@ func TestStopOrder(t *testing.T) {
 // finalize never returns is still unloading at the exit deadline, which,
 // as for the models the stop unloads itself, makes the exit a failure.
 func TestStopWaitsForBackgroundUnload(t *testing.T) {
-	t.Skip("core.Server.Shutdown unloads only the versions still serving: one closing in the background (BeginUnload) is not waited for, so the exit succeeds")
 	root := t.TempDir()
 	must(t, os.CopyFS(root, os.DirFS("testdata/unloader")))
 	must(t, os.CopyFS(filepath.Join(root, "hang_finalize"), os.DirFS("testdata/shutdown/hang_finalize")))
