@@ -125,6 +125,11 @@ func (s *Server) InferLoadReport(w http.ResponseWriter, r *http.Request) infer.R
 	return s.inferLoadReport(w, r)
 }
 
+// Work takes one of the Options.Workers slots (--http-thread-count) for a
+// platform frontend's decoding or rendering of an infer call, as /infer's
+// own steps take one; release gives it back.
+func (s *Server) Work() (release func()) { return s.work() }
+
 // MaxInputSize is --http-max-input-size.
 func (s *Server) MaxInputSize() int64 { return s.opts.MaxInputSize }
 
