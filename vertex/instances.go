@@ -74,7 +74,9 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		Decoupled: errDecoupled, Meta: header(r.Header),
 	}, func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 		batching = cfg.GetMaxBatchSize() > 0
+		release := h.api.Work() // --http-thread-count bounds decoding, as on /infer
 		req, err := q.decode(model, cfg, h.api.MaxInputSize())
+		release()
 		if err == nil && fh != nil {
 			err = fh.Apply(req) // after the body, as the base route does
 		}
@@ -91,7 +93,15 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		writeError(w, err)
 		return
 	}
-	out, err := appendPredictions(make([]byte, 0, 256), resp.Outputs, q.instances.Len(), batching)
+	h.writePredictions(w, resp, q.instances.Len(), batching)
+}
+
+// writePredictions renders and writes resp's predictions in a worker slot,
+// as /infer writes its response.
+func (h *Handler) writePredictions(w http.ResponseWriter, resp *core.InferResponse, n int, batching bool) {
+	release := h.api.Work()
+	defer release()
+	out, err := appendPredictions(make([]byte, 0, 256), resp.Outputs, n, batching)
 	if err != nil {
 		writeError(w, err)
 		return

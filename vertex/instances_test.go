@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/python"
@@ -356,5 +357,34 @@ func TestInstancesReachTheModel(t *testing.T) {
 		if params[k] != v {
 			t.Errorf("parameter %s = %v, want %v (all: %v)", k, params[k], v, params)
 		}
+	}
+}
+
+// TestInstancesWorkers: an instances request decodes in one of the
+// --http-thread-count slots, as a v2 body does on /infer: with the only
+// slot taken it waits.
+func TestInstancesWorkers(t *testing.T) {
+	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{Workers: 1})
+	_, base := listen(t, c, api, "", true)
+	release := api.Work()
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(base+predictRoute, "application/json", strings.NewReader(`{"instances":[[1,2,3]]}`))
+		if err != nil {
+			done <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case status := <-done:
+		release()
+		t.Fatalf("answered %d while the only worker slot was taken", status)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if status := <-done; status != 200 {
+		t.Fatalf("status %d after the slot was given back", status)
 	}
 }
