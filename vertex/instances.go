@@ -223,22 +223,22 @@ func readParams(req *core.InferRequest, params tritonjson.Value) error {
 	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: req}
 	for key := range params.Members() {
 		// A name is read as a C string, as a v2 body's (platforms/codec).
-		name := key
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
+		if i := bytes.IndexByte(key, 0); i >= 0 {
+			key = key[:i]
 		}
-		if string(name) == "binary_data_output" {
+		if string(key) == "binary_data_output" {
 			continue
 		}
-		v, ok := params.Find(string(name))
+		name := string(key)
+		v, ok := params.Find(name)
 		if !ok {
-			return pr.Missing(string(name))
+			return pr.Missing(name)
 		}
 		p := codec.JSONParam(v)
 		if v.IsString() {
 			p.String, _ = v.CString()
 		}
-		if err := pr.Read(string(name), p); err != nil {
+		if err := pr.Read(name, p); err != nil {
 			return err
 		}
 	}

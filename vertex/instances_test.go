@@ -128,6 +128,13 @@ input [ { name: "H" data_type: TYPE_FP16 dims: [ 1 ] } ]`,
 					}
 				}
 			}},
+		{name: "parameter names cut at a NUL", config: "batch", body: `{"instances":[{"A":[1,2]}],"parameters":{"k":1,"k\u0000x":2}}`,
+			want: []tensor{{"A", []int64{1, 2}, le(int32(1), int32(2))}},
+			check: func(t *testing.T, req *core.InferRequest) {
+				if len(req.Parameters) != 1 || req.Parameters["k"] != int64(1) {
+					t.Errorf("parameters %v, want k: 1", req.Parameters)
+				}
+			}},
 		{name: "null parameters", config: "batch", body: `{"instances":[{"A":[1,2]}],"parameters":null}`,
 			want: []tensor{{"A", []int64{1, 2}, le(int32(1), int32(2))}}},
 
@@ -141,6 +148,8 @@ input [ { name: "H" data_type: TYPE_FP16 dims: [ 1 ] } ]`,
 			err: "reserved for Triton usage", status: 400},
 		{name: "parameter of no type", config: "batch", body: `{"instances":[{"A":[1,2]}],"parameters":{"p":[1]}}`,
 			err: "parameter 'p' has invalid type", status: 400},
+		{name: "parameter name found only cut at a NUL", config: "batch", body: `{"instances":[{"A":[1,2]}],"parameters":{"k\u0000x":2}}`,
+			err: "parameter key 'k' was not found in the JSON", status: 500},
 		{name: "parameters not an object", config: "batch", body: `{"instances":[{"A":[1,2]}],"parameters":[1]}`,
 			err: "'parameters' must be a JSON object", status: 400},
 		{name: "element type", config: "batch", body: `{"instances":[{"A":[1,"2"]}]}`,
