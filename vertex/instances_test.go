@@ -2,12 +2,15 @@ package vertex
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -395,5 +399,48 @@ func TestInstancesWorkers(t *testing.T) {
 	release()
 	if status := <-done; status != 200 {
 		t.Fatalf("status %d after the slot was given back", status)
+	}
+}
+
+// TestInstancesTrace: an instances request is traced as its v2 equivalent
+// is: the same timestamps, HTTP's receive and send ones around the core's.
+func TestInstancesTrace(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "trace.json")
+	cfg := trace.DefaultConfig()
+	cfg.File, cfg.Level, cfg.Rate = file, trace.LevelTimestamps, 1
+	m, err := trace.New(cfg, nil)
+	must(t, err)
+	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{Trace: m})
+	_, base := listen(t, c, api, "", true)
+	for _, body := range []string{id1Body, `{"instances":[[1,2,3]]}`} {
+		if status, _, b := do(t, http.MethodPost, base+predictRoute, nil, body); status != 200 {
+			t.Fatalf("%s: %d %s", body, status, b)
+		}
+	}
+	must(t, m.Close(context.Background()))
+	raw, err := os.ReadFile(file)
+	must(t, err)
+	var recs []struct {
+		ID         uint64
+		ModelName  string `json:"model_name"`
+		Timestamps []struct{ Name string }
+	}
+	must(t, json.Unmarshal(raw, &recs))
+	var ids []uint64
+	stamps := map[uint64][]string{}
+	for _, r := range recs {
+		if !slices.Contains(ids, r.ID) {
+			ids = append(ids, r.ID)
+		}
+		for _, ts := range r.Timestamps {
+			stamps[r.ID] = append(stamps[r.ID], ts.Name)
+		}
+	}
+	if len(ids) != 2 {
+		t.Fatalf("%d traces, want 2: %s", len(ids), raw)
+	}
+	v2Stamps, instStamps := stamps[ids[0]], stamps[ids[1]]
+	if !slices.Equal(v2Stamps, instStamps) || len(instStamps) < 4 || instStamps[0] != "HTTP_RECV_START" || instStamps[len(instStamps)-1] != "HTTP_SEND_END" {
+		t.Errorf("instances trace %v, v2 trace %v", instStamps, v2Stamps)
 	}
 }
