@@ -102,7 +102,7 @@ func TestLookupErrors(t *testing.T) {
 	calls := map[string]func(name string, version int64) error{
 		"ModelMetadata": func(n string, v int64) error { _, err := v2.ModelMetadata(c, n, v); return err },
 		"ModelConfig":   func(n string, v int64) error { _, err := v2.ModelConfig(c, n, v); return err },
-		"Lookup":        func(n string, v int64) error { return v2.Lookup(c, n, v, errDecoupled) },
+		"Lookup":        func(n string, v int64) error { _, err := v2.Lookup(c, n, v, errDecoupled); return err },
 	}
 	for _, tc := range []struct {
 		name    string
@@ -130,7 +130,7 @@ func TestLookupErrors(t *testing.T) {
 		})
 	}
 	t.Run("decoupled refused", func(t *testing.T) {
-		if err := v2.Lookup(c, "decoupled", core.LatestVersion, errDecoupled); err != errDecoupled {
+		if _, err := v2.Lookup(c, "decoupled", core.LatestVersion, errDecoupled); err != errDecoupled {
 			t.Fatalf("got %v", err)
 		}
 		_, release, err := v2.Acquire(c, "decoupled", core.LatestVersion, nil)
