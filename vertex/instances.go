@@ -403,7 +403,7 @@ func tensorData(name string, dt core.DataType, count int64, rows []tritonjson.Va
 	}
 	for _, row := range rows {
 		var err error
-		if data, err = appendRow(data, name, dt, row); err != nil {
+		if data, err = appendRow(data, name, dt, row, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -414,12 +414,18 @@ func tensorData(name string, dt core.DataType, count int64, rows []tritonjson.Va
 }
 
 // appendRow appends one row's elements: each innermost array, or a scalar,
-// converted by codec.GenerateTensorData.
-func appendRow(b []byte, name string, dt core.DataType, row tritonjson.Value) ([]byte, error) {
+// converted by codec.GenerateTensorData. depth is the number of arrays
+// around row within its row: with the "data" array of a v2 body around
+// them, codec.MaxDataNesting arrays are too many, checked in document
+// order as a v2 body's are.
+func appendRow(b []byte, name string, dt core.DataType, row tritonjson.Value, depth int) ([]byte, error) {
+	if depth+1 >= codec.MaxDataNesting || (row.Len() > 0 && row.IsArray() && depth+2 >= codec.MaxDataNesting) {
+		return nil, errNestingTooDeep()
+	}
 	if nested(row) {
 		for _, e := range row.Elements() {
 			var err error
-			if b, err = appendRow(b, name, dt, e); err != nil {
+			if b, err = appendRow(b, name, dt, e, depth+1); err != nil {
 				return nil, err
 			}
 		}
@@ -427,6 +433,12 @@ func appendRow(b []byte, name string, dt core.DataType, row tritonjson.Value) ([
 	}
 	data, _, err := codec.GenerateTensorData(name, dt, row)
 	return append(b, data...), err
+}
+
+// errNestingTooDeep is a v2 body's failure for "data" nested too deeply
+// (platforms/codec).
+func errNestingTooDeep() error {
+	return &core.Error{Code: core.CodeInvalidArg, Msg: "Unable to parse 'data': JSON nesting depth exceeds maximum allowed limit (" + strconv.Itoa(codec.MaxDataNesting) + ")"}
 }
 
 // nested reports whether v is an array holding an array.

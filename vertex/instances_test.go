@@ -444,3 +444,29 @@ func TestInstancesTrace(t *testing.T) {
 		t.Errorf("instances trace %v, v2 trace %v", instStamps, v2Stamps)
 	}
 }
+
+// TestDecodeNesting: a row's arrays count toward the nesting limit of a v2
+// body's "data" (codec.MaxDataNesting), the "data" array included.
+func TestDecodeNesting(t *testing.T) {
+	cfg, err := modelconfig.Parse([]byte(`max_batch_size: 4
+input [ { name: "S" data_type: TYPE_BOOL dims: [ -1 ] } ]`))
+	must(t, err)
+	deep := func(n int, inner string) string {
+		return `{"instances":[` + strings.Repeat("[", n) + inner + strings.Repeat("]", n) + `]}`
+	}
+	for _, c := range []struct {
+		body    string
+		tooDeep bool
+	}{
+		{deep(codec.MaxDataNesting-2, "true"), false},
+		{deep(codec.MaxDataNesting-1, "true"), true},
+		{deep(codec.MaxDataNesting-1, "[]"), false}, // no elements: the data is not read
+		{deep(codec.MaxDataNesting, "true"), true},
+	} {
+		q, _ := parseInstances([]byte(c.body))
+		_, err := q.decode("m", cfg, 0)
+		if got := err != nil && strings.Contains(err.Error(), "JSON nesting depth exceeds maximum allowed limit (100)") && status(err) == 400; got != c.tooDeep || (!c.tooDeep && err != nil) {
+			t.Errorf("%d arrays: %v, want too deep %v", strings.Count(c.body, "[")-1, err, c.tooDeep)
+		}
+	}
+}

@@ -453,6 +453,7 @@ func TestInstances(t *testing.T) {
 		{"too many instances", "id1", `{"instances":[[1],[1],[1],[1],[1],[1],[1],[1],[1]]}`, 400, `"error":`},
 		{"malformed instances", "id1", `{"instances":[[1]`, 500, "failed to parse the request JSON buffer"},
 		{"object in a row", "id1", `{"instances":[{"INPUT0":{"a":1}}]}`, 400, "input 'INPUT0', instance 0 has 2 values, want 1"},
+		{"nested too deep", "id1", `{"instances":[` + strings.Repeat("[", 99) + "1" + strings.Repeat("]", 99) + `]}`, 400, "JSON nesting depth exceeds maximum allowed limit (100)"},
 		{"element type", "id1", `{"instances":[["a"]]}`, 500, "Unable to parse 'data': attempt to access JSON non-number as double"},
 		{"parameter type", "id1", `{"instances":[[7]],"parameters":{"priority":"x"}}`, 500, "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"},
 		{"reserved parameter", "id1", `{"instances":[[7]],"parameters":{"triton_x":1}}`, 400, "parameter keys starting with 'triton_' are reserved for Triton usage"},
