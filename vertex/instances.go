@@ -51,10 +51,6 @@ func parseInstances(body []byte) (*instancesRequest, bool) {
 	return &instancesRequest{instances: instances, params: params}, true
 }
 
-// errDecoupled is the base /infer route's refusal of a decoupled model
-// (platforms/httpapi), which the instances translation shares.
-var errDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
-
 // predictInstances serves an "instances" request on model through the
 // inference pipeline (platforms/infer) as the base route path would serve
 // its v2 equivalent, and renders the outputs as "predictions".
@@ -71,7 +67,7 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 	var batching bool
 	in, err := pipe.Start(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: path, Model: model, Version: core.LatestVersion,
-		Decoupled: errDecoupled, Meta: header(r.Header),
+		Decoupled: httpapi.ErrDecoupled, Meta: header(r.Header),
 	}, func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 		batching = cfg.GetMaxBatchSize() > 0
 		release := h.api.Work() // --http-thread-count bounds decoding, as on /infer

@@ -2,7 +2,7 @@
 // ensemble models, from local folders, s3:// or gs://) over the KServe v2
 // HTTP and gRPC APIs, with Prometheus metrics; the same binary is the
 // SageMaker (`inferd serve`), Vertex AI and AWS Lambda container.
-// `inferd perf` is a load tool for any KServe v2 HTTP server.
+// `inferd perf` is a load tool for any KServe v2 server, over HTTP or gRPC.
 package main
 
 import (

@@ -1,9 +1,10 @@
 // Package grpcapi serves the KServe v2 / Triton gRPC protocol
 // (inference.GRPCInferenceService of triton-inference-server/common
 // protobuf/grpc_service.proto, and grpc.health.v1.Health)
-// over the inference core. Every rule shared with HTTP comes from
-// platforms/v2; this package only decodes protobuf messages into v2 calls
-// and renders their results.
+// over the inference core. Inferences run through the one pipeline of
+// platforms/infer and every other rule shared with HTTP comes from
+// platforms/v2; this package decodes protobuf messages into their calls
+// and renders the results.
 package grpcapi
 
 import (

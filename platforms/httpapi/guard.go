@@ -34,7 +34,7 @@ type Timeouts struct {
 	BodyMinRate int64
 }
 
-// Default timeouts (README "Timeouts").
+// Default timeouts (docs/flags.md, "Timeouts").
 const (
 	DefaultReadHeaderTimeout = 30 * time.Second
 	DefaultIdleTimeout       = 620 * time.Second

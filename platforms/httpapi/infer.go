@@ -21,7 +21,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 	var env *codec.InferRequest
 	in, err := s.pipe.Start(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
-		Decoupled: errDecoupled, Meta: header(r.Header),
+		Decoupled: ErrDecoupled, Meta: header(r.Header),
 	}, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 		var err error
 		if env, err = s.decodeInfer(r, name); err != nil {
@@ -68,8 +68,9 @@ type header http.Header
 func (h header) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
 func (h header) Headers() map[string][]string        { return h }
 
-// errDecoupled is /infer's refusal of a decoupled model.
-var errDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
+// ErrDecoupled is /infer's refusal of a decoupled model, which platform
+// frontends that run /infer's requests in their own format share.
+var ErrDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
 
 func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.InferRequest) {
 	release := s.work()

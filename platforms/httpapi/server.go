@@ -1,6 +1,9 @@
 // Package httpapi is the KServe v2 / Triton HTTP API over the inference
-// core. Platform frontends (SageMaker, Vertex AI, Lambda) mount their routes
-// on the same router and call the same handlers.
+// core; its inferences run through the pipeline of platforms/infer.
+// Platform frontends reuse it rather than copy it: SageMaker rewrites its
+// requests onto these routes, Lambda turns events into requests for them,
+// and Vertex AI does both, running its "instances" format through the same
+// pipeline (Pipeline).
 package httpapi
 
 import (

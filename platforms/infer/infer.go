@@ -21,9 +21,9 @@
 // that every inference needs (a response cache lookup, inputs from shared
 // memory, a sequence's correlation) is one edit in Start or Run.
 //
-// HTTP /infer and /generate (with SageMaker, Vertex AI and Lambda, which
-// route to the same handlers) and gRPC ModelInfer and ModelStreamInfer
-// all call it. See docs/architecture.md.
+// HTTP /infer and /generate (with SageMaker and Lambda, which route to the
+// same handlers), Vertex AI's "instances" predictions, and gRPC ModelInfer
+// and ModelStreamInfer all call it. See docs/architecture.md.
 package infer
 
 import (

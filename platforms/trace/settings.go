@@ -1,14 +1,14 @@
-// Package trace is Triton's request tracing (trace.md, the trace
-// extension): the trace settings, global and per model, with the settings
+// Package trace is Triton's request tracing (triton-inference-server/server
+// docs/user_guide/trace.md and docs/protocol/extension_trace.md): the trace settings, global and per model, with the settings
 // API's parse rules and error texts; the sampler (rate, count); the
 // `triton` mode, which writes Triton's JSON trace records to a file with
 // rotation by log frequency; and the `opentelemetry` mode, which exports
 // spans over OTLP/HTTP through a batch span processor, continuing a
 // caller's W3C trace context.
 //
-// The frontends ask a Manager for each inference request whether it is
-// traced (Start); a request that is not gets nil, and costs the core one
-// nil check (core.Trace).
+// The inference pipeline (platforms/infer) asks a Manager for each
+// inference request whether it is traced (Start); a request that is not
+// gets nil, and costs the core one nil check (core.Trace).
 package trace
 
 import (

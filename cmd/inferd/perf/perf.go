@@ -1,5 +1,5 @@
 // Package perf is `inferd perf`, a perf_analyzer-style load tool for any
-// KServe v2 HTTP server (inferd or Triton): it sweeps concurrency or request
+// KServe v2 server (inferd or Triton), over HTTP or gRPC (-i grpc): it sweeps concurrency or request
 // rate, measures in windows until they agree, and reports client latency
 // and throughput beside the server's own queue/compute split.
 package perf
