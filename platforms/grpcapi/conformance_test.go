@@ -79,7 +79,7 @@ func TestConformance(t *testing.T) {
 		run, tested := lines[n]
 		reason, deferred := conformanceDeferred[n]
 		if tested == deferred {
-			t.Fatalf("checklist line %d: tested %v, deferred %v (%s)", n, tested, deferred, reason)
+			t.Fatalf("conformance line %d: tested %v, deferred %v (%s)", n, tested, deferred, reason)
 		}
 		if tested {
 			t.Run(lineName(n), func(t *testing.T) { run(t, c) })
