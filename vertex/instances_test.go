@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -293,40 +292,20 @@ func TestAppendPredictions(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the server's goroutines write while the test
-// reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	defer b.buf.Reset()
-	return b.buf.String()
-}
-
 // TestInstancesLog: at verbose level 1 an instances request logs what its
 // v2 equivalent logs on the base route: the HTTP request line of the infer
 // route, and the inference request.
 func TestInstancesLog(t *testing.T) {
-	out := &syncBuffer{}
+	out := &servertest.LogBuffer{}
 	logs := logging.New("", logging.State{Info: true, Warning: true, Error: true, Verbose: 1})
 	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
 	_, base := listen(t, c, api, "", true)
 	for _, body := range []string{id1Body, `{"instances":[[1,2,3]]}`} {
-		out.take()
+		out.Take()
 		if status, _, b := do(t, http.MethodPost, base+predictRoute, nil, body); status != 200 {
 			t.Fatalf("%s: %d %s", body, status, b)
 		}
-		got := out.take()
+		got := out.Take()
 		for _, want := range []string{`] "HTTP request: 2 /v2/models/id1/infer"` + "\n", `] "inference request" protocol=HTTP path=/v2/models/id1/infer model=id1 version=1` + "\n"} {
 			if strings.Count(got, want) != 1 {
 				t.Errorf("%s: log %q has not one %q", body, got, want)

@@ -1,7 +1,6 @@
 package grpcapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -98,30 +96,10 @@ func conformanceLog33(t *testing.T, c context.Context, h *harness) {
 	wantStatus(t, err, codes.InvalidArgument, "expect boolean for 'log_info'")
 }
 
-// syncBuffer is a log destination the test reads while the server writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	b.buf.Reset()
-	return s
-}
-
 // LogSettings changes the settings the server's logger obeys, in Triton's
 // key order, keeping the keys applied before an error.
 func TestLogSettings(t *testing.T) {
-	out := &syncBuffer{}
+	out := &servertest.LogBuffer{}
 	logs := logging.New("/var/log/inferd.log", logging.Default())
 	h := start(t, servertest.Options{}, Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
 	type settings = map[string]*pb.LogSettingsRequest_SettingValue
@@ -173,7 +151,7 @@ func TestLogSettings(t *testing.T) {
 	}
 
 	// The verbose request line, on both inference RPCs.
-	out.take()
+	out.Take()
 	_, err := h.client.ModelInfer(ctx(t), simpleRequest(true))
 	servertest.Must(t, err)
 	stream, err := h.client.ModelStreamInfer(ctx(t))
@@ -182,7 +160,7 @@ func TestLogSettings(t *testing.T) {
 	_, err = stream.Recv()
 	servertest.Must(t, err)
 	servertest.Must(t, stream.CloseSend())
-	got := out.take()
+	got := out.Take()
 	for _, want := range []string{"protocol=GRPC path=ModelInfer model=simple version=1", "protocol=GRPC path=ModelStreamInfer model=simple version=1",
 		`] "Process for ModelInferHandler, rpc_ok=1, `, `] "Process for ModelStreamInferHandler, rpc_ok=1, `,
 		`inputs="INPUT0 INT32 [1,16], INPUT1 INT32 [1,16]"`} {
@@ -192,10 +170,10 @@ func TestLogSettings(t *testing.T) {
 	}
 	_, err = h.client.LogSettings(ctx(t), &pb.LogSettingsRequest{Settings: map[string]*pb.LogSettingsRequest_SettingValue{"log_verbose_level": uintSetting(0)}})
 	servertest.Must(t, err)
-	out.take() // the LogSettings call's own line, logged while verbose was on
+	out.Take() // the LogSettings call's own line, logged while verbose was on
 	_, err = h.client.ModelInfer(ctx(t), simpleRequest(true))
 	servertest.Must(t, err)
-	if got := out.take(); got != "" {
+	if got := out.Take(); got != "" {
 		t.Errorf("verbose 0 logged %q", got)
 	}
 }
@@ -326,13 +304,13 @@ func TestHeaderForwarding(t *testing.T) {
 // Triton's per-call line names each RPC (its inference handlers by their
 // handler names) and numbers the calls; other services get none.
 func TestLogCall(t *testing.T) {
-	out := &syncBuffer{}
+	out := &servertest.LogBuffer{}
 	logs := logging.New("", logging.State{Verbose: 1})
 	s := New(nil, Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
 	s.logCall(context.Background(), "/inference.GRPCInferenceService/ServerLive")
 	s.logCall(context.Background(), "/inference.GRPCInferenceService/ModelInfer")
 	s.logCall(context.Background(), "/grpc.health.v1.Health/Check")
-	got := out.take()
+	got := out.Take()
 	for _, want := range []string{`] "Process for ServerLive, rpc_ok=1, 0 step START"` + "\n", `] "Process for ModelInferHandler, rpc_ok=1, 1 step START"` + "\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log %q lacks %q", got, want)
@@ -345,7 +323,7 @@ func TestLogCall(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { s.logCall(context.Background(), "/inference.GRPCInferenceService/ModelInfer") }); n != 0 {
 		t.Errorf("%v allocations per call with verbose logging off", n)
 	}
-	if got := out.take(); got != "" {
+	if got := out.Take(); got != "" {
 		t.Errorf("verbose 0 logged %q", got)
 	}
 }

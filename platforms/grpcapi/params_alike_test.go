@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -100,24 +99,6 @@ func (paramsInstance) Execute(_ context.Context, e *core.Execution) error {
 }
 
 func (paramsInstance) Close() error { return nil }
-
-// grpcParamText prints a gRPC parameter as kind:value, a double as
-// strconv's shortest text.
-func grpcParamText(p *pb.InferParameter) string {
-	switch c := p.GetParameterChoice().(type) {
-	case *pb.InferParameter_BoolParam:
-		return "bool:" + strconv.FormatBool(c.BoolParam)
-	case *pb.InferParameter_StringParam:
-		return "string:" + c.StringParam
-	case *pb.InferParameter_Int64Param:
-		return "int64:" + strconv.FormatInt(c.Int64Param, 10)
-	case *pb.InferParameter_Uint64Param:
-		return "uint64:" + strconv.FormatUint(c.Uint64Param, 10)
-	case *pb.InferParameter_DoubleParam:
-		return "double:" + strconv.FormatFloat(c.DoubleParam, 'g', -1, 64)
-	}
-	return "none"
-}
 
 // sameParam reports whether a JSON parameter value, read as Triton's JSON
 // layer reads it, is the value gRPC carries (a double to the bit, NaN
@@ -214,7 +195,7 @@ func TestResponseParametersAlikeOverListeners(t *testing.T) {
 			t.Errorf("%s: not in the gRPC response", tc.name)
 			continue
 		}
-		if got := grpcParamText(gp); got != tc.want {
+		if got := grpcValue(gp); got != tc.want {
 			t.Errorf("%s: gRPC %s, want %s", tc.name, got, tc.want)
 		}
 		for _, r := range []struct {
@@ -223,7 +204,7 @@ func TestResponseParametersAlikeOverListeners(t *testing.T) {
 		}{{"infer", inferParams}, {"generate", generateDoc.Root()}} {
 			j, ok := r.params.Find(tc.name)
 			if !ok || !sameParam(j, gp) {
-				t.Errorf("%s: HTTP %s wrote %s, gRPC %s", tc.name, r.route, j.Raw(), grpcParamText(gp))
+				t.Errorf("%s: HTTP %s wrote %s, gRPC %s", tc.name, r.route, j.Raw(), grpcValue(gp))
 			}
 		}
 	}

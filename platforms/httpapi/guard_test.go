@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,24 +17,6 @@ import (
 
 	"github.com/inferd/inferd/internal/servertest"
 )
-
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // serveGuarded serves h as the binary does (NewHTTPServer) on a loopback
 // listener until the test ends, and returns the base URL.
@@ -58,7 +39,7 @@ func serveGuarded(t testing.TB, h http.Handler, to Timeouts, log *slog.Logger) s
 // TestRecover: a panic in a request's path answers that request 500 with
 // the model's name, logs the stack once, and the server keeps serving.
 func TestRecover(t *testing.T) {
-	var logs syncBuffer
+	var logs servertest.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	c := servertest.Start(t, servertest.Options{Repo: writeRepo(t, map[string]testModel{"simple": standardModels(t)["simple"]})})
 	api := New(c, Options{Logger: log})

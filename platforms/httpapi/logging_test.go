@@ -16,15 +16,6 @@ import (
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
-// take returns what was written and empties the buffer.
-func (b *syncBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	b.buf.Reset()
-	return s
-}
-
 // serveAPI serves New(core over root, opts) on a loopback listener.
 func serveAPI(t *testing.T, root string, opts Options, backends ...core.Backend) string {
 	t.Helper()
@@ -42,7 +33,7 @@ const simpleInfer = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT3
 // each inference request's path, model and version; 2: also its inputs)
 // and the format, from the next line on.
 func TestLoggingDrivesTheLogger(t *testing.T) {
-	out := &syncBuffer{}
+	out := &servertest.LogBuffer{}
 	logs := logging.New("/var/log/inferd.log", logging.Default())
 	base := serveAPI(t, writeRepo(t, standardModels(t)), Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
 	log := slog.New(logs.Handler(out)) // another logger over the same settings, as cmd's core and gRPC loggers
@@ -70,11 +61,11 @@ func TestLoggingDrivesTheLogger(t *testing.T) {
 		if !strings.Contains(string(body), `"log_file":"/var/log/inferd.log"`) {
 			t.Fatalf("%s: %s", step.name, body)
 		}
-		out.take()
+		out.Take()
 		if status, _, body := post(t, base+"/v2/models/simple/infer", simpleInfer); status != 200 {
 			t.Fatalf("%s: infer %d %s", step.name, status, body)
 		}
-		got := out.take()
+		got := out.Take()
 		if step.line == nil && got != "" {
 			t.Errorf("%s: logged %q", step.name, got)
 		}
@@ -85,7 +76,7 @@ func TestLoggingDrivesTheLogger(t *testing.T) {
 		}
 		log.Info("info line")
 		log.Warn("warning line")
-		got = out.take()
+		got = out.Take()
 		if strings.Contains(got, "info line") != step.want.Info || !strings.Contains(got, "warning line") {
 			t.Errorf("%s: info %v, logged %q", step.name, step.want.Info, got)
 		}
@@ -235,7 +226,7 @@ func TestHeaderForwarding(t *testing.T) {
 // Every route gets Triton's verbose "HTTP request" line, not only
 // inference: health, metadata, unknown paths.
 func TestLogRequestsEveryRoute(t *testing.T) {
-	out := &syncBuffer{}
+	out := &servertest.LogBuffer{}
 	logs := logging.New("", logging.State{Verbose: 1})
 	base := serveAPI(t, writeRepo(t, standardModels(t)), Options{Logs: logs, Logger: slog.New(logs.Handler(out))})
 	for _, tt := range []struct{ method, path, want string }{
@@ -245,9 +236,9 @@ func TestLogRequestsEveryRoute(t *testing.T) {
 		{http.MethodGet, "/v2/models/a%2Fb/config?x=1", `"HTTP request: 0 /v2/models/a%2Fb/config"`},
 		{http.MethodDelete, "/nowhere", `"HTTP request: 4 /nowhere"`},
 	} {
-		out.take()
+		out.Take()
 		do(t, tt.method, base+tt.path, nil, strings.NewReader(""))
-		if got := out.take(); !strings.Contains(got, "] "+tt.want+"\n") || !strings.HasPrefix(got, "I") {
+		if got := out.Take(); !strings.Contains(got, "] "+tt.want+"\n") || !strings.HasPrefix(got, "I") {
 			t.Errorf("%s %s: logged %q, want %s", tt.method, tt.path, got, tt.want)
 		}
 	}
