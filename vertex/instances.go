@@ -2,6 +2,7 @@ package vertex
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -120,12 +121,14 @@ func writeError(w http.ResponseWriter, err error) {
 // header is the predict request's headers as the pipeline reads them.
 type header http.Header
 
-func (h header) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
+func (h header) Carrier(context.Context) propagation.TextMapCarrier {
+	return propagation.HeaderCarrier(h)
+}
 
 // Headers are those forwarded to the model (--http-header-forward-pattern):
 // without the encodings and the JSON header length, which the Vertex
 // listener takes for itself (rewrite).
-func (h header) Headers() map[string][]string {
+func (h header) Headers(context.Context) map[string][]string {
 	fwd := http.Header(h).Clone()
 	for _, k := range [...]string{"Content-Encoding", "Accept-Encoding", codec.HeaderLengthName} {
 		fwd.Del(k)

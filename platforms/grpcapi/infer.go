@@ -64,7 +64,7 @@ func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInfe
 	}
 	inf, err = s.pipe.Start(ctx, &infer.Call{
 		Protocol: infer.GRPC, Route: method, Model: in.GetModelName(), Version: version,
-		Decoupled: decoupled, Meta: callMetadata{ctx},
+		Decoupled: decoupled, Meta: callMetadata{}, Buffered: true,
 	}, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (req *core.InferRequest, err error) {
 		req, emptyFinal, err = inferRequest(in, fh)
 		return req, err
@@ -72,14 +72,15 @@ func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInfe
 	return inf, emptyFinal, err
 }
 
-// callMetadata is a call's incoming metadata as the pipeline reads it,
-// without a copy unless headers are forwarded.
-type callMetadata struct{ ctx context.Context }
+// callMetadata is a call's incoming metadata, which its context holds, as
+// the pipeline reads it: without a copy unless headers are forwarded, and
+// without an allocation to hand it over (the type is empty).
+type callMetadata struct{}
 
-func (m callMetadata) Carrier() propagation.TextMapCarrier { return mdCarrier(m) }
+func (callMetadata) Carrier(ctx context.Context) propagation.TextMapCarrier { return mdCarrier{ctx} }
 
-func (m callMetadata) Headers() map[string][]string {
-	md, _ := metadata.FromIncomingContext(m.ctx)
+func (callMetadata) Headers(ctx context.Context) map[string][]string {
+	md, _ := metadata.FromIncomingContext(ctx)
 	return md
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -65,8 +66,10 @@ func (s *Server) inferLoadReport(w http.ResponseWriter, r *http.Request) infer.R
 // header is an HTTP request's headers as the pipeline reads them.
 type header http.Header
 
-func (h header) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
-func (h header) Headers() map[string][]string        { return h }
+func (h header) Carrier(context.Context) propagation.TextMapCarrier {
+	return propagation.HeaderCarrier(h)
+}
+func (h header) Headers(context.Context) map[string][]string { return h }
 
 // ErrDecoupled is /infer's refusal of a decoupled model, which platform
 // frontends that run /infer's requests in their own format share.

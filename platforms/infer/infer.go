@@ -83,12 +83,12 @@ type Pipeline struct {
 	Forward *v2.HeaderForwarder
 }
 
-// Metadata is a call's headers (HTTP) or metadata (gRPC), read only when
-// a step needs them: the trace context of a sampled request, and the
-// headers to forward.
+// Metadata is a call's headers (HTTP) or metadata (gRPC, which a call's
+// context holds), read only when a step needs them: the trace context of a
+// sampled request, and the headers to forward.
 type Metadata interface {
-	Carrier() propagation.TextMapCarrier
-	Headers() map[string][]string
+	Carrier(ctx context.Context) propagation.TextMapCarrier
+	Headers(ctx context.Context) map[string][]string
 }
 
 // Decoder builds a call's core request for a model whose configuration is
@@ -107,6 +107,11 @@ type Call struct {
 	// frontend answers one response per request.
 	Decoupled error
 	Meta      Metadata
+	// Buffered says the call's body is already in memory (a gRPC message):
+	// the model is acquired first and the decoder runs against the held
+	// version, one lookup instead of two (Triton's ModelInferHandler
+	// looks the model up once, then converts the request).
+	Buffered bool
 }
 
 // Report is a frontend's ORCA load report step: it receives the model once
@@ -131,27 +136,41 @@ type Inference struct {
 // that neither allocates in an ordinary call.
 func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inference, error) {
 	recv := p.clock()
-	cfg, err := v2.Lookup(p.Core, c.Model, c.Version, c.Decoupled)
-	if err != nil {
-		return Inference{}, err
-	}
 	var fh *v2.ForwardedHeaders
 	if p.Forward != nil && c.Meta != nil {
-		sel := p.Forward.Select(c.Meta.Headers())
+		sel := p.Forward.Select(c.Meta.Headers(ctx))
 		fh = &sel
 	}
-	req, err := decode(cfg, fh)
-	if err != nil {
-		return Inference{}, err
-	}
-	mv, release, err := v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled)
-	if err != nil {
-		return Inference{}, err
+	var (
+		mv      *core.ModelVersion
+		release func()
+		req     *core.InferRequest
+		err     error
+	)
+	if c.Buffered {
+		if mv, release, err = v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
+			return Inference{}, err
+		}
+		if req, err = decode(mv.Config, fh); err != nil {
+			release()
+			return Inference{}, err
+		}
+	} else {
+		cfg, err := v2.Lookup(p.Core, c.Model, c.Version, c.Decoupled)
+		if err != nil {
+			return Inference{}, err
+		}
+		if req, err = decode(cfg, fh); err != nil {
+			return Inference{}, err
+		}
+		if mv, release, err = v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
+			return Inference{}, err
+		}
 	}
 	req.ModelName, req.ModelVersion = c.Model, mv.Version
 	p.Logs.LogRequest(ctx, p.Log, c.Protocol.String(), c.Route, req)
 	return Inference{Model: mv, Request: req, protocol: c.Protocol, release: release,
-		trace: p.startTrace(c, recv, req)}, nil
+		trace: p.startTrace(ctx, c, recv, req)}, nil
 }
 
 // Infer runs a request that has one response, then the load report.
@@ -208,13 +227,13 @@ func (p *Pipeline) clock() time.Time {
 // startTrace samples req for tracing once it is decoded (recv: from
 // clock); nil when it is not traced. A W3C traceparent in the call's
 // metadata continues the caller's trace in opentelemetry mode.
-func (p *Pipeline) startTrace(c *Call, recv time.Time, req *core.InferRequest) *trace.Request {
+func (p *Pipeline) startTrace(ctx context.Context, c *Call, recv time.Time, req *core.InferRequest) *trace.Request {
 	if recv.IsZero() {
 		return nil
 	}
 	var carrier propagation.TextMapCarrier = propagation.MapCarrier(nil)
 	if c.Meta != nil {
-		carrier = c.Meta.Carrier()
+		carrier = c.Meta.Carrier(ctx)
 	}
 	tr := p.Trace.Start(c.Model, carrier)
 	if tr == nil {

@@ -3,6 +3,7 @@ package infer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -39,8 +40,10 @@ func start(t *testing.T) *core.Server {
 // headers is a call's metadata as a map, as both frontends hand it over.
 type headers map[string][]string
 
-func (h headers) Carrier() propagation.TextMapCarrier { return propagation.HeaderCarrier(h) }
-func (h headers) Headers() map[string][]string        { return h }
+func (h headers) Carrier(context.Context) propagation.TextMapCarrier {
+	return propagation.HeaderCarrier(h)
+}
+func (h headers) Headers(context.Context) map[string][]string { return h }
 
 func request() *core.InferRequest {
 	return &core.InferRequest{ID: "r1", Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1}, Data: make([]byte, 4)}}}
@@ -52,8 +55,10 @@ func decodeRequest(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferR
 
 var errDecoupled = core.Errorf(core.CodeUnsupported, "decoupled refused")
 
-// TestPipelineSteps checks what each step lets through: the lookup before
-// the decoder, the decoder before the acquisition, the forwarded headers at
+// TestPipelineSteps checks what each step lets through, for a call whose
+// body is read by the decoder and for one already in memory: the lookup
+// before the decoder, the decoder before (or, buffered, after) the
+// acquisition, the forwarded headers at
 // the decoder, the load report after the model answered.
 func TestPipelineSteps(t *testing.T) {
 	c := start(t)
@@ -80,74 +85,76 @@ func TestPipelineSteps(t *testing.T) {
 		{name: "decode error", model: "id", decodeErr: errDecode, decoded: true, err: "bad body"},
 		{name: "served, headers forwarded", model: "id", meta: headers{"x-tag": {"v"}, "other": {"w"}}, decoded: true, reported: true, param: "v"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := &infer.Pipeline{Core: c, Logs: nil, Log: slog.New(slog.DiscardHandler), Forward: fwd}
-			var decoded bool
-			var reported *core.ModelVersion
-			call := &infer.Call{
-				Protocol: infer.HTTP, Route: "/v2/models/" + tc.model + "/infer", Model: tc.model, Version: core.LatestVersion,
-				Decoupled: tc.decoupled, Meta: tc.meta,
-			}
-			decode := func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
-				decoded = true
-				if cfg == nil || len(cfg.GetInput()) != 1 {
-					t.Errorf("decoder got config %v", cfg)
+		for _, buffered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/buffered=%v", tc.name, buffered), func(t *testing.T) {
+				p := &infer.Pipeline{Core: c, Logs: nil, Log: slog.New(slog.DiscardHandler), Forward: fwd}
+				var decoded bool
+				var reported *core.ModelVersion
+				call := &infer.Call{
+					Protocol: infer.HTTP, Route: "/v2/models/" + tc.model + "/infer", Model: tc.model, Version: core.LatestVersion,
+					Decoupled: tc.decoupled, Meta: tc.meta, Buffered: buffered,
 				}
-				if tc.decodeErr != nil {
-					return nil, tc.decodeErr
-				}
-				req := request()
-				if fh != nil {
-					if err := fh.Apply(req); err != nil {
-						return nil, err
+				decode := func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+					decoded = true
+					if cfg == nil || len(cfg.GetInput()) != 1 {
+						t.Errorf("decoder got config %v", cfg)
 					}
-				}
-				return req, nil
-			}
-			report := func(mv *core.ModelVersion) { reported = mv }
-			in, err := p.Start(context.Background(), call, decode)
-			if err == nil {
-				defer in.End()
-				if in.Request.ModelName != tc.model || in.Request.ModelVersion != 1 {
-					t.Errorf("request names %s version %d", in.Request.ModelName, in.Request.ModelVersion)
-				}
-				if in.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
-					n := 0
-					err = in.Stream(context.Background(), func(resp *core.InferResponse, _ bool) error {
-						if resp != nil {
-							n++
+					if tc.decodeErr != nil {
+						return nil, tc.decodeErr
+					}
+					req := request()
+					if fh != nil {
+						if err := fh.Apply(req); err != nil {
+							return nil, err
 						}
-						return nil
-					}, report)
-					if err == nil && n != 1 {
-						t.Errorf("%d responses", n)
 					}
-				} else {
-					_, err = in.Infer(context.Background(), report)
+					return req, nil
 				}
-				if got, _ := in.Request.Parameters["x-tag"].(string); got != tc.param {
-					t.Errorf("forwarded x-tag %q, want %q", got, tc.param)
+				report := func(mv *core.ModelVersion) { reported = mv }
+				in, err := p.Start(context.Background(), call, decode)
+				if err == nil {
+					defer in.End()
+					if in.Request.ModelName != tc.model || in.Request.ModelVersion != 1 {
+						t.Errorf("request names %s version %d", in.Request.ModelName, in.Request.ModelVersion)
+					}
+					if in.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
+						n := 0
+						err = in.Stream(context.Background(), func(resp *core.InferResponse, _ bool) error {
+							if resp != nil {
+								n++
+							}
+							return nil
+						}, report)
+						if err == nil && n != 1 {
+							t.Errorf("%d responses", n)
+						}
+					} else {
+						_, err = in.Infer(context.Background(), report)
+					}
+					if got, _ := in.Request.Parameters["x-tag"].(string); got != tc.param {
+						t.Errorf("forwarded x-tag %q, want %q", got, tc.param)
+					}
+					if _, ok := in.Request.Parameters["other"]; ok {
+						t.Error("a header outside the pattern was forwarded")
+					}
 				}
-				if _, ok := in.Request.Parameters["other"]; ok {
-					t.Error("a header outside the pattern was forwarded")
+				if tc.err == "" && err != nil {
+					t.Fatalf("err %v", err)
 				}
-			}
-			if tc.err == "" && err != nil {
-				t.Fatalf("err %v", err)
-			}
-			if tc.err != "" && (err == nil || err.Error() != tc.err) {
-				t.Fatalf("err %v, want %q", err, tc.err)
-			}
-			if decoded != tc.decoded {
-				t.Errorf("decoded %v, want %v", decoded, tc.decoded)
-			}
-			if (reported != nil) != tc.reported {
-				t.Errorf("reported %v, want %v", reported != nil, tc.reported)
-			}
-			if tc.decodeErr != nil && !errors.Is(err, tc.decodeErr) {
-				t.Errorf("decoder's error not returned as is: %v", err)
-			}
-		})
+				if tc.err != "" && (err == nil || err.Error() != tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				if decoded != tc.decoded {
+					t.Errorf("decoded %v, want %v", decoded, tc.decoded)
+				}
+				if (reported != nil) != tc.reported {
+					t.Errorf("reported %v, want %v", reported != nil, tc.reported)
+				}
+				if tc.decodeErr != nil && !errors.Is(err, tc.decodeErr) {
+					t.Errorf("decoder's error not returned as is: %v", err)
+				}
+			})
+		}
 	}
 }
 
