@@ -27,7 +27,14 @@ import (
 // without a server: the test speaks the frame protocol to it directly.
 func hostileWorker(t *testing.T, arena int) *worker {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("testdata", "models", "identity"))
+	return modelWorker(t, "identity", arena)
+}
+
+// modelWorker starts the worker of testdata model name, initialized, as
+// instance name_0, without a server.
+func modelWorker(t *testing.T, name string, arena int) *worker {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", "models", name))
 	servertest.Must(t, err)
 	text, err := os.ReadFile(filepath.Join(dir, "config.pbtxt"))
 	servertest.Must(t, err)
@@ -35,9 +42,9 @@ func hostileWorker(t *testing.T, arena int) *worker {
 	servertest.Must(t, err)
 	b := New(Options{Executable: servertest.Python(t), ArenaBytes: arena, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { _ = b.Close() })
-	in := &instance{b: b, name: "identity_0", model: "identity", open: map[int64]*openRequest{},
-		spec: core.InstanceSpec{VersionFiles: core.VersionFiles{ModelName: "identity", Version: 1, ModelDir: dir, VersionDir: filepath.Join(dir, "1")},
-			Name: "identity_0", Config: cfg}}
+	in := &instance{b: b, name: name + "_0", model: name, open: map[int64]*openRequest{},
+		spec: core.InstanceSpec{VersionFiles: core.VersionFiles{ModelName: name, Version: 1, ModelDir: dir, VersionDir: filepath.Join(dir, "1")},
+			Name: name + "_0", Config: cfg}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w, err := in.spawn(ctx)
@@ -49,6 +56,14 @@ func hostileWorker(t *testing.T, arena int) *worker {
 // blob area is out), and returns the decoded answer.
 func executeRaw(t *testing.T, w *worker, reqs []wireRequest, out *frameOut) executeDone {
 	t.Helper()
+	done, _ := executeFrame(t, w, reqs, out)
+	return done
+}
+
+// executeFrame is executeRaw, also returning the reply's frame, which the
+// responses' tensor descriptors index.
+func executeFrame(t *testing.T, w *worker, reqs []wireRequest, out *frameOut) (executeDone, frameIn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	reply, err := w.exchange(ctx, true, func(seq int64) any {
@@ -59,7 +74,7 @@ func executeRaw(t *testing.T, w *worker, reqs []wireRequest, out *frameOut) exec
 	}
 	var done executeDone
 	servertest.Must(t, decodeExecuteDone(reply, &done))
-	return done
+	return done, reply
 }
 
 func fp32Bytes(vals ...float32) []byte {
