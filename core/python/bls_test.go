@@ -12,7 +12,8 @@ import (
 
 // TestBLSCorrelationID: a BLS call's correlation id reaches the called
 // model exactly, up to 2^64-1 (ids above 2^53 changed on their way through
-// a float64), and a string id stays a string.
+// a float64), a string id stays a string, and a bool is the int it is in
+// Python (Triton's stub casts any Python int to uint64).
 func TestBLSCorrelationID(t *testing.T) {
 	e := start(t, options{}, "bls_corr", "corr_echo")
 	for _, c := range []struct{ corr, want string }{
@@ -21,6 +22,7 @@ func TestBLSCorrelationID(t *testing.T) {
 		{"9007199254740993", "int:9007199254740993"},
 		{"0", "int:0"},
 		{"seq-a", "str:seq-a"},
+		{"True", "int:1"},
 	} {
 		resp, err := e.infer(&core.InferRequest{ModelName: "bls_corr", Inputs: []*core.Tensor{bytesTensor("CORR", c.corr)}})
 		if err != nil {

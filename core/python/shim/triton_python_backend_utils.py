@@ -451,6 +451,8 @@ class InferenceRequest:
             model_name = bytes(model_name).decode("utf-8")
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
+        if isinstance(correlation_id, int):
+            correlation_id = int(correlation_id)  # a bool or IntEnum: the number, as Triton's stub casts it
         for t in inputs:
             if t is None:
                 raise TritonModelException("Input tensors cannot contain None.")
