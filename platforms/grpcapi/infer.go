@@ -110,7 +110,18 @@ func invalidArg(format string, args ...any) error {
 // rules, keys in sorted order so that the first bad one is always the
 // same, and returns triton_enable_empty_final_response.
 func inferParams(in map[string]*pb.InferParameter, req *core.InferRequest) (emptyFinal bool, err error) {
+	if len(in) == 0 {
+		return false, nil // most requests: no sort, no allocation
+	}
 	r := v2.ParamReader{Rules: v2.GRPCRules, Request: req}
+	if len(in) == 1 {
+		for k, p := range in {
+			if err := r.Read(k, inferParam(p)); err != nil {
+				return false, err
+			}
+		}
+		return r.EmptyFinalResponse, nil
+	}
 	for _, k := range slices.Sorted(maps.Keys(in)) {
 		if err := r.Read(k, inferParam(in[k])); err != nil {
 			return false, err
