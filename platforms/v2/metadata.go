@@ -12,7 +12,7 @@ import (
 const TritonVersion = "2.73.0"
 
 // extensions lists only what this server really implements, in Triton's order.
-var extensions = []string{"classification", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
+var extensions = []string{"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
 
 // ServerMeta is the server metadata (triton-inference-server/core src/tritonserver.cc,
 // TRITONSERVER_ServerMetadata).
