@@ -63,9 +63,11 @@ func wrongType(key, expected string) error {
 // A value of the wrong type is INVALID_ARG for gRPC ("invalid value type
 // for ..."); for HTTP it is the INTERNAL type error of Triton's JSON layer
 // for the scheduling keys and INVALID_ARG for the others, and the two
-// reserved-key texts differ. The order of the keys is the transport's:
-// gRPC reads them sorted, so the first bad key is always the same; HTTP
-// in document order, a repeated key again.
+// reserved-key texts differ. For both, a string value ends at its first
+// NUL and a string sequence_id longer than 128 bytes is UNSUPPORTED. The
+// order of the keys is the transport's: gRPC reads them sorted, so the
+// first bad key is always the same; HTTP in document order, a repeated
+// key again.
 type ParamRules uint8
 
 const (
@@ -92,6 +94,21 @@ const (
 	jsonNonUint   = "attempt to access JSON non-unsigned-integer as unsigned-integer"
 )
 
+// maxStringCorrelationID is the longest string sequence id, in bytes
+// (triton-inference-server/core src/tritonserver.cc,
+// TRITONSERVER_InferenceRequestSetCorrelationIdString).
+const maxStringCorrelationID = 128
+
+var errLongCorrelationID = &core.Error{Code: core.CodeUnsupported, Msg: "string correlation ID cannot be longer than 128 characters"}
+
+// cstring is s up to its first NUL.
+func cstring(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
 // ParamReader is the one reader of request parameters: each transport
 // converts a value to a Param and hands it over with its key, and the
 // reader applies it to Request by the transport's Rules (the scheduling
@@ -110,11 +127,21 @@ func (r *ParamReader) Read(key string, p Param) error {
 	if r.Rules == GenerateRules {
 		return r.modelParam(key, p)
 	}
+	if p.Kind == ParamString {
+		// Triton hands string values to its core as C strings
+		// (TRITONSERVER_InferenceRequestSetCorrelationIdString,
+		// ...SetStringParameter), so a NUL ends them; HTTP's decoder has
+		// cut them already.
+		p.String = cstring(p.String)
+	}
 	req := r.Request
 	switch key {
 	case "sequence_id":
 		switch {
 		case p.Kind == ParamString:
+			if len(p.String) > maxStringCorrelationID {
+				return errLongCorrelationID
+			}
 			req.Correlation.ID, req.Correlation.StringID, req.Correlation.IsString = 0, p.String, true
 			return nil
 		case p.Kind == ParamInt64 && (r.Rules == GRPCRules || p.Int64 >= 0):

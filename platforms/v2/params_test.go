@@ -3,6 +3,7 @@ package v2_test
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/inferd/inferd/core"
@@ -97,6 +98,12 @@ func TestParamReader(t *testing.T) {
 			msg: "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param."},
 		{name: "grpc reserved", rules: g, params: []kv{{"triton_foo", i64(1)}}, code: core.CodeInvalidArg,
 			msg: "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: triton_enable_empty_final_response"},
+		{name: "grpc string sequence id of 128 bytes", rules: g, params: []kv{{"sequence_id", str(strings.Repeat("s", 128))}},
+			want: paramResult{Correlation: core.Correlation{StringID: strings.Repeat("s", 128), IsString: true}}},
+		{name: "grpc string sequence id over 128 bytes", rules: g, params: []kv{{"sequence_id", str(strings.Repeat("s", 129))}}, code: core.CodeUnsupported,
+			msg: "string correlation ID cannot be longer than 128 characters"},
+		{name: "grpc strings cut at a NUL", rules: g, params: []kv{{"sequence_id", str(strings.Repeat("s", 128) + "\x00more")}, {"k", str("x\x00y")}},
+			want: paramResult{Correlation: core.Correlation{StringID: strings.Repeat("s", 128), IsString: true}, Parameters: map[string]any{"k": "x"}}},
 		{name: "grpc custom uint64", rules: g, params: []kv{{"k", u64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
 		{name: "grpc custom unset", rules: g, params: []kv{{"k", v2.Param{}}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
 
@@ -107,6 +114,8 @@ func TestParamReader(t *testing.T) {
 		{name: "http scheduler", rules: h, params: []kv{{"priority", u64(math.MaxUint64)}, {"timeout", i64(0)}}, want: paramResult{Priority: math.MaxUint64}},
 		{name: "http model parameters", rules: h, params: []kv{{"big", u64(1 << 63)}, {"d", dbl(-0.5)}, {"k", i64(-1)}, {"sequence", str("not a sequence key")}},
 			want: paramResult{Parameters: map[string]any{"big": float64(1 << 63), "d": -0.5, "k": int64(-1), "sequence": "not a sequence key"}}},
+		{name: "http string sequence id over 128 bytes", rules: h, params: []kv{{"sequence_id", str(strings.Repeat("s", 129))}, {"k", i64(1)}}, code: core.CodeUnsupported,
+			msg: "string correlation ID cannot be longer than 128 characters"},
 		{name: "http negative sequence_id", rules: h, params: []kv{{"sequence_id", i64(-1)}}, code: core.CodeInternal, msg: "Unable to parse 'sequence_id': attempt to access JSON non-string as string"},
 		{name: "http sequence_start type", rules: h, params: []kv{{"sequence_start", i64(1)}}, code: core.CodeInternal, msg: "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"},
 		{name: "http negative priority", rules: h, params: []kv{{"priority", i64(-1)}}, code: core.CodeInternal,
