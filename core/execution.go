@@ -83,6 +83,12 @@ func (r *Request) Send(resp *Response, final bool) error {
 		r.close(resp.Err)
 		return nil
 	}
+	if j.seq != nil {
+		if err := j.seq.keep(j.seqb.cfg, resp); err != nil {
+			r.close(err)
+			return err
+		}
+	}
 	var out *InferResponse
 	if resp != nil {
 		var err error
@@ -112,7 +118,11 @@ func (r *Request) close(err error) {
 		if r.stop != nil {
 			r.stop()
 		}
-		r.job.sched.finish(r.job, err)
+		if r.job.seqb != nil {
+			r.job.seqb.finish(r.job, err)
+		} else {
+			r.job.sched.finish(r.job, err)
+		}
 	}
 }
 
@@ -127,7 +137,7 @@ func (r *Request) end(execErr error, model string, decoupled bool) error {
 	if r.final {
 		return r.err
 	}
-	if decoupled && execErr == nil && r.job.sched != nil {
+	if decoupled && execErr == nil && (r.job.sched != nil || r.job.seqb != nil) {
 		r.detached = true
 		j := r.job
 		r.stop = context.AfterFunc(j.ctx, func() {

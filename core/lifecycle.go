@@ -325,8 +325,12 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		mv.exec = newEnsemble(s, cfg, mv.Stats)
 		return mv, nil
 	}
-	if err := schedulable(cfg); err != nil {
-		return nil, err
+	var seq *seqConfig
+	if cfg.GetSequenceBatching() != nil {
+		var err error
+		if seq, err = newSeqConfig(cfg, m.Dir); err != nil {
+			return nil, err
+		}
 	}
 	files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
 	// Passive instances are created (and so validated) but never get
@@ -362,7 +366,11 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 			return nil, err
 		}
 	}
-	mv.exec = newScheduler(cfg, active, mv.Stats, mv.log)
+	if seq != nil {
+		mv.exec = newSeqBatcher(seq, active, mv.Stats, mv.log)
+	} else {
+		mv.exec = newScheduler(cfg, active, mv.Stats, mv.log)
+	}
 	mv.insts = append(slices.Clone(active), passive...)
 	return mv, nil
 }

@@ -85,16 +85,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
-// A model this server cannot schedule is UNAVAILABLE with a reason that
-// says what is missing, not READY and failing every request.
-func TestSequenceBatchingModelIsUnavailable(t *testing.T) {
-	_, _, err := startEcho(t, `max_batch_size: 4
-input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
-sequence_batching { control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ] }
-`, true, nil)
-	if err == nil || !strings.Contains(err.Error(), "sequence_batching is not supported yet") {
-		t.Fatalf("start-up = %v, want the sequence batching reason", err)
-	}
-}

@@ -44,6 +44,11 @@ type job struct {
 	sched *scheduler
 	held  []heldResponse // preserve_ordering: responses kept until the job's turn
 
+	// seqb is the sequence batcher that runs the job, if any, and seq the
+	// slot of its sequence (set once the job is at the head of the slot).
+	seqb *seqBatcher
+	seq  *seqSlot
+
 	state    jobState
 	size     int64     // max(1, batch size): what the request adds to a batch
 	deadline time.Time // zero: no queue timeout
@@ -186,16 +191,6 @@ type scheduler struct {
 	// preserve_ordering: jobs in the order they left the queue.
 	orderMu sync.Mutex
 	order   []*job
-}
-
-// schedulable refuses a configuration whose scheduling this server cannot
-// do, so the model is UNAVAILABLE with a reason instead of READY and
-// failing every request.
-func schedulable(cfg *modelconfig.ModelConfig) error {
-	if cfg.GetSequenceBatching() != nil {
-		return Errorf(CodeUnsupported, "sequence_batching is not supported yet: this server has no sequence batcher to feed the sequence's control inputs (START, END, READY, CORRID) and implicit state, and to route a sequence's requests to one instance")
-	}
-	return nil
 }
 
 func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, log *slog.Logger) *scheduler {

@@ -1,0 +1,627 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// errSequenceExpired answers requests left behind a sequence the reaper
+// ended, in Triton's words for a timed-out sequence
+// (triton-inference-server/core src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
+var errSequenceExpired = Errorf(CodeUnavailable, "timeout of the corresponding sequence has been expired")
+
+// corrKey is a correlation id as a map key: a number or a string.
+type corrKey struct {
+	id  uint64
+	s   string
+	str bool
+}
+
+func keyOf(c Correlation) corrKey {
+	if c.IsString {
+		return corrKey{s: c.StringID, str: true}
+	}
+	return corrKey{id: c.ID}
+}
+
+func (k corrKey) String() string {
+	if k.str {
+		return k.s
+	}
+	return strconv.FormatUint(k.id, 10)
+}
+
+// seqSlot is one sequence slot of an instance: the requests of the
+// sequence bound to it, in arrival order (a nil entry: the reaper ended the
+// sequence), and the sequence's implicit state.
+type seqSlot struct {
+	inst  *seqInstance
+	idx   int
+	queue []*job
+	bound bool // a sequence holds the slot
+
+	// state is the sequence's current implicit state, in seqConfig.states
+	// order; nil until its START runs. Sends (possibly after the execution,
+	// for a decoupled model) write it under smu.
+	smu   sync.Mutex
+	state []*Tensor
+}
+
+// seqInstance is one instance with its slots and its worker's wake-up.
+type seqInstance struct {
+	inst  Instance
+	slots []*seqSlot
+	wake  chan struct{}
+}
+
+// backlogged is a sequence waiting for a free slot, with its requests.
+type backlogged struct {
+	key  corrKey
+	jobs []*job
+}
+
+// seqBatcher is Triton's sequence batcher (triton-inference-server/server
+// docs/user_guide/architecture.md "Stateful Models", core
+// src/sequence_batch_scheduler/sequence_batch_scheduler.cc): each sequence
+// is bound to one slot of one instance from its START to its END (or until
+// it sits idle too long); sequences beyond the free slots wait in a FIFO
+// backlog. An execution takes at most one request per slot, so a
+// sequence's requests run one after the other, in order.
+type seqBatcher struct {
+	cfg   *seqConfig
+	stats *Stats
+	log   *slog.Logger
+	insts []*seqInstance
+	wg    sync.WaitGroup
+
+	mu        sync.Mutex
+	active    map[corrKey]*seqSlot
+	backlog   []*backlogged
+	backlogOf map[corrKey]*backlogged
+	free      []*seqSlot
+	lastSeen  map[corrKey]time.Time
+	reaper    *time.Timer
+	armed     bool
+	closed    bool
+}
+
+func newSeqBatcher(sc *seqConfig, insts []Instance, stats *Stats, log *slog.Logger) *seqBatcher {
+	b := &seqBatcher{cfg: sc, stats: stats, log: log,
+		active: map[corrKey]*seqSlot{}, backlogOf: map[corrKey]*backlogged{}, lastSeen: map[corrKey]time.Time{}}
+	for _, inst := range insts {
+		si := &seqInstance{inst: inst, wake: make(chan struct{}, 1)}
+		for k := range sc.slots {
+			si.slots = append(si.slots, &seqSlot{inst: si, idx: k})
+		}
+		b.insts = append(b.insts, si)
+	}
+	// Free slots are taken lowest index first, instance by instance, so
+	// sequences spread over the instances as Triton's slot order does.
+	for k := range sc.slots {
+		for _, si := range b.insts {
+			b.free = append(b.free, si.slots[k])
+		}
+	}
+	slices.Reverse(b.free) // a stack: the next slot to take is last
+	for _, si := range b.insts {
+		b.wg.Add(1)
+		go b.worker(si)
+	}
+	return b
+}
+
+// check refuses a request the sequence batcher cannot take, in Triton's
+// words: no correlation id, a correlation id of the wrong type for CORRID,
+// or a batch of more than one.
+func (b *seqBatcher) check(r *Request) error {
+	c := r.Correlation
+	model := b.cfg.model
+	if b.cfg.corrid >= 0 {
+		want := b.cfg.controls[b.cfg.corrid].dt
+		got := ""
+		switch {
+		case c.IsString && want != TypeBytes:
+			got = "BYTES"
+		case !c.IsString && want == TypeBytes:
+			got = "UINT64"
+		}
+		if got != "" {
+			return Errorf(CodeInvalidArg, "%ssequence batching control '%s' data-type is '%s', but model '%s' expects '%s'",
+				RequestPrefix(r.ID), b.cfg.controls[b.cfg.corrid].name, got, model, want)
+		}
+	}
+	if r.BatchSize > 1 {
+		return Errorf(CodeInvalidArg, "inference request to model '%s' must specify batch-size 1 due to requirements of sequence batcher", model)
+	}
+	if (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
+		return Errorf(CodeInvalidArg, "inference request to model '%s' must specify a non-zero or non-empty correlation ID", model)
+	}
+	return nil
+}
+
+// submit routes j to its sequence's slot, a free slot (START) or the
+// backlog, or refuses it synchronously.
+func (b *seqBatcher) submit(j *job) error {
+	if err := b.check(&j.req); err != nil {
+		return err
+	}
+	j.size = max(1, int64(j.req.BatchSize))
+	j.seqb = b
+	b.addControls(&j.req)
+	key := keyOf(j.req.Correlation)
+	start := j.req.Correlation.Flags&FlagSequenceStart != 0
+	end := j.req.Correlation.Flags&FlagSequenceEnd != 0
+	j.traceBegin()
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slot, inSlot := b.active[key]
+	bl, inBacklog := b.backlogOf[key]
+	switch {
+	case len(b.insts) == 0:
+		j.traceEnd(errNoActive)
+		return errNoActive
+	case b.closed:
+		err := Errorf(CodeUnavailable, "Server is stopping, scheduler for model has stopped accepting new inference requests")
+		j.traceEnd(err)
+		return err
+	case !start && !inSlot && !inBacklog:
+		err := Errorf(CodeInvalidArg, "inference request for sequence %s to model '%s' must specify the START flag on the first request of the sequence", key, b.cfg.model)
+		j.traceEnd(err)
+		return err
+	}
+	b.touch(key, j.times.queue)
+	j.state = jobQueued
+	b.stats.addPending(1)
+	switch {
+	case inSlot:
+		// A START here restarts the sequence in its slot (Triton logs the
+		// conflict and goes on); its state is reset when it runs.
+		b.enqueue(slot, j)
+		if end {
+			delete(b.active, key)
+		}
+	case inBacklog:
+		bl.jobs = append(bl.jobs, j)
+		if end {
+			delete(b.backlogOf, key)
+		}
+	case len(b.free) > 0:
+		slot = b.free[len(b.free)-1]
+		b.free = b.free[:len(b.free)-1]
+		slot.bound = true
+		b.enqueue(slot, j)
+		if !end {
+			b.active[key] = slot
+		}
+	default:
+		bl = &backlogged{key: key, jobs: []*job{j}}
+		b.backlog = append(b.backlog, bl)
+		if !end {
+			b.backlogOf[key] = bl
+		}
+	}
+	return nil
+}
+
+// errNoActive refuses requests to a model whose instances are all passive.
+var errNoActive = Errorf(CodeUnavailable, "no active instance to run the request: every instance group is passive")
+
+// enqueue adds j (nil: the reaper's end marker) to slot's queue and wakes
+// the slot's worker; b.mu is held.
+func (b *seqBatcher) enqueue(slot *seqSlot, j *job) {
+	slot.queue = append(slot.queue, j)
+	select {
+	case slot.inst.wake <- struct{}{}:
+	default:
+	}
+}
+
+// addControls appends the control tensors of r's sequence flags and
+// correlation id, in control_input order (READY is always true: every
+// request an execution holds is a ready one), and asks for the state
+// outputs besides the requested ones.
+func (b *seqBatcher) addControls(r *Request) {
+	shape := []int64{1}
+	if b.cfg.batching {
+		shape = []int64{1, 1}
+	}
+	for _, c := range b.cfg.controls {
+		t := &Tensor{Name: c.name, DataType: c.dt, Shape: shape}
+		switch c.kind {
+		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_START:
+			t.Data = pick(c, r.Correlation.Flags&FlagSequenceStart != 0)
+		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_END:
+			t.Data = pick(c, r.Correlation.Flags&FlagSequenceEnd != 0)
+		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_READY:
+			t.Data = c.on
+		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID:
+			t.Data = corridData(c.dt, r.Correlation)
+		}
+		r.Inputs = append(r.Inputs, t)
+	}
+	if len(b.cfg.stateOuts) > 0 {
+		r.Outputs = unionSorted(r.Outputs, b.cfg.stateOuts)
+	}
+	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
+}
+
+func pick(c seqControl, on bool) []byte {
+	if on {
+		return c.on
+	}
+	return c.off
+}
+
+// corridData encodes a correlation id as CORRID's data type; numeric types
+// narrower than 64 bits take the id's low bits, as Triton's cast does.
+func corridData(dt DataType, c Correlation) []byte {
+	switch dt {
+	case TypeBytes:
+		return AppendBytesElement(nil, []byte(c.StringID))
+	case TypeUint32, TypeInt32:
+		return binary.LittleEndian.AppendUint32(nil, uint32(c.ID))
+	}
+	return binary.LittleEndian.AppendUint64(nil, c.ID)
+}
+
+// touch records a request for key at now and arms the reaper; b.mu is held.
+func (b *seqBatcher) touch(key corrKey, now time.Time) {
+	b.lastSeen[key] = now
+	if b.armed {
+		return
+	}
+	b.armed = true
+	if b.reaper == nil {
+		b.reaper = time.AfterFunc(b.cfg.idle, b.reap)
+	} else {
+		b.reaper.Reset(b.cfg.idle)
+	}
+}
+
+// reap ends the sequences idle longer than max_sequence_idle_microseconds:
+// their slots are released once the requests already queued there have
+// run. It re-arms itself for the next deadline, or not at all when no
+// sequence is left to watch, so it never spins.
+func (b *seqBatcher) reap() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		b.armed = false
+		return
+	}
+	now := time.Now()
+	var next time.Duration
+	for key, last := range b.lastSeen {
+		if left := b.cfg.idle - now.Sub(last); left > 0 {
+			if next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		delete(b.lastSeen, key)
+		if slot := b.active[key]; slot != nil {
+			// Later requests for key now need a START, as in Triton.
+			delete(b.active, key)
+			b.log.Debug("sequence idle for too long: ended", "correlation_id", key.String())
+			b.enqueue(slot, nil)
+		}
+		// A backlogged sequence is watched again once it holds a slot.
+	}
+	if next > 0 {
+		b.reaper.Reset(next)
+		return
+	}
+	b.armed = false
+}
+
+// release frees slot for the next backlogged sequence or the free list;
+// b.mu is held. The caller answers the requests it returns (left behind an
+// idle end).
+func (b *seqBatcher) release(slot *seqSlot) (orphans []*job) {
+	for _, j := range slot.queue {
+		if j != nil {
+			orphans = append(orphans, j)
+		}
+	}
+	slot.queue = slot.queue[:0]
+	slot.smu.Lock()
+	slot.state = nil
+	slot.smu.Unlock()
+	if len(b.backlog) == 0 {
+		slot.bound = false
+		b.free = append(b.free, slot)
+		return orphans
+	}
+	bl := b.backlog[0]
+	b.backlog[0] = nil
+	b.backlog = b.backlog[1:]
+	if b.backlogOf[bl.key] == bl {
+		delete(b.backlogOf, bl.key)
+		b.active[bl.key] = slot
+		b.touch(bl.key, time.Now())
+	}
+	for _, j := range bl.jobs {
+		b.enqueue(slot, j)
+	}
+	return orphans
+}
+
+// worker runs si's executions until the batcher closes and si's slots are
+// drained.
+func (b *seqBatcher) worker(si *seqInstance) {
+	defer b.wg.Done()
+	var e Execution
+	var errs []error
+	var timer *time.Timer
+	for {
+		jobs, dropped, wait, done := b.form(si, time.Now())
+		for _, d := range dropped {
+			b.finish(d.j, d.err)
+		}
+		if done {
+			return
+		}
+		if jobs == nil {
+			var fire <-chan time.Time
+			if wait > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				fire = timer.C
+			}
+			select {
+			case <-si.wake:
+			case <-fire:
+			}
+			continue
+		}
+		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
+		var orphans []*job
+		b.mu.Lock()
+		for _, j := range jobs {
+			if j.req.Correlation.Flags&FlagSequenceEnd != 0 {
+				orphans = append(orphans, b.release(j.seq)...)
+			}
+		}
+		b.mu.Unlock()
+		for i, j := range jobs {
+			if errs[i] != errPending {
+				b.finish(j, errs[i])
+			}
+		}
+		for _, j := range orphans {
+			b.finish(j, errSequenceExpired)
+		}
+	}
+}
+
+type droppedJob struct {
+	j   *job
+	err error
+}
+
+// form takes the next execution of si off its slots, or says how long to
+// wait (0: for a wake-up) and whether the worker is done. It drops the
+// requests whose client went away and releases the slots of sequences the
+// reaper ended.
+func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped []droppedJob, wait time.Duration, done bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var heads []*job
+	var earliest time.Time
+	for _, slot := range si.slots {
+		for len(slot.queue) > 0 {
+			j := slot.queue[0]
+			if j == nil {
+				slot.queue = slot.queue[1:]
+				for _, o := range b.release(slot) {
+					dropped = append(dropped, droppedJob{o, errSequenceExpired})
+				}
+				continue
+			}
+			if j.ctx.Err() != nil {
+				// Its client went away: it does not run. An END taken out
+				// this way still ends the sequence.
+				slot.queue = slot.queue[1:]
+				b.stats.addPending(-1)
+				dropped = append(dropped, droppedJob{j, &cancelled{context.Cause(j.ctx)}})
+				if j.req.Correlation.Flags&FlagSequenceEnd != 0 {
+					for _, o := range b.release(slot) {
+						dropped = append(dropped, droppedJob{o, errSequenceExpired})
+					}
+				}
+				continue
+			}
+			break
+		}
+		if len(slot.queue) == 0 {
+			continue
+		}
+		j := slot.queue[0]
+		j.seq = slot
+		heads = append(heads, j)
+		if earliest.IsZero() || j.times.queue.Before(earliest) {
+			earliest = j.times.queue
+		}
+	}
+	if len(heads) == 0 {
+		return nil, dropped, 0, b.closed
+	}
+	limit := int(max(1, b.cfg.maxBS))
+	waited := now.Sub(earliest)
+	if b.cfg.oldest {
+		// Oldest first, as a dynamic batcher over the candidates' heads.
+		slices.SortStableFunc(heads, func(x, y *job) int { return x.times.queue.Compare(y.times.queue) })
+	} else if b.cfg.delay > 0 && b.cfg.minUtil > 0 && waited <= b.cfg.delay &&
+		float64(len(heads))/float64(limit) < b.cfg.minUtil {
+		return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
+	}
+	states := make([][]*Tensor, 0, len(heads))
+	var batch []*job
+	for _, j := range heads {
+		if len(batch) == limit {
+			break
+		}
+		st := b.stateInputs(j)
+		if len(batch) > 0 && !b.compatible(batch[0], states[0], j, st) {
+			continue
+		}
+		batch = append(batch, j)
+		states = append(states, st)
+	}
+	if b.cfg.oldest && b.cfg.delay > 0 && len(batch) < limit && waited < b.cfg.delay &&
+		!slices.Contains(b.cfg.pref, int64(len(batch))) {
+		return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
+	}
+	for i, j := range batch {
+		slot := j.seq
+		slot.queue[0] = nil
+		slot.queue = slot.queue[1:]
+		if len(slot.queue) == 0 {
+			slot.queue = slot.queue[:0:0]
+		}
+		j.req.Inputs = append(j.req.Inputs, states[i]...)
+		j.req.batch.Inputs = j.req.Inputs
+		j.state = jobTaken
+		j.times.exec = now
+	}
+	b.stats.addPending(-int64(len(batch)))
+	return batch, dropped, 0, false
+}
+
+// stateInputs are the state tensors j runs with: its sequence's current
+// state, or the initial state when j starts the sequence (which also
+// resets the slot's state, so nothing leaks from an earlier sequence).
+func (b *seqBatcher) stateInputs(j *job) []*Tensor {
+	if len(b.cfg.states) == 0 {
+		return nil
+	}
+	slot := j.seq
+	slot.smu.Lock()
+	defer slot.smu.Unlock()
+	if j.req.Correlation.Flags&FlagSequenceStart != 0 || slot.state == nil {
+		slot.state = b.initialStates()
+	}
+	out := make([]*Tensor, len(slot.state))
+	for i, t := range slot.state {
+		out[i] = &Tensor{Name: b.cfg.states[i].in, DataType: t.DataType, Shape: t.Shape, Data: t.Data}
+	}
+	return out
+}
+
+// initialStates are a fresh sequence's states: initial_state, or zeros
+// with each variable dimension 1 (as Triton's SequenceStates::Initialize).
+func (b *seqBatcher) initialStates() []*Tensor {
+	out := make([]*Tensor, len(b.cfg.states))
+	for i, s := range b.cfg.states {
+		if s.init != nil {
+			out[i] = s.init
+			continue
+		}
+		var shape []int64
+		if b.cfg.batching {
+			shape = append(shape, 1)
+		}
+		for _, d := range s.dims {
+			shape = append(shape, max(d, 1))
+		}
+		out[i] = &Tensor{Name: s.in, DataType: s.dt, Shape: shape, Data: zeroData(s.dt, ElementCount(shape))}
+	}
+	return out
+}
+
+// compatible reports whether j (with states st) may join a batch started
+// by first (with states fst): the same inputs, and the same shapes but for
+// the batch dimension and ragged inputs, so that they concatenate.
+func (b *seqBatcher) compatible(first *job, fst []*Tensor, j *job, st []*Tensor) bool {
+	if !b.cfg.batching {
+		return false
+	}
+	same := func(x, y []*Tensor) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if x[i].Name != y[i].Name {
+				return false
+			}
+			if !b.cfg.ragged[x[i].Name] && !slices.Equal(x[i].Shape[1:], y[i].Shape[1:]) {
+				return false
+			}
+		}
+		return true
+	}
+	return same(first.req.Inputs, j.req.Inputs) && same(fst, st)
+}
+
+// keep takes the state outputs out of resp and keeps them as the slot's
+// next state; a model that is not decoupled must produce every state
+// output in its response.
+func (s *seqSlot) keep(sc *seqConfig, resp *Response) error {
+	if len(sc.states) == 0 || resp == nil || resp.Err != nil {
+		return nil
+	}
+	found := make([]*Tensor, len(sc.states))
+	outs := make([]*Tensor, 0, len(resp.Outputs))
+	for _, t := range resp.Outputs {
+		k := slices.IndexFunc(sc.states, func(st seqState) bool { return st.out == t.Name })
+		if k < 0 {
+			outs = append(outs, t)
+			continue
+		}
+		found[k] = &Tensor{Name: sc.states[k].in, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: bytes.Clone(t.Data)}
+	}
+	resp.Outputs = outs
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	for k, t := range found {
+		if t == nil {
+			if sc.decoupled {
+				continue
+			}
+			return Errorf(CodeInternal, "model '%s' did not produce the output '%s' of state '%s'", sc.model, sc.states[k].out, sc.states[k].in)
+		}
+		if s.state != nil {
+			s.state[k] = t
+		}
+	}
+	return nil
+}
+
+// finish answers j.
+func (b *seqBatcher) finish(j *job, err error) {
+	j.traceEnd(err)
+	j.done <- err
+}
+
+// close stops taking work, lets queued requests run and closes the
+// instances.
+func (b *seqBatcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.reaper != nil {
+		b.reaper.Stop()
+	}
+	for _, si := range b.insts {
+		select {
+		case si.wake <- struct{}{}:
+		default:
+		}
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	for _, si := range b.insts {
+		_ = si.inst.Close()
+	}
+}

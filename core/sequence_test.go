@@ -1,0 +1,481 @@
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// accBackend is an in-Go stateful backend for sequence batcher tests. Per
+// row: acc_out = acc_in + x and y = acc_out, so a sequence's y is the running
+// sum of its x. With a variable-shape state (dims [ -1 ]) the state grows by
+// one element per request instead: acc_out = append(acc_in, x), y = sum.
+// It records every control tensor it is given; with gated set each
+// execution waits at gate after announcing its row count on started.
+type accBackend struct {
+	mu      sync.Mutex
+	rows    []int               // rows of each execution, in order
+	seen    []map[string][]byte // per execution row: the non-x inputs' bytes
+	dropOut bool                // produce no state output
+	grow    bool                // the state grows by one element per request
+	gated   bool
+	started chan int
+	gate    chan struct{}
+}
+
+func (b *accBackend) Name() string { return "acc" }
+func (b *accBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
+	return nil
+}
+func (b *accBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance, error) {
+	return Concatenated(spec.Config, &accInstance{b: b, batching: spec.Config.GetMaxBatchSize() > 0}), nil
+}
+
+type accInstance struct {
+	b        *accBackend
+	batching bool
+}
+
+func (i *accInstance) Execute(ctx context.Context, batch *Batch) error {
+	byName := map[string]*Tensor{}
+	for _, t := range batch.Inputs {
+		byName[t.Name] = t
+	}
+	x, acc := byName["x"], byName["acc_in"]
+	rows := 1
+	if i.batching {
+		rows = int(x.Shape[0])
+	}
+	i.b.mu.Lock()
+	i.b.rows = append(i.b.rows, rows)
+	for r := range rows {
+		m := map[string][]byte{}
+		for _, t := range batch.Inputs {
+			if t.Name == "x" {
+				continue
+			}
+			if t.DataType == TypeBytes {
+				elems, _ := BytesElements(t.Data)
+				m[t.Name] = elems[r]
+				continue
+			}
+			n := len(t.Data) / rows
+			m[t.Name] = t.Data[r*n : (r+1)*n]
+		}
+		i.b.seen = append(i.b.seen, m)
+	}
+	gated, dropOut := i.b.gated, i.b.dropOut
+	i.b.mu.Unlock()
+	if gated {
+		i.b.started <- rows
+		select {
+		case <-i.b.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	y := make([]byte, 0, 4*rows)
+	var accOut *Tensor
+	if acc != nil {
+		width := len(acc.Data) / 4 / rows
+		grow := i.b.grow
+		out := make([]byte, 0, len(acc.Data)+4*rows)
+		for r := range rows {
+			xv := int32(binary.LittleEndian.Uint32(x.Data[4*r:]))
+			var sum int32
+			row := acc.Data[r*width*4 : (r+1)*width*4]
+			for k := 0; k < len(row); k += 4 {
+				sum += int32(binary.LittleEndian.Uint32(row[k:]))
+			}
+			if grow {
+				out = append(out, row...)
+				out = binary.LittleEndian.AppendUint32(out, uint32(xv))
+			} else {
+				out = binary.LittleEndian.AppendUint32(out, uint32(sum+xv))
+			}
+			y = binary.LittleEndian.AppendUint32(y, uint32(sum+xv))
+		}
+		shape := slices.Clone(acc.Shape)
+		if grow {
+			shape[len(shape)-1]++
+		}
+		accOut = &Tensor{Name: "acc_out", DataType: TypeInt32, Shape: shape, Data: out}
+	}
+	now := time.Now()
+	batch.ComputeStart, batch.InferStart, batch.InferEnd, batch.ComputeEnd = now, now, now, now
+	for _, name := range batch.Outputs {
+		switch name {
+		case "y":
+			batch.Results = append(batch.Results, &Tensor{Name: "y", DataType: TypeInt32, Shape: slices.Clone(x.Shape), Data: y})
+		case "acc_out":
+			if !dropOut {
+				batch.Results = append(batch.Results, accOut)
+			}
+		}
+	}
+	return nil
+}
+func (i *accInstance) Close() error { return nil }
+
+// accServer loads model "m" on the acc backend with the given config body
+// and extra model files.
+func accServer(t testing.TB, b *accBackend, cfg string, files map[string][]byte) (*Server, error) {
+	t.Helper()
+	root := t.TempDir()
+	files = maps2(files, map[string][]byte{"config.pbtxt": []byte("backend: \"acc\"\n" + cfg), "1/.keep": nil})
+	for name, data := range files {
+		path := filepath.Join(root, "m", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repos, err := repo.OpenAll(context.Background(), []string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.started == nil {
+		b.started, b.gate = make(chan int, 64), make(chan struct{})
+	}
+	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := s.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		b.mu.Lock()
+		b.gated = false
+		b.mu.Unlock()
+		close(b.gate)
+		s.Shutdown(context.Background())
+	})
+	return s, nil
+}
+
+func maps2(a, b map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+const accIO = `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`
+
+const accState = `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ] } ]`
+
+// seqReq is a request of one x for sequence id with flags.
+func seqReq(id Correlation, x int32, batching bool) *InferRequest {
+	shape := []int64{1}
+	if batching {
+		shape = []int64{1, 1}
+	}
+	return &InferRequest{ModelName: "m", ModelVersion: LatestVersion, Correlation: id, Inputs: []*Tensor{
+		{Name: "x", DataType: TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(x))},
+	}}
+}
+
+func withFlags(c Correlation, flags uint32) Correlation {
+	c.Flags = flags
+	return c
+}
+
+func yOf(t testing.TB, resp *InferResponse) int32 {
+	t.Helper()
+	if len(resp.Outputs) != 1 || resp.Outputs[0].Name != "y" {
+		t.Fatalf("outputs = %+v, want y alone (state outputs never reach the client)", resp.Outputs)
+	}
+	return int32(binary.LittleEndian.Uint32(resp.Outputs[0].Data))
+}
+
+// runSequence sends xs as one sequence (START on the first, END on the
+// last) and returns the y of each request.
+func runSequence(ctx context.Context, s *Server, id Correlation, xs []int32, batching bool) ([]int32, error) {
+	var ys []int32
+	for k, x := range xs {
+		var flags uint32
+		if k == 0 {
+			flags |= FlagSequenceStart
+		}
+		if k == len(xs)-1 {
+			flags |= FlagSequenceEnd
+		}
+		resp, err := s.Infer(ctx, seqReq(withFlags(id, flags), x, batching))
+		if err != nil {
+			return ys, fmt.Errorf("sequence %v request %d: %w", id, k, err)
+		}
+		ys = append(ys, int32(binary.LittleEndian.Uint32(resp.Outputs[0].Data)))
+		if len(resp.Outputs) != 1 {
+			return ys, fmt.Errorf("sequence %v request %d: %d outputs, want y alone", id, k, len(resp.Outputs))
+		}
+	}
+	return ys, nil
+}
+
+// 64 interleaved sequences, numeric and string ids, over two instances of
+// 4 slots each: every sequence sees its own running sum, whatever slot,
+// instance or batch its requests ran in; the backlog holds the sequences
+// beyond the 8 slots until slots free up.
+func TestSequenceInterleavedSequences(t *testing.T) {
+	b := &accBackend{}
+	s, err := accServer(t, b, `max_batch_size: 4
+instance_group [ { kind: KIND_CPU count: 2 } ]
+`+accIO+`sequence_batching { `+accState+` }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, length = 64, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		id := Correlation{ID: uint64(1000 + i)}
+		if i%2 == 1 {
+			id = Correlation{StringID: fmt.Sprintf("seq-%d", i), IsString: true}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xs := make([]int32, length)
+			for k := range xs {
+				xs[k] = int32(i*100 + k + 1)
+			}
+			ys, err := runSequence(context.Background(), s, id, xs, true)
+			if err != nil {
+				errs <- err
+				return
+			}
+			var sum int32
+			for k, x := range xs {
+				sum += x
+				if ys[k] != sum {
+					errs <- fmt.Errorf("sequence %v: y = %v, want running sums of %v", id, ys, xs)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := stats(t, s)
+	if st.InferenceCount != n*length || st.Success.Count != n*length {
+		t.Errorf("inference count %d, success %d, want %d", st.InferenceCount, st.Success.Count, n*length)
+	}
+	var execs, rows uint64
+	for _, bs := range st.Batches {
+		if bs.BatchSize < 1 || bs.BatchSize > 4 {
+			t.Errorf("execution batch size %d outside [1, 4]", bs.BatchSize)
+		}
+		execs += bs.ComputeInfer.Count
+		rows += bs.BatchSize * bs.ComputeInfer.Count
+	}
+	if execs != st.ExecutionCount || rows != n*length {
+		t.Errorf("batch stats count %d executions of %d rows, want %d executions of %d rows", execs, rows, st.ExecutionCount, n*length)
+	}
+}
+
+func acquireStats(t *testing.T, s *Server) StatsSnapshot { return stats(t, s) }
+
+// With the instance busy, the heads of four slots wait, and the next
+// execution takes one request from each (never two of one sequence): the
+// statistics show the batch of 4.
+func TestSequenceSlotBatching(t *testing.T) {
+	b := &accBackend{gated: true}
+	s, err := accServer(t, b, `max_batch_size: 4
+`+oneInstance+accIO+`sequence_batching { `+accState+` }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	type res struct {
+		y   int32
+		err error
+	}
+	send := func(id uint64, flags uint32, x int32) chan res {
+		ch := make(chan res, 1)
+		go func() {
+			resp, err := s.Infer(ctx, seqReq(Correlation{ID: id, Flags: flags}, x, true))
+			if err != nil {
+				ch <- res{err: err}
+				return
+			}
+			ch <- res{y: yOf(t, resp)}
+		}()
+		return ch
+	}
+	a1 := send(1, FlagSequenceStart, 1)
+	if got := <-b.started; got != 1 {
+		t.Fatalf("first execution has %d rows, want 1", got)
+	}
+	waitPending := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for acquireStats(t, s).Pending != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("pending = %d, want %d", acquireStats(t, s).Pending, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	a2 := send(1, 0, 10)
+	waitPending(1)
+	a3 := send(1, FlagSequenceEnd, 100)
+	waitPending(2)
+	others := []chan res{send(2, FlagSequenceStart, 2), send(3, FlagSequenceStart|FlagSequenceEnd, 3), send(4, FlagSequenceStart, 4)}
+	waitPending(5)
+	b.gate <- struct{}{}
+	if got := <-b.started; got != 4 {
+		t.Fatalf("second execution has %d rows, want 4 (one per slot)", got)
+	}
+	b.gate <- struct{}{}
+	if got := <-b.started; got != 1 {
+		t.Fatalf("third execution has %d rows, want 1 (the sequence's next request)", got)
+	}
+	b.gate <- struct{}{}
+	for i, want := range []int32{1, 11, 111} {
+		if r := <-[]chan res{a1, a2, a3}[i]; r.err != nil || r.y != want {
+			t.Errorf("sequence 1 request %d: y = %d, %v; want %d", i, r.y, r.err, want)
+		}
+	}
+	for i, ch := range others {
+		if r := <-ch; r.err != nil || r.y != int32(i+2) {
+			t.Errorf("sequence %d: y = %d, %v; want %d", i+2, r.y, r.err, i+2)
+		}
+	}
+	st := acquireStats(t, s)
+	var sizes []uint64
+	for _, bs := range st.Batches {
+		sizes = append(sizes, bs.BatchSize)
+	}
+	if !slices.Equal(sizes, []uint64{1, 4}) || st.ExecutionCount != 3 || st.InferenceCount != 6 {
+		t.Errorf("batch sizes %v, executions %d, inferences %d; want [1 4], 3, 6", sizes, st.ExecutionCount, st.InferenceCount)
+	}
+}
+
+// Requests the sequence batcher refuses, in Triton's words and codes.
+func TestSequenceErrors(t *testing.T) {
+	b := &accBackend{}
+	s, err := accServer(t, b, `max_batch_size: 4
+`+oneInstance+accIO+`sequence_batching { control_input [ { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] } ] `+accState+` }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := runSequence(ctx, s, Correlation{ID: 7}, []int32{1, 2}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 8, Flags: FlagSequenceStart}, 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	two := seqReq(Correlation{ID: 8}, 1, true)
+	two.Inputs[0].Shape, two.Inputs[0].Data = []int64{2, 1}, make([]byte, 8)
+	for _, tc := range []struct {
+		name string
+		req  *InferRequest
+		code Code
+		msg  string
+	}{
+		{"no correlation id", seqReq(Correlation{Flags: FlagSequenceStart}, 1, true), CodeInvalidArg,
+			"inference request to model 'm' must specify a non-zero or non-empty correlation ID"},
+		{"no START for an unknown id", seqReq(Correlation{ID: 9}, 1, true), CodeInvalidArg,
+			"inference request for sequence 9 to model 'm' must specify the START flag on the first request of the sequence"},
+		{"after the sequence's END", seqReq(Correlation{ID: 7}, 1, true), CodeInvalidArg,
+			"inference request for sequence 7 to model 'm' must specify the START flag on the first request of the sequence"},
+		{"string id for a UINT64 CORRID", seqReq(Correlation{StringID: "a", IsString: true, Flags: FlagSequenceStart}, 1, true), CodeInvalidArg,
+			"[request id: <id_unknown>] sequence batching control 'CORRID' data-type is 'BYTES', but model 'm' expects 'UINT64'"},
+		{"batch of two", two, CodeInvalidArg,
+			"inference request to model 'm' must specify batch-size 1 due to requirements of sequence batcher"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Infer(ctx, tc.req)
+			if err == nil || err.Error() != tc.msg || CodeOf(err) != tc.code || !Rejected(err) {
+				t.Fatalf("err = %v (%v), want %s %q, rejected", err, CodeOf(err), tc.code, tc.msg)
+			}
+		})
+	}
+	// The open sequence is unharmed by the refusals.
+	resp, err := s.Infer(ctx, seqReq(Correlation{ID: 8, Flags: FlagSequenceEnd}, 5, true))
+	if err != nil || yOf(t, resp) != 6 {
+		t.Fatalf("sequence 8 end: %v, %v; want y 6", resp, err)
+	}
+}
+
+// The control tensors reach the backend as ordinary inputs after the
+// config inputs: START, END and READY with their false/true values, CORRID
+// as its data type, and the state after them.
+func TestSequenceControlInputs(t *testing.T) {
+	le32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	le64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	for _, tc := range []struct {
+		name     string
+		batching string
+		corrType string
+		id       Correlation
+		corr     []byte
+	}{
+		{"uint64 id, UINT64, batching", "max_batch_size: 2", "TYPE_UINT64", Correlation{ID: 1<<40 + 5}, le64(1<<40 + 5)},
+		{"uint64 id, INT32, not batching", "max_batch_size: 0", "TYPE_INT32", Correlation{ID: 1<<40 + 5}, le32(5)},
+		{"uint64 id, UINT32", "max_batch_size: 2", "TYPE_UINT32", Correlation{ID: 77}, le32(77)},
+		{"uint64 id, INT64", "max_batch_size: 2", "TYPE_INT64", Correlation{ID: 77}, le64(77)},
+		{"string id, STRING", "max_batch_size: 2", "TYPE_STRING", Correlation{StringID: "abc", IsString: true}, []byte("abc")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &accBackend{}
+			s, err := accServer(t, b, tc.batching+"\n"+oneInstance+accIO+`sequence_batching {
+  control_input [
+    { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 5, 6 ] } ] },
+    { name: "E" control [ { kind: CONTROL_SEQUENCE_END fp32_false_true: [ 0.5, 1.5 ] } ] },
+    { name: "R" control [ { kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } ] },
+    { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: `+tc.corrType+` } ] }
+  ]
+  `+accState+` }`, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batching := tc.batching != "max_batch_size: 0"
+			ys, err := runSequence(context.Background(), s, tc.id, []int32{3, 4, 5}, batching)
+			if err != nil || !slices.Equal(ys, []int32{3, 7, 12}) {
+				t.Fatalf("ys = %v, %v; want [3 7 12]", ys, err)
+			}
+			f32 := func(v float32) []byte { return le32(math.Float32bits(v)) }
+			want := []map[string][]byte{
+				{"S": le32(6), "E": f32(0.5), "R": {1}, "C": tc.corr, "acc_in": le32(0)},
+				{"S": le32(5), "E": f32(0.5), "R": {1}, "C": tc.corr, "acc_in": le32(3)},
+				{"S": le32(5), "E": f32(1.5), "R": {1}, "C": tc.corr, "acc_in": le32(7)},
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if len(b.seen) != len(want) {
+				t.Fatalf("backend saw %d requests, want %d", len(b.seen), len(want))
+			}
+			for k := range want {
+				for name, v := range want[k] {
+					if !slices.Equal(b.seen[k][name], v) {
+						t.Errorf("request %d: %s = %v, want %v", k, name, b.seen[k][name], v)
+					}
+				}
+			}
+		})
+	}
+}
