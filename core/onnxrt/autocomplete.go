@@ -16,6 +16,10 @@ import (
 // graph declaration order. It
 // does nothing when the config already lists inputs (or batch inputs) and
 // outputs.
+//
+// Unlike Triton, it leaves the sequence batcher's control and state
+// inputs out of the inputs it adds: Triton lists them, and then its own
+// input count (config inputs plus controls plus states) refuses the model.
 func (b *Backend) AutoComplete(ctx context.Context, v core.VersionFiles, cfg *modelconfig.ModelConfig) error {
 	model := modelName(v, cfg)
 	inputs := len(cfg.GetInput()) + len(cfg.GetBatchInput())
@@ -52,7 +56,11 @@ func (b *Backend) AutoComplete(ctx context.Context, v core.VersionFiles, cfg *mo
 	}
 
 	if inputs == 0 {
+		fed := sequenceFed(cfg)
 		for _, io := range g.inputs {
+			if fed[io.Name] {
+				continue
+			}
 			dims, reshape := configDims(io, cfg.MaxBatchSize)
 			cfg.Input = append(cfg.Input, &modelconfig.ModelInput{
 				Name: io.Name, DataType: modelconfig.DataType(fromONNX(io.DataType)), Dims: dims, Reshape: reshape,
@@ -99,4 +107,18 @@ func configDims(io ort.InputOutputInfo, mbs int32) ([]int64, *modelconfig.ModelT
 		return []int64{1}, &modelconfig.ModelTensorReshape{Shape: []int64{}}
 	}
 	return []int64{1}, nil
+}
+
+// sequenceFed names the graph inputs the sequence batcher feeds: the
+// control tensors and the state inputs.
+func sequenceFed(cfg *modelconfig.ModelConfig) map[string]bool {
+	seq := cfg.GetSequenceBatching()
+	fed := map[string]bool{}
+	for _, ci := range seq.GetControlInput() {
+		fed[ci.GetName()] = true
+	}
+	for _, st := range seq.GetState() {
+		fed[st.GetInputName()] = true
+	}
+	return fed
 }

@@ -15,10 +15,11 @@ import (
 // src/onnxruntime.cc, ValidateInputs and ValidateOutputs).
 func validate(model string, cfg *modelconfig.ModelConfig, g *graphInfo) error {
 	mbs := int(cfg.GetMaxBatchSize())
-	if err := validateSequenceControls(model, cfg, g); err != nil {
+	controls, err := validateSequenceControls(model, cfg, g)
+	if err != nil {
 		return err
 	}
-	if want := expectedInputs(cfg); want != len(g.inputs) {
+	if want := expectedInputs(cfg, controls); want != len(g.inputs) {
 		return core.Errorf(core.CodeInvalidArg, "unable to load model '%s', configuration expects %d inputs, model provides %d", model, want, len(g.inputs))
 	}
 	for _, in := range cfg.GetInput() {
@@ -46,6 +47,17 @@ func validate(model string, cfg *modelconfig.ModelConfig, g *graphInfo) error {
 			continue
 		}
 		if err := checkDims(model, in.GetName(), info.Dimensions, dims, mbs, false); err != nil {
+			return err
+		}
+	}
+	// Triton's backend counts the state inputs but leaves their names and
+	// types to fail at the first run; checked here, they fail the load.
+	for _, st := range cfg.GetSequenceBatching().GetState() {
+		info := g.input(st.GetInputName())
+		if info == nil {
+			return unexpected("input", st.GetInputName(), g.inputs)
+		}
+		if err := checkType(model, "input state", st.GetInputName(), configType(st.GetDataType()), info); err != nil {
 			return err
 		}
 	}
@@ -87,67 +99,75 @@ func validate(model string, cfg *modelconfig.ModelConfig, g *graphInfo) error {
 }
 
 // expectedInputs is the graph input count a config implies: its inputs less
-// the optional ones, plus batch inputs, sequence controls and states.
-func expectedInputs(cfg *modelconfig.ModelConfig) int {
-	n := len(cfg.GetBatchInput())
+// the optional ones, plus batch inputs, the sequence control tensors found
+// and the states.
+func expectedInputs(cfg *modelconfig.ModelConfig, controls int) int {
+	n := len(cfg.GetBatchInput()) + controls + len(cfg.GetSequenceBatching().GetState())
 	for _, in := range cfg.GetInput() {
 		if !in.GetOptional() {
 			n++
 		}
 	}
-	seq := cfg.GetSequenceBatching()
-	n += len(seq.GetState())
-	kinds := map[modelconfig.ModelSequenceBatching_Control_Kind]bool{}
-	for _, ci := range seq.GetControlInput() {
-		for _, c := range ci.GetControl() {
-			kinds[c.GetKind()] = true
-		}
-	}
-	return n + len(kinds)
+	return n
 }
 
-// validateSequenceControls checks that each sequence control tensor is a
-// graph input of shape [1] (after the batch dim) and the implied type.
-func validateSequenceControls(model string, cfg *modelconfig.ModelConfig, g *graphInfo) error {
+// sequenceControlKinds are the controls in the order Triton's backend
+// checks them.
+var sequenceControlKinds = []modelconfig.ModelSequenceBatching_Control_Kind{
+	modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_START,
+	modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_END,
+	modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_READY,
+	modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID,
+}
+
+// validateSequenceControls checks that each configured sequence control
+// tensor is a graph input of shape [1] (after the batch dim) and of the
+// type its control implies (ValidateBooleanSequenceControl and
+// ValidateTypedSequenceControl). It returns how many controls there are.
+func validateSequenceControls(model string, cfg *modelconfig.ModelConfig, g *graphInfo) (int, error) {
+	seq := cfg.GetSequenceBatching()
+	if seq == nil {
+		return 0, nil
+	}
 	start := 0
 	if cfg.GetMaxBatchSize() > 0 {
 		start = 1
 	}
-	for _, ci := range cfg.GetSequenceBatching().GetControlInput() {
-		for _, c := range ci.GetControl() {
-			info := g.input(ci.GetName())
-			if info == nil {
-				return core.Errorf(core.CodeInternal, "configuration specified sequence control '%s', but model does not provide that input", ci.GetName())
-			}
-			var dims []int64
-			if len(info.Dimensions) > start {
-				dims = info.Dimensions[start:]
-			}
-			if len(dims) != 1 || dims[0] != 1 {
-				return core.Errorf(core.CodeInvalidArg, "unable to load model '%s', sequence control '%s' in model has dims %s but dims [1] is expected", model, ci.GetName(), core.ShapeString(dims))
-			}
-			want := controlType(c)
-			if toONNX(want) != info.DataType {
-				return core.Errorf(core.CodeInvalidArg, "unable to load model '%s', sequence control '%s', the model expects data-type %s but the model configuration specifies data-type %s", model, ci.GetName(), onnxTypeName(info.DataType), configName(want))
-			}
+	n := 0
+	for _, kind := range sequenceControlKinds {
+		var (
+			c   modelconfig.SequenceControl
+			err error
+		)
+		if kind == modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID {
+			c, err = modelconfig.TypedSequenceControl(seq, model, kind)
+		} else {
+			c, err = modelconfig.BooleanSequenceControl(seq, model, kind)
+		}
+		if err != nil {
+			return 0, core.Errorf(core.CodeInvalidArg, "%v", err)
+		}
+		if c.TensorName == "" {
+			continue
+		}
+		n++
+		info := g.input(c.TensorName)
+		if info == nil {
+			return 0, core.Errorf(core.CodeInternal, "configuration specified sequence control '%s', but model does not provide that input", c.TensorName)
+		}
+		var dims []int64
+		if len(info.Dimensions) > start {
+			dims = info.Dimensions[start:]
+		}
+		if len(dims) != 1 || dims[0] != 1 {
+			return 0, core.Errorf(core.CodeInvalidArg, "unable to load model '%s', sequence control '%s' in model has dims %s but dims [1] is expected", model, c.TensorName, core.ShapeString(dims))
+		}
+		want := configType(c.DataType)
+		if toONNX(want) != info.DataType {
+			return 0, core.Errorf(core.CodeInvalidArg, "unable to load model '%s', sequence control '%s', the model expects data-type %s but the model configuration specifies data-type %s", model, c.TensorName, onnxTypeName(info.DataType), configName(want))
 		}
 	}
-	return nil
-}
-
-// controlType is the tensor type a sequence control implies.
-func controlType(c *modelconfig.ModelSequenceBatching_Control) core.DataType {
-	switch {
-	case c.GetKind() == modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID:
-		return configType(c.GetDataType())
-	case len(c.GetInt32FalseTrue()) > 0:
-		return core.TypeInt32
-	case len(c.GetFp32FalseTrue()) > 0:
-		return core.TypeFP32
-	case len(c.GetBoolFalseTrue()) > 0:
-		return core.TypeBool
-	}
-	return core.TypeInvalid
+	return n, nil
 }
 
 func checkType(model, what, name string, want core.DataType, info *ort.InputOutputInfo) error {
