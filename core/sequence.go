@@ -13,11 +13,6 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// errSequenceExpired answers requests left behind a sequence the reaper
-// ended, in Triton's words for a timed-out sequence
-// (triton-inference-server/core src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
-var errSequenceExpired = Errorf(CodeUnavailable, "timeout of the corresponding sequence has been expired")
-
 // corrKey is a correlation id as a map key: a number or a string.
 type corrKey struct {
 	id  uint64
@@ -40,13 +35,14 @@ func (k corrKey) String() string {
 }
 
 // seqSlot is one sequence slot of an instance: the requests of the
-// sequence bound to it, in arrival order (a nil entry: the reaper ended the
-// sequence), and the sequence's implicit state.
+// sequence bound to it, in arrival order, and the sequence's implicit state.
 type seqSlot struct {
 	inst  *seqInstance
 	idx   int
 	queue []*job
-	bound bool // a sequence holds the slot
+	// reaped: the reaper ended the sequence; the slot is released once the
+	// requests it had already taken have run.
+	reaped bool
 
 	// state is the sequence's current implicit state, in seqConfig.states
 	// order; nil until its START runs. Sends (possibly after the execution,
@@ -197,7 +193,6 @@ func (b *seqBatcher) submit(j *job) error {
 	case len(b.free) > 0:
 		slot = b.free[len(b.free)-1]
 		b.free = b.free[:len(b.free)-1]
-		slot.bound = true
 		b.enqueue(slot, j)
 		if !end {
 			b.active[key] = slot
@@ -215,12 +210,15 @@ func (b *seqBatcher) submit(j *job) error {
 // errNoActive refuses requests to a model whose instances are all passive.
 var errNoActive = Errorf(CodeUnavailable, "no active instance to run the request: every instance group is passive")
 
-// enqueue adds j (nil: the reaper's end marker) to slot's queue and wakes
-// the slot's worker; b.mu is held.
+// enqueue adds j to slot's queue and wakes the slot's worker; b.mu is held.
 func (b *seqBatcher) enqueue(slot *seqSlot, j *job) {
 	slot.queue = append(slot.queue, j)
+	wake(slot.inst)
+}
+
+func wake(si *seqInstance) {
 	select {
-	case slot.inst.wake <- struct{}{}:
+	case si.wake <- struct{}{}:
 	default:
 	}
 }
@@ -312,7 +310,8 @@ func (b *seqBatcher) reap() {
 			// Later requests for key now need a START, as in Triton.
 			delete(b.active, key)
 			b.log.Debug("sequence idle for too long: ended", "correlation_id", key.String())
-			b.enqueue(slot, nil)
+			slot.reaped = true
+			wake(slot.inst)
 		}
 		// A backlogged sequence is watched again once it holds a slot.
 	}
@@ -323,23 +322,16 @@ func (b *seqBatcher) reap() {
 	b.armed = false
 }
 
-// release frees slot for the next backlogged sequence or the free list;
-// b.mu is held. The caller answers the requests it returns (left behind an
-// idle end).
-func (b *seqBatcher) release(slot *seqSlot) (orphans []*job) {
-	for _, j := range slot.queue {
-		if j != nil {
-			orphans = append(orphans, j)
-		}
-	}
-	slot.queue = slot.queue[:0]
+// release frees slot, whose queue is empty, for the next backlogged
+// sequence or else the free list; b.mu is held.
+func (b *seqBatcher) release(slot *seqSlot) {
+	slot.reaped = false
 	slot.smu.Lock()
 	slot.state = nil
 	slot.smu.Unlock()
 	if len(b.backlog) == 0 {
-		slot.bound = false
 		b.free = append(b.free, slot)
-		return orphans
+		return
 	}
 	bl := b.backlog[0]
 	b.backlog[0] = nil
@@ -352,7 +344,6 @@ func (b *seqBatcher) release(slot *seqSlot) (orphans []*job) {
 	for _, j := range bl.jobs {
 		b.enqueue(slot, j)
 	}
-	return orphans
 }
 
 // worker runs si's executions until the batcher closes and si's slots are
@@ -387,11 +378,10 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			continue
 		}
 		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
-		var orphans []*job
 		b.mu.Lock()
 		for _, j := range jobs {
 			if j.req.Correlation.Flags&FlagSequenceEnd != 0 {
-				orphans = append(orphans, b.release(j.seq)...)
+				b.release(j.seq)
 			}
 		}
 		b.mu.Unlock()
@@ -399,9 +389,6 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			if errs[i] != errPending {
 				b.finish(j, errs[i])
 			}
-		}
-		for _, j := range orphans {
-			b.finish(j, errSequenceExpired)
 		}
 	}
 }
@@ -414,7 +401,7 @@ type droppedJob struct {
 // form takes the next execution of si off its slots, or says how long to
 // wait (0: for a wake-up) and whether the worker is done. It drops the
 // requests whose client went away and releases the slots of sequences the
-// reaper ended.
+// reaper ended once their queues are empty.
 func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped []droppedJob, wait time.Duration, done bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -423,13 +410,6 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 	for _, slot := range si.slots {
 		for len(slot.queue) > 0 {
 			j := slot.queue[0]
-			if j == nil {
-				slot.queue = slot.queue[1:]
-				for _, o := range b.release(slot) {
-					dropped = append(dropped, droppedJob{o, errSequenceExpired})
-				}
-				continue
-			}
 			if j.ctx.Err() != nil {
 				// Its client went away: it does not run. An END taken out
 				// this way still ends the sequence.
@@ -437,16 +417,19 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 				b.stats.addPending(-1)
 				dropped = append(dropped, droppedJob{j, &cancelled{context.Cause(j.ctx)}})
 				if j.req.Correlation.Flags&FlagSequenceEnd != 0 {
-					for _, o := range b.release(slot) {
-						dropped = append(dropped, droppedJob{o, errSequenceExpired})
-					}
+					b.release(slot)
 				}
 				continue
 			}
 			break
 		}
 		if len(slot.queue) == 0 {
-			continue
+			if slot.reaped {
+				b.release(slot)
+			}
+			if len(slot.queue) == 0 {
+				continue
+			}
 		}
 		j := slot.queue[0]
 		j.seq = slot

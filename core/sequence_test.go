@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -475,6 +476,158 @@ func TestSequenceControlInputs(t *testing.T) {
 						t.Errorf("request %d: %s = %v, want %v", k, name, b.seen[k][name], v)
 					}
 				}
+			}
+		})
+	}
+}
+
+// A sequence idle for max_sequence_idle_microseconds is ended: its slot
+// goes to the sequence waiting in the backlog, a later request for it
+// needs a START, and a new START begins from a fresh state.
+func TestSequenceIdleTimeout(t *testing.T) {
+	b := &accBackend{}
+	s, err := accServer(t, b, `max_batch_size: 1
+`+oneInstance+accIO+`sequence_batching { max_sequence_idle_microseconds: 200000 `+accState+` }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	resp, err := s.Infer(ctx, seqReq(Correlation{ID: 1, Flags: FlagSequenceStart}, 5, true))
+	if err != nil || yOf(t, resp) != 5 {
+		t.Fatalf("start: %v, %v", resp, err)
+	}
+	// The only slot is held by sequence 1: sequence 2 waits in the
+	// backlog until the reaper ends sequence 1.
+	begin := time.Now()
+	resp, err = s.Infer(ctx, seqReq(Correlation{ID: 2, Flags: FlagSequenceStart | FlagSequenceEnd}, 7, true))
+	if err != nil || yOf(t, resp) != 7 {
+		t.Fatalf("backlogged sequence: %v, %v", resp, err)
+	}
+	if waited := time.Since(begin); waited < 150*time.Millisecond {
+		t.Errorf("backlogged sequence ran after %v, before sequence 1 could have been idle for 200ms", waited)
+	}
+	_, err = s.Infer(ctx, seqReq(Correlation{ID: 1}, 1, true))
+	want := "inference request for sequence 1 to model 'm' must specify the START flag on the first request of the sequence"
+	if err == nil || err.Error() != want || CodeOf(err) != CodeInvalidArg {
+		t.Fatalf("request after the idle end: %v, want %q", err, want)
+	}
+	ys, err := runSequence(ctx, s, Correlation{ID: 1}, []int32{2, 3}, true)
+	if err != nil || !slices.Equal(ys, []int32{2, 5}) {
+		t.Fatalf("restarted sequence: %v, %v; want [2 5] (no state from before)", ys, err)
+	}
+}
+
+// The state starts from initial_state (a data file, or zero_data), a START
+// resets it even within an open sequence, and a variable-shape state takes
+// the shape the model gave it last.
+func TestSequenceImplicitState(t *testing.T) {
+	le := func(vs ...int32) []byte {
+		var out []byte
+		for _, v := range vs {
+			out = binary.LittleEndian.AppendUint32(out, uint32(v))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		state   string
+		files   map[string][]byte
+		grow    bool
+		flags   []uint32
+		xs, ys  []int32
+		lastAcc []byte
+	}{
+		{name: "data file", state: `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ]
+  initial_state { name: "init" data_type: TYPE_INT32 dims: [ 1 ] data_file: "acc.bin" } } ]`,
+			files: map[string][]byte{"initial_state/acc.bin": le(100)},
+			flags: []uint32{FlagSequenceStart, 0, FlagSequenceStart, FlagSequenceEnd},
+			xs:    []int32{1, 2, 3, 4}, ys: []int32{101, 103, 103, 107}},
+		{name: "zero data", state: `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ]
+  initial_state { name: "init" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } ]`,
+			flags: []uint32{FlagSequenceStart, FlagSequenceEnd},
+			xs:    []int32{1, 2}, ys: []int32{1, 3}},
+		{name: "variable shape", state: `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ -1 ] } ]`,
+			grow:  true,
+			flags: []uint32{FlagSequenceStart, 0, FlagSequenceEnd},
+			xs:    []int32{1, 2, 3}, ys: []int32{1, 3, 6}, lastAcc: le(0, 1, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &accBackend{grow: tc.grow}
+			s, err := accServer(t, b, "max_batch_size: 2\n"+oneInstance+accIO+"sequence_batching { "+tc.state+" }", tc.files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, x := range tc.xs {
+				resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: 3, Flags: tc.flags[k]}, x, true))
+				if err != nil || yOf(t, resp) != tc.ys[k] {
+					t.Fatalf("request %d: %v, %v; want y %d", k, resp, err, tc.ys[k])
+				}
+			}
+			if tc.lastAcc != nil {
+				b.mu.Lock()
+				got := b.seen[len(b.seen)-1]["acc_in"]
+				b.mu.Unlock()
+				if !slices.Equal(got, tc.lastAcc) {
+					t.Errorf("last acc_in = %v, want %v", got, tc.lastAcc)
+				}
+			}
+		})
+	}
+}
+
+// A model that does not produce a state output fails the request.
+func TestSequenceMissingStateOutput(t *testing.T) {
+	b := &accBackend{dropOut: true}
+	s, err := accServer(t, b, "max_batch_size: 2\n"+oneInstance+accIO+"sequence_batching { "+accState+" }", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Infer(context.Background(), seqReq(Correlation{ID: 3, Flags: FlagSequenceStart}, 1, true))
+	want := "model 'm' did not produce the output 'acc_out' of state 'acc_in'"
+	if err == nil || err.Error() != want || CodeOf(err) != CodeInternal {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+// sequence_batching the server refuses at load, in Triton's words.
+func TestSequenceConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, state string
+		files       map[string][]byte
+		want        string
+	}{
+		{"two initial states", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 1 ]
+  initial_state [ { name: "i" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true }, { name: "j" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } ] } ]`, nil,
+			"initial_state field for state input 'a' must contain exactly one or zero element. Found '2' elements."},
+		{"initial state type", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 1 ]
+  initial_state { name: "i" data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } } ]`, nil,
+			"The data type used for 'initial_state' field of state 'a' does not match the state data type."},
+		{"initial state name", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 1 ]
+  initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } ]`, nil,
+			"Field 'name' must be set when using initial_state for state input 'a'."},
+		{"initial state rank", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 1 ]
+  initial_state { name: "i" data_type: TYPE_INT32 dims: [ 1, 1 ] zero_data: true } } ]`, nil,
+			"Number of dimensions in 'initial_state' doesn't match the size of 'state' dimensions for state input 'a'. 2 != 1"},
+		{"initial state variable dim", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ -1 ]
+  initial_state { name: "i" data_type: TYPE_INT32 dims: [ -1 ] zero_data: true } } ]`, nil,
+			"'initial_state' field for state input name 'a' contains variable dimensions."},
+		{"initial state dim", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 2 ]
+  initial_state { name: "i" data_type: TYPE_INT32 dims: [ 3 ] zero_data: true } } ]`, nil,
+			"'initial_state' dim for input name 'a' doesn't match 'state' dim description. 3 != 2"},
+		{"short data file", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 2 ]
+  initial_state { name: "i" data_type: TYPE_INT32 dims: [ 2 ] data_file: "f" } } ]`, map[string][]byte{"initial_state/f": {1, 2, 3}},
+			"initial_state setting expects 8 bytes, but the data provided from fonly has 3 bytes."},
+		{"no state data", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 2 ]
+  initial_state { name: "i" data_type: TYPE_INT32 dims: [ 2 ] } } ]`, nil,
+			"initial_state setting expects state'a' to have state_data set"},
+		{"state input twice", `state [ { input_name: "a" output_name: "b" data_type: TYPE_INT32 dims: [ 1 ] },
+  { input_name: "a" output_name: "c" data_type: TYPE_INT32 dims: [ 1 ] } ]`, nil,
+			"State input name 'a' specified more than once."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := accServer(t, &accBackend{}, "max_batch_size: 2\n"+accIO+"sequence_batching { "+tc.state+" }", tc.files)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("load: %v, want %q", err, tc.want)
 			}
 		})
 	}
