@@ -3,6 +3,12 @@
 // instance, with inferd's own triton_python_backend_utils module
 // (the API of triton-inference-server/python_backend README.md). The module and the worker script are embedded and
 // written out when the first Python model loads.
+//
+// Sequences need nothing of their own here: the core's sequence batcher
+// hands a request's control inputs and implicit state as inputs after the
+// configured ones and lists the state outputs among the requested ones, so
+// they travel as any tensor; the correlation id and flags travel with each
+// request (request.correlation_id(), request.flags()).
 package python
 
 import (

@@ -1,0 +1,293 @@
+package python_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
+)
+
+func int32s(name string, shape []int64, vals ...int32) *core.Tensor {
+	var b []byte
+	for _, v := range vals {
+		b = binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	return &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: shape, Data: b}
+}
+
+func int32Values(t *core.Tensor) []int32 {
+	out := make([]int32, len(t.Data)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return out
+}
+
+// sequenceID is the i-th test sequence's correlation id: even ones are
+// numbers (one above 2^53, which a float64 would change), odd ones strings.
+func sequenceID(i int) core.Correlation {
+	if i%2 == 1 {
+		return core.Correlation{StringID: fmt.Sprintf("seq-%d", i), IsString: true}
+	}
+	return core.Correlation{ID: 1<<53 + 1 + uint64(i)}
+}
+
+// flagsAt are the START and END flags of step k of n.
+func flagsAt(k, n int) uint32 {
+	var f uint32
+	if k == 0 {
+		f |= core.FlagSequenceStart
+	}
+	if k == n-1 {
+		f |= core.FlagSequenceEnd
+	}
+	return f
+}
+
+// TestSequenceAccumulator: a model.py that keeps each sequence's running
+// sum in its own memory, keyed by request.correlation_id() and reset at
+// request.flags()' START, as Triton users write them, serves interleaved
+// sequences with number and string ids through the sequence batcher: each
+// sequence's requests reach it in order, with their own id and flags.
+func TestSequenceAccumulator(t *testing.T) {
+	e := start(t, options{}, "seq_accumulate")
+	const sequences, steps = 8, 6
+	var wg sync.WaitGroup
+	for i := range sequences {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			corr := sequenceID(i)
+			var sum int32
+			for k := range steps {
+				x := int32(100*i + k + 1)
+				sum += x
+				c := corr
+				c.Flags = flagsAt(k, steps)
+				resp, err := e.infer(&core.InferRequest{ModelName: "seq_accumulate", Correlation: c, Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, x)}})
+				if err != nil {
+					t.Errorf("sequence %d step %d: %v", i, k, err)
+					return
+				}
+				if got := int32Values(output(resp, "OUTPUT")); !slices.Equal(got, []int32{sum}) {
+					t.Errorf("sequence %d step %d: OUTPUT %v, want [%d]", i, k, got, sum)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Every sequence ended: the model holds none but the one now running.
+	resp, err := e.infer(&core.InferRequest{ModelName: "seq_accumulate", Correlation: core.Correlation{ID: 1, Flags: core.FlagSequenceStart},
+		Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, 4)}})
+	servertest.Must(t, err)
+	if got := int32Values(output(resp, "OPEN")); !slices.Equal(got, []int32{1}) {
+		t.Fatalf("after every sequence ended the model holds %v sequences, want [1]", got)
+	}
+}
+
+// TestSequenceControlInputs: the control inputs of sequence_batching
+// reach model.py as inputs after the configured one, in control_input
+// order, with the values the configuration gives (START int32 10/11, END
+// fp32 0.5/1.5, READY bool) and CORRID the sequence's id, a UINT64 or a
+// STRING as configured.
+func TestSequenceControlInputs(t *testing.T) {
+	e := start(t, options{}, "seq_controls", "seq_controls_str")
+	for _, c := range []struct {
+		model, idType string
+		corr          core.Correlation
+		id            any
+	}{
+		{"seq_controls", "uint64", core.Correlation{ID: 1<<64 - 1}, json.Number("18446744073709551615")},
+		{"seq_controls_str", "object", core.Correlation{StringID: "seq-a", IsString: true}, "seq-a"},
+	} {
+		for k, want := range []struct {
+			start, end string
+		}{{"11", "0.5"}, {"10", "0.5"}, {"10", "1.5"}} {
+			corr := c.corr
+			corr.Flags = flagsAt(k, 3)
+			resp, err := e.infer(&core.InferRequest{ModelName: c.model, Correlation: corr, Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, int32(k))}})
+			if err != nil {
+				t.Fatalf("%s step %d: %v", c.model, k, err)
+			}
+			var s struct {
+				Inputs []struct {
+					Name, Datatype string
+					Shape          []int64
+					Values         []any
+				}
+				Flags uint32
+			}
+			dec := json.NewDecoder(strings.NewReader(strings1(t, output(resp, "SEEN"))[0]))
+			dec.UseNumber()
+			servertest.Must(t, dec.Decode(&s))
+			var names []string
+			for _, in := range s.Inputs {
+				names = append(names, in.Name+":"+in.Datatype+":"+fmt.Sprint(in.Shape, in.Values))
+			}
+			wantNames := []string{
+				"INPUT:int32:" + fmt.Sprint([]int64{1, 1}, []any{json.Number(fmt.Sprint(k))}),
+				"START:int32:" + fmt.Sprint([]int64{1, 1}, []any{json.Number(want.start)}),
+				"END:float32:" + fmt.Sprint([]int64{1, 1}, []any{json.Number(want.end)}),
+				"READY:bool:" + fmt.Sprint([]int64{1, 1}, []any{true}),
+				"CORRID:" + c.idType + ":" + fmt.Sprint([]int64{1, 1}, []any{c.id}),
+			}
+			if !slices.Equal(names, wantNames) || s.Flags != corr.Flags {
+				t.Fatalf("%s step %d: the model saw\n%q, flags %d; want\n%q, flags %d", c.model, k, names, s.Flags, wantNames, corr.Flags)
+			}
+		}
+	}
+}
+
+// TestSequenceImplicitState: a model.py that keeps nothing itself reads
+// the sequence's state as the input INPUT_STATE and returns the next one
+// as the output OUTPUT_STATE; the server carries it from request to
+// request of each sequence, growing (dims -1), and the client never sees
+// it. Triton's python_backend has no implicit state (the server's
+// docs/user_guide/implicit_state_management.md names the backends that
+// do); inferd's sequence batcher hands it to any backend as tensors.
+func TestSequenceImplicitState(t *testing.T) {
+	e := start(t, options{}, "seq_state")
+	const sequences, steps = 4, 5
+	var wg sync.WaitGroup
+	for i := range sequences {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			corr := sequenceID(i)
+			var history []int32
+			for k := range steps {
+				x := int32(10*i + k)
+				history = append(history, x)
+				c := corr
+				c.Flags = flagsAt(k, steps)
+				resp, err := e.infer(&core.InferRequest{ModelName: "seq_state", Correlation: c, Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, x)}})
+				if err != nil {
+					t.Errorf("sequence %d step %d: %v", i, k, err)
+					return
+				}
+				out := output(resp, "OUTPUT")
+				if out == nil || !slices.Equal(int32Values(out), history) || !slices.Equal(out.Shape, []int64{1, int64(len(history))}) {
+					t.Errorf("sequence %d step %d: OUTPUT %v, want %v", i, k, out, history)
+					return
+				}
+				if len(resp.Outputs) != 1 {
+					t.Errorf("sequence %d step %d: the client got %d outputs, want OUTPUT alone (the state stays in the server)", i, k, len(resp.Outputs))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestBLSSequence: a model.py calls a sequence model through BLS with
+// pb_utils.InferenceRequest(correlation_id=..., flags=...) (triton-
+// inference-server/python_backend README.md, "Using BLS with Stateful
+// Models"): interleaved sequences, with number and string ids, reach the
+// called model in order with their ids and flags, and a sequence that does
+// not begin with START is refused with Triton's error.
+func TestBLSSequence(t *testing.T) {
+	e := start(t, options{}, "bls_seq", "seq_accumulate")
+	call := func(corr string, flags, x int32) (*core.InferResponse, error) {
+		return e.infer(&core.InferRequest{ModelName: "bls_seq", Inputs: []*core.Tensor{
+			bytesTensor("CORR", corr), int32s("FLAGS", []int64{1}, flags), int32s("INPUT", []int64{1}, x)}})
+	}
+	const sequences, steps = 4, 4
+	var wg sync.WaitGroup
+	for i := range sequences {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			corr := fmt.Sprint(1<<53 + 1 + i)
+			if i%2 == 1 {
+				corr = fmt.Sprintf("bls-%d", i)
+			}
+			var sum int32
+			for k := range steps {
+				x := int32(7*i + k)
+				sum += x
+				resp, err := call(corr, int32(flagsAt(k, steps)), x)
+				if err != nil {
+					t.Errorf("sequence %s step %d: %v", corr, k, err)
+					return
+				}
+				if got := int32Values(output(resp, "OUTPUT")); !slices.Equal(got, []int32{sum}) {
+					t.Errorf("sequence %s step %d: OUTPUT %v, want [%d]", corr, k, got, sum)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_, err := call("77", 0, 1)
+	if err == nil || !strings.Contains(err.Error(), "inference request for sequence 77 to model 'seq_accumulate' must specify the START flag on the first request of the sequence") {
+		t.Fatalf("a sequence without START: %v", err)
+	}
+}
+
+// TestSequencePyOrdering: Triton's own sequence model.py (server
+// qa/python_models/sequence_py, as qa/L0_sequence_batcher's
+// SequenceBatcherPreserveOrderingTest runs it, oldest strategy, decoupled
+// and not) counts each of many interleaved sequences 1, 2, 3: each
+// request reaches it with its sequence's id and flags, on the instance
+// holding the sequence's count, and a decoupled model's three responses
+// and final flag come back for each.
+func TestSequencePyOrdering(t *testing.T) {
+	e := start(t, options{}, "sequence_py", "sequence_py_decoupled")
+	for _, model := range []string{"sequence_py", "sequence_py_decoupled"} {
+		mv, release, err := e.srv.Acquire(model, core.LatestVersion)
+		servertest.Must(t, err)
+		decoupled := model == "sequence_py_decoupled"
+		const sequences, steps = 10, 3
+		var wg sync.WaitGroup
+		for i := range sequences {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range steps {
+					req := &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion, ID: fmt.Sprint(i, "-", k),
+						Correlation: core.Correlation{ID: uint64(i + 1), Flags: flagsAt(k, steps)},
+						Inputs:      []*core.Tensor{int32s("INPUT0", []int64{1, 1}, 1)}}
+					var got []int32
+					var err error
+					finals := 0
+					if decoupled {
+						err = mv.InferStream(context.Background(), req, func(r *core.InferResponse, final bool) error {
+							if r != nil {
+								got = append(got, int32Values(output(r, "OUTPUT0"))...)
+							}
+							if final {
+								finals++
+							}
+							return nil
+						})
+					} else {
+						var resp *core.InferResponse
+						resp, err = mv.Infer(context.Background(), req)
+						if err == nil {
+							got, finals = int32Values(output(resp, "OUTPUT0")), 1
+						}
+					}
+					want := []int32{int32(k + 1)}
+					if decoupled {
+						want = []int32{int32(k + 1), int32(k + 1), int32(k + 1)}
+					}
+					if err != nil || !slices.Equal(got, want) || finals != 1 {
+						t.Errorf("%s sequence %d step %d: %v, final %d, %v; want %v", model, i+1, k, got, finals, err, want)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		release()
+	}
+}
