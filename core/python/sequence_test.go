@@ -97,23 +97,25 @@ func TestSequenceAccumulator(t *testing.T) {
 // reach model.py as inputs after the configured one, in control_input
 // order, with the values the configuration gives (START int32 10/11, END
 // fp32 0.5/1.5, READY bool) and CORRID the sequence's id, a UINT64 or a
-// STRING as configured.
+// STRING as configured; shaped [1, 1] for a batching model, [1] otherwise.
 func TestSequenceControlInputs(t *testing.T) {
-	e := start(t, options{}, "seq_controls", "seq_controls_str")
+	e := start(t, options{}, "seq_controls", "seq_controls_str", "seq_controls_nobatch")
 	for _, c := range []struct {
 		model, idType string
 		corr          core.Correlation
 		id            any
+		shape         []int64
 	}{
-		{"seq_controls", "uint64", core.Correlation{ID: 1<<64 - 1}, json.Number("18446744073709551615")},
-		{"seq_controls_str", "object", core.Correlation{StringID: "seq-a", IsString: true}, "seq-a"},
+		{"seq_controls", "uint64", core.Correlation{ID: 1<<64 - 1}, json.Number("18446744073709551615"), []int64{1, 1}},
+		{"seq_controls_str", "object", core.Correlation{StringID: "seq-a", IsString: true}, "seq-a", []int64{1, 1}},
+		{"seq_controls_nobatch", "uint64", core.Correlation{ID: 3}, json.Number("3"), []int64{1}},
 	} {
 		for k, want := range []struct {
 			start, end string
 		}{{"11", "0.5"}, {"10", "0.5"}, {"10", "1.5"}} {
 			corr := c.corr
 			corr.Flags = flagsAt(k, 3)
-			resp, err := e.infer(&core.InferRequest{ModelName: c.model, Correlation: corr, Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, int32(k))}})
+			resp, err := e.infer(&core.InferRequest{ModelName: c.model, Correlation: corr, Inputs: []*core.Tensor{int32s("INPUT", c.shape, int32(k))}})
 			if err != nil {
 				t.Fatalf("%s step %d: %v", c.model, k, err)
 			}
@@ -133,11 +135,11 @@ func TestSequenceControlInputs(t *testing.T) {
 				names = append(names, in.Name+":"+in.Datatype+":"+fmt.Sprint(in.Shape, in.Values))
 			}
 			wantNames := []string{
-				"INPUT:int32:" + fmt.Sprint([]int64{1, 1}, []any{json.Number(fmt.Sprint(k))}),
-				"START:int32:" + fmt.Sprint([]int64{1, 1}, []any{json.Number(want.start)}),
-				"END:float32:" + fmt.Sprint([]int64{1, 1}, []any{json.Number(want.end)}),
-				"READY:bool:" + fmt.Sprint([]int64{1, 1}, []any{true}),
-				"CORRID:" + c.idType + ":" + fmt.Sprint([]int64{1, 1}, []any{c.id}),
+				"INPUT:int32:" + fmt.Sprint(c.shape, []any{json.Number(fmt.Sprint(k))}),
+				"START:int32:" + fmt.Sprint(c.shape, []any{json.Number(want.start)}),
+				"END:float32:" + fmt.Sprint(c.shape, []any{json.Number(want.end)}),
+				"READY:bool:" + fmt.Sprint(c.shape, []any{true}),
+				"CORRID:" + c.idType + ":" + fmt.Sprint(c.shape, []any{c.id}),
 			}
 			if !slices.Equal(names, wantNames) || s.Flags != corr.Flags {
 				t.Fatalf("%s step %d: the model saw\n%q, flags %d; want\n%q, flags %d", c.model, k, names, s.Flags, wantNames, corr.Flags)
@@ -150,14 +152,19 @@ func TestSequenceControlInputs(t *testing.T) {
 // the sequence's state as the input INPUT_STATE and returns the next one
 // as the output OUTPUT_STATE; the server carries it from request to
 // request of each sequence, growing (dims -1), and the client never sees
-// it. Triton's python_backend has no implicit state (the server's
+// it; decoupled, the state comes in a response of the model's sender.
+// Triton's python_backend has no implicit state (the server's
 // docs/user_guide/implicit_state_management.md names the backends that
 // do); inferd's sequence batcher hands it to any backend as tensors.
 func TestSequenceImplicitState(t *testing.T) {
-	e := start(t, options{}, "seq_state")
+	e := start(t, options{}, "seq_state", "seq_state_decoupled")
 	const sequences, steps = 4, 5
 	var wg sync.WaitGroup
-	for i := range sequences {
+	for i := range 2 * sequences {
+		model := "seq_state"
+		if i >= sequences {
+			model = "seq_state_decoupled"
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -168,18 +175,18 @@ func TestSequenceImplicitState(t *testing.T) {
 				history = append(history, x)
 				c := corr
 				c.Flags = flagsAt(k, steps)
-				resp, err := e.infer(&core.InferRequest{ModelName: "seq_state", Correlation: c, Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, x)}})
+				resp, err := e.infer(&core.InferRequest{ModelName: model, Correlation: c, Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, x)}})
 				if err != nil {
-					t.Errorf("sequence %d step %d: %v", i, k, err)
+					t.Errorf("%s sequence %d step %d: %v", model, i, k, err)
 					return
 				}
 				out := output(resp, "OUTPUT")
 				if out == nil || !slices.Equal(int32Values(out), history) || !slices.Equal(out.Shape, []int64{1, int64(len(history))}) {
-					t.Errorf("sequence %d step %d: OUTPUT %v, want %v", i, k, out, history)
+					t.Errorf("%s sequence %d step %d: OUTPUT %v, want %v", model, i, k, out, history)
 					return
 				}
 				if len(resp.Outputs) != 1 {
-					t.Errorf("sequence %d step %d: the client got %d outputs, want OUTPUT alone (the state stays in the server)", i, k, len(resp.Outputs))
+					t.Errorf("%s sequence %d step %d: the client got %d outputs, want OUTPUT alone (the state stays in the server)", model, i, k, len(resp.Outputs))
 					return
 				}
 			}
