@@ -150,6 +150,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 // starting each one; it reports how many it read.
 func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, slots chan struct{}, out *streamOut) streamRead {
 	var n, seq int64
+	var order sequenceOrder
 	for {
 		in, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -164,16 +165,17 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 			return streamRead{n: n, err: status.FromContextError(ctx.Err()).Err()}
 		}
 		n++
-		if s.startStreamRequest(ctx, in, seq, out) {
+		if s.startStreamRequest(ctx, in, seq, out, &order) {
 			seq++
 		}
 	}
 }
 
 // startStreamRequest answers a synchronous error at once, or starts the
-// inference whose responses the writer receives from out. It reports
-// whether the request took place seq among the ordered responses.
-func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, seq int64, out *streamOut) bool {
+// inference whose responses the writer receives from out, after the
+// stream's earlier requests of its sequence (order). It reports whether
+// the request took place seq among the ordered responses.
+func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, seq int64, out *streamOut, order *sequenceOrder) bool {
 	if s.exiting.Load() {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
@@ -183,9 +185,14 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
 	}
+	wait, leave := order.enter(inf.Model, inf.Request)
 	if !inf.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
+			await(ctx, wait)
 			resp, err := inf.Infer(ctx, nil)
+			if leave != nil {
+				leave()
+			}
 			inf.End()
 			switch {
 			case err != nil && core.Rejected(err):
@@ -204,6 +211,10 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 	// not read holds back neither a Python worker nor an instance.
 	go func() {
 		defer inf.End()
+		if leave != nil {
+			defer leave()
+		}
+		await(ctx, wait)
 		reqCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var behind atomic.Bool // logged once
@@ -239,6 +250,18 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		_ = out.decoupled.Put(r, resultSize(r), true)
 	}()
 	return false
+}
+
+// await waits for wait to close (nil: at once), or for the stream to end,
+// which cancels the request that waits.
+func await(ctx context.Context, wait <-chan struct{}) {
+	if wait == nil {
+		return
+	}
+	select {
+	case <-wait:
+	case <-ctx.Done():
+	}
 }
 
 // resultSize is about what a result weighs in the stream's outbox: its

@@ -1,0 +1,58 @@
+package grpcapi
+
+import (
+	"sync"
+
+	"github.com/inferd/inferd/core"
+)
+
+// sequenceOrder keeps one stream's requests to a sequence in the order the
+// stream read them. Triton's stream handler hands each request to its core
+// as it reads it, so the sequence batcher receives a sequence's requests
+// in the order sent (triton-inference-server/server
+// src/grpc/stream_infer_handler.cc); here every request runs on its own
+// goroutine, so a request of a sequence waits for the one read before it
+// in that sequence to end. The batcher runs a sequence's requests one
+// after the other anyway, so the wait costs no execution. Requests of
+// models without sequence batching never wait.
+type sequenceOrder struct {
+	mu sync.Mutex
+	// last is each sequence's latest request, closed when it ends.
+	last map[sequenceKey]chan struct{}
+}
+
+// sequenceKey is one sequence of one model version.
+type sequenceKey struct {
+	mv       *core.ModelVersion
+	id       uint64
+	stringID string
+	isString bool
+}
+
+// enter places req (to the acquired version mv) after the requests read
+// before it in its sequence: it returns a channel closed once the previous
+// one has ended (nil when there is none to wait for) and leave, to call
+// once req has ended (nil when req is in no sequence).
+func (o *sequenceOrder) enter(mv *core.ModelVersion, req *core.InferRequest) (wait <-chan struct{}, leave func()) {
+	c := req.Correlation
+	if mv.Config.GetSequenceBatching() == nil || (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
+		return nil, nil
+	}
+	key := sequenceKey{mv: mv, id: c.ID, stringID: c.StringID, isString: c.IsString}
+	done := make(chan struct{})
+	o.mu.Lock()
+	if o.last == nil {
+		o.last = map[sequenceKey]chan struct{}{}
+	}
+	prev := o.last[key]
+	o.last[key] = done
+	o.mu.Unlock()
+	return prev, func() {
+		close(done)
+		o.mu.Lock()
+		if o.last[key] == done {
+			delete(o.last, key)
+		}
+		o.mu.Unlock()
+	}
+}
