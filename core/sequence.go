@@ -463,9 +463,17 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 		batch = append(batch, j)
 		states = append(states, st)
 	}
-	if b.cfg.oldest && b.cfg.delay > 0 && len(batch) < limit && waited < b.cfg.delay &&
-		!slices.Contains(b.cfg.pref, int64(len(batch))) {
-		return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
+	if b.cfg.oldest && b.cfg.delay > 0 && len(batch) < limit && waited < b.cfg.delay {
+		// As the dynamic batcher: run at the largest preferred size
+		// reached, else wait for more until the delay is up.
+		k := len(batch)
+		for k > 0 && !slices.Contains(b.cfg.pref, int64(k)) {
+			k--
+		}
+		if k == 0 {
+			return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
+		}
+		batch, states = batch[:k], states[:k]
 	}
 	for i, j := range batch {
 		slot := j.seq

@@ -632,3 +632,117 @@ func TestSequenceConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// gatedSend runs one request in the background.
+type seqResult struct {
+	y   int32
+	err error
+}
+
+func gatedSend(t *testing.T, s *Server, id uint64, flags uint32, x int32) chan seqResult {
+	ch := make(chan seqResult, 1)
+	go func() {
+		resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: id, Flags: flags}, x, true))
+		if err != nil {
+			ch <- seqResult{err: err}
+			return
+		}
+		ch <- seqResult{y: int32(binary.LittleEndian.Uint32(resp.Outputs[0].Data))}
+	}()
+	return ch
+}
+
+func waitPending(t *testing.T, s *Server, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for stats(t, s).Pending != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending = %d, want %d", stats(t, s).Pending, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func nextRows(t *testing.T, b *accBackend) int {
+	t.Helper()
+	select {
+	case n := <-b.started:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("no execution started")
+		return 0
+	}
+}
+
+// The oldest strategy batches the oldest heads of its candidate
+// sequences, at most one request per sequence, and cuts at a preferred
+// batch size rather than wait out the queue delay.
+func TestSequenceOldestStrategy(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		oldest string
+		rows   []int
+	}{
+		{"no delay", `max_candidate_sequences: 4`, []int{1, 3, 1}},
+		{"preferred size cuts the batch", `max_candidate_sequences: 4 preferred_batch_size: [ 1, 2 ] max_queue_delay_microseconds: 60000000`, []int{1, 2, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &accBackend{gated: true}
+			s, err := accServer(t, b, "max_batch_size: 4\n"+oneInstance+accIO+"sequence_batching { oldest { "+tc.oldest+" } "+accState+" }", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a1 := gatedSend(t, s, 1, FlagSequenceStart, 1)
+			if got := nextRows(t, b); got != 1 {
+				t.Fatalf("first execution: %d rows, want 1", got)
+			}
+			a2 := gatedSend(t, s, 1, 0, 10)
+			waitPending(t, s, 1)
+			b1 := gatedSend(t, s, 2, FlagSequenceStart|FlagSequenceEnd, 2)
+			waitPending(t, s, 2)
+			c1 := gatedSend(t, s, 3, FlagSequenceStart|FlagSequenceEnd, 3)
+			waitPending(t, s, 3)
+			a3 := gatedSend(t, s, 1, FlagSequenceEnd, 100)
+			waitPending(t, s, 4)
+			var rows []int
+			rows = append(rows, 1)
+			for sum := 1; sum < 5; {
+				b.gate <- struct{}{}
+				n := nextRows(t, b)
+				rows = append(rows, n)
+				sum += n
+			}
+			b.gate <- struct{}{}
+			if !slices.Equal(rows, tc.rows) {
+				t.Errorf("execution rows %v, want %v", rows, tc.rows)
+			}
+			for i, c := range []struct {
+				ch   chan seqResult
+				want int32
+			}{{a1, 1}, {a2, 11}, {a3, 111}, {b1, 2}, {c1, 3}} {
+				if r := <-c.ch; r.err != nil || r.y != c.want {
+					t.Errorf("request %d: %d, %v; want %d", i, r.y, r.err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// Under the direct strategy with a queue delay, a lone request waits for
+// the delay unless enough slots are ready (minimum_slot_utilization).
+func TestSequenceDirectQueueDelay(t *testing.T) {
+	b := &accBackend{}
+	s, err := accServer(t, b, "max_batch_size: 4\n"+oneInstance+accIO+
+		"sequence_batching { direct { max_queue_delay_microseconds: 300000 minimum_slot_utilization: 0.5 } "+accState+" }", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	r := <-gatedSend(t, s, 1, FlagSequenceStart|FlagSequenceEnd, 4)
+	if r.err != nil || r.y != 4 {
+		t.Fatalf("lone request: %d, %v", r.y, r.err)
+	}
+	if waited := time.Since(begin); waited < 250*time.Millisecond {
+		t.Errorf("lone request ran after %v, before its 300ms queue delay", waited)
+	}
+}
