@@ -746,3 +746,60 @@ func TestSequenceDirectQueueDelay(t *testing.T) {
 		t.Errorf("lone request ran after %v, before its 300ms queue delay", waited)
 	}
 }
+
+// A numeric correlation id to a model whose CORRID is a string is refused
+// with Triton's text.
+func TestSequenceCorridWantsString(t *testing.T) {
+	s, err := accServer(t, &accBackend{}, "max_batch_size: 2\n"+oneInstance+accIO+
+		`sequence_batching { control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] } ] `+accState+` }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := seqReq(Correlation{ID: 4, Flags: FlagSequenceStart}, 1, true)
+	req.ID = "r1"
+	_, err = s.Infer(context.Background(), req)
+	want := "[request id: r1] sequence batching control 'C' data-type is 'UINT64', but model 'm' expects 'BYTES'"
+	if err == nil || err.Error() != want || CodeOf(err) != CodeInvalidArg {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+// A request whose client goes away while it waits in its slot does not
+// run and is answered CANCELLED; the sequence goes on from the state its
+// last request that ran left.
+func TestSequenceCancelledRequestLeavesSlot(t *testing.T) {
+	b := &accBackend{gated: true}
+	s, err := accServer(t, b, "max_batch_size: 2\n"+oneInstance+accIO+"sequence_batching { "+accState+" }", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := gatedSend(t, s, 1, FlagSequenceStart, 1)
+	nextRows(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	a2 := make(chan error, 1)
+	go func() {
+		_, err := s.Infer(ctx, seqReq(Correlation{ID: 1}, 10, true))
+		a2 <- err
+	}()
+	waitPending(t, s, 1)
+	cancel()
+	a3 := gatedSend(t, s, 1, FlagSequenceEnd, 100)
+	waitPending(t, s, 2)
+	b.gate <- struct{}{}
+	if n := nextRows(t, b); n != 1 {
+		t.Fatalf("second execution: %d rows, want 1", n)
+	}
+	b.gate <- struct{}{}
+	if r := <-a1; r.err != nil || r.y != 1 {
+		t.Errorf("first: %d, %v", r.y, r.err)
+	}
+	if err := <-a2; CodeOf(err) != CodeCancelled {
+		t.Errorf("cancelled request: %v, want CANCELLED", err)
+	}
+	if r := <-a3; r.err != nil || r.y != 101 {
+		t.Errorf("end: %d, %v; want 101", r.y, r.err)
+	}
+	if st := stats(t, s); st.ExecutionCount != 2 || st.Failures[FailCanceled] != 1 {
+		t.Errorf("executions %d, cancelled %d; want 2, 1", st.ExecutionCount, st.Failures[FailCanceled])
+	}
+}
