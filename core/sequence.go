@@ -151,7 +151,7 @@ func (b *seqBatcher) submit(j *job) error {
 	}
 	j.size = max(1, int64(j.req.BatchSize))
 	j.seqb = b
-	b.addControls(&j.req)
+	b.cfg.addControls(&j.req)
 	key := keyOf(j.req.Correlation)
 	start := j.req.Correlation.Flags&FlagSequenceStart != 0
 	end := j.req.Correlation.Flags&FlagSequenceEnd != 0
@@ -227,12 +227,12 @@ func wake(si *seqInstance) {
 // correlation id, in control_input order (READY is always true: every
 // request an execution holds is a ready one), and asks for the state
 // outputs besides the requested ones.
-func (b *seqBatcher) addControls(r *Request) {
+func (sc *seqConfig) addControls(r *Request) {
 	shape := []int64{1}
-	if b.cfg.batching {
+	if sc.batching {
 		shape = []int64{1, 1}
 	}
-	for _, c := range b.cfg.controls {
+	for _, c := range sc.controls {
 		t := &Tensor{Name: c.name, DataType: c.dt, Shape: shape}
 		switch c.kind {
 		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_START:
@@ -246,8 +246,8 @@ func (b *seqBatcher) addControls(r *Request) {
 		}
 		r.Inputs = append(r.Inputs, t)
 	}
-	if len(b.cfg.stateOuts) > 0 {
-		r.Outputs = unionSorted(r.Outputs, b.cfg.stateOuts)
+	if len(sc.stateOuts) > 0 {
+		r.Outputs = unionSorted(r.Outputs, sc.stateOuts)
 	}
 	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
 }
@@ -502,7 +502,7 @@ func (b *seqBatcher) stateInputs(j *job) []*Tensor {
 	slot.smu.Lock()
 	defer slot.smu.Unlock()
 	if j.req.Correlation.Flags&FlagSequenceStart != 0 || slot.state == nil {
-		slot.state = b.initialStates()
+		slot.state = b.cfg.initialStates()
 	}
 	out := make([]*Tensor, len(slot.state))
 	for i, t := range slot.state {
@@ -513,15 +513,15 @@ func (b *seqBatcher) stateInputs(j *job) []*Tensor {
 
 // initialStates are a fresh sequence's states: initial_state, or zeros
 // with each variable dimension 1 (as Triton's SequenceStates::Initialize).
-func (b *seqBatcher) initialStates() []*Tensor {
-	out := make([]*Tensor, len(b.cfg.states))
-	for i, s := range b.cfg.states {
+func (sc *seqConfig) initialStates() []*Tensor {
+	out := make([]*Tensor, len(sc.states))
+	for i, s := range sc.states {
 		if s.init != nil {
 			out[i] = s.init
 			continue
 		}
 		var shape []int64
-		if b.cfg.batching {
+		if sc.batching {
 			shape = append(shape, 1)
 		}
 		for _, d := range s.dims {
@@ -615,4 +615,17 @@ func (b *seqBatcher) close() {
 	for _, si := range b.insts {
 		_ = si.inst.Close()
 	}
+}
+
+// warmup completes a model_warmup request of a sequence model, which runs
+// outside the sequence batcher: a one-request sequence (START and END, id 1)
+// with the initial state.
+func (sc *seqConfig) warmup(r *Request) {
+	r.Correlation = Correlation{ID: 1, StringID: "1", Flags: FlagSequenceStart | FlagSequenceEnd}
+	if sc.corrid >= 0 && sc.controls[sc.corrid].dt == TypeBytes {
+		r.Correlation.IsString = true
+	}
+	sc.addControls(r)
+	r.Inputs = append(r.Inputs, sc.initialStates()...)
+	r.batch.Inputs = r.Inputs
 }

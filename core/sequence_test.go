@@ -803,3 +803,21 @@ func TestSequenceCancelledRequestLeavesSlot(t *testing.T) {
 		t.Errorf("executions %d, cancelled %d; want 2, 1", st.ExecutionCount, st.Failures[FailCanceled])
 	}
 }
+
+// model_warmup of a sequence model runs a one-request sequence: the
+// backend gets the controls and the initial state as for any request.
+func TestSequenceWarmup(t *testing.T) {
+	b := &accBackend{}
+	_, err := accServer(t, b, "max_batch_size: 2\n"+oneInstance+accIO+`sequence_batching {
+  control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+  `+accState+` }
+model_warmup [ { name: "w" batch_size: 1 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.seen) != 1 || !slices.Equal(b.seen[0]["S"], []byte{1, 0, 0, 0}) || !slices.Equal(b.seen[0]["acc_in"], []byte{0, 0, 0, 0}) {
+		t.Fatalf("warmup inputs %v, want S = 1 and acc_in = 0", b.seen)
+	}
+}

@@ -23,6 +23,13 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 	if len(samples) == 0 {
 		return nil
 	}
+	var seq *seqConfig
+	if mv.Config.GetSequenceBatching() != nil {
+		var err error
+		if seq, err = newSeqConfig(mv.Config, modelDir); err != nil {
+			return err
+		}
+	}
 	for _, sample := range samples {
 		if sample.GetBatchSize() == 0 {
 			continue
@@ -42,6 +49,9 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 				j := &job{ctx: ctx, mv: mv, orig: req}
 				if err := mv.prepare(req, &j.req); err != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
+				}
+				if seq != nil {
+					seq.warmup(&j.req)
 				}
 				j.size, j.req.job = max(1, int64(j.req.BatchSize)), j
 				jobs[i] = j
