@@ -22,6 +22,12 @@ type Execution struct {
 type Request struct {
 	ID string
 	// Inputs in config order; Outputs are the requested names, ascending.
+	// For a sequence_batching model the sequence batcher appends, after the
+	// config inputs, one tensor per control in control_input order (shape
+	// [1, 1] when the model batches, else [1]) and then one per implicit
+	// state in state order (input_name, the sequence's current state), and
+	// Outputs also hold every state's output_name: the batcher takes those
+	// outputs out of the response as the sequence's next state.
 	Inputs  []*Tensor
 	Outputs []string
 	// Parameters are the request's parameters for the model (string,
