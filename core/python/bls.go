@@ -50,7 +50,7 @@ func (in *instance) onBLS(w *worker, f frameIn) {
 		out := &frameOut{}
 		switch {
 		case err != nil:
-			header["response"] = map[string]any{"error": map[string]any{"code": int(core.CodeInternal), "message": err.Error()}}
+			header["response"] = map[string]any{"error": blsError(m.ModelName, err)}
 		case resp != nil:
 			header["response"] = wireOf(resp, out)
 		}
@@ -111,6 +111,19 @@ func (in *instance) onBLS(w *worker, f frameIn) {
 		return nil
 	})
 	answer(nil, err, true)
+}
+
+// blsError is the error a BLS call answers with, as Triton's
+// triton-inference-server/python_backend src/request_executor.cc gives it:
+// a request the server refused before it ran (its validation, a sequence
+// without START) as INTERNAL, prefixed with the model's name as
+// RequestExecutor::Infer words a failed TRITONSERVER_ServerInferAsync; an
+// error of its execution with that error's own code.
+func blsError(model string, err error) map[string]any {
+	if core.Rejected(err) {
+		return map[string]any{"code": int(core.CodeInternal), "message": fmt.Sprintf("Model %s - Error when running inference: %s", model, err.Error())}
+	}
+	return map[string]any{"code": int(core.CodeOf(err)), "message": err.Error()}
 }
 
 // parentTrace is the trace a BLS call joins as a child: that of the

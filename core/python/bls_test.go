@@ -68,3 +68,28 @@ func TestBLSCancelAfterRestart(t *testing.T) {
 		t.Fatalf("%d responses, want the stream cut short by its cancel", n)
 	}
 }
+
+// TestBLSErrorCodes: an error a BLS call's model answered with reaches the
+// caller with its code (triton-inference-server/python_backend
+// src/request_executor.cc keeps the response error's code); an error that
+// refused the request before it ran comes as INTERNAL, prefixed with
+// "Model <name> - Error when running inference: ", as Triton's
+// RequestExecutor::Infer words a failed TRITONSERVER_ServerInferAsync.
+func TestBLSErrorCodes(t *testing.T) {
+	e := start(t, options{}, "bls_error", "error_code")
+	for _, c := range []struct {
+		code string
+		want core.Code
+	}{
+		{"INVALID_ARG", core.CodeInvalidArg},
+		{"NOT_FOUND", core.CodeNotFound},
+		{"UNAVAILABLE", core.CodeUnavailable},
+		{"INTERNAL", core.CodeInternal},
+	} {
+		_, err := e.infer(&core.InferRequest{ModelName: "bls_error", Inputs: []*core.Tensor{bytesTensor("CODE", c.code)}})
+		if core.CodeOf(err) != c.want || err.Error() != "error code: "+c.code {
+			t.Errorf("error_code %s through BLS: %v (code %v), want %q with code %v", c.code, err, core.CodeOf(err), "error code: "+c.code, c.want)
+		}
+	}
+}
+

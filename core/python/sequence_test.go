@@ -235,8 +235,9 @@ func TestBLSSequence(t *testing.T) {
 	}
 	wg.Wait()
 	_, err := call("77", 0, 1)
-	if err == nil || !strings.Contains(err.Error(), "inference request for sequence 77 to model 'seq_accumulate' must specify the START flag on the first request of the sequence") {
-		t.Fatalf("a sequence without START: %v", err)
+	const want = "Model seq_accumulate - Error when running inference: inference request for sequence 77 to model 'seq_accumulate' must specify the START flag on the first request of the sequence"
+	if err == nil || err.Error() != want || core.CodeOf(err) != core.CodeInternal {
+		t.Fatalf("a sequence without START: %v (code %v), want %q (INTERNAL, as Triton's BLS words a refused request)", err, core.CodeOf(err), want)
 	}
 }
 
