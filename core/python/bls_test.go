@@ -92,4 +92,3 @@ func TestBLSErrorCodes(t *testing.T) {
 		}
 	}
 }
-
