@@ -118,9 +118,9 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 		var c *cancelled
 		var r responseError
 		switch {
-		case err == errExpired:
+		case err == errExpired, err == errBacklogExpired:
 			mv.Stats.recordFailure(tReq, end, FailRejected)
-			return nil, errExpired
+			return nil, err
 		case errors.As(err, &c):
 			mv.Stats.recordFailure(tReq, end, FailCanceled)
 			return nil, Errorf(CodeCancelled, "%s", err.Error())

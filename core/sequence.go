@@ -62,7 +62,15 @@ type seqInstance struct {
 type backlogged struct {
 	key  corrKey
 	jobs []*job
+	// expire is the earliest deadline its requests' timeouts set (zero:
+	// none); a sequence still backlogged then is refused.
+	expire time.Time
 }
+
+// errBacklogExpired answers the requests of a sequence whose timeout
+// passed while it waited for a slot, in Triton's words
+// (triton-inference-server/core src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
+var errBacklogExpired = Errorf(CodeUnavailable, "timeout of the corresponding sequence has been expired")
 
 // seqBatcher is Triton's sequence batcher (triton-inference-server/server
 // docs/user_guide/architecture.md "Stateful Models", core
@@ -86,6 +94,7 @@ type seqBatcher struct {
 	lastSeen  map[corrKey]time.Time
 	reaper    *time.Timer
 	armed     bool
+	reapAt    time.Time
 	closed    bool
 }
 
@@ -187,6 +196,7 @@ func (b *seqBatcher) submit(j *job) error {
 		}
 	case inBacklog:
 		bl.jobs = append(bl.jobs, j)
+		b.expireAfter(bl, j)
 		if end {
 			delete(b.backlogOf, key)
 		}
@@ -199,6 +209,7 @@ func (b *seqBatcher) submit(j *job) error {
 		}
 	default:
 		bl = &backlogged{key: key, jobs: []*job{j}}
+		b.expireAfter(bl, j)
 		b.backlog = append(b.backlog, bl)
 		if !end {
 			b.backlogOf[key] = bl
@@ -274,35 +285,56 @@ func corridData(dt DataType, c Correlation) []byte {
 // touch records a request for key at now and arms the reaper; b.mu is held.
 func (b *seqBatcher) touch(key corrKey, now time.Time) {
 	b.lastSeen[key] = now
-	if b.armed {
+	b.arm(now.Add(b.cfg.idle))
+}
+
+// expireAfter applies j's timeout to its backlogged sequence; b.mu is held.
+func (b *seqBatcher) expireAfter(bl *backlogged, j *job) {
+	if j.req.TimeoutMicros == 0 {
 		return
 	}
-	b.armed = true
-	if b.reaper == nil {
-		b.reaper = time.AfterFunc(b.cfg.idle, b.reap)
-	} else {
-		b.reaper.Reset(b.cfg.idle)
+	at := j.times.queue.Add(time.Duration(j.req.TimeoutMicros) * time.Microsecond)
+	if bl.expire.IsZero() || at.Before(bl.expire) {
+		bl.expire = at
+		b.arm(at)
 	}
 }
 
-// reap ends the sequences idle longer than max_sequence_idle_microseconds:
-// their slots are released once the requests already queued there have
-// run. It re-arms itself for the next deadline, or not at all when no
-// sequence is left to watch, so it never spins.
+// arm makes the reaper run at the latest at at; b.mu is held.
+func (b *seqBatcher) arm(at time.Time) {
+	if b.armed && !at.Before(b.reapAt) {
+		return
+	}
+	b.armed, b.reapAt = true, at
+	if b.reaper == nil {
+		b.reaper = time.AfterFunc(time.Until(at), b.reap)
+	} else {
+		b.reaper.Reset(time.Until(at))
+	}
+}
+
+// reap ends the sequences idle longer than max_sequence_idle_microseconds
+// (their slots are released once the requests already queued there have
+// run) and refuses the backlogged sequences whose timeout passed. It
+// re-arms itself for the next deadline, or not at all when nothing is left
+// to watch, so it never spins.
 func (b *seqBatcher) reap() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.armed = false
 	if b.closed {
-		b.armed = false
+		b.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	var next time.Duration
+	var next time.Time
+	soonest := func(at time.Time) {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
 	for key, last := range b.lastSeen {
-		if left := b.cfg.idle - now.Sub(last); left > 0 {
-			if next == 0 || left < next {
-				next = left
-			}
+		if at := last.Add(b.cfg.idle); at.After(now) {
+			soonest(at)
 			continue
 		}
 		delete(b.lastSeen, key)
@@ -315,11 +347,32 @@ func (b *seqBatcher) reap() {
 		}
 		// A backlogged sequence is watched again once it holds a slot.
 	}
-	if next > 0 {
-		b.reaper.Reset(next)
-		return
+	var expired []*job
+	live := b.backlog[:0]
+	for _, bl := range b.backlog {
+		switch {
+		case bl.expire.IsZero():
+		case !bl.expire.After(now):
+			if b.backlogOf[bl.key] == bl {
+				delete(b.backlogOf, bl.key)
+			}
+			expired = append(expired, bl.jobs...)
+			continue
+		default:
+			soonest(bl.expire)
+		}
+		live = append(live, bl)
 	}
-	b.armed = false
+	clear(b.backlog[len(live):])
+	b.backlog = live
+	b.stats.addPending(-int64(len(expired)))
+	if !next.IsZero() {
+		b.arm(next)
+	}
+	b.mu.Unlock()
+	for _, j := range expired {
+		b.finish(j, errBacklogExpired)
+	}
 }
 
 // release frees slot, whose queue is empty, for the next backlogged

@@ -821,3 +821,35 @@ model_warmup [ { name: "w" batch_size: 1 inputs { key: "x" value: { data_type: T
 		t.Fatalf("warmup inputs %v, want S = 1 and acc_in = 0", b.seen)
 	}
 }
+
+// A sequence whose request timeout passes while it waits in the backlog
+// is refused in Triton's words and counted as rejected; the sequence that
+// holds the slot goes on.
+func TestSequenceBacklogTimeout(t *testing.T) {
+	s, err := accServer(t, &accBackend{}, "max_batch_size: 1\n"+oneInstance+accIO+
+		"sequence_batching { max_sequence_idle_microseconds: 60000000 "+accState+" }", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 1, Flags: FlagSequenceStart}, 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	req := seqReq(Correlation{ID: 2, Flags: FlagSequenceStart}, 2, true)
+	req.TimeoutMicros = 100000
+	_, err = s.Infer(ctx, req)
+	want := "timeout of the corresponding sequence has been expired"
+	if err == nil || err.Error() != want || CodeOf(err) != CodeUnavailable || Rejected(err) {
+		t.Fatalf("backlogged past its timeout: %v, want %q", err, want)
+	}
+	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 2}, 2, true)); CodeOf(err) != CodeInvalidArg {
+		t.Errorf("request of the refused sequence: %v, want the START error", err)
+	}
+	resp, err := s.Infer(ctx, seqReq(Correlation{ID: 1, Flags: FlagSequenceEnd}, 5, true))
+	if err != nil || yOf(t, resp) != 6 {
+		t.Fatalf("sequence 1 end: %v, %v", resp, err)
+	}
+	if st := stats(t, s); st.Failures[FailRejected] != 1 || st.Pending != 0 {
+		t.Errorf("rejected %d, pending %d; want 1, 0", st.Failures[FailRejected], st.Pending)
+	}
+}
