@@ -299,3 +299,38 @@ func TestSequencePyOrdering(t *testing.T) {
 		release()
 	}
 }
+
+// TestSequenceLargeState: a state of hundreds of KiB, which goes through
+// the worker's shared arena both ways rather than the socket, reaches each
+// sequence's next request whole, while other sequences' executions reuse
+// the arena in between.
+func TestSequenceLargeState(t *testing.T) {
+	e := start(t, options{}, "seq_big_state")
+	const sequences, steps, size = 3, 4, 100_000
+	var wg sync.WaitGroup
+	for i := range sequences {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			corr := sequenceID(i)
+			var sum float32
+			for k := range steps {
+				x := float32(i*10 + k + 1)
+				sum += x
+				c := corr
+				c.Flags = flagsAt(k, steps)
+				resp, err := e.infer(&core.InferRequest{ModelName: "seq_big_state", Correlation: c,
+					Inputs: []*core.Tensor{fp32("INPUT", []int64{1, 1}, x), int32s("SIZE", []int64{1, 1}, size)}})
+				if err != nil {
+					t.Errorf("sequence %d step %d: %v", i, k, err)
+					return
+				}
+				if got := floats(output(resp, "OUTPUT")); !slices.Equal(got, []float32{sum, size}) {
+					t.Errorf("sequence %d step %d: OUTPUT %v, want [%v %v]", i, k, got, sum, size)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
