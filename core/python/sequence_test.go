@@ -55,7 +55,8 @@ func flagsAt(k, n int) uint32 {
 // sum in its own memory, keyed by request.correlation_id() and reset at
 // request.flags()' START, as Triton users write them, serves interleaved
 // sequences with number and string ids through the sequence batcher: each
-// sequence's requests reach it in order, with their own id and flags.
+// sequence's requests reach it in order, with their own id and flags, and
+// all in the same one of its three worker processes.
 func TestSequenceAccumulator(t *testing.T) {
 	e := start(t, options{}, "seq_accumulate")
 	const sequences, steps = 8, 6
@@ -65,7 +66,7 @@ func TestSequenceAccumulator(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			corr := sequenceID(i)
-			var sum int32
+			var sum, pid int32
 			for k := range steps {
 				x := int32(100*i + k + 1)
 				sum += x
@@ -78,6 +79,12 @@ func TestSequenceAccumulator(t *testing.T) {
 				}
 				if got := int32Values(output(resp, "OUTPUT")); !slices.Equal(got, []int32{sum}) {
 					t.Errorf("sequence %d step %d: OUTPUT %v, want [%d]", i, k, got, sum)
+					return
+				}
+				if p := int32Values(output(resp, "PID"))[0]; k == 0 {
+					pid = p
+				} else if p != pid {
+					t.Errorf("sequence %d step %d ran in worker %d, its earlier steps in %d", i, k, p, pid)
 					return
 				}
 			}

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -6,7 +8,8 @@ class TritonPythonModel:
     """A stateful accumulator as Triton users write one: the running sum of
     each sequence is kept in the model's memory, keyed by the request's
     correlation id, reset at START and dropped at END. OUTPUT is the sum so
-    far, OPEN the number of sequences the model holds after the request."""
+    far, OPEN the number of sequences this instance holds after the
+    request, PID its worker's process id."""
 
     def initialize(self, args):
         self.sums = {}
@@ -30,5 +33,6 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("OUTPUT", np.array([[total]], dtype=np.int32)),
                 pb_utils.Tensor("OPEN", np.array([[len(self.sums)]], dtype=np.int32)),
+                pb_utils.Tensor("PID", np.array([[os.getpid()]], dtype=np.int32)),
             ]))
         return responses
