@@ -95,12 +95,14 @@ type seqBatcher struct {
 	reaper    *time.Timer
 	armed     bool
 	reapAt    time.Time
+	quit      chan struct{} // closed by close
 	closed    bool
 }
 
 func newSeqBatcher(sc *seqConfig, insts []Instance, stats *Stats, log *slog.Logger) *seqBatcher {
 	b := &seqBatcher{cfg: sc, stats: stats, log: log,
-		active: map[corrKey]*seqSlot{}, backlogOf: map[corrKey]*backlogged{}, lastSeen: map[corrKey]time.Time{}}
+		active: map[corrKey]*seqSlot{}, backlogOf: map[corrKey]*backlogged{}, lastSeen: map[corrKey]time.Time{},
+		quit: make(chan struct{})}
 	for _, inst := range insts {
 		si := &seqInstance{inst: inst, wake: make(chan struct{}, 1)}
 		for k := range sc.slots {
@@ -406,7 +408,9 @@ func (b *seqBatcher) worker(si *seqInstance) {
 	var e Execution
 	var errs []error
 	var timer *time.Timer
+	sb, _ := si.inst.(Standby)
 	for {
+		b.inService(sb)
 		jobs, dropped, wait, done := b.form(si, time.Now())
 		for _, d := range dropped {
 			b.finish(d.j, d.err)
@@ -664,6 +668,7 @@ func (b *seqBatcher) close() {
 		}
 	}
 	b.mu.Unlock()
+	close(b.quit)
 	b.wg.Wait()
 	for _, si := range b.insts {
 		_ = si.inst.Close()
@@ -681,4 +686,20 @@ func (sc *seqConfig) warmup(r *Request) {
 	sc.addControls(r)
 	r.Inputs = append(r.Inputs, sc.initialStates()...)
 	r.batch.Inputs = r.Inputs
+}
+
+// inService waits while sb (if any) is out of service, or until the
+// batcher closes: its sequences wait for it, as a sequence cannot move to
+// another instance.
+func (b *seqBatcher) inService(sb Standby) {
+	if sb == nil {
+		return
+	}
+	for ch := sb.Standby(); ch != nil; ch = sb.Standby() {
+		select {
+		case <-ch:
+		case <-b.quit:
+			return
+		}
+	}
 }

@@ -30,6 +30,7 @@ type accBackend struct {
 	rows    []int               // rows of each execution, in order
 	seen    []map[string][]byte // per execution row: the non-x inputs' bytes
 	dropOut bool                // produce no state output
+	standby chan struct{}       // non-nil: instances are out of service until it closes
 	grow    bool                // the state grows by one element per request
 	gated   bool
 	started chan int
@@ -41,7 +42,26 @@ func (b *accBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.Mo
 	return nil
 }
 func (b *accBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance, error) {
-	return Concatenated(spec.Config, &accInstance{b: b, batching: spec.Config.GetMaxBatchSize() > 0}), nil
+	inst := Concatenated(spec.Config, &accInstance{b: b, batching: spec.Config.GetMaxBatchSize() > 0})
+	if b.standby != nil {
+		return &standbyInstance{Instance: inst, b: b}, nil
+	}
+	return inst, nil
+}
+
+// standbyInstance is out of service until its backend's standby closes.
+type standbyInstance struct {
+	Instance
+	b *accBackend
+}
+
+func (i *standbyInstance) Standby() <-chan struct{} {
+	select {
+	case <-i.b.standby:
+		return nil
+	default:
+		return i.b.standby
+	}
 }
 
 type accInstance struct {
@@ -851,5 +871,28 @@ func TestSequenceBacklogTimeout(t *testing.T) {
 	}
 	if st := stats(t, s); st.Failures[FailRejected] != 1 || st.Pending != 0 {
 		t.Errorf("rejected %d, pending %d; want 1, 0", st.Failures[FailRejected], st.Pending)
+	}
+}
+
+// A sequence waits while its instance is out of service (Standby) and
+// runs once it is back.
+func TestSequenceWaitsForInstanceInStandby(t *testing.T) {
+	b := &accBackend{standby: make(chan struct{})}
+	s, err := accServer(t, b, "max_batch_size: 2\n"+oneInstance+accIO+"sequence_batching { "+accState+" }", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := gatedSend(t, s, 1, FlagSequenceStart|FlagSequenceEnd, 9)
+	waitPending(t, s, 1)
+	time.Sleep(50 * time.Millisecond)
+	b.mu.Lock()
+	ran := len(b.rows)
+	b.mu.Unlock()
+	if ran != 0 {
+		t.Fatalf("%d executions while the instance was out of service", ran)
+	}
+	close(b.standby)
+	if r := <-ch; r.err != nil || r.y != 9 {
+		t.Fatalf("after standby: %d, %v", r.y, r.err)
 	}
 }
