@@ -18,13 +18,13 @@ def raises(exc, text, fn, *args, **kwargs):
     raise AssertionError("%s did not raise %s" % (fn, exc.__name__))
 
 
-# 23: error codes.
+# error codes.
 assert pb_utils.TritonError.INTERNAL == 1 and pb_utils.TritonError.CANCELLED == 7
 assert pb_utils.TritonError("m").code() == pb_utils.TritonError.INTERNAL
 assert int(pb_utils.TritonError("m", pb_utils.TritonError.NOT_FOUND).code()) == 2
 raises(TypeError, "", pb_utils.TritonError, None)
 
-# 31, 32: Tensor construction.
+# Tensor construction.
 raises(pb_utils.TritonModelException, "NumPy dtype is not supported.", pb_utils.Tensor, "OUT", np.array(["a", "b"]))
 raises(pb_utils.TritonModelException, "Tensor name cannot be an empty string.", pb_utils.Tensor, "", np.zeros(1))
 t = pb_utils.Tensor("OUT", np.array(["a", b"b", 3], dtype=object))
@@ -33,26 +33,26 @@ dtype, data = t._wire()
 assert dtype == "BYTES" and bytes(data) == b"\x01\x00\x00\x00a\x01\x00\x00\x00b\x01\x00\x00\x003"
 assert pb_utils.Tensor("T", np.zeros((2, 3), dtype=np.float32).T).shape() == [3, 2]
 
-# 34: BF16 has no numpy form.
+# BF16 has no numpy form.
 raises(pb_utils.TritonModelException, "to_dlpack() and from_dlpack()", pb_utils.Tensor("B", b"\x00\x00", 14, [1]).as_numpy)
 
-# 35: datatype helpers.
+# datatype helpers.
 assert pb_utils.triton_string_to_numpy("TYPE_STRING") is np.object_
 assert pb_utils.triton_string_to_numpy("TYPE_BOOL") is bool
 raises(KeyError, "", pb_utils.triton_string_to_numpy, "TYPE_BF16")
 assert pb_utils.numpy_to_triton_type(np.float16) == 10 and pb_utils.triton_to_numpy_type(8) is np.int32
 
-# 36: BYTES encoding.
+# BYTES encoding.
 assert pb_utils.serialize_byte_tensor(np.array([b"ab"], dtype=object)) == b"\x02\x00\x00\x00ab"
 assert pb_utils.serialize_byte_tensor(np.array([], dtype=object)) == ()
 assert list(pb_utils.deserialize_bytes_tensor(b"\x02\x00\x00\x00ab")) == [b"ab"]
 
-# 37: lookups.
+# lookups.
 cfg = {"input": [{"name": "X"}], "output": [{"name": "Y"}]}
 assert pb_utils.get_input_config_by_name(cfg, "X") == {"name": "X"} and pb_utils.get_output_config_by_name(cfg, "Z") is None
 assert not pb_utils.using_decoupled_model_transaction_policy(cfg)
 
-# 38, 39: InferenceResponse.
+# InferenceResponse.
 raises(TypeError, "", pb_utils.InferenceResponse, output_tensors=None)
 raises(pb_utils.TritonModelException, "", pb_utils.InferenceResponse, [None])
 assert pb_utils.InferenceResponse([]).parameters() == "{}"
@@ -67,6 +67,20 @@ raises(ValueError, "", mc.add_input, {"name": "X", "data_type": "TYPE_INT32", "d
 raises(ValueError, "", mc.add_output, {"name": "Y", "dims": [1]})
 mc.set_model_transaction_policy({"decoupled": True})
 raises(ValueError, "", mc.set_model_transaction_policy, {"decoupled": False})
+# Sequences: the flags as Triton names them; a BLS request's correlation id
+# is an int (a bool is one, as Triton's stub casts it) or a str, nothing else.
+assert pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START == 1 and pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END == 2
+both = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START | pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
+r = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], correlation_id=2**64 - 1, flags=both)
+assert r.correlation_id() == 2**64 - 1 and r.flags() == 3
+assert pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], correlation_id="seq-a").correlation_id() == "seq-a"
+c = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], correlation_id=True).correlation_id()
+assert c == 1 and type(c) is int
+assert pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[]).correlation_id() == 0
+for bad in (np.uint64(4), 4.0, b"seq", [1]):
+    raises(pb_utils.TritonModelException, "Correlation ID must be integer or string", pb_utils.InferenceRequest,
+           model_name="m", inputs=[], requested_output_names=[], correlation_id=bad)
+raises(TypeError, "", pb_utils.InferenceRequest, model_name="m", inputs=[], requested_output_names=[], correlation_id=None)
 # DLPack through numpy.
 src = pb_utils.Tensor("X", np.arange(6, dtype=np.float32).reshape(2, 3))
 back = pb_utils.Tensor.from_dlpack("Y", src)
