@@ -1,9 +1,9 @@
 // Package core is the v2 inference core: datatypes and tensors, requests and
 // responses, validation against the model configuration, the model registry
 // and lifecycle (load, reload, unload, poll, warmup), the schedulers
-// (default, dynamic batcher, ensemble), statistics and load figures, trace
-// hooks and the backend interface that core/onnxrt and core/python
-// implement. It knows nothing of HTTP or gRPC: the frontends reach it
+// (default, dynamic batcher, sequence batcher, ensemble), statistics and
+// load figures, trace hooks and the backend interface that core/onnxrt and
+// core/python implement. It knows nothing of HTTP or gRPC: the frontends reach it
 // through platforms/v2 and platforms/infer (see docs/architecture.md).
 //
 // One inference takes these shapes on its way through: an InferRequest
