@@ -582,7 +582,10 @@ func (sc *seqConfig) initialStates() []*Tensor {
 			shape = append(shape, 1)
 		}
 		for _, d := range s.dims {
-			shape = append(shape, max(d, 1))
+			if d == -1 {
+				d = 1
+			}
+			shape = append(shape, d)
 		}
 		out[i] = &Tensor{Name: s.in, DataType: s.dt, Shape: shape, Data: zeroData(s.dt, ElementCount(shape))}
 	}
