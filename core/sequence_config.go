@@ -15,6 +15,10 @@ import (
 // the model's folder (triton-inference-server/core src/constants.h).
 const initialStateFolder = "initial_state"
 
+// maxSeqSlots bounds the sequence slots of one instance (max_batch_size
+// under direct, max_candidate_sequences under oldest).
+const maxSeqSlots = 1 << 16
+
 // seqControl is one control tensor the sequence batcher gives the backend
 // (triton-inference-server/server docs/user_guide/architecture.md,
 // "Control Inputs").
@@ -97,6 +101,10 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 		sc.minUtil = float64(d.GetMinimumSlotUtilization())
 	}
 	sc.slots = max(1, sc.slots)
+	if sc.slots > maxSeqSlots {
+		// Each slot is allocated at load: refuse rather than exhaust memory.
+		return nil, Errorf(CodeInvalidArg, "sequence batching for %s needs %d sequence slots per instance, more than this server's limit of %d", name, sc.slots, maxSeqSlots)
+	}
 
 	// Controls in control_input order, each tensor carrying its one kind.
 	for _, ci := range sb.GetControlInput() {

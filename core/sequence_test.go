@@ -896,3 +896,11 @@ func TestSequenceWaitsForInstanceInStandby(t *testing.T) {
 		t.Fatalf("after standby: %d, %v", r.y, r.err)
 	}
 }
+
+// A slot count the server would exhaust its memory on is refused at load.
+func TestSequenceTooManySlots(t *testing.T) {
+	_, err := accServer(t, &accBackend{}, "max_batch_size: 4\n"+accIO+"sequence_batching { oldest { max_candidate_sequences: 2000000000 } }", nil)
+	if err == nil || !strings.Contains(err.Error(), "needs 2000000000 sequence slots per instance") {
+		t.Fatalf("load: %v", err)
+	}
+}
