@@ -185,7 +185,12 @@ func (b *seqBatcher) submit(j *job) error {
 		j.traceEnd(err)
 		return err
 	}
-	b.touch(key, j.times.queue)
+	if end {
+		// Nothing left to watch: the reaper need not wake for it.
+		delete(b.lastSeen, key)
+	} else {
+		b.touch(key, j.times.queue)
+	}
 	j.state = jobQueued
 	b.stats.addPending(1)
 	switch {

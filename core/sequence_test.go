@@ -535,6 +535,26 @@ func TestSequenceIdleTimeout(t *testing.T) {
 	if err != nil || !slices.Equal(ys, []int32{2, 5}) {
 		t.Fatalf("restarted sequence: %v, %v; want [2 5] (no state from before)", ys, err)
 	}
+	// With every sequence ended the reaper goes to sleep for good.
+	mv, release, err := s.Acquire("m", LatestVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sb := mv.exec.(*seqBatcher)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sb.mu.Lock()
+		armed, watched := sb.armed, len(sb.lastSeen)
+		sb.mu.Unlock()
+		if !armed && watched == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reaper still armed (%v) watching %d sequences with none open", armed, watched)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // The state starts from initial_state (a data file, or zero_data), a START
