@@ -5,6 +5,12 @@
 // backend does (triton-inference-server/onnxruntime_backend README.md,
 // src/onnxruntime.cc).
 //
+// A sequence model's control inputs and implicit state need nothing special
+// at run time: the sequence batcher feeds them as ordinary tensors after the
+// config's inputs and asks for the state outputs by name. At load they
+// count as graph inputs (and state outputs as graph outputs) and are checked
+// against the graph; auto-complete leaves them out of the config's inputs.
+//
 // ORT is reached through github.com/yalue/onnxruntime_go over the shared
 // library (see FindLibrary). The few C API calls that library lacks go
 // through ORT's function table directly (ortapi.go). ORT keeps one
