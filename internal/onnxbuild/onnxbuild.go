@@ -10,12 +10,11 @@
 //	model, err := onnxbuild.Model(g, onnxbuild.DefaultOpset)
 //
 // Ready-made models (AddSub, Identity, MatMul, ThreeOutputs, Cast,
-// TextClassifier) cover the usual test cases, MLP a compute-bound one
-// for benchmarks, and Accumulator, SequenceControls and GrowingState, with
-// their config.pbtxt texts, the stateful models of the sequence batcher;
-// Encode and
-// Decode convert element values to and from raw tensor bytes for every
-// numeric type, FLOAT16 and BFLOAT16 included.
+// TextClassifier) cover the usual test cases, MLP a compute-bound one for
+// benchmarks, and Accumulator, Previous, SequenceControls and GrowingState,
+// with their config.pbtxt texts, the stateful models of the sequence
+// batcher; Encode and Decode convert element values to and from raw tensor
+// bytes for every numeric type, FLOAT16 and BFLOAT16 included.
 package onnxbuild
 
 import (

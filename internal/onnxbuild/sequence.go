@@ -58,6 +58,25 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 `, t, SequenceIdleMicroseconds)
 }
 
+// Previous answers each request with the one before it, through implicit
+// state: inputs INPUT and STATE_IN, outputs OUTPUT = STATE_IN and
+// STATE_OUT = INPUT, all of type elem and shape [-1, 1]. A sequence's first
+// request gets the initial state (zero, or an empty string for STRING). It
+// takes every element type in AllTypes, STRING and BOOL included.
+func Previous(elem DataType) ([]byte, error) {
+	g := NewGraph("previous")
+	g.Input("INPUT", elem, -1, 1)
+	g.Input("STATE_IN", elem, -1, 1)
+	g.Output("OUTPUT", elem, -1, 1)
+	g.Output("STATE_OUT", elem, -1, 1)
+	g.Node("Identity", []string{"STATE_IN"}, []string{"OUTPUT"})
+	g.Node("Identity", []string{"INPUT"}, []string{"STATE_OUT"})
+	return Model(g, DefaultOpset)
+}
+
+// PreviousConfig is Previous' config: as AccumulatorConfig, for elem.
+func PreviousConfig(elem DataType) string { return AccumulatorConfig(elem) }
+
 // ControlTypes are the element types of START, END and READY that Triton's
 // sequence controls produce: int32_false_true, fp32_false_true and
 // bool_false_true.

@@ -44,6 +44,28 @@ func TestAccumulatorORT(t *testing.T) {
 	}
 }
 
+func TestPreviousORT(t *testing.T) {
+	orttest.Init(t)
+	for _, dt := range []DataType{String, Bool, Int8, Float16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			model := Must(Previous(dt))
+			shape := []int64{2, 1}
+			in := tensor{name: "INPUT", elem: dt, shape: shape}
+			state := tensor{name: "STATE_IN", elem: dt, shape: shape}
+			if dt == String {
+				in.strs, state.strs = []string{"now", "later"}, []string{"", "before"}
+			} else {
+				in.nums, state.nums = []float64{1, 0}, []float64{0, 1}
+			}
+			got := run(t, model, []tensor{in, state},
+				[]tensor{{name: "OUTPUT", elem: dt, shape: shape}, {name: "STATE_OUT", elem: dt, shape: shape}})
+			wantOut, wantState := state, in
+			wantOut.name, wantState.name = "OUTPUT", "STATE_OUT"
+			checkOutputs(t, got, []tensor{wantOut, wantState})
+		})
+	}
+}
+
 func TestSequenceControlsORT(t *testing.T) {
 	orttest.Init(t)
 	for _, control := range ControlTypes {
@@ -149,6 +171,7 @@ func TestStatefulConfigs(t *testing.T) {
 	}{
 		{"accumulator INT32", AccumulatorConfig(Int32), []string{"TYPE_INT32", `"STATE_IN"`, "zero_data: true"}},
 		{"accumulator FP32", AccumulatorConfig(Float), []string{"TYPE_FP32"}},
+		{"previous STRING", PreviousConfig(String), []string{"TYPE_STRING", "zero_data: true"}},
 		{"controls INT32 UINT64", SequenceControlsConfig(Int32, Uint64), []string{"int32_false_true", "data_type: TYPE_UINT64"}},
 		{"controls FP32 STRING", SequenceControlsConfig(Float, String), []string{"fp32_false_true", "data_type: TYPE_STRING"}},
 		{"controls BOOL INT64", SequenceControlsConfig(Bool, Int64), []string{"bool_false_true: [ false, true ]", "TYPE_BOOL", "TYPE_INT64"}},
