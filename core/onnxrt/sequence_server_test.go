@@ -46,6 +46,8 @@ func dataType(e ob.DataType) core.DataType {
 		return core.TypeUint64
 	case ob.Bool:
 		return core.TypeBool
+	case ob.Float16:
+		return core.TypeFP16
 	case ob.String:
 		return core.TypeBytes
 	}
@@ -296,4 +298,60 @@ func corridOf(resp *core.InferResponse, elem ob.DataType) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no OUTPUT_CORRID in the response")
+}
+
+// TestServerPreviousState carries STRING, BOOL and FP16 states: each
+// request gets the input of the one before, the first the initial zero (an
+// empty string for STRING).
+func TestServerPreviousState(t *testing.T) {
+	for _, elem := range []ob.DataType{ob.String, ob.Bool, ob.Float16} {
+		t.Run(elem.String(), func(t *testing.T) {
+			root := servertest.WriteRepo(t, map[string]servertest.Model{
+				"prev": {Config: ob.PreviousConfig(elem), ONNX: ob.Must(ob.Previous(elem))},
+			})
+			s := servertest.Start(t, servertest.Options{Repo: root})
+			const n, length = 12, 5
+			// value is sequence i's k-th input as BYTES data or a number.
+			value := func(i, k int) (string, float64) {
+				return fmt.Sprintf("s%d-r%d", i, k), float64((i + k) % 2)
+			}
+			if elem == ob.Float16 {
+				value = func(i, k int) (string, float64) { return "", float64(i) + float64(k)/4 }
+			}
+			runSequences(t, s, n, length,
+				func(id core.Correlation, i, k int) *core.InferRequest {
+					text, num := value(i, k)
+					if elem != ob.String {
+						return seqRequest(t, "prev", id, flagsAt(k, length), elem, []int64{1, 1}, num)
+					}
+					id.Flags = flagsAt(k, length)
+					return &core.InferRequest{
+						ModelName: "prev", ModelVersion: core.LatestVersion, Correlation: id,
+						Inputs: []*core.Tensor{{Name: "INPUT", DataType: core.TypeBytes, Shape: []int64{1, 1},
+							Data: core.AppendBytesElement(nil, []byte(text))}},
+					}
+				},
+				func(i, k int, resp *core.InferResponse) error {
+					if names := outputNames(resp); !slices.Equal(names, []string{"OUTPUT"}) {
+						return fmt.Errorf("outputs %v, want OUTPUT alone", names)
+					}
+					wantText, wantNum := "", 0.0
+					if k > 0 {
+						wantText, wantNum = value(i, k-1)
+					}
+					if elem == ob.String {
+						want := string(core.AppendBytesElement(nil, []byte(wantText)))
+						if got := string(resp.Outputs[0].Data); got != want {
+							return fmt.Errorf("OUTPUT %q, want %q", got, want)
+						}
+						return nil
+					}
+					_, got, err := output(resp, "OUTPUT", elem)
+					if err != nil || len(got) != 1 || got[0] != wantNum {
+						return fmt.Errorf("OUTPUT %v (%v), want [%v]", got, err, wantNum)
+					}
+					return nil
+				})
+		})
+	}
 }
