@@ -164,10 +164,18 @@ var GrowingStateTypes = []DataType{Float, Int32, Int64, Double}
 // STATE_IN [-1], outputs STATE_OUT [-1] = Concat(STATE_IN, INPUT),
 // HISTORY [-1] = the same, and OUTPUT [1] = ReduceSum(STATE_OUT), all of
 // type elem. From the initial state of GrowingStateConfig, a zero of shape
-// [1], the k-th request of a sequence sees a
-// HISTORY of k+1 elements, 0 and its inputs so far, and their sum in OUTPUT.
-// elem must be in GrowingStateTypes.
-func GrowingState(elem DataType) ([]byte, error) {
+// [1], the k-th request of a sequence sees a HISTORY of k+1 elements, 0 and
+// its inputs so far, and their sum in OUTPUT. elem must be in
+// GrowingStateTypes.
+func GrowingState(elem DataType) ([]byte, error) { return growingState(elem, false) }
+
+// GrowingStateBatched is GrowingState for a batching model: every tensor
+// gains a batch dimension (INPUT and OUTPUT [-1, 1], the rest [-1, -1]).
+// Sequences of different lengths so far cannot share a batch: their states
+// do not concatenate.
+func GrowingStateBatched(elem DataType) ([]byte, error) { return growingState(elem, true) }
+
+func growingState(elem DataType, batched bool) ([]byte, error) {
 	if err := checkType("GrowingState", elem, GrowingStateTypes); err != nil {
 		return nil, err
 	}
@@ -175,12 +183,19 @@ func GrowingState(elem DataType) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onnxbuild: GrowingState axes: %w", err)
 	}
-	g := NewGraph("growing_state")
-	g.Input("INPUT", elem, 1)
-	g.Input("STATE_IN", elem, -1)
-	g.Output("OUTPUT", elem, 1)
-	g.Output("STATE_OUT", elem, -1)
-	g.Output("HISTORY", elem, -1)
+	var batch []int64
+	name := "growing_state"
+	if batched {
+		batch = []int64{-1}
+		name = "growing_state_batched"
+	}
+	dims := func(d int64) []int64 { return append(slices.Clone(batch), d) }
+	g := NewGraph(name)
+	g.Input("INPUT", elem, dims(1)...)
+	g.Input("STATE_IN", elem, dims(-1)...)
+	g.Output("OUTPUT", elem, dims(1)...)
+	g.Output("STATE_OUT", elem, dims(-1)...)
+	g.Output("HISTORY", elem, dims(-1)...)
 	g.Initializer("axes", Int64, []int64{1}, axes)
 	g.Node("Concat", []string{"STATE_IN", "INPUT"}, []string{"STATE_OUT"}, AttrInt("axis", -1))
 	g.Node("Identity", []string{"STATE_OUT"}, []string{"HISTORY"})
@@ -192,10 +207,16 @@ func GrowingState(elem DataType) ([]byte, error) {
 // INPUT [1], outputs OUTPUT [1] and HISTORY [-1], and the implicit state
 // STATE_IN/STATE_OUT of dims [-1] that starts as one zero, on one CPU
 // instance.
-func GrowingStateConfig(elem DataType) string {
+func GrowingStateConfig(elem DataType) string { return growingStateConfig(elem, 0) }
+
+// GrowingStateBatchedConfig is GrowingStateBatched's config: as
+// GrowingStateConfig with max_batch_size 8.
+func GrowingStateBatchedConfig(elem DataType) string { return growingStateConfig(elem, 8) }
+
+func growingStateConfig(elem DataType, maxBatch int) string {
 	t := configType(elem)
 	return fmt.Sprintf(`platform: "onnxruntime_onnx"
-max_batch_size: 0
+max_batch_size: %[3]d
 input [ { name: "INPUT" data_type: %[1]s dims: [ 1 ] } ]
 output [
   { name: "OUTPUT" data_type: %[1]s dims: [ 1 ] },
@@ -209,7 +230,7 @@ sequence_batching {
   } ]
 }
 instance_group [ { kind: KIND_CPU count: 1 } ]
-`, t, SequenceIdleMicroseconds)
+`, t, SequenceIdleMicroseconds, maxBatch)
 }
 
 // configType is the config.pbtxt name of an element type: TYPE_FP32 for

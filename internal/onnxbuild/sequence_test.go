@@ -162,6 +162,46 @@ func TestGrowingStateORT(t *testing.T) {
 	}
 }
 
+// TestGrowingStateBatchedORT runs two sequences of the same length side by
+// side in one batch.
+func TestGrowingStateBatchedORT(t *testing.T) {
+	orttest.Init(t)
+	model := Must(GrowingStateBatched(Float))
+	checkInfo(t, model,
+		[]tensor{{name: "INPUT", elem: Float, shape: []int64{-1, 1}}, {name: "STATE_IN", elem: Float, shape: []int64{-1, -1}}},
+		[]tensor{{name: "OUTPUT", elem: Float, shape: []int64{-1, 1}}, {name: "STATE_OUT", elem: Float, shape: []int64{-1, -1}},
+			{name: "HISTORY", elem: Float, shape: []int64{-1, -1}}})
+	state := []float64{0, 0} // [2, 1]
+	rows := [][]float64{{0}, {0}}
+	for step := 1; step <= 3; step++ {
+		x := []float64{float64(step), float64(-10 * step)}
+		n := []int64{2, int64(step + 1)}
+		got := run(t, model,
+			[]tensor{
+				{name: "INPUT", elem: Float, shape: []int64{2, 1}, nums: x},
+				{name: "STATE_IN", elem: Float, shape: []int64{2, int64(step)}, nums: state},
+			},
+			[]tensor{{name: "OUTPUT", elem: Float, shape: []int64{2, 1}}, {name: "STATE_OUT", elem: Float, shape: n},
+				{name: "HISTORY", elem: Float, shape: n}})
+		var sums, history []float64
+		for r := range rows {
+			rows[r] = append(rows[r], x[r])
+			sum := 0.0
+			for _, v := range rows[r] {
+				sum += v
+			}
+			sums = append(sums, sum)
+			history = append(history, rows[r]...)
+		}
+		checkOutputs(t, got, []tensor{
+			{name: "OUTPUT", elem: Float, shape: []int64{2, 1}, nums: sums},
+			{name: "STATE_OUT", elem: Float, shape: n, nums: history},
+			{name: "HISTORY", elem: Float, shape: n, nums: history},
+		})
+		state = got[1].nums
+	}
+}
+
 // TestStatefulConfigs checks that each config parses and passes the
 // repository's validation, and names the types it was asked for.
 func TestStatefulConfigs(t *testing.T) {
@@ -176,6 +216,7 @@ func TestStatefulConfigs(t *testing.T) {
 		{"controls FP32 STRING", SequenceControlsConfig(Float, String), []string{"fp32_false_true", "data_type: TYPE_STRING"}},
 		{"controls BOOL INT64", SequenceControlsConfig(Bool, Int64), []string{"bool_false_true: [ false, true ]", "TYPE_BOOL", "TYPE_INT64"}},
 		{"growing FP64", GrowingStateConfig(Double), []string{"TYPE_FP64", "dims: [ -1 ]", "max_batch_size: 0"}},
+		{"growing batched INT32", GrowingStateBatchedConfig(Int32), []string{"TYPE_INT32", "dims: [ -1 ]", "max_batch_size: 8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
