@@ -62,14 +62,36 @@ func (in *instance) Standby() <-chan struct{} {
 // the model stays ready, and an execution handed to the restarting one
 // runs on the new worker instead of failing, so a dead instance does not
 // drain the queue with failures. Outside an attempt (restarts off, or a
-// backoff after failed ones) the error comes at once.
+// backoff after failed ones) the error comes at once. A worker that has
+// just died may not have been seen by supervise yet: its next request
+// (the next of a sequence, sent once the one that ended the worker
+// failed) waits for supervise's decision rather than fail for being early.
 func (in *instance) liveWorker(ctx context.Context) (*worker, error) {
 	in.mu.Lock()
 	w, attempt, closing := in.w, in.attempt, in.closing
 	in.mu.Unlock()
 	err := w.err()
-	if err == nil || closing || attempt == nil {
+	if err == nil || closing {
 		return w, err
+	}
+	if attempt == nil {
+		select {
+		case <-w.decided:
+		case <-ctx.Done():
+			return w, err
+		case <-in.life.Done():
+			return w, err
+		}
+		in.mu.Lock()
+		now := in.w
+		attempt, closing = in.attempt, in.closing
+		in.mu.Unlock()
+		if now != w {
+			return now, now.err() // restarted meanwhile
+		}
+		if attempt == nil || closing {
+			return w, err
+		}
 	}
 	t := time.NewTimer(in.b.opts.StubTimeout)
 	defer t.Stop()

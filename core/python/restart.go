@@ -76,6 +76,7 @@ func (in *instance) supervise(w *worker) {
 			// A restart follows at once: executions wait for it.
 			in.beginAttempt()
 		}
+		close(w.decided)
 		in.failOf(w, errUnhealthy(in.name))
 		select {
 		case <-w.exited: // soon: a worker that is gone is killed

@@ -341,3 +341,28 @@ func TestSequenceLargeState(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSequenceStateOutlivesWorker: implicit state is the server's, so a
+// sequence goes on where it was when its worker dies and a new one takes
+// its place; the request that ended the worker fails and leaves the state
+// as it was.
+func TestSequenceStateOutlivesWorker(t *testing.T) {
+	e := start(t, options{}, "seq_state")
+	step := func(x int32, flags uint32) (*core.InferResponse, error) {
+		return e.infer(&core.InferRequest{ModelName: "seq_state", Correlation: core.Correlation{ID: 5, Flags: flags},
+			Inputs: []*core.Tensor{int32s("INPUT", []int64{1, 1}, x)}})
+	}
+	if _, err := step(3, core.FlagSequenceStart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := step(-1, 0); err == nil || !strings.Contains(err.Error(), "Stub process 'seq_state_0_0' is not healthy.") {
+		t.Fatalf("the request that ended the worker: %v", err)
+	}
+	resp, err := step(4, core.FlagSequenceEnd)
+	if err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if got := int32Values(output(resp, "OUTPUT")); !slices.Equal(got, []int32{3, 4}) {
+		t.Fatalf("after the restart the state was %v, want [3 4]", got)
+	}
+}

@@ -42,6 +42,9 @@ type worker struct {
 	dead    error                  // set once the worker is gone
 	gone    chan struct{}          // closed with dead set
 	exited  chan struct{}          // closed when the process has been reaped
+	// decided is closed once the instance's supervisor, told the worker is
+	// gone, has begun its restart or chosen not to (see liveWorker).
+	decided chan struct{}
 	pgid    int                    // the worker's process group: itself and its children
 	stderr  *tail                  // the last lines of stderr, for errors
 
@@ -89,7 +92,7 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
 	}
 	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
-		gone: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth),
+		gone: make(chan struct{}), exited: make(chan struct{}), decided: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth),
 		wlock: make(chan struct{}, 1), ready: make(chan struct{}, 1)}
 	for i := range depth {
 		w.slots <- i

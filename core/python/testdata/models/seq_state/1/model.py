@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -8,12 +10,14 @@ class TritonPythonModel:
     placeholder data, which is ignored); OUTPUT_STATE, the history with this
     request's INPUT appended, is the next request's INPUT_STATE. OUTPUT is
     that history too, so the client sees what the state held. The model
-    keeps nothing between requests."""
+    keeps nothing between requests. INPUT -1 ends the worker."""
 
     def execute(self, requests):
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()  # [1, 1]
+            if x[0, 0] == -1:
+                os._exit(1)
             start = pb_utils.get_input_tensor_by_name(request, "START").as_numpy()  # [1, 1]
             state = pb_utils.get_input_tensor_by_name(request, "INPUT_STATE").as_numpy()  # [1, n]
             if state.dtype != np.int32 or state.ndim != 2 or state.shape[0] != 1:
