@@ -42,11 +42,11 @@ type worker struct {
 	dead    error                  // set once the worker is gone
 	gone    chan struct{}          // closed with dead set
 	exited  chan struct{}          // closed when the process has been reaped
+	pgid    int                    // the worker's process group: itself and its children
+	stderr  *tail                  // the last lines of stderr, for errors
 	// decided is closed once the instance's supervisor, told the worker is
 	// gone, has begun its restart or chosen not to (see liveWorker).
 	decided chan struct{}
-	pgid    int   // the worker's process group: itself and its children
-	stderr  *tail // the last lines of stderr, for errors
 
 	// arena is the shared memory the worker maps as fd 4: the first half
 	// carries execute's large inputs, the second its reply's outputs. An
