@@ -355,3 +355,53 @@ func TestServerPreviousState(t *testing.T) {
 		})
 	}
 }
+
+// TestServerGrowingStateBatched runs sequences of different lengths on a
+// batching model whose state grows: requests whose states differ in length
+// never share a batch, and each sequence sees its own history.
+func TestServerGrowingStateBatched(t *testing.T) {
+	const elem = ob.Int32
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"grow": {Config: ob.GrowingStateBatchedConfig(elem), ONNX: ob.Must(ob.GrowingStateBatched(elem))},
+	})
+	s := servertest.Start(t, servertest.Options{Repo: root})
+	const n, longest = 16, 8
+	length := func(i int) int { return 2 + i%(longest-1) }
+	x := func(i, k int) float64 { return float64(i*100 + k + 1) }
+	runSequences(t, s, n, longest,
+		func(id core.Correlation, i, k int) *core.InferRequest {
+			// Sequence i is length(i) long; its spare turns start a
+			// one-request sequence of its own.
+			if k >= length(i) {
+				id.ID += 1 << 20
+				id.StringID += "-extra"
+				return seqRequest(t, "grow", id, core.FlagSequenceStart|core.FlagSequenceEnd, elem, []int64{1, 1}, x(i, k))
+			}
+			return seqRequest(t, "grow", id, flagsAt(k, length(i)), elem, []int64{1, 1}, x(i, k))
+		},
+		func(i, k int, resp *core.InferResponse) error {
+			want := []float64{0}
+			if k >= length(i) {
+				want = append(want, x(i, k))
+			} else {
+				for j := range k + 1 {
+					want = append(want, x(i, j))
+				}
+			}
+			h, got, err := output(resp, "HISTORY", elem)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) || fmt.Sprint(h.Shape) != fmt.Sprint([]int64{1, int64(len(want))}) {
+				return fmt.Errorf("HISTORY %v %v, want %v", h.Shape, got, want)
+			}
+			var total float64
+			for _, v := range want {
+				total += v
+			}
+			if _, sum, err := output(resp, "OUTPUT", elem); err != nil || len(sum) != 1 || sum[0] != total {
+				return fmt.Errorf("OUTPUT %v (%v), want [%v]", sum, err, total)
+			}
+			return nil
+		})
+}
