@@ -370,11 +370,10 @@ func TestServerGrowingStateBatched(t *testing.T) {
 	x := func(i, k int) float64 { return float64(i*100 + k + 1) }
 	runSequences(t, s, n, longest,
 		func(id core.Correlation, i, k int) *core.InferRequest {
-			// Sequence i is length(i) long; its spare turns start a
-			// one-request sequence of its own.
+			// Sequence i is length(i) long; each of its spare turns is a
+			// one-request sequence under an id of its own.
 			if k >= length(i) {
-				id.ID += 1 << 20
-				id.StringID += "-extra"
+				id = core.Correlation{ID: uint64(1<<20 + i*longest + k)}
 				return seqRequest(t, "grow", id, core.FlagSequenceStart|core.FlagSequenceEnd, elem, []int64{1, 1}, x(i, k))
 			}
 			return seqRequest(t, "grow", id, flagsAt(k, length(i)), elem, []int64{1, 1}, x(i, k))
