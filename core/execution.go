@@ -90,7 +90,7 @@ func (r *Request) Send(resp *Response, final bool) error {
 		return nil
 	}
 	if j.seq != nil {
-		if err := j.seq.keep(j.seqb.cfg, resp); err != nil {
+		if err := j.seq.keep(j.seqb.cfg, resp, j.asksFor); err != nil {
 			r.close(err)
 			return err
 		}

@@ -624,7 +624,7 @@ func (b *seqBatcher) compatible(first *job, fst []*Tensor, j *job, st []*Tensor)
 // keep takes the state outputs out of resp and keeps them as the slot's
 // next state; a model that is not decoupled must produce every state
 // output in its response.
-func (s *seqSlot) keep(sc *seqConfig, resp *Response) error {
+func (s *seqSlot) keep(sc *seqConfig, resp *Response, asked func(string) bool) error {
 	if len(sc.states) == 0 || resp == nil || resp.Err != nil {
 		return nil
 	}
@@ -637,6 +637,12 @@ func (s *seqSlot) keep(sc *seqConfig, resp *Response) error {
 			continue
 		}
 		found[k] = &Tensor{Name: sc.states[k].in, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: bytes.Clone(t.Data)}
+		if asked(t.Name) {
+			// "For debugging purposes, the client can request the output
+			// state" (triton-inference-server/server
+			// docs/user_guide/implicit_state_management.md).
+			outs = append(outs, t)
+		}
 	}
 	resp.Outputs = outs
 	s.smu.Lock()
@@ -710,4 +716,14 @@ func (b *seqBatcher) inService(sb Standby) {
 			return
 		}
 	}
+}
+
+// asksFor reports whether the client asked for output name: by name, or by
+// asking for every output when the configuration lists it (a state output
+// listed under `output` reaches the client only then).
+func (j *job) asksFor(name string) bool {
+	if j.orig.Outputs == nil {
+		return j.mv.outputs[name] != nil
+	}
+	return slices.ContainsFunc(j.orig.Outputs, func(o RequestedOutput) bool { return o.Name == name })
 }

@@ -924,3 +924,44 @@ func TestSequenceTooManySlots(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 }
+
+// TestSequenceRequestedStateOutput: a state output the configuration also
+// lists under `output` reaches a client that asks for it (by name, or by
+// asking for every output), as Triton's debugging aid does; otherwise it is
+// taken out of the response.
+func TestSequenceRequestedStateOutput(t *testing.T) {
+	b := &accBackend{}
+	s, err := accServer(t, b, `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ] } ]
+sequence_batching { `+accState+` }
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		outputs []RequestedOutput
+		want    []string
+	}{
+		{"every output", nil, []string{"acc_out", "y"}},
+		{"by name", []RequestedOutput{{Name: "acc_out"}}, []string{"acc_out"}},
+		{"not asked", []RequestedOutput{{Name: "y"}}, []string{"y"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := seqReq(Correlation{ID: 7, Flags: FlagSequenceStart | FlagSequenceEnd}, 5, false)
+			req.Outputs = tc.outputs
+			resp, err := s.Infer(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range resp.Outputs {
+				got = append(got, o.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("outputs %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
