@@ -366,3 +366,23 @@ func TestSequenceStateOutlivesWorker(t *testing.T) {
 		t.Fatalf("after the restart the state was %v, want [3 4]", got)
 	}
 }
+
+// TestBLSDecoupledSequence: exec(decoupled=True) into a decoupled sequence
+// model carries the correlation id and flags too; every response of each
+// step comes back in order.
+func TestBLSDecoupledSequence(t *testing.T) {
+	e := start(t, options{}, "bls_seq_stream", "sequence_py_decoupled")
+	for _, corr := range []string{"12", "stream-a"} {
+		for k := range 3 {
+			resp, err := e.infer(&core.InferRequest{ModelName: "bls_seq_stream", Inputs: []*core.Tensor{
+				bytesTensor("CORR", corr), int32s("FLAGS", []int64{1}, int32(flagsAt(k, 3)))}})
+			if err != nil {
+				t.Fatalf("sequence %s step %d: %v", corr, k, err)
+			}
+			want := []int32{int32(k + 1), int32(k + 1), int32(k + 1)}
+			if got := int32Values(output(resp, "OUTPUT")); !slices.Equal(got, want) {
+				t.Fatalf("sequence %s step %d: %v, want %v", corr, k, got, want)
+			}
+		}
+	}
+}
