@@ -160,9 +160,10 @@ func TestSequenceControlInputs(t *testing.T) {
 // as the output OUTPUT_STATE; the server carries it from request to
 // request of each sequence, growing (dims -1), and the client never sees
 // it; decoupled, the state comes in a response of the model's sender.
-// Triton's python_backend has no implicit state (the server's
-// docs/user_guide/implicit_state_management.md names the backends that
-// do); inferd's sequence batcher hands it to any backend as tensors.
+// Triton's python_backend has no implicit state
+// (triton-inference-server/server docs/user_guide/implicit_state_management.md
+// names the backends that do); inferd's sequence batcher hands it to any
+// backend as tensors.
 func TestSequenceImplicitState(t *testing.T) {
 	e := start(t, options{}, "seq_state", "seq_state_decoupled")
 	const sequences, steps = 4, 5
