@@ -297,7 +297,7 @@ var htpMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "MKCOL", "C
 
 // LogRequest logs one inference request as its frontend received it: at
 // verbose level 1 the protocol, path (HTTP) or method (gRPC), model,
-// version and id; at level 2 and up also each input's name, datatype and
+// version and id, and a sequence's correlation id and flags; at level 2 and up also each input's name, datatype and
 // shape. With verbose logging off (or nil settings) it costs one atomic
 // load and allocates nothing.
 func (s *Settings) LogRequest(ctx context.Context, log *slog.Logger, protocol, path string, req *core.InferRequest) {
@@ -315,6 +315,17 @@ func (s *Settings) requestAttrs(protocol, path string, req *core.InferRequest) [
 		slog.String("model", req.ModelName), slog.String("version", version)}
 	if req.ID != "" {
 		attrs = append(attrs, slog.String("id", req.ID))
+	}
+	// A sequence's id and flags, as Triton's request dump shows them
+	// (triton-inference-server/core src/infer_request.cc, operator<<).
+	switch c := req.Correlation; {
+	case c.IsString && c.StringID != "":
+		attrs = append(attrs, slog.String("correlation_id", c.StringID))
+	case !c.IsString && c.ID != 0:
+		attrs = append(attrs, slog.Uint64("correlation_id", c.ID))
+	}
+	if f := req.Correlation.Flags; f != 0 {
+		attrs = append(attrs, slog.Uint64("flags", uint64(f)))
 	}
 	if s.Verbose() >= 2 {
 		attrs = append(attrs, slog.String("inputs", describeInputs(req.Inputs)))

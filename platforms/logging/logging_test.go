@@ -191,6 +191,36 @@ func TestLogRequest(t *testing.T) {
 	nilSettings.LogRequest(context.Background(), slog.Default(), "HTTP", "/", request())
 }
 
+// A request of a sequence logs its correlation id, a number or a string,
+// and its flags, as Triton's request dump does
+// (triton-inference-server/core src/infer_request.cc, operator<<).
+func TestLogRequestSequence(t *testing.T) {
+	for _, tt := range []struct {
+		c    core.Correlation
+		want map[string]any
+	}{
+		{core.Correlation{ID: 1000, Flags: core.FlagSequenceStart}, map[string]any{"correlation_id": float64(1000), "flags": float64(1)}},
+		{core.Correlation{StringID: "seq-a", IsString: true, Flags: core.FlagSequenceEnd}, map[string]any{"correlation_id": "seq-a", "flags": float64(2)}},
+		{core.Correlation{ID: 7}, map[string]any{"correlation_id": float64(7)}},
+		{core.Correlation{}, map[string]any{}},
+	} {
+		var buf bytes.Buffer
+		s := New("", State{Info: true, Verbose: 1, Format: FormatJSON})
+		req := request()
+		req.Correlation = tt.c
+		s.LogRequest(context.Background(), slog.New(s.Handler(&buf)), "GRPC", "ModelStreamInfer", req)
+		var got map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+			t.Fatalf("%+v: %v: %s", tt.c, err, buf.String())
+		}
+		for _, k := range []string{"correlation_id", "flags"} {
+			if got[k] != tt.want[k] {
+				t.Errorf("%+v: %s = %v, want %v", tt.c, k, got[k], tt.want[k])
+			}
+		}
+	}
+}
+
 // With verbose logging off the request path allocates nothing.
 func TestLogRequestOffAllocates(t *testing.T) {
 	s := New("", Default())
