@@ -3,12 +3,16 @@ package grpcapi
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
@@ -367,4 +371,49 @@ func TestSequenceErrorsOverGRPC(t *testing.T) {
 			checkSimple(t, resp)
 		}
 	})
+}
+
+// TestDecoupledSequencesOnOneStream sends 32 sequences to a decoupled
+// model.py (testdata/seqcount: a running sum per correlation id in the
+// model's memory, each request answered twice) on one stream, every step
+// sent without waiting: a sequence's requests run in the order sent, so
+// each answer is its sequence's running sum, and each request gets its two
+// responses.
+func TestDecoupledSequencesOnOneStream(t *testing.T) {
+	root := t.TempDir()
+	servertest.Must(t, os.CopyFS(filepath.Join(root, "seqcount"), os.DirFS("testdata/seqcount")))
+	py := python.New(python.Options{Executable: servertest.Python(t)})
+	t.Cleanup(func() { _ = py.Close() })
+	h := start(t, servertest.Options{Repo: root, Backends: []core.Backend{py}}, Options{})
+	const sequences, steps = 32, 8
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	for k := range steps {
+		for i := range sequences {
+			servertest.Must(t, st.Send(seqRequest("seqcount", fmt.Sprintf("%d/%d", i, k), seqValue(i, k), seqID(fmt.Sprint("s", i)), k == 0, k == steps-1)))
+		}
+	}
+	servertest.Must(t, st.CloseSend())
+	got := map[string][]int32{}
+	for range 2 * sequences * steps {
+		r, err := st.Recv()
+		servertest.Must(t, err)
+		if r.GetErrorMessage() != "" {
+			t.Fatalf("%s: %s", r.GetInferResponse().GetId(), r.GetErrorMessage())
+		}
+		v, err := accOutput(r.GetInferResponse())
+		servertest.Must(t, err)
+		got[r.GetInferResponse().GetId()] = append(got[r.GetInferResponse().GetId()], v)
+	}
+	for i := range sequences {
+		for k := range steps {
+			id := fmt.Sprintf("%d/%d", i, k)
+			if want := seqSum(i, k); len(got[id]) != 2 || got[id][0] != want || got[id][1] != want {
+				t.Errorf("%s: %v, want %d twice", id, got[id], want)
+			}
+		}
+	}
+	if _, err := st.Recv(); err == nil {
+		t.Fatal("the stream did not end after the last response")
+	}
 }
