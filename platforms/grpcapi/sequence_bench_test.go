@@ -200,15 +200,16 @@ func runSequenceBench(b *testing.B, sb seqBench) {
 		model := sb.family + "_" + strategy
 		for _, fe := range []struct {
 			name string
-			step stepFunc
+			run  seqRunner
 		}{
-			{"grpc-stream", grpcStreamStep(client, model, sb)},
-			{"http-binary", httpBinaryStep(srv.httpBase+"/v2/models/"+model+"/infer", sb)},
+			{"grpc-stream", oneAtATime(grpcStreamStep(client, model, sb))},
+			{"http-binary", oneAtATime(httpBinaryStep(srv.httpBase+"/v2/models/"+model+"/infer", sb))},
+			{"grpc-stream-ahead2", grpcStreamAhead(client, model, sb, 2)},
 		} {
 			name := fe.name + "/" + strategy + "/c" + strconv.Itoa(benchSequences)
 			b.Run(name, func(b *testing.B) {
 				before := sidebyside.ModelStats(b, srv.core, model)
-				rs.Record(b, name, measureSequences(b, fe.step, &ids))
+				rs.Record(b, name, measureSequences(b, fe.run, &ids))
 				sidebyside.ReportExecutions(b, before, sidebyside.ModelStats(b, srv.core, model))
 			})
 		}
@@ -219,6 +220,8 @@ func runSequenceBench(b *testing.B, sb seqBench) {
 		sidebyside.Ratio{Unit: "grpc-oldest/ort-thru", Num: "grpc-stream/oldest" + c, Den: "in-process-ort/batch4", Of: sidebyside.InferOf},
 		sidebyside.Ratio{Unit: "http-direct/ort-thru", Num: "http-binary/direct" + c, Den: "in-process-ort/batch4", Of: sidebyside.InferOf},
 		sidebyside.Ratio{Unit: "http-oldest/ort-thru", Num: "http-binary/oldest" + c, Den: "in-process-ort/batch4", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "grpc-ahead2-direct/ort-thru", Num: "grpc-stream-ahead2/direct" + c, Den: "in-process-ort/batch4", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "grpc-ahead2-oldest/ort-thru", Num: "grpc-stream-ahead2/oldest" + c, Den: "in-process-ort/batch4", Of: sidebyside.InferOf},
 		sidebyside.Ratio{Unit: "grpc-oldest/direct-thru", Num: "grpc-stream/oldest" + c, Den: "grpc-stream/direct" + c, Of: sidebyside.InferOf},
 		sidebyside.Ratio{Unit: "grpc-oldest/direct-p50", Num: "grpc-stream/oldest" + c, Den: "grpc-stream/direct" + c, Of: sidebyside.P50Of},
 		sidebyside.Ratio{Unit: "http-oldest/direct-thru", Num: "http-binary/oldest" + c, Den: "http-binary/direct" + c, Of: sidebyside.InferOf},
@@ -236,13 +239,32 @@ type seqCursor struct {
 // stepFunc sends c's next step and checks the answer.
 type stepFunc func(c *seqCursor) error
 
+// seqRunner runs c's sequence from its first step to its last, checking
+// every answer, and puts each step's latency in lat.
+type seqRunner func(c *seqCursor, lat []time.Duration) error
+
+// oneAtATime runs a sequence one step at a time, each sent once the last
+// is answered.
+func oneAtATime(step stepFunc) seqRunner {
+	return func(c *seqCursor, lat []time.Duration) error {
+		for c.step = 0; c.step < benchSteps; c.step++ {
+			t0 := time.Now()
+			if err := step(c); err != nil {
+				return fmt.Errorf("step %d: %w", c.step, err)
+			}
+			lat[c.step] = time.Since(t0)
+		}
+		return nil
+	}
+}
+
 // measureSequences runs b.N requests, rounded up to whole sequences, over
 // benchSequences clients, each running one sequence after another to its
 // end (a client that stopped midway would hold its slot, and the
 // sequences waiting for one, until the idle timeout). It reports the p50
 // latency of a request and the throughput as sidebyside.Measure does.
 // ids are the sequence ids used so far, which it advances.
-func measureSequences(b *testing.B, step stepFunc, ids *uint64) sidebyside.Result {
+func measureSequences(b *testing.B, run seqRunner, ids *uint64) sidebyside.Result {
 	n := (b.N + benchSteps - 1) / benchSteps
 	lat := make([]time.Duration, n*benchSteps)
 	var next atomic.Int64
@@ -264,13 +286,9 @@ func measureSequences(b *testing.B, step stepFunc, ids *uint64) sidebyside.Resul
 					return
 				}
 				c.id = *ids + uint64(k) + 1
-				for c.step = 0; c.step < benchSteps; c.step++ {
-					t0 := time.Now()
-					if err := step(c); err != nil {
-						b.Errorf("sequence %d step %d: %v", c.id, c.step, err)
-						return
-					}
-					lat[k*benchSteps+c.step] = time.Since(t0)
+				if err := run(c, lat[k*benchSteps:(k+1)*benchSteps]); err != nil {
+					b.Errorf("sequence %d: %v", c.id, err)
+					return
 				}
 			}
 		})
@@ -302,7 +320,6 @@ func processCPU() time.Duration {
 // grpcStreamStep sends each client's steps on its own ModelStreamInfer
 // stream, one request at a time.
 func grpcStreamStep(client pb.GRPCInferenceServiceClient, model string, sb seqBench) stepFunc {
-	datatype := sb.elem.String()
 	return func(c *seqCursor) error {
 		st, _ := c.conn.(pb.GRPCInferenceService_ModelStreamInferClient)
 		if st == nil {
@@ -312,14 +329,7 @@ func grpcStreamStep(client pb.GRPCInferenceServiceClient, model string, sb seqBe
 			}
 			c.conn = st
 		}
-		in := sb.in[c.step]
-		req := &pb.ModelInferRequest{ModelName: model,
-			Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT", Datatype: datatype, Shape: []int64{1, int64(len(in) / 4)}}},
-			RawInputContents: [][]byte{in},
-			Parameters: map[string]*pb.InferParameter{"sequence_id": seqID(c.id),
-				"sequence_start": boolParam(c.step == 0), "sequence_end": boolParam(c.step == benchSteps-1)},
-		}
-		if err := st.Send(req); err != nil {
+		if err := st.Send(sbRequest(model, sb, c.id, c.step)); err != nil {
 			return err
 		}
 		r, err := st.Recv()
@@ -334,6 +344,63 @@ func grpcStreamStep(client pb.GRPCInferenceServiceClient, model string, sb seqBe
 			return fmt.Errorf("%d outputs, want OUTPUT alone", len(raw))
 		}
 		return sb.close(raw[0], sb.want[c.step])
+	}
+}
+
+// grpcStreamAhead runs each client's sequences on its own ModelStreamInfer
+// stream keeping up to ahead steps in flight: the next step is sent before
+// the last is answered, as a client streaming a sequence's inputs does.
+func grpcStreamAhead(client pb.GRPCInferenceServiceClient, model string, sb seqBench, ahead int) seqRunner {
+	return func(c *seqCursor, lat []time.Duration) error {
+		st, _ := c.conn.(pb.GRPCInferenceService_ModelStreamInferClient)
+		if st == nil {
+			var err error
+			if st, err = client.ModelStreamInfer(context.Background()); err != nil {
+				return err
+			}
+			c.conn = st
+		}
+		window := make(chan time.Time, ahead) // the send times of the steps in flight
+		sent := make(chan error, 1)
+		go func() {
+			for k := range benchSteps {
+				window <- time.Now()
+				if err := st.Send(sbRequest(model, sb, c.id, k)); err != nil {
+					sent <- err
+					return
+				}
+			}
+			sent <- nil
+		}()
+		for k := range benchSteps {
+			r, err := st.Recv()
+			if err != nil {
+				return err
+			}
+			lat[k] = time.Since(<-window)
+			if r.GetErrorMessage() != "" {
+				return fmt.Errorf("step %d: %s", k, r.GetErrorMessage())
+			}
+			raw := r.GetInferResponse().GetRawOutputContents()
+			if len(raw) != 1 {
+				return fmt.Errorf("step %d: %d outputs, want OUTPUT alone", k, len(raw))
+			}
+			if err := sb.close(raw[0], sb.want[k]); err != nil {
+				return fmt.Errorf("step %d: %w", k, err)
+			}
+		}
+		return <-sent
+	}
+}
+
+// sbRequest is step k of sequence id to model.
+func sbRequest(model string, sb seqBench, id uint64, k int) *pb.ModelInferRequest {
+	in := sb.in[k]
+	return &pb.ModelInferRequest{ModelName: model,
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT", Datatype: sb.elem.String(), Shape: []int64{1, int64(len(in) / 4)}}},
+		RawInputContents: [][]byte{in},
+		Parameters: map[string]*pb.InferParameter{"sequence_id": seqID(id),
+			"sequence_start": boolParam(k == 0), "sequence_end": boolParam(k == benchSteps-1)},
 	}
 }
 
