@@ -104,15 +104,22 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	tReq := time.Now()
 	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
 	if err := mv.prepare(req, &j.req); err != nil {
+		if req.Queued != nil {
+			req.Queued()
+		}
 		return nil, rejected{err}
 	}
 	j.req.job = j
 	j.times.req = tReq
 	j.times.queue = time.Now()
-	if err := mv.exec.submit(j); err != nil {
+	err := mv.exec.submit(j)
+	if req.Queued != nil {
+		req.Queued()
+	}
+	if err != nil {
 		return nil, rejected{err}
 	}
-	err := <-j.done
+	err = <-j.done
 	end := time.Now()
 	if err != nil {
 		var c *cancelled

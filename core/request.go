@@ -31,6 +31,13 @@ type InferRequest struct {
 	// Trace follows the request when it is sampled for tracing; nil
 	// (almost always) when it is not.
 	Trace Trace
+
+	// Queued, when set, is called once the request is in the model's
+	// queue, or was refused before it: a caller that runs a stream's
+	// requests concurrently hands over a sequence's next request then,
+	// so the sequence batcher receives them in the stream's order (as
+	// Triton's stream handler enqueues them as it reads them).
+	Queued func()
 }
 
 // RequestedOutput names one output and how it is to be returned.
