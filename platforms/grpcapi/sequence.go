@@ -11,10 +11,9 @@ import (
 // as it reads it, so the sequence batcher receives a sequence's requests
 // in the order sent (triton-inference-server/server
 // src/grpc/stream_infer_handler.cc); here every request runs on its own
-// goroutine, so a request of a sequence waits for the one read before it
-// in that sequence to end. The batcher runs a sequence's requests one
-// after the other anyway, so the wait costs no execution. Requests of
-// models without sequence batching never wait.
+// goroutine, so a request of a sequence waits until the one read before it
+// in that sequence is in the model's queue (core.InferRequest.Queued), or
+// has ended. Requests of models without sequence batching never wait.
 type sequenceOrder struct {
 	mu sync.Mutex
 	// last is each sequence's latest request, closed when it ends.
@@ -31,8 +30,9 @@ type sequenceKey struct {
 
 // enter places req (to the acquired version mv) after the requests read
 // before it in its sequence: it returns a channel closed once the previous
-// one has ended (nil when there is none to wait for) and leave, to call
-// once req has ended (nil when req is in no sequence).
+// one is queued (nil when there is none to wait for) and leave, which
+// marks req queued: set as req.Queued, and to call once req has ended in
+// any case (nil when req is in no sequence; a second call does nothing).
 func (o *sequenceOrder) enter(mv *core.ModelVersion, req *core.InferRequest) (wait <-chan struct{}, leave func()) {
 	c := req.Correlation
 	if mv.Config.GetSequenceBatching() == nil || (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
@@ -47,12 +47,15 @@ func (o *sequenceOrder) enter(mv *core.ModelVersion, req *core.InferRequest) (wa
 	prev := o.last[key]
 	o.last[key] = done
 	o.mu.Unlock()
+	var once sync.Once
 	return prev, func() {
-		close(done)
-		o.mu.Lock()
-		if o.last[key] == done {
-			delete(o.last, key)
-		}
-		o.mu.Unlock()
+		once.Do(func() {
+			close(done)
+			o.mu.Lock()
+			if o.last[key] == done {
+				delete(o.last, key)
+			}
+			o.mu.Unlock()
+		})
 	}
 }

@@ -186,6 +186,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		return true
 	}
 	wait, leave := order.enter(inf.Model, inf.Request)
+	inf.Request.Queued = leave
 	if !inf.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
 		go func() {
 			await(ctx, wait)
