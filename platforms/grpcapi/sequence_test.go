@@ -417,3 +417,46 @@ func TestDecoupledSequencesOnOneStream(t *testing.T) {
 		t.Fatal("the stream did not end after the last response")
 	}
 }
+
+// TestSequenceBacklogTimeoutOverGRPC: with the one slot held by an open
+// sequence, a new sequence waits in the backlog, and its request's
+// timeout passing there answers Triton's UNAVAILABLE, with ModelInfer and
+// in-band on a stream; the held sequence goes on.
+func TestSequenceBacklogTimeoutOverGRPC(t *testing.T) {
+	cfg := onnxbuild.AccumulatorConfig(onnxbuild.Int32)
+	if !strings.Contains(cfg, "max_batch_size: 8") {
+		t.Fatalf("the accumulator's config has no max_batch_size 8:\n%s", cfg)
+	}
+	h := start(t, servertest.Options{Repo: servertest.WriteRepo(t, map[string]servertest.Model{"acc1": {
+		Config: strings.Replace(cfg, "max_batch_size: 8", "max_batch_size: 1", 1),
+		ONNX:   onnxbuild.Must(onnxbuild.Accumulator(onnxbuild.Int32)),
+	}})}, Options{})
+	_, err := h.client.ModelInfer(ctx(t), seqRequest("acc1", "a", 5, seqID(uint64(1)), true, false))
+	servertest.Must(t, err)
+	const msg = "timeout of the corresponding sequence has been expired"
+	backlogged := func(id uint64) *pb.ModelInferRequest {
+		req := seqRequest("acc1", "b", 5, seqID(id), true, false)
+		req.Parameters["timeout"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 1000}}
+		return req
+	}
+	_, err = h.client.ModelInfer(ctx(t), backlogged(2))
+	wantStatus(t, err, codes.Unavailable, msg)
+
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	servertest.Must(t, st.Send(backlogged(3)))
+	r, err := st.Recv()
+	servertest.Must(t, err)
+	// Answered once in flight, as Triton's reaper responds: the id, model
+	// name and final flag with the text.
+	if r.GetErrorMessage() != msg || r.GetInferResponse().GetId() != "b" || r.GetInferResponse().GetModelName() != "acc1" {
+		t.Fatalf("stream: %v", r)
+	}
+	servertest.Must(t, st.CloseSend())
+
+	resp, err := h.client.ModelInfer(ctx(t), seqRequest("acc1", "a", 6, seqID(uint64(1)), false, true))
+	servertest.Must(t, err)
+	if got, err := accOutput(resp); err != nil || got != 11 {
+		t.Fatalf("sequence 1 after: %d %v", got, err)
+	}
+}

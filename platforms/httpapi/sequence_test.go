@@ -298,3 +298,28 @@ func TestSequenceErrorsOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestSequenceBacklogTimeoutOverHTTP: with the one slot held by an open
+// sequence, a new sequence waits in the backlog, and its request's
+// "timeout" passing there answers Triton's 503; the held sequence goes on.
+func TestSequenceBacklogTimeoutOverHTTP(t *testing.T) {
+	cfg := onnxbuild.AccumulatorConfig(onnxbuild.Int32)
+	if !strings.Contains(cfg, "max_batch_size: 8") {
+		t.Fatalf("the accumulator's config has no max_batch_size 8:\n%s", cfg)
+	}
+	base, _ := startServer(t, writeRepo(t, map[string]testModel{"acc1": {
+		config: strings.Replace(cfg, "max_batch_size: 8", "max_batch_size: 1", 1),
+		onnx:   onnxbuild.Must(onnxbuild.Accumulator(onnxbuild.Int32)),
+	}}), serverOpts{})
+	url := base + "/v2/models/acc1/infer"
+	if code, _, body := post(t, url, seqBody("a", 5, seqParams(1, true, false))); code != 200 {
+		t.Fatalf("sequence 1: %d %s", code, body)
+	}
+	code, _, body := post(t, url, seqBody("b", 5, `,"parameters":{"sequence_id":2,"sequence_start":true,"timeout":1000}`))
+	if want := `{"error":"timeout of the corresponding sequence has been expired"}`; code != 503 || string(body) != want {
+		t.Fatalf("backlogged sequence: %d %s, want 503 %s", code, body, want)
+	}
+	if code, _, body := post(t, url, seqBody("a", 6, seqParams(1, false, true))); code != 200 || !strings.Contains(string(body), `"data":[11]`) {
+		t.Fatalf("sequence 1 after: %d %s", code, body)
+	}
+}
