@@ -175,6 +175,9 @@ type async struct {
 	mu  sync.Mutex
 	n   int
 	res []chan result
+	// atRelease numbers results in the order the scheduler releases them
+	// (through InferStream's emit) instead of the order Infer returns.
+	atRelease bool
 }
 
 func (a *async) send(ctx context.Context, req *InferRequest) int {
@@ -183,6 +186,30 @@ func (a *async) send(ctx context.Context, req *InferRequest) int {
 	a.res = append(a.res, ch)
 	before := a.entered()
 	go func() {
+		if a.atRelease {
+			// Counted as the scheduler hands the response on, not as this
+			// goroutine wakes: the runtime may wake two in either order.
+			var res result
+			mv, release, err := a.s.Acquire("m", LatestVersion)
+			if err == nil {
+				err = mv.InferStream(ctx, req, func(resp *InferResponse, final bool) error {
+					if final {
+						a.mu.Lock()
+						a.n++
+						res.at = a.n
+						a.mu.Unlock()
+					}
+					if resp != nil {
+						res.resp = resp
+					}
+					return nil
+				})
+				release()
+			}
+			res.err = err
+			ch <- res
+			return
+		}
 		resp, err := a.s.Infer(ctx, req)
 		a.mu.Lock()
 		a.n++
@@ -612,7 +639,7 @@ input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 instance_group [ { kind: KIND_CPU count: 2 } ]
 `, preserve))
-			a := &async{t: t, s: s, b: b}
+			a := &async{t: t, s: s, b: b, atRelease: true}
 			ctx := context.Background()
 			first := a.send(ctx, batchReq(0, 1, 1))
 			started(t, b)
