@@ -184,30 +184,19 @@ func TestSequenceLikeTritonsStreamClient(t *testing.T) {
 	h := startSequences(t)
 	st, err := h.client.ModelStreamInfer(ctx(t))
 	servertest.Must(t, err)
-	values := []int32{11, 7, 5, 3, 2, 0, 1}
 	want := map[string][]int32{}
-	for _, sq := range []struct {
-		id    any
-		first int32
-		sign  int32
-	}{
-		{uint64(1000), 0, 1}, {uint64(1001), 100, -1}, {"5f2d7a46-9b0e-4c55-a1f1-0c9e8a3d2b77", 20, -1},
-	} {
-		steps := append([]int32{sq.first}, values...)
-		sum := int32(0)
-		for i, v := range steps {
-			if i > 0 {
-				v *= sq.sign
-			}
-			sum += v
-			key := fmt.Sprint(sq.id)
-			want[key] = append(want[key], sum)
-			servertest.Must(t, st.Send(seqRequest("acc", fmt.Sprintf("%s_%d", key, i+1), v, seqID(sq.id), i == 0, i == len(steps)-1)))
+	n := 0
+	for _, sq := range servertest.ClientSequences() {
+		key := fmt.Sprint(sq.ID)
+		want[key] = sq.Sums
+		for i, v := range sq.Steps {
+			servertest.Must(t, st.Send(seqRequest("acc", fmt.Sprintf("%s_%d", key, i+1), v, seqID(sq.ID), i == 0, i == len(sq.Steps)-1)))
+			n++
 		}
 	}
 	servertest.Must(t, st.CloseSend())
 	got := map[string][]int32{}
-	for range 3 * (len(values) + 1) {
+	for range n {
 		r, err := st.Recv()
 		servertest.Must(t, err)
 		if r.GetErrorMessage() != "" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
 )
 
 // sequenceModels are stateful models over the real ONNX Runtime: `acc`
@@ -191,31 +192,18 @@ func TestSequenceControlsOverHTTP(t *testing.T) {
 // binary, and the sequence's parameters.
 func TestSequenceLikeTritonsClient(t *testing.T) {
 	base, _ := startServer(t, writeRepo(t, sequenceModels(t)), serverOpts{})
-	values := []int32{11, 7, 5, 3, 2, 0, 1}
 	infer := binaryInferer()
-	for _, tc := range []struct {
-		id    any
-		first int32
-		sign  int32
-	}{
-		{uint64(1000), 0, 1}, {uint64(1001), 100, -1}, {"5f2d7a46-9b0e-4c55-a1f1-0c9e8a3d2b77", 20, -1},
-	} {
-		seq := append([]int32{tc.first}, values...)
-		sum := int32(0)
-		for i, v := range seq {
-			if i > 0 {
-				v *= tc.sign
-			}
-			sum += v
-			id, _ := json.Marshal(tc.id)
+	for _, sq := range servertest.ClientSequences() {
+		id, _ := json.Marshal(sq.ID)
+		for i, v := range sq.Steps {
 			header := fmt.Sprintf(`{"inputs":[{"name":"INPUT","shape":[1,1],"datatype":"INT32","parameters":{"binary_data_size":4}}],"outputs":[{"name":"OUTPUT","parameters":{"binary_data":true}}],"parameters":{"sequence_id":%s,"sequence_start":%t,"sequence_end":%t}}`,
-				id, i == 0, i == len(seq)-1)
+				id, i == 0, i == len(sq.Steps)-1)
 			outs, err := infer(base+"/v2/models/acc/infer", header, int32Bytes(v))
 			if err != nil {
-				t.Fatalf("sequence %v step %d: %v", tc.id, i, err)
+				t.Fatalf("sequence %v step %d: %v", sq.ID, i, err)
 			}
-			if got := outs["OUTPUT"]; len(got) != 4 || int32(binary.LittleEndian.Uint32(got)) != sum {
-				t.Fatalf("sequence %v step %d: OUTPUT %v, want %d", tc.id, i, got, sum)
+			if got := outs["OUTPUT"]; len(got) != 4 || int32(binary.LittleEndian.Uint32(got)) != sq.Sums[i] {
+				t.Fatalf("sequence %v step %d: OUTPUT %v, want %d", sq.ID, i, got, sq.Sums[i])
 			}
 		}
 	}
