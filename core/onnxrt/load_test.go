@@ -236,30 +236,7 @@ func TestLoadValidation(t *testing.T) {
 			} else {
 				v.VersionDir += "-missing"
 			}
-			in, err := loadKind(v, config(t, tc.config), modelconfig.ModelInstanceGroup_KIND_CPU)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("load: %v", err)
-				}
-				if err := in.Close(); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil {
-				in.Close()
-				t.Fatalf("loaded, want error %q", tc.wantErr)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error = %q, want %q", err, tc.wantErr)
-			}
-			want := tc.code
-			if want == 0 {
-				want = core.CodeInvalidArg
-			}
-			if got := core.CodeOf(err); got != want {
-				t.Errorf("code = %v, want %v", got, want)
-			}
+			checkLoad(t, v, tc.config, tc.wantErr, tc.code)
 		})
 	}
 }
@@ -333,5 +310,35 @@ func TestSessionEntries(t *testing.T) {
 			}
 		}
 		so.Destroy()
+	}
+}
+
+// checkLoad loads v with config text cfg on the CPU and checks the
+// outcome: a load that succeeds when wantErr is empty, else an error
+// containing wantErr with code (0: INVALID_ARG).
+func checkLoad(t *testing.T, v core.VersionFiles, cfg, wantErr string, code core.Code) {
+	t.Helper()
+	in, err := loadKind(v, config(t, cfg), modelconfig.ModelInstanceGroup_KIND_CPU)
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err == nil {
+		in.Close()
+		t.Fatalf("loaded, want error %q", wantErr)
+	}
+	if !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("error = %q, want %q", err, wantErr)
+	}
+	if code == 0 {
+		code = core.CodeInvalidArg
+	}
+	if got := core.CodeOf(err); got != code {
+		t.Errorf("code = %v, want %v", got, code)
 	}
 }

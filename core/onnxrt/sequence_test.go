@@ -11,7 +11,6 @@ import (
 
 	"github.com/inferd/inferd/core"
 	ob "github.com/inferd/inferd/internal/onnxbuild"
-	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // Sequence models: control inputs and implicit state reach ONNX Runtime as
@@ -139,30 +138,7 @@ func TestLoadSequenceValidation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := version(t, "m", tc.model)
-			in, err := loadKind(v, config(t, tc.config), modelconfig.ModelInstanceGroup_KIND_CPU)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("load: %v", err)
-				}
-				if err := in.Close(); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil {
-				in.Close()
-				t.Fatalf("loaded, want error %q", tc.wantErr)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error = %q, want %q", err, tc.wantErr)
-			}
-			want := tc.code
-			if want == 0 {
-				want = core.CodeInvalidArg
-			}
-			if got := core.CodeOf(err); got != want {
-				t.Errorf("code = %v, want %v", got, want)
-			}
+			checkLoad(t, v, tc.config, tc.wantErr, tc.code)
 		})
 	}
 }
