@@ -176,7 +176,7 @@ type heldResponse struct {
 // deliver hands one response to the job's consumer, or holds it until the
 // job's turn under preserve_ordering.
 func (j *job) deliver(resp *InferResponse, final bool) error {
-	if j.sched != nil && j.sched.cfg.preserve {
+	if (j.sched != nil && j.sched.cfg.preserve) || (j.seqb != nil && j.seqb.cfg.preserve) {
 		j.held = append(j.held, heldResponse{resp, final})
 		return nil
 	}

@@ -56,6 +56,15 @@ type seqInstance struct {
 	inst  Instance
 	slots []*seqSlot
 	wake  chan struct{}
+
+	// order holds, under oldest's preserve_ordering, the requests taken
+	// off this instance's slots in the order taken: a request's responses
+	// are released once those before it have finished. The order is per
+	// instance, as Triton's oldest strategy runs a dynamic batcher per
+	// instance (triton-inference-server/core
+	// src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
+	orderMu sync.Mutex
+	order   []*job
 }
 
 // backlogged is a sequence waiting for a free slot, with its requests.
@@ -549,6 +558,11 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 		j.state = jobTaken
 		j.times.exec = now
 	}
+	if b.cfg.preserve {
+		si.orderMu.Lock()
+		si.order = append(si.order, batch...)
+		si.orderMu.Unlock()
+	}
 	b.stats.addPending(-int64(len(batch)))
 	return batch, dropped, 0, false
 }
@@ -661,10 +675,28 @@ func (s *seqSlot) keep(sc *seqConfig, resp *Response, asked func(string) bool) e
 	return nil
 }
 
-// finish answers j.
+// finish answers j; under preserve_ordering a request that ran is
+// answered, with the responses it held back, once the requests taken
+// before it on its instance are.
 func (b *seqBatcher) finish(j *job, err error) {
-	j.traceEnd(err)
-	j.done <- err
+	if !b.cfg.preserve || j.state != jobTaken {
+		j.traceEnd(err)
+		j.done <- err
+		return
+	}
+	si := j.seq.inst
+	si.orderMu.Lock()
+	defer si.orderMu.Unlock()
+	j.finished, j.err = true, err
+	n := 0
+	for n < len(si.order) && si.order[n].finished {
+		o := si.order[n]
+		o.release()
+		o.traceEnd(o.err)
+		o.done <- o.err
+		n++
+	}
+	si.order = slices.Delete(si.order, 0, n)
 }
 
 // close stops taking work, lets queued requests run and closes the

@@ -50,6 +50,7 @@ type seqConfig struct {
 	delay     time.Duration
 	minUtil   float64 // direct: minimum_slot_utilization
 	pref      []int64 // oldest: sorted preferred batch sizes
+	preserve  bool    // oldest: preserve_ordering
 	idle      time.Duration
 	controls  []seqControl
 	corrid    int // index into controls of CORRID, -1: none
@@ -89,6 +90,7 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 		sc.oldest = true
 		sc.slots = int(o.GetMaxCandidateSequences())
 		sc.delay = time.Duration(o.GetMaxQueueDelayMicroseconds()) * time.Microsecond
+		sc.preserve = o.GetPreserveOrdering()
 		for _, p := range o.GetPreferredBatchSize() {
 			sc.pref = append(sc.pref, int64(p))
 		}
