@@ -178,7 +178,10 @@ func (e *ensemble) run(j *job) {
 	j.times.cout = time.Now()
 	j.times.execEnd = j.times.cout
 	if err != nil {
-		_ = r.Send(&Response{Err: err}, true)
+		// Triton counts a failed ensemble request as OTHER, whichever
+		// step failed and why (triton-inference-server/core
+		// src/ensemble_scheduler/ensemble_scheduler.cc, FinishEnsemble).
+		_ = r.Send(&Response{Err: responseError{err}}, true)
 	} else {
 		// As Triton, a successful ensemble request is one execution of
 		// its batch size; its compute time here is the graph's wall time
