@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
-	"github.com/inferd/inferd/platforms/metrics"
 )
 
 // seqEnsembleModels: `pair`, a stateless AddSub over [1] (OUTPUT0 = sum,
@@ -125,37 +122,4 @@ func TestSequenceEnsembleOverHTTP(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-}
-
-// scrape reads the metrics endpoint over srv's models, served on a real
-// listener.
-func scrape(t *testing.T, srv metrics.Source) string {
-	t.Helper()
-	ms := httptest.NewServer(metrics.NewHandler(srv, metrics.DefaultConfig()))
-	defer ms.Close()
-	code, _, body := do(t, http.MethodGet, ms.URL+"/metrics", nil, nil)
-	if code != http.StatusOK {
-		t.Fatalf("metrics: %d %s", code, body)
-	}
-	return string(body)
-}
-
-// metricValue is the value of the series name{model="<model>",...} in
-// the metrics text, with the extra label (`reason="REJECTED"`) when set.
-func metricValue(t *testing.T, text, name, model, label string) float64 {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `model="`+model+`"`) || (label != "" && !strings.Contains(line, label)) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		return v
-	}
-	t.Fatalf("no series %s for model %s %s", name, model, label)
-	return 0
 }
