@@ -43,9 +43,10 @@ type ensembleStep struct {
 	// inputs maps each composing-model input to the ensemble tensor it
 	// reads; outputs maps each composing-model output it keeps to the
 	// ensemble tensor it writes.
-	inputs    map[string]string
-	outputs   map[string]string
-	requested []RequestedOutput
+	inputs     map[string]string
+	inputNames []string // the keys of inputs, sorted: a fixed order
+	outputs    map[string]string
+	requested  []RequestedOutput
 	// slots bounds the step's in-flight requests across every ensemble
 	// request (max_inflight_requests); nil when unbounded.
 	slots chan struct{}
@@ -71,6 +72,7 @@ func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensem
 		if step.version < 0 {
 			step.version = LatestVersion
 		}
+		step.inputNames = slices.Sorted(maps.Keys(step.inputs))
 		for _, name := range slices.Sorted(maps.Keys(step.outputs)) {
 			step.requested = append(step.requested, RequestedOutput{Name: name})
 		}
@@ -198,7 +200,10 @@ func (e *ensemble) run(j *job) {
 // iteration the step fired on; decoupled says whether the step's model
 // streams (its outputs then start iterations of their own).
 type stepResult struct {
-	outs      []*Tensor
+	outs []*Tensor
+	// corr, when set, is the correlation the response's parameters gave
+	// its outputs (see responseCorrelation).
+	corr      *Correlation
 	iter      int
 	final     bool
 	err       error
@@ -229,6 +234,10 @@ func (e *ensemble) execute(j *job) error {
 	for _, t := range r.Inputs {
 		vals[t.Name] = map[int]*Tensor{0: t}
 	}
+	// corrs are the correlations that steps' response parameters gave
+	// their outputs, by ensemble tensor and iteration; a step reading one
+	// runs under it instead of the request's.
+	corrs := map[string]map[int]Correlation{}
 	results := make(chan stepResult, 16)
 	fired := map[int][]bool{}  // by iteration, by step
 	producing := map[int]int{} // firings running that are not decoupled, by iteration
@@ -250,7 +259,9 @@ func (e *ensemble) execute(j *job) error {
 				continue
 			}
 			inputs := make([]*Tensor, 0, len(st.inputs))
-			for name, from := range st.inputs {
+			corr, overridden := r.Correlation, false
+			for _, name := range st.inputNames {
+				from := st.inputs[name]
 				key := 0
 				if e.labels[from] != 0 {
 					key = it
@@ -261,6 +272,10 @@ func (e *ensemble) execute(j *job) error {
 					break
 				}
 				inputs = append(inputs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+				if c, ok := corrs[from][key]; ok && !overridden {
+					// The first input's wins, as in Triton's InitStep.
+					corr, overridden = c, true
+				}
 			}
 			if inputs == nil {
 				continue
@@ -270,7 +285,7 @@ func (e *ensemble) execute(j *job) error {
 			if !st.decoupled {
 				producing[it]++
 			}
-			go e.runStep(ctx, st, inputs, it, j, results)
+			go e.runStep(ctx, st, inputs, corr, it, j, results)
 		}
 	}
 	complete := func(it int) []*Tensor {
@@ -309,6 +324,9 @@ func (e *ensemble) execute(j *job) error {
 		for _, byIter := range vals {
 			delete(byIter, it)
 		}
+		for _, byIter := range corrs {
+			delete(byIter, it)
+		}
 		delete(fired, it)
 		delete(producing, it)
 		delete(live, it)
@@ -338,6 +356,12 @@ func (e *ensemble) execute(j *job) error {
 					vals[t.Name] = map[int]*Tensor{}
 				}
 				vals[t.Name][it] = t
+				if res.corr != nil {
+					if corrs[t.Name] == nil {
+						corrs[t.Name] = map[int]Correlation{}
+					}
+					corrs[t.Name][it] = *res.corr
+				}
 			}
 			if it != 0 {
 				answer(it)
@@ -376,9 +400,10 @@ func (e *ensemble) execute(j *job) error {
 	return r.Send(&Response{Outputs: outs}, true)
 }
 
-// runStep sends one step's request to its composing model; a decoupled
-// model's responses each start an iteration (iter -1 in the result).
-func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, it int, j *job, results chan<- stepResult) {
+// runStep sends one step's request to its composing model, under corr; a
+// decoupled model's responses each start an iteration (iter -1 in the
+// result).
+func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, corr Correlation, it int, j *job, results chan<- stepResult) {
 	if st.slots != nil {
 		select {
 		case st.slots <- struct{}{}:
@@ -389,7 +414,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 		}
 	}
 	req := &InferRequest{ID: j.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
-		Outputs: st.requested, Parameters: j.req.Parameters, Priority: j.req.Priority, Correlation: j.req.Correlation,
+		Outputs: st.requested, Parameters: j.req.Parameters, Priority: j.req.Priority, Correlation: corr,
 		Trace: ChildTrace(j.orig.Trace)}
 	mv, release, err := e.srv.Acquire(st.model, st.version)
 	if err == nil {
@@ -402,6 +427,10 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 			if resp == nil {
 				return nil
 			}
+			oc, err := responseCorrelation(corr, resp.Parameters)
+			if err != nil {
+				return err
+			}
 			outs := make([]*Tensor, 0, len(resp.Outputs))
 			for _, t := range resp.Outputs {
 				if name, ok := st.outputs[t.Name]; ok {
@@ -409,7 +438,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 				}
 			}
 			select {
-			case results <- stepResult{outs: outs, iter: outIter}:
+			case results <- stepResult{outs: outs, corr: oc, iter: outIter}:
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
@@ -421,6 +450,51 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 		err = &Error{Code: CodeOf(err), Msg: "in ensemble '" + e.name + "', " + err.Error()}
 	}
 	results <- stepResult{err: err, final: true, at: it, decoupled: st.decoupled}
+}
+
+// responseCorrelation is the correlation a step's response parameters
+// give its outputs: sequence_id (an integer or a string) replaces the id of
+// corr, the step's own, and sequence_start and sequence_end, when true, are
+// the only flags; nil when the response names none of them
+// (triton-inference-server/core src/ensemble_scheduler/ensemble_scheduler.cc,
+// ConsumeResponse).
+func responseCorrelation(corr Correlation, params map[string]any) (*Correlation, error) {
+	set := false
+	out := Correlation{ID: corr.ID, StringID: corr.StringID, IsString: corr.IsString}
+	if v, ok := params["sequence_id"]; ok {
+		set = true
+		switch v := v.(type) {
+		case int64:
+			out = Correlation{ID: uint64(v), StringID: strconv.FormatUint(uint64(v), 10)}
+		case uint64:
+			out = Correlation{ID: v, StringID: strconv.FormatUint(v, 10)}
+		case string:
+			out = Correlation{StringID: v, IsString: true}
+		default:
+			return nil, Errorf(CodeInvalidArg, "expected parameter 'sequence_id' to be TRITONSERVER_PARAMETER_INT or TRITONSERVER_PARAMETER_STRING")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		flag uint32
+	}{{"sequence_start", FlagSequenceStart}, {"sequence_end", FlagSequenceEnd}} {
+		v, ok := params[f.name]
+		if !ok {
+			continue
+		}
+		set = true
+		b, isBool := v.(bool)
+		if !isBool {
+			return nil, Errorf(CodeInvalidArg, "expect parameter '%s' to be TRITONSERVER_PARAMETER_BOOL", f.name)
+		}
+		if b {
+			out.Flags |= f.flag
+		}
+	}
+	if !set {
+		return nil, nil
+	}
+	return &out, nil
 }
 
 func (e *ensemble) close() {
