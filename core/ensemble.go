@@ -31,6 +31,11 @@ type ensemble struct {
 	// outputs' (0: the ensemble answers once).
 	labels   map[string]int
 	outLabel int
+	// sequenced: some step's model takes part in sequences (Sequenced);
+	// firstSeq counts those steps that run on iteration 0, which a
+	// request's submit waits to see queued (see submit).
+	sequenced bool
+	firstSeq  int
 
 	mu     sync.Mutex
 	closed bool
@@ -55,6 +60,7 @@ type ensembleStep struct {
 	label     int
 	labeled   string
 	decoupled bool
+	sequenced bool // the composing model takes part in sequences
 }
 
 // newEnsemble builds the scheduler of an ensemble whose composing models
@@ -80,6 +86,7 @@ func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensem
 			step.slots = make(chan struct{}, limit)
 		}
 		step.decoupled = decoupled(step.model)
+		step.sequenced = srv.sequenced(step.model, 0)
 		for _, from := range slices.Sorted(maps.Values(step.inputs)) {
 			if l := labels.tensors[from]; l != 0 {
 				step.label, step.labeled = l, from
@@ -88,6 +95,14 @@ func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensem
 		e.steps = append(e.steps, step)
 	}
 	e.labels = labels.tensors
+	for _, st := range e.steps {
+		if st.sequenced {
+			e.sequenced = true
+			if st.label == 0 {
+				e.firstSeq++
+			}
+		}
+	}
 	for _, out := range cfg.GetOutput() {
 		e.outLabel = max(e.outLabel, labels.tensors[out.GetName()])
 	}
@@ -155,28 +170,106 @@ func ensembleLabels(cfg *modelconfig.ModelConfig, decoupled func(model string) b
 	return l, nil
 }
 
+// Sequenced reports whether mv's requests take part in sequences: mv has
+// sequence batching, or is an ensemble with a step (at any depth) that
+// has. A caller that must keep a sequence's requests in order (a gRPC
+// stream) hands over the next one once InferRequest.Queued says the last
+// is queued.
+func (mv *ModelVersion) Sequenced() bool {
+	if mv.Config.GetSequenceBatching() != nil {
+		return true
+	}
+	e, ok := mv.exec.(*ensemble)
+	return ok && e.sequenced
+}
+
+// sequenced reports whether the serving model name takes part in
+// sequences; depth bounds the walk through nested ensembles.
+func (s *Server) sequenced(name string, depth int) bool {
+	cfg := s.servingConfig(name)
+	if cfg == nil || depth > 16 {
+		return false
+	}
+	if cfg.GetSequenceBatching() != nil {
+		return true
+	}
+	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
+		if s.sequenced(st.GetModelName(), depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// ensembleQueued tells an ensemble request's submit when the requests of
+// its sequenced steps (those that run on iteration 0) are queued in their
+// models, or the request has ended: its next request in the sequence may
+// then follow without overtaking it at a stateful step. Triton's ensemble
+// scheduler enqueues a request's first steps within its Enqueue
+// (triton-inference-server/core src/ensemble_scheduler/ensemble_scheduler.cc).
+type ensembleQueued struct {
+	mu   sync.Mutex
+	left int
+	done chan struct{}
+}
+
+// step marks one sequenced step's request queued (or refused).
+func (q *ensembleQueued) step() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.left > 0 {
+		q.left--
+		if q.left == 0 {
+			close(q.done)
+		}
+	}
+}
+
+// end marks the request ended.
+func (q *ensembleQueued) end() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.left > 0 {
+		q.left = 0
+		close(q.done)
+	}
+}
+
 func (e *ensemble) submit(j *job) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return Errorf(CodeUnavailable, "model is unloading")
 	}
 	if err := j.ctx.Err(); err != nil {
+		e.mu.Unlock()
 		return Errorf(CodeCancelled, "request cancelled before it was queued")
 	}
 	e.wg.Add(1)
+	e.mu.Unlock()
 	j.times.exec = time.Now()
 	j.times.cin = j.times.exec
 	j.traceBegin()
-	go e.run(j)
+	var q *ensembleQueued
+	if e.firstSeq > 0 && j.orig.Queued != nil {
+		q = &ensembleQueued{left: e.firstSeq, done: make(chan struct{})}
+	}
+	go e.run(j, q)
+	if q != nil {
+		// The caller's Queued runs once submit returns.
+		<-q.done
+	}
 	return nil
 }
 
 // run executes one ensemble request and answers it.
-func (e *ensemble) run(j *job) {
+func (e *ensemble) run(j *job, q *ensembleQueued) {
 	defer e.wg.Done()
 	r := &j.req
-	err := e.execute(j)
+	err := e.execute(j, q)
+	if q != nil {
+		q.end()
+	}
 	j.times.cout = time.Now()
 	j.times.execEnd = j.times.cout
 	if err != nil {
@@ -226,7 +319,7 @@ type stepResult struct {
 // is not decoupled runs on it, nor on iteration 0 (whose tensors every
 // iteration may read). So a long stream keeps only the responses in
 // flight, and each response costs the same work however many came before.
-func (e *ensemble) execute(j *job) error {
+func (e *ensemble) execute(j *job, q *ensembleQueued) error {
 	ctx, cancel := context.WithCancel(j.ctx)
 	defer cancel()
 	r := &j.req
@@ -285,7 +378,11 @@ func (e *ensemble) execute(j *job) error {
 			if !st.decoupled {
 				producing[it]++
 			}
-			go e.runStep(ctx, st, inputs, corr, it, j, results)
+			var queued func()
+			if q != nil && st.sequenced && it == 0 {
+				queued = q.step
+			}
+			go e.runStep(ctx, st, inputs, corr, it, j, queued, results)
 		}
 	}
 	complete := func(it int) []*Tensor {
@@ -400,10 +497,10 @@ func (e *ensemble) execute(j *job) error {
 	return r.Send(&Response{Outputs: outs}, true)
 }
 
-// runStep sends one step's request to its composing model, under corr; a
-// decoupled model's responses each start an iteration (iter -1 in the
-// result).
-func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, corr Correlation, it int, j *job, results chan<- stepResult) {
+// runStep sends one step's request to its composing model, under corr,
+// calling queued (if any) once the request is queued there; a decoupled
+// model's responses each start an iteration (iter -1 in the result).
+func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, corr Correlation, it int, j *job, queued func(), results chan<- stepResult) {
 	if st.slots != nil {
 		select {
 		case st.slots <- struct{}{}:
@@ -415,7 +512,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 	}
 	req := &InferRequest{ID: j.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
 		Outputs: st.requested, Parameters: j.req.Parameters, Priority: j.req.Priority, Correlation: corr,
-		Trace: ChildTrace(j.orig.Trace)}
+		Trace: ChildTrace(j.orig.Trace), Queued: queued}
 	mv, release, err := e.srv.Acquire(st.model, st.version)
 	if err == nil {
 		defer release()

@@ -69,12 +69,16 @@ output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 			[]string{"IN:TYPE_INT32:[ 1 ]"}, []string{"SUM:TYPE_INT32:[ 1 ]"},
 			servertest.Step{Model: "retag", In: []string{"X=IN"}, Out: []string{"Y=y"}},
 			servertest.Step{Model: "acc", In: []string{"INPUT=y"}, Out: []string{"OUTPUT=SUM"}})),
+		// an ensemble of the ensemble.
+		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8,
+			[]string{"IN:TYPE_INT32:[ 1 ]"}, []string{"SUM:TYPE_INT32:[ 1 ]"},
+			servertest.Step{Model: "retag_acc", In: []string{"IN=IN"}, Out: []string{"SUM=SUM"}})),
 	})})
 	ctx := context.Background()
 	infer := func(model, retag string, id uint64, flags uint32, x int32) (int32, error) {
 		resp, err := s.Infer(ctx, &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion,
 			Correlation: core.Correlation{ID: id, Flags: flags}, Parameters: map[string]any{"retag": retag},
-			Inputs: []*core.Tensor{{Name: map[string]string{"retag_acc": "IN", "acc": "INPUT"}[model], DataType: core.TypeInt32, Shape: []int64{1, 1},
+			Inputs: []*core.Tensor{{Name: map[string]string{"retag_acc": "IN", "outer": "IN", "acc": "INPUT"}[model], DataType: core.TypeInt32, Shape: []int64{1, 1},
 				Data: binary.LittleEndian.AppendUint32(nil, uint32(x))}}})
 		if err != nil {
 			return 0, err
@@ -102,7 +106,8 @@ output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 		// An id alone carries no flags: START is not passed on.
 		{"an id alone drops START", "retag_acc", "id", 8, start | end, 1, 0,
 			"in ensemble 'retag_acc', inference request for sequence 1008 to model 'acc' must specify the START flag on the first request of the sequence"},
-		{"ends both", "retag_acc", "", 7, end, 4, 7, ""},
+		{"through the outer ensemble", "outer", "", 7, 0, 3, 6, ""},
+		{"ends both", "retag_acc", "", 7, end, 4, 10, ""},
 		{"ends the re-keyed one", "retag_acc", "id+flags", 7, end, 1, 36, ""},
 		{"a float id", "retag_acc", "float", 9, start, 1, 0,
 			"in ensemble 'retag_acc', expected parameter 'sequence_id' to be TRITONSERVER_PARAMETER_INT or TRITONSERVER_PARAMETER_STRING"},
@@ -119,5 +124,29 @@ output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 	}
 	if _, err := infer("acc", "", 1007, 0, 1); err == nil || !strings.Contains(err.Error(), "must specify the START flag") {
 		t.Fatalf("sequence 1007 after its END: %v, want it ended", err)
+	}
+}
+
+// Sequenced says which models take part in sequences: a model with
+// sequence batching and an ensemble with such a step, at any depth.
+func TestSequencedModels(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": servertest.Simple("simple"),
+		"chain":  servertest.Chain("chain"),
+		"acc":    {Config: onnxbuild.AccumulatorConfig(onnxbuild.Int32), ONNX: onnxbuild.Must(onnxbuild.Accumulator(onnxbuild.Int32))},
+		"ens": servertest.Ensemble(servertest.EnsembleConfig("ens", 8, []string{"IN:TYPE_INT32:[ 1 ]"}, []string{"OUT:TYPE_INT32:[ 1 ]"},
+			servertest.Step{Model: "acc", In: []string{"INPUT=IN"}, Out: []string{"OUTPUT=OUT"}})),
+		"outer": servertest.Ensemble(servertest.EnsembleConfig("outer", 8, []string{"IN:TYPE_INT32:[ 1 ]"}, []string{"OUT:TYPE_INT32:[ 1 ]"},
+			servertest.Step{Model: "ens", In: []string{"IN=IN"}, Out: []string{"OUT=OUT"}})),
+	})})
+	for model, want := range map[string]bool{"simple": false, "chain": false, "acc": true, "ens": true, "outer": true} {
+		mv, release, err := s.Acquire(model, core.LatestVersion)
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		if got := mv.Sequenced(); got != want {
+			t.Errorf("%s: Sequenced() = %v, want %v", model, got, want)
+		}
+		release()
 	}
 }

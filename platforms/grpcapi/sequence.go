@@ -13,7 +13,9 @@ import (
 // src/grpc/stream_infer_handler.cc); here every request runs on its own
 // goroutine, so a request of a sequence waits until the one read before it
 // in that sequence is in the model's queue (core.InferRequest.Queued), or
-// has ended. Requests of models without sequence batching never wait.
+// has ended. Requests of models that take no part in sequences (neither
+// sequence batching nor an ensemble step with it: core.ModelVersion.Sequenced)
+// never wait.
 type sequenceOrder struct {
 	mu sync.Mutex
 	// last is each sequence's latest request, closed when it ends.
@@ -35,7 +37,7 @@ type sequenceKey struct {
 // any case (nil when req is in no sequence; a second call does nothing).
 func (o *sequenceOrder) enter(mv *core.ModelVersion, req *core.InferRequest) (wait <-chan struct{}, leave func()) {
 	c := req.Correlation
-	if mv.Config.GetSequenceBatching() == nil || (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
+	if !mv.Sequenced() || (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
 		return nil, nil
 	}
 	key := sequenceKey{mv: mv, id: c.ID, stringID: c.StringID, isString: c.IsString}
