@@ -429,9 +429,13 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 		for v, mv := range fresh {
 			slot := m.versions[v]
 			if slot.mv != nil {
-				// A hot reload: the metrics go on counting.
+				// A hot reload: the metrics go on counting, and the
+				// sequences live on the old copy end there.
 				slot.mv.carry.replace(slot.mv, mv)
-				retire = append(retire, slot.mv)
+				if h := retireSequences(slot.mv); h != nil {
+					mv.handovers = append(mv.handovers, h)
+				}
+				mv.handovers = append(mv.handovers, slot.mv.handovers...)
 			}
 			slot.mv, slot.state, slot.reason = mv, StateReady, ""
 		}
@@ -625,7 +629,13 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 	// (markLoading), which settle then leaves alone.
 	go func() {
 		for _, mv := range retire {
+			// An unload does not wait for live sequences, as Triton's:
+			// neither on this copy nor on those it replaced.
+			handovers := mv.stopHandovers()
 			mv.close() // waits for the version's in-flight requests
+			for _, ch := range handovers {
+				<-ch
+			}
 		}
 		s.mu.Lock()
 		for _, slot := range draining {

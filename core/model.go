@@ -47,6 +47,10 @@ type ModelVersion struct {
 	inflight sync.WaitGroup
 	carry    *metricCarry
 	util     utilizationWindow // touched only by Utilization (ORCA reports)
+	// handovers are the copies of this version that reloads replaced while
+	// sequences were live on them, newest first: requests of those
+	// sequences run there (sequence_handover.go). Set before the copy serves.
+	handovers []*handover
 	// files is the load override's folder the version was loaded from
 	// (nil: the repository's), released once the version is closed.
 	files *overrideDir
@@ -101,6 +105,10 @@ func (mv *ModelVersion) InferStream(ctx context.Context, req *InferRequest, emit
 // run runs one request to its end; with a nil emit the job collects the
 // responses itself (Infer's case, without a closure per request).
 func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*job, error) {
+	if old := mv.handoverFor(req); old != nil {
+		defer old.inflight.Done()
+		return old.run(ctx, req, emit)
+	}
 	tReq := time.Now()
 	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
 	if err := mv.prepare(req, &j.req); err != nil {
@@ -183,6 +191,17 @@ func (mv *ModelVersion) response(req *InferRequest, r *Response) (*InferResponse
 		resp.Outputs = append(resp.Outputs, t)
 	}
 	return resp, nil
+}
+
+// stopHandovers makes the replaced copies mv routes sequences to close
+// without waiting for their sequences, and returns channels closed once
+// they are closed.
+func (mv *ModelVersion) stopHandovers() []<-chan struct{} {
+	var out []<-chan struct{}
+	for _, h := range mv.handovers {
+		out = append(out, h.stop())
+	}
+	return out
 }
 
 // close waits for in-flight requests, then frees the instances and folds

@@ -759,3 +759,34 @@ func (j *job) asksFor(name string) bool {
 	}
 	return slices.ContainsFunc(j.orig.Outputs, func(o RequestedOutput) bool { return o.Name == name })
 }
+
+// liveSequences counts the sequences that hold a slot or wait for one.
+func (b *seqBatcher) liveSequences() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.active) + len(b.backlogOf)
+}
+
+// owns reports whether sequence key is live here.
+func (b *seqBatcher) owns(key corrKey) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, inSlot := b.active[key]
+	_, inBacklog := b.backlogOf[key]
+	return inSlot || inBacklog
+}
+
+// forget ends sequence key as the idle reaper would (its requests already
+// queued still run): it starts over elsewhere.
+func (b *seqBatcher) forget(key corrKey) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.lastSeen, key)
+	if slot := b.active[key]; slot != nil {
+		delete(b.active, key)
+		slot.reaped = true
+		wake(slot.inst)
+	}
+	// A backlogged sequence is left alone: it ends as usual once it holds
+	// a slot.
+}

@@ -417,6 +417,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			switch {
 			case slot.mv != nil:
 				all = append(all, slot.mv)
+				// Copies a reload replaced stop waiting for their sequences.
+				closing = append(closing, slot.mv.stopHandovers()...)
 				slot.mv = nil
 				slot.state, slot.reason = StateUnavailable, "unloaded"
 			case slot.state == StateUnloading && slot.closed != nil:

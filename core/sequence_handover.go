@@ -1,0 +1,111 @@
+package core
+
+import (
+	"sync"
+	"time"
+)
+
+// handover is a copy of a sequence model that a reload replaced while
+// sequences were live on it: it goes on running those sequences' requests
+// (the new copy routes them here) and closes once they have ended (END, or
+// the idle timeout) and its in-flight requests are done. A START, even for
+// an id live here, goes to the new copy. Triton itself sends every request
+// to the new copy, where a sequence started on the old one fails for want
+// of a START.
+type handover struct {
+	mv *ModelVersion
+	b  *seqBatcher
+
+	mu   sync.Mutex
+	shut bool          // no more requests are routed here
+	cut  chan struct{} // closed to stop waiting for the live sequences
+	once sync.Once
+	done chan struct{} // closed once mv is closed
+}
+
+// handoverPoll is how often a handover looks whether its sequences ended.
+const handoverPoll = 10 * time.Millisecond
+
+// retireSequences closes mv in the background, after its live sequences
+// when it is a sequence model; the returned handover (nil otherwise) is for
+// the copy that replaces it to route those sequences' requests to.
+func retireSequences(mv *ModelVersion) *handover {
+	b, ok := mv.exec.(*seqBatcher)
+	if !ok || b.liveSequences() == 0 {
+		go mv.close() // in-flight requests finish on the old copy
+		return nil
+	}
+	h := &handover{mv: mv, b: b, cut: make(chan struct{}), done: make(chan struct{})}
+	go h.run()
+	return h
+}
+
+func (h *handover) run() {
+	defer close(h.done)
+	t := time.NewTicker(handoverPoll)
+	defer t.Stop()
+	for h.b.liveSequences() > 0 {
+		select {
+		case <-t.C:
+			continue
+		case <-h.cut:
+		}
+		break
+	}
+	h.mu.Lock()
+	h.shut = true // from here on, inflight only goes down
+	h.mu.Unlock()
+	h.mv.close()
+}
+
+// stop makes h close without waiting for its live sequences (an unload or
+// an exit) and returns a channel closed once it is closed.
+func (h *handover) stop() <-chan struct{} {
+	h.once.Do(func() { close(h.cut) })
+	return h.done
+}
+
+// acquire holds h's copy for a request of sequence key when the sequence
+// is live there.
+func (h *handover) acquire(key corrKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.shut || !h.b.owns(key) {
+		return false
+	}
+	h.mv.inflight.Add(1)
+	return true
+}
+
+// handoverFor is the replaced copy that runs req, a request of a sequence
+// live there, holding it (the caller releases its inflight), or nil.
+func (mv *ModelVersion) handoverFor(req *InferRequest) *ModelVersion {
+	if len(mv.handovers) == 0 || req.Correlation.Flags&FlagSequenceStart != 0 {
+		if len(mv.handovers) > 0 {
+			mv.endReplaced(keyOf(req.Correlation))
+		}
+		return nil
+	}
+	key := keyOf(req.Correlation)
+	if b, ok := mv.exec.(*seqBatcher); ok && b.owns(key) {
+		return nil
+	}
+	for _, h := range mv.handovers {
+		if h.acquire(key) {
+			return h.mv
+		}
+	}
+	return nil
+}
+
+// endReplaced ends sequence key on the replaced copies: it starts over on
+// this one.
+func (mv *ModelVersion) endReplaced(key corrKey) {
+	for _, h := range mv.handovers {
+		h.mu.Lock()
+		if !h.shut {
+			h.b.forget(key)
+		}
+		h.mu.Unlock()
+	}
+}
