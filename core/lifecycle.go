@@ -435,7 +435,7 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 				if h := retireSequences(slot.mv); h != nil {
 					mv.handovers = append(mv.handovers, h)
 				}
-				mv.handovers = append(mv.handovers, slot.mv.handovers...)
+				mv.handovers = append(mv.handovers, pendingHandovers(slot.mv.handovers)...)
 			}
 			slot.mv, slot.state, slot.reason = mv, StateReady, ""
 		}

@@ -109,3 +109,17 @@ func (mv *ModelVersion) endReplaced(key corrKey) {
 		h.mu.Unlock()
 	}
 }
+
+// pendingHandovers are those of hs not yet closed: a copy passes them on
+// to the one that replaces it, so reloads do not pile up closed ones.
+func pendingHandovers(hs []*handover) []*handover {
+	var out []*handover
+	for _, h := range hs {
+		select {
+		case <-h.done:
+		default:
+			out = append(out, h)
+		}
+	}
+	return out
+}

@@ -356,3 +356,37 @@ func TestSequenceShutdownWithReplacedCopy(t *testing.T) {
 		}
 	}
 }
+
+// Two reloads in a row: a sequence of each copy goes on where it started,
+// and each replaced copy closes once its sequence ended.
+func TestSequenceReloadTwice(t *testing.T) {
+	b := &genBackend{}
+	s, config := reloadServer(t, b, reloadSeqConfig)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(seqStep(ctx, s, 1, FlagSequenceStart, 1, 1))
+	reload(t, s, config)
+	must(seqStep(ctx, s, 2, FlagSequenceStart, 10, 10))
+	reload(t, s, config)
+	must(seqStep(ctx, s, 3, FlagSequenceStart, 100, 100))
+	must(seqStep(ctx, s, 1, 0, 1, 2))
+	must(seqStep(ctx, s, 2, FlagSequenceEnd, 10, 20))
+	b.waitClosed(t, 2, reloadInstances)
+	must(seqStep(ctx, s, 1, FlagSequenceEnd, 1, 3))
+	must(seqStep(ctx, s, 3, FlagSequenceEnd, 100, 200))
+	b.waitClosed(t, 1, reloadInstances)
+	for id, want := range map[uint64]int{1: 1, 2: 2, 3: 3} {
+		if g := b.generations(id); len(g) != 1 || g[0] != want {
+			t.Errorf("sequence %d ran on copies %v, want [%d]", id, g, want)
+		}
+	}
+	if c := b.closedOf(3); c != 0 {
+		t.Errorf("%d instances of the serving copy closed, want 0", c)
+	}
+}
