@@ -189,8 +189,7 @@ type scheduler struct {
 	quit   chan struct{}   // closed by close: pipeline workers exit
 
 	// preserve_ordering: jobs in the order they left the queue.
-	orderMu sync.Mutex
-	order   []*job
+	order takenOrder
 }
 
 func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, log *slog.Logger) *scheduler {
@@ -397,9 +396,7 @@ func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
 	}
 	s.stats.addPending(-int64(len(jobs)))
 	if s.cfg.preserve {
-		s.orderMu.Lock()
-		s.order = append(s.order, jobs...)
-		s.orderMu.Unlock()
+		s.order.taken(jobs...)
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
@@ -687,18 +684,7 @@ func (s *scheduler) finish(j *job, err error) {
 		j.done <- err
 		return
 	}
-	s.orderMu.Lock()
-	j.finished, j.err = true, err
-	n := 0
-	for n < len(s.order) && s.order[n].finished {
-		o := s.order[n]
-		o.release()
-		o.traceEnd(o.err)
-		o.done <- o.err
-		n++
-	}
-	s.order = slices.Delete(s.order, 0, n)
-	s.orderMu.Unlock()
+	s.order.finish(j, err)
 }
 
 // close stops taking work, lets queued jobs finish and closes the instances.

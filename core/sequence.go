@@ -63,8 +63,7 @@ type seqInstance struct {
 	// instance, as Triton's oldest strategy runs a dynamic batcher per
 	// instance (triton-inference-server/core
 	// src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
-	orderMu sync.Mutex
-	order   []*job
+	order takenOrder
 }
 
 // backlogged is a sequence waiting for a free slot, with its requests.
@@ -559,9 +558,7 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 		j.times.exec = now
 	}
 	if b.cfg.preserve {
-		si.orderMu.Lock()
-		si.order = append(si.order, batch...)
-		si.orderMu.Unlock()
+		si.order.taken(batch...)
 	}
 	b.stats.addPending(-int64(len(batch)))
 	return batch, dropped, 0, false
@@ -684,19 +681,7 @@ func (b *seqBatcher) finish(j *job, err error) {
 		j.done <- err
 		return
 	}
-	si := j.seq.inst
-	si.orderMu.Lock()
-	defer si.orderMu.Unlock()
-	j.finished, j.err = true, err
-	n := 0
-	for n < len(si.order) && si.order[n].finished {
-		o := si.order[n]
-		o.release()
-		o.traceEnd(o.err)
-		o.done <- o.err
-		n++
-	}
-	si.order = slices.Delete(si.order, 0, n)
+	j.seq.inst.order.finish(j, err)
 }
 
 // close stops taking work, lets queued requests run and closes the
