@@ -80,6 +80,23 @@ type Correlation struct {
 	Flags    uint32 // FlagSequenceStart | FlagSequenceEnd
 }
 
+// Missing reports whether the request names no sequence: a zero number or
+// an empty string, which Triton's sequence batcher refuses ("non-zero or
+// non-empty correlation ID").
+func (c Correlation) Missing() bool {
+	if c.IsString {
+		return c.StringID == ""
+	}
+	return c.ID == 0
+}
+
+// Sequence is the correlation id without the flags: the same for every
+// request of one sequence, so a map key for it.
+func (c Correlation) Sequence() Correlation {
+	c.Flags = 0
+	return c
+}
+
 // Sequence flags, as TRITONSERVER_REQUEST_FLAG_SEQUENCE_*.
 const (
 	FlagSequenceStart uint32 = 1

@@ -156,7 +156,7 @@ func (b *seqBatcher) check(r *Request) error {
 	if r.BatchSize > 1 {
 		return Errorf(CodeInvalidArg, "inference request to model '%s' must specify batch-size 1 due to requirements of sequence batcher", model)
 	}
-	if (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
+	if c.Missing() {
 		return Errorf(CodeInvalidArg, "inference request to model '%s' must specify a non-zero or non-empty correlation ID", model)
 	}
 	return nil

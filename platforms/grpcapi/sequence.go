@@ -24,10 +24,8 @@ type sequenceOrder struct {
 
 // sequenceKey is one sequence of one model version.
 type sequenceKey struct {
-	mv       *core.ModelVersion
-	id       uint64
-	stringID string
-	isString bool
+	mv *core.ModelVersion
+	id core.Correlation // without flags
 }
 
 // enter places req (to the acquired version mv) after the requests read
@@ -37,10 +35,10 @@ type sequenceKey struct {
 // any case (nil when req is in no sequence; a second call does nothing).
 func (o *sequenceOrder) enter(mv *core.ModelVersion, req *core.InferRequest) (wait <-chan struct{}, leave func()) {
 	c := req.Correlation
-	if !mv.Sequenced() || (c.IsString && c.StringID == "") || (!c.IsString && c.ID == 0) {
+	if !mv.Sequenced() || c.Missing() {
 		return nil, nil
 	}
-	key := sequenceKey{mv: mv, id: c.ID, stringID: c.StringID, isString: c.IsString}
+	key := sequenceKey{mv: mv, id: c.Sequence()}
 	done := make(chan struct{})
 	o.mu.Lock()
 	if o.last == nil {
