@@ -111,18 +111,15 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	}
 	tReq := time.Now()
 	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
-	if err := mv.prepare(req, &j.req); err != nil {
-		if req.Queued != nil {
-			req.Queued()
-		}
-		return nil, rejected{err}
+	err := mv.prepare(req, &j.req)
+	if err == nil {
+		j.req.job = j
+		j.times.req = tReq
+		j.times.queue = time.Now()
+		err = mv.exec.submit(j)
 	}
-	j.req.job = j
-	j.times.req = tReq
-	j.times.queue = time.Now()
-	err := mv.exec.submit(j)
 	if req.Queued != nil {
-		req.Queued()
+		req.Queued() // queued, or refused: either way no longer on its way in
 	}
 	if err != nil {
 		return nil, rejected{err}

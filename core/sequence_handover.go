@@ -44,13 +44,13 @@ func (h *handover) run() {
 	defer close(h.done)
 	t := time.NewTicker(handoverPoll)
 	defer t.Stop()
+wait:
 	for h.b.liveSequences() > 0 {
 		select {
 		case <-t.C:
-			continue
 		case <-h.cut:
+			break wait
 		}
-		break
 	}
 	h.mu.Lock()
 	h.shut = true // from here on, inflight only goes down
@@ -80,13 +80,14 @@ func (h *handover) acquire(key corrKey) bool {
 // handoverFor is the replaced copy that runs req, a request of a sequence
 // live there, holding it (the caller releases its inflight), or nil.
 func (mv *ModelVersion) handoverFor(req *InferRequest) *ModelVersion {
-	if len(mv.handovers) == 0 || req.Correlation.Flags&FlagSequenceStart != 0 {
-		if len(mv.handovers) > 0 {
-			mv.endReplaced(keyOf(req.Correlation))
-		}
+	if len(mv.handovers) == 0 {
 		return nil
 	}
 	key := keyOf(req.Correlation)
+	if req.Correlation.Flags&FlagSequenceStart != 0 {
+		mv.endReplaced(key) // it starts over on this copy
+		return nil
+	}
 	if b, ok := mv.exec.(*seqBatcher); ok && b.owns(key) {
 		return nil
 	}
