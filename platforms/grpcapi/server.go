@@ -27,6 +27,7 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -65,6 +66,10 @@ type Options struct {
 	// calls whose metadata carries endpoint-load-metrics-format; nil:
 	// never (metrics off).
 	LoadReports *orca.Reporter
+	// SharedMemory holds the client shared-memory regions, one table for
+	// both frontends (--allow-client-shm); nil: the extension is off and
+	// its routes answer as a Triton started without the flag.
+	SharedMemory *shm.Manager
 }
 
 // Server implements inference.GRPCInferenceService over the core.

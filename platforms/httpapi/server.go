@@ -19,6 +19,7 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -55,6 +56,10 @@ type Options struct {
 	// (triton-inference-server/server docs/protocol/extension_trace.md); a
 	// manager with tracing OFF when nil.
 	Trace *trace.Manager
+	// SharedMemory holds the client shared-memory regions, one table for
+	// both frontends (--allow-client-shm); nil: the extension is off and
+	// its routes answer as a Triton started without the flag.
+	SharedMemory *shm.Manager
 }
 
 // Restriction is one --http-restricted-api group's header.
