@@ -42,7 +42,7 @@ func BenchmarkDecodeSimpleJSON(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := DecodeRequest("simple", body, -1, testMax); err != nil {
+		if _, err := DecodeRequest("simple", body, -1, testMax, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func BenchmarkDecodeSimpleBinary(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := DecodeRequest("simple", body, n, testMax); err != nil {
+		if _, err := DecodeRequest("simple", body, n, testMax, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -64,7 +64,7 @@ func BenchmarkDecodeFP32JSON1M(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := DecodeRequest("m", body, -1, testMax); err != nil {
+		if _, err := DecodeRequest("m", body, -1, testMax, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -130,7 +130,7 @@ func BenchmarkDecodeFP32Binary1M(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := DecodeRequest("m", body, n, testMax); err != nil {
+		if _, err := DecodeRequest("m", body, n, testMax, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

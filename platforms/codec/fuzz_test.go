@@ -76,7 +76,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, header []byte) {
-		env, err := DecodeRequest("m", header, -1, fuzzMax)
+		env, err := DecodeRequest("m", header, -1, fuzzMax, nil)
 		checkDecoded(t, header, -1, env, err)
 	})
 }
@@ -106,7 +106,7 @@ func FuzzBinaryFraming(f *testing.F) {
 			}
 			return
 		}
-		env, err := DecodeRequest("m", body, n, fuzzMax)
+		env, err := DecodeRequest("m", body, n, fuzzMax, nil)
 		checkDecoded(t, body, n, env, err)
 		checkTruncated(t, body, n, err)
 	})
@@ -121,7 +121,7 @@ func checkTruncated(t *testing.T, body []byte, jsonLen int, want error) {
 	if jsonLen <= 0 {
 		return
 	}
-	h, err := ParseRequestHeader("m", body[:jsonLen], fuzzMax)
+	h, err := ParseRequestHeader("m", body[:jsonLen], fuzzMax, nil)
 	if err == nil {
 		cut := len(body)
 		if rest := int64(len(body) - jsonLen); h.BinarySize() < rest {

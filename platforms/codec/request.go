@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -55,9 +56,16 @@ type InferRequest struct {
 	// BINARY when parameters.binary_data_output is true or the request is
 	// raw, JSON otherwise.
 	DefaultKind OutputKind
+	// Holds keeps the shared-memory spans of the outputs written to
+	// regions from the decode until the response is written: the caller
+	// releases it when the call ends. A failed decode holds nothing.
+	Holds shm.Holds
 
-	req core.InferRequest
-	dec decoder
+	// spans are the regions of the outputs in shared memory,
+	// Request.Outputs[i]'s at index i; nil when no output is.
+	spans []*shm.Span
+	req   core.InferRequest
+	dec   decoder
 }
 
 // newInferRequest is an empty request for model, its core request in place.
@@ -83,17 +91,35 @@ func (r *InferRequest) OutputKind(name string) OutputKind {
 	return r.DefaultKind
 }
 
+// outputSpan is the region output name is written to; nil when it is not
+// in shared memory.
+func (r *InferRequest) outputSpan(name string) *shm.Span {
+	if r == nil || r.spans == nil {
+		return nil
+	}
+	for i, o := range r.Request.Outputs {
+		if o.Name == name {
+			return r.spans[i]
+		}
+	}
+	return nil
+}
+
 // DecodeRequest decodes an infer request body for model as Triton's HTTP
 // frontend does (triton-inference-server/server src/http_server.cc).
 // jsonLen is the Inference-Header-Content-Length value, or -1 when the
 // header is absent (the whole body is JSON); 0 means a raw binary request
 // whose single unnamed input the core completes from the model
 // configuration. maxInputSize (--http-max-input-size; <= 0: no limit)
-// bounds the JSON text, each JSON-decoded tensor and a raw body.
+// bounds the JSON text, each JSON-decoded tensor and a raw body. regions
+// holds the shared-memory regions tensors may name (nil: client shared
+// memory is off, and naming a region finds none).
 //
 // Binary tensor data is sub-sliced from body, not copied: body must stay
-// unchanged while the request is in use.
-func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (*InferRequest, error) {
+// unchanged while the request is in use. Inputs in shared memory are
+// copied out of their regions; outputs in shared memory are held in
+// Holds, which the caller releases.
+func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64, regions *shm.Manager) (*InferRequest, error) {
 	if jsonLen < 0 {
 		jsonLen = len(body)
 	}
@@ -110,7 +136,7 @@ func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (
 		r.DefaultKind = OutputBinary
 		return r, nil
 	}
-	r, err := ParseRequestHeader(model, body[:jsonLen], maxInputSize)
+	r, err := ParseRequestHeader(model, body[:jsonLen], maxInputSize, regions)
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +149,12 @@ func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64) (
 // BinarySize tells how much binary data the header announces, and Decode
 // decodes the request. It reports the same errors, in the same order, as
 // DecodeRequest up to and including the JSON parse.
-func ParseRequestHeader(model string, header []byte, maxInputSize int64) (*InferRequest, error) {
+func ParseRequestHeader(model string, header []byte, maxInputSize int64, regions *shm.Manager) (*InferRequest, error) {
 	if maxInputSize > 0 && int64(len(header)) > maxInputSize {
 		return nil, JSONTooLargeError(int64(len(header)), maxInputSize)
 	}
 	r := newInferRequest(model)
-	r.dec = decoder{model: model, off: len(header), max: maxInputSize, r: r}
+	r.dec = decoder{model: model, off: len(header), max: maxInputSize, regions: regions, r: r}
 	if err := r.dec.doc.Parse(header); err != nil {
 		return nil, err
 	}
@@ -177,6 +203,7 @@ func (r *InferRequest) Decode(body []byte) (*InferRequest, error) {
 	// request.
 	*d = decoder{}
 	if err != nil {
+		r.Holds.Release()
 		return nil, err
 	}
 	return r, nil
@@ -189,8 +216,10 @@ type decoder struct {
 	body  []byte
 	off   int // next unread byte of the binary section
 	max   int64
-	r     *InferRequest
-	doc   tritonjson.Document
+	// regions resolves the tensors in shared memory (nil: none can be).
+	regions *shm.Manager
+	r       *InferRequest
+	doc     tritonjson.Document
 }
 
 func (d *decoder) decode() error {
@@ -401,12 +430,20 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 		return d.checkBinarySize(t)
 	}
 	if hasSHM {
+		// Copied out now and the region let go, so that a backend never
+		// reads a mapping its object may shrink under; the core checks
+		// the size against the shape, as Triton's does.
 		ref, err := parseSharedMemory(params)
 		if err != nil {
 			return err
 		}
-		// No region can be registered yet (client shared memory is off).
-		return v2.UnknownRegion(ref.Region)
+		span, err := d.regions.Acquire(ref.Region, ref.Offset, ref.ByteSize)
+		if err != nil {
+			return err
+		}
+		defer span.Release()
+		t.Data, err = span.Bytes()
+		return err
 	}
 
 	count := core.ElementCount(t.Shape)
@@ -559,7 +596,18 @@ func (d *decoder) outputs(root tritonjson.Value) error {
 			if err != nil {
 				return err
 			}
-			return v2.UnknownRegion(ref.Region)
+			span, err := d.regions.Acquire(ref.Region, ref.Offset, ref.ByteSize)
+			if err != nil {
+				return err
+			}
+			d.r.Holds.Add(span)
+			if d.r.spans == nil {
+				d.r.spans = make([]*shm.Span, n)
+			}
+			d.r.spans[len(req.Outputs)] = span
+			req.Outputs = append(req.Outputs, out)
+			kinds = append(kinds, OutputSharedMemory)
+			continue
 		}
 		kind := OutputJSON
 		if v, ok := params.Find("binary_data"); ok {

@@ -19,7 +19,9 @@ import (
 // have data. binary reports whether any blob exists, which selects
 // Content-Type application/octet-stream and Inference-Header-Content-Length
 // (the header length). req decides each output's kind; nil means JSON.
-// Blobs alias the output tensors' data.
+// Blobs alias the output tensors' data. An output in shared memory is
+// copied into its region and described in the header without data; a
+// region too small for its output fails the whole response.
 func EncodeResponse(resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, binary bool, err error) {
 	header, blobs, err = AppendResponse(make([]byte, 0, estimateResponse(resp, req)), resp, req)
 	return header, blobs, len(blobs) > 0, err
@@ -27,6 +29,11 @@ func EncodeResponse(resp *core.InferResponse, req *InferRequest) (header []byte,
 
 // AppendResponse is EncodeResponse appending the header to dst.
 func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, err error) {
+	if req != nil && req.spans != nil {
+		if err := writeRegions(resp, req); err != nil {
+			return nil, nil, err
+		}
+	}
 	b := append(dst, '{')
 	if resp.ID != "" {
 		b = append(b, `"id":`...)
@@ -72,11 +79,35 @@ func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (he
 			if b, err = appendTensorData(append(b, `,"data":`...), t); err != nil {
 				return nil, nil, err
 			}
+		case OutputSharedMemory:
+			// Name, datatype and shape only, as Triton's FinalizeResponse.
 		}
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
 	return b, blobs, nil
+}
+
+// writeRegions copies the outputs in shared memory into their regions,
+// once every one is known to fit, with the error of Triton's response
+// allocator (InferResponseAlloc in triton-inference-server/server
+// src/http_server.cc) for one that does not.
+func writeRegions(resp *core.InferResponse, req *InferRequest) error {
+	for _, t := range resp.Outputs {
+		if span := req.outputSpan(t.Name); span != nil {
+			if uint64(len(t.Data)) > span.Len() {
+				return v2.RegionTooSmall(t.Name, span.Len(), len(t.Data))
+			}
+		}
+	}
+	for _, t := range resp.Outputs {
+		if span := req.outputSpan(t.Name); span != nil {
+			if err := span.CopyIn(t.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // appendParameters writes the response parameters. A Go map has no order, so

@@ -390,8 +390,9 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 		}, codes.InvalidArgument, "invalid value for 'classification' parameter, expected >= 0"),
 		52: inferErr(func(r *pb.ModelInferRequest) {
 			r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT0", Parameters: map[string]*pb.InferParameter{
-				"classification":       {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 1}},
-				"shared_memory_region": {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "r"}}}}}
+				"classification":          {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 1}},
+				"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "r"}},
+				"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 64}}}}}
 		}, codes.InvalidArgument, "output can't set both 'shared_memory_region' and 'classification'"),
 		53: func(t *testing.T, c context.Context) {
 			_, err := h.client.ModelInfer(c, repeatRequest("r", 3))

@@ -46,7 +46,7 @@ func FuzzModelInferRequest(f *testing.F) {
 		if proto.Unmarshal(data, &in) != nil {
 			return
 		}
-		req, _, err := inferRequest(&in, nil)
+		req, _, _, err := inferRequest(&in, nil, nil)
 		if err != nil {
 			var ce *core.Error
 			if !errors.As(err, &ce) {

@@ -225,12 +225,14 @@ func TestRepositoryExplicit(t *testing.T) {
 	}
 }
 
-// TestSharedMemoryInput: no region can be registered, so a tensor naming
-// one is refused as an unknown region.
+// TestSharedMemoryInput: with client shared memory off no region can be
+// registered, so a tensor naming one is refused as an unknown region.
 func TestSharedMemoryInput(t *testing.T) {
 	h := start(t, servertest.Options{}, Options{})
 	req := simpleRequest(true)
-	req.Inputs[0].Parameters = map[string]*pb.InferParameter{"shared_memory_region": {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "r"}}}
+	req.Inputs[0].Parameters = map[string]*pb.InferParameter{
+		"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "r"}},
+		"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 64}}}
 	req.RawInputContents = req.RawInputContents[1:]
 	_, err := h.client.ModelInfer(ctx(t), req)
 	wantStatus(t, err, codes.NotFound, "Unable to find shared memory region: 'r'")

@@ -117,7 +117,7 @@ output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
 		if useRaw {
 			in.RawInputContents = [][]byte{raw}
 		}
-		req, _, err := inferRequest(in, nil)
+		req, _, _, err := inferRequest(in, nil, nil)
 		if err != nil {
 			return
 		}

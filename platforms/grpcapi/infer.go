@@ -16,6 +16,7 @@ import (
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/infer"
+	"github.com/inferd/inferd/platforms/shm"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -29,7 +30,7 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't sup
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
-	inf, _, err := s.startInfer(ctx, "ModelInfer", in, errDecoupled)
+	inf, _, regions, err := s.startInfer(ctx, "ModelInfer", in, errDecoupled)
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -43,7 +44,7 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 	if err != nil {
 		return nil, statusError(err)
 	}
-	out, err := inferResponse(resp)
+	out, err := inferResponse(resp, regions)
 	if err == nil {
 		err = checkResponseSize(out)
 	}
@@ -55,21 +56,27 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 
 // startInfer starts request in of method (ModelInfer or ModelStreamInfer)
 // on the pipeline; decoupled, when set, refuses a decoupled model.
-// emptyFinal is the request's triton_enable_empty_final_response. The
-// version string is gRPC's to parse.
-func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInferRequest, decoupled error) (inf infer.Inference, emptyFinal bool, err error) {
+// emptyFinal is the request's triton_enable_empty_final_response;
+// regions its outputs in shared memory, held until inf.End. The version
+// string is gRPC's to parse.
+func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInferRequest, decoupled error) (inf infer.Inference, emptyFinal bool, regions *outputRegions, err error) {
 	version, err := v2.ParseVersion(in.GetModelVersion())
 	if err != nil {
-		return inf, false, err
+		return inf, false, nil, err
 	}
-	inf, err = s.pipe.Start(ctx, &infer.Call{
+	call := &infer.Call{
 		Protocol: infer.GRPC, Route: method, Model: in.GetModelName(), Version: version,
 		Decoupled: decoupled, Meta: callMetadata{}, Buffered: true,
-	}, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (req *core.InferRequest, err error) {
-		req, emptyFinal, err = inferRequest(in, fh)
+	}
+	inf, err = s.pipe.Start(ctx, call, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (req *core.InferRequest, err error) {
+		req, emptyFinal, regions, err = inferRequest(in, fh, s.opts.SharedMemory)
+		call.Holds = regions.held()
 		return req, err
 	})
-	return inf, emptyFinal, err
+	if err != nil {
+		return inf, false, nil, err
+	}
+	return inf, emptyFinal, regions, nil
 }
 
 // callMetadata is a call's incoming metadata, which its context holds, as
@@ -150,14 +157,27 @@ func inferParam(p *pb.InferParameter) v2.Param {
 // order of Triton's ModelInferHandler::Execute (triton-inference-server/server
 // src/grpc/infer_handler.cc): request id and parameters, inputs and outputs,
 // forwarded headers, input data, output options (the core validates the
-// rest); fh (nil: none) are the headers it forwards. Raw input contents
-// become tensor data without a copy. emptyFinal is the request's
-// triton_enable_empty_final_response, which only ModelStreamInfer uses.
-func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (req *core.InferRequest, emptyFinal bool, err error) {
+// rest); fh (nil: none) are the headers it forwards, regions the
+// shared-memory regions tensors may name (nil: none). Raw input contents
+// become tensor data without a copy; inputs in shared memory are copied
+// out of their regions. emptyFinal is the request's
+// triton_enable_empty_final_response, which only ModelStreamInfer uses;
+// outs are the outputs in shared memory, held until the caller releases
+// them (nil: none; on an error nothing is held).
+func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+	req, emptyFinal, outs, err = convertRequest(in, fh, regions)
+	if err != nil {
+		outs.held().Release()
+		return nil, false, nil, err
+	}
+	return req, emptyFinal, outs, nil
+}
+
+func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
 	model := in.GetModelName()
 	req = &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
 	if emptyFinal, err = inferParams(in.GetParameters(), req); err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 
 	inputs := in.GetInputs()
@@ -166,90 +186,91 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders) (req *core.
 	var seen v2.Names
 	for i, t := range inputs {
 		if seen.Add(t.GetName()) {
-			return nil, false, v2.DuplicateInput(req.ID, t.GetName())
+			return nil, false, outs, v2.DuplicateInput(req.ID, t.GetName())
 		}
 		tensors[i] = core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
 		req.Inputs[i] = &tensors[i]
 	}
-	if outs := in.GetOutputs(); len(outs) > 0 {
-		req.Outputs = make([]core.RequestedOutput, len(outs))
+	if requested := in.GetOutputs(); len(requested) > 0 {
+		req.Outputs = make([]core.RequestedOutput, len(requested))
 		var seen v2.Names
-		for i, o := range outs {
+		for i, o := range requested {
 			if seen.Add(o.GetName()) {
-				return nil, false, v2.DuplicateOutput(o.GetName())
+				return nil, false, outs, v2.DuplicateOutput(o.GetName())
 			}
 			req.Outputs[i].Name = o.GetName()
 		}
 	}
 	if fh != nil {
 		if err := fh.Apply(req); err != nil {
-			return nil, false, err
+			return nil, false, outs, err
 		}
 	}
 
 	raw := in.GetRawInputContents()
 	next := 0
 	for i, t := range inputs {
-		if err := sharedMemory(t.GetName(), t.GetParameters()); err != nil {
-			return nil, false, err
+		ref, err := sharedMemoryParams(t.GetName(), t.GetParameters())
+		if err != nil {
+			return nil, false, outs, err
+		}
+		if ref.set {
+			if t.GetContents() != nil {
+				return nil, false, outs, invalidArg("unexpected 'content' provided when using shared memory for input tensor '%s' for model '%s'", t.GetName(), model)
+			}
+			if req.Inputs[i].Data, err = regionInput(regions, ref); err != nil {
+				return nil, false, outs, err
+			}
+			continue
 		}
 		switch {
 		case t.GetContents() != nil:
 			if len(raw) > 0 {
-				return nil, false, invalidArg("contents field must not be specified when using raw_input_contents for '%s' for model '%s'", t.GetName(), model)
+				return nil, false, outs, invalidArg("contents field must not be specified when using raw_input_contents for '%s' for model '%s'", t.GetName(), model)
 			}
 			data, err := typedContents(t, model)
 			if err != nil {
-				return nil, false, err
+				return nil, false, outs, err
 			}
 			req.Inputs[i].Data = data
 		case next < len(raw):
 			req.Inputs[i].Data = raw[next]
 			next++
 		default:
-			return nil, false, invalidArg("unable to find data for input tensor '%s' for model '%s' in request.", t.GetName(), model)
+			return nil, false, outs, invalidArg("unable to find data for input tensor '%s' for model '%s' in request.", t.GetName(), model)
 		}
 	}
 
+	// Triton's InferAllocatorPayload (src/grpc/infer_handler.h): the
+	// shared-memory parameters, the classification, the pair refused,
+	// then the region held.
 	for i, o := range in.GetOutputs() {
 		p := o.GetParameters()
+		ref, err := sharedMemoryParams(o.GetName(), p)
+		if err != nil {
+			return nil, false, outs, err
+		}
 		class, hasClass := p["classification"]
-		if _, hasShm := p["shared_memory_region"]; hasShm && hasClass {
-			return nil, false, invalidArg("output can't set both 'shared_memory_region' and 'classification'")
-		}
-		if err := sharedMemory(o.GetName(), p); err != nil {
-			return nil, false, err
-		}
 		if hasClass {
-			k, err := v2.ClassCount(inferParam(class))
+			if req.Outputs[i].ClassCount, err = v2.ClassCount(inferParam(class)); err != nil {
+				return nil, false, outs, err
+			}
+		}
+		if ref.set && hasClass {
+			return nil, false, outs, invalidArg("output can't set both 'shared_memory_region' and 'classification'")
+		}
+		if ref.set {
+			span, err := regions.Acquire(ref.name, ref.offset, ref.byteSize)
 			if err != nil {
-				return nil, false, err
+				return nil, false, outs, err
 			}
-			req.Outputs[i].ClassCount = k
+			if outs == nil {
+				outs = &outputRegions{}
+			}
+			outs.add(o.GetName(), span)
 		}
 	}
-	return req, emptyFinal, nil
-}
-
-// sharedMemory checks a tensor's shared-memory parameters
-// (triton-inference-server/server src/grpc/grpc_utils.h,
-// ParseSharedMemoryParams). No region can be registered (client shared
-// memory is disabled), so a tensor naming one is refused as an unknown region.
-func sharedMemory(tensor string, p map[string]*pb.InferParameter) error {
-	region, ok := p["shared_memory_region"]
-	if !ok {
-		for _, k := range []string{"shared_memory_offset", "shared_memory_byte_size"} {
-			if _, ok := p[k]; ok {
-				return invalidArg("'%s' can not be specified without 'shared_memory_region' parameter for tensor '%s'", k, tensor)
-			}
-		}
-		return nil
-	}
-	name, ok := region.GetParameterChoice().(*pb.InferParameter_StringParam)
-	if !ok {
-		return invalidArg("invalid value type for 'shared_memory_region' parameter for tensor '%s', expected string_param.", tensor)
-	}
-	return v2.UnknownRegion(name.StringParam)
+	return req, emptyFinal, outs, nil
 }
 
 // typedContents flattens an input's typed contents into the raw layout
@@ -344,8 +365,14 @@ func appendTruncated[T int32 | uint32](out []byte, vals []T, size int) []byte {
 
 // inferResponse renders a core response (triton-inference-server/server
 // src/grpc/infer_handler.h, InferResponseCompleteCommon): every
-// output's data in raw_output_contents, at the output's index.
-func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
+// output's data in raw_output_contents, at the output's index. An output
+// in shared memory (regions) is written into its region and its raw
+// contents are left empty, as Triton's allocator leaves them.
+func inferResponse(resp *core.InferResponse, regions *outputRegions) (*pb.ModelInferResponse, error) {
+	inRegion, err := regions.write(resp)
+	if err != nil {
+		return nil, err
+	}
 	out := &pb.ModelInferResponse{
 		ModelName: resp.ModelName, ModelVersion: strconv.FormatInt(resp.ModelVersion, 10), Id: resp.ID,
 		Outputs:           make([]*pb.ModelInferResponse_InferOutputTensor, len(resp.Outputs)),
@@ -356,7 +383,9 @@ func inferResponse(resp *core.InferResponse) (*pb.ModelInferResponse, error) {
 		o := &tensors[i]
 		o.Name, o.Datatype, o.Shape = t.Name, t.DataType.String(), t.Shape
 		out.Outputs[i] = o
-		out.RawOutputContents[i] = t.Data
+		if inRegion == nil || !inRegion[i] {
+			out.RawOutputContents[i] = t.Data
+		}
 	}
 	if len(resp.Parameters) > 0 {
 		out.Parameters = make(map[string]*pb.InferParameter, len(resp.Parameters))

@@ -180,7 +180,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
-	inf, emptyFinal, err := s.startInfer(ctx, "ModelStreamInfer", in, nil)
+	inf, emptyFinal, regions, err := s.startInfer(ctx, "ModelStreamInfer", in, nil)
 	if err != nil {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
@@ -194,15 +194,19 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 			if leave != nil {
 				leave()
 			}
-			inf.End()
+			var r streamResult
 			switch {
 			case err != nil && core.Rejected(err):
-				deliver(ctx, out.ordered, syncStreamError(seq, in, err))
+				r = syncStreamError(seq, in, err)
 			case err != nil:
-				deliver(ctx, out.ordered, asyncStreamError(seq, in, err))
+				r = asyncStreamError(seq, in, err)
 			default:
-				deliver(ctx, out.ordered, streamResponse(seq, in, resp, true, false))
+				// Rendered before End: outputs in shared memory are
+				// written into regions the call still holds.
+				r = streamResponse(seq, in, resp, regions, true, false)
 			}
+			inf.End()
+			deliver(ctx, out.ordered, r)
 		}()
 		return true
 	}
@@ -224,7 +228,7 @@ func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferReques
 			// for the empty final response; it still frees the slot.
 			r := streamResult{seq: -1}
 			if resp != nil || emptyFinal {
-				r = streamResponse(-1, in, resp, final, !final)
+				r = streamResponse(-1, in, resp, regions, final, !final)
 			}
 			// The request's last message always goes in: one per
 			// request, and the window bounds the requests.
@@ -287,14 +291,16 @@ func deliver(ctx context.Context, results chan<- streamResult, r streamResult) {
 // streamResponse renders one response of a request (nil: the empty final
 // response asked for by triton_enable_empty_final_response, with the
 // request's names) with its
-// triton_final_response parameter.
-func streamResponse(seq int64, in *pb.ModelInferRequest, resp *core.InferResponse, final, more bool) streamResult {
+// triton_final_response parameter. Each response of a decoupled model
+// writes its outputs in shared memory into the same regions, as Triton's
+// stream allocator does.
+func streamResponse(seq int64, in *pb.ModelInferRequest, resp *core.InferResponse, regions *outputRegions, final, more bool) streamResult {
 	var out *pb.ModelInferResponse
 	if resp == nil {
 		out = &pb.ModelInferResponse{Id: in.GetId(), ModelName: in.GetModelName(), ModelVersion: in.GetModelVersion()}
 	} else {
 		var err error
-		if out, err = inferResponse(resp); err == nil {
+		if out, err = inferResponse(resp, regions); err == nil {
 			err = checkResponseSize(out)
 		}
 		if err != nil {

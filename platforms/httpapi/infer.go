@@ -20,14 +20,17 @@ import (
 // (HandleInfer in triton-inference-server/server src/http_server.cc).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
 	var env *codec.InferRequest
-	in, err := s.pipe.Start(r.Context(), &infer.Call{
+	call := &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
 		Decoupled: ErrDecoupled, Meta: header(r.Header),
-	}, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+	}
+	in, err := s.pipe.Start(r.Context(), call, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 		var err error
 		if env, err = s.decodeInfer(r, name); err != nil {
 			return nil, err
 		}
+		// The outputs' regions are held until the response is written.
+		call.Holds = &env.Holds
 		if fh != nil {
 			// After the body, as in Triton (HandleInfer calls
 			// ForwardHeaders once the body is parsed).

@@ -176,7 +176,9 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if jsonLen < 0 && len(body) == 0 {
 			jsonLen = 0 // an empty body without the header is a raw request
 		}
-		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
+		return s.decode(func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(name, body, jsonLen, limit, s.opts.SharedMemory)
+		})
 	default:
 		return nil, errUnsupportedEncoding
 	}
@@ -195,7 +197,9 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if len(body) == 0 {
 			jsonLen = 0
 		}
-		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, body, jsonLen, limit) })
+		return s.decode(func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(name, body, jsonLen, limit, s.opts.SharedMemory)
+		})
 	}
 
 	jsonLen, ok, inRange := codec.Stoi(headerValue)
@@ -231,7 +235,9 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if b.err != nil {
 			return nil, readError(b.err)
 		}
-		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, b.buf, 0, limit) })
+		return s.decode(func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(name, b.buf, 0, limit, s.opts.SharedMemory)
+		})
 	case jsonLen > limit:
 		// Without Content-Length only reading jsonLen bytes would tell
 		// that the body is shorter than the header; too large either way.
@@ -246,12 +252,14 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		return nil, err
 	}
 	if size == jsonLen {
-		return s.decode(func() (*codec.InferRequest, error) { return codec.DecodeRequest(name, b.buf, int(jsonLen), limit) })
+		return s.decode(func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(name, b.buf, int(jsonLen), limit, s.opts.SharedMemory)
+		})
 	}
 	var header *codec.InferRequest
 	_, err := s.decode(func() (*codec.InferRequest, error) {
 		var err error
-		header, err = codec.ParseRequestHeader(name, b.buf[:jsonLen], limit)
+		header, err = codec.ParseRequestHeader(name, b.buf[:jsonLen], limit, s.opts.SharedMemory)
 		return nil, err
 	})
 	if err != nil {

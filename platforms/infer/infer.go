@@ -18,8 +18,10 @@
 // acquisition, so a slow upload never holds a model (Triton's order:
 // HandleInfer in triton-inference-server/server src/http_server.cc, and
 // ModelInferHandler::Execute in src/grpc/infer_handler.cc). A new step
-// that every inference needs (a response cache lookup, inputs from shared
-// memory, a sequence's correlation) is one edit in Start or Run.
+// that every inference needs (a response cache lookup, a sequence's
+// correlation) is one edit in Start or Run. Inputs in shared memory are
+// copied out by the decoder; the spans of outputs in shared memory
+// (Call.Holds) are held until End.
 //
 // HTTP /infer and /generate (with SageMaker and Lambda, which route to the
 // same handlers), Vertex AI's "instances" predictions, and gRPC ModelInfer
@@ -35,6 +37,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -112,6 +115,11 @@ type Call struct {
 	// version, one lookup instead of two (Triton's ModelInferHandler
 	// looks the model up once, then converts the request).
 	Buffered bool
+	// Holds are the shared-memory spans the call's outputs are written to,
+	// which the decoder sets when it holds some (nil: none). They are
+	// released when the call fails to start, or at End, so that a region
+	// being unregistered waits for the call and no longer.
+	Holds *shm.Holds
 }
 
 // Report is a frontend's ORCA load report step: it receives the model once
@@ -126,6 +134,7 @@ type Inference struct {
 
 	protocol Protocol
 	release  func()
+	holds    *shm.Holds
 	trace    *trace.Request // nil: not traced (almost always)
 	sending  bool
 }
@@ -153,6 +162,7 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 		}
 		if req, err = decode(mv.Config, fh); err != nil {
 			release()
+			c.Holds.Release()
 			return Inference{}, err
 		}
 	} else {
@@ -161,15 +171,17 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 			return Inference{}, err
 		}
 		if req, err = decode(cfg, fh); err != nil {
+			c.Holds.Release()
 			return Inference{}, err
 		}
 		if mv, release, err = v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
+			c.Holds.Release()
 			return Inference{}, err
 		}
 	}
 	req.ModelName, req.ModelVersion = c.Model, mv.Version
 	p.Logs.LogRequest(ctx, p.Log, c.Protocol.String(), c.Route, req)
-	return Inference{Model: mv, Request: req, protocol: c.Protocol, release: release,
+	return Inference{Model: mv, Request: req, protocol: c.Protocol, release: release, holds: c.Holds,
 		trace: p.startTrace(ctx, c, recv, req)}, nil
 }
 
@@ -201,10 +213,12 @@ func (in *Inference) Sending() {
 	}
 }
 
-// End releases the model and ends the trace (with the send's end, after
-// Sending).
+// End releases the model and the call's shared-memory spans, and ends the
+// trace (with the send's end, after Sending). Call it once the response
+// is written: outputs in shared memory are written while it is rendered.
 func (in *Inference) End() {
 	in.release()
+	in.holds.Release()
 	if in.trace == nil {
 		return
 	}

@@ -241,8 +241,12 @@ func kindWords(k Kind) string {
 
 // Acquire holds byteSize bytes at offset of region name until the Span is
 // released, with Triton's errors (GetMemoryInfo in
-// triton-inference-server/server src/shared_memory_manager.cc).
+// triton-inference-server/server src/shared_memory_manager.cc). A nil
+// Manager (client shared memory off) finds no region.
 func (m *Manager) Acquire(name string, offset, byteSize uint64) (*Span, error) {
+	if m == nil {
+		return nil, &core.Error{Code: core.CodeNotFound, Msg: "Unable to find shared memory region: '" + name + "'"}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.regions[name]

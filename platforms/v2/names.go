@@ -49,8 +49,12 @@ func DuplicateOutput(name string) error {
 	return invalidArg("output '" + name + "' already exists in request")
 }
 
-// UnknownRegion is the error for a tensor naming a shared-memory region
-// that is not registered (none can be while client shared memory is off).
-func UnknownRegion(region string) error {
-	return &core.Error{Code: core.CodeNotFound, Msg: "Unable to find shared memory region: '" + region + "'"}
+// RegionTooSmall is the error for an output larger than the span of
+// shared memory its request gave it (regionSize bytes), as Triton's
+// response allocators word it (InferResponseAlloc in
+// triton-inference-server/server src/http_server.cc and
+// src/grpc/infer_handler.cc): INTERNAL, HTTP 500.
+func RegionTooSmall(output string, regionSize uint64, size int) error {
+	return core.Errorf(core.CodeInternal, "shared memory size specified with the request for output '%s' (%d bytes) should be at least %d bytes to hold the results",
+		output, regionSize, size)
 }

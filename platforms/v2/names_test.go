@@ -30,7 +30,7 @@ func TestNamesRepeated(t *testing.T) {
 	if got := v2.DuplicateOutput("Y").Error(); got != "output 'Y' already exists in request" {
 		t.Errorf("output: %q", got)
 	}
-	if err := v2.UnknownRegion("r"); err.Error() != "Unable to find shared memory region: 'r'" || v2.ClassOf(err) != core.CodeNotFound {
+	if err := v2.RegionTooSmall("O", 4, 8); err.Error() != "shared memory size specified with the request for output 'O' (4 bytes) should be at least 8 bytes to hold the results" || v2.ClassOf(err) != core.CodeInternal {
 		t.Errorf("region: %v (%v)", err, v2.ClassOf(err))
 	}
 }

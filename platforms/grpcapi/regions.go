@@ -1,0 +1,137 @@
+package grpcapi
+
+import (
+	"github.com/inferd/inferd/core"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/shm"
+	v2 "github.com/inferd/inferd/platforms/v2"
+)
+
+// regionRef is where a tensor's shared-memory parameters place it.
+type regionRef struct {
+	set      bool // shared_memory_region is given
+	name     string
+	offset   uint64
+	byteSize uint64
+}
+
+// sharedMemoryParams reads a tensor's shared-memory parameters with the
+// checks and texts of Triton's ParseSharedMemoryParams
+// (triton-inference-server/server src/grpc/grpc_utils.h). Offset and byte
+// size are int64 there, used as size_t: a negative one is a huge one,
+// which the region's bounds check refuses.
+func sharedMemoryParams(tensor string, p map[string]*pb.InferParameter) (regionRef, error) {
+	var ref regionRef
+	if len(p) == 0 {
+		return ref, nil
+	}
+	if region, ok := p["shared_memory_region"]; ok {
+		ref.set = true
+		s, ok := region.GetParameterChoice().(*pb.InferParameter_StringParam)
+		if !ok {
+			return ref, invalidArg("invalid value type for 'shared_memory_region' parameter for tensor '%s', expected string_param.", tensor)
+		}
+		ref.name = s.StringParam
+	}
+	if off, ok := p["shared_memory_offset"]; ok {
+		if !ref.set {
+			return ref, invalidArg("'shared_memory_offset' can not be specified without 'shared_memory_region' parameter for tensor '%s'", tensor)
+		}
+		v, ok := off.GetParameterChoice().(*pb.InferParameter_Int64Param)
+		if !ok {
+			return ref, invalidArg("invalid value type for 'shared_memory_offset' parameter for tensor '%s', expected int64_param.", tensor)
+		}
+		ref.offset = uint64(v.Int64Param)
+	}
+	size, ok := p["shared_memory_byte_size"]
+	switch {
+	case ok && !ref.set:
+		return ref, invalidArg("'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter for tensor '%s'", tensor)
+	case ok:
+		v, ok := size.GetParameterChoice().(*pb.InferParameter_Int64Param)
+		if !ok {
+			return ref, invalidArg("invalid value type for 'shared_memory_byte_size' parameter for tensor '%s', expected int64_param.", tensor)
+		}
+		ref.byteSize = uint64(v.Int64Param)
+	case ref.set:
+		return ref, invalidArg("'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '%s'", tensor)
+	}
+	return ref, nil
+}
+
+// regionInput copies an input's bytes out of its region and lets the
+// region go at once, so that no backend reads a mapping whose object may
+// shrink underneath.
+func regionInput(regions *shm.Manager, ref regionRef) ([]byte, error) {
+	span, err := regions.Acquire(ref.name, ref.offset, ref.byteSize)
+	if err != nil {
+		return nil, err
+	}
+	defer span.Release()
+	return span.Bytes()
+}
+
+// outputRegions are the outputs of one request written to shared memory,
+// held from the decode until the call ends. A nil value has none.
+type outputRegions struct {
+	holds shm.Holds
+	names []string
+	spans []*shm.Span
+}
+
+// add holds span for output name.
+func (o *outputRegions) add(name string, span *shm.Span) {
+	o.holds.Add(span)
+	o.names = append(o.names, name)
+	o.spans = append(o.spans, span)
+}
+
+// span is the region output name goes to; nil when it is not in one.
+func (o *outputRegions) span(name string) *shm.Span {
+	if o == nil {
+		return nil
+	}
+	for i, n := range o.names {
+		if n == name {
+			return o.spans[i]
+		}
+	}
+	return nil
+}
+
+// held is what the pipeline releases when the call ends.
+func (o *outputRegions) held() *shm.Holds {
+	if o == nil {
+		return nil
+	}
+	return &o.holds
+}
+
+// write copies resp's outputs that go to shared memory into their regions,
+// once every one is known to fit (Triton's response allocator refuses a
+// region too small: ResponseAllocatorHelper in
+// triton-inference-server/server src/grpc/infer_handler.cc). It reports
+// which outputs were written, so that the response carries no data for
+// them.
+func (o *outputRegions) write(resp *core.InferResponse) (inRegion []bool, err error) {
+	if o == nil {
+		return nil, nil
+	}
+	inRegion = make([]bool, len(resp.Outputs))
+	for i, t := range resp.Outputs {
+		if span := o.span(t.Name); span != nil {
+			if uint64(len(t.Data)) > span.Len() {
+				return nil, v2.RegionTooSmall(t.Name, span.Len(), len(t.Data))
+			}
+			inRegion[i] = true
+		}
+	}
+	for i, t := range resp.Outputs {
+		if inRegion[i] {
+			if err := o.span(t.Name).CopyIn(t.Data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return inRegion, nil
+}
