@@ -32,6 +32,9 @@ func pollFailure(name string) *Error {
 // INTERNAL "failed to poll"; a failure while creating the versions answers
 // INVALID_ARG "load failed for model ...".
 func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error {
+	if s.isStopping() {
+		return errNotReady
+	}
 	if err := s.load(ctx, name, ov); err != nil {
 		return err
 	}
@@ -491,6 +494,9 @@ func (s *Server) BeginUnload(ctx context.Context, name string, dependents bool) 
 }
 
 func (s *Server) unloadTree(ctx context.Context, name string, dependents, wait bool) error {
+	if s.isStopping() {
+		return errNotReady
+	}
 	cfg := s.servingConfig(name)
 	if err := s.unload(ctx, name, wait); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -54,6 +55,8 @@ type ModelVersion struct {
 	// files is the load override's folder the version was loaded from
 	// (nil: the repository's), released once the version is closed.
 	files *overrideDir
+	// stopping: the server is exiting; new work is refused (exit.go).
+	stopping atomic.Bool
 }
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
@@ -116,7 +119,9 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 		j.req.job = j
 		j.times.req = tReq
 		j.times.queue = time.Now()
-		err = mv.exec.submit(j)
+		if err = mv.stopRefusal(&j.req); err == nil {
+			err = mv.exec.submit(j)
+		}
 	}
 	if req.Queued != nil {
 		req.Queued() // queued, or refused: either way no longer on its way in

@@ -105,6 +105,9 @@ type seqBatcher struct {
 	reapAt    time.Time
 	quit      chan struct{} // closed by close
 	closed    bool
+	// stopping: the server is exiting (Server.Stop); new STARTs are
+	// refused while the live sequences go on.
+	stopping bool
 }
 
 func newSeqBatcher(sc *seqConfig, insts []Instance, stats *Stats, log *slog.Logger) *seqBatcher {
@@ -184,8 +187,8 @@ func (b *seqBatcher) submit(j *job) error {
 	case len(b.insts) == 0:
 		j.traceEnd(errNoActive)
 		return errNoActive
-	case b.closed:
-		err := Errorf(CodeUnavailable, "Server is stopping, scheduler for model has stopped accepting new inference requests")
+	case b.closed, b.stopping && start:
+		err := Errorf(CodeUnavailable, "%s", errStopping)
 		j.traceEnd(err)
 		return err
 	case !start && !inSlot && !inBacklog:
@@ -743,6 +746,22 @@ func (j *job) asksFor(name string) bool {
 		return j.mv.outputs[name] != nil
 	}
 	return slices.ContainsFunc(j.orig.Outputs, func(o RequestedOutput) bool { return o.Name == name })
+}
+
+// stop refuses new STARTs from now on, as Triton's
+// SequenceBatchScheduler::Stop, and returns the sequences still live.
+func (b *seqBatcher) stop() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopping = true
+	return len(b.active) + len(b.backlogOf)
+}
+
+// isStopping reports whether stop was called.
+func (b *seqBatcher) isStopping() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopping
 }
 
 // liveSequences counts the sequences that hold a slot or wait for one.

@@ -85,7 +85,10 @@ func (mv *ModelVersion) handoverFor(req *InferRequest) *ModelVersion {
 	}
 	key := keyOf(req.Correlation)
 	if req.Correlation.Flags&FlagSequenceStart != 0 {
-		mv.endReplaced(key) // it starts over on this copy
+		if b, ok := mv.exec.(*seqBatcher); !ok || !b.isStopping() {
+			mv.endReplaced(key) // it starts over on this copy
+		}
+		// else the exit refuses the START: the sequence lives on.
 		return nil
 	}
 	if b, ok := mv.exec.(*seqBatcher); ok && b.owns(key) {

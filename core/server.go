@@ -80,6 +80,8 @@ type Server struct {
 	// waiting maps a model to the ensembles unloaded because it was;
 	// they load again when it does (under mu).
 	waiting map[string][]string
+	// stopping is set once Stop began the exit (under mu).
+	stopping bool
 }
 
 // nameLock is one model name's load/unload lock. It lives only while some
@@ -454,6 +456,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		default:
 		}
 		s.log.Warn("shutdown: gave up waiting for models to unload", "err", ctx.Err())
-		return Errorf(CodeInternal, "Exit timeout expired. Exiting immediately.")
+		return exitTimeout()
 	}
 }

@@ -265,10 +265,15 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 
 	// Exiting mark: stopped first, it begins the stop: health and
 	// readiness fail and new inferences are refused while the requests
-	// in flight finish.
-	g.Go(serve.OnStop("exiting", func(context.Context) error {
+	// in flight finish. The live sequences go on over the listeners still
+	// open, as in tritonserver's exit, until they end or the deadline
+	// passes (core.Server.Stop; docs/sequence-batching.md).
+	g.Go(serve.OnStop("exiting", func(ctx context.Context) error {
 		for _, mark := range exiting {
 			mark()
+		}
+		if err := srv.Stop(ctx); err != nil {
+			return fmt.Errorf("failed to stop server: %w", err)
 		}
 		return nil
 	}))

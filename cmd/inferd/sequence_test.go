@@ -70,3 +70,72 @@ func TestSequenceLaunch(t *testing.T) {
 		}
 	}
 }
+
+// accStep is the HTTP body of one request of sequence id adding x.
+func accStep(id, x int, start, end bool) string {
+	return fmt.Sprintf(`{"inputs":[{"name":"INPUT","shape":[1,1],"datatype":"INT32","data":[%d]}],"parameters":{"sequence_id":%d,"sequence_start":%t,"sequence_end":%t}}`, x, id, start, end)
+}
+
+// The exit, as tritonserver's, lets a live sequence finish over HTTP: once
+// the stop began, a new START is refused (503, Triton's words) while the
+// live sequence's requests run with its state, and the process exits, with
+// success, once its END ran. A sequence that never ends holds the exit
+// until the idle timeout ends it or, when that is longer, until
+// --exit-timeout-secs passes, a failed exit.
+func TestSequenceExit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		idleUs   int
+		exitSecs int
+		end      bool   // the client finishes the sequence during the exit
+		wantErr  string // "" for a clean exit
+	}{
+		{"END during the exit", onnxbuild.SequenceIdleMicroseconds, 120, true, ""},
+		{"idle timeout", 200_000, 120, false, ""},
+		{"exit timeout", onnxbuild.SequenceIdleMicroseconds, 2, false, "Exit timeout expired. Exiting immediately."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			cfg := strings.Replace(onnxbuild.AccumulatorConfig(onnxbuild.Int32),
+				fmt.Sprintf("max_sequence_idle_microseconds: %d", onnxbuild.SequenceIdleMicroseconds),
+				fmt.Sprintf("max_sequence_idle_microseconds: %d", tc.idleUs), 1)
+			writeModel(t, root, "acc", cfg, onnxbuild.Must(onnxbuild.Accumulator(onnxbuild.Int32)))
+			r := start(t, "--model-repository="+root, fmt.Sprintf("--exit-timeout-secs=%d", tc.exitSecs))
+			infer := r.http + "/v2/models/acc/infer"
+			step := func(x, want int, end bool) {
+				t.Helper()
+				wantOut := fmt.Sprintf(`"name":"OUTPUT","datatype":"INT32","shape":[1,1],"data":[%d]`, want)
+				if s, b := post(t, infer, accStep(5, x, x == 1, end)); s != 200 || !strings.Contains(b, wantOut) {
+					t.Fatalf("sequence 5 adding %d: %d %s, want %s", x, s, b, wantOut)
+				}
+			}
+			step(1, 1, false)
+			r.cancel()
+			if tc.end {
+				// The stop has begun once a START is refused; until then
+				// one-request sequences still run.
+				const refusal = "Server is stopping, scheduler for model has stopped accepting new inference requests"
+				for id := 100; ; id++ {
+					s, b := post(t, infer, accStep(id, 1, true, true))
+					if s == 503 && strings.Contains(b, refusal) {
+						break
+					}
+					if s != 200 || id > 100_000 {
+						t.Fatalf("START %d during the exit: %d %s, want 200 until refused with 503 %q", id, s, b, refusal)
+					}
+				}
+				step(2, 3, false)
+				step(3, 6, true)
+			}
+			select {
+			case err := <-r.done:
+				r.done <- err
+				if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+					t.Fatalf("run = %v, want error %q", err, tc.wantErr)
+				}
+			case <-time.After(90 * time.Second):
+				t.Fatal("server did not stop")
+			}
+		})
+	}
+}
