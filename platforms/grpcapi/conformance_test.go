@@ -149,7 +149,8 @@ func conformanceLines(h *harness) map[int]conformanceLine {
 			// HTTP's list (Triton's extensions, triton-inference-server/core
 			// src/server.cc, narrowed to what inferd serves, in Triton's
 			// order): the two transports answer one list.
-			want := []string{"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
+			want := []string{"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
+				"system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
 			if md.GetName() != "triton" || md.GetVersion() == "" || !slices.Equal(md.GetExtensions(), want) {
 				t.Fatal(md)
 			}

@@ -11,8 +11,13 @@ import (
 // reproduces; clients read it from the server metadata.
 const TritonVersion = "2.73.0"
 
-// extensions lists only what this server really implements, in Triton's order.
-var extensions = []string{"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
+// extensions lists only what this server really implements, in Triton's
+// order (InferenceServer's constructor in triton-inference-server/core
+// src/server.cc). Triton lists both shared-memory extensions whatever
+// --allow-client-shm says and on CPU-only builds too: a client learns that
+// the routes exist, and their answers say whether they are on.
+var extensions = []string{"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
+	"system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}
 
 // ServerMeta is the server metadata (triton-inference-server/core src/tritonserver.cc,
 // TRITONSERVER_ServerMetadata).

@@ -48,7 +48,8 @@ model_transaction_policy { decoupled: true }
 func TestServerMetadata(t *testing.T) {
 	got := v2.ServerMetadata("triton")
 	want := v2.ServerMeta{Name: "triton", Version: v2.TritonVersion, Extensions: []string{
-		"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}}
+		"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
+		"system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
