@@ -459,7 +459,7 @@ func (b *seqBatcher) worker(si *seqInstance) {
 		}
 		b.mu.Unlock()
 		for i, j := range jobs {
-			if errs[i] != errPending {
+			if j.seq != nil && errs[i] != errPending { // not a not-ready row
 				b.finish(j, errs[i])
 			}
 		}
@@ -564,7 +564,58 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 		si.order.taken(batch...)
 	}
 	b.stats.addPending(-int64(len(batch)))
+	if !b.cfg.oldest && b.cfg.batching {
+		return b.pad(batch, heads[len(heads)-1].seq.idx), dropped, 0, false
+	}
 	return batch, dropped, 0, false
+}
+
+// pad spreads batch, a direct execution's requests in slot order, over
+// the slots 0 to top (the highest slot with a request ready), a not-ready
+// request in each slot without one of batch's, as Triton's
+// DirectSequenceBatch does (triton-inference-server/core
+// src/sequence_batch_scheduler/sequence_batch_scheduler.cc), so a
+// sequence's row is its slot's. The not-ready requests have no slot
+// (job.seq nil): their responses go nowhere and their states are not kept.
+func (b *seqBatcher) pad(batch []*job, top int) []*job {
+	if len(batch) == top+1 {
+		return batch
+	}
+	out := make([]*job, top+1)
+	for _, j := range batch {
+		out[j.seq.idx] = j
+	}
+	for k, j := range out {
+		if j == nil {
+			out[k] = b.notReady(batch[0])
+		}
+	}
+	return out
+}
+
+// notReady is Triton's null request, a copy of rep for a slot with no
+// request ready: zeroed inputs and states of rep's shapes (Triton leaves
+// them unset; the model must not read them), START, END and READY false,
+// CORRID 0 ("the model can't assume that any other inputs are meaningful,
+// including CORRID").
+func (b *seqBatcher) notReady(rep *job) *job {
+	// seqb set: a decoupled model's sends after the execution reach it as
+	// a real request's do.
+	n := &job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, seqb: b}
+	ins := rep.req.Inputs
+	first := len(ins) - len(b.cfg.states) - len(b.cfg.controls) // the first control's index
+	out := make([]*Tensor, len(ins))
+	for i, t := range ins {
+		z := &Tensor{Name: t.Name, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: zeroData(t.DataType, ElementCount(t.Shape))}
+		if k := i - first; k >= 0 && k < len(b.cfg.controls) &&
+			b.cfg.controls[k].kind != modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID {
+			z.Data = b.cfg.controls[k].off
+		}
+		out[i] = z
+	}
+	n.req = Request{Inputs: out, Outputs: rep.req.Outputs, BatchSize: rep.req.BatchSize, job: n,
+		batch: Batch{Inputs: out, Outputs: rep.req.Outputs}}
+	return n
 }
 
 // stateInputs are the state tensors j runs with: its sequence's current
