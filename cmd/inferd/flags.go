@@ -17,6 +17,7 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -49,6 +50,7 @@ type config struct {
 	exitTimeoutSecs   int
 	strictReadiness   bool
 	allowFileOverride bool // --allow-model-file-override (inferd's own)
+	allowClientShm    bool
 	loadRetries       int
 	logVerbose        int
 	logInfo           bool
@@ -117,6 +119,10 @@ type config struct {
 	tracing         trace.Config
 	tracer          *trace.Manager
 
+	// regions is the client shared-memory table both frontends share
+	// (--allow-client-shm=true; nil when off), built by run.
+	regions *shm.Manager
+
 	// planned and noop are the given options that take no effect here
 	// (their feature is not built yet, or they mean nothing for ONNX
 	// Runtime), reported in one start-up warning.
@@ -167,6 +173,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		exitTimeoutSecs:    max(0, v.Int("exit-timeout-secs")),
 		strictReadiness:    v.Bool("strict-readiness"),
 		allowFileOverride:  v.Bool("allow-model-file-override"),
+		allowClientShm:     v.Bool("allow-client-shm"),
 		loadRetries:        v.Int("model-load-retry-count"),
 		logVerbose:         v.Int("log-verbose"),
 		logInfo:            v.Bool("log-info"),

@@ -21,7 +21,8 @@ import (
 // newGRPCAPI builds the gRPC API over srv.
 func newGRPCAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *grpcapi.Server {
 	return grpcapi.New(srv, grpcapi.Options{ServerID: cfg.serverID, Restricted: cfg.grpcRestrictions, ResponseCompression: cfg.grpcCompression,
-		Logger: log, Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads, Trace: cfg.tracer})
+		Logger: log, Logs: cfg.logs, HeaderForward: cfg.grpcForward, LoadReports: loads, Trace: cfg.tracer,
+		SharedMemory: cfg.regions})
 }
 
 // newGRPC serves api with the --grpc-* options (keepalive and ping

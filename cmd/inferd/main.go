@@ -32,6 +32,7 @@ import (
 	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/credfile"
@@ -167,6 +168,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 		return err
 	}
 	g.Go(serve.OnStop("traces", logStopError(log, "closing the traces", cfg.tracer.Close)))
+
+	// Client shared memory: one region table for HTTP and gRPC, as
+	// Triton's one SharedMemoryManager; no GPU opens CUDA regions yet.
+	if cfg.allowClientShm {
+		cfg.regions = shm.NewManager(nil)
+	}
 
 	// Backends: stopped once no model uses them; the Python workers
 	// still running at the deadline are killed, with their children.
@@ -465,7 +472,8 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 // newAPI builds the base v2 API server every frontend goes through.
 func newAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *httpapi.Server {
 	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
-		Workers: cfg.httpThreads, Logger: log, Logs: cfg.logs, HeaderForward: cfg.httpForward, LoadReports: loads, Trace: cfg.tracer})
+		Workers: cfg.httpThreads, Logger: log, Logs: cfg.logs, HeaderForward: cfg.httpForward, LoadReports: loads, Trace: cfg.tracer,
+		SharedMemory: cfg.regions})
 }
 
 // loadReporter answers endpoint-load-metrics-format (ORCA load reports),

@@ -40,7 +40,6 @@ func TestFlags(t *testing.T) {
 		{[]string{"--model-repository=x", "--model-control-mode=explicit", "--load-model=*", "--load-model=a"}, "must be the only"},
 		{[]string{"--model-repository=x", "--http-max-input-size=0"}, "greater than 0"},
 		{[]string{"--model-repository=x", "extra"}, "unexpected argument"},
-		{[]string{"--model-repository=x", "--allow-client-shm=true"}, "not supported yet"},
 	}
 	for _, c := range bad {
 		_, err := parseFlags(c.args, io.Discard)

@@ -104,7 +104,6 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--log-format=xml"}, "is not one of default, ISO8601, json"},
 		{[]string{"--model-control-mode=sometimes"}, "is not one of none, poll, explicit"},
 		{[]string{"--http-max-input-size=0"}, "must be greater than 0"},
-		{[]string{"--allow-client-shm=true"}, "not supported yet"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.args)

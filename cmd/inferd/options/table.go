@@ -179,8 +179,8 @@ func All() []*Option {
 		{Name: "model-load-gpu-limit", Group: "Memory/Device Management", Kind: String, Repeat: true, Label: "<device_id>:<fraction>", Status: NoOp, Feature: noGPULimit, Check: gpuLimit,
 			Usage: "Fraction of a GPU's memory model loads may use, <device>:<fraction> (repeatable)."},
 
-		{Name: "allow-client-shm", Group: "Shared Memory", Kind: Bool, Default: "false", Check: onlyFalse,
-			Usage: "Client shared memory (not supported yet; false, as Triton's default, answers register calls with 501)."},
+		{Name: "allow-client-shm", Group: "Shared Memory", Kind: Bool, Default: "false",
+			Usage: "Let clients register and use shared-memory regions (system; CUDA is refused without a GPU) for inference inputs and outputs; false, Triton's default since 2.69, answers register and unregister with 501."},
 
 		{Name: "strict-model-config", Group: "DEPRECATED", Kind: Bool, Default: "false", Usage: "Deprecated: true turns config auto-complete off (use --disable-auto-complete-config)."},
 		{Name: "response-cache-byte-size", Group: "DEPRECATED", Kind: Int64, Status: Planned, Feature: featCache, Usage: "Deprecated: use --cache-config=local,size=<bytes>."},
@@ -276,13 +276,6 @@ func port(v string) error { return between(0, 65535)(v) }
 func nonNegative(v string) error {
 	if s, _ := parseDuration(v); s < 0 {
 		return fmt.Errorf("%s must not be negative", v)
-	}
-	return nil
-}
-
-func onlyFalse(v string) error {
-	if b, _ := ParseBool(v); b {
-		return fmt.Errorf("client shared memory is not supported yet")
 	}
 	return nil
 }
