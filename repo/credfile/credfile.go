@@ -5,7 +5,8 @@
 //	{"gs": {"<prefix>": "<service-account or authorized-user JSON path>"},
 //	 "s3": {"<prefix>": {"key_id": "", "secret_key": "", "session_token": "",
 //	                     "region": "", "profile": ""}},
-//	 "as": {...}}
+//	 "as": {"<prefix>": {"account_str": "", "account_key": "", "auth_type": "",
+//	                     "client_id": ""}}}
 //
 // A root uses the entry whose key is the longest plain-string prefix of it;
 // the key "" matches every root.
@@ -31,11 +32,22 @@ type S3Creds struct {
 	Profile      string
 }
 
+// ASCreds is one "as" (Azure Blob Storage) entry, with the fields Triton
+// reads (triton-inference-server/core
+// src/filesystem/implementations/as.h). Empty fields were absent or empty.
+type ASCreds struct {
+	AccountStr string // the storage account, replacing the one in the URL
+	AccountKey string
+	AuthType   string // "key", "managed_identity", "default" or empty
+	ClientID   string // a user-assigned managed identity
+}
+
 // File is a parsed credential file.
 type File struct {
 	path string
 	gs   map[string]string
 	s3   map[string]S3Creds
+	as   map[string]ASCreds
 }
 
 // Path is the file the credentials were read from.
@@ -53,6 +65,15 @@ func (f *File) GCS(root string) (string, bool) {
 	p, ok := longest(f.gs, root)
 	return f.gs[p], ok
 }
+
+// AS returns the "as" entry for root; ok is false when no key prefixes it.
+func (f *File) AS(root string) (ASCreds, bool) {
+	p, ok := longest(f.as, root)
+	return f.as[p], ok
+}
+
+// ASPrefix returns the key of the entry AS picks.
+func (f *File) ASPrefix(root string) (string, bool) { return longest(f.as, root) }
 
 // S3Prefix returns the key of the entry S3 picks, so messages can say which
 // entry was used.
@@ -75,6 +96,9 @@ func longest[V any](m map[string]V, root string) (string, bool) {
 // s3Fields are the keys an "s3" entry may hold; others are ignored, as
 // Triton does.
 var s3Fields = []string{"key_id", "secret_key", "session_token", "region", "profile"}
+
+// asFields are the keys an "as" entry may hold.
+var asFields = []string{"account_str", "account_key", "auth_type", "client_id"}
 
 // Load reads and checks the credential file at path.
 func Load(path string) (*File, error) {
@@ -104,8 +128,7 @@ func parse(data []byte) (*File, error) {
 	if top == nil {
 		return nil, errors.New("want a JSON object at the top level")
 	}
-	f := &File{gs: map[string]string{}, s3: map[string]S3Creds{}}
-	// "as" (Azure) is accepted and not used: there is no Azure store.
+	f := &File{gs: map[string]string{}, s3: map[string]S3Creds{}, as: map[string]ASCreds{}}
 	if raw, ok := top["gs"]; ok {
 		sec, err := section("gs", raw)
 		if err != nil {
@@ -135,6 +158,20 @@ func parse(data []byte) (*File, error) {
 			f.s3[p] = c
 		}
 	}
+	if raw, ok := top["as"]; ok {
+		sec, err := section("as", raw)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range sortedKeys(sec) {
+			var c ASCreds
+			if err := stringFields(sec[p], asFields, map[string]*string{"account_str": &c.AccountStr, "account_key": &c.AccountKey,
+				"auth_type": &c.AuthType, "client_id": &c.ClientID}); err != nil {
+				return nil, fmt.Errorf("as entry %q: %w", p, err)
+			}
+			f.as[p] = c
+		}
+	}
 	return f, nil
 }
 
@@ -148,25 +185,32 @@ func section(name string, raw json.RawMessage) (map[string]json.RawMessage, erro
 }
 
 func s3Entry(raw json.RawMessage) (S3Creds, error) {
+	var c S3Creds
+	err := stringFields(raw, s3Fields, map[string]*string{"key_id": &c.KeyID, "secret_key": &c.SecretKey,
+		"session_token": &c.SessionToken, "region": &c.Region, "profile": &c.Profile})
+	return c, err
+}
+
+// stringFields decodes an entry object whose fields are strings into dst;
+// keys other than fields are ignored, as Triton does.
+func stringFields(raw json.RawMessage, fields []string, dst map[string]*string) error {
 	var m map[string]json.RawMessage
 	if err := decode(raw, &m); err != nil {
-		return S3Creds{}, fmt.Errorf("want an object with %s: %w", strings.Join(s3Fields, ", "), err)
+		return fmt.Errorf("want an object with %s: %w", strings.Join(fields, ", "), err)
 	}
 	if m == nil {
-		return S3Creds{}, fmt.Errorf("want an object with %s, not null", strings.Join(s3Fields, ", "))
+		return fmt.Errorf("want an object with %s, not null", strings.Join(fields, ", "))
 	}
-	var c S3Creds
-	dst := map[string]*string{"key_id": &c.KeyID, "secret_key": &c.SecretKey, "session_token": &c.SessionToken, "region": &c.Region, "profile": &c.Profile}
-	for _, k := range s3Fields {
+	for _, k := range fields {
 		v, ok := m[k]
 		if !ok {
 			continue
 		}
 		if err := decode(v, dst[k]); err != nil {
-			return S3Creds{}, fmt.Errorf("%s: want a string: %w", k, err)
+			return fmt.Errorf("%s: want a string: %w", k, err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // decode unmarshals one JSON value, turning the decoder's Go-flavoured

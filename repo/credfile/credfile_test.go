@@ -25,7 +25,11 @@ const sample = `{
     "s3://host:9000/bucket": {"key_id": "id", "secret_key": "secret", "region": "eu-west-1", "session_token": "tok", "unknown": 1},
     "s3://profiled": {"profile": "team"}
   },
-  "as": {"as://acct": {"account_str": "a", "account_key": "k"}}
+  "as": {
+    "as://acct": {"account_str": "a", "account_key": "k"},
+    "as://acct/private": {"auth_type": "managed_identity", "client_id": "cid", "other": 2},
+    "": {}
+  }
 }`
 
 func TestMatch(t *testing.T) {
@@ -69,10 +73,26 @@ func TestMatch(t *testing.T) {
 	if f.Path() == "" {
 		t.Error("Path is empty")
 	}
+
+	as := []struct {
+		root, prefix string
+		want         ASCreds
+	}{
+		{"as://acct/models", "as://acct", ASCreds{AccountStr: "a", AccountKey: "k"}},
+		{"as://acct/private/m", "as://acct/private", ASCreds{AuthType: "managed_identity", ClientID: "cid"}},
+		{"as://other/c/m", "", ASCreds{}},
+	}
+	for _, c := range as {
+		got, ok := f.AS(c.root)
+		prefix, _ := f.ASPrefix(c.root)
+		if !ok || got != c.want || prefix != c.prefix {
+			t.Errorf("AS(%q) = %+v (entry %q), %v; want %+v (entry %q)", c.root, got, prefix, ok, c.want, c.prefix)
+		}
+	}
 }
 
 func TestNoSections(t *testing.T) {
-	for _, content := range []string{`{}`, `{"as": {"x": 1}}`, `{"gs": null, "s3": {}}`, `{"other": 1}`} {
+	for _, content := range []string{`{}`, `{"as": {}}`, `{"gs": null, "s3": {}, "as": null}`, `{"other": 1}`} {
 		f, err := Load(write(t, content))
 		if err != nil {
 			t.Errorf("%s: %v", content, err)
@@ -83,6 +103,9 @@ func TestNoSections(t *testing.T) {
 		}
 		if _, ok := f.S3("s3://b/m"); ok {
 			t.Errorf("%s: S3 matched", content)
+		}
+		if _, ok := f.AS("as://a/c/m"); ok {
+			t.Errorf("%s: AS matched", content)
 		}
 	}
 }
@@ -101,6 +124,10 @@ func TestLoadErrors(t *testing.T) {
 		{`{"s3": {"s3://b": null}}`, `s3 entry "s3://b": want an object`},
 		{`{"s3": {"s3://b": {"key_id": 12}}}`, `s3 entry "s3://b": key_id: want a string: found number`},
 		{`{"s3": {"s3://b": {"profile": {"name": "x"}}}}`, `s3 entry "s3://b": profile: want a string: found object`},
+		{`{"as": [1]}`, `"as": want an object`},
+		{`{"as": {"as://a": 1}}`, `as entry "as://a": want an object with account_str, account_key, auth_type, client_id: found number`},
+		{`{"as": {"as://a": null}}`, `as entry "as://a": want an object`},
+		{`{"as": {"as://a": {"account_key": true}}}`, `as entry "as://a": account_key: want a string: found bool`},
 	}
 	for _, c := range cases {
 		path := write(t, c.content)
@@ -171,7 +198,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		for _, root := range []string{"", "gs://b2/m", "s3://host:9000/bucket/x"} {
+		for _, root := range []string{"", "gs://b2/m", "s3://host:9000/bucket/x", "as://acct/c/m"} {
 			if path, ok := file.GCS(root); ok {
 				p, _ := file.GCSPrefix(root)
 				if !strings.HasPrefix(root, p) || path == "" {
@@ -182,6 +209,12 @@ func FuzzLoad(f *testing.F) {
 				p, _ := file.S3Prefix(root)
 				if !strings.HasPrefix(root, p) {
 					t.Fatalf("S3(%q) picked entry %q", root, p)
+				}
+			}
+			if _, ok := file.AS(root); ok {
+				p, _ := file.ASPrefix(root)
+				if !strings.HasPrefix(root, p) {
+					t.Fatalf("AS(%q) picked entry %q", root, p)
 				}
 			}
 		}
