@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,29 @@ func NewHandler(h http.Handler, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Handler{h: h, opts: opts, log: opts.Logger}
+	return &Handler{h: refuseSharedMemory(h), opts: opts, log: opts.Logger}
+}
+
+// shmMutation matches the shared-memory extension's register and
+// unregister routes (triton-inference-server/server src/http_server.cc).
+var shmMutation = regexp.MustCompile(`^/v2/(?:system|cuda)sharedmemory(?:/region/[^/]+)?/(?:register|unregister)$`)
+
+// refuseSharedMemory answers register and unregister of client shared
+// memory with 403 and no body: a function's callers never share its host,
+// so there is no memory of theirs to map. This is how Triton's Vertex AI
+// server refuses them through a redirect (src/vertex_ai_server.cc);
+// status stays readable. Both the decoded and the raw path are matched,
+// since the router routes on the raw one.
+func refuseSharedMemory(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if shmMutation.MatchString(r.URL.Path) || shmMutation.MatchString(r.URL.EscapedPath()) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Start runs the Lambda Runtime API loop with h; it never returns.
