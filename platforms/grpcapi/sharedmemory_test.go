@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/internal/shmtest"
@@ -298,6 +299,41 @@ func TestSharedMemoryConcurrent(t *testing.T) {
 			}
 		}()
 	}
+	// One name registered at once from both protocols: exactly one wins,
+	// the others are ALREADY_EXISTS (400 over HTTP).
+	var won sync.WaitGroup
+	wins := make(chan string, 2*workers)
+	for w := range 2 * workers {
+		won.Add(1)
+		go func() {
+			defer won.Done()
+			if w%2 == 0 {
+				code, resp, err := httpCall("POST", "/v2/systemsharedmemory/region/same/register", fmt.Sprintf(`{"key":%q,"byte_size":64}`, key))
+				switch {
+				case err == nil && code == 200:
+					wins <- "HTTP"
+				case err != nil || code != 400 || resp != `{"error":"shared memory region 'same' already in manager"}`:
+					errs <- fmt.Errorf("HTTP register same: %d %s %v", code, resp, err)
+				}
+				return
+			}
+			_, err := h.client.SystemSharedMemoryRegister(c, &pb.SystemSharedMemoryRegisterRequest{Name: "same", Key: key, ByteSize: 64})
+			if err == nil {
+				wins <- "gRPC"
+			} else if s, _ := status.FromError(err); s.Code() != codes.AlreadyExists {
+				errs <- fmt.Errorf("gRPC register same: %w", err)
+			}
+		}()
+	}
+	won.Wait()
+	close(wins)
+	if n := len(wins); n != 1 {
+		t.Errorf("%d registrations of one name won", n)
+	}
+	if _, err := h.client.SystemSharedMemoryUnregister(c, &pb.SystemSharedMemoryUnregisterRequest{Name: "same"}); err != nil {
+		t.Error(err)
+	}
+
 	writers.Wait()
 	close(stop)
 	pollers.Wait()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/internal/shmtest"
 	"github.com/inferd/inferd/platforms/shm"
@@ -80,7 +81,9 @@ func TestSharedMemorySystem(t *testing.T) {
 	p := "/v2/systemsharedmemory"
 	reg := func(region string) string { return p + "/region/" + region + "/register" }
 	body := func(key string, rest string) string { return `{"key":"` + key + `"` + rest + `}` }
-	invalidArgs := func(r string) string { return errBody("failed to register shared memory region '" + r + "': invalid args") }
+	invalidArgs := func(r string) string {
+		return errBody("failed to register shared memory region '" + r + "': invalid args")
+	}
 	cannotOpen := func(k string) string { return errBody("Unable to open shared memory region: '" + k + "'") }
 	cases := []shmCase{
 		{name: "no region", path: p + "/register", body: body(key, `,"byte_size":64`), status: 400,
@@ -245,4 +248,43 @@ func TestSharedMemoryRestricted(t *testing.T) {
 		shmCase{name: "unregister", path: "/v2/systemsharedmemory/unregister", header: auth, status: 200},
 	)
 	runShm(t, base, cases)
+}
+
+// TestSharedMemoryRouteUnregisterWaits: unregistering a region a request still
+// holds answers only once the request lets it go; the name is free for a
+// new registration at once.
+func TestSharedMemoryRouteUnregisterWaits(t *testing.T) {
+	m := shm.NewManager(nil)
+	base, _ := startServer(t, writeRepo(t, nil), serverOpts{api: Options{SharedMemory: m}})
+	key := shmtest.Object(t, 4096)
+	must(t, m.RegisterSystem("r", key, 0, 4096))
+	span, err := m.Acquire("r", 0, 64) // an inference using the region
+	must(t, err)
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(base+"/v2/systemsharedmemory/region/r/unregister", "", nil)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-done:
+		t.Fatalf("unregister answered %d while the region was in use", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	runShm(t, base, []shmCase{
+		{name: "status while pending", method: "GET", path: "/v2/systemsharedmemory/status", status: 200, want: "[]"},
+		{name: "register the name again", path: "/v2/systemsharedmemory/region/r/register", body: `{"key":"` + key + `","byte_size":64}`, status: 200},
+	})
+	b, err := span.Bytes() // the old mapping is still there
+	if err != nil || b[63] != 63 {
+		t.Fatalf("span after unregister: %v %v", b, err)
+	}
+	span.Release()
+	if code := <-done; code != 200 {
+		t.Fatalf("unregister: %d", code)
+	}
 }
