@@ -120,25 +120,25 @@ func TestSharedMemoryRPCsDisabled(t *testing.T) {
 	wantStatus(t, err, codes.NotFound, "Unable to find cuda shared memory region: 'r'")
 }
 
-// fakeDevice opens any handle as host memory, so the CUDA RPCs run on CPU
+// routeTestDevice opens any handle as host memory, so the CUDA RPCs run on CPU
 // up to the device call.
-type fakeDevice struct{}
+type routeTestDevice struct{}
 
-func (fakeDevice) Open(_ []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
-	return &fakeMemory{data: make([]byte, size)}, nil
+func (routeTestDevice) Open(_ []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
+	return &routeTestMemory{data: make([]byte, size)}, nil
 }
 
-type fakeMemory struct{ data []byte }
+type routeTestMemory struct{ data []byte }
 
-func (f *fakeMemory) Ptr() uintptr                         { return 0 }
-func (f *fakeMemory) CopyOut(dst []byte, off uint64) error { copy(dst, f.data[off:]); return nil }
-func (f *fakeMemory) CopyIn(off uint64, src []byte) error  { copy(f.data[off:], src); return nil }
-func (f *fakeMemory) Close() error                         { return nil }
+func (f *routeTestMemory) Ptr() uintptr                         { return 0 }
+func (f *routeTestMemory) CopyOut(dst []byte, off uint64) error { copy(dst, f.data[off:]); return nil }
+func (f *routeTestMemory) CopyIn(off uint64, src []byte) error  { copy(f.data[off:], src); return nil }
+func (f *routeTestMemory) Close() error                         { return nil }
 
 // TestSharedMemoryCUDARPCs: with a device, CUDA regions register, list
 // keyed by name with their device, and unregister.
 func TestSharedMemoryCUDARPCs(t *testing.T) {
-	h := start(t, servertest.Options{}, Options{SharedMemory: shm.NewManager(fakeDevice{})})
+	h := start(t, servertest.Options{}, Options{SharedMemory: shm.NewManager(routeTestDevice{})})
 	c := ctx(t)
 	_, err := h.client.CudaSharedMemoryRegister(c, &pb.CudaSharedMemoryRegisterRequest{Name: "g", RawHandle: make([]byte, 10), DeviceId: 1, ByteSize: 64})
 	wantStatus(t, err, codes.InvalidArgument, "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")

@@ -143,33 +143,33 @@ func TestSharedMemorySystem(t *testing.T) {
 	}
 }
 
-// fakeDevice opens any 64-byte handle as host memory: the CUDA route's
+// routeTestDevice opens any 64-byte handle as host memory: the CUDA route's
 // parsing runs on CPU up to the device call.
-type fakeDevice struct{}
+type routeTestDevice struct{}
 
-func (fakeDevice) Open(handle []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
+func (routeTestDevice) Open(handle []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
 	if handle[0] != 'h' {
-		return nil, errString("invalid device pointer")
+		return nil, routeTestError("invalid device pointer")
 	}
-	return &fakeMemory{data: make([]byte, size)}, nil
+	return &routeTestMemory{data: make([]byte, size)}, nil
 }
 
-type errString string
+type routeTestError string
 
-func (e errString) Error() string { return string(e) }
+func (e routeTestError) Error() string { return string(e) }
 
-type fakeMemory struct{ data []byte }
+type routeTestMemory struct{ data []byte }
 
-func (f *fakeMemory) Ptr() uintptr { return 0 }
-func (f *fakeMemory) CopyOut(dst []byte, off uint64) error {
+func (f *routeTestMemory) Ptr() uintptr { return 0 }
+func (f *routeTestMemory) CopyOut(dst []byte, off uint64) error {
 	copy(dst, f.data[off:])
 	return nil
 }
-func (f *fakeMemory) CopyIn(off uint64, src []byte) error {
+func (f *routeTestMemory) CopyIn(off uint64, src []byte) error {
 	copy(f.data[off:], src)
 	return nil
 }
-func (f *fakeMemory) Close() error { return nil }
+func (f *routeTestMemory) Close() error { return nil }
 
 // TestSharedMemoryCUDA: on a machine without CUDA a CUDA register answers
 // Triton's CPU-only refusal before the body is read; with a device, the
@@ -188,7 +188,7 @@ func TestSharedMemoryCUDA(t *testing.T) {
 		})
 	})
 	t.Run("device", func(t *testing.T) {
-		base, _ := startServer(t, writeRepo(t, nil), serverOpts{api: Options{SharedMemory: shm.NewManager(fakeDevice{})}})
+		base, _ := startServer(t, writeRepo(t, nil), serverOpts{api: Options{SharedMemory: shm.NewManager(routeTestDevice{})}})
 		handle := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("h", 64)))
 		reg := p + "/region/c/register"
 		runShm(t, base, []shmCase{
