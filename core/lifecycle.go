@@ -435,7 +435,8 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 				// A hot reload: the metrics go on counting, and the
 				// sequences live on the old copy end there.
 				slot.mv.carry.replace(slot.mv, mv)
-				if h := retireSequences(slot.mv); h != nil {
+				reacquire := func() (*ModelVersion, func(), error) { return s.Acquire(name, v) }
+				if h := retireSequences(slot.mv, reacquire); h != nil {
 					mv.handovers = append(mv.handovers, h)
 				}
 				mv.handovers = append(mv.handovers, pendingHandovers(slot.mv.handovers)...)

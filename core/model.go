@@ -123,6 +123,9 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 			err = mv.exec.submit(j)
 		}
 	}
+	if err == errRetired {
+		return mv.rerun(ctx, req, emit) // sequence_handover.go
+	}
 	if req.Queued != nil {
 		req.Queued() // queued, or refused: either way no longer on its way in
 	}

@@ -108,6 +108,12 @@ type seqBatcher struct {
 	// stopping: the server is exiting (Server.Stop); new STARTs are
 	// refused while the live sequences go on.
 	stopping bool
+	// retired: a reload replaced this copy and its sequences have ended
+	// (sequence_handover.go); a START that reaches it still, having taken
+	// it just before the reload, runs on the serving copy, which
+	// reacquire holds.
+	retired   bool
+	reacquire func() (*ModelVersion, func(), error)
 }
 
 func newSeqBatcher(sc *seqConfig, insts []Instance, stats *Stats, log *slog.Logger) *seqBatcher {
@@ -177,10 +183,14 @@ func (b *seqBatcher) submit(j *job) error {
 	key := keyOf(j.req.Correlation)
 	start := j.req.Correlation.Flags&FlagSequenceStart != 0
 	end := j.req.Correlation.Flags&FlagSequenceEnd != 0
-	j.traceBegin()
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.retired && start {
+		// Not traced: it runs on the serving copy instead.
+		return errRetired
+	}
+	j.traceBegin()
 	slot, inSlot := b.active[key]
 	bl, inBacklog := b.backlogOf[key]
 	switch {

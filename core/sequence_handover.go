@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -29,12 +31,18 @@ const handoverPoll = 10 * time.Millisecond
 // retireSequences closes mv in the background, after its live sequences
 // when it is a sequence model; the returned handover (nil otherwise) is for
 // the copy that replaces it to route those sequences' requests to.
-func retireSequences(mv *ModelVersion) *handover {
+// reacquire holds the copy serving mv's version from now on. A sequence
+// model gets a handover even with no live sequence: a START that took mv
+// just before the reload may yet begin one there.
+func retireSequences(mv *ModelVersion, reacquire func() (*ModelVersion, func(), error)) *handover {
 	b, ok := mv.exec.(*seqBatcher)
-	if !ok || b.liveSequences() == 0 {
+	if !ok {
 		go mv.close() // in-flight requests finish on the old copy
 		return nil
 	}
+	b.mu.Lock()
+	b.reacquire = reacquire
+	b.mu.Unlock()
 	h := &handover{mv: mv, b: b, cut: make(chan struct{}), done: make(chan struct{})}
 	go h.run()
 	return h
@@ -45,10 +53,11 @@ func (h *handover) run() {
 	t := time.NewTicker(handoverPoll)
 	defer t.Stop()
 wait:
-	for h.b.liveSequences() > 0 {
+	for !h.b.retire(false) {
 		select {
 		case <-t.C:
 		case <-h.cut:
+			h.b.retire(true)
 			break wait
 		}
 	}
@@ -56,6 +65,41 @@ wait:
 	h.shut = true // from here on, inflight only goes down
 	h.mu.Unlock()
 	h.mv.close()
+}
+
+// errRetired sends a START that reached a retired copy to the serving one.
+var errRetired = errors.New("a reload retired this copy of the model")
+
+// retire marks b retired once it has no live sequence, or at once with
+// force, and reports whether it is: from then on a START reaching it runs
+// on the serving copy (rerun), so no sequence begins on a copy that is
+// closing. Deciding under b.mu, as submit does, leaves no gap between the
+// two.
+func (b *seqBatcher) retire(force bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if force || len(b.active)+len(b.backlogOf) == 0 {
+		b.retired = true
+	}
+	return b.retired
+}
+
+// rerun runs req, a START refused by this retired copy, on the copy
+// serving its version now.
+func (mv *ModelVersion) rerun(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*job, error) {
+	b := mv.exec.(*seqBatcher)
+	b.mu.Lock()
+	reacquire := b.reacquire
+	b.mu.Unlock()
+	nv, release, err := reacquire()
+	if err != nil {
+		if req.Queued != nil {
+			req.Queued()
+		}
+		return nil, rejected{err}
+	}
+	defer release()
+	return nv.run(ctx, req, emit)
 }
 
 // stop makes h close without waiting for its live sequences (an unload or

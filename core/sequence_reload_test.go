@@ -390,3 +390,72 @@ func TestSequenceReloadTwice(t *testing.T) {
 		t.Errorf("%d instances of the serving copy closed, want 0", c)
 	}
 }
+
+// A START that took the old copy just before a reload committed (it was
+// acquired, not yet queued) starts its sequence where its later requests
+// find it: on the old copy while a live sequence keeps that one open, else
+// (the old copy having retired) on the new one. Either way the sequence
+// goes on, and the old copy closes once nothing runs there.
+func TestSequenceReloadStartRacesCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		live    bool // a sequence live on the old copy keeps it from retiring
+		copyGen int  // the copy sequence 9 runs on
+	}{
+		{"old copy still open", true, 1},
+		{"old copy retired", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &genBackend{}
+			s, config := reloadServer(t, b, reloadSeqConfig)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if tc.live {
+				if err := seqStep(ctx, s, 1, FlagSequenceStart, 1, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old, release, err := s.Acquire("m", LatestVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reload(t, s, config)
+			if !tc.live {
+				sb := old.exec.(*seqBatcher)
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					sb.mu.Lock()
+					retired := sb.retired
+					sb.mu.Unlock()
+					if retired {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the old copy, with no live sequence, did not retire")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			resp, err := old.Infer(ctx, seqReq(Correlation{ID: 9, Flags: FlagSequenceStart}, 4, true))
+			release()
+			if err != nil || yOf(t, resp) != 4 {
+				t.Fatalf("START on the copy acquired before the reload: %v, %v", resp, err)
+			}
+			if err := seqStep(ctx, s, 9, 0, 5, 9); err != nil {
+				t.Fatal(err)
+			}
+			if err := seqStep(ctx, s, 9, FlagSequenceEnd, 6, 15); err != nil {
+				t.Fatal(err)
+			}
+			if tc.live {
+				if err := seqStep(ctx, s, 1, FlagSequenceEnd, 1, 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.waitClosed(t, 1, reloadInstances)
+			if g := b.generations(9); len(g) != 1 || g[0] != tc.copyGen {
+				t.Errorf("sequence 9 ran on copies %v, want [%d]", g, tc.copyGen)
+			}
+		})
+	}
+}
