@@ -34,6 +34,7 @@ func shmHarness(t *testing.T) (*harness, *shm.Manager, *servertest.Gate) {
 	})
 	repo := servertest.WriteRepo(t, map[string]servertest.Model{
 		"simple": simpleModel(),
+		"chain":  servertest.Chain("chain"),
 		"repeat": {Config: servertest.RepeatConfig},
 		"gate": {Config: `max_batch_size: 8
 backend: "gate"
@@ -347,4 +348,43 @@ func TestSharedMemoryTruncatedGRPC(t *testing.T) {
 			checkSimple(t, resp)
 		})
 	}
+}
+
+// TestSharedMemoryEnsemble: an ensemble's input is read from a region and
+// its output written into one, as for any model: shared memory is the
+// frontend's business, the steps exchange ordinary tensors.
+func TestSharedMemoryEnsemble(t *testing.T) {
+	h, regions, _ := shmHarness(t)
+	a, b := simpleInputs()
+	shmRegion(t, regions, "in", int32s(a))
+	outKey := shmRegion(t, regions, "out", make([]byte, 64))
+	req := &pb.ModelInferRequest{ModelName: "chain",
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "IN0", Datatype: "INT32", Shape: []int64{1, 16}, Parameters: shmParams("in", 0, 64)},
+			{Name: "IN1", Datatype: "INT32", Shape: []int64{1, 16}}},
+		RawInputContents: [][]byte{int32s(b)},
+		Outputs:          []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUT0", Parameters: shmParams("out", 0, 64)}, {Name: "OUT1"}},
+	}
+	resp, err := h.client.ModelInfer(ctx(t), req)
+	servertest.Must(t, err)
+	twice := func(v []int32) []int32 {
+		out := make([]int32, len(v))
+		for i := range v {
+			out[i] = 2 * v[i]
+		}
+		return out
+	}
+	if got := decodeInt32s(readObject(t, outKey)); !slices.Equal(got, twice(a)) {
+		t.Fatalf("region out holds %v", got)
+	}
+	if len(resp.RawOutputContents) != 2 {
+		t.Fatalf("%d raw outputs", len(resp.RawOutputContents))
+	}
+	for i, o := range resp.Outputs {
+		raw := decodeInt32s(resp.RawOutputContents[i])
+		if (o.Name == "OUT0" && len(raw) != 0) || (o.Name == "OUT1" && !slices.Equal(raw, twice(b))) {
+			t.Fatalf("%s: %v", o.Name, raw)
+		}
+	}
+	unregisterNow(t, regions, "out")
 }
