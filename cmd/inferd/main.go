@@ -1,5 +1,5 @@
 // Command inferd serves Triton model repositories (ONNX, Python and
-// ensemble models, from local folders, s3:// or gs://) over the KServe v2
+// ensemble models, from local folders, s3://, gs:// or as://) over the KServe v2
 // HTTP and gRPC APIs, with Prometheus metrics; the same binary is the
 // SageMaker (`inferd serve`), Vertex AI and AWS Lambda container.
 // `inferd perf` is a load tool for any KServe v2 server, over HTTP or gRPC.
@@ -35,6 +35,7 @@ import (
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/as"
 	"github.com/inferd/inferd/repo/credfile"
 	"github.com/inferd/inferd/repo/gcs"
 	"github.com/inferd/inferd/repo/s3"
@@ -313,11 +314,11 @@ func logStopError(log *slog.Logger, msg string, stop func(context.Context) error
 	}
 }
 
-// repoOptions wires the S3 and GCS stores and the local cache of their
-// models.
+// repoOptions wires the S3, GCS and Azure Blob stores and the local cache
+// of their models.
 func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
 	dir := cfg.cacheDir
-	for _, env := range []string{"TRITON_AWS_MOUNT_DIRECTORY", "TRITON_GCS_MOUNT_DIRECTORY"} {
+	for _, env := range []string{"TRITON_AWS_MOUNT_DIRECTORY", "TRITON_GCS_MOUNT_DIRECTORY", "TRITON_AZURE_MOUNT_DIRECTORY"} {
 		if dir == "" {
 			dir = os.Getenv(env)
 		}
@@ -373,6 +374,18 @@ func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
 					opts.CredentialsSource = label
 				}
 				return gcs.Open(ctx, root, opts)
+			},
+			"as": func(ctx context.Context, root string) (repo.Store, error) {
+				opts := as.Options{Logger: log}
+				if creds != nil {
+					f, label, err := entry("as", root, (*credfile.File).ASPrefix)
+					if err != nil {
+						return nil, err
+					}
+					c, _ := f.AS(root)
+					opts.Creds = &as.Credentials{Account: c.AccountStr, Key: c.AccountKey, AuthType: c.AuthType, ClientID: c.ClientID, Source: label}
+				}
+				return as.Open(ctx, root, opts)
 			},
 		},
 	}

@@ -56,7 +56,7 @@ func All() []*Option {
 
 		{Name: "model-store", Group: "Model Repository", Kind: String, Repeat: true, Alias: "model-repository", Usage: "Equivalent to --model-repository."},
 		{Name: "model-repository", Group: "Model Repository", Kind: String, Repeat: true,
-			Usage: "Model repository root: a folder, s3://bucket/path or gs://bucket/path (repeatable). Every sub-folder is a model."},
+			Usage: "Model repository root: a folder, s3://bucket/path, gs://bucket/path or as://account/container/path (repeatable). Every sub-folder is a model."},
 		{Name: "exit-on-error", Group: "Model Repository", Kind: Bool, Default: "true", Usage: "Exit when any start-up model fails to load."},
 		{Name: "disable-auto-complete-config", Group: "Model Repository", Kind: None,
 			Usage: "Require a complete config.pbtxt; do not fill inputs, outputs and max_batch_size from the ONNX model."},
@@ -74,7 +74,7 @@ func All() []*Option {
 		{Name: "allow-model-file-override", Group: "Model Repository", Kind: Bool, Default: "true", Inferd: true,
 			Usage: "Accept model files in load requests (the repository API's file: parameters, pb_utils.load_model's files); false refuses them, so model control can be exposed without code upload."},
 		{Name: "repository-cache-dir", Group: "Model Repository", Kind: String, Inferd: true,
-			Usage: "Where models of s3:// and gs:// repositories are copied (default: $TRITON_AWS_MOUNT_DIRECTORY or $TRITON_GCS_MOUNT_DIRECTORY, else <temp dir>/inferd-cache)."},
+			Usage: "Where models of s3://, gs:// and as:// repositories are copied (default: $TRITON_AWS_MOUNT_DIRECTORY, $TRITON_GCS_MOUNT_DIRECTORY or $TRITON_AZURE_MOUNT_DIRECTORY, else <temp dir>/inferd-cache)."},
 
 		{Name: "allow-http", Group: "HTTP", Kind: Bool, Default: "true", Usage: "Serve the KServe v2 HTTP API (default false when AIP_MODE=PREDICTION)."},
 		{Name: "http-address", Group: "HTTP", Kind: String, Default: "0.0.0.0", Usage: "Address the HTTP API binds to."},
