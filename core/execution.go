@@ -49,6 +49,9 @@ type Request struct {
 	err      error       // why the request ended, if it failed
 	detached bool        // still sending after its execution returned
 	stop     func() bool // detaches the cancellation hook of a detached request
+	// rescheduled: the model asked for another execution (Reschedule,
+	// sequence.go); end leaves the request open.
+	rescheduled bool
 }
 
 // Context is the request's: done when its client goes away.
@@ -142,6 +145,9 @@ func (r *Request) end(execErr error, model string, decoupled bool) error {
 	defer r.mu.Unlock()
 	if r.final {
 		return r.err
+	}
+	if r.rescheduled && execErr == nil {
+		return errRescheduled
 	}
 	if decoupled && execErr == nil && (r.job.sched != nil || r.job.seqb != nil) {
 		r.detached = true

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -114,6 +116,9 @@ type seqBatcher struct {
 	// reacquire holds.
 	retired   bool
 	reacquire func() (*ModelVersion, func(), error)
+	// ids numbers the sequences iterative_sequence starts for requests
+	// without a correlation id.
+	ids atomic.Uint64
 }
 
 func newSeqBatcher(sc *seqConfig, insts []Instance, stats *Stats, log *slog.Logger) *seqBatcher {
@@ -174,6 +179,12 @@ func (b *seqBatcher) check(r *Request) error {
 // submit routes j to its sequence's slot, a free slot (START) or the
 // backlog, or refuses it synchronously.
 func (b *seqBatcher) submit(j *job) error {
+	if b.cfg.iterative && j.req.Correlation.Missing() {
+		// A request outside any sequence starts one of its own, as
+		// Triton's IterativeSequencer::SetupSequenceRequest
+		// (triton-inference-server/core src/sequence_batch_scheduler/sequence_utils.h).
+		j.req.Correlation = Correlation{ID: b.ids.Add(1), Flags: FlagSequenceStart}
+	}
 	if err := b.check(&j.req); err != nil {
 		return err
 	}
@@ -202,7 +213,7 @@ func (b *seqBatcher) submit(j *job) error {
 		j.traceEnd(err)
 		return err
 	case !start && !inSlot && !inBacklog:
-		err := Errorf(CodeInvalidArg, "inference request for sequence %s to model '%s' must specify the START flag on the first request of the sequence", key, b.cfg.model)
+		err := b.startMissing(key)
 		j.traceEnd(err)
 		return err
 	}
@@ -461,17 +472,29 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			continue
 		}
 		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
+		var lost []*job
 		b.mu.Lock()
-		for _, j := range jobs {
-			if j.req.Correlation.Flags&FlagSequenceEnd != 0 {
+		for i, j := range jobs {
+			switch {
+			case j.seq == nil: // a not-ready row
+			case errs[i] == errRescheduled:
+				if !b.requeue(j) {
+					lost = append(lost, j)
+				}
+			case j.req.Correlation.Flags&FlagSequenceEnd != 0:
 				b.release(j.seq)
+			case b.cfg.iterative:
+				b.endIterative(j)
 			}
 		}
 		b.mu.Unlock()
 		for i, j := range jobs {
-			if j.seq != nil && errs[i] != errPending { // not a not-ready row
+			if j.seq != nil && errs[i] != errPending && errs[i] != errRescheduled {
 				b.finish(j, errs[i])
 			}
+		}
+		for _, j := range lost {
+			b.finish(j, b.startMissing(keyOf(j.req.Correlation)))
 		}
 	}
 }
@@ -499,8 +522,11 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 				slot.queue = slot.queue[1:]
 				b.stats.addPending(-1)
 				dropped = append(dropped, droppedJob{j, &cancelled{context.Cause(j.ctx)}})
-				if j.req.Correlation.Flags&FlagSequenceEnd != 0 {
+				switch {
+				case j.req.Correlation.Flags&FlagSequenceEnd != 0:
 					b.release(slot)
+				case b.cfg.iterative:
+					b.endIterative(j)
 				}
 				continue
 			}
@@ -823,6 +849,78 @@ func (b *seqBatcher) isStopping() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.stopping
+}
+
+// startMissing refuses a request of sequence key, which is not live.
+func (b *seqBatcher) startMissing(key corrKey) error {
+	return Errorf(CodeInvalidArg, "inference request for sequence %s to model '%s' must specify the START flag on the first request of the sequence", key, b.cfg.model)
+}
+
+// errRescheduled is end's report for a request its model rescheduled.
+var errRescheduled = errors.New("request rescheduled")
+
+// Reschedule asks for r to run again in a later execution rather than end
+// with this one: Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+// (pb_utils' request.set_release_flags), for a model with
+// iterative_sequence only. The request keeps its sequence, slot and
+// state; it comes back without START. A decoupled model may go on sending
+// its non-final responses.
+func (r *Request) Reschedule() error {
+	j := r.job
+	if j == nil || j.seq == nil || !j.seqb.cfg.iterative {
+		return Errorf(CodeInvalidArg, "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.final {
+		return errFinished
+	}
+	r.rescheduled = true
+	return nil
+}
+
+// requeue puts j, which its model rescheduled, back in its slot's queue
+// with its controls for a request without START, as Triton's
+// IterativeSequencer::RescheduleRequest enqueues it again with flags 0; the
+// state inputs are added again when it is taken. It reports false when j's
+// sequence ended meanwhile (idle timeout); b.mu is held.
+func (b *seqBatcher) requeue(j *job) bool {
+	key := keyOf(j.req.Correlation)
+	if b.active[key] != j.seq {
+		return false
+	}
+	r := &j.req
+	r.mu.Lock()
+	r.rescheduled = false
+	n := len(r.Inputs) - len(b.cfg.states) - len(b.cfg.controls) // the request's own inputs
+	r.Inputs = r.Inputs[:n:n]
+	r.Correlation.Flags = 0
+	b.cfg.addControls(r)
+	r.mu.Unlock()
+	j.state = jobQueued
+	b.stats.addPending(1)
+	b.touch(key, time.Now())
+	b.enqueue(j.seq, j)
+	return true
+}
+
+// endIterative ends the sequence of j, an iterative request released for
+// good, as Triton's IterativeSequencer does with a cancelled END: its slot
+// is freed once the requests queued there have run; b.mu is held.
+func (b *seqBatcher) endIterative(j *job) {
+	key := keyOf(j.req.Correlation)
+	slot := j.seq
+	if b.active[key] != slot {
+		return // already ended (idle timeout)
+	}
+	delete(b.active, key)
+	delete(b.lastSeen, key)
+	if len(slot.queue) == 0 {
+		b.release(slot)
+		return
+	}
+	slot.reaped = true
+	wake(slot.inst)
 }
 
 // liveSequences counts the sequences that hold a slot or wait for one.

@@ -58,6 +58,9 @@ type seqConfig struct {
 	stateOuts []string // output names of states, ascending
 	ragged    map[string]bool
 	decoupled bool
+	// iterative: iterative_sequence; a request without a correlation id
+	// starts a sequence of its own and the model may reschedule it.
+	iterative bool
 }
 
 // newSeqConfig reads cfg's sequence_batching, checking what Triton checks
@@ -74,6 +77,7 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 		idle:      time.Duration(sb.GetMaxSequenceIdleMicroseconds()) * time.Microsecond,
 		corrid:    -1,
 		decoupled: cfg.GetModelTransactionPolicy().GetDecoupled(),
+		iterative: sb.GetIterativeSequence(),
 	}
 	if sc.idle <= 0 {
 		sc.idle = time.Duration(modelconfig.DefaultSequenceIdleMicroseconds) * time.Microsecond
