@@ -88,8 +88,14 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		}
 		s.setFingerprints(name, "", fp)
 	}
-	m, src, tmp, err := s.readModel(ctx, name, ov, loc, findErr)
+	// A remote root's copy of the model is held from before it is fetched:
+	// it lives while this load or a version loaded from it holds it.
 	var files *overrideDir
+	if h, ok := loc.Source.(repo.Holder); ok && findErr == nil && (ov == nil || len(ov.Files) == 0) {
+		files = heldCopy(h.Hold(name))
+		defer files.release()
+	}
+	m, src, tmp, err := s.readModel(ctx, name, ov, loc, findErr)
 	if tmp != "" {
 		// The override's folder lives as long as a version loaded from it
 		// (each holds it); this load's reference goes on every path out.

@@ -15,11 +15,21 @@ type overrideDir struct {
 	path string
 	log  *slog.Logger
 	refs atomic.Int32
+	free func() // when set, what the last release does instead
 }
 
 // newOverrideDir wraps path with one reference, the load's.
 func newOverrideDir(path string, log *slog.Logger) *overrideDir {
 	d := &overrideDir{path: path, log: log}
+	d.refs.Store(1)
+	return d
+}
+
+// heldCopy counts the references to a remote model's local copy the same
+// way: the last one gives back the load's repo.Holder hold, which deletes
+// the copy unless a later load holds it too.
+func heldCopy(release func()) *overrideDir {
+	d := &overrideDir{free: release}
 	d.refs.Store(1)
 	return d
 }
@@ -33,6 +43,10 @@ func (d *overrideDir) hold() *overrideDir {
 // release drops a reference; the last one removes the folder.
 func (d *overrideDir) release() {
 	if d.refs.Add(-1) != 0 {
+		return
+	}
+	if d.free != nil {
+		d.free()
 		return
 	}
 	if err := os.RemoveAll(d.path); err != nil {

@@ -85,7 +85,8 @@ type Remote struct {
 	cache    string // this root's folder in the cache
 	parallel int
 	log      *slog.Logger
-	mu       sync.Mutex // one Localize per root at a time keeps the copy consistent
+	mu       sync.Mutex     // one Localize per root at a time keeps the copy consistent
+	holds    map[string]int // references to each model's copy (see Holder); under mu
 }
 
 // Remote wraps st as a Source whose models are copied under the cache dir.
