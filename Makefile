@@ -21,7 +21,7 @@ METRICS_PORT ?= 8002
 # time runs out mid-execution (go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 4000x
 
-.PHONY: all build run test vet lint fuzz bench ort ort-gpu generate clean
+.PHONY: all build run test vet lint fuzz bench ort ort-gpu azurite generate clean
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
@@ -37,6 +37,17 @@ $(ORT_LIB):
 	echo "$(ORT_SHA256)  $(ORT_DIR)/.dl/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" | sha256sum -c --quiet
 	mv $(ORT_DIR)/.dl/package/bin/napi-v6/linux/x64/libonnxruntime.so.1 $(ORT_LIB)
 	rm -rf $(ORT_DIR)/.dl
+
+# Azurite, the Azure Storage emulator the as:// tests start (repo/as,
+# cmd/inferd), fetched with npm like ONNX Runtime, never committed. 3.35.0 is
+# the last release that runs on Debian 12's Node.js 18.
+AZURITE_VERSION := 3.35.0
+AZURITE := third_party/azurite/node_modules/.bin/azurite-blob
+azurite: $(AZURITE)
+
+$(AZURITE):
+	@mkdir -p third_party/azurite
+	npm install --silent --no-audit --no-fund --prefix third_party/azurite azurite@$(AZURITE_VERSION)
 
 # CUDA 13 execution providers matching ORT 1.29.0, placed beside the core library.
 ort-gpu: $(ORT_LIB)
@@ -73,7 +84,7 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 
-test: $(ORT_LIB) lint
+test: $(ORT_LIB) $(AZURITE) lint
 	$(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
