@@ -24,7 +24,9 @@ func TestSharedMemoryRedirects(t *testing.T) {
 	_, base := listen(t, c, api, "", true)
 
 	status := `[{"name":"r","key":"` + key + `","offset":0,"byte_size":64}]`
-	withAuth := func(target string) map[string]string { return map[string]string{RedirectHeader: target, "X-Auth": "secret"} }
+	withAuth := func(target string) map[string]string {
+		return map[string]string{RedirectHeader: target, "X-Auth": "secret"}
+	}
 	cases := []routeCase{
 		{name: "system status", header: withAuth("v2/systemsharedmemory/status"), status: 200, exact: str(status)},
 		{name: "system status one", header: withAuth("v2/systemsharedmemory/region/r/status"), status: 200, exact: str(status)},
