@@ -251,7 +251,7 @@ func parseConnectionString(s string) (connString, error) {
 		case "endpointsuffix":
 			suffix = v
 		case "usedevelopmentstorage":
-			return connString{}, errors.New("UseDevelopmentStorage is not supported; give BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;AccountName=devstoreaccount1;AccountKey=...")
+			return connString{}, errors.New("UseDevelopmentStorage is not supported; give BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;AccountName=devstoreaccount1;AccountKey=<key>")
 		}
 	}
 	if cs.endpoint == "" && cs.account != "" {
