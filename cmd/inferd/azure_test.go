@@ -212,3 +212,26 @@ func TestAzureOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAzureUnreachableAtStart: with --exit-on-error=false the server
+// starts while the container is missing, serves the local repository, and
+// loads the container's models once it exists.
+func TestAzureUnreachableAtStart(t *testing.T) {
+	srv, _ := azureRepo(t)
+	local := t.TempDir()
+	writeModel(t, local, "simple", taggedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	r := start(t, "--model-repository="+local, "--model-repository=as://"+azureAccount+"/later/models", "--exit-on-error=false",
+		"--repository-cache-dir="+t.TempDir())
+	if r.http == "" {
+		t.Fatalf("server did not start: %v", <-r.done)
+	}
+	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+		t.Fatalf("local model while the container is missing: %d %s", s, body)
+	}
+	srv.CreateContainer(t, "later")
+	srv.Put(t, "later", "models/remote/1/model.onnx", onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	waitFor(t, "the container's model to load after the container appeared", func() bool {
+		s, _ := get(t, r.http+"/v2/models/remote/ready")
+		return s == 200
+	})
+}
