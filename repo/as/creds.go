@@ -204,7 +204,9 @@ func defaultChain(ctx context.Context, a auth, log *slog.Logger) (auth, error) {
 		why = why[:300] + "..."
 	}
 	log.Warn("azure: no credentials and the default Azure credential chain gave no token; using anonymous access", "account", a.account, "error", why)
-	a.source = prefix + "none (anonymous; set AZURE_STORAGE_KEY, AZURE_STORAGE_AUTH_TYPE or AZURE_STORAGE_CONNECTION_STRING, or run with an Azure identity: the default credential chain gave no token: " + why + ")"
+	// The chain's own account of each attempt goes to the log only: it
+	// runs to many lines.
+	a.source = prefix + "none (anonymous: no account key or auth type, and the default Azure credential chain gave no token)"
 	return a, nil
 }
 
