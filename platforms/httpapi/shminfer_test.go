@@ -448,3 +448,49 @@ func TestSharedMemoryDynamicBatching(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// hostDevice stands in for CUDA: its "device memory" is host memory
+// keyed by the IPC handle's first byte, so the path a CUDA region takes
+// through the frontends (Span.Bytes and CopyIn on device memory) runs
+// without a GPU.
+type hostDevice struct{ mem map[byte][]byte }
+
+func (d hostDevice) Open(handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
+	m := d.mem[handle[0]]
+	if uint64(len(m)) < byteSize {
+		return nil, fmt.Errorf("no device memory %d of %d bytes", handle[0], byteSize)
+	}
+	return hostMemory(m), nil
+}
+
+type hostMemory []byte
+
+func (m hostMemory) Ptr() uintptr { return 0 }
+func (m hostMemory) CopyOut(dst []byte, offset uint64) error {
+	copy(dst, m[offset:])
+	return nil
+}
+func (m hostMemory) CopyIn(offset uint64, src []byte) error {
+	copy(m[offset:], src)
+	return nil
+}
+func (m hostMemory) Close() error { return nil }
+
+// TestSharedMemoryDeviceRegions: inputs and outputs in CUDA regions take
+// the same path as system ones up to the device copies, which a stand-in
+// device does in host memory here.
+func TestSharedMemoryDeviceRegions(t *testing.T) {
+	dev := hostDevice{mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}}
+	regions := shm.NewManager(dev)
+	base, _ := startServer(t, writeRepo(t, map[string]testModel{"id4": shmModels(t)["id4"]}), serverOpts{api: Options{SharedMemory: regions}})
+	handle := func(b byte) []byte { return append([]byte{b}, make([]byte, 63)...) }
+	must(t, regions.RegisterCUDA("gin", handle(1), 0, 16))
+	must(t, regions.RegisterCUDA("gout", handle(2), 0, 16))
+	status, _, body := post(t, base+"/v2/models/id4/infer", shmRequest("gin", 0, 16, "gout", 16))
+	if want := `{"model_name":"id4","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,4]}]}`; status != 200 || string(body) != want {
+		t.Fatalf("%d %s", status, body)
+	}
+	if !bytes.Equal(dev.mem[2], fp32s(1, 2, 3, 4)) {
+		t.Fatalf("device output % x", dev.mem[2])
+	}
+}
