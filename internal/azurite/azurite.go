@@ -9,7 +9,6 @@
 package azurite
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -22,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,12 +67,8 @@ func Start(t testing.TB, account string) *Server {
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "AZURITE_ACCOUNTS="+account+":"+key)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	out := &output{url: make(chan string, 1)}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		unavailable(t, fmt.Errorf("start %s: %w", bin, err))
 	}
@@ -88,10 +84,15 @@ func Start(t testing.TB, account string) *Server {
 			<-exited
 		}
 	}
-	base, seen, err := waitListening(out, exited, 90*time.Second)
-	if err != nil {
+	var base string
+	const within = 90 * time.Second
+	select {
+	case base = <-out.url:
+	case <-exited:
+		unavailable(t, fmt.Errorf("%s exited before listening: %s", bin, strings.TrimSpace(out.String())))
+	case <-time.After(within):
 		stop()
-		unavailable(t, fmt.Errorf("%s: %w; output: %s %s", bin, err, strings.TrimSpace(seen), strings.TrimSpace(stderr.String())))
+		unavailable(t, fmt.Errorf("%s not listening after %s: %s", bin, within, strings.TrimSpace(out.String())))
 	}
 	t.Cleanup(stop)
 	s := &Server{Endpoint: base + "/" + account, Account: account, Key: key}
@@ -105,38 +106,34 @@ func Start(t testing.TB, account string) *Server {
 	return s
 }
 
-// waitListening reads the emulator's output until it says where it
-// listens, then drains the rest in the background.
-func waitListening(out io.Reader, exited <-chan struct{}, within time.Duration) (string, string, error) {
-	type found struct {
-		url  string
-		seen string
+// output keeps the start of the emulator's output and hands on the URL it
+// says it listens at.
+type output struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	url  chan string
+	sent bool
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.buf.Len() < 64<<10 {
+		o.buf.Write(p)
 	}
-	got := make(chan found, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		var seen strings.Builder
-		for sc.Scan() {
-			seen.WriteString(sc.Text() + "\n")
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				got <- found{url: m[1], seen: seen.String()}
-				_, _ = io.Copy(io.Discard, out)
-				return
-			}
+	if !o.sent {
+		if m := listening.FindSubmatch(o.buf.Bytes()); m != nil {
+			o.sent = true
+			o.url <- string(m[1])
 		}
-		got <- found{seen: seen.String()}
-	}()
-	select {
-	case f := <-got:
-		if f.url == "" {
-			return "", f.seen, errors.New("exited before listening")
-		}
-		return f.url, f.seen, nil
-	case <-exited:
-		return "", "", errors.New("exited before listening")
-	case <-time.After(within):
-		return "", "", fmt.Errorf("not listening after %s", within)
 	}
+	return len(p), nil
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
 
 // find locates the azurite-blob script.
