@@ -3,8 +3,12 @@ package grpcapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -387,4 +391,97 @@ func TestSharedMemoryEnsemble(t *testing.T) {
 		}
 	}
 	unregisterNow(t, regions, "out")
+}
+
+// TestSharedMemoryRegisterUnderLoad: callers infer through their regions
+// while their regions are unregistered and registered again under them:
+// every call either finds its regions and answers right, or is refused as
+// naming an unknown region; nothing hangs and the race detector sees
+// nothing.
+func TestSharedMemoryRegisterUnderLoad(t *testing.T) {
+	h, regions, _ := shmHarness(t)
+	a, b := simpleInputs()
+	sum := make([]int32, 16)
+	for i := range a {
+		sum[i] = a[i] + b[i]
+	}
+	const callers, calls = 4, 25
+	keys := make([][2]string, callers)
+	for c := range callers {
+		keys[c] = [2]string{shmtest.ObjectWith(t, int32s(a)), shmtest.ObjectWith(t, make([]byte, 64))}
+	}
+	register := func(c int) {
+		// Already registered (not yet unregistered) is fine here.
+		_ = regions.RegisterSystem(fmt.Sprintf("in%d", c), keys[c][0], 0, 64)
+		_ = regions.RegisterSystem(fmt.Sprintf("out%d", c), keys[c][1], 0, 64)
+	}
+	for c := range callers {
+		register(c)
+	}
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := n % callers
+			for _, name := range []string{fmt.Sprintf("in%d", c), fmt.Sprintf("out%d", c)} {
+				uctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				err := regions.Unregister(uctx, shm.System, name)
+				cancel()
+				if err != nil {
+					t.Errorf("unregister %s: %v", name, err)
+					return
+				}
+			}
+			register(c)
+			n++
+		}
+	}()
+	var wg sync.WaitGroup
+	var answered, refused atomic.Int64
+	errs := make(chan error, callers*calls)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				req := simpleRequest(true)
+				req.Inputs[0].Parameters = shmParams(fmt.Sprintf("in%d", c), 0, 64)
+				req.RawInputContents = req.RawInputContents[1:]
+				req.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT0", Parameters: shmParams(fmt.Sprintf("out%d", c), 0, 64)}}
+				_, err := h.client.ModelInfer(ctx(t), req)
+				if st := status.Convert(err); err != nil && (st.Code() != codes.NotFound || !strings.HasPrefix(st.Message(), "Unable to find shared memory region: '")) {
+					errs <- err
+					continue
+				}
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				answered.Add(1)
+				// Only this caller's answers land in its output object.
+				got := decodeInt32s(readObject(t, keys[c][1]))
+				if !slices.Equal(got, sum) {
+					errs <- fmt.Errorf("caller %d: region holds %v", c, got)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	n := <-churned
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d answered, %d refused, %d re-registrations", answered.Load(), refused.Load(), n)
+	if answered.Load() == 0 {
+		t.Error("no call found its regions")
+	}
 }
