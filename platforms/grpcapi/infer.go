@@ -173,6 +173,8 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *sh
 	return req, emptyFinal, outs, nil
 }
 
+// convertRequest is inferRequest before its error path's release: outs
+// holds whatever regions were taken when it fails.
 func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
 	model := in.GetModelName()
 	req = &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
