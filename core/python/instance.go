@@ -298,6 +298,8 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 			resp = done.Responses[i]
 		}
 		switch {
+		case done.rescheduled(i):
+			in.reschedule(rid) // reschedule.go
 		case resp != nil:
 			in.finish(rid, in.response(resp, reply))
 		case in.decoupled:

@@ -10,6 +10,10 @@ import (
 type executeDone struct {
 	Error     string          `json:"error"`
 	Responses []*wireResponse `json:"responses"`
+	// Reschedule lists the requests (by index) the model released with
+	// TRITONSERVER_REQUEST_RELEASE_RESCHEDULE; rare, so read by the
+	// fallback decoder.
+	Reschedule []int `json:"reschedule"`
 }
 
 // decodeExecuteDone decodes an execute_done header. Decoding it with

@@ -387,3 +387,78 @@ func TestBLSDecoupledSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestSequenceIterative: a decoupled model.py with iterative_sequence
+// reschedules each request (request.set_release_flags with
+// TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) until it has sent the N
+// responses asked for: concurrent requests without a correlation id each
+// get their own (the model sees it), their state carries the count from
+// one execution to the next, and every request ends with its last
+// response; in the default mode, the one response comes from the last
+// execution. Without iterative_sequence the reschedule fails the request,
+// as does a response returned for a rescheduled request, in Triton's
+// words.
+func TestSequenceIterative(t *testing.T) {
+	e := start(t, options{}, "seq_iterative", "seq_iterative_off", "seq_iterative_default")
+	run := func(model string, c core.Correlation, n int32) (outs []int32, corr uint64, err error) {
+		mv, release, err := e.srv.Acquire(model, core.LatestVersion)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer release()
+		err = mv.InferStream(context.Background(), &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion, Correlation: c,
+			Inputs: []*core.Tensor{int32s("N", []int64{1, 1}, n)}}, func(r *core.InferResponse, _ bool) error {
+			if r == nil {
+				return nil
+			}
+			c := binary.LittleEndian.Uint64(output(r, "CORR").Data)
+			if corr != 0 && c != corr {
+				return fmt.Errorf("correlation id %d after %d", c, corr)
+			}
+			corr = c
+			outs = append(outs, int32Values(output(r, "OUT"))...)
+			return nil
+		})
+		return outs, corr, err
+	}
+	counts := []int32{3, 5, 1, 4, 2, 6}
+	corrs := make([]uint64, len(counts))
+	var wg sync.WaitGroup
+	for k, n := range counts {
+		wg.Go(func() {
+			outs, corr, err := run("seq_iterative", core.Correlation{}, n)
+			var want []int32
+			for left := n - 1; left >= 0; left-- {
+				want = append(want, left)
+			}
+			if err != nil || !slices.Equal(outs, want) || corr == 0 {
+				t.Errorf("request %d asking for %d: %v (correlation id %d), %v; want %v under a non-zero id", k, n, outs, corr, err, want)
+			}
+			corrs[k] = corr
+		})
+	}
+	wg.Wait()
+	slices.Sort(corrs)
+	if len(slices.Compact(corrs)) != len(counts) {
+		t.Errorf("correlation ids %v, want one per request", corrs)
+	}
+	// In the default mode only the last execution answers.
+	if outs, corr, err := run("seq_iterative_default", core.Correlation{}, 3); err != nil || !slices.Equal(outs, []int32{0}) || corr == 0 {
+		t.Errorf("default mode: %v (correlation id %d), %v; want [0] under a non-zero id", outs, corr, err)
+	}
+	for _, tc := range []struct {
+		name, model string
+		c           core.Correlation
+		n           int32
+		want        string
+	}{
+		{"without iterative_sequence", "seq_iterative_off", core.Correlation{ID: 1, Flags: core.FlagSequenceStart}, 2,
+			"Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag."},
+		{"a response for a rescheduled request", "seq_iterative_default", core.Correlation{}, -2,
+			"Expected a None object in the execute function return list for reschduled request, found type '"},
+	} {
+		if _, _, err := run(tc.model, tc.c, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

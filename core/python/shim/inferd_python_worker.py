@@ -429,7 +429,15 @@ def _execute(header, frame):
     if len(requests) != len(answers):
         it = iter(responses)
         responses = [a if a is not None else next(it) for a in answers]
-    _write("execute_done", {"seq": header["seq"], "responses": responses}, blobs)
+    done = {"seq": header["seq"], "responses": responses}
+    # Requests released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, by
+    # their index in the execute: the server runs them again.
+    built = iter(requests)
+    rescheduled = [i for i, a in enumerate(answers)
+                   if a is None and next(built)._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE]
+    if rescheduled:
+        done["reschedule"] = rescheduled
+    _write("execute_done", done, blobs)
 
 
 def _async_done(future, requests):
@@ -471,6 +479,9 @@ def _check_result(result, requests, blobs):
         if resp is None:
             out.append(None)
             continue
+        if req._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise pb_utils.TritonModelException(
+                "Expected a None object in the execute function return list for reschduled request, found type '" + str(type(resp)) + "'.")
         if not isinstance(resp, pb_utils.InferenceResponse):
             raise pb_utils.TritonModelException(
                 "Expected an 'InferenceResponse' object in the execute function return list, found type '" + str(type(resp)) + "'.")

@@ -1,0 +1,1 @@
+../../seq_iterative/1/model.py
