@@ -57,9 +57,11 @@ var _ repo.Store = (*Store)(nil)
 // emulators page too; tests lower it to cross pages with few blobs.
 var listPageSize int32 = 5000
 
-// retry bounds the SDK's retries: its defaults wait up to two minutes per
-// operation, which turns a wrong endpoint into a hang at start-up.
-var retry = policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second, TryTimeout: time.Minute}
+// retry bounds the SDK's retries: its defaults back off for up to a minute
+// between tries, which turns a wrong endpoint into a hang at start-up. No
+// TryTimeout: it would bound reading a response body too, and so the
+// download of a large model file.
+var retry = policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second}
 
 // The names Azure accepts, checked before any request so a typo gets a
 // plain message: accounts are 3-24 lowercase letters and digits, containers

@@ -70,10 +70,12 @@ func (a auth) containerClient(cont string) (*container.Client, error) {
 
 // transport is Go's default with compression off: asking for gzip would
 // make net/http gunzip blobs stored with Content-Encoding gzip, and the
-// bytes would no longer be those the Content-MD5 describes.
+// bytes would no longer be those the Content-MD5 describes. A service that
+// accepts the connection but never answers fails after a minute.
 var transport = func() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableCompression = true
+	t.ResponseHeaderTimeout = time.Minute
 	return &http.Client{Transport: t}
 }()
 
