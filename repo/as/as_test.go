@@ -2,6 +2,7 @@ package as
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/inferd/inferd/internal/azurite"
@@ -376,5 +378,30 @@ func TestPublicContainer(t *testing.T) {
 	_, err = Open(ctx, "as://"+account+"/repo/m", Options{})
 	if err == nil || !strings.Contains(err.Error(), "anonymous") {
 		t.Fatalf("anonymous open of a private container: %v", err)
+	}
+}
+
+// TestDownloadGzipEncoded: a blob declaring Content-Encoding gzip is
+// stored as uploaded, checked against its Content-MD5, not gunzipped.
+func TestDownloadGzipEncoded(t *testing.T) {
+	srv := emulator(t)
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(bytes.Repeat([]byte("label\n"), 10000))
+	zw.Close()
+	bb := srv.Client().ServiceClient().NewContainerClient("repo").NewBlockBlobClient("m/x/labels.txt")
+	sum := md5.Sum(zb.Bytes())
+	if _, err := bb.Upload(context.Background(), nopCloser{bytes.NewReader(zb.Bytes())}, &blockblob.UploadOptions{
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentEncoding: to.Ptr("gzip"), BlobContentMD5: sum[:]},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, "as://"+account+"/repo/m")
+	path := filepath.Join(t.TempDir(), "labels.txt")
+	if _, err := s.Download(context.Background(), "x/labels.txt", path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, zb.Bytes()) {
+		t.Fatalf("got %d bytes, %v; want the %d stored", len(got), err, zb.Len())
 	}
 }
