@@ -174,6 +174,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	// Triton's one SharedMemoryManager; no GPU opens CUDA regions yet.
 	if cfg.allowClientShm {
 		cfg.regions = shm.NewManager(nil)
+		// Backends read and write regions in place, a truncated object
+		// failing the request instead of killing the server.
+		if err := cfg.regions.InstallGuard(); err != nil {
+			return g.Stop(err)
+		}
 	}
 
 	// Backends: stopped once no model uses them; the Python workers

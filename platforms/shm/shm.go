@@ -8,11 +8,24 @@
 //
 // Safety, where Triton trusts the client: a key opens an object in /dev/shm
 // and nothing else (no path, no symlink); a region is mapped once; every
-// use is bounds-checked without overflow; every copy in or out of a mapping
-// runs with faults turned into errors, so an object truncated under a
-// registered region fails the request that touches it instead of killing
-// the server with SIGBUS; unregistering waits for the requests that use the
-// region before unmapping it.
+// use is bounds-checked without overflow; unregistering waits for the
+// requests that use the region before unmapping it.
+//
+// Truncation: a client may shrink the object under a registered region,
+// and touching a mapped page past the object's new end raises SIGBUS,
+// which kills a process that does not handle it (Triton itself dies
+// there). Without the guard (Manager.InstallGuard), inputs are copied out
+// of their regions at decode and outputs copied in at encode, each copy
+// running with faults turned into panics it recovers
+// (runtime/debug.SetPanicOnFault): only Go code ever reads a mapping.
+// With the guard, a C handler in front of Go's replaces a lost page with
+// a zero page and counts the fault on the region, so backends may read
+// inputs and write outputs in place, from Go or from C libraries (ONNX
+// Runtime's threads, which SetPanicOnFault cannot cover); the call checks
+// its spans once the run is over (Holds.Err) and fails with the
+// truncation error, and the region stays broken, each later use failing
+// the same way, until the client unregisters it: what it holds is no
+// longer the client's object.
 package shm
 
 import (
@@ -97,6 +110,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	regions map[string]*region
+	guarded bool // InstallGuard was called: new system regions are guarded
 }
 
 // NewManager returns an empty table; device opens CUDA regions (nil: none).
@@ -111,6 +125,7 @@ type region struct {
 	mem    []byte       // system: the mapping (whole pages)
 	data   []byte       // system: the registered bytes within mem
 	dev    DeviceMemory // cuda
+	guard  guard        // system: the mapping's slot in the SIGBUS guard
 
 	users sync.WaitGroup
 }
@@ -130,9 +145,13 @@ func (m *Manager) RegisterSystem(name, key string, offset, byteSize uint64) erro
 	if err != nil {
 		return err
 	}
+	g := noGuard
+	if m.guarded {
+		g = guardRange(mem)
+	}
 	m.regions[name] = &region{
 		status: Status{Name: name, Kind: System, Key: key, Offset: offset, ByteSize: byteSize},
-		mem:    mem, data: data,
+		mem:    mem, data: data, guard: g,
 	}
 	return nil
 }
@@ -156,7 +175,7 @@ func (m *Manager) RegisterCUDA(name string, handle []byte, deviceID int64, byteS
 	}
 	m.regions[name] = &region{
 		status: Status{Name: name, Kind: CUDA, DeviceID: deviceID, ByteSize: byteSize},
-		dev:    dev,
+		dev:    dev, guard: noGuard,
 	}
 	return nil
 }
@@ -264,6 +283,9 @@ func (m *Manager) Acquire(name string, offset, byteSize uint64) (*Span, error) {
 	if offset+byteSize > r.status.ByteSize {
 		return nil, &core.Error{Code: core.CodeInvalidArg, Msg: "Invalid offset + byte size for shared memory region: '" + name + "'"}
 	}
+	if r.guard.faulted() {
+		return nil, r.truncated()
+	}
 	r.users.Add(1)
 	return &Span{region: r, offset: offset, size: byteSize}, nil
 }
@@ -287,6 +309,28 @@ func (s *Span) Region() string { return s.region.status.Name }
 
 // Offset is where the span starts in its region.
 func (s *Span) Offset() uint64 { return s.offset }
+
+// Data is the span's bytes in place, when its region is guarded (see
+// Manager.InstallGuard): a backend may read and write them until the span
+// is released, after which they must not be touched. ok is false for a
+// region that is not guarded (or not system memory): copy instead.
+func (s *Span) Data() (b []byte, ok bool) {
+	if s.region.guard == noGuard {
+		return nil, false
+	}
+	end := s.offset + s.size
+	return s.region.data[s.offset:end:end], true
+}
+
+// Err is the truncation error once the span's region has lost a page
+// (guarded regions only; a region that is not guarded fails its copies
+// instead), nil otherwise.
+func (s *Span) Err() error {
+	if s.region.guard.faulted() {
+		return s.region.truncated()
+	}
+	return nil
+}
 
 // Bytes copies the span out of the region. A system region's bytes are
 // copied in the make-and-copy form the compiler turns into one
@@ -332,14 +376,21 @@ func (s *Span) CopyIn(src []byte) error {
 // a panic it recovers (runtime/debug.SetPanicOnFault): a truncated object
 // raises SIGBUS on the pages past its new end.
 func (s *Span) fault(copyFn func()) (err error) {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	defer func() {
+		if err == nil {
+			err = s.Err() // a guarded region lost a page during the copy
+		}
+	}()
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
 		if p := recover(); p != nil {
 			if re, ok := p.(runtime.Error); ok {
 				if _, fault := re.(interface{ Addr() uintptr }); fault {
-					err = faultError{&core.Error{Code: core.CodeInternal, Msg: "shared memory region '" + s.Region() +
-						"' is no longer backed by its object: it was truncated"}}
+					err = s.region.truncated()
 					return
 				}
 			}
@@ -348,6 +399,12 @@ func (s *Span) fault(copyFn func()) (err error) {
 	}()
 	copyFn()
 	return nil
+}
+
+// truncated is the error of a use of r after its object shrank.
+func (r *region) truncated() error {
+	return faultError{&core.Error{Code: core.CodeInternal, Msg: "shared memory region '" + r.status.Name +
+		"' is no longer backed by its object: it was truncated"}}
 }
 
 // faultError is the client's error for a fault, matching ErrFault too.
@@ -366,6 +423,7 @@ func (r *region) close() error {
 	if r.dev != nil {
 		return r.dev.Close()
 	}
+	r.guard.release()
 	if err := unix.Munmap(r.mem); err != nil {
 		return &core.Error{Code: core.CodeInternal, Msg: "unable to munmap shared memory region, errno: " + err.Error()}
 	}
@@ -449,4 +507,18 @@ func (h *Holds) Release() {
 		s.Release()
 	}
 	h.spans = h.spans[:0]
+}
+
+// Err is the first held span's truncation error (Span.Err); nil for a nil
+// Holds or when no region lost a page.
+func (h *Holds) Err() error {
+	if h == nil {
+		return nil
+	}
+	for _, s := range h.spans {
+		if err := s.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
