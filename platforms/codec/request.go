@@ -57,8 +57,9 @@ type InferRequest struct {
 	// raw, JSON otherwise.
 	DefaultKind OutputKind
 	// Holds keeps the shared-memory spans of the outputs written to
-	// regions from the decode until the response is written: the caller
-	// releases it when the call ends. A failed decode holds nothing.
+	// regions and of the inputs read in place from the decode until the
+	// response is written: the caller releases it when the call ends. A
+	// failed decode holds nothing.
 	Holds shm.Holds
 
 	// spans are the regions of the outputs in shared memory,
@@ -116,9 +117,11 @@ func (r *InferRequest) outputSpan(name string) *shm.Span {
 // memory is off, and naming a region finds none).
 //
 // Binary tensor data is sub-sliced from body, not copied: body must stay
-// unchanged while the request is in use. Inputs in shared memory are
-// copied out of their regions; outputs in shared memory are held in
-// Holds, which the caller releases.
+// unchanged while the request is in use. Inputs in shared memory are read
+// in place from regions guarded against truncation
+// (shm.Manager.InstallGuard) and copied out of others; the regions read in
+// place and those of outputs in shared memory are held in Holds, which the
+// caller releases.
 func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64, regions *shm.Manager) (*InferRequest, error) {
 	if jsonLen < 0 {
 		jsonLen = len(body)
@@ -430,9 +433,11 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 		return d.checkBinarySize(t)
 	}
 	if hasSHM {
-		// Copied out now and the region let go, so that a backend never
-		// reads a mapping its object may shrink under; the core checks
-		// the size against the shape, as Triton's does.
+		// In place from a region guarded against truncation, held until
+		// the call ends; from any other copied out now and the region let
+		// go, so that a backend never reads a mapping its object may
+		// shrink under. The core checks the size against the shape, as
+		// Triton's does.
 		ref, err := parseSharedMemory(params)
 		if err != nil {
 			return err
@@ -440,6 +445,11 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 		span, err := d.regions.Acquire(ref.Region, ref.Offset, ref.ByteSize)
 		if err != nil {
 			return err
+		}
+		if data, ok := span.Data(); ok {
+			d.r.Holds.Add(span)
+			t.Data = data
+			return nil
 		}
 		defer span.Release()
 		t.Data, err = span.Bytes()

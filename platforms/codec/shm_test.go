@@ -128,3 +128,55 @@ func unregisterFree(t *testing.T, regions *shm.Manager, name string) {
 		t.Fatalf("unregister %s: %v", name, err)
 	}
 }
+
+// TestSharedMemoryCodecInPlace: with the guard, an input in a region is
+// the region's memory itself (what the client writes there, the request
+// sees), held until released like the outputs' regions; a decode that
+// fails holds neither.
+func TestSharedMemoryCodecInPlace(t *testing.T) {
+	regions := shm.NewManager(nil)
+	if err := regions.InstallGuard(); err != nil {
+		t.Fatal(err)
+	}
+	in := append(make([]byte, 8), i32le(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)...)
+	key := shmtest.ObjectWith(t, in)
+	if err := regions.RegisterSystem("in", key, 0, uint64(len(in))); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"in","shared_memory_offset":8,"shared_memory_byte_size":64}},` +
+		in16("INPUT1", data16) + `]}`
+	env, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(shmtest.Path(key), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(i32le(99), 8)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := env.Request.Inputs[0].Data; !bytes.Equal(got, i32le(99, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)) {
+		t.Fatalf("INPUT0 is not the region's memory: % x", got)
+	}
+	if err := env.Holds.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := regions.Unregister(ctx, shm.System, "in"); err == nil {
+		t.Fatal("the input's region was not held")
+	}
+	env.Holds.Release()
+	if err := regions.RegisterSystem("in", key, 0, uint64(len(in))); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"in","shared_memory_offset":8,"shared_memory_byte_size":64}},` +
+		`{"name":"INPUT1","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"nope","shared_memory_byte_size":64}}]}`
+	_, err = DecodeRequest("simple", []byte(bad), -1, testMax, regions)
+	wantError(t, err, core.CodeNotFound, "Unable to find shared memory region: 'nope'")
+	unregisterFree(t, regions, "in")
+}

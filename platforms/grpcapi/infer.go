@@ -159,11 +159,12 @@ func inferParam(p *pb.InferParameter) v2.Param {
 // forwarded headers, input data, output options (the core validates the
 // rest); fh (nil: none) are the headers it forwards, regions the
 // shared-memory regions tensors may name (nil: none). Raw input contents
-// become tensor data without a copy; inputs in shared memory are copied
-// out of their regions. emptyFinal is the request's
+// become tensor data without a copy; inputs in shared memory are read in
+// place from a guarded region (held in outs like the outputs' regions),
+// copied out of any other. emptyFinal is the request's
 // triton_enable_empty_final_response, which only ModelStreamInfer uses;
-// outs are the outputs in shared memory, held until the caller releases
-// them (nil: none; on an error nothing is held).
+// outs are the regions in use, held until the caller releases them (nil:
+// none; on an error nothing is held).
 func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
 	req, emptyFinal, outs, err = convertRequest(in, fh, regions)
 	if err != nil {
@@ -220,7 +221,7 @@ func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *
 			if t.GetContents() != nil {
 				return nil, false, outs, invalidArg("unexpected 'content' provided when using shared memory for input tensor '%s' for model '%s'", t.GetName(), model)
 			}
-			if req.Inputs[i].Data, err = regionInput(regions, ref); err != nil {
+			if req.Inputs[i].Data, err = regionInput(regions, ref, &outs); err != nil {
 				return nil, false, outs, err
 			}
 			continue

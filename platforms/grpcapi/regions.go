@@ -59,20 +59,30 @@ func sharedMemoryParams(tensor string, p map[string]*pb.InferParameter) (regionR
 	return ref, nil
 }
 
-// regionInput copies an input's bytes out of its region and lets the
-// region go at once, so that no backend reads a mapping whose object may
+// regionInput is an input's bytes in its region: in place when the region
+// is guarded against truncation (shm.Manager.InstallGuard), the span then
+// held in *outs until the call ends; otherwise copied out and the region
+// let go at once, so that no backend reads a mapping whose object may
 // shrink underneath.
-func regionInput(regions *shm.Manager, ref regionRef) ([]byte, error) {
+func regionInput(regions *shm.Manager, ref regionRef, outs **outputRegions) ([]byte, error) {
 	span, err := regions.Acquire(ref.name, ref.offset, ref.byteSize)
 	if err != nil {
 		return nil, err
+	}
+	if data, ok := span.Data(); ok {
+		if *outs == nil {
+			*outs = &outputRegions{}
+		}
+		(*outs).holds.Add(span)
+		return data, nil
 	}
 	defer span.Release()
 	return span.Bytes()
 }
 
-// outputRegions are the outputs of one request written to shared memory,
-// held from the decode until the call ends. A nil value has none.
+// outputRegions are the regions one request uses, held from the decode
+// until the call ends: its outputs written to shared memory, and its
+// inputs read in place. A nil value has none.
 type outputRegions struct {
 	holds shm.Holds
 	names []string

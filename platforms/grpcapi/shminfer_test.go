@@ -16,18 +16,28 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/internal/shmtest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/shm"
 )
 
-// shmHarness serves `simple`, the decoupled `repeat` and a gate model
-// (which holds its requests until the test lets them go) with a
-// shared-memory table the test fills from Go.
+// shmHarness serves `simple`, the decoupled `repeat`, FP32 identities of
+// any length (`identity`) and of 65536 elements (`identity_fixed`), and a
+// gate model (which holds its requests until the test lets them go) with a
+// shared-memory table the test fills from Go, guarded against truncation
+// as cmd/inferd's.
 func shmHarness(t *testing.T) (*harness, *shm.Manager, *servertest.Gate) {
 	t.Helper()
 	regions := shm.NewManager(nil)
+	servertest.Must(t, regions.InstallGuard())
+	return shmHarnessWith(t, regions)
+}
+
+// shmHarnessWith is shmHarness over regions.
+func shmHarnessWith(t *testing.T, regions *shm.Manager) (*harness, *shm.Manager, *servertest.Gate) {
+	t.Helper()
 	gate := servertest.NewGate()
 	t.Cleanup(func() {
 		select {
@@ -40,6 +50,14 @@ func shmHarness(t *testing.T) (*harness, *shm.Manager, *servertest.Gate) {
 		"simple": simpleModel(),
 		"chain":  servertest.Chain("chain"),
 		"repeat": {Config: servertest.RepeatConfig},
+		"identity": {Config: `platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1))},
+		"identity_fixed": {Config: `platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 65536 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 65536 ] } ]
+`, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, 65536))},
 		"gate": {Config: `max_batch_size: 8
 backend: "gate"
 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]
@@ -331,7 +349,18 @@ func TestSharedMemoryHoldsReleasedGRPC(t *testing.T) {
 // the call that touches it (INTERNAL), input or output side, and the
 // server goes on serving.
 func TestSharedMemoryTruncatedGRPC(t *testing.T) {
-	h, regions, _ := shmHarness(t)
+	t.Run("guarded", func(t *testing.T) { truncatedGRPC(t, true) })
+	t.Run("copying", func(t *testing.T) { truncatedGRPC(t, false) })
+}
+
+// truncatedGRPC is TestSharedMemoryTruncatedGRPC with regions guarded or
+// not (copied at decode and encode).
+func truncatedGRPC(t *testing.T, guarded bool) {
+	regions := shm.NewManager(nil)
+	if guarded {
+		servertest.Must(t, regions.InstallGuard())
+	}
+	h, regions, _ := shmHarnessWith(t, regions)
 	a, _ := simpleInputs()
 	for _, side := range []string{"input", "output"} {
 		t.Run(side, func(t *testing.T) {
@@ -484,4 +513,66 @@ func TestSharedMemoryRegisterUnderLoad(t *testing.T) {
 	if answered.Load() == 0 {
 		t.Error("no call found its regions")
 	}
+}
+
+// identityRequest asks model for OUTPUT0 of n FP32 elements read from
+// region in.
+func identityRequest(model, in string, n int) *pb.ModelInferRequest {
+	return &pb.ModelInferRequest{
+		ModelName: model,
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{int64(n)},
+			Parameters: shmParams(in, 0, int64(4*n))}},
+	}
+}
+
+// TestSharedMemoryInPlaceGRPC: with the guard, ONNX Runtime reads a large
+// input straight from its region; an object truncated under it makes ORT's
+// own (C) reads fault, which fails that request with the truncation error
+// while the server lives and other regions work, and the truncated region
+// fails every later request until it is unregistered.
+func TestSharedMemoryInPlaceGRPC(t *testing.T) {
+	h, regions, _ := shmHarness(t)
+	const n = 1 << 16 // 256 KiB: wrapped in place, above the instance's small-tensor cache
+	data := make([]byte, 4*n)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, model := range []string{"identity", "identity_fixed"} {
+		t.Run(model, func(t *testing.T) {
+			shmRegion(t, regions, "in", data)
+			defer unregisterNow(t, regions, "in")
+			resp, err := h.client.ModelInfer(ctx(t), identityRequest(model, "in", n))
+			servertest.Must(t, err)
+			if len(resp.RawOutputContents) != 1 || !bytes.Equal(resp.RawOutputContents[0], data) {
+				t.Fatalf("OUTPUT0 differs from the region's input")
+			}
+
+			key := shmRegion(t, regions, "cut", data)
+			servertest.Must(t, os.Truncate(shmtest.Path(key), 4096))
+			const msg = "shared memory region 'cut' is no longer backed by its object: it was truncated"
+			_, err = h.client.ModelInfer(ctx(t), identityRequest(model, "cut", n))
+			wantStatus(t, err, codes.Internal, msg)
+			_, err = h.client.ModelInfer(ctx(t), identityRequest(model, "cut", 16))
+			wantStatus(t, err, codes.Internal, msg)
+
+			resp, err = h.client.ModelInfer(ctx(t), identityRequest(model, "in", n))
+			servertest.Must(t, err)
+			if !bytes.Equal(resp.RawOutputContents[0], data) {
+				t.Fatal("another region after the truncation: OUTPUT0 differs")
+			}
+			unregisterNow(t, regions, "cut")
+			servertest.Must(t, os.Truncate(shmtest.Path(key), int64(len(data))))
+			shmRegion2(t, regions, "cut", key, len(data))
+			if _, err := h.client.ModelInfer(ctx(t), identityRequest(model, "cut", n)); err != nil {
+				t.Fatalf("registered again: %v", err)
+			}
+			unregisterNow(t, regions, "cut")
+		})
+	}
+}
+
+// shmRegion2 registers the existing object key of size bytes as name.
+func shmRegion2(t *testing.T, regions *shm.Manager, name, key string, size int) {
+	t.Helper()
+	servertest.Must(t, regions.RegisterSystem(name, key, 0, uint64(size)))
 }

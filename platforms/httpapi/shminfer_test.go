@@ -55,6 +55,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 func shmServer(t *testing.T) (base string, regions *shm.Manager, gate *servertest.Gate) {
 	t.Helper()
 	regions = shm.NewManager(nil)
+	must(t, regions.InstallGuard()) // as cmd/inferd does: regions read and written in place
 	gate = servertest.NewGate()
 	t.Cleanup(func() {
 		select {

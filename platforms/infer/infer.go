@@ -19,9 +19,12 @@
 // HandleInfer in triton-inference-server/server src/http_server.cc, and
 // ModelInferHandler::Execute in src/grpc/infer_handler.cc). A new step
 // that every inference needs (a response cache lookup, a sequence's
-// correlation) is one edit in Start or Run. Inputs in shared memory are
-// copied out by the decoder; the spans of outputs in shared memory
-// (Call.Holds) are held until End.
+// correlation) is one edit in Start or Run. The decoder reads inputs in
+// shared memory in place when their region is guarded against truncation
+// (platforms/shm), and copies them out otherwise; the spans it holds, those
+// inputs' and the outputs' in shared memory (Call.Holds), are held until
+// End, and checked for truncation once the run is over, before a
+// response is rendered.
 //
 // HTTP /infer and /generate (with SageMaker and Lambda, which route to the
 // same handlers), Vertex AI's "instances" predictions, and gRPC ModelInfer
@@ -115,8 +118,9 @@ type Call struct {
 	// version, one lookup instead of two (Triton's ModelInferHandler
 	// looks the model up once, then converts the request).
 	Buffered bool
-	// Holds are the shared-memory spans the call's outputs are written to,
-	// which the decoder sets when it holds some (nil: none). They are
+	// Holds are the shared-memory spans the call reads its inputs from in
+	// place and writes its outputs to, which the decoder sets when it
+	// holds some (nil: none). They are
 	// released when the call fails to start, or at End, so that a region
 	// being unregistered waits for the call and no longer.
 	Holds *shm.Holds
@@ -185,11 +189,18 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 		trace: p.startTrace(ctx, c, recv, req)}, nil
 }
 
-// Infer runs a request that has one response, then the load report.
+// Infer runs a request that has one response, then the load report. A
+// region of the call truncated during the run fails it (shm.Holds.Err):
+// the inputs read or the outputs written in place were lost.
 func (in *Inference) Infer(ctx context.Context, report Report) (*core.InferResponse, error) {
 	resp, err := in.Model.Infer(ctx, in.Request)
 	if report != nil {
 		report(in.Model)
+	}
+	if err == nil {
+		if ferr := in.holds.Err(); ferr != nil {
+			return nil, ferr
+		}
 	}
 	return resp, err
 }
@@ -197,6 +208,15 @@ func (in *Inference) Infer(ctx context.Context, report Report) (*core.InferRespo
 // Stream runs a request whose responses go to send as the model produces
 // them (core.ModelVersion.InferStream), then the load report.
 func (in *Inference) Stream(ctx context.Context, send func(resp *core.InferResponse, final bool) error, report Report) error {
+	if holds := in.holds; holds != nil {
+		plain := send
+		send = func(resp *core.InferResponse, final bool) error {
+			if err := holds.Err(); err != nil {
+				return err // a region of the call was truncated
+			}
+			return plain(resp, final)
+		}
+	}
 	err := in.Model.InferStream(ctx, in.Request, send)
 	if report != nil {
 		report(in.Model)
