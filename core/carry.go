@@ -76,6 +76,8 @@ func addCounters(dst, src *StatsSnapshot) {
 	dst.ComputeInputUs += src.ComputeInputUs
 	dst.ComputeInferUs += src.ComputeInferUs
 	dst.ComputeOutputUs += src.ComputeOutputUs
+	dst.CacheHitUs += src.CacheHitUs
+	dst.CacheMissUs += src.CacheMissUs
 }
 
 // MetricsSnapshot is the version's counters for the metrics endpoint:

@@ -328,6 +328,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		mv := newModelVersion(m.Name, v, cfg)
 		mv.log = s.log.With("model", m.Name, "version", v)
 		mv.Labels = labels
+		mv.cache = s.responseCache(cfg)
 		if s.opts.Observers != nil {
 			mv.Stats.obs = s.opts.Observers(mv)
 		}
@@ -363,6 +364,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	mv.log = s.log.With("model", m.Name, "version", v)
 	mv.Labels = labels
 	mv.passive = passive
+	mv.cache = s.responseCache(cfg)
 	if s.opts.Observers != nil {
 		mv.Stats.obs = s.opts.Observers(mv)
 	}

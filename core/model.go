@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -57,6 +58,9 @@ type ModelVersion struct {
 	files *overrideDir
 	// stopping: the server is exiting; new work is refused (exit.go).
 	stopping atomic.Bool
+	// cache is the server's response cache when this version's config
+	// enables it (responsecache.go), else nil.
+	cache cache.Store
 }
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
@@ -113,13 +117,33 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 		return old.run(ctx, req, emit)
 	}
 	tReq := time.Now()
+	var probe cacheProbe // the response cache lookup of a miss
+	var missed *InferResponse
+	if mv.cache != nil && emit != nil {
+		inner := emit
+		emit = func(resp *InferResponse, final bool) error {
+			if resp != nil {
+				missed = resp
+			}
+			return inner(resp, final)
+		}
+	}
 	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
 	err := mv.prepare(req, &j.req)
 	if err == nil {
 		j.req.job = j
 		j.times.req = tReq
 		j.times.queue = time.Now()
-		if err = mv.stopRefusal(&j.req); err == nil {
+		if err = mv.stopRefusal(&j.req); err == nil && mv.cache != nil {
+			var served bool
+			if probe, served, err = mv.serveCached(j); served {
+				if req.Queued != nil {
+					req.Queued()
+				}
+				return j, err
+			}
+		}
+		if err == nil {
 			err = mv.exec.submit(j)
 		}
 	}
@@ -159,6 +183,12 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 		return nil, Errorf(CodeInternal, "%s", err.Error())
 	}
 	mv.Stats.recordSuccess(j.times, time.Now(), j.req.BatchSize)
+	if mv.cache != nil {
+		if j.one != nil {
+			missed = j.one
+		}
+		mv.insertCached(ctx, probe, missed)
+	}
 	return j, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -62,6 +63,9 @@ type Options struct {
 	// files): with them, whoever may load models may run code in the
 	// server. Triton has no such switch; --allow-model-file-override=false.
 	NoFileOverrides bool
+	// ResponseCache, when set, serves the versions whose config enables
+	// response_cache (--cache-config); nil: no version caches.
+	ResponseCache cache.Store
 }
 
 // Server is the inference core: the model registry, lifecycle and request

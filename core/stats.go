@@ -86,6 +86,9 @@ type StatsSnapshot struct {
 	Success, Fail, Queue                      Duration
 	ComputeInput, ComputeInfer, ComputeOutput Duration
 	CacheHit, CacheMiss                       Duration
+	// CacheHitUs and CacheMissUs are the cache durations in whole
+	// microseconds per request, for nv_cache_hit/miss_duration_per_model.
+	CacheHitUs, CacheMissUs uint64
 	Batches                                   []BatchStats // ascending batch size
 	Failures                                  [numFailureReasons]uint64
 	// Microsecond totals for the *_duration_us counters; Triton truncates
@@ -140,6 +143,36 @@ func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
 	s.snap.ComputeInputUs += d.ComputeInputUs
 	s.snap.ComputeInferUs += d.ComputeInferUs
 	s.snap.ComputeOutputUs += d.ComputeOutputUs
+}
+
+// recordCacheHit records a request answered from the response cache, as
+// Triton's UpdateSuccessCacheHit (triton-inference-server/core
+// src/infer_stats.cc): a success whose queue time ends where the lookup
+// starts, with no inference, execution or compute counted.
+func (s *Stats) recordCacheHit(req, queue, lookup, end time.Time, lookupNs int64) {
+	reqNs := end.Sub(req).Nanoseconds()
+	queueNs := lookup.Sub(queue).Nanoseconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.Success.add(reqNs)
+	s.snap.Queue.add(queueNs)
+	s.snap.CacheHit.add(lookupNs)
+	s.snap.RequestUs += us(reqNs)
+	s.snap.QueueUs += us(queueNs)
+	s.snap.CacheHitUs += us(lookupNs)
+}
+
+// recordCacheMiss adds a miss's lookup and insertion time to the request
+// duration already recorded, as Triton's UpdateSuccessCacheMiss.
+func (s *Stats) recordCacheMiss(ns int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns > 0 {
+		s.snap.Success.Ns += uint64(ns)
+	}
+	s.snap.CacheMiss.add(ns)
+	s.snap.RequestUs += us(ns)
+	s.snap.CacheMissUs += us(ns)
 }
 
 // recordFailure records one request that failed after it was scheduled.

@@ -1,0 +1,200 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/core/cache"
+	"github.com/inferd/inferd/internal/redistest"
+)
+
+func TestOptions(t *testing.T) {
+	env := map[string]string{EnvUsername: "envuser", EnvPassword: "envpass"}
+	getenv := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		name     string
+		settings map[string]string
+		want     string // error substring; "" = ok
+		check    func(t *testing.T, s map[string]string)
+	}{
+		{"no port", map[string]string{"host": "h"}, "didn't specify address. Must at a minimum specify 'host' and 'port'", nil},
+		{"no host", map[string]string{"port": "1"}, "didn't specify address", nil},
+		{"unknown", map[string]string{"host": "h", "port": "1", "hots": "x"}, `unknown setting "hots"`, nil},
+		{"bad port", map[string]string{"host": "h", "port": "x"}, `port="x" is not a number`, nil},
+		{"bad db", map[string]string{"host": "h", "port": "1", "db": "-1"}, `db="-1"`, nil},
+		{"bad pool", map[string]string{"host": "h", "port": "1", "pool_size": "0"}, `pool_size="0"`, nil},
+		{"cert without key", map[string]string{"host": "h", "port": "1", "tls_enabled": "true", "cert": "c.pem"}, "needs both 'cert' and 'key'", nil},
+		{"missing cacert", map[string]string{"host": "h", "port": "1", "tls_enabled": "true", "cacert": "/nonexistent.pem"}, "CA certificate", nil},
+		{"defaults and env credentials", map[string]string{"host": "h", "port": "7"}, "", nil},
+		{"settings override env", map[string]string{"host": "h", "port": "7", "user": "u", "password": "p", "db": "3",
+			"connect_timeout": "20", "socket_timeout": "0", "pool_size": "4", "wait_timeout": "30", "tls_enabled": "true", "sni": "redis.example"}, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := Options(tc.settings, getenv)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Addr != "h:7" {
+				t.Errorf("addr %q", o.Addr)
+			}
+			if _, ok := tc.settings["user"]; ok {
+				if o.Username != "u" || o.Password != "p" || o.DB != 3 || o.DialTimeout != 20*time.Millisecond || o.ReadTimeout != -1 ||
+					o.PoolSize != 4 || o.PoolTimeout != 30*time.Millisecond || o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.example" {
+					t.Errorf("options %+v", o)
+				}
+				return
+			}
+			if o.Username != "envuser" || o.Password != "envpass" || o.DialTimeout != DefaultConnectTimeout ||
+				o.ReadTimeout != DefaultSocketTimeout || o.PoolTimeout != DefaultWaitTimeout || o.TLSConfig != nil {
+				t.Errorf("options %+v", o)
+			}
+		})
+	}
+}
+
+func TestUnreachableRedisStopsTheStart(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	_, err := New(context.Background(), map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port)}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "Failed to initialize RedisCache: cannot reach Redis at "+srv.Addr()) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	srv := redistest.Start(t, "--requirepass", "s3cret")
+	settings := map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port)}
+	if _, err := New(context.Background(), settings, nil, nil); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("without a password: %v", err)
+	}
+	settings["password"] = "wrong"
+	if _, err := New(context.Background(), settings, nil, nil); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("with a wrong password: %v", err)
+	}
+	delete(settings, "password")
+	c, err := New(context.Background(), settings, func(k string) string {
+		if k == EnvPassword {
+			return "s3cret"
+		}
+		return ""
+	}, nil)
+	if err != nil {
+		t.Fatalf("with %s: %v", EnvPassword, err)
+	}
+	c.Close()
+}
+
+// logCount counts records at or above Warn.
+type logCount struct {
+	mu    sync.Mutex
+	warns []string
+	infos []string
+}
+
+func (l *logCount) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCount) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		l.warns = append(l.warns, r.Message)
+	} else {
+		l.infos = append(l.infos, r.Message)
+	}
+	return nil
+}
+func (l *logCount) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCount) WithGroup(string) slog.Handler      { return l }
+func (l *logCount) counts() (int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.warns), len(l.infos)
+}
+
+func TestStoreAndOutages(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	logs := &logCount{}
+	c, err := New(ctx, map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port), "socket_timeout": "200"}, nil, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.pause = 100 * time.Millisecond
+	if _, ok := c.Lookup(ctx, "k"); ok {
+		t.Fatal("hit in an empty Redis")
+	}
+	if err := c.Insert(ctx, "k", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Insert(ctx, "k", []byte("v2")); !errors.Is(err, cache.ErrExists) {
+		t.Errorf("second insert: %v, want ErrExists", err)
+	}
+	if v, ok := c.Lookup(ctx, "k"); !ok || !bytes.Equal(v, []byte("v1")) {
+		t.Fatalf("lookup = %q, %v", v, ok)
+	}
+
+	// An outage: every call is a miss, quickly, with one warning.
+	srv.Stop()
+	for range 20 {
+		start := time.Now()
+		if _, ok := c.Lookup(ctx, "k"); ok {
+			t.Fatal("hit while Redis is down")
+		}
+		if err := c.Insert(ctx, "k2", []byte("x")); err != nil {
+			t.Fatalf("insert while Redis is down: %v", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("a call took %v while Redis was down", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if w, _ := logs.counts(); w != 1 {
+		t.Errorf("%d warnings for one outage, want 1: %v", w, logs.warns)
+	}
+	srv.Restart() // no persistence: empty again
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := c.Insert(ctx, "k", []byte("v3")); err == nil {
+			if v, ok := c.Lookup(ctx, "k"); ok && string(v) == "v3" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache did not come back after Redis restarted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, infos := logs.counts(); infos != 1 {
+		t.Errorf("%d recovery notes, want 1: %v", infos, logs.infos)
+	}
+
+	// A stall: calls end at the socket timeout, as misses.
+	srv.Pause()
+	start := time.Now()
+	if _, ok := c.Lookup(ctx, "k"); ok {
+		t.Error("hit while Redis is stalled")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a lookup took %v while Redis was stalled", d)
+	}
+	if _, ok := c.Lookup(ctx, "k"); ok {
+		t.Error("hit while Redis is stalled")
+	}
+	srv.Resume()
+	if w, _ := logs.counts(); w != 2 {
+		t.Errorf("%d warnings after an outage and a stall, want 2: %v", w, logs.warns)
+	}
+}
