@@ -89,8 +89,8 @@ type StatsSnapshot struct {
 	// CacheHitUs and CacheMissUs are the cache durations in whole
 	// microseconds per request, for nv_cache_hit/miss_duration_per_model.
 	CacheHitUs, CacheMissUs uint64
-	Batches                                   []BatchStats // ascending batch size
-	Failures                                  [numFailureReasons]uint64
+	Batches                 []BatchStats // ascending batch size
+	Failures                [numFailureReasons]uint64
 	// Microsecond totals for the *_duration_us counters; Triton truncates
 	// each request's duration to µs before adding it.
 	RequestUs, QueueUs, ComputeInputUs, ComputeInferUs, ComputeOutputUs uint64

@@ -123,6 +123,9 @@ type config struct {
 	// (--allow-client-shm=true; nil when off), built by run.
 	regions *shm.Manager
 
+	// responseCache is --cache-config (or --response-cache-byte-size).
+	responseCache responseCacheConfig
+
 	// planned and noop are the given options that take no effect here
 	// (their feature is not built yet, or they mean nothing for ONNX
 	// Runtime), reported in one start-up warning.
@@ -220,6 +223,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		vertexDefaultModel: v.String("vertex-ai-default-model"),
 	}
 	c.planned, c.noop = v.Inert()
+	if c.responseCache, err = responseCacheSettings(v); err != nil {
+		return nil, err
+	}
 	c.traceValues = v.List("trace-config")
 	if v.Given("trace-file") {
 		f := v.String("trace-file")

@@ -470,6 +470,15 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		}
 		observers = mcfg.Observers(log)
 	}
+	respCache, cacheMetrics, err := newResponseCache(ctx, cfg.responseCache, log)
+	if err != nil {
+		_ = closeBackend(context.Background())
+		return nil, nil, nil, err
+	}
+	if respCache != nil {
+		closeWithoutCache := closeBackend
+		closeBackend = func(ctx context.Context) error { return errors.Join(closeWithoutCache(ctx), respCache.Close()) }
+	}
 	return core.NewServer(core.Options{
 		Repos:           repos,
 		Backends:        []core.Backend{ortBackend, pyBackend},
@@ -484,7 +493,8 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		LoadRetries:     cfg.loadRetries,
 		Logger:          log,
 		Observers:       observers,
-	}), []prometheus.Collector{pyBackend}, closeBackend, nil
+		ResponseCache:   respCache,
+	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 
 // newAPI builds the base v2 API server every frontend goes through.

@@ -234,6 +234,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit(famCompInf, float64(st.ComputeInferUs), "", "")
 			emit(famCompOut, float64(st.ComputeOutputUs), "", "")
 		}
+		if mv.CacheEnabled() {
+			emitCache(emit, st)
+		}
 		// Summaries and the histogram live in the version's observer, so
 		// they come and go with the version like the series above.
 		if o, ok := mv.Stats.Observer().(*observer); ok {

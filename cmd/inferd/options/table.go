@@ -16,7 +16,6 @@ var timeParseDuration = time.ParseDuration
 // Features an option can wait for (the issue that makes it real).
 const (
 	featStream    = "decoupled responses"
-	featCache     = "response cache"
 	featRateLimit = "rate limiter"
 	featNamespace = "model namespacing"
 )
@@ -157,9 +156,9 @@ func All() []*Option {
 
 		{Name: "repoagent-directory", Group: "Repository Agent", Kind: String, Default: "/opt/tritonserver/repoagents", Status: NoOp, Feature: noRepoAgent, Usage: "Where repository agents are found."},
 
-		{Name: "cache-config", Group: "Response Cache", Kind: String, Repeat: true, Label: "<string>,<string>=<string>", Status: Planned, Feature: featCache, Check: cacheConfig,
-			Usage: "Response cache setting <cache>,<setting>=<value> (repeatable), e.g. local,size=1048576."},
-		{Name: "cache-directory", Group: "Response Cache", Kind: String, Default: "/opt/tritonserver/caches", Status: Planned, Feature: featCache, Usage: "Where cache implementations are found."},
+		{Name: "cache-config", Group: "Response Cache", Kind: String, Repeat: true, Label: "<string>,<string>=<string>", Check: cacheConfig,
+			Usage: "Response cache setting <cache>,<setting>=<value> (repeatable): local,size=<bytes>, or redis,host=<host> with redis,port=<port> and redis's user, password, db, timeouts and TLS."},
+		{Name: "cache-directory", Group: "Response Cache", Kind: String, Default: "/opt/tritonserver/caches", Usage: "Where cache implementations are found (inferd has local and redis built in; named in the error for another cache)."},
 
 		{Name: "rate-limit", Group: "Rate Limiter", Kind: String, Default: "off", Status: Planned, Feature: featRateLimit, Check: oneOf(true, "execution_count", "off"),
 			Usage: "Rate limiting: execution_count or off."},
@@ -183,7 +182,7 @@ func All() []*Option {
 			Usage: "Let clients register and use shared-memory regions (system; CUDA is refused without a GPU) for inference inputs and outputs; false, Triton's default since 2.69, answers register and unregister with 501."},
 
 		{Name: "strict-model-config", Group: "DEPRECATED", Kind: Bool, Default: "false", Usage: "Deprecated: true turns config auto-complete off (use --disable-auto-complete-config)."},
-		{Name: "response-cache-byte-size", Group: "DEPRECATED", Kind: Int64, Status: Planned, Feature: featCache, Usage: "Deprecated: use --cache-config=local,size=<bytes>."},
+		{Name: "response-cache-byte-size", Group: "DEPRECATED", Kind: Int64, Usage: "Deprecated: use --cache-config=local,size=<bytes>."},
 		{Name: "trace-file", Group: "DEPRECATED", Kind: String, Usage: "Deprecated: use --trace-config=triton,file=<path>."},
 		{Name: "trace-level", Group: "DEPRECATED", Kind: String, Repeat: true, Check: oneOf(true, "off", "false", "timestamps", "true", "on", "min", "max", "tensors"),
 			Usage: "Deprecated: use --trace-config=level=<level>."},
