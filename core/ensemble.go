@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -44,7 +43,8 @@ type ensemble struct {
 
 type ensembleStep struct {
 	model   string
-	version int64 // LatestVersion for -1
+	key     string // the model's registry key (stepKey)
+	version int64  // LatestVersion for -1
 	// inputs maps each composing-model input to the ensemble tensor it
 	// reads; outputs maps each composing-model output it keeps to the
 	// ensemble tensor it writes.
@@ -74,7 +74,7 @@ func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensem
 	labels, _ := ensembleLabels(cfg, decoupled)
 	limit := cfg.GetEnsembleScheduling().GetMaxInflightRequests()
 	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
-		step := &ensembleStep{model: st.GetModelName(), version: st.GetModelVersion(), inputs: st.GetInputMap(), outputs: st.GetOutputMap()}
+		step := &ensembleStep{model: st.GetModelName(), key: stepKey(st.GetModelNamespace(), st.GetModelName()), version: st.GetModelVersion(), inputs: st.GetInputMap(), outputs: st.GetOutputMap()}
 		if step.version < 0 {
 			step.version = LatestVersion
 		}
@@ -85,8 +85,8 @@ func newEnsemble(srv *Server, cfg *modelconfig.ModelConfig, stats *Stats) *ensem
 		if limit > 0 {
 			step.slots = make(chan struct{}, limit)
 		}
-		step.decoupled = decoupled(step.model)
-		step.sequenced = srv.sequenced(step.model, 0)
+		step.decoupled = decoupled(step.key)
+		step.sequenced = srv.sequenced(step.key, 0)
 		for _, from := range slices.Sorted(maps.Values(step.inputs)) {
 			if l := labels.tensors[from]; l != 0 {
 				step.label, step.labeled = l, from
@@ -194,7 +194,7 @@ func (s *Server) sequenced(name string, depth int) bool {
 		return true
 	}
 	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
-		if s.sequenced(st.GetModelName(), depth+1) {
+		if s.sequenced(stepKey(st.GetModelNamespace(), st.GetModelName()), depth+1) {
 			return true
 		}
 	}
@@ -513,7 +513,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 	req := &InferRequest{ID: j.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
 		Outputs: st.requested, Parameters: j.req.Parameters, Priority: j.req.Priority, Correlation: corr,
 		Trace: ChildTrace(j.orig.Trace), Queued: queued}
-	mv, release, err := e.srv.Acquire(st.model, st.version)
+	mv, release, err := e.srv.acquireKey(st.key, st.version)
 	if err == nil {
 		defer release()
 		outIter := it
@@ -616,8 +616,14 @@ type ensembleChainKey struct{}
 // a label file of its own takes those of the composing output mapped to
 // it, as in triton-inference-server/core
 // src/model_repository_manager/model_lifecycle.cc.
-func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig) (map[string][]string, error) {
-	name := cfg.GetName()
+//
+// With namespacing (namespace is the ensemble's), each step runs the model
+// of its name in the ensemble's own namespace, else the one model of that
+// name anywhere, as Triton resolves steps (triton-inference-server/core
+// src/model_repository_manager/model_repository_manager.cc,
+// ConnectDependencyGraph); the step's model_namespace records it.
+func (s *Server) loadComposing(ctx context.Context, namespace string, cfg *modelconfig.ModelConfig) (map[string][]string, error) {
+	name := repo.Key(namespace, cfg.GetName())
 	chain, _ := ctx.Value(ensembleChainKey{}).([]string)
 	chain = append(slices.Clone(chain), name)
 	ctx = context.WithValue(ctx, ensembleChainKey{}, chain)
@@ -627,9 +633,9 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 		if slices.Contains(chain, dep) {
 			return nil, Errorf(CodeInvalidArg, "circular dependency between ensembles: %s -> %s", strings.Join(chain, " -> "), dep)
 		}
-		if err := s.Load(ctx, dep, nil); err != nil {
+		if err := s.loadStep(ctx, namespace, dep); err != nil {
 			s.log.Error("failed to load a composing model", "ensemble", name, "model", dep, "err", err)
-			if _, ferr := s.opts.Repos.Find(ctx, dep); !errors.Is(ferr, repo.ErrModelNotFound) {
+			if s.inRepository(ctx, dep) {
 				loadErrs[dep] = err // there is a folder, and it failed
 			}
 		}
@@ -641,7 +647,13 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 		if v < 0 {
 			v = LatestVersion
 		}
-		mv, release, err := s.Acquire(st.GetModelName(), v)
+		key, err := s.stepTarget(namespace, st.GetModelName())
+		if err != nil {
+			missing = append(missing, st.GetModelName())
+			continue
+		}
+		st.ModelNamespace = s.idOf(key).namespace
+		mv, release, err := s.acquireKey(key, v)
 		if err != nil {
 			missing = append(missing, st.GetModelName())
 			continue
@@ -666,6 +678,17 @@ func (s *Server) loadComposing(ctx context.Context, cfg *modelconfig.ModelConfig
 		return nil, Errorf(CodeInvalidArg, "ensemble %s contains models that are not available or ambiguous: %s", name, strings.Join(missing, ", "))
 	}
 	return inherited, validateComposing(cfg, configs)
+}
+
+// composingKeys lists the registry keys of the models an ensemble's steps
+// run, sorted.
+func composingKeys(cfg *modelconfig.ModelConfig) []string {
+	var keys []string
+	for _, st := range cfg.GetEnsembleScheduling().GetStep() {
+		keys = append(keys, stepKey(st.GetModelNamespace(), st.GetModelName()))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 // composingModels lists the models an ensemble's steps name, sorted.

@@ -30,11 +30,21 @@ func pollFailure(name string) *Error {
 // Load loads (or reloads) a model. A failure while reading the repository
 // or the configuration leaves any serving copy untouched and answers
 // INTERNAL "failed to poll"; a failure while creating the versions answers
-// INVALID_ARG "load failed for model ...".
+// INVALID_ARG "load failed for model ...". With namespacing it loads the
+// name from every repository that holds it (loadNamespaced).
 func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error {
+	if s.opts.Namespacing {
+		return s.loadNamespaced(ctx, name, ov)
+	}
+	return s.loadKey(ctx, name, ov)
+}
+
+// loadKey is Load of the model with registry key name.
+func (s *Server) loadKey(ctx context.Context, name string, ov *LoadOverride) error {
 	if s.isStopping() {
 		return errNotReady
 	}
+	s.reregister(name)
 	if err := s.load(ctx, name, ov); err != nil {
 		return err
 	}
@@ -45,7 +55,7 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 		if slices.Contains(chain, e) {
 			continue // being loaded above this call
 		}
-		if err := s.Load(ctx, e, nil); err != nil {
+		if err := s.loadKey(ctx, e, nil); err != nil {
 			s.log.Error("failed to reload an ensemble after its composing model loaded", "ensemble", e, "model", name, "err", err)
 		}
 	}
@@ -53,7 +63,8 @@ func (s *Server) Load(ctx context.Context, name string, ov *LoadOverride) error 
 }
 
 func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error {
-	if err := checkModelName(name); err != nil {
+	id := s.idOf(name)
+	if err := checkModelName(id.name); err != nil {
 		return err
 	}
 	if s.opts.NoFileOverrides && ov != nil && len(ov.Files) > 0 {
@@ -73,14 +84,14 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	var loc repo.Location
 	var findErr error
 	if ov == nil || len(ov.Files) == 0 {
-		loc, findErr = s.opts.Repos.Find(ctx, name)
+		loc, findErr = s.locate(ctx, name)
 	}
 	// Loading a model whose files did not change since it loaded is a
 	// no-op, as in Triton; an override always reloads.
 	var fp string
 	if ov == nil {
 		if findErr == nil {
-			fp, _ = loc.Source.Fingerprint(ctx, name)
+			fp, _ = loc.Source.Fingerprint(ctx, loc.Model)
 		}
 		if fp != "" && s.unchanged(name, fp) {
 			s.log.Debug("model unchanged; not reloaded", "model", name)
@@ -92,10 +103,10 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	// it lives while this load or a version loaded from it holds it.
 	var files *overrideDir
 	if h, ok := loc.Source.(repo.Holder); ok && findErr == nil && (ov == nil || len(ov.Files) == 0) {
-		files = heldCopy(h.Hold(name))
+		files = heldCopy(h.Hold(loc.Model))
 		defer files.release()
 	}
-	m, src, tmp, err := s.readModel(ctx, name, ov, loc, findErr)
+	m, src, tmp, err := s.readModel(ctx, id.name, ov, loc, findErr)
 	if tmp != "" {
 		// The override's folder lives as long as a version loaded from it
 		// (each holds it); this load's reference goes on every path out.
@@ -109,8 +120,9 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		if !errors.Is(err, repo.ErrModelNotFound) {
 			s.setModelFailure(name, err.Error())
 		}
-		return pollFailure(name)
+		return pollFailure(id.name)
 	}
+	m.Namespace = id.namespace
 	selected, warnings := modelconfig.SelectVersions(m.Config, m.Versions)
 	for _, w := range warnings {
 		s.log.Error("version policy", "model", name, "warning", w)
@@ -140,7 +152,7 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		// ensemble that (through others) depends on itself then fails
 		// instead of waiting for itself.
 		unlock()
-		inherited, err := s.loadComposing(ctx, cfg)
+		inherited, err := s.loadComposing(ctx, id.namespace, cfg)
 		unlock = s.lockModel(name)
 		if err != nil {
 			return s.failVersions(name, selected, err.Error())
@@ -326,6 +338,7 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64) (*ModelVersion, error) {
 	if modelconfig.IsEnsemble(cfg) {
 		mv := newModelVersion(m.Name, v, cfg)
+		mv.Namespace = m.Namespace
 		mv.log = s.log.With("model", m.Name, "version", v)
 		mv.Labels = labels
 		mv.cache = s.responseCache(cfg)
@@ -361,6 +374,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		}
 	}
 	mv := newModelVersion(m.Name, v, cfg)
+	mv.Namespace = m.Namespace
 	mv.log = s.log.With("model", m.Name, "version", v)
 	mv.Labels = labels
 	mv.passive = passive
@@ -443,7 +457,7 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 				// A hot reload: the metrics go on counting, and the
 				// sequences live on the old copy end there.
 				slot.mv.carry.replace(slot.mv, mv)
-				reacquire := func() (*ModelVersion, func(), error) { return s.Acquire(name, v) }
+				reacquire := func() (*ModelVersion, func(), error) { return s.acquireKey(name, v) }
 				if h := retireSequences(slot.mv, reacquire); h != nil {
 					mv.handovers = append(mv.handovers, h)
 				}
@@ -488,7 +502,12 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 // only for ensembles and that no other loaded ensemble uses. It returns once
 // the versions are closed (or ctx ends).
 func (s *Server) UnloadDependents(ctx context.Context, name string, dependents bool) error {
-	return s.unloadTree(ctx, name, dependents, true)
+	for _, key := range s.keysFor(name) {
+		if err := s.unloadTree(ctx, key, dependents, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BeginUnload is UnloadDependents without the wait: the versions stop
@@ -499,7 +518,12 @@ func (s *Server) UnloadDependents(ctx context.Context, name string, dependents b
 // either (TRITONSERVER_ServerUnloadModel in triton-inference-server/core
 // include/triton/core/tritonserver.h).
 func (s *Server) BeginUnload(ctx context.Context, name string, dependents bool) error {
-	return s.unloadTree(ctx, name, dependents, false)
+	for _, key := range s.keysFor(name) {
+		if err := s.unloadTree(ctx, key, dependents, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Server) unloadTree(ctx context.Context, name string, dependents, wait bool) error {
@@ -519,7 +543,7 @@ func (s *Server) unloadTree(ctx context.Context, name string, dependents, wait b
 		s.wait(name, e)
 	}
 	if dependents && cfg != nil && modelconfig.IsEnsemble(cfg) {
-		for _, dep := range composingModels(cfg) {
+		for _, dep := range composingKeys(cfg) {
 			if s.loadedForEnsembles(dep) && len(s.ensemblesUsing(dep)) == 0 {
 				if err := s.unloadTree(ctx, dep, true, wait); err != nil {
 					return err
@@ -582,7 +606,7 @@ func (s *Server) ensemblesUsing(name string) []string {
 	var out []string
 	for e, m := range s.models {
 		for _, slot := range m.versions {
-			if slot.mv != nil && modelconfig.IsEnsemble(slot.mv.Config) && slices.Contains(composingModels(slot.mv.Config), name) {
+			if slot.mv != nil && modelconfig.IsEnsemble(slot.mv.Config) && slices.Contains(composingKeys(slot.mv.Config), name) {
 				out = append(out, e)
 				break
 			}
@@ -635,6 +659,7 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 		m.reason = ""
 		m.loaded, m.attempted = "", ""
 		m.explicit = false
+		s.deregisterLocked(name)
 	}
 	s.mu.Unlock()
 	unlock()

@@ -32,11 +32,14 @@ func (s State) String() string {
 // ModelVersion is one loaded version of a model. Requests hold a reference
 // (inflight) for their whole life, so an unload or reload waits for them.
 type ModelVersion struct {
-	Name    string
-	Version int64
-	Config  *modelconfig.ModelConfig
-	Labels  map[string][]string
-	Stats   *Stats
+	Name string
+	// Namespace is the model's namespace with --model-namespacing (its
+	// repository root), empty without.
+	Namespace string
+	Version   int64
+	Config    *modelconfig.ModelConfig
+	Labels    map[string][]string
+	Stats     *Stats
 
 	inputs      map[string]*modelconfig.ModelInput
 	outputs     map[string]*modelconfig.ModelOutput

@@ -27,7 +27,7 @@ func (s *Server) Poll(ctx context.Context) error {
 	complete := err == nil
 	for _, name := range slices.Sorted(maps.Keys(models)) {
 		loc := models[name]
-		fp, err := loc.Source.Fingerprint(ctx, name)
+		fp, err := loc.Source.Fingerprint(ctx, loc.Model)
 		if err != nil {
 			s.log.Error("poll model", "model", name, "err", err)
 			continue
@@ -35,7 +35,7 @@ func (s *Server) Poll(ctx context.Context) error {
 		if s.attempted(name) == fp {
 			continue
 		}
-		if err := s.Load(ctx, name, nil); err != nil {
+		if err := s.loadScanned(ctx, name, loc); err != nil {
 			s.log.Error("poll: model failed to load", "model", name, "err", err)
 		}
 	}
@@ -75,13 +75,13 @@ func (s *Server) RetryUnreachable(ctx context.Context) {
 			continue
 		}
 		for _, name := range slices.Sorted(maps.Keys(models)) {
-			if s.opts.ControlMode == ModeExplicit && !slices.Contains(s.opts.StartupModels, "*") && !slices.Contains(s.opts.StartupModels, name) {
+			if s.opts.ControlMode == ModeExplicit && !slices.Contains(s.opts.StartupModels, "*") && !slices.Contains(s.opts.StartupModels, models[name].Model) {
 				continue
 			}
 			if s.attempted(name) != "" || s.known(name) {
 				continue
 			}
-			if err := s.Load(ctx, name, nil); err != nil {
+			if err := s.loadScanned(ctx, name, models[name]); err != nil {
 				s.log.Error("model from a repository that came back failed to load", "model", name, "err", err)
 			}
 		}

@@ -41,6 +41,10 @@ func (s *Server) UnregisterRepository(root string) error {
 		s.log.Warn("unregistered repository not listed; its models' state is kept", "root", root, "err", err)
 	}
 	for _, name := range names {
+		if s.opts.Namespacing {
+			s.forget(repo.Key(root, name)) // no other root has this key
+			continue
+		}
 		if _, err := s.opts.Repos.Find(ctx, name); err == nil {
 			continue // another root serves the name
 		}
@@ -65,4 +69,13 @@ func (s *Server) forget(name string) {
 		}
 	}
 	delete(s.models, name)
+	// A forgotten namespaced model leaves the global map too: a
+	// multi-model endpoint's names then stay unknown (Triton's 400).
+	if id, ok := s.ids[name]; ok {
+		delete(s.global[id.name], name)
+		if len(s.global[id.name]) == 0 {
+			delete(s.global, id.name)
+		}
+		delete(s.ids, name)
+	}
 }

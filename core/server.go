@@ -63,6 +63,10 @@ type Options struct {
 	// files): with them, whoever may load models may run code in the
 	// server. Triton has no such switch; --allow-model-file-override=false.
 	NoFileOverrides bool
+	// Namespacing is --model-namespacing: the same name in two
+	// repositories is two models (namespace.go). Repos must have
+	// Namespacing set alike.
+	Namespacing bool
 	// ResponseCache, when set, serves the versions whose config enables
 	// response_cache (--cache-config); nil: no version caches.
 	ResponseCache cache.Store
@@ -86,6 +90,11 @@ type Server struct {
 	waiting map[string][]string
 	// stopping is set once Stop began the exit (under mu).
 	stopping bool
+
+	// ids are the identities of namespaced keys, global the keys of each
+	// name (Triton's global map); both only with Namespacing (under mu).
+	ids    map[string]modelID
+	global map[string]map[string]bool
 }
 
 // nameLock is one model name's load/unload lock. It lives only while some
@@ -129,6 +138,9 @@ func NewServer(opts Options) *Server {
 	if opts.LoadThreads < 1 {
 		opts.LoadThreads = 4
 	}
+	if opts.Repos != nil {
+		opts.Repos.Namespacing = opts.Namespacing
+	}
 	s := &Server{opts: opts, log: opts.Logger, backends: map[string]Backend{}, models: map[string]*modelState{}, loads: map[string]*nameLock{}}
 	for _, b := range opts.Backends {
 		s.backends[b.Name()] = b
@@ -147,6 +159,7 @@ var ErrStartup = errors.New("failed to load all models")
 // the failures) when any failed; the others serve regardless.
 func (s *Server) Start(ctx context.Context) error {
 	var names []string
+	var scanned map[string]repo.Location // the scan's models by key, when scanned
 	var dupErr, unreachableErr error
 	if s.opts.ControlMode != ModeExplicit || slices.Contains(s.opts.StartupModels, "*") {
 		models, dups, err := s.opts.Repos.Scan(ctx)
@@ -157,6 +170,7 @@ func (s *Server) Start(ctx context.Context) error {
 		// but the others load; RetryUnreachable picks it up later.
 		unreachableErr = err
 		names = slices.Sorted(maps.Keys(models))
+		scanned = models
 		for n, roots := range dups {
 			s.setModelFailure(n, fmt.Sprintf("model appears in more than one repository: %s", strings.Join(roots, ", ")))
 		}
@@ -176,6 +190,10 @@ func (s *Server) Start(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if loc, ok := scanned[n]; ok {
+				errs[i] = s.loadScanned(ctx, n, loc)
+				return
+			}
 			errs[i] = s.Load(ctx, n, nil)
 		}()
 	}
@@ -233,13 +251,26 @@ func (s *Server) servingVersions() (serving []*ModelVersion, ok bool) {
 func (s *Server) serves(mv *ModelVersion) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	m := s.models[mv.Name]
+	m := s.models[repo.Key(mv.Namespace, mv.Name)]
 	return m != nil && m.versions[mv.Version] != nil && m.versions[mv.Version].mv == mv
 }
 
 // Acquire finds the version that serves (name, version) and holds it until
 // release is called. version LatestVersion picks the highest READY version.
+// With namespacing, name must stand for one model (resolve).
 func (s *Server) Acquire(name string, version int64) (mv *ModelVersion, release func(), err error) {
+	key, err := s.resolve(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.acquireKey(key, version)
+}
+
+// acquireKey is Acquire of the model with registry key name; its errors
+// name the key, as Triton's name the model's identifier
+// (triton-inference-server/core
+// src/model_repository_manager/model_lifecycle.cc, GetModel).
+func (s *Server) acquireKey(name string, version int64) (mv *ModelVersion, release func(), err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	m := s.models[name]
@@ -296,6 +327,13 @@ func (s *Server) ModelReady(name string, version int64) bool {
 // ReadyVersions returns the READY versions of name (all models when name is
 // empty), sorted by name then version.
 func (s *Server) ReadyVersions(name string) []*ModelVersion {
+	if name != "" {
+		key, err := s.resolve(name)
+		if err != nil {
+			return nil
+		}
+		name = key
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*ModelVersion
@@ -333,18 +371,31 @@ func (s *Server) Index(ctx context.Context, readyOnly bool) ([]IndexEntry, error
 	if err != nil && !errors.Is(err, repo.ErrUnreachable) {
 		return nil, err
 	}
-	names := map[string]bool{}
-	for n := range models {
-		names[n] = true
+	// Rows are in Triton's order: by namespace (empty without
+	// namespacing), then name.
+	var ids []modelID
+	for k, loc := range models {
+		if s.opts.Namespacing {
+			ids = append(ids, modelID{loc.Source.String(), loc.Model})
+		} else {
+			ids = append(ids, modelID{name: k})
+		}
 	}
 	for n := range dups {
-		names[n] = true
+		ids = append(ids, modelID{name: n})
 	}
+	slices.SortFunc(ids, func(a, b modelID) int {
+		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []IndexEntry
-	for _, n := range slices.Sorted(maps.Keys(names)) {
-		m := s.models[n]
+	for _, id := range ids {
+		n := id.name
+		m := s.models[id.key()]
 		if m == nil || (len(m.versions) == 0 && m.reason == "") {
 			if !readyOnly {
 				out = append(out, IndexEntry{Name: n, Version: -1})

@@ -32,7 +32,10 @@ type ReadOptions struct {
 // Model is a model folder as read from disk, before any backend has seen it.
 type Model struct {
 	Name string
-	Dir  string
+	// Namespace is the model's namespace under --model-namespacing (its
+	// root, set by whoever loads it), empty without.
+	Namespace string
+	Dir       string
 	// Config is the parsed and normalised configuration (see
 	// modelconfig.Normalize); with
 	// auto-complete it may still lack inputs and outputs.

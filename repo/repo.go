@@ -58,6 +58,11 @@ type Location struct {
 // multi-model endpoint registers one root per loaded model).
 type Set struct {
 	Sources []Source
+	// Namespacing makes every root its own namespace, as Triton's
+	// --model-namespacing does (triton-inference-server/core
+	// src/model_repository_manager/model_repository_manager.cc): Scan keys
+	// a model by Key(root, name), and a name in two roots is no duplicate.
+	Namespacing bool
 
 	mu    sync.RWMutex
 	added []Source
@@ -105,8 +110,9 @@ func OpenAll(ctx context.Context, roots []string) (*Set, error) {
 	return OpenOptions{}.OpenAll(ctx, roots)
 }
 
-// Scan lists every model candidate. A name found in two roots is returned in
-// dups (such a model is not loadable) and left out of models. A root that
+// Scan lists every model candidate, keyed by name (by Key(root, name) with
+// Namespacing). A name found in two roots is returned in dups (such a
+// model is not loadable) and left out of models. A root that
 // cannot be listed because it is unreachable (ErrUnreachable) leaves its
 // models out and is reported in err alongside the others' models; any
 // other listing failure returns no models.
@@ -124,6 +130,10 @@ func (s *Set) Scan(ctx context.Context) (models map[string]Location, dups map[st
 			return nil, nil, fmt.Errorf("scan repository %s: %w", src, err)
 		}
 		for _, n := range names {
+			if s.Namespacing {
+				models[Key(src.String(), n)] = Location{Source: src, Model: n}
+				continue
+			}
 			seen[n] = append(seen[n], src.String())
 			models[n] = Location{Source: src, Model: n}
 		}
@@ -162,4 +172,56 @@ func (s *Set) Find(ctx context.Context, name string) (Location, error) {
 		return Location{}, fmt.Errorf("%w: '%s'", ErrModelNotFound, name)
 	}
 	return loc, nil
+}
+
+// Key is a namespaced model's key: Triton's ModelIdentifier::str()
+// ("<namespace>::<name>", triton-inference-server/core src/model.h), the
+// name alone without a namespace.
+func Key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "::" + name
+}
+
+// FindAll locates name in every root that holds it, the roots in
+// ascending order (Triton keeps its repository paths in a sorted set).
+// A root that cannot be reached is skipped and reported in err beside
+// the roots found.
+func (s *Set) FindAll(ctx context.Context, name string) ([]Location, error) {
+	var out []Location
+	var unreachable []error
+	for _, src := range s.all() {
+		names, err := src.Models(ctx)
+		if errors.Is(err, ErrUnreachable) {
+			unreachable = append(unreachable, err)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scan repository %s: %w", src, err)
+		}
+		if slices.Contains(names, name) {
+			out = append(out, Location{Source: src, Model: name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Source.String() < out[j].Source.String() })
+	return out, errors.Join(unreachable...)
+}
+
+// FindIn locates name in the root given as root.
+func (s *Set) FindIn(ctx context.Context, root, name string) (Location, error) {
+	for _, src := range s.all() {
+		if src.String() != root {
+			continue
+		}
+		names, err := src.Models(ctx)
+		if err != nil {
+			return Location{}, fmt.Errorf("scan repository %s: %w", src, err)
+		}
+		if !slices.Contains(names, name) {
+			break
+		}
+		return Location{Source: src, Model: name}, nil
+	}
+	return Location{}, fmt.Errorf("%w: '%s' in '%s'", ErrModelNotFound, name, root)
 }

@@ -74,6 +74,9 @@ type Options struct {
 	Logger *slog.Logger
 	// NoAutoComplete is --disable-auto-complete-config.
 	NoAutoComplete bool
+	// Repos are more roots after Repo; Namespacing is --model-namespacing.
+	Repos       []string
+	Namespacing bool
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -93,11 +96,11 @@ func Start(t testing.TB, o Options) *core.Server {
 	if o.Repo == "" {
 		o.Repo = t.TempDir()
 	}
-	repos, err := repo.OpenAll(context.Background(), []string{o.Repo})
+	repos, err := repo.OpenAll(context.Background(), append([]string{o.Repo}, o.Repos...))
 	Must(t, err)
 	srv := core.NewServer(core.Options{
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
-		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log,
+		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,223 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/inferd/inferd/repo"
+)
+
+// Model namespacing (--model-namespacing), as Triton's model repository
+// manager does it (triton-inference-server/core
+// src/model_repository_manager/model_repository_manager.cc): every
+// repository root is a namespace, a model is identified by (namespace,
+// name), and the registry keys it by repo.Key, Triton's
+// ModelIdentifier::str(). Without namespacing the key is the name, so
+// the registry is what it always was.
+
+// modelID is a model's identity.
+type modelID struct{ namespace, name string }
+
+func (id modelID) key() string { return repo.Key(id.namespace, id.name) }
+
+// idOf returns the identity of registry key key.
+func (s *Server) idOf(key string) modelID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.idOfLocked(key)
+}
+
+func (s *Server) idOfLocked(key string) modelID {
+	if id, ok := s.ids[key]; ok {
+		return id
+	}
+	return modelID{name: key}
+}
+
+// register records id in the name -> identities map requests are
+// resolved through (Triton's global map) and returns its key.
+func (s *Server) register(id modelID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := id.key()
+	if s.ids == nil {
+		s.ids = map[string]modelID{}
+		s.global = map[string]map[string]bool{}
+	}
+	s.ids[key] = id
+	if s.global[id.name] == nil {
+		s.global[id.name] = map[string]bool{}
+	}
+	s.global[id.name][key] = true
+	return key
+}
+
+// deregisterLocked drops key from the global map, as an unload does in
+// Triton; the name stays, with no identity left. s.mu must be held.
+func (s *Server) deregisterLocked(key string) {
+	if id, ok := s.ids[key]; ok {
+		delete(s.global[id.name], key)
+	}
+}
+
+// resolve finds the one key a request's model name stands for, with
+// Triton's errors (ModelRepositoryManager::FindModelIdentifier): a name
+// never loaded is INVALID_ARG, one whose every identity was unloaded is
+// NOT_FOUND, one in several namespaces is ambiguous.
+func (s *Server) resolve(name string) (string, error) {
+	if !s.opts.Namespacing {
+		return name, nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys, ok := s.global[name]
+	switch {
+	case !ok:
+		return "", Errorf(CodeInvalidArg, "Request for unknown model: '%s' is not found", name)
+	case len(keys) == 0:
+		return "", Errorf(CodeNotFound, "Identifier of model '%s' is not found in global map", name)
+	case len(keys) > 1:
+		return "", Errorf(CodeInvalidArg, "There are %d identifiers of model '%s' in global map, model namespace must be provided to resolve ambiguity.", len(keys), name)
+	}
+	for k := range keys {
+		return k, nil
+	}
+	return "", nil
+}
+
+// keysFor lists the keys a load or unload of name acts on: every
+// namespace's model of that name (Triton loads and unloads them all).
+func (s *Server) keysFor(name string) []string {
+	if !s.opts.Namespacing {
+		return []string{name}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.global[name]) == 0 {
+		return []string{name}
+	}
+	return slices.Sorted(maps.Keys(s.global[name]))
+}
+
+// locate finds the repository folder of the model with key key: in its
+// own root under namespacing, in whichever root holds the name without.
+func (s *Server) locate(ctx context.Context, key string) (repo.Location, error) {
+	id := s.idOf(key)
+	if id.namespace == "" {
+		return s.opts.Repos.Find(ctx, id.name)
+	}
+	return s.opts.Repos.FindIn(ctx, id.namespace, id.name)
+}
+
+// stepKey is the key of the model an ensemble step runs: the step's
+// model_namespace is set when the ensemble loads (resolveSteps).
+func stepKey(namespace, name string) string { return repo.Key(namespace, name) }
+
+// loadNamespaced is Load with namespacing: the name loads from every root
+// that holds it, each copy under its own key, and the failures are joined
+// as Triton joins them ("load failed for model '<namespace>::<name>': ...",
+// one line each). Model files in the override load without a namespace,
+// as in Triton.
+func (s *Server) loadNamespaced(ctx context.Context, name string, ov *LoadOverride) error {
+	if ov != nil && len(ov.Files) > 0 {
+		return s.loadKey(ctx, s.register(modelID{name: name}), ov)
+	}
+	locs, _ := s.opts.Repos.FindAll(ctx, name)
+	if len(locs) == 0 {
+		return s.loadKey(ctx, name, ov) // fails to poll, as without namespacing
+	}
+	var failed *Error
+	for _, loc := range locs {
+		err := s.loadKey(ctx, s.register(modelID{loc.Source.String(), name}), ov)
+		if err == nil {
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			return err
+		}
+		if failed == nil {
+			failed = &Error{Code: e.Code, Msg: e.Msg}
+			continue
+		}
+		failed.Msg += e.Msg
+	}
+	if failed == nil {
+		return nil
+	}
+	return failed
+}
+
+// loadStep loads an ensemble's composing model dep: without namespacing
+// (or when the ensemble's namespace lacks it) as Load does, else the one
+// in the ensemble's namespace.
+func (s *Server) loadStep(ctx context.Context, namespace, dep string) error {
+	if !s.opts.Namespacing || namespace == "" {
+		return s.Load(ctx, dep, nil)
+	}
+	if _, err := s.opts.Repos.FindIn(ctx, namespace, dep); err != nil {
+		return s.Load(ctx, dep, nil)
+	}
+	return s.loadKey(ctx, s.register(modelID{namespace, dep}), nil)
+}
+
+// stepTarget is the key of the model an ensemble step in namespace runs:
+// the name itself without namespacing; with it, the model of that name in
+// namespace, else the only one of that name.
+func (s *Server) stepTarget(namespace, dep string) (string, error) {
+	if !s.opts.Namespacing {
+		return dep, nil
+	}
+	if key := repo.Key(namespace, dep); s.registered(key) {
+		return key, nil
+	}
+	return s.resolve(dep)
+}
+
+// registered reports whether key is in the global map.
+func (s *Server) registered(key string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.ids[key]
+	return ok && s.global[id.name][key]
+}
+
+// inRepository reports whether some root holds a folder named name.
+func (s *Server) inRepository(ctx context.Context, name string) bool {
+	if s.opts.Namespacing {
+		locs, _ := s.opts.Repos.FindAll(ctx, name)
+		return len(locs) > 0
+	}
+	_, err := s.opts.Repos.Find(ctx, name)
+	return !errors.Is(err, repo.ErrModelNotFound)
+}
+
+// loadScanned loads the model a repository scan found under key (a
+// namespaced key with namespacing).
+func (s *Server) loadScanned(ctx context.Context, key string, loc repo.Location) error {
+	if !s.opts.Namespacing {
+		return s.Load(ctx, key, nil)
+	}
+	return s.loadKey(ctx, s.register(modelID{loc.Source.String(), loc.Model}), nil)
+}
+
+// Namespacing reports whether the server runs with --model-namespacing.
+func (s *Server) Namespacing() bool { return s.opts.Namespacing }
+
+// reregister puts a namespaced key back in the global map when it loads
+// again (an ensemble reloading after its composing model came back);
+// names never registered stay out, so unknown names leave no trace.
+func (s *Server) reregister(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.ids[key]
+	if !ok {
+		return
+	}
+	if s.global[id.name] == nil {
+		s.global[id.name] = map[string]bool{}
+	}
+	s.global[id.name][key] = true
+}
