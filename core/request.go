@@ -45,6 +45,14 @@ type RequestedOutput struct {
 	Name string
 	// ClassCount > 0 asks for the classification extension's top-K strings.
 	ClassCount uint64
+	// Into, when not nil, is where the caller wants the output's bytes: a
+	// backend that can may write them there, and the response's tensor
+	// then holds a prefix of Into as its Data (compare the first bytes'
+	// addresses to know). It is a hint: a backend that cannot, an output
+	// larger than Into, or an execution batching several requests leaves
+	// Into alone and returns the output in memory of its own. The caller
+	// must keep Into valid, and not touch it, until the request ends.
+	Into []byte
 }
 
 // InferResponse is the result of one request.
@@ -64,11 +72,36 @@ type InferResponse struct {
 type Batch struct {
 	Inputs  []*Tensor
 	Outputs []string
+	// Into are the destinations of the outputs (RequestedOutput.Into),
+	// Outputs[i]'s at index i; nil when none has one, as always for a
+	// batch of several requests. A backend may write an output there and
+	// return a prefix of it as the result's Data.
+	Into [][]byte
 	// Results are the produced outputs, in the order of Outputs.
 	Results []*Tensor
 	// ComputeStart, InferStart, InferEnd and ComputeEnd bracket input
 	// preparation, the model run and output collection (statistics).
 	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
+}
+
+// destinations are the Into of requested, in the order of names (the
+// outputs a one-request batch produces); nil when none has one.
+func destinations(requested []RequestedOutput, names []string) [][]byte {
+	var into [][]byte
+	for _, o := range requested {
+		if o.Into == nil {
+			continue
+		}
+		if into == nil {
+			into = make([][]byte, len(names))
+		}
+		for i, n := range names {
+			if n == o.Name {
+				into[i] = o.Into
+			}
+		}
+	}
+	return into
 }
 
 // Correlation is a request's sequence id, a number or a string, and its

@@ -140,7 +140,7 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 	}
 	r.ID, r.Parameters = req.ID, req.Parameters
 	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
-	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
+	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs, Into: destinations(req.Outputs, r.Outputs)}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -26,6 +27,9 @@ type runScratch struct {
 	shapes [][]int64
 	// auto marks the outputs ORT allocates in this run.
 	auto []bool
+	// into are the outputs' destinations (core.Batch.Into) in session
+	// order, nil where there is none or it may not be used.
+	into [][]byte
 	raw  []rawOutput
 	// inCache and outCache are the cached values in use (see cache.go),
 	// nil for values made for this run only.
@@ -43,6 +47,7 @@ func (r *runScratch) reset(nIn, nOut int) {
 	r.bufs = resize(r.bufs, nOut)
 	r.shapes = resize(r.shapes, nOut)
 	r.auto = resize(r.auto, nOut)
+	r.into = resize(r.into, nOut)
 	r.raw = resize(r.raw, nOut)
 	r.inCache = resize(r.inCache, nIn)
 	r.outCache = resize(r.outCache, nOut)
@@ -72,7 +77,7 @@ func (r *runScratch) release() {
 		if r.outCache[i] == nil {
 			destroy(v)
 		}
-		r.outputs[i], r.bufs[i], r.shapes[i], r.raw[i], r.outCache[i] = nil, nil, nil, rawOutput{}, nil
+		r.outputs[i], r.bufs[i], r.shapes[i], r.raw[i], r.outCache[i], r.into[i] = nil, nil, nil, rawOutput{}, nil, nil
 	}
 }
 
@@ -82,7 +87,11 @@ func (r *runScratch) release() {
 // copying, and larger outputs whose shape is known in advance (fixed graph
 // dims, the batch dim from the inputs) are pre-allocated in Go memory that
 // ORT writes into and that becomes the result. The rest are allocated by ORT
-// and copied once.
+// and copied once. An output with a destination (core.Batch.Into, set for
+// a batch of one request) goes there instead of Go memory: ORT writes it in
+// place when its shape is known in advance and it is not cached, and
+// the raw run copies it there from ORT's allocation otherwise; the result
+// is then a prefix of the destination.
 //
 // onnxruntime_go copies ORT-allocated FLOAT16/BFLOAT16 outputs short (one
 // byte per element instead of two, which then fails), so a batch with such
@@ -106,6 +115,7 @@ func (in *instance) Execute(ctx context.Context, b *core.Batch) error {
 	if err != nil {
 		return err
 	}
+	in.destinations(r, b)
 	raw, err := in.allocOutputs(r, batch)
 	if err != nil {
 		return err
@@ -160,6 +170,33 @@ func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, erro
 	return batch, nil
 }
 
+// destinations fills r.into from b.Into: the fixed-size outputs'
+// destinations that overlap no input (ORT's kernels do not expect an
+// output to alias an input).
+func (in *instance) destinations(r *runScratch, b *core.Batch) {
+	for k, dst := range b.Into {
+		if len(dst) == 0 || k >= len(b.Outputs) {
+			continue
+		}
+		i, ok := in.outputIdx[b.Outputs[k]]
+		if !ok || in.outputs[i].dtype == core.TypeBytes || len(in.outputs[i].dims) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(b.Inputs, func(t *core.Tensor) bool { return overlap(t.Data, dst) }) {
+			r.into[i] = dst
+		}
+	}
+}
+
+// overlap reports whether a and b share a byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
 // allocOutputs pre-allocates every fixed-size output whose shape follows
 // from the graph and the batch size, and every scalar. It reports whether
 // an FP16/BF16 output is left to ORT, which calls for a raw run.
@@ -178,7 +215,8 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 			continue
 		}
 		if !s.shapeKnown() || s.batched && batch < 0 {
-			raw = raw || s.half
+			// ORT allocates; the raw run copies into a destination.
+			raw = raw || s.half || r.into[i] != nil
 			continue
 		}
 		c, err := in.cachedOutput(i, batch)
@@ -194,8 +232,11 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 			shape[0] = batch
 		}
 		n := core.ElementCount(shape) * int64(s.dtype.ByteSize())
-		buf := make([]byte, max(n, 1))
-		r.pins.Pin(&buf[0])
+		buf := r.into[i]
+		if n == 0 || int64(len(buf)) < n {
+			buf = make([]byte, max(n, 1))
+		}
+		r.pins.Pin(&buf[0]) // does nothing for memory outside Go's heap (a mapping)
 		v, err := ort.NewCustomDataTensor(ort.Shape(shape), buf, s.onnx)
 		if err != nil {
 			return false, core.Errorf(core.CodeInternal, "output '%s' of shape %s: %v", s.name, core.ShapeString(shape), err)
@@ -231,7 +272,7 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 			err = runValues(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH)
 		}
 	} else if raw {
-		err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inputs, r.outputs, in.elemSizes, r.raw)
+		err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inputs, r.outputs, in.elemSizes, r.into, r.raw)
 	} else {
 		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
 	}

@@ -228,9 +228,11 @@ type rawOutput struct {
 
 // runRaw is OrtApi::Run with the given session, run options and values;
 // nil outputs are allocated by ORT, copied into raw (indexed like outputs)
-// and released. elemSize gives each output's element size, 0 for STRING.
+// and released. elemSize gives each output's element size, 0 for STRING;
+// into their destinations (nil: none): a fixed-size output that fits is
+// copied there instead of into new Go memory.
 func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames,
-	inputs, outputs []ort.Value, elemSize []int, raw []rawOutput) error {
+	inputs, outputs []ort.Value, elemSize []int, into [][]byte, raw []rawOutput) error {
 	a, err := api()
 	if err != nil {
 		return err
@@ -256,7 +258,7 @@ func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, ou
 			continue
 		}
 		if err == nil {
-			raw[i], err = readRaw(a, v, elemSize[i])
+			raw[i], err = readRaw(a, v, elemSize[i], into[i])
 		}
 		C.inferd_release_value(a, v)
 	}
@@ -294,7 +296,7 @@ func runValues(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames,
 // maxRank bounds the dims read back from ORT; ONNX tensors stay far below.
 const maxRank = 64
 
-func readRaw(a, v unsafe.Pointer, elemSize int) (rawOutput, error) {
+func readRaw(a, v unsafe.Pointer, elemSize int, into []byte) (rawOutput, error) {
 	var dims [maxRank]C.int64_t
 	var rank C.size_t
 	if err := status(C.inferd_shape(a, v, &dims[0], maxRank, &rank)); err != nil {
@@ -313,7 +315,10 @@ func readRaw(a, v unsafe.Pointer, elemSize int) (rawOutput, error) {
 		return out, readStrings(a, v, count, &out)
 	}
 	n := count * int64(elemSize)
-	buf := make([]byte, max(n, 1))
+	buf := into
+	if n == 0 || int64(len(buf)) < n {
+		buf = make([]byte, max(n, 1))
+	}
 	if err := status(C.inferd_copy_data(a, v, unsafe.Pointer(&buf[0]), C.size_t(n))); err != nil {
 		return out, err
 	}

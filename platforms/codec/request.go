@@ -614,6 +614,9 @@ func (d *decoder) outputs(root tritonjson.Value) error {
 			if d.r.spans == nil {
 				d.r.spans = make([]*shm.Span, n)
 			}
+			// A guarded region takes the output in place where the
+			// backend can write it there.
+			out.Into, _ = span.Data()
 			d.r.spans[len(req.Outputs)] = span
 			req.Outputs = append(req.Outputs, out)
 			kinds = append(kinds, OutputSharedMemory)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -88,7 +89,8 @@ func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (he
 	return b, blobs, nil
 }
 
-// writeRegions copies the outputs in shared memory into their regions,
+// writeRegions copies the outputs in shared memory into their regions
+// (those the backend wrote in place need no copy),
 // once every one is known to fit, with the error of Triton's response
 // allocator (InferResponseAlloc in triton-inference-server/server
 // src/http_server.cc) for one that does not.
@@ -102,7 +104,7 @@ func writeRegions(resp *core.InferResponse, req *InferRequest) error {
 	}
 	for _, t := range resp.Outputs {
 		if span := req.outputSpan(t.Name); span != nil {
-			if err := span.CopyIn(t.Data); err != nil {
+			if err := shm.WriteOutput(span, t.Data); err != nil {
 				return err
 			}
 		}

@@ -271,6 +271,9 @@ func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *
 				outs = &outputRegions{}
 			}
 			outs.add(o.GetName(), span)
+			// A guarded region takes the output in place where the
+			// backend can write it there.
+			req.Outputs[i].Into, _ = span.Data()
 		}
 	}
 	return req, emptyFinal, outs, nil

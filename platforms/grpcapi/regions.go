@@ -138,7 +138,7 @@ func (o *outputRegions) write(resp *core.InferResponse) (inRegion []bool, err er
 	}
 	for i, t := range resp.Outputs {
 		if inRegion[i] {
-			if err := o.span(t.Name).CopyIn(t.Data); err != nil {
+			if err := shm.WriteOutput(o.span(t.Name), t.Data); err != nil {
 				return nil, err
 			}
 		}

@@ -22,7 +22,7 @@ import (
 )
 
 // shmModels are the models of the shared-memory tests: an FP32 identity of
-// four elements, a BYTES identity, the same FP32 identity behind a dynamic
+// four elements, 128 KiB ones, a BYTES identity, the same FP32 identity behind a dynamic
 // batcher, and one on the gate backend, which holds its requests until
 // the test lets them go.
 func shmModels(t testing.TB) map[string]testModel {
@@ -42,6 +42,16 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 dynamic_batching { max_queue_delay_microseconds: 50000 }
 `, onnx: id4},
 		"id_bytes": standardModels(t)["id_bytes"],
+		// 128 KiB FP32 identities (above ONNX Runtime's small-tensor
+		// cache): an output shape known after the run, and before it.
+		"identity": {config: `platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+`, onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1))},
+		"identity_fixed": {config: `platform: "onnxruntime_onnx"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 32768 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 32768 ] } ]
+`, onnx: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, 32768))},
 		"gate": {config: `max_batch_size: 8
 backend: "gate"
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]

@@ -207,3 +207,38 @@ func TestGuardForwardsOtherFaults(t *testing.T) {
 		t.Fatal("nil dereference did not panic")
 	}
 }
+
+// WriteOutput copies an output into its span unless the output already
+// lies at the span's start (written in place through Data).
+func TestWriteOutput(t *testing.T) {
+	m := guardedManager(t)
+	key := object(t, 4096)
+	if err := m.RegisterSystem("r", key, 0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Acquire("r", 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	data, _ := s.Data()
+	copy(data, "in place")
+	if err := shm.WriteOutput(s, data[:8]); err != nil {
+		t.Fatal(err)
+	}
+	if err := shm.WriteOutput(s, []byte("copied")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/dev/shm" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b[16:24]); got != "copiedce" {
+		t.Fatalf("span holds %q", got)
+	}
+	if err := os.Truncate("/dev/shm"+key, 0); err != nil {
+		t.Fatal(err)
+	}
+	data[0] = 1
+	wantTruncated(t, "in place after truncation", shm.WriteOutput(s, data[:8]))
+}

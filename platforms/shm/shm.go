@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -370,6 +371,16 @@ func (s *Span) CopyIn(src []byte) error {
 		return s.region.dev.CopyIn(s.offset, src)
 	}
 	return s.fault(func() { copy(s.region.data[s.offset:], src) })
+}
+
+// WriteOutput puts an output's bytes at the start of span: nothing to do
+// when data already lies there (a backend wrote it in place through
+// Span.Data), a copy otherwise. It reports a truncation either way.
+func WriteOutput(span *Span, data []byte) error {
+	if in, ok := span.Data(); ok && len(data) > 0 && len(data) <= len(in) && unsafe.SliceData(in) == unsafe.SliceData(data) {
+		return span.Err()
+	}
+	return span.CopyIn(data)
 }
 
 // fault runs a copy that touches the mapping with memory faults turned into
