@@ -184,7 +184,7 @@ func TestLaunchLines(t *testing.T) {
 					t.Errorf("no-op %s missing from the warning: %s", n, w)
 				}
 			}
-			for _, n := range []string{"--grpc-max-response-pool-size (decoupled responses)", "--cache-config (response cache)", "--rate-limit (rate limiter)", "--model-namespacing (model namespacing)"} {
+			for _, n := range []string{"--grpc-max-response-pool-size (decoupled responses)", "--cache-config (response cache)", "--rate-limit (rate limiter)"} {
 				if !strings.Contains(w, n) {
 					t.Errorf("planned %s missing from the warning: %s", n, w)
 				}

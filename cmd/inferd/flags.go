@@ -50,6 +50,7 @@ type config struct {
 	exitTimeoutSecs   int
 	strictReadiness   bool
 	allowFileOverride bool // --allow-model-file-override (inferd's own)
+	namespacing       bool // --model-namespacing
 	allowClientShm    bool
 	loadRetries       int
 	logVerbose        int
@@ -176,6 +177,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		exitTimeoutSecs:    max(0, v.Int("exit-timeout-secs")),
 		strictReadiness:    v.Bool("strict-readiness"),
 		allowFileOverride:  v.Bool("allow-model-file-override"),
+		namespacing:        v.Bool("model-namespacing"),
 		allowClientShm:     v.Bool("allow-client-shm"),
 		loadRetries:        v.Int("model-load-retry-count"),
 		logVerbose:         v.Int("log-verbose"),

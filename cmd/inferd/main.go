@@ -488,6 +488,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		ConfigName:      cfg.configName,
 		StrictReadiness: cfg.strictReadiness,
 		NoFileOverrides: !cfg.allowFileOverride,
+		Namespacing:     cfg.namespacing,
 		GPUs:            usableGPUs(lib, log),
 		LoadThreads:     cfg.loadThreads,
 		LoadRetries:     cfg.loadRetries,

@@ -246,10 +246,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // versionLabels are the labels of every per-version series: model, version
-// and one `_<key>` per metric_tags entry.
+// and one `_<key>` per metric_tags entry, and the model's namespace with
+// --model-namespacing (triton-inference-server/core
+// src/metric_model_reporter.cc, GetMetricLabels).
 func versionLabels(mv *core.ModelVersion) (names, values []string) {
 	names = []string{"model", "version"}
 	values = []string{mv.Name, strconv.FormatInt(mv.Version, 10)}
+	if mv.Namespace != "" {
+		names = append(names, "namespace")
+		values = append(values, mv.Namespace)
+	}
 	for k, v := range mv.Config.GetMetricTags() {
 		names = append(names, "_"+k)
 		values = append(values, v)

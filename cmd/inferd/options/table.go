@@ -17,7 +17,6 @@ var timeParseDuration = time.ParseDuration
 const (
 	featStream    = "decoupled responses"
 	featRateLimit = "rate limiter"
-	featNamespace = "model namespacing"
 )
 
 // Why an option has no meaning here.
@@ -67,7 +66,7 @@ func All() []*Option {
 		{Name: "model-config-name", Group: "Model Repository", Kind: String, Check: nonEmpty, Usage: "Use <model>/configs/<name>.pbtxt when it exists instead of config.pbtxt."},
 		{Name: "model-load-thread-count", Group: "Model Repository", Kind: Int, Default: "4", Usage: "Models loaded in parallel at start-up."},
 		{Name: "model-load-retry-count", Group: "Model Repository", Kind: Int, Default: "0", Check: atLeast(0), Usage: "Times to retry a model version whose load fails."},
-		{Name: "model-namespacing", Group: "Model Repository", Kind: Bool, Default: "false", Status: Planned, Feature: featNamespace,
+		{Name: "model-namespacing", Group: "Model Repository", Kind: Bool, Default: "false",
 			Usage: "Serve same-named models of different repositories under their repository's namespace."},
 		{Name: "enable-peer-access", Group: "Model Repository", Kind: Bool, Default: "true", Status: NoOp, Feature: noPeerAccess, Usage: "Enable CUDA peer access between GPUs."},
 		{Name: "allow-model-file-override", Group: "Model Repository", Kind: Bool, Default: "true", Inferd: true,

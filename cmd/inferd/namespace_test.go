@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferd/inferd/internal/servertest"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+)
+
+// chainBody is an ensemble request for servertest.Chain.
+const chainBody = `{"inputs":[{"name":"IN0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"IN1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+
+// TestModelNamespacing: --model-namespacing over the HTTP, gRPC and
+// metrics listeners, two repositories that both hold `simple` (version 1
+// in a, 3 in b) and an ensemble over it each. Triton's answers: a name in
+// two namespaces is ambiguous (400, INVALID_ARG), a name never loaded is
+// INVALID_ARG too, one whose models were unloaded is NOT_FOUND; the index
+// lists both under their name; metrics carry the namespace label.
+func TestModelNamespacing(t *testing.T) {
+	simple3 := servertest.Simple("simple")
+	simple3.Versions = []string{"3"}
+	a := servertest.WriteRepo(t, map[string]servertest.Model{"simple": servertest.Simple("simple"), "chain_a": servertest.Chain("chain_a")})
+	b := servertest.WriteRepo(t, map[string]servertest.Model{"simple": simple3, "chain_b": servertest.Chain("chain_b")})
+	r := start(t, "--model-repository="+a, "--model-repository="+b, "--model-namespacing=true", "--grpc-address=127.0.0.1", "--model-control-mode=explicit", "--load-model=*")
+	if r.http == "" {
+		t.Fatalf("server did not start: %v", <-r.done)
+	}
+	ambiguous := "There are 2 identifiers of model 'simple' in global map, model namespace must be provided to resolve ambiguity."
+	errorJSON := func(msg string) string { b, _ := json.Marshal(map[string]string{"error": msg}); return string(b) }
+
+	for _, c := range []struct {
+		what, method, path, body string
+		status                   int
+		want                     string // exact body; "" to skip
+	}{
+		{"infer ambiguous", "POST", "/v2/models/simple/infer", readmeExample, 400, errorJSON(ambiguous)},
+		{"metadata ambiguous", "GET", "/v2/models/simple", "", 400, errorJSON(ambiguous)},
+		{"config ambiguous", "GET", "/v2/models/simple/config", "", 400, errorJSON(ambiguous)},
+		{"ready ambiguous", "GET", "/v2/models/simple/ready", "", 400, ""},
+		{"infer unknown", "POST", "/v2/models/nope/infer", readmeExample, 400, errorJSON("Request for unknown model: 'nope' is not found")},
+		{"metadata unknown", "GET", "/v2/models/nope", "", 400, errorJSON("Request for unknown model: 'nope' is not found")},
+		{"ensemble a", "POST", "/v2/models/chain_a/infer", chainBody, 200, ""},
+		{"ensemble b", "POST", "/v2/models/chain_b/infer", chainBody, 200, ""},
+	} {
+		var s int
+		var body string
+		if c.method == "GET" {
+			s, body = get(t, r.http+c.path)
+		} else {
+			s, body = post(t, r.http+c.path, c.body)
+		}
+		if s != c.status || (c.want != "" && body != c.want) {
+			t.Errorf("%s: %d %s, want %d %s", c.what, s, body, c.status, c.want)
+		}
+	}
+
+	// The index: by repository, then name, each simple under its name.
+	_, index := post(t, r.http+"/v2/repository/index", "")
+	want := `[{"name":"chain_a","version":"1","state":"READY"},{"name":"simple","version":"1","state":"READY"},{"name":"chain_b","version":"1","state":"READY"},{"name":"simple","version":"3","state":"READY"}]`
+	if index != want {
+		t.Errorf("index %s, want %s", index, want)
+	}
+
+	// Metrics: each simple's series carries its namespace; each ensemble
+	// ran its own repository's simple twice.
+	_, text := get(t, r.metrics+"/metrics")
+	for _, c := range []struct{ series, want string }{
+		{`nv_inference_request_success{model="simple",namespace="` + a + `",version="1"}`, "2"},
+		{`nv_inference_request_success{model="simple",namespace="` + b + `",version="3"}`, "2"},
+		{`nv_inference_request_success{model="chain_a",namespace="` + a + `",version="1"}`, "1"},
+	} {
+		if got := metricValue(t, text, c.series); got != c.want {
+			t.Errorf("%s = %s, want %s", c.series, got, c.want)
+		}
+	}
+
+	// gRPC answers the same errors with INVALID_ARGUMENT.
+	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := pb.NewGRPCInferenceServiceClient(conn)
+	wantStatus := func(what string, err error, code codes.Code, msg string) {
+		t.Helper()
+		if st, _ := status.FromError(err); st.Code() != code || st.Message() != msg {
+			t.Errorf("%s: %v, want %v %q", what, err, code, msg)
+		}
+	}
+	_, err = c.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+		{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}}, {Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}}},
+		RawInputContents: [][]byte{make([]byte, 64), make([]byte, 64)}})
+	wantStatus("gRPC infer ambiguous", err, codes.InvalidArgument, ambiguous)
+	_, err = c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "nope"})
+	wantStatus("gRPC metadata unknown", err, codes.InvalidArgument, "Request for unknown model: 'nope' is not found")
+
+	// Unloading the name unloads both, and the ensembles over them; a
+	// request then finds no identifier left. Loading brings all back.
+	if s, body := post(t, r.http+"/v2/repository/models/simple/unload", ""); s != 200 {
+		t.Fatalf("unload: %d %s", s, body)
+	}
+	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 404 || body != errorJSON("Identifier of model 'simple' is not found in global map") {
+		t.Errorf("infer after unload: %d %s", s, body)
+	}
+	_, err = c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "simple"})
+	wantStatus("gRPC metadata after unload", err, codes.NotFound, "Identifier of model 'simple' is not found in global map")
+	if _, index := post(t, r.http+"/v2/repository/index", `{"ready":true}`); index != "[]" {
+		t.Errorf("ready index after unload: %s", index)
+	}
+	if s, body := post(t, r.http+"/v2/repository/models/simple/load", ""); s != 200 {
+		t.Fatalf("load: %d %s", s, body)
+	}
+	if s, body := post(t, r.http+"/v2/models/chain_b/infer", chainBody); s != 200 {
+		t.Errorf("ensemble after reload: %d %s", s, body)
+	}
+	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 400 || !strings.Contains(body, "There are 2 identifiers") {
+		t.Errorf("infer after reload: %d %s", s, body)
+	}
+}
