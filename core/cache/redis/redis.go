@@ -112,6 +112,7 @@ func Options(settings map[string]string, getenv func(string) string) (*goredis.O
 		// A cache answers now or not at all: no retries, and no client
 		// name command a restricted ACL user might be refused.
 		MaxRetries:      -1,
+		DialerRetries:   1,
 		DisableIdentity: true,
 	}
 	if v, ok := settings["user"]; ok {
