@@ -225,7 +225,7 @@ func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 			return
 		}
-		httpapi.WriteError(w, http.StatusNotFound, "Request for unknown model: '"+name+"' is not found")
+		httpapi.WriteError(w, h.unknownStatus(false), "Request for unknown model: '"+name+"' is not found")
 		return
 	}
 	fwd := h.rewrite(r, "/v2/models/"+name+"/"+h.opts.InferenceType)
@@ -257,11 +257,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 		if h.restricted(w, r, "inference") {
 			return
 		}
-		status := http.StatusNotFound
-		if mme {
-			status = http.StatusBadRequest
-		}
-		httpapi.WriteError(w, status, "Request for unknown model: '"+name+"' is not found")
+		httpapi.WriteError(w, h.unknownStatus(mme), "Request for unknown model: '"+name+"' is not found")
 		return
 	}
 	fwd := h.rewrite(r, "/v2/models/"+name+"/infer")
@@ -282,6 +278,19 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 		}
 		reply.flush(status)
 	}
+}
+
+// unknownStatus is the status of an unknown model's error: INVALID_ARG's
+// 400 with model namespacing (Triton's ModelRepositoryManager::
+// FindModelIdentifier, triton-inference-server/core
+// src/model_repository_manager/model_repository_manager.cc) and on the
+// multi-model routes, which fold every error into 400; NOT_FOUND's 404
+// otherwise.
+func (h *handler) unknownStatus(mme bool) int {
+	if mme || h.core.Namespacing() {
+		return http.StatusBadRequest
+	}
+	return http.StatusNotFound
 }
 
 // rewrite clones r onto a base-server path. Headers SageMaker's listener

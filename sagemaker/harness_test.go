@@ -65,6 +65,7 @@ type setup struct {
 	api           httpapi.Options
 	sm            Options
 	allowFailures bool
+	namespacing   bool // --model-namespacing, as `serve` sets it
 }
 
 // start runs core, base API and SageMaker handler behind a real listener;
@@ -72,7 +73,7 @@ type setup struct {
 func start(t testing.TB, s setup) *env {
 	t.Helper()
 	c := servertest.Start(t, servertest.Options{
-		Repo: s.repo, Mode: core.ModeExplicit, Startup: s.startup, AllowFailures: s.allowFailures,
+		Repo: s.repo, Mode: core.ModeExplicit, Startup: s.startup, AllowFailures: s.allowFailures, Namespacing: s.namespacing,
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.api.Logger = log

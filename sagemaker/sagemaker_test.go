@@ -197,8 +197,8 @@ func constant(n, v int) string {
 
 func TestInvocationsDefaultModel(t *testing.T) {
 	root := smeRepo(t)
-	// No default model named (qa/L0_sagemaker/test.sh). inferd has no model
-	// namespacing, so the status is the namespacing-off 404.
+	// No default model named (qa/L0_sagemaker/test.sh), without model
+	// namespacing: NOT_FOUND's 404 (namespacing_test.go has the 400).
 	e := start(t, setup{repo: root, startup: []string{"simple"}, sm: OptionsFromEnv(func(string) string { return "" })})
 	e.do(t, http.MethodPost, "/invocations", nil, simpleJSON).
 		expectError(t, "unspecified default", 404, "Request for unknown model: 'unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME' is not found")

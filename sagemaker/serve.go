@@ -30,6 +30,7 @@ const (
 	envPingMode      = "SAGEMAKER_TRITON_PING_MODE"
 	envOverridePing  = "SAGEMAKER_TRITON_OVERRIDE_PING_MODE"
 	envInferenceType = "SAGEMAKER_TRITON_INFERENCE_TYPE"
+	envNamespacing   = "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING"
 
 	// unspecifiedModel is the server's default model when none was named;
 	// /invocations on it fails with Triton's unknown-model message.
@@ -56,7 +57,6 @@ var flagEnv = []struct{ env, flag, def string }{
 // inferd does not have; they are accepted so existing endpoint configs keep
 // working, and reported by IgnoredEnv.
 var ignoredEnv = []struct{ env, why string }{
-	{"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING", "inferd has no model namespacing (unknown models answer 404, not 400)"},
 	{"SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT", "inferd has no buffer manager"},
 	{"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "inferd's Python backend sizes its own shared memory (--backend-config=python,tensor-arena-byte-size)"},
 	{"SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", "inferd's Python backend sizes its own shared memory (--backend-config=python,tensor-arena-byte-size)"},
@@ -136,8 +136,15 @@ func ServeArgs(getenv func(string) string, cfg ServeConfig) (args []string, expo
 	}
 	exports[envPingMode] = ping
 
+	// Namespacing is on unless the variable says otherwise; its value is
+	// the flag's, as in the script (so "false" is what disables it).
+	namespacing := getenv(envNamespacing)
+	if namespacing == "" {
+		namespacing = "true"
+	}
 	args = append([]string{
 		"--model-repository=" + repository,
+		"--model-namespacing=" + namespacing,
 		"--model-control-mode=explicit",
 	}, args...)
 	args = append(args, "--allow-sagemaker=true", "--allow-http=false")

@@ -92,11 +92,15 @@ func TestServeArgs(t *testing.T) {
 		{name: "additional args", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_ADDITIONAL_ARGS": "  --load-model=extra\t--strict-readiness=false \n"},
 			args: []string{"--load-model=m", "--load-model=extra", "--strict-readiness=false"}},
 		{name: "ignored settings", layout: dirs("m"), env: map[string]string{
-			"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING": "false",
-			"SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT":      "0.8", "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "1",
+			"SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT": "0.8", "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "1",
 			"SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT": "2", "SAGEMAKER_TRITON_TENSORFLOW_VERSION": "2",
-		}, absent: []string{"--model-namespacing", "--model-load-gpu-limit", "--buffer-manager-thread-count", "--backend-config"},
-			warn: "WARNING: ignoring SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING=false"},
+		}, absent: []string{"--model-load-gpu-limit", "--buffer-manager-thread-count", "--backend-config"},
+			warn: "WARNING: ignoring SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT=0.8"},
+		// Namespacing is on by default; the variable's value is the flag's.
+		{name: "namespacing by default", layout: dirs("m"), args: []string{"--model-namespacing=true"}},
+		{name: "namespacing disabled", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING": "false"},
+			args: []string{"--model-namespacing=false"}, absent: []string{"--model-namespacing=true"}},
+		{name: "namespacing MME", env: map[string]string{envMultiModel: "true"}, args: []string{"--model-namespacing=true"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
