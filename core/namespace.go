@@ -221,3 +221,7 @@ func (s *Server) reregister(key string) {
 	}
 	s.global[id.name][key] = true
 }
+
+// key is the version's model's registry key: the response cache keys
+// entries by it, so same-named models of two namespaces never share them.
+func (mv *ModelVersion) key() string { return repo.Key(mv.Namespace, mv.Name) }

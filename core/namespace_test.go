@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -164,4 +166,29 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 	}
 	// A name no repository holds fails to poll, as without namespacing.
 	wantCoreError(t, "load nope", s.Load(context.Background(), "nope", nil), core.CodeInternal, "failed to load 'nope', failed to poll from model repository")
+}
+
+// TestNamespacingPoll: in POLL mode a name that appears in a second
+// repository loads there too, beside the first; one whose folder goes
+// from one repository is unloaded there only.
+func TestNamespacingPoll(t *testing.T) {
+	a := servertest.WriteRepo(t, map[string]servertest.Model{"simple": servertest.Simple("simple")})
+	b := t.TempDir()
+	s := servertest.Start(t, servertest.Options{Repo: a, Repos: []string{b}, Namespacing: true, Mode: core.ModePoll})
+	ctx := context.Background()
+	simple3 := servertest.Simple("simple")
+	simple3.Versions = []string{"3"}
+	servertest.WriteModel(t, filepath.Join(b, "simple"), simple3)
+	servertest.Must(t, s.Poll(ctx))
+	if served(t, s, a, "simple").Version != 1 || served(t, s, b, "simple").Version != 3 {
+		t.Fatal("both repositories' simple must serve")
+	}
+	servertest.Must(t, os.RemoveAll(filepath.Join(a, "simple")))
+	servertest.Must(t, s.Poll(ctx))
+	mv, release, err := s.Acquire("simple", core.LatestVersion)
+	servertest.Must(t, err)
+	release()
+	if mv.Namespace != b || mv.Version != 3 {
+		t.Fatalf("after a's simple went: %s version %d serves", mv.Namespace, mv.Version)
+	}
 }

@@ -251,7 +251,7 @@ func (s *Server) servingVersions() (serving []*ModelVersion, ok bool) {
 func (s *Server) serves(mv *ModelVersion) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	m := s.models[repo.Key(mv.Namespace, mv.Name)]
+	m := s.models[mv.key()]
 	return m != nil && m.versions[mv.Version] != nil && m.versions[mv.Version].mv == mv
 }
 
