@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/redistest"
+	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
@@ -278,5 +279,46 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	}
 	if hitsLater <= hitsBack {
 		t.Errorf("no hits after Redis came back (%d -> %d)", hitsBack, hitsLater)
+	}
+}
+
+// An ensemble with the cache on answers a repeated request at its top
+// level: no step runs. Decoupled and sequence models with the cache on are
+// refused at load with Triton's errors.
+func TestResponseCacheEnsembleAndRefusals(t *testing.T) {
+	chain := servertest.Chain("chain")
+	chain.Config += "response_cache { enable: true }\n"
+	decoupled := servertest.Simple("decoupled")
+	decoupled.Config += "model_transaction_policy { decoupled: true }\nresponse_cache { enable: true }\n"
+	sequence := servertest.Simple("sequence")
+	sequence.Config += "sequence_batching { }\nresponse_cache { enable: true }\n"
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": servertest.Simple("simple"), "chain": chain, "decoupled": decoupled, "sequence": sequence,
+	})
+	r := startCached(t, "--model-repository="+root, "--cache-config=local,size=1048576", "--exit-on-error=false", "--strict-readiness=false")
+	body := `{"inputs":[{"name":"IN0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"IN1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+	s, first := post(t, r.http+"/v2/models/chain/infer", body)
+	if s != 200 {
+		t.Fatalf("chain: %d %s", s, first)
+	}
+	if s, again := post(t, r.http+"/v2/models/chain/infer", body); s != 200 || again != first {
+		t.Fatalf("chain hit: %d %s, miss %s", s, again, first)
+	}
+	_, stats := get(t, r.http+"/v2/models/simple/stats")
+	if !strings.Contains(stats, `"execution_count":2,`) {
+		t.Errorf("the steps ran again on a hit: %s", stats)
+	}
+	_, stats = get(t, r.http+"/v2/models/chain/stats")
+	if !strings.Contains(stats, `"cache_hit":{"count":1,`) || !strings.Contains(stats, `"cache_miss":{"count":1,`) {
+		t.Errorf("chain statistics: %s", stats)
+	}
+	_, index := post(t, r.http+"/v2/repository/index", "")
+	for _, want := range []string{
+		"Response Cache does not currently support model decoupled with 'decoupled' transaction policy. Please disable the response cache.",
+		"Response Cache does not currently support model sequence with sequence batching scheduler. Please disable the response cache.",
+	} {
+		if !strings.Contains(index, want) {
+			t.Errorf("index %s lacks %q", index, want)
+		}
 	}
 }
