@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/internal/redistest"
 )
@@ -196,5 +198,47 @@ func TestStoreAndOutages(t *testing.T) {
 	srv.Resume()
 	if w, _ := logs.counts(); w != 2 {
 		t.Errorf("%d warnings after an outage and a stall, want 2: %v", w, logs.warns)
+	}
+}
+
+// A Redis that starts refusing the credentials mid-run (its password
+// changed, connections dropped) turns into misses with one warning, and
+// the cache is back once it accepts them again.
+func TestRefusedCredentialsMidRun(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	logs := &logCount{}
+	c, err := New(ctx, map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port)}, nil, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.pause = 50 * time.Millisecond
+	if err := c.Insert(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), DisableIdentity: true})
+	defer admin.Close()
+	if err := admin.ConfigSet(ctx, "requirepass", "changed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, ok := c.Lookup(ctx, "k"); ok {
+			t.Fatal("hit while Redis refuses the credentials")
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	if w, _ := logs.counts(); w != 1 || !strings.Contains(logs.warns[0], "NOAUTH") {
+		t.Errorf("warnings %v, want one naming NOAUTH", logs.warns)
+	}
+	if err := admin.ConfigSet(ctx, "requirepass", "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if v, ok := c.Lookup(ctx, "k"); !ok || string(v) != "v" {
+		t.Errorf("after the credentials are accepted again: %q, %v", v, ok)
 	}
 }
