@@ -69,6 +69,10 @@ func New(ctx context.Context, settings map[string]string, getenv func(string) st
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// go-redis writes its own lines (a failed dial, each time) to stderr
+	// in its own layout; the cache reports an episode once itself, so the
+	// client's lines go to the debug level of the first cache's log.
+	clientLog.Do(func() { goredis.SetLogger(debugLog{log}) })
 	c := &Cache{client: goredis.NewClient(opts), addr: opts.Addr, log: log, pause: pause}
 	pctx, cancel := context.WithTimeout(ctx, max(opts.DialTimeout, DefaultConnectTimeout)+max(opts.ReadTimeout, 0))
 	defer cancel()
@@ -78,6 +82,17 @@ func New(ctx context.Context, settings map[string]string, getenv func(string) st
 		return nil, fmt.Errorf("Failed to initialize RedisCache: cannot reach Redis at %s: %w", opts.Addr, err)
 	}
 	return c, nil
+}
+
+// clientLog sets the client library's logger once: it is the library's
+// process-wide setting.
+var clientLog sync.Once
+
+// debugLog hands the client library's lines to a logger at debug level.
+type debugLog struct{ log *slog.Logger }
+
+func (d debugLog) Printf(ctx context.Context, format string, v ...any) {
+	d.log.DebugContext(ctx, fmt.Sprintf(format, v...))
 }
 
 // known are the settings Triton's redis cache reads.
