@@ -44,14 +44,21 @@ func (s *Server) register(id modelID) string {
 	key := id.key()
 	if s.ids == nil {
 		s.ids = map[string]modelID{}
-		s.global = map[string]map[string]bool{}
 	}
 	s.ids[key] = id
+	s.globalAddLocked(id)
+	return key
+}
+
+// globalAddLocked adds id to the global map; s.mu must be held.
+func (s *Server) globalAddLocked(id modelID) {
+	if s.global == nil {
+		s.global = map[string]map[string]bool{}
+	}
 	if s.global[id.name] == nil {
 		s.global[id.name] = map[string]bool{}
 	}
-	s.global[id.name][key] = true
-	return key
+	s.global[id.name][id.key()] = true
 }
 
 // deregisterLocked drops key from the global map, as an unload does in
@@ -112,7 +119,7 @@ func (s *Server) locate(ctx context.Context, key string) (repo.Location, error) 
 }
 
 // stepKey is the key of the model an ensemble step runs: the step's
-// model_namespace is set when the ensemble loads (resolveSteps).
+// model_namespace is set when the ensemble loads (loadComposing).
 func stepKey(namespace, name string) string { return repo.Key(namespace, name) }
 
 // loadNamespaced is Load with namespacing: the name loads from every root
@@ -212,14 +219,9 @@ func (s *Server) Namespacing() bool { return s.opts.Namespacing }
 func (s *Server) reregister(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.ids[key]
-	if !ok {
-		return
+	if id, ok := s.ids[key]; ok {
+		s.globalAddLocked(id)
 	}
-	if s.global[id.name] == nil {
-		s.global[id.name] = map[string]bool{}
-	}
-	s.global[id.name][key] = true
 }
 
 // key is the version's model's registry key: the response cache keys

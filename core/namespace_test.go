@@ -192,3 +192,23 @@ func TestNamespacingPoll(t *testing.T) {
 		t.Fatalf("after a's simple went: %s version %d serves", mv.Namespace, mv.Version)
 	}
 }
+
+// TestNamespacingAmbiguousStep: an ensemble whose repository lacks a
+// step's model, which two other repositories hold, cannot resolve the
+// step and fails to load with Triton's message, naming itself by
+// "<repository>::<name>".
+func TestNamespacingAmbiguousStep(t *testing.T) {
+	a := servertest.WriteRepo(t, map[string]servertest.Model{"simple": servertest.Simple("simple")})
+	b := servertest.WriteRepo(t, map[string]servertest.Model{"simple": servertest.Simple("simple")})
+	c := servertest.WriteRepo(t, map[string]servertest.Model{"chain": servertest.Chain("chain")})
+	s := servertest.Start(t, servertest.Options{Repo: a, Repos: []string{b, c}, Namespacing: true, Mode: core.ModeExplicit})
+	err := s.Load(context.Background(), "chain", nil)
+	want := "ensemble " + c + "::chain contains models that are not available or ambiguous: simple"
+	if err == nil || !strings.HasPrefix(err.Error(), "load failed for model '"+c+"::chain': ") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("load chain: %v, want %q", err, want)
+	}
+	// Both simples loaded as its composing models, and serve.
+	if served(t, s, a, "simple") == nil || served(t, s, b, "simple") == nil {
+		t.Fatal("the composing models must serve")
+	}
+}
