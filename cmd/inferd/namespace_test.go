@@ -126,3 +126,47 @@ func TestModelNamespacing(t *testing.T) {
 		t.Errorf("infer after reload: %d %s", s, body)
 	}
 }
+
+// TestModelNamespacingLoadErrors: the repository API's load of a name
+// whose models fail in both repositories answers 400 with one Triton line
+// per repository's model; an ensemble whose step no repository resolves
+// (its own lacks the model, two others hold it) fails with Triton's
+// message; gRPC's RepositoryModelLoad answers the same with
+// INVALID_ARGUMENT.
+func TestModelNamespacingLoadErrors(t *testing.T) {
+	bad := servertest.Model{Config: `name: "bad"
+backend: "nonexistent"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+`}
+	a := servertest.WriteRepo(t, map[string]servertest.Model{"bad": bad, "simple": servertest.Simple("simple")})
+	b := servertest.WriteRepo(t, map[string]servertest.Model{"bad": bad, "simple": servertest.Simple("simple")})
+	c := servertest.WriteRepo(t, map[string]servertest.Model{"chain": servertest.Chain("chain")})
+	r := start(t, "--model-repository="+a, "--model-repository="+b, "--model-repository="+c, "--model-namespacing=true",
+		"--grpc-address=127.0.0.1", "--model-control-mode=explicit")
+	if r.http == "" {
+		t.Fatalf("server did not start: %v", <-r.done)
+	}
+	s, body := post(t, r.http+"/v2/repository/models/bad/load", "")
+	var reply struct{ Error string }
+	_ = json.Unmarshal([]byte(body), &reply)
+	lines := strings.Split(strings.TrimSuffix(reply.Error, "\n"), "\n")
+	if s != 400 || len(lines) != 2 || !strings.HasPrefix(lines[0], "load failed for model '"+a+"::bad': ") ||
+		!strings.HasPrefix(lines[1], "load failed for model '"+b+"::bad': ") || !strings.Contains(lines[1], "unable to find backend 'nonexistent'") {
+		t.Errorf("load bad: %d %s", s, body)
+	}
+	wantChain := "ensemble " + c + "::chain contains models that are not available or ambiguous: simple"
+	if s, body := post(t, r.http+"/v2/repository/models/chain/load", ""); s != 400 || !strings.Contains(body, wantChain) {
+		t.Errorf("load chain: %d %s, want 400 with %q", s, body, wantChain)
+	}
+
+	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = pb.NewGRPCInferenceServiceClient(conn).RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "chain"})
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), wantChain) {
+		t.Errorf("gRPC load chain: %v", err)
+	}
+}
