@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
+	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/internal/shmtest"
 	"github.com/inferd/inferd/internal/sidebyside"
@@ -28,7 +30,11 @@ import (
 // instances) of 64 KiB and of 16 MiB with its input and output in system
 // shared memory, over HTTP and over gRPC, against the same tensors sent
 // over the socket (HTTP's binary extension, gRPC's raw contents), at
-// concurrency 1 and 16, in one run (BENCHMARKS.md, "Shared memory"). A
+// concurrency 1 and 16, in one run (BENCHMARKS.md, "Shared memory"). The
+// identity's dims are [-1] (the output's shape known after the run) or
+// the size's (-known: known before it, so ONNX Runtime can write a large
+// output in place); the region table is guarded as cmd/inferd's, so that
+// inputs are read in place. A
 // shared-memory call does what a client does: it copies the input into its
 // own mapping of the region, calls, and copies the output out of its
 // mapping; each concurrent caller has its own pair of regions.
@@ -39,12 +45,18 @@ func BenchmarkSharedMemory(b *testing.B) {
 		name  string
 		bytes int
 	}{{"64KiB", 64 << 10}, {"16MiB", 16 << 20}} {
-		b.Run(size.name, func(b *testing.B) { benchSharedMemory(b, size.bytes) })
+		b.Run(size.name, func(b *testing.B) { benchSharedMemory(b, size.bytes, "identity_fp32") })
+		b.Run(size.name+"-known", func(b *testing.B) { benchSharedMemory(b, size.bytes, knownIdentity(size.bytes)) })
 	}
 }
 
-func benchSharedMemory(b *testing.B, size int) {
+// knownIdentity is the name of the identity whose dims are size bytes of
+// FP32.
+func knownIdentity(size int) string { return "identity_fp32_" + strconv.Itoa(size/4) }
+
+func benchSharedMemory(b *testing.B, size int, model string) {
 	regions := shm.NewManager(nil)
+	servertest.Must(b, regions.InstallGuard())
 	srv := startSharedMemoryServers(b, regions)
 	client := dialBench(b, srv.grpcAddr)
 	elems := size / 4
@@ -53,11 +65,11 @@ func benchSharedMemory(b *testing.B, size int) {
 		data[i] = byte(i * 7)
 	}
 	shape := "[1," + strconv.Itoa(elems) + "]"
-	url := srv.httpBase + "/v2/models/identity_fp32/infer"
+	url := srv.httpBase + "/v2/models/" + model + "/infer"
 	header := `{"inputs":[{"name":"INPUT0","shape":` + shape + `,"datatype":"FP32","parameters":{"binary_data_size":` +
 		strconv.Itoa(size) + `}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}}]}`
 	raw := &pb.ModelInferRequest{
-		ModelName:        "identity_fp32",
+		ModelName:        model,
 		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{1, int64(elems)}}},
 		RawInputContents: [][]byte{data},
 	}
@@ -70,7 +82,7 @@ func benchSharedMemory(b *testing.B, size int) {
 		p.httpBody = []byte(`{"inputs":[{"name":"INPUT0","shape":` + shape + `,"datatype":"FP32","parameters":` + p.params("in") + `}],` +
 			`"outputs":[{"name":"OUTPUT0","parameters":` + p.params("out") + `}]}`)
 		p.grpcReq = &pb.ModelInferRequest{
-			ModelName: "identity_fp32",
+			ModelName: model,
 			Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{1, int64(elems)},
 				Parameters: shmParams(p.in, 0, int64(size))}},
 			Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT0", Parameters: shmParams(p.out, 0, int64(size))}},
@@ -203,7 +215,13 @@ func mapRegion(b *testing.B, regions *shm.Manager, name string, size int) []byte
 // shared-memory table.
 func startSharedMemoryServers(b *testing.B, regions *shm.Manager) benchServers {
 	b.Helper()
-	root := servertest.WriteRepo(b, benchModels())
+	models := benchModels()
+	for _, size := range []int{64 << 10, 16 << 20} {
+		name, dims := knownIdentity(size), strconv.Itoa(size/4)
+		models[name] = servertest.Model{Config: strings.ReplaceAll(strings.ReplaceAll(benchIdentityConfig,
+			"identity_fp32", name), "[ -1 ]", "[ "+dims+" ]"), ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, -1, int64(size/4)))}
+	}
+	root := servertest.WriteRepo(b, models)
 	c := servertest.Start(b, servertest.Options{Repo: root})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
