@@ -359,6 +359,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	// Passive instances are created (and so validated) but never get
 	// requests from the scheduler.
 	var active, passive []Instance
+	var activeRefs []modelconfig.InstanceRef
 	for _, ref := range modelconfig.Instances(cfg) {
 		inst, err := backend.NewInstance(ctx, InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg, Server: s})
 		if err != nil {
@@ -371,6 +372,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 			passive = append(passive, inst)
 		} else {
 			active = append(active, inst)
+			activeRefs = append(activeRefs, ref)
 		}
 	}
 	mv := newModelVersion(m.Name, v, cfg)
@@ -391,10 +393,19 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 			return nil, err
 		}
 	}
+	// Active instances join the rate limiter (passive ones never run
+	// requests), which refuses resource counts that cannot serve them.
+	limits, err := s.opts.RateLimiter.register(cfg, activeRefs)
+	if err != nil {
+		for _, i := range append(active, passive...) {
+			_ = i.Close()
+		}
+		return nil, err
+	}
 	if seq != nil {
-		mv.exec = newSeqBatcher(seq, active, mv.Stats, mv.log)
+		mv.exec = newSeqBatcher(seq, active, limits, mv.Stats, mv.log)
 	} else {
-		mv.exec = newScheduler(cfg, active, mv.Stats, mv.log)
+		mv.exec = newScheduler(cfg, active, limits, mv.Stats, mv.log)
 	}
 	mv.insts = append(slices.Clone(active), passive...)
 	return mv, nil

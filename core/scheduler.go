@@ -190,22 +190,29 @@ type scheduler struct {
 
 	// preserve_ordering: jobs in the order they left the queue.
 	order takenOrder
+
+	// limits are the instances' rate limiter slots (nil: rate limiting off).
+	limits limitSlots
 }
 
-func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, stats *Stats, log *slog.Logger) *scheduler {
+func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSlots, stats *Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
-	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log,
+	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log, limits: limits,
 		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1), quit: make(chan struct{})}
 	for _, p := range policies {
 		s.levels = append(s.levels, &level{policy: p})
 	}
 	s.turn <- struct{}{}
-	for _, inst := range insts {
-		s.pipelined(inst)
+	if limits == nil {
+		// Under the rate limiter an instance runs one execution at a
+		// time, as Triton's: no pipelining.
+		for _, inst := range insts {
+			s.pipelined(inst)
+		}
 	}
-	for _, inst := range insts {
+	for i, inst := range insts {
 		s.wg.Add(1)
-		go s.worker(inst)
+		go s.worker(inst, limits.at(i))
 	}
 	return s
 }
@@ -301,7 +308,7 @@ func (s *scheduler) remove(j *job, err error) {
 	s.poke() // the batch being formed may have changed
 }
 
-func (s *scheduler) worker(inst Instance) {
+func (s *scheduler) worker(inst Instance, limit *limitSlot) {
 	defer s.wg.Done()
 	var jobs []*job
 	var e Execution
@@ -324,6 +331,7 @@ func (s *scheduler) worker(inst Instance) {
 			}
 		}
 		s.wakePipelines()
+		limit.acquire() // waits for the rate limiter's resources, if any
 		s.busy.Add(1)
 		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)
@@ -337,6 +345,7 @@ func (s *scheduler) worker(inst Instance) {
 			s.turn <- struct{}{}
 		default:
 		}
+		limit.release(next != nil)
 		s.answer(jobs, errs)
 		jobs = next
 	}
@@ -697,6 +706,7 @@ func (s *scheduler) close() {
 	// and passes the turn on; each later worker checks before it waits.
 	s.poke()
 	s.wg.Wait()
+	s.limits.unregister()
 	for _, inst := range s.insts {
 		_ = inst.Close()
 	}

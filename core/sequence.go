@@ -56,6 +56,7 @@ type seqSlot struct {
 // seqInstance is one instance with its slots and its worker's wake-up.
 type seqInstance struct {
 	inst  Instance
+	limit *limitSlot // its rate limiter slot; nil: rate limiting off
 	slots []*seqSlot
 	wake  chan struct{}
 
@@ -121,12 +122,12 @@ type seqBatcher struct {
 	ids atomic.Uint64
 }
 
-func newSeqBatcher(sc *seqConfig, insts []Instance, stats *Stats, log *slog.Logger) *seqBatcher {
+func newSeqBatcher(sc *seqConfig, insts []Instance, limits limitSlots, stats *Stats, log *slog.Logger) *seqBatcher {
 	b := &seqBatcher{cfg: sc, stats: stats, log: log,
 		active: map[corrKey]*seqSlot{}, backlogOf: map[corrKey]*backlogged{}, lastSeen: map[corrKey]time.Time{},
 		quit: make(chan struct{})}
-	for _, inst := range insts {
-		si := &seqInstance{inst: inst, wake: make(chan struct{}, 1)}
+	for i, inst := range insts {
+		si := &seqInstance{inst: inst, limit: limits.at(i), wake: make(chan struct{}, 1)}
 		for k := range sc.slots {
 			si.slots = append(si.slots, &seqSlot{inst: si, idx: k})
 		}
@@ -471,7 +472,9 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			}
 			continue
 		}
+		si.limit.acquire() // waits for the rate limiter's resources, if any
 		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
+		si.limit.release(false)
 		var lost []*job
 		b.mu.Lock()
 		for i, j := range jobs {
@@ -792,6 +795,9 @@ func (b *seqBatcher) close() {
 	close(b.quit)
 	b.wg.Wait()
 	for _, si := range b.insts {
+		if si.limit != nil {
+			limitSlots{si.limit}.unregister()
+		}
 		_ = si.inst.Close()
 	}
 }

@@ -67,6 +67,9 @@ type Options struct {
 	// repositories is two models (namespace.go). Repos must have
 	// Namespacing set alike.
 	Namespacing bool
+	// RateLimiter is --rate-limit=execution_count's rate limiter, shared
+	// by every model; nil: --rate-limit=off.
+	RateLimiter *RateLimiter
 	// ResponseCache, when set, serves the versions whose config enables
 	// response_cache (--cache-config); nil: no version caches.
 	ResponseCache cache.Store
