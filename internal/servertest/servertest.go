@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/repo"
 )
@@ -77,6 +78,8 @@ type Options struct {
 	// Repos are more roots after Repo; Namespacing is --model-namespacing.
 	Repos       []string
 	Namespacing bool
+	// ResponseCache is the server's response cache (--cache-config).
+	ResponseCache cache.Store
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -101,6 +104,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	srv := core.NewServer(core.Options{
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
+		ResponseCache: o.ResponseCache,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
