@@ -52,6 +52,7 @@ func NewLocal(settings map[string]string) (*Local, error) {
 	}
 	for k := range settings {
 		if k != "size" {
+			//lint:ignore ST1005 Triton's words.
 			return nil, fmt.Errorf("Failed to initialize LocalCache: unknown setting %q (the local cache takes only 'size')", k)
 		}
 	}
@@ -95,6 +96,7 @@ func (c *Local) Insert(_ context.Context, key string, entry []byte) error {
 	}
 	n := uint64(len(entry))
 	if n > c.size {
+		//lint:ignore ST1005 Triton's exact wording.
 		return fmt.Errorf("Requested byte_size: %d is greater than total cache size: %d: %w", n, c.size, ErrTooLarge)
 	}
 	for c.used+n > c.size {

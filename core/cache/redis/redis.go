@@ -78,8 +78,7 @@ func New(ctx context.Context, settings map[string]string, getenv func(string) st
 	defer cancel()
 	if err := c.client.Ping(pctx).Err(); err != nil {
 		_ = c.client.Close()
-		//lint:ignore ST1005 Triton's words.
-		return nil, fmt.Errorf("Failed to initialize RedisCache: cannot reach Redis at %s: %w", opts.Addr, err)
+		return nil, initError("cannot reach Redis at %s: %w", opts.Addr, err)
 	}
 	return c, nil
 }
@@ -93,6 +92,11 @@ type debugLog struct{ log *slog.Logger }
 
 func (d debugLog) Printf(ctx context.Context, format string, v ...any) {
 	d.log.DebugContext(ctx, fmt.Sprintf(format, v...))
+}
+
+// initError words an error as Triton's redis cache does.
+func initError(format string, args ...any) error {
+	return fmt.Errorf("Failed to initialize RedisCache: "+format, args...)
 }
 
 // known are the settings Triton's redis cache reads.
@@ -112,7 +116,7 @@ func Options(settings map[string]string, getenv func(string) string) (*goredis.O
 	}
 	for k := range settings {
 		if !known[k] {
-			return nil, fmt.Errorf("Failed to initialize RedisCache: unknown setting %q", k)
+			return nil, initError("unknown setting %q", k)
 		}
 	}
 	if getenv == nil {
@@ -143,12 +147,12 @@ func Options(settings map[string]string, getenv func(string) string) (*goredis.O
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min {
-			return 0, false, fmt.Errorf("Failed to initialize RedisCache: %s=%q is not a whole number of at least %d", key, v, min)
+			return 0, false, initError("%s=%q is not a whole number of at least %d", key, v, min)
 		}
 		return n, true, nil
 	}
 	if _, err := strconv.Atoi(port); err != nil {
-		return nil, fmt.Errorf("Failed to initialize RedisCache: port=%q is not a number", port)
+		return nil, initError("port=%q is not a number", port)
 	}
 	if n, ok, err := num("db", 0); err != nil {
 		return nil, err
@@ -200,12 +204,12 @@ func tlsConfig(settings map[string]string, host string) (*tls.Config, error) {
 	}
 	cert, key := settings["cert"], settings["key"]
 	if (cert == "") != (key == "") {
-		return nil, errors.New("Failed to initialize RedisCache: TLS needs both 'cert' and 'key', or neither")
+		return nil, initError("TLS needs both 'cert' and 'key', or neither")
 	}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return nil, fmt.Errorf("Failed to initialize RedisCache: TLS certificate %s and key %s: %w", cert, key, err)
+			return nil, initError("TLS certificate %s and key %s: %w", cert, key, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
@@ -216,7 +220,7 @@ func tlsConfig(settings map[string]string, host string) (*tls.Config, error) {
 	if dir := settings["cacert_dir"]; dir != "" {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, fmt.Errorf("Failed to initialize RedisCache: cacert_dir: %w", err)
+			return nil, initError("cacert_dir: %w", err)
 		}
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -229,10 +233,10 @@ func tlsConfig(settings map[string]string, host string) (*tls.Config, error) {
 		for _, f := range files {
 			pem, err := os.ReadFile(f)
 			if err != nil {
-				return nil, fmt.Errorf("Failed to initialize RedisCache: CA certificate: %w", err)
+				return nil, initError("CA certificate: %w", err)
 			}
 			if !pool.AppendCertsFromPEM(pem) && f == settings["cacert"] {
-				return nil, fmt.Errorf("Failed to initialize RedisCache: CA certificate %s holds no PEM certificate", f)
+				return nil, initError("CA certificate %s holds no PEM certificate", f)
 			}
 		}
 		cfg.RootCAs = pool
