@@ -51,7 +51,6 @@ func responseCacheSettings(v *options.Values) (responseCacheConfig, error) {
 		caches[name][key] = value
 	}
 	if len(caches) > 1 {
-		//lint:ignore ST1005 Triton's exact wording.
 		return c, errors.New("found multiple cache configurations, but only a single cache is currently supported")
 	}
 	for name, settings := range caches {
@@ -83,6 +82,5 @@ func newResponseCache(ctx context.Context, c responseCacheConfig, log *slog.Logg
 	}
 	// Triton looks for the cache's library in the cache directory; inferd
 	// has local and redis built in.
-	//lint:ignore ST1005 Triton's words.
 	return nil, nil, fmt.Errorf("unable to find 'libtritoncache_%s.so' for cache. Searched: %s (inferd has the caches local and redis built in)", c.name, c.dir)
 }
