@@ -30,7 +30,8 @@ func TestModelNamespacing(t *testing.T) {
 	simple3.Versions = []string{"3"}
 	a := servertest.WriteRepo(t, map[string]servertest.Model{"simple": servertest.Simple("simple"), "chain_a": servertest.Chain("chain_a")})
 	b := servertest.WriteRepo(t, map[string]servertest.Model{"simple": simple3, "chain_b": servertest.Chain("chain_b")})
-	r := start(t, "--model-repository="+a, "--model-repository="+b, "--model-namespacing=true", "--grpc-address=127.0.0.1", "--model-control-mode=explicit", "--load-model=*")
+	r := start(t, "--model-repository="+a, "--model-repository="+b, "--model-namespacing=true", "--grpc-address=127.0.0.1", "--model-control-mode=explicit", "--load-model=*",
+		"--metrics-config=summary_latencies=true")
 	if r.http == "" {
 		t.Fatalf("server did not start: %v", <-r.done)
 	}
@@ -77,6 +78,8 @@ func TestModelNamespacing(t *testing.T) {
 		{`nv_inference_request_success{model="simple",namespace="` + a + `",version="1"}`, "2"},
 		{`nv_inference_request_success{model="simple",namespace="` + b + `",version="3"}`, "2"},
 		{`nv_inference_request_success{model="chain_a",namespace="` + a + `",version="1"}`, "1"},
+		// The version's observer families carry it too.
+		{`nv_inference_request_summary_us_count{model="simple",namespace="` + b + `",version="3"}`, "2"},
 	} {
 		if got := metricValue(t, text, c.series); got != c.want {
 			t.Errorf("%s = %s, want %s", c.series, got, c.want)
