@@ -186,7 +186,7 @@ func TestLaunchLines(t *testing.T) {
 					t.Errorf("no-op %s missing from the warning: %s", n, w)
 				}
 			}
-			for _, n := range []string{"--grpc-max-response-pool-size (decoupled responses)", "--rate-limit (rate limiter)"} {
+			for _, n := range []string{"--grpc-max-response-pool-size (decoupled responses)"} {
 				if !strings.Contains(w, n) {
 					t.Errorf("planned %s missing from the warning: %s", n, w)
 				}

@@ -126,6 +126,8 @@ type config struct {
 
 	// responseCache is --cache-config (or --response-cache-byte-size).
 	responseCache responseCacheConfig
+	// rateLimit is --rate-limit and --rate-limit-resource.
+	rateLimit rateLimitConfig
 
 	// planned and noop are the given options that take no effect here
 	// (their feature is not built yet, or they mean nothing for ONNX
@@ -226,6 +228,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	c.planned, c.noop = v.Inert()
 	if c.responseCache, err = responseCacheSettings(v); err != nil {
+		return nil, err
+	}
+	if c.rateLimit, err = rateLimitSettings(v); err != nil {
 		return nil, err
 	}
 	c.traceValues = v.List("trace-config")

@@ -495,6 +495,7 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 		Logger:          log,
 		Observers:       observers,
 		ResponseCache:   respCache,
+		RateLimiter:     cfg.rateLimit.limiter,
 	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 

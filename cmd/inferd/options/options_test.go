@@ -96,7 +96,7 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--cuda-memory-pool-byte-size=4096000000"}, "is not <first>:<second>"},
 		{[]string{"--model-load-gpu-limit=0:1.5"}, "expects limit fraction"},
 		{[]string{"--rate-limit=sometimes"}, "is not one of execution_count, off"},
-		{[]string{"--rate-limit-resource=R1"}, "is not <name>:<count>"},
+		{[]string{"--rate-limit-resource=R1"}, "invalid value for --rate-limit-resource: --rate-limit-resource option format is '<resource_name>:<count>:<device>' or '<resource_name>:<count>'. Got R1"},
 		{[]string{"--host-policy=gpu_0,bogus=1"}, "unsupported host policy setting"},
 		{[]string{"--http-restricted-api=admin"}, `"admin" is not <category>[,<category>...]:<key>=<value>`},
 		{[]string{"--backend-config=,x=1"}, "the name before ',' is empty"},

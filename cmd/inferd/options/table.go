@@ -1,6 +1,7 @@
 package options
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,8 +16,7 @@ var timeParseDuration = time.ParseDuration
 
 // Features an option can wait for (the issue that makes it real).
 const (
-	featStream    = "decoupled responses"
-	featRateLimit = "rate limiter"
+	featStream = "decoupled responses"
 )
 
 // Why an option has no meaning here.
@@ -159,10 +159,11 @@ func All() []*Option {
 			Usage: "Response cache setting <cache>,<setting>=<value> (repeatable): local,size=<bytes>, or redis,host=<host> with redis,port=<port> and redis's user, password, db, timeouts and TLS."},
 		{Name: "cache-directory", Group: "Response Cache", Kind: String, Default: "/opt/tritonserver/caches", Usage: "Where cache implementations are found (inferd has local and redis built in; named in the error for another cache)."},
 
-		{Name: "rate-limit", Group: "Rate Limiter", Kind: String, Default: "off", Status: Planned, Feature: featRateLimit, Check: oneOf(true, "execution_count", "off"),
-			Usage: "Rate limiting: execution_count or off."},
-		{Name: "rate-limit-resource", Group: "Rate Limiter", Kind: String, Repeat: true, Label: "<string>:<integer>:<integer>", Status: Planned, Feature: featRateLimit, Check: rateLimitResource,
-			Usage: "Resource count <name>:<count>[:<device>] (repeatable)."},
+		{Name: "rate-limit", Group: "Rate Limiter", Kind: String, Default: "off", Check: rateLimit,
+			Usage: "Rate limiting: execution_count runs an instance's execution once the resources of its instance group's rate_limiter are free, the instances waiting ordered by executions × priority across models; off ignores rate_limiter and runs as soon as an instance is ready."},
+		{Name: "rate-limit-resource", Group: "Rate Limiter", Kind: String, Repeat: true, Label: "<string>:<integer>:<integer>", Check: rateLimitResource,
+			Usage: "Resource count <name>:<count>[:<device>] (repeatable); without <device> it applies to every device, and the device is ignored for global resources. " +
+				"By default a resource has the most any instance needs; once any count is given, resources not given have none."},
 
 		{Name: "pinned-memory-pool-byte-size", Group: "Memory/Device Management", Kind: Int64, Default: "268435456", Status: NoOp, Feature: noPinned, Check: atLeast64(0),
 			Usage: "Pinned host memory pool size, bytes."},
@@ -378,15 +379,44 @@ func restricted(v string) error {
 	return nil
 }
 
-func rateLimitResource(v string) error {
-	parts := strings.Split(v, ":")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
-		return fmt.Errorf("%q is not <name>:<count> or <name>:<count>:<device>", v)
-	}
-	for _, p := range parts[1:] {
-		if err := parseValue(Int, p); err != nil {
-			return err
-		}
+// rateLimit checks --rate-limit (case-insensitive) in Triton's words
+// (triton-inference-server/server src/command_line_parser.cc).
+func rateLimit(v string) error {
+	if !strings.EqualFold(v, "execution_count") && !strings.EqualFold(v, "off") {
+		return fmt.Errorf("invalid argument for --rate-limit: %q is not one of execution_count, off", v)
 	}
 	return nil
+}
+
+func rateLimitResource(v string) error {
+	_, _, _, err := RateLimitResource(v)
+	return err
+}
+
+// RateLimitResource reads a --rate-limit-resource value,
+// <name>:<count>[:<device>], as Triton does
+// (triton-inference-server/server src/command_line_parser.cc); device is
+// -1 when not given. The name is kept as typed. Triton would take a
+// negative count as a huge one; it is refused here.
+func RateLimitResource(v string) (name string, count uint64, device int, err error) {
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return "", 0, 0, tritonText("--rate-limit-resource option format is '<resource_name>:<count>:<device>' or '<resource_name>:<count>'. Got " + v)
+	}
+	device = -1
+	bad := parts[1] // Triton names the number it could not read
+	n, err := strconv.Atoi(bad)
+	if err == nil && len(parts) == 3 {
+		bad = parts[2]
+		device, err = strconv.Atoi(bad)
+	}
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return "", 0, 0, tritonText("Provided option value is out of bound. Got " + bad)
+	case err != nil:
+		return "", 0, 0, tritonText("Invalid option value. Got " + bad)
+	case n < 0:
+		return "", 0, 0, fmt.Errorf("the count of --rate-limit-resource must not be negative. Got %s", v)
+	}
+	return parts[0], uint64(n), device, nil
 }
