@@ -227,3 +227,11 @@ func (s *Server) reregister(key string) {
 // key is the version's model's registry key: the response cache keys
 // entries by it, so same-named models of two namespaces never share them.
 func (mv *ModelVersion) key() string { return repo.Key(mv.Namespace, mv.Name) }
+
+// Resolve reports the error a request naming model name meets before any
+// version is looked at: with namespacing, Triton's unknown, unloaded and
+// ambiguous names (resolve); nil without.
+func (s *Server) Resolve(name string) error {
+	_, err := s.resolve(name)
+	return err
+}

@@ -46,7 +46,9 @@ func TestModelNamespacing(t *testing.T) {
 		{"infer ambiguous", "POST", "/v2/models/simple/infer", readmeExample, 400, errorJSON(ambiguous)},
 		{"metadata ambiguous", "GET", "/v2/models/simple", "", 400, errorJSON(ambiguous)},
 		{"config ambiguous", "GET", "/v2/models/simple/config", "", 400, errorJSON(ambiguous)},
-		{"ready ambiguous", "GET", "/v2/models/simple/ready", "", 400, ""},
+		{"ready ambiguous", "GET", "/v2/models/simple/ready", "", 400, errorJSON(ambiguous)},
+		{"ready unknown", "GET", "/v2/models/nope/ready", "", 400, errorJSON("Request for unknown model: 'nope' is not found")},
+		{"ready a's only", "GET", "/v2/models/chain_a/ready", "", 200, ""},
 		{"infer unknown", "POST", "/v2/models/nope/infer", readmeExample, 400, errorJSON("Request for unknown model: 'nope' is not found")},
 		{"metadata unknown", "GET", "/v2/models/nope", "", 400, errorJSON("Request for unknown model: 'nope' is not found")},
 		{"ensemble a", "POST", "/v2/models/chain_a/infer", chainBody, 200, ""},
@@ -105,6 +107,11 @@ func TestModelNamespacing(t *testing.T) {
 	wantStatus("gRPC infer ambiguous", err, codes.InvalidArgument, ambiguous)
 	_, err = c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "nope"})
 	wantStatus("gRPC metadata unknown", err, codes.InvalidArgument, "Request for unknown model: 'nope' is not found")
+	_, err = c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "simple"})
+	wantStatus("gRPC ready ambiguous", err, codes.InvalidArgument, ambiguous)
+	if ready, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "chain_b"}); err != nil || !ready.GetReady() {
+		t.Errorf("gRPC ready chain_b: %v %v", ready, err)
+	}
 
 	// Unloading the name unloads both, and the ensembles over them; a
 	// request then finds no identifier left. Loading brings all back.
@@ -113,6 +120,9 @@ func TestModelNamespacing(t *testing.T) {
 	}
 	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 404 || body != errorJSON("Identifier of model 'simple' is not found in global map") {
 		t.Errorf("infer after unload: %d %s", s, body)
+	}
+	if s, body := get(t, r.http+"/v2/models/simple/ready"); s != 404 || body != errorJSON("Identifier of model 'simple' is not found in global map") {
+		t.Errorf("ready after unload: %d %s", s, body)
 	}
 	_, err = c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "simple"})
 	wantStatus("gRPC metadata after unload", err, codes.NotFound, "Identifier of model 'simple' is not found in global map")

@@ -95,6 +95,12 @@ func appendTensorMetas(b []byte, ts []v2.TensorMeta) []byte {
 }
 
 func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string, version int64) {
+	// With model namespacing Triton's model lookup answers an unknown,
+	// unloaded or ambiguous name with its own error.
+	if err := s.core.Resolve(name); err != nil {
+		writeError(w, err)
+		return
+	}
 	if v2.ModelReady(s.core, name, version) {
 		writeEmpty(w, http.StatusOK)
 		return

@@ -68,11 +68,16 @@ func ModelReady(c *core.Server, name string, version int64) bool {
 // ModelReadiness is gRPC's ModelReady answer (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterModelReady): a server
 // that is not ready — inferd's only such state once serving is exiting —
-// is ErrServerNotReady, otherwise ModelReady. HTTP answers every
-// not-ready case 400 (src/http_server.cc, HandleModelReady) and uses ModelReady.
+// is ErrServerNotReady; with model namespacing a name that resolves to no
+// one model is its error (core.Server.Resolve), as Triton's model lookup
+// answers it; otherwise ModelReady. HTTP answers every other not-ready case
+// 400 (src/http_server.cc, HandleModelReady) and uses ModelReady.
 func ModelReadiness(c *core.Server, name string, version int64, exiting bool) (bool, error) {
 	if exiting {
 		return false, ErrServerNotReady
+	}
+	if err := c.Resolve(name); err != nil {
+		return false, err
 	}
 	return ModelReady(c, name, version), nil
 }
