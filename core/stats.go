@@ -68,6 +68,14 @@ type Observer interface {
 	ObserveFirstResponse(ms uint64)
 }
 
+// CacheObserver is an Observer that also sees the response cache: a hit's
+// queue and lookup time, a miss's lookup and insertion time, in whole
+// microseconds (Triton's nv_cache_*_summary_per_model).
+type CacheObserver interface {
+	ObserveCacheHit(queueUs, lookupUs uint64)
+	ObserveCacheMiss(us uint64)
+}
+
 // RequestDurations are one request's durations in whole microseconds
 // (truncated, as Triton adds them).
 type RequestDurations struct {
@@ -152,6 +160,9 @@ func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
 func (s *Stats) recordCacheHit(req, queue, lookup, end time.Time, lookupNs int64) {
 	reqNs := end.Sub(req).Nanoseconds()
 	queueNs := lookup.Sub(queue).Nanoseconds()
+	if co, ok := s.obs.(CacheObserver); ok {
+		co.ObserveCacheHit(us(queueNs), us(lookupNs))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snap.Success.add(reqNs)
@@ -165,6 +176,9 @@ func (s *Stats) recordCacheHit(req, queue, lookup, end time.Time, lookupNs int64
 // recordCacheMiss adds a miss's lookup and insertion time to the request
 // duration already recorded, as Triton's UpdateSuccessCacheMiss.
 func (s *Stats) recordCacheMiss(ns int64) {
+	if co, ok := s.obs.(CacheObserver); ok {
+		co.ObserveCacheMiss(us(ns))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ns > 0 {

@@ -105,7 +105,7 @@ func TestResponseCacheOverHTTPAndGRPC(t *testing.T) {
 		args  []string
 		local bool
 	}{
-		{"local", []string{"--cache-config=local,size=1048576"}, true},
+		{"local", []string{"--cache-config=local,size=1048576", "--metrics-config=summary_latencies=true"}, true},
 		{"deprecated byte size", []string{"--response-cache-byte-size=1048576"}, true},
 		{"redis", []string{"--cache-config=redis,host=" + srv.Host, "--cache-config=redis,port=" + strconv.Itoa(srv.Port)}, false},
 	} {
@@ -149,6 +149,22 @@ func TestResponseCacheOverHTTPAndGRPC(t *testing.T) {
 			if tc.local {
 				if v := metricValue(t, text, "nv_cache_num_entries"); v != "1" {
 					t.Errorf("nv_cache_num_entries = %s", v)
+				}
+			}
+			summaries := strings.Contains(strings.Join(tc.args, " "), "summary_latencies=true")
+			for series, want := range map[string]string{
+				`nv_cache_hit_summary_per_model_count{model="simple",version="1"}`:  "2",
+				`nv_cache_miss_summary_per_model_count{model="simple",version="1"}`: "1",
+				`nv_inference_queue_summary_us_count{model="simple",version="1"}`:   "3", // hits too, as in Triton
+			} {
+				if !summaries {
+					if strings.Contains(text, "nv_cache_hit_summary_per_model") {
+						t.Errorf("cache summaries without summary_latencies=true")
+					}
+					break
+				}
+				if v := metricValue(t, text, series); v != want {
+					t.Errorf("%s = %s, want %s", series, v, want)
 				}
 			}
 		})

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferd/inferd/core"
@@ -22,6 +24,39 @@ var (
 func emitCache(emit func(f family, v float64, extraName, extraValue string), st core.StatsSnapshot) {
 	for i, v := range [...]uint64{st.CacheHit.Count, st.CacheHitUs, st.CacheMiss.Count, st.CacheMissUs} {
 		emit(cacheModelFamily[i], float64(v), "", "")
+	}
+}
+
+// cacheSummaries are Triton's nv_cache_hit/miss_summary_per_model, kept
+// with summary_latencies=true for versions whose response cache is on.
+type cacheSummaries struct{ hit, miss prometheus.Summary }
+
+func newCacheSummaries(c Config, labels prometheus.Labels) *cacheSummaries {
+	summary := func(name, help string) prometheus.Summary {
+		return prometheus.NewSummary(prometheus.SummaryOpts{Name: name, Help: help, ConstLabels: labels,
+			Objectives: c.SummaryQuantiles, MaxAge: 60 * time.Second, AgeBuckets: 5})
+	}
+	return &cacheSummaries{
+		hit:  summary("nv_cache_hit_summary_per_model", "Summary of cache hit counts/durations per model, in microseconds."),
+		miss: summary("nv_cache_miss_summary_per_model", "Summary of cache miss counts/durations per model, in microseconds."),
+	}
+}
+
+// ObserveCacheHit implements core.CacheObserver: as Triton, a hit is
+// observed in the queue summary and the hit summary.
+func (o *observer) ObserveCacheHit(queueUs, lookupUs uint64) {
+	if o.summaries != nil {
+		o.summaries[1].Observe(float64(queueUs))
+	}
+	if o.cache != nil {
+		o.cache.hit.Observe(float64(lookupUs))
+	}
+}
+
+// ObserveCacheMiss implements core.CacheObserver.
+func (o *observer) ObserveCacheMiss(us uint64) {
+	if o.cache != nil {
+		o.cache.miss.Observe(float64(us))
 	}
 }
 

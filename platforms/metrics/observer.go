@@ -52,6 +52,7 @@ func (c Config) Observers(log *slog.Logger) core.ObserverFactory {
 type observer struct {
 	summaries     []prometheus.Summary // RequestDurations order; nil when off
 	firstResponse prometheus.Histogram // nil when off
+	cache         *cacheSummaries      // nil unless summaries are on and the version caches
 }
 
 func newObserver(mv *core.ModelVersion, c Config, log *slog.Logger) *observer {
@@ -70,6 +71,9 @@ func newObserver(mv *core.ModelVersion, c Config, log *slog.Logger) *observer {
 				MaxAge: 60 * time.Second, AgeBuckets: 5,
 			}))
 		}
+	}
+	if c.SummaryLatencies && mv.CacheEnabled() {
+		o.cache = newCacheSummaries(c, labels)
 	}
 	if c.HistogramLatencies {
 		o.firstResponse = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -127,5 +131,9 @@ func (o *observer) collect(ch chan<- prometheus.Metric) {
 	}
 	if o.firstResponse != nil {
 		o.firstResponse.Collect(ch)
+	}
+	if o.cache != nil {
+		o.cache.hit.Collect(ch)
+		o.cache.miss.Collect(ch)
 	}
 }
