@@ -49,6 +49,7 @@ func TestModelNamespacing(t *testing.T) {
 		{"ready ambiguous", "GET", "/v2/models/simple/ready", "", 400, errorJSON(ambiguous)},
 		{"ready unknown", "GET", "/v2/models/nope/ready", "", 400, errorJSON("Request for unknown model: 'nope' is not found")},
 		{"ready a's only", "GET", "/v2/models/chain_a/ready", "", 200, ""},
+		{"stats ambiguous", "GET", "/v2/models/simple/stats", "", 400, errorJSON("requested model 'simple' is not available")},
 		{"infer unknown", "POST", "/v2/models/nope/infer", readmeExample, 400, errorJSON("Request for unknown model: 'nope' is not found")},
 		{"metadata unknown", "GET", "/v2/models/nope", "", 400, errorJSON("Request for unknown model: 'nope' is not found")},
 		{"ensemble a", "POST", "/v2/models/chain_a/infer", chainBody, 200, ""},
@@ -71,6 +72,20 @@ func TestModelNamespacing(t *testing.T) {
 	want := `[{"name":"chain_a","version":"1","state":"READY"},{"name":"simple","version":"1","state":"READY"},{"name":"chain_b","version":"1","state":"READY"},{"name":"simple","version":"3","state":"READY"}]`
 	if index != want {
 		t.Errorf("index %s, want %s", index, want)
+	}
+
+	// Every model's statistics list both simples under their name.
+	var stats struct {
+		ModelStats []struct{ Name, Version string } `json:"model_stats"`
+	}
+	_, body := get(t, r.http+"/v2/models/stats")
+	must(t, json.Unmarshal([]byte(body), &stats))
+	var names []string
+	for _, m := range stats.ModelStats {
+		names = append(names, m.Name+":"+m.Version)
+	}
+	if got := strings.Join(names, ","); got != "chain_a:1,chain_b:1,simple:1,simple:3" {
+		t.Errorf("statistics of every model: %s", got)
 	}
 
 	// Metrics: each simple's series carries its namespace; each ensemble
