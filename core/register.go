@@ -42,7 +42,7 @@ func (s *Server) UnregisterRepository(root string) error {
 	}
 	for _, name := range names {
 		if s.opts.Namespacing {
-			s.forget(repo.Key(root, name)) // no other root has this key
+			s.forget(repo.Key(src.String(), name)) // no other root has this key
 			continue
 		}
 		if _, err := s.opts.Repos.Find(ctx, name); err == nil {
