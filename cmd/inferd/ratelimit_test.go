@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,9 +12,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
 // globalR is an instance group of one CPU instance that needs the global
@@ -86,9 +94,18 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 		t.Errorf("index: %d %s, want the reason %s", s, b, want)
 	}
 
-	r = start(t, "--model-repository="+root, "--model-control-mode=explicit", "--rate-limit=execution_count", "--rate-limit-resource=R:1:0")
+	r = start(t, "--model-repository="+root, "--model-control-mode=explicit", "--rate-limit=execution_count", "--rate-limit-resource=R:1:0", "--grpc-address=127.0.0.1")
 	if s, b := post(t, r.http+"/v2/repository/models/greedy/load", ""); s != 400 || !strings.Contains(b, `load failed for model 'greedy'`) || !strings.Contains(b, want) {
 		t.Errorf("load: %d %s, want 400 with %s", s, b, want)
+	}
+	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = pb.NewGRPCInferenceServiceClient(conn).RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "greedy"})
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), strings.ReplaceAll(want, `\"`, `"`)) {
+		t.Errorf("gRPC load: %v, want INVALID_ARGUMENT with %s", err, want)
 	}
 
 	for _, args := range [][]string{{"--rate-limit=execution_count", "--rate-limit-resource=R:2"}, {"--rate-limit=off", "--rate-limit-resource=R:1"}, {"--rate-limit-resource=R:1"}} {
