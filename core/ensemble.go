@@ -630,8 +630,10 @@ func (s *Server) loadComposing(ctx context.Context, namespace string, cfg *model
 	var missing []string
 	loadErrs := map[string]error{}
 	for _, dep := range composingModels(cfg) {
-		if slices.Contains(chain, dep) {
-			return nil, Errorf(CodeInvalidArg, "circular dependency between ensembles: %s -> %s", strings.Join(chain, " -> "), dep)
+		for _, key := range s.stepKeys(ctx, namespace, dep) {
+			if slices.Contains(chain, key) {
+				return nil, Errorf(CodeInvalidArg, "circular dependency between ensembles: %s -> %s", strings.Join(chain, " -> "), key)
+			}
 		}
 		if err := s.loadStep(ctx, namespace, dep); err != nil {
 			s.log.Error("failed to load a composing model", "ensemble", name, "model", dep, "err", err)

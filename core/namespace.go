@@ -235,3 +235,26 @@ func (s *Server) Resolve(name string) error {
 	_, err := s.resolve(name)
 	return err
 }
+
+// stepKeys are the keys loadStep loads for an ensemble's composing model
+// dep: the ensemble's circular-dependency check looks for them in the
+// chain of ensembles being loaded.
+func (s *Server) stepKeys(ctx context.Context, namespace, dep string) []string {
+	if !s.opts.Namespacing {
+		return []string{dep}
+	}
+	if namespace != "" {
+		if _, err := s.opts.Repos.FindIn(ctx, namespace, dep); err == nil {
+			return []string{repo.Key(namespace, dep)}
+		}
+	}
+	locs, _ := s.opts.Repos.FindAll(ctx, dep)
+	if len(locs) == 0 {
+		return []string{dep}
+	}
+	keys := make([]string, 0, len(locs))
+	for _, loc := range locs {
+		keys = append(keys, repo.Key(loc.Source.String(), dep))
+	}
+	return keys
+}

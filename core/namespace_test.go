@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
@@ -210,5 +211,36 @@ func TestNamespacingAmbiguousStep(t *testing.T) {
 	// Both simples loaded as its composing models, and serve.
 	if served(t, s, a, "simple") == nil || served(t, s, b, "simple") == nil {
 		t.Fatal("the composing models must serve")
+	}
+}
+
+// TestNamespacingCycles: ensembles that depend on each other fail with
+// the cycle, named by "<repository>::<name>", whether the loop stays in
+// one repository or runs through another.
+func TestNamespacingCycles(t *testing.T) {
+	out16 := []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"}
+	step := func(model string) servertest.Step {
+		return servertest.Step{Model: model, In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}}
+	}
+	loop := func(name, next string) servertest.Model {
+		return servertest.Ensemble(servertest.EnsembleConfig(name, 8, io16, out16, step(next)))
+	}
+	a := servertest.WriteRepo(t, map[string]servertest.Model{"loop_a": loop("loop_a", "loop_b"), "loop_b": loop("loop_b", "loop_a"), "x": loop("x", "y")})
+	b := servertest.WriteRepo(t, map[string]servertest.Model{"y": loop("y", "x")})
+	s := servertest.Start(t, servertest.Options{Repo: a, Repos: []string{b}, Namespacing: true, Mode: core.ModeExplicit})
+	for _, tc := range []struct{ model, want string }{
+		{"loop_a", "circular dependency between ensembles: " + a + "::loop_a -> " + a + "::loop_b -> " + a + "::loop_a"},
+		{"x", "circular dependency between ensembles: " + a + "::x -> " + b + "::y -> " + a + "::x"},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- s.Load(context.Background(), tc.model, nil) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("load %s: %v, want %q", tc.model, err, tc.want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("load %s never ended", tc.model)
+		}
 	}
 }
