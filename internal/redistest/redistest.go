@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,11 +51,34 @@ func Start(t testing.TB, extra ...string) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
+	if slices.Contains(extra, "--tls-port") {
+		port = 0 // TLS only
+	}
 	s := &Server{Host: "127.0.0.1", Port: port, bin: bin, t: t,
 		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// StartTLS runs redis-server serving TLS only (Debian's build has it), with
+// a certificate for 127.0.0.1 signed by a fresh CA; caFile is the CA's
+// PEM file, for the client's cacert. Clients need no certificate.
+func StartTLS(t testing.TB, extra ...string) (s *Server, caFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	caFile, certFile, keyFile := writeCerts(t, dir)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	args := append([]string{"--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", caFile, "--tls-auth-clients", "no"}, extra...)
+	s = Start(t, args...)
+	s.Port = port
+	return s, caFile
 }
 
 // Restart starts the process again after Stop (on the same port).

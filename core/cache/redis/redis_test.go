@@ -242,3 +242,28 @@ func TestRefusedCredentialsMidRun(t *testing.T) {
 		t.Errorf("after the credentials are accepted again: %q, %v", v, ok)
 	}
 }
+
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	srv, ca := redistest.StartTLS(t)
+	settings := map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port)}
+	if _, err := New(ctx, settings, nil, nil); err == nil {
+		t.Error("a plain connection to a TLS-only Redis succeeded")
+	}
+	settings["tls_enabled"] = "true"
+	if _, err := New(ctx, settings, nil, nil); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("TLS without the CA: %v, want a certificate error", err)
+	}
+	settings["cacert"] = ca
+	c, err := New(ctx, settings, nil, nil)
+	if err != nil {
+		t.Fatalf("TLS with the CA: %v", err)
+	}
+	defer c.Close()
+	if err := c.Insert(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.Lookup(ctx, "k"); !ok || string(v) != "v" {
+		t.Errorf("lookup over TLS = %q, %v", v, ok)
+	}
+}
