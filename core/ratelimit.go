@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -215,9 +216,12 @@ func (rl *RateLimiter) explicitCount(key int, name string) uint64 {
 	return n
 }
 
-// acquire blocks until the slot may run an execution: it stages the slot
-// (unless release staged it already) and waits for its resources.
-func (t *limitSlot) acquire() {
+// acquire blocks until the slot may run an execution of jobs: it stages
+// the slot (unless release staged it already) and waits for its
+// resources. The jobs' queue time runs until then: Triton counts the wait
+// for resources as queue time, as its requests leave the queue when their
+// execution starts.
+func (t *limitSlot) acquire(jobs []*job) {
 	if t == nil {
 		return
 	}
@@ -230,6 +234,10 @@ func (t *limitSlot) acquire() {
 	t.ahead = false
 	rl.mu.Unlock()
 	<-t.grant
+	now := time.Now()
+	for _, j := range jobs {
+		j.times.exec = now
+	}
 }
 
 // release frees the slot's resources after an execution and counts it.

@@ -426,6 +426,18 @@ func TestRateLimiterDynamicBatching(t *testing.T) {
 	if !slices.Equal(rows, []int{1, 5}) {
 		t.Errorf("batches of %v rows, want [1 5]", rows)
 	}
+	// The first request waited for the resource (300 ms and more, while
+	// no execution could start): queue time, as Triton counts it, not
+	// compute input.
+	mv, release, err := s.Acquire("batched", LatestVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	st := mv.Stats.Snapshot()
+	if st.QueueUs < 300_000 || st.ComputeInputUs >= 300_000 {
+		t.Errorf("queue %d µs, compute input %d µs: the wait for the resource is not queue time", st.QueueUs, st.ComputeInputUs)
+	}
 }
 
 // TestRateLimiterSequenceBatching: a sequence's requests wait for their

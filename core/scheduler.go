@@ -331,7 +331,7 @@ func (s *scheduler) worker(inst Instance, limit *limitSlot) {
 			}
 		}
 		s.wakePipelines()
-		limit.acquire() // waits for the rate limiter's resources, if any
+		limit.acquire(jobs) // waits for the rate limiter's resources, if any
 		s.busy.Add(1)
 		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)

@@ -472,7 +472,7 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			}
 			continue
 		}
-		si.limit.acquire() // waits for the rate limiter's resources, if any
+		si.limit.acquire(jobs) // waits for the rate limiter's resources, if any
 		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
 		si.limit.release(false)
 		var lost []*job
