@@ -128,13 +128,13 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		s.log.Error("version policy", "model", name, "warning", w)
 	}
 	if len(selected) == 0 {
-		reason := fmt.Sprintf("at least one version must be available under the version policy of model '%s'", name)
+		reason := fmt.Sprintf("at least one version must be available under the version policy of model '%s'", id.name)
 		s.setModelFailure(name, reason)
 		return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, reason)
 	}
 	// A remote repository fetches only the versions the policy selected.
 	if vl, ok := src.(repo.VersionLocalizer); ok {
-		if err := vl.LocalizeVersions(ctx, name, selected); err != nil {
+		if err := vl.LocalizeVersions(ctx, id.name, selected); err != nil {
 			return s.failVersions(name, selected, err.Error())
 		}
 	}
