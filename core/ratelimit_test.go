@@ -478,3 +478,34 @@ func TestRateLimiterSequenceBatching(t *testing.T) {
 		answered(t, dones[i])
 	}
 }
+
+// TestRateLimiterUnloadAndReload: the default counts follow the loaded
+// instances: an unload takes its needs away, a load adds them again.
+func TestRateLimiterUnloadAndReload(t *testing.T) {
+	rl := NewRateLimiter(nil)
+	s, _, err := limitServer(t, rl, map[string]string{
+		"big":   limited("kind: KIND_CPU", `resources [ { name: "R" count: 3 } ]`),
+		"small": limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail := func() string {
+		rl.mu.Lock()
+		defer rl.mu.Unlock()
+		return fmt.Sprint(rl.avail)
+	}
+	if got := avail(); got != fmt.Sprint(resourceMap{0: {"R": 3}}) {
+		t.Fatalf("available %s with both loaded", got)
+	}
+	if err := s.Unload(context.Background(), "big"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "big's instance to leave the rate limiter", func() bool { return avail() == fmt.Sprint(resourceMap{0: {"R": 1}}) })
+	if err := s.Load(context.Background(), "big", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := avail(); got != fmt.Sprint(resourceMap{0: {"R": 3}}) {
+		t.Errorf("available %s after big loaded again", got)
+	}
+}
