@@ -227,8 +227,8 @@ func TestResponseCacheStartErrors(t *testing.T) {
 	}
 }
 
-// A Redis that goes away mid-run turns into misses, never failed
-// requests, and serves hits again once it is back.
+// A Redis that goes away or stalls mid-run turns into misses, never
+// failed requests, and serves hits again once it is back.
 func TestRedisOutageUnderLoad(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "simple", cachedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
@@ -282,10 +282,27 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	_, hitsBack, _, _ := cacheCounts(t, r, c, false)
 	phase()
 	_, hitsLater, _, _ := cacheCounts(t, r, c, false)
+	// A stall: the server holds its connections and answers nothing.
+	srv.Pause()
+	phase()
+	_, hitsStalled, _, _ := cacheCounts(t, r, c, false)
+	phase()
+	_, hitsStillStalled, _, _ := cacheCounts(t, r, c, false)
+	srv.Resume()
+	time.Sleep(3 * time.Second)
+	_, hitsResumed, _, _ := cacheCounts(t, r, c, false)
+	phase()
+	_, hitsAfterStall, _, _ := cacheCounts(t, r, c, false)
 	close(stop)
 	wg.Wait()
+	if hitsStillStalled != hitsStalled {
+		t.Errorf("hits while Redis was stalled: %d -> %d", hitsStalled, hitsStillStalled)
+	}
+	if hitsAfterStall <= hitsResumed {
+		t.Errorf("no hits after the stall (%d -> %d)", hitsResumed, hitsAfterStall)
+	}
 	if failed.Load() != 0 {
-		t.Errorf("%d of %d requests failed around a Redis outage", failed.Load(), sent.Load())
+		t.Errorf("%d of %d requests failed around a Redis outage and stall", failed.Load(), sent.Load())
 	}
 	if hitsBefore == 0 {
 		t.Error("no hits before the outage")
