@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/inferd/inferd/repo"
 )
@@ -125,8 +126,10 @@ func stepKey(namespace, name string) string { return repo.Key(namespace, name) }
 // loadNamespaced is Load with namespacing: the name loads from every root
 // that holds it, each copy under its own key, and the failures are joined
 // as Triton joins them ("load failed for model '<namespace>::<name>': ...",
-// one line each). Model files in the override load without a namespace,
-// as in Triton.
+// one line each), unless some copy could not be read at all: that is the
+// one "failed to poll" answer, as Triton checks the poll first
+// (ModelRepositoryManager::LoadUnloadModel). Model files in the override
+// load without a namespace, as in Triton.
 func (s *Server) loadNamespaced(ctx context.Context, name string, ov *LoadOverride) error {
 	if ov != nil && len(ov.Files) > 0 {
 		return s.loadKey(ctx, s.register(modelID{name: name}), ov)
@@ -135,26 +138,30 @@ func (s *Server) loadNamespaced(ctx context.Context, name string, ov *LoadOverri
 	if len(locs) == 0 {
 		return s.loadKey(ctx, name, ov) // fails to poll, as without namespacing
 	}
-	var failed *Error
+	var lines strings.Builder
+	polled := true
 	for _, loc := range locs {
 		err := s.loadKey(ctx, s.register(modelID{loc.Source.String(), name}), ov)
-		if err == nil {
-			continue
-		}
 		var e *Error
-		if !errors.As(err, &e) {
+		switch {
+		case err == nil:
+		case !errors.As(err, &e):
+			return err
+		case e.Code == CodeInvalidArg:
+			lines.WriteString(e.Msg)
+		case *e == *pollFailure(name):
+			polled = false
+		default:
 			return err
 		}
-		if failed == nil {
-			failed = &Error{Code: e.Code, Msg: e.Msg}
-			continue
-		}
-		failed.Msg += e.Msg
 	}
-	if failed == nil {
-		return nil
+	switch {
+	case !polled:
+		return pollFailure(name)
+	case lines.Len() > 0:
+		return Errorf(CodeInvalidArg, "%s", lines.String())
 	}
-	return failed
+	return nil
 }
 
 // loadStep loads an ensemble's composing model dep: without namespacing

@@ -167,6 +167,13 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 	}
 	// A name no repository holds fails to poll, as without namespacing.
 	wantCoreError(t, "load nope", s.Load(context.Background(), "nope", nil), core.CodeInternal, "failed to load 'nope', failed to poll from model repository")
+
+	// A copy whose configuration cannot be read fails the load to poll;
+	// the other copy loads regardless.
+	servertest.WriteModel(t, filepath.Join(a, "half"), servertest.Simple("half"))
+	servertest.WriteModel(t, filepath.Join(b, "half"), servertest.Model{Config: "this is not a config"})
+	wantCoreError(t, "load half", s.Load(context.Background(), "half", nil), core.CodeInternal, "failed to load 'half', failed to poll from model repository")
+	served(t, s, a, "half")
 }
 
 // TestNamespacingPoll: in POLL mode a name that appears in a second
