@@ -23,6 +23,8 @@ type responseCacheConfig struct {
 	name     string // "" when no cache is configured
 	settings map[string]string
 	dir      string // --cache-directory, named in the unknown-cache error
+	// deprecated is Triton's warning for --response-cache-byte-size.
+	deprecated string
 }
 
 // responseCacheSettings reads --cache-config, the deprecated
@@ -36,7 +38,7 @@ func responseCacheSettings(v *options.Values) (responseCacheConfig, error) {
 			return c, errors.New("Error: Incompatible flags --response-cache-byte-size and --cache-config both provided. Please provide one or the other.")
 		}
 		size := v.Int64("response-cache-byte-size")
-		fmt.Fprintf(os.Stderr, "Warning: '--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with the provided byte size for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args would be: '--cache-config=local,size=%d'\n", size)
+		c.deprecated = fmt.Sprintf("'--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with the provided byte size for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args would be: '--cache-config=local,size=%d'", size)
 		list = []string{"local,size=" + strconv.FormatInt(size, 10)}
 	}
 	caches := map[string]map[string]string{}
@@ -63,6 +65,9 @@ func responseCacheSettings(v *options.Values) (responseCacheConfig, error) {
 // that cannot be reached stops the start, as in Triton. The local cache
 // also exports its own nv_cache_* gauges, as Triton's local cache does.
 func newResponseCache(ctx context.Context, c responseCacheConfig, log *slog.Logger) (cache.Store, []prometheus.Collector, error) {
+	if c.deprecated != "" {
+		log.Warn(c.deprecated)
+	}
 	switch c.name {
 	case "":
 		return nil, nil, nil
