@@ -280,11 +280,20 @@ func (c *Cache) Insert(ctx context.Context, key string, entry []byte) error {
 	return nil
 }
 
-// skipping reports whether Redis failed less than a pause ago.
+// skipping reports whether to leave Redis alone: in an episode, every
+// call but one per pause, which probes whether Redis answers again.
 func (c *Cache) skipping() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.down && time.Now().Before(c.downUntil)
+	if !c.down {
+		return false
+	}
+	now := time.Now()
+	if now.Before(c.downUntil) {
+		return true
+	}
+	c.downUntil = now.Add(c.pause) // this call probes; the others skip
+	return false
 }
 
 // failed starts or extends an episode; only its start is logged, in the
