@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,5 +266,41 @@ func TestTLS(t *testing.T) {
 	}
 	if v, ok := c.Lookup(ctx, "k"); !ok || string(v) != "v" {
 		t.Errorf("lookup over TLS = %q, %v", v, ok)
+	}
+}
+
+// In a stall, after each pause one call probes Redis (and waits for the
+// socket timeout) while the calls beside it miss at once.
+func TestOneProbePerPause(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c, err := New(ctx, map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port), "socket_timeout": "300"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.pause = 200 * time.Millisecond
+	srv.Pause()
+	defer srv.Resume()
+	if _, ok := c.Lookup(ctx, "k"); ok { // starts the episode after the timeout
+		t.Fatal("hit while stalled")
+	}
+	time.Sleep(250 * time.Millisecond) // past the pause
+	var slow atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			c.Lookup(ctx, "k")
+			if time.Since(start) >= 250*time.Millisecond {
+				slow.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := slow.Load(); n > 1 {
+		t.Errorf("%d of 8 calls waited for the stalled Redis, want at most 1 (the probe)", n)
 	}
 }
