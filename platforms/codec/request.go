@@ -447,7 +447,7 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 			return err
 		}
 		if data, ok := span.Data(); ok {
-			d.r.Holds.Add(span)
+			d.r.Holds.AddInput(span)
 			t.Data = data
 			return nil
 		}

@@ -73,7 +73,7 @@ func regionInput(regions *shm.Manager, ref regionRef, outs **outputRegions) ([]b
 		if *outs == nil {
 			*outs = &outputRegions{}
 		}
-		(*outs).holds.Add(span)
+		(*outs).holds.AddInput(span)
 		return data, nil
 	}
 	defer span.Release()

@@ -36,7 +36,8 @@ class TritonPythonModel:
 // inPlaceHarness serves FP32 identities over a guarded region table: ONNX
 // Runtime with an output shape known before the run (identity_fixed),
 // known after it (identity), behind a dynamic batcher (identity_batched),
-// and the Python backend's (identity_py).
+// the Python backend's (identity_py), and a Go backend's that returns its
+// input's own bytes (go_identity).
 func inPlaceHarness(t *testing.T) (*harness, *shm.Manager) {
 	t.Helper()
 	regions := shm.NewManager(nil)
@@ -51,6 +52,10 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ` + dims + ` ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ` + dims + ` ] } ]
 `, ONNX: onnxbuild.Must(onnxbuild.Identity(onnxbuild.Float, inPlaceElems))},
+		"go_identity": {Config: `backend: "identity"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+`},
 		"identity_batched": {Config: `platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ` + dims + ` ] } ]
@@ -200,3 +205,92 @@ func TestSharedMemoryBatchedInPlaceGRPC(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestSharedMemoryStreamInPlaceGRPC: on ModelStreamInfer too, ONNX Runtime
+// reads inputs and writes outputs in place; a request whose input region
+// was truncated gets the truncation error on the stream, and the stream
+// goes on serving the next request.
+func TestSharedMemoryStreamInPlaceGRPC(t *testing.T) {
+	h, regions := inPlaceHarness(t)
+	data := inPlaceData(3)
+	size := len(data)
+	shape := []int64{inPlaceElems}
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	shmRegion(t, regions, "in", data)
+	outKey := shmRegion(t, regions, "out", make([]byte, size))
+	cutKey := shmRegion(t, regions, "cut", data)
+	servertest.Must(t, os.Truncate(shmtest.Path(cutKey), 4096))
+	for _, c := range []struct {
+		in, msg string
+	}{
+		{"cut", "shared memory region 'cut' is no longer backed by its object: it was truncated"},
+		{"in", ""},
+	} {
+		servertest.Must(t, st.Send(inPlaceRequest("identity_fixed", shape, data, c.in, "out", 0, size)))
+		r, err := st.Recv()
+		servertest.Must(t, err)
+		if r.ErrorMessage != c.msg {
+			t.Fatalf("input %s: error %q, want %q", c.in, r.ErrorMessage, c.msg)
+		}
+	}
+	if !bytes.Equal(readObject(t, outKey), data) {
+		t.Fatal("region out does not hold OUTPUT0")
+	}
+	servertest.Must(t, st.CloseSend())
+}
+
+// TestSharedMemoryDecoupledTruncatedGRPC: a decoupled model reading its
+// input in place from a region truncated under it gets the truncation
+// error instead of a response computed from the lost bytes, and the
+// stream goes on.
+func TestSharedMemoryDecoupledTruncatedGRPC(t *testing.T) {
+	h, regions, _ := shmHarness(t)
+	key := shmtest.Object(t, 8192)
+	servertest.Must(t, regions.RegisterSystem("cut", key, 4096, 12))
+	servertest.Must(t, os.Truncate(shmtest.Path(key), 4096))
+	st, err := h.client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	req := repeatRequest("r", 3)
+	req.RawInputContents = nil
+	req.Inputs[0].Parameters = shmParams("cut", 0, 12)
+	servertest.Must(t, st.Send(req))
+	r, err := st.Recv()
+	servertest.Must(t, err)
+	if want := "shared memory region 'cut' is no longer backed by its object: it was truncated"; r.ErrorMessage != want {
+		t.Fatalf("error %q, want %q", r.ErrorMessage, want)
+	}
+	servertest.Must(t, st.Send(repeatRequest("next", 1)))
+	for {
+		r, err := st.Recv()
+		servertest.Must(t, err)
+		if r.ErrorMessage != "" {
+			t.Fatalf("the next request: %s", r.ErrorMessage)
+		}
+		if r.InferResponse.GetId() == "next" {
+			break
+		}
+	}
+	servertest.Must(t, st.CloseSend())
+}
+
+// TestSharedMemoryAliasedInputTruncatedGRPC: a backend that returns an
+// input's own bytes as its output (the Go identity) has them copied out of
+// the input's region before the call's truncation check, so a region
+// truncated under the call fails it instead of rendering the lost bytes;
+// an intact one answers its data.
+func TestSharedMemoryAliasedInputTruncatedGRPC(t *testing.T) {
+	h, regions := inPlaceHarness(t)
+	data := inPlaceData(5)
+	shape := []int64{inPlaceElems}
+	shmRegion(t, regions, "in", data)
+	resp, err := h.client.ModelInfer(ctx(t), inPlaceRequest("go_identity", shape, data, "in", "", 0, 0))
+	servertest.Must(t, err)
+	if !bytes.Equal(resp.RawOutputContents[0], data) {
+		t.Fatal("OUTPUT0 differs from the region's input")
+	}
+	key := shmRegion(t, regions, "cut", data)
+	servertest.Must(t, os.Truncate(shmtest.Path(key), 4096))
+	_, err = h.client.ModelInfer(ctx(t), inPlaceRequest("go_identity", shape, data, "cut", "", 0, 0))
+	wantStatus(t, err, codes.Internal, "shared memory region 'cut' is no longer backed by its object: it was truncated")
+}

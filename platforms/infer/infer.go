@@ -24,7 +24,8 @@
 // (platforms/shm), and copies them out otherwise; the spans it holds, those
 // inputs' and the outputs' in shared memory (Call.Holds), are held until
 // End, and checked for truncation once the run is over, before a
-// response is rendered.
+// response is rendered (an output that is an input's own bytes is copied
+// out of the region first, so that rendering never reads a region).
 //
 // HTTP /infer and /generate (with SageMaker and Lambda, which route to the
 // same handlers), Vertex AI's "instances" predictions, and gRPC ModelInfer
@@ -198,6 +199,7 @@ func (in *Inference) Infer(ctx context.Context, report Report) (*core.InferRespo
 		report(in.Model)
 	}
 	if err == nil {
+		in.holds.Detach(resp.Outputs)
 		if ferr := in.holds.Err(); ferr != nil {
 			return nil, ferr
 		}
@@ -211,6 +213,9 @@ func (in *Inference) Stream(ctx context.Context, send func(resp *core.InferRespo
 	if holds := in.holds; holds != nil {
 		plain := send
 		send = func(resp *core.InferResponse, final bool) error {
+			if resp != nil {
+				holds.Detach(resp.Outputs)
+			}
 			if err := holds.Err(); err != nil {
 				return err // a region of the call was truncated
 			}

@@ -1,6 +1,7 @@
 package shm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -241,4 +242,37 @@ func TestWriteOutput(t *testing.T) {
 	}
 	data[0] = 1
 	wantTruncated(t, "in place after truncation", shm.WriteOutput(s, data[:8]))
+}
+
+// Holds.Detach copies out of an input's span the tensors whose bytes lie
+// there, and leaves the others alone.
+func TestHoldsDetach(t *testing.T) {
+	m := guardedManager(t)
+	key := object(t, 4096)
+	if err := m.RegisterSystem("r", key, 0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	in, err := m.Acquire("r", 0, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Acquire("r", 2048, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h shm.Holds
+	h.AddInput(in)
+	h.Add(out)
+	defer h.Release()
+	inData, _ := in.Data()
+	outData, _ := out.Data()
+	own := []byte{1, 2, 3}
+	ts := []*core.Tensor{{Data: inData[10:20]}, {Data: outData}, {Data: own}}
+	h.Detach(ts)
+	if unsafe.SliceData(ts[0].Data) == unsafe.SliceData(inData[10:20]) || !bytes.Equal(ts[0].Data, inData[10:20]) {
+		t.Fatal("the input's bytes were not copied out")
+	}
+	if unsafe.SliceData(ts[1].Data) != unsafe.SliceData(outData) || unsafe.SliceData(ts[2].Data) != unsafe.SliceData(own) {
+		t.Fatal("bytes outside the inputs' spans were copied")
+	}
 }

@@ -503,11 +503,47 @@ func cannotOpen(key string) error {
 
 // Holds are the spans one call uses, released together when it ends.
 type Holds struct {
-	spans []*Span
+	spans  []*Span
+	inputs []*Span // those an input is read from in place
 }
 
 // Add keeps s until Release.
 func (h *Holds) Add(s *Span) { h.spans = append(h.spans, s) }
+
+// AddInput keeps s, an input's span read in place (Span.Data), until
+// Release.
+func (h *Holds) AddInput(s *Span) {
+	h.spans = append(h.spans, s)
+	h.inputs = append(h.inputs, s)
+}
+
+// Detach gives every tensor whose data lies in an input's span a copy of
+// its own: a backend may return an input's bytes as an output, which
+// would otherwise be read from the region while the response is rendered,
+// after the call's truncation check (Err). Call it before Err. A nil
+// Holds does nothing.
+func (h *Holds) Detach(ts []*core.Tensor) {
+	if h == nil || len(h.inputs) == 0 {
+		return
+	}
+	for _, t := range ts {
+		for _, s := range h.inputs {
+			if in, ok := s.Data(); ok && within(t.Data, in) {
+				_ = s.fault(func() { t.Data = slices.Clone(t.Data) }) // a fault shows in Err
+				break
+			}
+		}
+	}
+}
+
+// within reports whether b has a byte inside span.
+func within(b, span []byte) bool {
+	if len(b) == 0 || len(span) == 0 {
+		return false
+	}
+	pb, ps := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(span)))
+	return pb < ps+uintptr(len(span)) && ps < pb+uintptr(len(b))
+}
 
 // Release releases every span; a nil Holds does nothing.
 func (h *Holds) Release() {
@@ -517,7 +553,7 @@ func (h *Holds) Release() {
 	for _, s := range h.spans {
 		s.Release()
 	}
-	h.spans = h.spans[:0]
+	h.spans, h.inputs = h.spans[:0], h.inputs[:0]
 }
 
 // Err is the first held span's truncation error (Span.Err); nil for a nil
