@@ -140,7 +140,12 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 	}
 	r.ID, r.Parameters = req.ID, req.Parameters
 	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
-	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs, Into: destinations(req.Outputs, r.Outputs)}
+	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
+	if mv.cache == nil {
+		// A response to cache stays in memory of the backend's own: the
+		// caller's destination may change or be lost under it.
+		r.batch.Into = destinations(req.Outputs, r.Outputs)
+	}
 	return nil
 }
 
