@@ -104,7 +104,19 @@ func (mv *ModelVersion) serveCached(j *job) (probe cacheProbe, served bool, err 
 		return probe, false, nil
 	}
 	resp.ID, resp.ModelName, resp.ModelVersion = j.orig.ID, mv.Name, mv.Version
-	err = j.hand(resp, true)
+	if sched, ok := mv.exec.(*scheduler); ok && sched.cfg.preserve {
+		// As Triton's dynamic batcher delegates a hit's response under
+		// preserve_ordering: it is answered once the requests already
+		// taken for execution are.
+		j.sched = sched
+		_ = j.deliver(resp, true) // held until the job's turn
+		sched.order.taken(j)
+		sched.order.finish(j, nil)
+		err = <-j.done
+	} else {
+		err = j.hand(resp, true)
+		j.traceEnd(err)
+	}
 	mv.Stats.recordCacheHit(j.times.req, j.times.queue, start, time.Now(), probe.lookupNs)
 	return probe, true, err
 }

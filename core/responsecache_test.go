@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/repo"
@@ -17,6 +18,13 @@ import (
 // cachedEcho starts model "m" (echo backend, executions never wait) with
 // the given config body on a server whose response cache is store.
 func cachedEcho(t *testing.T, cfg string, store cache.Store) (*Server, *echoBackend) {
+	t.Helper()
+	return cachedEchoGated(t, cfg, store, true)
+}
+
+// cachedEchoGated is cachedEcho whose executions wait at the backend's
+// gate unless open.
+func cachedEchoGated(t *testing.T, cfg string, store cache.Store, open bool) (*Server, *echoBackend) {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
@@ -29,13 +37,19 @@ func cachedEcho(t *testing.T, cfg string, store cache.Store) (*Server, *echoBack
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
+	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: open}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ResponseCache: store})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		b.mu.Lock()
+		b.open = true
+		b.mu.Unlock()
+		close(b.gate)
+		s.Shutdown(context.Background())
+	})
 	return s, b
 }
 
@@ -177,5 +191,44 @@ func TestCacheKey(t *testing.T) {
 	dt[0].DataType = TypeInt8
 	if cacheKey("m", 1, dt, []string{"y"}, nil) == base {
 		t.Error("another datatype gives the same key")
+	}
+}
+
+// Under preserve_ordering a hit is answered after the requests already
+// taken for execution, as Triton's dynamic batcher orders it.
+func TestResponseCacheHitKeepsPreservedOrder(t *testing.T) {
+	ctx := context.Background()
+	s, b := cachedEchoGated(t, cacheOn+"dynamic_batching { preserve_ordering: true }\n", cache.NewLocalSize(1<<20), false)
+	infer := func(req *InferRequest) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Infer(ctx, req)
+			done <- err
+		}()
+		return done
+	}
+	primed := infer(batchReq(1, 1, 3))
+	<-b.started
+	b.gate <- struct{}{}
+	if err := <-primed; err != nil {
+		t.Fatal(err)
+	}
+	running := infer(batchReq(7, 1, 3)) // a miss, held at the gate
+	<-b.started
+	hit := infer(batchReq(1, 1, 3))
+	select {
+	case err := <-hit:
+		t.Fatalf("the hit was answered (%v) before the request taken ahead of it", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	b.gate <- struct{}{}
+	if err := <-running; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hit; err != nil {
+		t.Fatal(err)
+	}
+	if st := stats(t, s); st.CacheHit.Count != 1 || st.ExecutionCount != 2 {
+		t.Errorf("hits %d, executions %d; want 1 and 2", st.CacheHit.Count, st.ExecutionCount)
 	}
 }
