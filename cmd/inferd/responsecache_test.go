@@ -355,3 +355,24 @@ func TestResponseCacheEnsembleAndRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Two servers sharing one Redis share its entries: what one computed the
+// other answers without running its model.
+func TestRedisSharedBetweenServers(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "simple", cachedSimple, onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16)))
+	srv := redistest.Start(t)
+	args := []string{"--model-repository=" + root, "--cache-config=redis,host=" + srv.Host, "--cache-config=redis,port=" + strconv.Itoa(srv.Port)}
+	a, b := startCached(t, args...), startCached(t, args...)
+	s, first := post(t, a.http+"/v2/models/simple/infer", simpleBody(40))
+	if s != 200 {
+		t.Fatalf("infer on the first server: %d %s", s, first)
+	}
+	s, second := post(t, b.http+"/v2/models/simple/infer", simpleBody(40))
+	if s != 200 || second != first {
+		t.Fatalf("the second server answered %d %s, the first %s", s, second, first)
+	}
+	if execs, hits, misses, _ := cacheCounts(t, b, grpcClient(t, b), true); execs != 0 || hits != 1 || misses != 0 {
+		t.Errorf("second server: executions %d, hits %d, misses %d; want 0, 1, 0", execs, hits, misses)
+	}
+}
