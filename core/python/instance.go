@@ -333,15 +333,22 @@ func (in *instance) closeDefault(rid int64) {
 // finish sends a request's final response (nil: a final flag alone) and
 // forgets it.
 func (in *instance) finish(rid int64, resp *core.Response) {
+	if o := in.take(rid); o != nil {
+		_ = o.r.Send(resp, true)
+	}
+}
+
+// take forgets an open request and stops its watch; nil when rid is not
+// open (already final).
+func (in *instance) take(rid int64) *openRequest {
 	in.mu.Lock()
 	o := in.open[rid]
 	delete(in.open, rid)
 	in.mu.Unlock()
-	if o == nil {
-		return
+	if o != nil {
+		o.stop()
 	}
-	o.stop()
-	_ = o.r.Send(resp, true)
+	return o
 }
 
 // failAll fails every open request with err.

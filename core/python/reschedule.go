@@ -18,14 +18,10 @@ func (d *executeDone) rescheduled(i int) bool { return slices.Contains(d.Resched
 // before execute returned, as Triton asks of a decoupled model. Refused
 // (a model without iterative_sequence), the request ends with the error.
 func (in *instance) reschedule(rid int64) {
-	in.mu.Lock()
-	o := in.open[rid]
-	delete(in.open, rid)
-	in.mu.Unlock()
+	o := in.take(rid)
 	if o == nil {
 		return
 	}
-	o.stop()
 	if err := o.r.Reschedule(); err != nil {
 		_ = o.r.Send(&core.Response{Err: err}, true)
 	}
