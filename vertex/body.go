@@ -35,7 +35,9 @@ func headerSize(contentType string, bodyLen int64) (int, error) {
 	case !ok:
 		return 0, badRequest("Unable to parse inference header size, got: " + rest)
 	case !inRange:
-		return 0, badRequest("Unable to parse inference header size, value is out of range [ -2147483648, 2147483647 ], got: " + rest)
+		// Triton's Vertex text, unlike its Inference-Header-Content-Length
+		// one, names no range.
+		return 0, badRequest("Unable to parse inference header size, value is out of range, got: " + rest)
 	case n < 0 || (bodyLen >= 0 && n > bodyLen):
 		return 0, badRequest("inference header size should be in range (0, " + strconv.FormatInt(max(bodyLen, 0), 10) + "), got: " + rest)
 	}

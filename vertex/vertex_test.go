@@ -164,7 +164,8 @@ func TestRoutes(t *testing.T) {
 		{name: "content type non-numeric", body: binBody, header: bin("abc"), status: 400, contains: []string{"Unable to parse inference header size, got: abc"}},
 		{name: "content type negative", body: binBody, header: bin("-1"), status: 400, contains: []string{"inference header size should be in range"}},
 		{name: "content type beyond body", body: binBody, header: bin(strconv.Itoa(len(binBody) + 1)), status: 400, contains: []string{"inference header size should be in range"}},
-		{name: "content type beyond int32", body: binBody, header: bin("99999999999"), status: 400, contains: []string{"out of range"}},
+		{name: "content type beyond int32", body: binBody, header: bin("99999999999"), status: 400,
+			exact: str(`{"error":"Unable to parse inference header size, value is out of range, got: 99999999999"}`)},
 		{name: "content type with trailing garbage", body: binBody, header: bin(strconv.Itoa(binLen) + "xyz"), status: 200, contains: []string{wantOutput0}},
 		{name: "health still ready", method: "GET", path: healthRoute, status: 200, exact: empty},
 
