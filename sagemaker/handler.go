@@ -13,6 +13,7 @@ package sagemaker
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -41,7 +42,21 @@ type Options struct {
 	// (as SageMakerMMEUnloadModel in src/sagemaker_server.cc). Default
 	// DefaultUnloadTimeout.
 	UnloadTimeout time.Duration
-	Logger        *slog.Logger
+	// Batch holds the batch transform settings (SAGEMAKER_BATCH and
+	// friends), which /execution-parameters reports.
+	Batch BatchOptions
+	// InvocationTimeout bounds one /invocations request, inference
+	// included (SAGEMAKER_MODEL_SERVER_TIMEOUT, in seconds); 0: no bound,
+	// so batch transform's and asynchronous inference's hour-long
+	// requests run to the end.
+	InvocationTimeout time.Duration
+	// MetricsPath serves Metrics on the SageMaker port
+	// (SAGEMAKER_TRITON_METRICS_PATH, e.g. /metrics, where an inference
+	// component's ContainerMetricsConfig scrapes by default); "" or a nil
+	// Metrics: not served.
+	MetricsPath string
+	Metrics     http.Handler
+	Logger      *slog.Logger
 }
 
 // DefaultUnloadTimeout is 350 s: SageMaker gives an unload 360 s, so the
@@ -55,6 +70,11 @@ func OptionsFromEnv(getenv func(string) string) Options {
 		DefaultModel:  getenv(envDefaultModel),
 		PingMode:      getenv(envPingMode),
 		InferenceType: getenv(envInferenceType),
+		Batch:         batchFromEnv(getenv),
+		MetricsPath:   getenv(envMetricsPath),
+	}
+	if secs, err := strconv.Atoi(strings.TrimSpace(getenv(envModelServerTimeout))); err == nil && secs > 0 {
+		o.InvocationTimeout = time.Duration(secs) * time.Second
 	}
 	return o.withDefaults()
 }
@@ -145,6 +165,10 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.ping(w, r)
 	case p == "/invocations":
 		h.invocations(w, r)
+	case p == "/execution-parameters":
+		h.executionParameters(w, r)
+	case p == h.opts.MetricsPath && h.opts.Metrics != nil:
+		h.opts.Metrics.ServeHTTP(w, r)
 	case p == "/models" || strings.HasPrefix(p, "/models/"):
 		id, invoke, ok := parseModelsPath(p)
 		if !ok {
@@ -203,6 +227,11 @@ func (h *handler) ping(w http.ResponseWriter, r *http.Request) {
 
 // invocations runs the default model, by SAGEMAKER_TRITON_INFERENCE_TYPE.
 func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
+	if t := h.opts.InvocationTimeout; t > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), t)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	if h.opts.InferenceType != "infer" {
 		h.generate(w, r)
 		return

@@ -31,6 +31,10 @@ const (
 	envOverridePing  = "SAGEMAKER_TRITON_OVERRIDE_PING_MODE"
 	envInferenceType = "SAGEMAKER_TRITON_INFERENCE_TYPE"
 	envNamespacing   = "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING"
+	envMetricsPath   = "SAGEMAKER_TRITON_METRICS_PATH"
+	// envModelServerTimeout is the SageMaker inference toolkit's name for
+	// a model server's response timeout, in seconds.
+	envModelServerTimeout = "SAGEMAKER_MODEL_SERVER_TIMEOUT"
 
 	// unspecifiedModel is the server's default model when none was named;
 	// /invocations on it fails with Triton's unknown-model message.
