@@ -63,8 +63,10 @@ type Options struct {
 	// manager with tracing OFF when nil.
 	Trace *trace.Manager
 	// LoadReports puts an ORCA load report in the trailer of ModelInfer
-	// calls whose metadata carries endpoint-load-metrics-format; nil:
-	// never (metrics off).
+	// calls (every call, or only those that ask: see
+	// orca.Options.TrailerOnlyWhenAsked) and serves the out-of-band
+	// xds.service.orca.v3.OpenRcaService with the process's figures; nil:
+	// neither (metrics off).
 	LoadReports *orca.Reporter
 	// SharedMemory holds the client shared-memory regions, one table for
 	// both frontends (--allow-client-shm); nil: the extension is off and
@@ -144,6 +146,10 @@ var streamWorkers = uint32(max(16, 4*runtime.GOMAXPROCS(0)))
 func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterGRPCInferenceServiceServer(g, s)
 	healthpb.RegisterHealthServer(g, health{s: s})
+	if s.opts.LoadReports != nil {
+		versions := func() []*core.ModelVersion { return s.core.ReadyVersions("") }
+		orca.NewService(s.opts.LoadReports, orca.ServiceOptions{Versions: versions}).Register(g)
+	}
 }
 
 // SetExiting makes health answer "Server exiting" and ModelInfer refuse

@@ -11,12 +11,16 @@
 // instance utilisation, batch fill, and the KV-cache figures when a model
 // exports them).
 //
-// A report is computed only for a request that asks for one; the others
-// pay a header-map lookup.
+// On HTTP a report is computed only for a request that asks for one; the
+// others pay a header-map lookup. On gRPC every ModelInfer call carries
+// the binary report in its trailer (grpc-go's weighted_round_robin reads
+// it there, and gRPC clients never ask), reused for 100 ms per model; and
+// the out-of-band service (Service) streams the process's report.
 package orca
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -68,6 +72,10 @@ type Options struct {
 	Metrics prometheus.Gatherer
 	// Logger gets the refused header values; nil: slog.Default().
 	Logger *slog.Logger
+	// TrailerOnlyWhenAsked restricts the gRPC trailer to calls whose
+	// metadata carries endpoint-load-metrics-format (Envoy's way of
+	// asking); false: every call carries it.
+	TrailerOnlyWhenAsked bool
 
 	// root is where proc and sys are read ("/" unless a test says).
 	root string
@@ -75,6 +83,9 @@ type Options struct {
 	// default, below 0 reads the family for every report (tests that
 	// change it between requests).
 	kvCache time.Duration
+	// callCache is how long a model's trailer is reused: 0 is callCache's
+	// default, below 0 computes it for every call.
+	callCache time.Duration
 }
 
 // Reporter computes load reports. Safe for concurrent use.
@@ -90,6 +101,19 @@ type Reporter struct {
 	kvTTL  time.Duration
 	kvMu   sync.Mutex
 	kvLast atomic.Pointer[kvFigures]
+
+	// Each model version's trailer, reused for callTTL: every gRPC call
+	// carries one. Entries of versions not reported on for a minute go
+	// (unloaded ones).
+	onlyAsked bool
+	callTTL   time.Duration
+	calls     sync.Map // *core.ModelVersion -> *callTrailer
+}
+
+// callTrailer is a model version's trailer computed at one time.
+type callTrailer struct {
+	at time.Time
+	md metadata.MD
 }
 
 // kvFigures are the KV-cache figures read at one time.
@@ -104,6 +128,12 @@ type kvFigures struct {
 // figures (procCache).
 const kvCache = 100 * time.Millisecond
 
+// callCache is how long a model's per-call report is reused.
+const callCache = 100 * time.Millisecond
+
+// callForget is how long a model's per-call report is kept unused.
+const callForget = time.Minute
+
 // New returns a Reporter. It takes the process's first CPU sample now, so
 // that the first report's CPU figure covers the time since.
 func New(opts Options) *Reporter {
@@ -116,7 +146,11 @@ func New(opts Options) *Reporter {
 	if opts.kvCache == 0 {
 		opts.kvCache = kvCache
 	}
-	return &Reporter{metrics: opts.Metrics, log: opts.Logger, proc: newProcess(opts.root, time.Now()), kvTTL: opts.kvCache}
+	if opts.callCache == 0 {
+		opts.callCache = callCache
+	}
+	return &Reporter{metrics: opts.Metrics, log: opts.Logger, proc: newProcess(opts.root, time.Now()), kvTTL: opts.kvCache,
+		onlyAsked: opts.TrailerOnlyWhenAsked, callTTL: opts.callCache}
 }
 
 // Report is mv's load report now: the standard fields and the named
@@ -287,25 +321,51 @@ func (r *Reporter) SetGenerateHeaders(out, req http.Header) {
 		KVUtilization: util, KVTokenCapacity: float64(capacity)}})
 }
 
-// SetTrailer puts mv's report in the gRPC call's trailer when the call's
-// metadata carries endpoint-load-metrics-format, whatever its value: the
+// SetTrailer puts mv's report in the gRPC call's trailer: the
 // OrcaLoadReport protobuf under endpoint-load-metrics-bin, where grpc-go's
 // orca package finds it for the client's load balancer (DoneInfo's
-// ServerLoad). grpc-go's server side (orca.CallMetricsServerOption) sends
-// the same trailer, but its interceptor costs every call three
-// allocations whether it asks or not; here a call that does not ask costs
-// a metadata lookup.
+// ServerLoad, which weighted_round_robin reads) and Envoy's
+// client_side_weighted_round_robin too. Every call carries it unless
+// TrailerOnlyWhenAsked, when only calls whose metadata carries
+// endpoint-load-metrics-format (whatever its value) do. A model's report
+// is reused for 100 ms, so a call mostly pays a map lookup. grpc-go's own
+// server side (orca.CallMetricsServerOption) sends the same trailer but
+// costs every call three allocations and a report of its own.
 func (r *Reporter) SetTrailer(ctx context.Context, mv *core.ModelVersion) {
-	if len(metadata.ValueFromIncomingContext(ctx, RequestHeader)) == 0 {
+	if r.onlyAsked && len(metadata.ValueFromIncomingContext(ctx, RequestHeader)) == 0 {
 		return
 	}
-	raw, err := proto.Marshal(r.Report(mv))
+	md, err := r.trailer(mv, time.Now())
 	if err == nil {
-		err = grpc.SetTrailer(ctx, metadata.Pairs(BinHeader, string(raw)))
+		err = grpc.SetTrailer(ctx, md)
 	}
 	if err != nil {
 		r.log.Error("no load report in the call's trailer", "err", err)
 	}
+}
+
+// trailer is mv's trailer as of now: the one computed less than callTTL
+// before, else a fresh one. The MD is shared by the calls that reuse it;
+// grpc.SetTrailer copies it into the call's trailer.
+func (r *Reporter) trailer(mv *core.ModelVersion, now time.Time) (metadata.MD, error) {
+	if v, ok := r.calls.Load(mv); ok && r.callTTL > 0 {
+		if c := v.(*callTrailer); now.Sub(c.at) < r.callTTL {
+			return c.md, nil
+		}
+	}
+	raw, err := proto.Marshal(r.Report(mv))
+	if err != nil {
+		return nil, fmt.Errorf("marshal load report: %w", err)
+	}
+	c := &callTrailer{at: now, md: metadata.MD{BinHeader: {string(raw)}}}
+	r.calls.Store(mv, c)
+	r.calls.Range(func(k, v any) bool {
+		if now.Sub(v.(*callTrailer).at) > callForget {
+			r.calls.Delete(k)
+		}
+		return true
+	})
+	return c.md, nil
 }
 
 // names returns m's keys in byte order, so that reports render the same

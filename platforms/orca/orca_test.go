@@ -18,6 +18,7 @@ import (
 	"time"
 
 	xds "github.com/cncf/xds/go/xds/data/orca/v3"
+	orcaservice "github.com/cncf/xds/go/xds/service/orca/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
@@ -27,6 +28,7 @@ import (
 	_ "google.golang.org/grpc/orca" // the trailer parser DoneInfo.ServerLoad comes from
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
@@ -496,27 +498,33 @@ func (p loadPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 }
 
 // TestGRPCTrailer: ModelInfer puts the report in the trailer that grpc-go
-// gives its load balancers when the call's metadata asks, and only then.
+// gives its load balancers on every call (gRPC clients never ask), or,
+// with TrailerOnlyWhenAsked, only when the call's metadata asks.
 func TestGRPCTrailer(t *testing.T) {
-	e := start(t)
-	e.setKV(64, 2, 8)
-	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"orca_test_lb":{}}]}`))
-	servertest.Must(t, err)
-	defer conn.Close()
-	client := pb.NewGRPCInferenceServiceClient(conn)
-	in := &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
-		{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
-		{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
-	}}
-	for _, ask := range []bool{true, false} {
-		t.Run(fmt.Sprint("asked=", ask), func(t *testing.T) {
+	onlyAsked := func(o orca.Options) orca.Options { o.TrailerOnlyWhenAsked = true; return o }
+	for _, c := range []struct {
+		name      string
+		opts      []func(orca.Options) orca.Options
+		ask, want bool
+	}{
+		{"every call, asked", nil, true, true},
+		{"every call, not asked", nil, false, true},
+		{"only when asked, asked", []func(orca.Options) orca.Options{onlyAsked}, true, true},
+		{"only when asked, not asked", []func(orca.Options) orca.Options{onlyAsked}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := start(t, c.opts...)
+			e.setKV(64, 2, 8)
+			conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"orca_test_lb":{}}]}`))
+			servertest.Must(t, err)
+			defer conn.Close()
 			ctx := context.Background()
-			if ask {
+			if c.ask {
 				ctx = metadata.AppendToOutgoingContext(ctx, "endpoint-load-metrics-format", "json")
 			}
 			var trailer metadata.MD
-			if _, err := client.ModelInfer(ctx, in, grpc.Trailer(&trailer)); err != nil {
+			if _, err := pb.NewGRPCInferenceServiceClient(conn).ModelInfer(ctx, simpleInfer(), grpc.Trailer(&trailer)); err != nil {
 				t.Fatal(err)
 			}
 			var seen *xds.OrcaLoadReport
@@ -527,7 +535,7 @@ func TestGRPCTrailer(t *testing.T) {
 				t.Fatal("the balancer saw no call end")
 			}
 			got := trailer.Get(orca.BinHeader)
-			if !ask {
+			if !c.want {
 				if len(got) != 0 || seen != nil {
 					t.Fatalf("trailer %v, balancer's load %v without asking", trailer, seen)
 				}
@@ -548,5 +556,85 @@ func TestGRPCTrailer(t *testing.T) {
 				t.Fatalf("report %v; metrics count %v, executions %v", rep, count, execs)
 			}
 		})
+	}
+}
+
+func simpleInfer() *pb.ModelInferRequest {
+	return &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+		{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
+		{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
+	}}
+}
+
+// TestGRPCTrailerReuse: a model's trailer is reused while fresh (the same
+// bytes on the next call, though the model's rate has moved) and computed
+// afresh when reuse is off.
+func TestGRPCTrailerReuse(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ttl  time.Duration
+		same bool
+	}{
+		{"reused", time.Hour, true},
+		{"fresh", -1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := start(t, orca.CallCache(c.ttl))
+			conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			servertest.Must(t, err)
+			defer conn.Close()
+			client := pb.NewGRPCInferenceServiceClient(conn)
+			var got [2]string
+			for i := range got {
+				var trailer metadata.MD
+				if _, err := client.ModelInfer(context.Background(), simpleInfer(), grpc.Trailer(&trailer)); err != nil {
+					t.Fatal(err)
+				}
+				if v := trailer.Get(orca.BinHeader); len(v) == 1 {
+					got[i] = v[0]
+				}
+				time.Sleep(20 * time.Millisecond) // the rate's window moves
+			}
+			if got[0] == "" || (got[0] == got[1]) != c.same {
+				t.Fatalf("trailers %q and %q; want the same %v", got[0], got[1], c.same)
+			}
+		})
+	}
+}
+
+// TestOutOfBand: the gRPC listener serves xds.service.orca.v3.OpenRcaService
+// as grpc-go's weighted_round_robin calls it: a report at once, then one
+// each interval asked, with the process's rate after some calls.
+func TestOutOfBand(t *testing.T) {
+	e := start(t)
+	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	servertest.Must(t, err)
+	defer conn.Close()
+	client := pb.NewGRPCInferenceServiceClient(conn)
+	for range 5 {
+		if _, err := client.ModelInfer(context.Background(), simpleInfer()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := orcaservice.NewOpenRcaServiceClient(conn).StreamCoreMetrics(ctx,
+		&orcaservice.OrcaLoadReportRequest{ReportInterval: durationpb.New(time.Second)})
+	servertest.Must(t, err)
+	start := time.Now()
+	for i := range 2 {
+		rep, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+		if rep.GetRpsFractional() <= 0 {
+			t.Fatalf("report %d: %v; want a rate after 5 calls", i, rep)
+		}
+		if _, ok := rep.GetNamedMetrics()[orca.QueueSize]; !ok {
+			t.Fatalf("report %d: %v; want %s", i, rep, orca.QueueSize)
+		}
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Fatalf("two reports %v apart; asked for 1s", waited)
 	}
 }
