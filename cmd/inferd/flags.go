@@ -35,6 +35,7 @@ type config struct {
 	metricsPort       int
 	metricsAddress    string
 	allowMetrics      bool
+	loadReportEvery   bool // --grpc-load-report-every-call
 	allowCPUMetrics   bool
 	allowGPUMetrics   bool
 	metricsInterval   time.Duration
@@ -164,6 +165,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		metricsPort:        v.Int("metrics-port"),
 		metricsAddress:     v.String("metrics-address"),
 		allowMetrics:       v.Bool("allow-metrics"),
+		loadReportEvery:    v.Bool("grpc-load-report-every-call"),
 		allowCPUMetrics:    v.Bool("allow-cpu-metrics"),
 		allowGPUMetrics:    v.Bool("allow-gpu-metrics"),
 		metricsInterval:    time.Duration(v.Int("metrics-interval-ms")) * time.Millisecond,

@@ -515,7 +515,7 @@ func loadReporter(cfg *config, custom []prometheus.Collector, log *slog.Logger) 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(custom...)
-	return orca.New(orca.Options{Metrics: reg, Logger: log})
+	return orca.New(orca.Options{Metrics: reg, Logger: log, TrailerOnlyWhenAsked: !cfg.loadReportEvery})
 }
 
 // specFor returns the listener of one service from the plan.

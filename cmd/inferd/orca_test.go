@@ -15,16 +15,23 @@ import (
 )
 
 // TestLoadReports: the binary answers endpoint-load-metrics-format on its
-// HTTP and gRPC listeners, and not at all with --allow-metrics=false (as
-// Triton ties the report to the metrics).
+// HTTP listener, puts the report in every gRPC call's trailer (only in
+// those that ask with --grpc-load-report-every-call=false), and reports
+// nothing with --allow-metrics=false (as Triton ties the report to the
+// metrics).
 func TestLoadReports(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		args []string
-		want bool
+		name     string
+		args     []string
+		want     bool // HTTP report
+		grpcAsk  bool
+		grpcWant bool
 	}{
-		{"metrics on", nil, true},
-		{"metrics off", []string{"--allow-metrics=false"}, false},
+		{"metrics on, asked", nil, true, true, true},
+		{"metrics on, not asked", nil, true, false, true},
+		{"only when asked, asked", []string{"--grpc-load-report-every-call=false"}, true, true, true},
+		{"only when asked, not asked", []string{"--grpc-load-report-every-call=false"}, true, false, false},
+		{"metrics off", []string{"--allow-metrics=false"}, false, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := start(t, append([]string{"--model-repository=../../examples/model_repository"}, c.args...)...)
@@ -48,7 +55,10 @@ func TestLoadReports(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			ctx := metadata.AppendToOutgoingContext(context.Background(), orca.RequestHeader, "text")
+			ctx := context.Background()
+			if c.grpcAsk {
+				ctx = metadata.AppendToOutgoingContext(ctx, orca.RequestHeader, "text")
+			}
 			var trailer metadata.MD
 			in := &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 				{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}, Contents: &pb.InferTensorContents{IntContents: make([]int32, 16)}},
@@ -57,8 +67,8 @@ func TestLoadReports(t *testing.T) {
 			if _, err := pb.NewGRPCInferenceServiceClient(conn).ModelInfer(ctx, in, grpc.Trailer(&trailer)); err != nil {
 				t.Fatal(err)
 			}
-			if got := len(trailer.Get(orca.BinHeader)) == 1; got != c.want {
-				t.Fatalf("gRPC trailer %v; want a report %v", trailer, c.want)
+			if got := len(trailer.Get(orca.BinHeader)) == 1; got != c.grpcWant {
+				t.Fatalf("gRPC trailer %v; want a report %v", trailer, c.grpcWant)
 			}
 		})
 	}

@@ -121,6 +121,8 @@ func All() []*Option {
 		{Name: "grpc-max-connection-age-grace", Group: "GRPC", Kind: Int, Default: "0", Check: atLeast(0), Usage: "Grace period after the maximum age, ms."},
 		{Name: "grpc-restricted-protocol", Group: "GRPC", Kind: String, Repeat: true, Label: "<string>:<string>=<string>", Check: restricted,
 			Usage: "Restrict gRPC protocol categories to requests carrying metadata: <category>[,...]:<key>=<value>."},
+		{Name: "grpc-load-report-every-call", Group: "GRPC", Kind: Bool, Default: "true", Inferd: true,
+			Usage: "Put an ORCA load report (endpoint-load-metrics-bin) in the trailer of every ModelInfer call; false: only calls whose metadata carries endpoint-load-metrics-format."},
 
 		{Name: "allow-sagemaker", Group: "Sagemaker", Kind: Bool, Default: "false", Usage: "Serve the SageMaker routes (/ping, /invocations, /models) on --sagemaker-port."},
 		{Name: "sagemaker-port", Group: "Sagemaker", Kind: Int, Default: "8080", Check: port, Usage: "Port of the SageMaker listener (address 0.0.0.0)."},
