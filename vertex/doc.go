@@ -21,7 +21,18 @@
 //   - AIP_PREDICT_ROUTE with X-Vertex-Ai-Triton-Redirect: <value>: the
 //     request must be POST and is rewritten to "/"+<value> with the target's
 //     native method; mutating shared-memory and model-control targets are
-//     refused (403), anything unknown is 400.
+//     refused (403), anything unknown (the log and trace settings too) is
+//     400.
+//   - AIP_PREDICT_ROUTE with "Accept: text/event-stream" (a streamRawPredict
+//     caller on a dedicated endpoint): POST /v2/models/<default>/generate_stream,
+//     answered with server-sent events.
+//   - with Options.InvokeRoutes (--vertex-ai-invoke-routes), any other path:
+//     the v2 route of that path with the request's own method, headers and
+//     body, and GET /metrics. A Model uploaded with invokeRoutePrefix "/*"
+//     gets ".../invoke/<path>" as "/<path>" and has no predict route; routes
+//     that change the server (model load/unload, shared-memory
+//     register/unregister, POST to the log and trace settings) answer 403
+//     with an empty body.
 //   - anything else: 400 with an empty body.
 //
 // Beyond Triton, the predict route also accepts Vertex's standard

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/inferd/inferd/core"
@@ -37,6 +38,12 @@ type Options struct {
 	// Metrics serves the "metrics" redirect target; nil builds one over the
 	// core with metrics.DefaultConfig().
 	Metrics http.Handler
+	// InvokeRoutes serves the v2 API's own routes at every path other than
+	// the health and predict routes (--vertex-ai-invoke-routes): a Model
+	// uploaded with containerSpec.invokeRoutePrefix "/*" on a dedicated
+	// endpoint receives ".../invoke/<path>" as "/<path>". Routes that
+	// change the server are refused (403), as through the redirect header.
+	InvokeRoutes bool
 }
 
 // startupError is a start-up check failure. Its own type keeps Triton's
@@ -46,10 +53,12 @@ type startupError string
 func (e startupError) Error() string { return string(e) }
 
 // OptionsFromEnv reads the routes Vertex sets (AIP_PREDICT_ROUTE,
-// AIP_HEALTH_ROUTE) and fails as Triton does when either is missing.
-func OptionsFromEnv(getenv func(string) string, defaultModel string) (Options, error) {
-	o := Options{PredictRoute: getenv("AIP_PREDICT_ROUTE"), HealthRoute: getenv("AIP_HEALTH_ROUTE"), DefaultModel: defaultModel}
-	if o.PredictRoute == "" {
+// AIP_HEALTH_ROUTE) and fails as Triton does when either is missing. With
+// invoke routes AIP_PREDICT_ROUTE may be missing: a Model has either a
+// predict route or an invoke route prefix.
+func OptionsFromEnv(getenv func(string) string, defaultModel string, invoke bool) (Options, error) {
+	o := Options{PredictRoute: getenv("AIP_PREDICT_ROUTE"), HealthRoute: getenv("AIP_HEALTH_ROUTE"), DefaultModel: defaultModel, InvokeRoutes: invoke}
+	if o.PredictRoute == "" && !invoke {
 		return Options{}, startupError(MsgNoPredictRoute)
 	}
 	if o.HealthRoute == "" {
@@ -117,12 +126,15 @@ func (h *Handler) Resolve() error {
 		}
 	}
 	model := h.opts.DefaultModel
-	if model == "" {
+	switch {
+	case model == "" && h.opts.PredictRoute == "":
+		// Invoke routes only: requests name their models.
+	case model == "":
 		if len(names) != 1 {
 			return startupError(MsgSingleModel)
 		}
 		model = names[0]
-	} else {
+	default:
 		found := false
 		for _, n := range names {
 			found = found || n == model
@@ -149,12 +161,13 @@ func (h *Handler) DefaultModel() string {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.recovered.ServeHTTP(w, r) }
 
 // serve dispatches in Triton's order: health route first (so it wins when
-// both routes are equal), then predict, else 400.
+// both routes are equal), then predict, then the invoke routes when on,
+// else 400.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case h.opts.HealthRoute:
+	switch {
+	case r.URL.Path == h.opts.HealthRoute:
 		h.health(w, r)
-	case h.opts.PredictRoute:
+	case h.opts.PredictRoute != "" && r.URL.Path == h.opts.PredictRoute:
 		model := h.model.Load()
 		if model == nil {
 			httpapi.WriteError(w, http.StatusServiceUnavailable, "Server not ready")
@@ -169,10 +182,62 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			h.redirect(w, r, "/"+value)
 			return
 		}
+		if wantsEvents(r.Header) {
+			// streamRawPredict: the default model's generate_stream.
+			h.api.ServeHTTP(w, rewrite(r, r.Method, "/v2/models/"+*model+"/generate_stream"))
+			return
+		}
 		h.infer(w, r, *model, "/v2/models/"+*model+"/infer", true)
+	case h.opts.InvokeRoutes:
+		h.invoke(w, r)
 	default:
 		httpapi.WriteEmpty(w, http.StatusBadRequest)
 	}
+}
+
+// wantsEvents reports whether the request accepts server-sent events
+// (Accept: text/event-stream), as a streamRawPredict caller does.
+func wantsEvents(header http.Header) bool {
+	for _, v := range header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mediaType, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mediaType), "text/event-stream") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// invoke serves a path Vertex forwarded from a dedicated endpoint's invoke
+// route: the v2 API's own route, with its own method, framing
+// (Inference-Header-Content-Length, encodings) and errors, and /metrics;
+// a route that changes the server answers 403 with no body.
+func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case p == "/metrics":
+		h.metrics.ServeHTTP(w, httpapi.Reroute(r, r.Method, p))
+	case changesServer(r.Method, p):
+		httpapi.WriteEmpty(w, http.StatusForbidden)
+	default:
+		h.api.ServeHTTP(w, httpapi.Reroute(r, r.Method, p))
+	}
+}
+
+// changesServer reports whether the v2 route at path, called with method,
+// changes the server: model load/unload, shared-memory registration, and
+// the log and trace settings on any method but GET.
+func changesServer(method, path string) bool {
+	if m := shmTarget.FindStringSubmatch(path); m != nil {
+		return m[1] != "status"
+	}
+	if m := repoTarget.FindStringSubmatch(path); m != nil {
+		return m[1] != "index"
+	}
+	if path == "/v2/logging" || traceTarget.MatchString(path) {
+		return method != http.MethodGet
+	}
+	return false
 }
 
 // health is the base server's readiness check; before Resolve a ready
@@ -198,6 +263,7 @@ var (
 	serverTarget = regexp.MustCompile(`^/v2(?:/health/(live|ready))?$`)
 	shmTarget    = regexp.MustCompile(`^/v2/(?:system|cuda)sharedmemory(?:/region/[^/]+)?/(status|register|unregister)$`)
 	repoTarget   = regexp.MustCompile(`^/v2/repository(?:/[^/]+)?/(index|models/[^/]+/(?:load|unload))$`)
+	traceTarget  = regexp.MustCompile(`^/v2(?:/models/[^/]+(?:/versions/[0-9]+)?)?/trace/setting$`)
 )
 
 // redirect serves X-Vertex-Ai-Triton-Redirect (triton-inference-server/

@@ -317,7 +317,7 @@ func TestStartup(t *testing.T) {
 		{"both", map[string]string{"AIP_PREDICT_ROUTE": predictRoute, "AIP_HEALTH_ROUTE": healthRoute}, ""},
 	} {
 		t.Run("env "+c.name, func(t *testing.T) {
-			o, err := OptionsFromEnv(env(c.env), "m")
+			o, err := OptionsFromEnv(env(c.env), "m", false)
 			if c.wantErr != "" {
 				if err == nil || err.Error() != c.wantErr {
 					t.Fatalf("err %v, want %q", err, c.wantErr)

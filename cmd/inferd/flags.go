@@ -104,6 +104,7 @@ type config struct {
 	allowVertex        bool
 	vertexPort         int
 	vertexDefaultModel string
+	vertexInvoke       bool
 
 	// logs are the run-time log settings, from the --log-* options; the
 	// logger, /v2/logging and gRPC LogSettings share them.
@@ -227,6 +228,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		allowVertex:        v.Bool("allow-vertex-ai"),
 		vertexPort:         v.Int("vertex-ai-port"),
 		vertexDefaultModel: v.String("vertex-ai-default-model"),
+		vertexInvoke:       v.Bool("vertex-ai-invoke-routes"),
 	}
 	c.planned, c.noop = v.Inert()
 	if c.responseCache, err = responseCacheSettings(v); err != nil {

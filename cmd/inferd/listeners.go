@@ -123,7 +123,7 @@ func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Se
 // its environment, and binds its listener.
 func newVertex(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Server, metricsHandler *metrics.Handler,
 	log *slog.Logger) (*vertex.Handler, serve.Actor, string, error) {
-	opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel)
+	opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel, cfg.vertexInvoke)
 	if err != nil {
 		return nil, serve.Actor{}, "", err
 	}

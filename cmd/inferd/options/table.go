@@ -136,6 +136,8 @@ func All() []*Option {
 		{Name: "vertex-ai-port", Group: "Vertex", Kind: Int, Default: "8080", Check: port, Usage: "Port of the Vertex AI listener (default: AIP_HTTP_PORT, else 8080)."},
 		{Name: "vertex-ai-thread-count", Group: "Vertex", Kind: Int, Default: "8", Status: NoOp, Feature: noThreads, Usage: "Vertex AI request threads."},
 		{Name: "vertex-ai-default-model", Group: "Vertex", Kind: String, Usage: "Model the Vertex AI predict route serves (default: the only model)."},
+		{Name: "vertex-ai-invoke-routes", Group: "Vertex", Kind: Bool, Default: "false", Inferd: true,
+			Usage: "Serve the v2 API's own read-only and inference routes on the Vertex AI port, for a Model uploaded with invokeRoutePrefix \"/*\" (dedicated endpoints); AIP_PREDICT_ROUTE may then be unset."},
 
 		{Name: "allow-metrics", Group: "Metrics", Kind: Bool, Default: "true", Usage: "Serve Prometheus metrics."},
 		{Name: "allow-gpu-metrics", Group: "Metrics", Kind: Bool, Default: "true", Usage: "Report GPU utilisation, memory, power and energy through NVML (nv_gpu_*)."},

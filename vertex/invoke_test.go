@@ -1,0 +1,162 @@
+package vertex
+
+import (
+	"bufio"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/inferd/inferd/platforms/httpapi"
+)
+
+// listenInvoke serves a Vertex handler with invoke routes on a real
+// listener, resolved; predict is AIP_PREDICT_ROUTE ("" when the Model has
+// an invoke route prefix instead).
+func listenInvoke(t *testing.T, models map[string]testModel, predict string) string {
+	t.Helper()
+	c, api := startCore(t, models, httpapi.Options{})
+	h := New(c, api, Options{HealthRoute: healthRoute, PredictRoute: predict, InvokeRoutes: true, Logger: quiet})
+	must(t, h.Resolve())
+	_, base := listenHandler(t, h)
+	return base
+}
+
+const sse = "text/event-stream; charset=utf-8"
+
+// TestInvokeRoutes: a Model uploaded with invokeRoutePrefix "/*" on a
+// dedicated endpoint gets "/invoke/<path>" as "/<path>", with the
+// caller's method, headers and body: the v2 routes answer natively
+// (including generate_stream's server-sent events and binary tensors after
+// Inference-Header-Content-Length), /metrics is served, and routes that
+// change the server are refused 403 with no body. Several models need no
+// default model when there is no predict route.
+func TestInvokeRoutes(t *testing.T) {
+	base := listenInvoke(t, map[string]testModel{"simple": simpleModel, "id1": id1Model}, "")
+	binBody, binLen := simpleBinaryBody()
+	cases := []routeCase{
+		{name: "health route", method: "GET", path: healthRoute, status: 200, exact: empty},
+		{name: "server ready", method: "GET", path: "/v2/health/ready", status: 200, exact: empty},
+		{name: "server live", method: "GET", path: "/v2/health/live", status: 200, exact: empty},
+		{name: "server metadata", method: "GET", path: "/v2", status: 200, contains: []string{`"extensions":[`}},
+		{name: "model metadata", method: "GET", path: "/v2/models/simple", status: 200, contains: []string{`"platform":"onnxruntime_onnx"`}},
+		{name: "model config", method: "GET", path: "/v2/models/id1/config", status: 200, contains: []string{`"name":"id1"`}},
+		{name: "model ready", method: "GET", path: "/v2/models/id1/versions/1/ready", status: 200, exact: empty},
+		{name: "stats", method: "GET", path: "/v2/models/stats", status: 200, contains: []string{`"name":"simple"`}},
+		{name: "repository index", method: "POST", path: "/v2/repository/index", status: 200, contains: []string{`"state":"READY"`}},
+		{name: "shm status", method: "GET", path: "/v2/systemsharedmemory/status", status: 200, exact: str("[]")},
+		{name: "log settings read", method: "GET", path: "/v2/logging", status: 200, contains: []string{`"log_verbose_level"`}},
+		{name: "trace settings read", method: "GET", path: "/v2/trace/setting", status: 200, contains: []string{`"trace_level"`}},
+		{name: "infer JSON", path: "/v2/models/id1/infer", body: id1Body, status: 200, contains: []string{`"model_name":"id1"`, `"data":[1.0,2.0,3.0]`}},
+		{name: "infer binary", path: "/v2/models/simple/infer", body: binBody,
+			header: map[string]string{"Inference-Header-Content-Length": strconv.Itoa(binLen), "Content-Type": "application/octet-stream"}, status: 200, contains: []string{wantOutput0}},
+		{name: "generate", path: "/v2/models/id1/generate", body: `{"INPUT0":[1,2.5]}`, status: 200,
+			exact: str(`{"OUTPUT0":[1.0,2.5],"model_name":"id1","model_version":"1"}`)},
+		{name: "generate_stream", path: "/v2/models/id1/generate_stream", body: `{"INPUT0":[1,2.5]}`, status: 200, ctype: sse,
+			exact: str("data: {\"OUTPUT0\":[1.0,2.5],\"model_name\":\"id1\",\"model_version\":\"1\"}\n\n")},
+		{name: "metrics", method: "GET", path: "/metrics", status: 200, contains: []string{"nv_inference_request_success"}},
+		{name: "infer GET", method: "GET", path: "/v2/models/id1/infer", status: 405, exact: str(notAllowed)},
+		{name: "unknown model", path: "/v2/models/nope/infer", body: id1Body, status: 404, contains: []string{"Request for unknown model: 'nope' is not found"}},
+		{name: "unknown path", method: "GET", path: "/foo/bar", status: 404, exact: str(`{"error":"Not Found"}`)},
+		// No predict route: the default shape is just another path.
+		{name: "predict shape", path: predictRoute, body: id1Body, status: 404},
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v2/repository/models/id1/unload", ""},
+		{"POST", "/v2/repository/models/id1/load", `{"parameters":{"config":"{}"}}`},
+		{"POST", "/v2/repository/main/models/id1/load", ""},
+		{"POST", "/v2/systemsharedmemory/region/r/register", `{"key":"/x","offset":0,"byte_size":64}`},
+		{"POST", "/v2/systemsharedmemory/unregister", ""},
+		{"POST", "/v2/cudasharedmemory/region/r/register", `{"raw_handle":{"b64":"AAAA"},"device_id":0,"byte_size":64}`},
+		{"POST", "/v2/cudasharedmemory/region/r/unregister", ""},
+		{"POST", "/v2/logging", `{"log_verbose_level":3}`},
+		{"POST", "/v2/trace/setting", `{"trace_rate":"1"}`},
+		{"POST", "/v2/models/id1/trace/setting", `{"trace_rate":"1"}`},
+		{"PUT", "/v2/logging", `{"log_verbose_level":3}`},
+	} {
+		cases = append(cases, routeCase{name: "refused " + c.method + " " + c.path, method: c.method, path: c.path, body: c.body, status: 403, exact: empty})
+	}
+	cases = append(cases, routeCase{name: "id1 still served", path: "/v2/models/id1/infer", body: id1Body, status: 200})
+	runRoutes(t, base, cases)
+}
+
+// TestInvokeWithPredictRoute: with a predict route too, the predict route
+// keeps Vertex's rules ("instances", redirect) and other paths are the
+// native routes; without invoke routes, other paths stay 400.
+func TestInvokeWithPredictRoute(t *testing.T) {
+	base := listenInvoke(t, map[string]testModel{"id1": id1Model}, predictRoute)
+	runRoutes(t, base, []routeCase{
+		{name: "instances on predict", body: `{"instances":[[1,2]]}`, status: 200, exact: str(`{"predictions":[[1.0,2.0]]}`)},
+		{name: "redirect still read-only", header: redirect("v2/repository/models/id1/unload"), status: 403, exact: empty},
+		{name: "native infer", path: "/v2/models/id1/infer", body: id1Body, status: 200, contains: []string{`"model_name":"id1"`}},
+	})
+	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{})
+	_, plain := listen(t, c, api, "", true)
+	runRoutes(t, plain, []routeCase{
+		{name: "native path without invoke routes", path: "/v2/models/id1/infer", body: id1Body, status: 400, exact: empty},
+		{name: "metrics without invoke routes", method: "GET", path: "/metrics", status: 400, exact: empty},
+	})
+}
+
+// TestInvokeOptions: with invoke routes AIP_PREDICT_ROUTE may be unset;
+// AIP_HEALTH_ROUTE is still required. Without a predict route and with a
+// default model named, that model must be loaded.
+func TestInvokeOptions(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := OptionsFromEnv(env(map[string]string{"AIP_HEALTH_ROUTE": healthRoute}), "", true)
+	if err != nil || o.PredictRoute != "" || !o.InvokeRoutes {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	if _, err := OptionsFromEnv(env(map[string]string{}), "", true); err == nil || err.Error() != MsgNoHealthRoute {
+		t.Fatalf("no health route: %v", err)
+	}
+	if _, err := OptionsFromEnv(env(map[string]string{"AIP_HEALTH_ROUTE": healthRoute}), "", false); err == nil || err.Error() != MsgNoPredictRoute {
+		t.Fatalf("no predict route without invoke: %v", err)
+	}
+	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{})
+	h := New(c, api, Options{HealthRoute: healthRoute, InvokeRoutes: true, DefaultModel: "nope", Logger: quiet})
+	if err := h.Resolve(); err == nil || err.Error() != "Expect the default model 'nope' is loaded" {
+		t.Fatalf("Resolve: %v", err)
+	}
+}
+
+// TestStreamRawPredict: streamRawPredict reaches the predict route; a
+// caller that accepts server-sent events gets the default model's
+// generate_stream (events relayed by Vertex as they come), others the
+// ordinary prediction.
+func TestStreamRawPredict(t *testing.T) {
+	restricted := map[string]httpapi.Restriction{}
+	must(t, httpapi.ParseRestriction(restricted, "inference:X-Auth=secret"))
+	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{Restricted: restricted})
+	_, base := listen(t, c, api, "", true)
+	event := "data: {\"OUTPUT0\":[1.0,2.5],\"model_name\":\"id1\",\"model_version\":\"1\"}\n\n"
+	auth := func(h map[string]string) map[string]string { h["X-Auth"] = "secret"; return h }
+	runRoutes(t, base, []routeCase{
+		{name: "events", header: auth(map[string]string{"Accept": "text/event-stream", "Content-Type": "application/json"}), body: `{"INPUT0":[1,2.5]}`,
+			status: 200, ctype: sse, exact: &event},
+		{name: "events among others", header: auth(map[string]string{"Accept": "application/json;q=0.5, Text/Event-Stream"}), body: `{"INPUT0":[1,2.5]}`,
+			status: 200, ctype: sse, exact: &event},
+		{name: "events, bad input", header: auth(map[string]string{"Accept": "text/event-stream"}), body: `{"INPUT1":[1]}`,
+			status: 400, ctype: "application/json", contains: []string{`{"error":"`}},
+		{name: "events, restricted", header: map[string]string{"Accept": "text/event-stream"}, body: `{"INPUT0":[1]}`,
+			status: 403, exact: str(`{"error":"This API is restricted, expecting header 'X-Auth'"}`)},
+		{name: "events, GET", method: "GET", header: auth(map[string]string{"Accept": "text/event-stream"}), status: 405, exact: str(notAllowed)},
+		{name: "JSON caller", header: auth(map[string]string{"Accept": "application/json"}), body: id1Body, status: 200, ctype: "application/json",
+			contains: []string{`"data":[1.0,2.0,3.0]`}},
+	})
+
+	// The events arrive on a real connection as a stream a client reads
+	// line by line.
+	req, err := http.NewRequest(http.MethodPost, base+predictRoute, strings.NewReader(`{"INPUT0":[4,5]}`))
+	must(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Auth", "secret")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	must(t, err)
+	if want := "data: {\"OUTPUT0\":[4.0,5.0],\"model_name\":\"id1\",\"model_version\":\"1\"}\n"; line != want {
+		t.Fatalf("first line %q, want %q", line, want)
+	}
+}
