@@ -236,6 +236,10 @@ func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
 		h.generate(w, r)
 		return
 	}
+	if format := recordFormat(r.Header.Get("Content-Type")); format != "" && r.Method == http.MethodPost {
+		h.records(w, r, h.opts.DefaultModel, format)
+		return
+	}
 	h.infer(w, r, h.opts.DefaultModel, false)
 }
 
