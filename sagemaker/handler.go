@@ -24,6 +24,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/metrics"
 )
 
 // Options configure the frontend.
@@ -52,8 +53,9 @@ type Options struct {
 	InvocationTimeout time.Duration
 	// MetricsPath serves Metrics on the SageMaker port
 	// (SAGEMAKER_TRITON_METRICS_PATH, e.g. /metrics, where an inference
-	// component's ContainerMetricsConfig scrapes by default); "" or a nil
-	// Metrics: not served.
+	// component's ContainerMetricsConfig scrapes by default); "": not
+	// served. A nil Metrics with a path gets a handler of
+	// the default metrics configuration.
 	MetricsPath string
 	Metrics     http.Handler
 	Logger      *slog.Logger
@@ -123,6 +125,9 @@ type handler struct {
 // The listener (body size cap, chunk counting) is the caller's.
 func New(c *core.Server, api *httpapi.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
+	if opts.MetricsPath != "" && opts.Metrics == nil {
+		opts.Metrics = metrics.NewHandler(c, metrics.DefaultConfig())
+	}
 	h := &handler{
 		core: c, api: api, opts: opts, log: opts.Logger,
 		loaded: map[string]*mmeModel{}, pending: map[string]bool{},
@@ -167,7 +172,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.invocations(w, r)
 	case p == "/execution-parameters":
 		h.executionParameters(w, r)
-	case p == h.opts.MetricsPath && h.opts.Metrics != nil:
+	case p == h.opts.MetricsPath:
 		h.opts.Metrics.ServeHTTP(w, r)
 	case p == "/models" || strings.HasPrefix(p, "/models/"):
 		id, invoke, ok := parseModelsPath(p)

@@ -110,7 +110,7 @@ func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Se
 		return actor, addr, gapi.SetExiting, err
 	case "SageMaker":
 		opts := sagemaker.OptionsFromEnv(os.Getenv)
-		opts.Logger, opts.UnloadTimeout = log, cfg.sageMakerUnload
+		opts.Logger, opts.UnloadTimeout, opts.Metrics = log, cfg.sageMakerUnload, metricsHandler
 		h = sagemaker.New(srv, api, opts)
 	default:
 		return serve.Actor{}, "", nil, fmt.Errorf("the %s listener is not available in this build", spec.service)
