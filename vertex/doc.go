@@ -28,7 +28,9 @@
 //     answered with server-sent events.
 //   - with Options.InvokeRoutes (--vertex-ai-invoke-routes), any other path:
 //     the v2 route of that path with the request's own method, headers and
-//     body, and GET /metrics. A Model uploaded with invokeRoutePrefix "/*"
+//     body (a POST to a read-only GET route is served as its GET, since
+//     Vertex's invoke method is a POST), and /metrics. A Model uploaded
+//     with invokeRoutePrefix "/*"
 //     gets ".../invoke/<path>" as "/<path>" and has no predict route; routes
 //     that change the server (model load/unload, shared-memory
 //     register/unregister, POST to the log and trace settings) answer 403

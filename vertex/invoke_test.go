@@ -28,7 +28,8 @@ const sse = "text/event-stream; charset=utf-8"
 // dedicated endpoint gets "/invoke/<path>" as "/<path>", with the
 // caller's method, headers and body: the v2 routes answer natively
 // (including generate_stream's server-sent events and binary tensors after
-// Inference-Header-Content-Length), /metrics is served, and routes that
+// Inference-Header-Content-Length; POST, the invoke method's own, reads the
+// GET-only routes), /metrics is served, and routes that
 // change the server are refused 403 with no body. Several models need no
 // default model when there is no predict route.
 func TestInvokeRoutes(t *testing.T) {
@@ -55,6 +56,17 @@ func TestInvokeRoutes(t *testing.T) {
 		{name: "generate_stream", path: "/v2/models/id1/generate_stream", body: `{"INPUT0":[1,2.5]}`, status: 200, ctype: sse,
 			exact: str("data: {\"OUTPUT0\":[1.0,2.5],\"model_name\":\"id1\",\"model_version\":\"1\"}\n\n")},
 		{name: "metrics", method: "GET", path: "/metrics", status: 200, contains: []string{"nv_inference_request_success"}},
+		// The invoke method is a POST: read-only GET routes answer it too.
+		{name: "POST model metadata", path: "/v2/models/simple", status: 200, contains: []string{`"platform":"onnxruntime_onnx"`}},
+		{name: "POST versioned config", path: "/v2/models/id1/versions/1/config", status: 200, contains: []string{`"name":"id1"`}},
+		{name: "POST model ready", path: "/v2/models/id1/ready", status: 200, exact: empty},
+		{name: "POST model stats", path: "/v2/models/id1/stats", status: 200, contains: []string{`"name":"id1"`}},
+		{name: "POST all stats", path: "/v2/models/stats", status: 200, contains: []string{`"name":"simple"`}},
+		{name: "POST server ready", path: "/v2/health/ready", status: 200, exact: empty},
+		{name: "POST server metadata", path: "/v2", status: 200, contains: []string{`"extensions":[`}},
+		{name: "POST shm status", path: "/v2/cudasharedmemory/status", status: 200, exact: str("[]")},
+		{name: "POST metrics", path: "/metrics", status: 200, contains: []string{"nv_inference_request_success"}},
+		{name: "PUT model metadata", method: "PUT", path: "/v2/models/simple", status: 405, exact: str(notAllowed)},
 		{name: "infer GET", method: "GET", path: "/v2/models/id1/infer", status: 405, exact: str(notAllowed)},
 		{name: "unknown model", path: "/v2/models/nope/infer", body: id1Body, status: 404, contains: []string{"Request for unknown model: 'nope' is not found"}},
 		{name: "unknown path", method: "GET", path: "/foo/bar", status: 404, exact: str(`{"error":"Not Found"}`)},

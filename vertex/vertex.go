@@ -213,15 +213,38 @@ func wantsEvents(header http.Header) bool {
 // route: the v2 API's own route, with its own method, framing
 // (Inference-Header-Content-Length, encodings) and errors, and /metrics;
 // a route that changes the server answers 403 with no body.
+//
+// Vertex's invoke method is a POST, so a POST to a route that is GET-only
+// and reads (health, metadata, config, ready, stats, shared-memory status,
+// metrics) is served as its GET, as the redirect header does.
 func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
-	switch p := r.URL.Path; {
+	p, method := r.URL.Path, r.Method
+	if method == http.MethodPost && readsWithGet(p) {
+		method = http.MethodGet
+	}
+	switch {
 	case p == "/metrics":
-		h.metrics.ServeHTTP(w, httpapi.Reroute(r, r.Method, p))
-	case changesServer(r.Method, p):
+		h.metrics.ServeHTTP(w, httpapi.Reroute(r, method, p))
+	case changesServer(method, p):
 		httpapi.WriteEmpty(w, http.StatusForbidden)
 	default:
-		h.api.ServeHTTP(w, httpapi.Reroute(r, r.Method, p))
+		h.api.ServeHTTP(w, httpapi.Reroute(r, method, p))
 	}
+}
+
+// readsWithGet reports whether path is a GET-only v2 route that only reads.
+func readsWithGet(path string) bool {
+	if m := modelTarget.FindStringSubmatch(path); m != nil {
+		switch m[3] {
+		case "", "ready", "config", "stats":
+			return true
+		}
+		return false
+	}
+	if m := shmTarget.FindStringSubmatch(path); m != nil {
+		return m[1] == "status"
+	}
+	return path == "/metrics" || path == "/v2/models/stats" || serverTarget.MatchString(path)
 }
 
 // changesServer reports whether the v2 route at path, called with method,
