@@ -66,6 +66,7 @@ type setup struct {
 	sm            Options
 	allowFailures bool
 	namespacing   bool // --model-namespacing, as `serve` sets it
+	backends      []core.Backend
 }
 
 // start runs core, base API and SageMaker handler behind a real listener;
@@ -74,6 +75,7 @@ func start(t testing.TB, s setup) *env {
 	t.Helper()
 	c := servertest.Start(t, servertest.Options{
 		Repo: s.repo, Mode: core.ModeExplicit, Startup: s.startup, AllowFailures: s.allowFailures, Namespacing: s.namespacing,
+		Backends: s.backends,
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.api.Logger = log

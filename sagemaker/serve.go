@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/inferd/inferd/platforms/httpapi"
 )
 
 // ServeConfig locates the directories the `serve` entrypoint inspects.
@@ -32,6 +35,7 @@ const (
 	envInferenceType = "SAGEMAKER_TRITON_INFERENCE_TYPE"
 	envNamespacing   = "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING"
 	envMetricsPath   = "SAGEMAKER_TRITON_METRICS_PATH"
+	envMaxInputSize  = "SAGEMAKER_TRITON_MAX_INPUT_SIZE"
 	// envModelServerTimeout is the SageMaker inference toolkit's name for
 	// a model server's response timeout, in seconds.
 	envModelServerTimeout = "SAGEMAKER_MODEL_SERVER_TIMEOUT"
@@ -164,6 +168,14 @@ func ServeArgs(getenv func(string) string, cfg ServeConfig) (args []string, expo
 			v = boolToLevel(v)
 		}
 		args = append(args, "--"+f.flag+"="+v)
+	}
+	// The /invocations body limit (--http-max-input-size): the variable's
+	// bytes, or in a transform job its MaxPayloadInMB where that exceeds
+	// the default, so the mini-batches the job sends are read whole.
+	if v := getenv(envMaxInputSize); v != "" {
+		args = append(args, "--http-max-input-size="+v)
+	} else if mb := int64(batchFromEnv(getenv).MaxPayloadInMB) << 20; mb > httpapi.DefaultMaxInputSize {
+		args = append(args, "--http-max-input-size="+strconv.FormatInt(mb, 10))
 	}
 	for _, line := range IgnoredEnv(getenv) {
 		fmt.Fprintln(stderr, "WARNING: ignoring "+line)

@@ -101,6 +101,14 @@ func TestServeArgs(t *testing.T) {
 		{name: "namespacing disabled", layout: dirs("m"), env: map[string]string{"SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING": "false"},
 			args: []string{"--model-namespacing=false"}, absent: []string{"--model-namespacing=true"}},
 		{name: "namespacing MME", env: map[string]string{envMultiModel: "true"}, args: []string{"--model-namespacing=true"}},
+		// The body limit: explicit bytes (asynchronous inference takes up
+		// to 1 GB), else a transform job's larger MaxPayloadInMB.
+		{name: "max input size", layout: dirs("m"), env: map[string]string{envMaxInputSize: "1073741824", envMaxPayloadInMB: "100"},
+			args: []string{"--http-max-input-size=1073741824"}, absent: []string{"--http-max-input-size=104857600"}},
+		{name: "batch payload", layout: dirs("m"), env: map[string]string{envBatch: "true", envMaxPayloadInMB: "100"},
+			args: []string{"--http-max-input-size=104857600"}},
+		{name: "small batch payload", layout: dirs("m"), env: map[string]string{envBatch: "true", envMaxPayloadInMB: "6"},
+			absent: []string{"--http-max-input-size"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
