@@ -2,11 +2,16 @@ package vertex
 
 import (
 	"bufio"
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
 
@@ -130,6 +135,12 @@ func TestInvokeOptions(t *testing.T) {
 	if err := h.Resolve(); err == nil || err.Error() != "Expect the default model 'nope' is loaded" {
 		t.Fatalf("Resolve: %v", err)
 	}
+	// A panic's 500 names an invoke route's model.
+	for path, want := range map[string]string{"/v2/models/id1/infer": "id1", "/v2/repository/models/m/load": "m", "/metrics": "", healthRoute: ""} {
+		if got := h.modelOf(httptest.NewRequest(http.MethodPost, path, nil)); got != want {
+			t.Errorf("model of %s: %q, want %q", path, got, want)
+		}
+	}
 }
 
 // TestStreamRawPredict: streamRawPredict reaches the predict route; a
@@ -170,5 +181,45 @@ func TestStreamRawPredict(t *testing.T) {
 	must(t, err)
 	if want := "data: {\"OUTPUT0\":[4.0,5.0],\"model_name\":\"id1\",\"model_version\":\"1\"}\n"; line != want {
 		t.Fatalf("first line %q, want %q", line, want)
+	}
+}
+
+// TestStreamRawPredictDecoupled: a decoupled default model's responses
+// reach a streamRawPredict caller as separate events while the model is
+// still producing, and a caller that goes away ends the request as
+// cancelled.
+func TestStreamRawPredictDecoupled(t *testing.T) {
+	c, api := startCore(t, map[string]testModel{"repeat": {Config: servertest.RepeatConfig, ONNX: []byte("repeat")}}, httpapi.Options{})
+	_, base := listen(t, c, api, "", true)
+	header := map[string]string{"Accept": "text/event-stream"}
+	runRoutes(t, base, []routeCase{{name: "three responses", header: header, body: `{"IN":[7,8,9]}`, status: 200, ctype: sse,
+		exact: str(`data: {"IDX":0,"OUT":7,"model_name":"repeat","model_version":"1"}` + "\n\n" +
+			`data: {"IDX":1,"OUT":8,"model_name":"repeat","model_version":"1"}` + "\n\n" +
+			`data: {"IDX":2,"OUT":9,"model_name":"repeat","model_version":"1"}` + "\n\n")}})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+predictRoute,
+		strings.NewReader(`{"IN":[`+strings.TrimSuffix(strings.Repeat("1,", 100000), ",")+`],"wait_us":100}`))
+	must(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	must(t, err)
+	if want := `data: {"IDX":0,"OUT":1,"model_name":"repeat","model_version":"1"}` + "\n"; line != want {
+		t.Fatalf("first event %q, want %q", line, want)
+	}
+	cancel()
+	resp.Body.Close()
+	mv, release, err := c.Acquire("repeat", core.LatestVersion)
+	must(t, err)
+	defer release()
+	deadline := time.Now().Add(20 * time.Second)
+	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned stream was not counted as cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -95,9 +95,13 @@ func New(c *core.Server, api *httpapi.Server, opts Options) *Handler {
 }
 
 // modelOf names the model of a request for httpapi.Recover: the redirect
-// target's, else the predict route's default model.
+// target's, else the predict route's default model, else an invoke
+// route's.
 func (h *Handler) modelOf(r *http.Request) string {
-	if r.URL.Path != h.opts.PredictRoute {
+	if h.opts.PredictRoute == "" || r.URL.Path != h.opts.PredictRoute {
+		if h.opts.InvokeRoutes && r.URL.Path != h.opts.HealthRoute {
+			return httpapi.ModelOfPath(r.URL.Path)
+		}
 		return ""
 	}
 	if target, ok := r.Header[RedirectHeader]; ok {
