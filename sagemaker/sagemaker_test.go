@@ -258,7 +258,10 @@ func TestRouting(t *testing.T) {
 		{http.MethodPut, "/models", 400, ""},
 		{http.MethodPatch, "/models/a", 400, ""},
 		{http.MethodHead, "/models", 400, ""},
-		{http.MethodGet, "/execution-parameters", 400, ""},
+		// Served beyond Triton (batch_test.go); other spellings stay 400,
+		// as does /metrics unless SAGEMAKER_TRITON_METRICS_PATH names it.
+		{http.MethodGet, "/execution-parameters/", 400, ""},
+		{http.MethodGet, "/metrics", 400, ""},
 		{http.MethodGet, "/models", 200, `{"models":[]}`},
 		{http.MethodGet, "/models/", 200, `{"models":[]}`},
 		{http.MethodGet, "/models/a", 404, ""},
