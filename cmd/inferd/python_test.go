@@ -114,36 +114,6 @@ func checkPipelineGRPC(t *testing.T, addr, text string, want [2]float32) {
 	}
 }
 
-// TestSeedModelPy runs the user guide's model.py itself, read from the
-// seed document beside the project (never copied into it), as the first
-// step of the same pipeline. Its tokenizer writes input_ids as [1, 128],
-// as testdata/pipeline's does.
-func TestSeedModelPy(t *testing.T) {
-	seed, err := os.ReadFile("../../../shared/seeds/triton-skill.md")
-	if err != nil {
-		t.Skip("the seed documents are not beside this checkout:", err)
-	}
-	const marker = "# model_repository/preprocess/1/model.py"
-	at := strings.Index(string(seed), marker)
-	if at < 0 {
-		t.Fatal("no model.py in the seed")
-	}
-	code := string(seed[at:])
-	code = code[:strings.Index(code, "```")]
-	root := pipelineRepo(t)
-	must(t, os.WriteFile(filepath.Join(root, "preprocess", "1", "model.py"), []byte(code), 0o644))
-	r := start(t, "--model-repository="+root, "--grpc-address=127.0.0.1", "--backend-config=python,python-executable="+servertest.Python(t))
-	const text = "hello"
-	want := expectedLogits(text)
-	body := `{"inputs":[{"name":"raw_text","shape":[1],"datatype":"BYTES","data":["` + text + `"]},` +
-		`{"name":"attention_mask","shape":[1,128],"datatype":"INT64","data":[` + strings.TrimSuffix(strings.Repeat("1,", 128), ",") + `]}]}`
-	s, out := post(t, r.http+"/v2/models/ensemble_pipeline/infer", body)
-	if s != 200 || !strings.Contains(out, `"data":[`+strconv.FormatFloat(float64(want[0]), 'f', 1, 32)+`,`) {
-		t.Fatalf("seed model.py: %d %s, want %v", s, out, want)
-	}
-	checkPipelineGRPC(t, r.addrs["GRPC"], text, want)
-}
-
 // pythonModelsRepo copies models of core/python's testdata into a fresh
 // repository.
 func pythonModelsRepo(t *testing.T, names ...string) string {
