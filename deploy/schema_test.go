@@ -208,6 +208,17 @@ func TestManifestSchemasCatchMistakes(t *testing.T) {
 		{"kserve.yaml", "InferenceService", "spec.predictor.model.storageURI", "s3://b/m", "/spec/predictor/model", "'storageURI'"},
 		{"kserve.yaml", "InferenceService", "spec.predictor.minReplicas", "one", "/spec/predictor/minReplicas", "want integer"},
 		{"kserve.yaml", "InferenceService", "spec.predictor.model.modelFormat.name", "", "/spec/predictor/model/modelFormat", "'name'"},
+		{"keda.yaml", "ScaledObject", "spec.maxReplicaCount", "ten", "/spec/maxReplicaCount", "want integer"},
+		{"keda.yaml", "ScaledObject", "spec.scaleTargetRef.name", "", "/spec/scaleTargetRef", "'name'"},
+		{"keda.yaml", "ScaledObject", "spec.triggers.0.metadata.threshold", "8", "/spec/triggers/0/metadata/threshold", "want string"},
+		{"keda.yaml", "ScaledObject", "spec.pollingIntervall", "15", "/spec", "'pollingIntervall'"},
+		{"keda.yaml", "InferenceService", "spec.predictor.autoScaling.metrics.0.external.metric.backend", "datadog", "/spec/predictor/autoScaling/metrics/0/external/metric/backend", "must be one of"},
+		{"hpa-custom-metrics.yaml", "ConfigMap", "data", "{config.yaml: 1}", "/data/config.yaml", "want string"},
+		{"hpa-custom-metrics.yaml", "HorizontalPodAutoscaler", "spec.metrics.0.pods.metric.name", "", "/spec/metrics/0/pods/metric", "'name'"},
+		{"inference-pool.yaml", "InferencePool", "spec.targetPorts.0.number", "http", "/spec/targetPorts/0/number", "want integer"},
+		{"inference-pool.yaml", "InferencePool", "spec.endpointPickerRef.name", "", "/spec/endpointPickerRef", "'name'"},
+		{"inference-pool.yaml", "InferencePool", "spec.endpointPickerRef.failureMode", "Retry", "/spec/endpointPickerRef/failureMode", "must be one of"},
+		{"inference-pool.yaml", "InferencePool", "spec.selectors", "{a: b}", "/spec", "'selectors'"},
 	} {
 		what := "set to " + c.value
 		if c.value == "" {

@@ -4,13 +4,16 @@
 // deploy/testdata/schemas. Run it from deploy/ with `go generate` (it needs
 // the Go module proxy); the tests only read its output.
 //
-// Sources, both fetched as Go modules with `go mod download`:
+// Sources, fetched as Go modules with `go mod download` except the last:
 //
 //   - Kubernetes kinds: api/openapi-spec/swagger.json of k8s.io/kubernetes,
 //     the kind's definition and every definition it references.
 //   - Custom resources: the openAPIV3Schema of the CRDs under
-//     config/crd/full of github.com/kserve/kserve, with metadata checked as
-//     the API server checks it (Kubernetes' ObjectMeta).
+//     config/crd/full of github.com/kserve/kserve and config/crd/bases of
+//     github.com/kedacore/keda/v2, and those in internal/schemagen/crds
+//     (the Gateway API inference extension's InferencePool, whose module is
+//     not on the proxy), with metadata checked as the API server checks it
+//     (Kubernetes' ObjectMeta).
 //
 // The conversion follows kubeconform's openapi2jsonschema.py (the script
 // behind yannh/kubernetes-json-schema's "-strict" schemas): every object
@@ -48,6 +51,10 @@ const (
 	kubernetesModule = "k8s.io/kubernetes@v1.30.14"
 	kserveModule     = "github.com/kserve/kserve@v0.17.0"
 	kserveCRDs       = "config/crd/full/serving.kserve.io_*.yaml"
+	kedaModule       = "github.com/kedacore/keda/v2@v2.21.0"
+	kedaCRDs         = "config/crd/bases/keda.sh_*.yaml"
+	// Vendored CRDs, relative to deploy/ (where go generate runs).
+	localCRDs = "internal/schemagen/crds/*.yaml"
 
 	objectMeta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 	quantity   = "io.k8s.apimachinery.pkg.api.resource.Quantity"
@@ -63,7 +70,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	dirs, err := download(kubernetesModule, kserveModule)
+	dirs, err := download(kubernetesModule, kserveModule, kedaModule)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,9 +82,13 @@ func main() {
 	}
 	// The API server takes a Quantity as a string or a number.
 	swagger.Definitions[quantity] = map[string]any{"oneOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "number"}}}
-	crds, err := loadCRDs(filepath.Join(dirs[kserveModule], kserveCRDs))
-	if err != nil {
-		log.Fatal(err)
+	crds := map[groupVersionKind]map[string]any{}
+	for _, glob := range []string{filepath.Join(dirs[kserveModule], kserveCRDs), filepath.Join(dirs[kedaModule], kedaCRDs), localCRDs} {
+		more, err := loadCRDs(glob)
+		if err != nil {
+			log.Fatal(err)
+		}
+		maps.Copy(crds, more)
 	}
 	k8sVersion := strings.TrimPrefix(kubernetesModule[strings.Index(kubernetesModule, "@")+1:], "v")
 
