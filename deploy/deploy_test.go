@@ -1079,7 +1079,7 @@ func TestREADMEs(t *testing.T) {
 			"--container-predict-route", "--container-env-vars", "--artifact-uri", "AIP_STORAGE_URI", "gcloud ai endpoints create", "deploy-model", "raw-predict"},
 		"lambda/README.md": {"Dockerfile.lambda", "docker push", "aws cloudformation deploy", "curl", `"inputs"`},
 		"kubernetes/README.md": {"kubectl apply", "inferd.yaml", "kserve.yaml", "/v2/health/ready", "tritonserver --model-store=/mnt/models",
-			"8001:8001", "grpc-v2", "--grpc-port=8001"},
+			"8001:8001", "grpc-v2", "--grpc-port=8001", "keda.yaml", "hpa-custom-metrics.yaml", "inference-pool.yaml", "kubectl delete hpa inferd"},
 		// The images' tritonserver link, as Docker and Kubernetes start it,
 		// and gRPC on 8001 through grpcurl (with the protos: inferd has no
 		// reflection service) and tritonclient.grpc.
