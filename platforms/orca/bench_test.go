@@ -118,7 +118,8 @@ func askForever(b *testing.B, srv *core.Server, loads *orca.Reporter, stop chan 
 
 // BenchmarkGRPCLoadReport is ModelInfer of `simple` over a loopback gRPC
 // connection: without a Reporter (so without grpc-go's ORCA server option),
-// with one for a call that does not ask, and for one that asks.
+// with the report on every call (the default), and with it only on calls
+// that ask, for a call that does not ask and for one that does.
 //
 //	go test ./platforms/orca -run '^$' -bench BenchmarkGRPCLoadReport -benchmem -benchtime 1s -count 1
 func BenchmarkGRPCLoadReport(b *testing.B) {
@@ -134,8 +135,9 @@ func BenchmarkGRPCLoadReport(b *testing.B) {
 		ask   bool
 	}{
 		{"off", nil, false},
-		{"unasked", orca.New(orca.Options{Logger: quiet}), false},
-		{"asked", orca.New(orca.Options{Logger: quiet}), true},
+		{"every call", orca.New(orca.Options{Logger: quiet}), false},
+		{"only asked, unasked", orca.New(orca.Options{Logger: quiet, TrailerOnlyWhenAsked: true}), false},
+		{"only asked, asked", orca.New(orca.Options{Logger: quiet, TrailerOnlyWhenAsked: true}), true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			g := grpcapi.New(srv, grpcapi.Options{Logger: quiet, LoadReports: c.loads})
