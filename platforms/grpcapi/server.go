@@ -14,6 +14,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -82,9 +83,13 @@ type Server struct {
 	log     *slog.Logger
 	logs    *logging.Settings
 	exiting atomic.Bool
-	meta    *pb.ServerMetadataResponse
-	calls   atomic.Uint64 // numbers the calls in the verbose log
-	pipe    infer.Pipeline
+	// drain is closed by SetExiting: it ends the out-of-band load report
+	// streams, which would otherwise hold the listener's graceful stop.
+	drain     chan struct{}
+	drainOnce sync.Once
+	meta      *pb.ServerMetadataResponse
+	calls     atomic.Uint64 // numbers the calls in the verbose log
+	pipe      infer.Pipeline
 }
 
 // New builds the gRPC API over c.
@@ -112,7 +117,7 @@ func New(c *core.Server, opts Options) *Server {
 	}
 	md := v2.ServerMetadata(opts.ServerID)
 	return &Server{
-		core: c, opts: opts, log: opts.Logger, logs: opts.Logs,
+		core: c, opts: opts, log: opts.Logger, logs: opts.Logs, drain: make(chan struct{}),
 		meta: &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions},
 		pipe: infer.Pipeline{Core: c, Trace: opts.Trace, Logs: opts.Logs, Log: opts.Logger, Forward: opts.HeaderForward},
 	}
@@ -148,13 +153,16 @@ func (s *Server) Register(g *grpc.Server) {
 	healthpb.RegisterHealthServer(g, health{s: s})
 	if s.opts.LoadReports != nil {
 		versions := func() []*core.ModelVersion { return s.core.ReadyVersions("") }
-		orca.NewService(s.opts.LoadReports, orca.ServiceOptions{Versions: versions}).Register(g)
+		orca.NewService(s.opts.LoadReports, orca.ServiceOptions{Versions: versions, Done: s.drain}).Register(g)
 	}
 }
 
 // SetExiting makes health answer "Server exiting" and ModelInfer refuse
 // new requests while the server drains.
-func (s *Server) SetExiting() { s.exiting.Store(true) }
+func (s *Server) SetExiting() {
+	s.exiting.Store(true)
+	s.drainOnce.Do(func() { close(s.drain) })
+}
 
 // statusError is err as a gRPC status: the code of its Triton error class
 // (v2.GRPCCode, as Triton's GrpcStatusUtil::CodeToStatus in

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -84,6 +85,7 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 type env struct {
 	http, sagemaker, vertex, metrics string
 	grpcAddr                         string
+	grpcAPI                          *grpcapi.Server
 	kv                               *prometheus.GaugeVec
 	gate, entered                    chan struct{}
 }
@@ -121,6 +123,7 @@ func start(t *testing.T, opts ...func(orca.Options) orca.Options) *env {
 	e.metrics = serve(t, metrics.NewHandler(srv, metrics.DefaultConfig(), e.kv))
 
 	g := grpcapi.New(srv, grpcapi.Options{Logger: quiet, LoadReports: loads})
+	e.grpcAPI = g
 	gs := grpc.NewServer(g.ServerOptions()...)
 	g.Register(gs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -636,5 +639,27 @@ func TestOutOfBand(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Fatalf("two reports %v apart; asked for 1s", waited)
+	}
+}
+
+// TestOutOfBandExiting: an open out-of-band stream ends when the server
+// starts exiting, rather than holding its graceful stop until the next
+// report or the client's leave.
+func TestOutOfBandExiting(t *testing.T) {
+	e := start(t)
+	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	servertest.Must(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := orcaservice.NewOpenRcaServiceClient(conn).StreamCoreMetrics(ctx,
+		&orcaservice.OrcaLoadReportRequest{ReportInterval: durationpb.New(time.Hour)})
+	servertest.Must(t, err)
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("first report: %v", err)
+	}
+	e.grpcAPI.SetExiting()
+	if rep, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after SetExiting: %v, %v; want the stream's end", rep, err)
 	}
 }

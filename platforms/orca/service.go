@@ -25,6 +25,10 @@ type ServiceOptions struct {
 	Versions func() []*core.ModelVersion
 	// MinInterval is the shortest interval granted; 0: DefaultMinInterval.
 	MinInterval time.Duration
+	// Done, when closed, ends every stream (the server is exiting: an open
+	// stream would hold grpc.Server.GracefulStop until the client left).
+	// nil: streams end only with their client.
+	Done <-chan struct{}
 }
 
 // Service is ORCA's out-of-band service, xds.service.orca.v3.OpenRcaService
@@ -49,7 +53,8 @@ func NewService(r *Reporter, opts ServiceOptions) *Service {
 func (s *Service) Register(g grpc.ServiceRegistrar) { orcaservice.RegisterOpenRcaServiceServer(g, s) }
 
 // StreamCoreMetrics sends the process's report at once and then every
-// interval (the request's, at least MinInterval) until the client goes.
+// interval (the request's, at least MinInterval) until the client goes or
+// Done is closed.
 func (s *Service) StreamCoreMetrics(req *orcaservice.OrcaLoadReportRequest, stream grpc.ServerStreamingServer[xds.OrcaLoadReport]) error {
 	interval := max(req.GetReportInterval().AsDuration(), s.opts.MinInterval)
 	tick := time.NewTicker(interval)
@@ -61,6 +66,8 @@ func (s *Service) StreamCoreMetrics(req *orcaservice.OrcaLoadReportRequest, stre
 		select {
 		case <-stream.Context().Done():
 			return nil // the client went
+		case <-s.opts.Done:
+			return nil // the server is exiting; the client's balancer reconnects elsewhere
 		case <-tick.C:
 		}
 	}
