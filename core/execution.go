@@ -57,6 +57,12 @@ type Request struct {
 // Context is the request's: done when its client goes away.
 func (r *Request) Context() context.Context { return r.job.ctx }
 
+// Into are the destinations of r's outputs (RequestedOutput.Into),
+// Outputs[i]'s at index i; nil when none has one. A backend that answers
+// each request on its own may write an output there and return a prefix
+// of it as the output's Data, as Batch.Into allows.
+func (r *Request) Into() [][]byte { return r.batch.Into }
+
 // Response is one response of a request: its outputs (a subset of the
 // request's Outputs) and parameters, or an error that ends the request.
 type Response struct {
@@ -128,8 +134,10 @@ func (r *Request) close(err error) {
 			r.stop()
 		}
 		if r.job.seqb != nil {
+			r.job.seqb.stats.endRunning(r.job)
 			r.job.seqb.finish(r.job, err)
 		} else {
+			r.job.sched.stats.endRunning(r.job)
 			r.job.sched.finish(r.job, err)
 		}
 	}

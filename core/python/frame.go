@@ -156,7 +156,12 @@ func readN(r io.Reader, n int) ([]byte, error) {
 // tensor is the tensor d describes, its bytes shared with the frame.
 // A tensor in the arena is copied out: the worker reuses that space for
 // its next reply.
-func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) {
+func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) { return f.tensorInto(d, nil) }
+
+// tensorInto is tensor, but a tensor in the arena that fits dst (a
+// caller's destination, core.Request.Into) is copied there, and its Data
+// is then a prefix of dst: the frontend sees that and skips its own copy.
+func (f frameIn) tensorInto(d tensorDesc, dst []byte) (*core.Tensor, error) {
 	area := f.blobs
 	if d.Arena {
 		area = f.arena
@@ -169,12 +174,15 @@ func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) {
 		return nil, fmt.Errorf("tensor '%s' has unknown datatype '%s'", d.Name, d.Datatype)
 	}
 	data := area[d.Off : d.Off+d.Len : d.Off+d.Len]
-	if d.Arena {
-		data = append([]byte(nil), data...)
-	}
 	// n == len/size, not n*size == len: the product may wrap.
 	if n, size := core.ElementCount(d.Shape), int64(dt.ByteSize()); dt != core.TypeBytes && (n < 0 || int64(len(data))%size != 0 || n != int64(len(data))/size) {
 		return nil, fmt.Errorf("tensor '%s' of shape %s holds %d bytes", d.Name, core.ShapeString(d.Shape), len(data))
+	}
+	switch {
+	case d.Arena && len(data) > 0 && len(data) <= len(dst):
+		data = dst[:copy(dst, data):len(data)]
+	case d.Arena:
+		data = append([]byte(nil), data...)
 	}
 	return &core.Tensor{Name: d.Name, DataType: dt, Shape: d.Shape, Data: data}, nil
 }

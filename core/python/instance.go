@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -301,7 +303,11 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		case done.rescheduled(i):
 			in.reschedule(rid) // reschedule.go
 		case resp != nil:
-			in.finish(rid, in.response(resp, reply))
+			var into map[string][]byte
+			if !in.decoupled {
+				into = destinations(e.Requests[i])
+			}
+			in.finish(rid, in.response(resp, reply, into))
 		case in.decoupled:
 			// Open until its final send.
 		default:
@@ -373,14 +379,18 @@ func (in *instance) failOf(w *worker, err error) {
 	}
 }
 
-// response converts a worker's response; tensors share the frame's bytes.
-func (in *instance) response(w *wireResponse, f frameIn) *core.Response {
+// response converts a worker's response; tensors share the frame's bytes,
+// or, from the arena, go to their destinations in into (by output name,
+// see frameIn.tensorInto) where they fit.
+func (in *instance) response(w *wireResponse, f frameIn, into map[string][]byte) *core.Response {
 	if w.Error != nil {
 		return &core.Response{Err: &core.Error{Code: core.Code(w.Error.Code), Msg: w.Error.Message}}
 	}
 	resp := &core.Response{Outputs: make([]*core.Tensor, 0, len(w.Outputs))}
 	for _, d := range w.Outputs {
-		t, err := f.tensor(d)
+		dst := into[d.Name]
+		delete(into, d.Name) // a second output of that name must not overwrite the first
+		t, err := f.tensorInto(d, dst)
 		if err != nil {
 			return &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent a broken response: %v", in.name, err)}
 		}
@@ -394,6 +404,34 @@ func (in *instance) response(w *wireResponse, f frameIn) *core.Response {
 		resp.Parameters = params
 	}
 	return resp
+}
+
+// destinations are r's output destinations (core.Request.Into) by output
+// name, leaving out those that overlap an input: as with ONNX Runtime
+// (core/onnxrt), an output never changes an input of its request. Only a
+// default-mode model's final response uses them: a decoupled model's
+// responses would overwrite each other while the frontend still sends one.
+func destinations(r *core.Request) map[string][]byte {
+	var into map[string][]byte
+	for i, dst := range r.Into() {
+		if len(dst) == 0 || i >= len(r.Outputs) || slices.ContainsFunc(r.Inputs, func(t *core.Tensor) bool { return overlap(t.Data, dst) }) {
+			continue
+		}
+		if into == nil {
+			into = make(map[string][]byte, len(r.Outputs))
+		}
+		into[r.Outputs[i]] = dst
+	}
+	return into
+}
+
+// overlap reports whether a and b share a byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // handle serves the worker's own messages; it runs on the reader
@@ -440,7 +478,7 @@ func (in *instance) onSend(w *worker, f frameIn) {
 	final := m.Flags == 1
 	var resp *core.Response
 	if m.Response != nil {
-		resp = in.response(m.Response, f)
+		resp = in.response(m.Response, f, nil)
 	}
 	in.mu.Lock()
 	o := in.open[m.RID]
