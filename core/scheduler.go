@@ -640,6 +640,7 @@ func runExecution(inst Instance, model string, decoupled bool, stats *Stats, job
 	for _, j := range jobs {
 		e.Requests = append(e.Requests, &j.req)
 	}
+	stats.startRunning(jobs)
 	err := execute(inst, model, e, jobs, log)
 	if err == nil {
 		var total uint64
@@ -653,6 +654,9 @@ func runExecution(inst Instance, model string, decoupled bool, stats *Stats, job
 	for _, j := range jobs {
 		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
 		errs = append(errs, j.req.end(err, model, decoupled))
+		if errs[len(errs)-1] != errPending { // else its final send ends it
+			stats.endRunning(j)
+		}
 	}
 	clear(e.Requests)
 	return errs

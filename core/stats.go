@@ -3,6 +3,7 @@ package core
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,9 @@ type Stats struct {
 	// loadedAt is when the version finished loading: where its first
 	// utilization window (utilization.go) starts.
 	loadedAt time.Time
+	// running is the requests executing now (running.go), kept apart
+	// from mu: it changes twice per request on the hot path.
+	running atomic.Int64
 }
 
 // Observer receives per-request durations that Stats only sums. The metrics
@@ -103,7 +107,10 @@ type StatsSnapshot struct {
 	// each request's duration to µs before adding it.
 	RequestUs, QueueUs, ComputeInputUs, ComputeInferUs, ComputeOutputUs uint64
 	Pending                                                             int64
-	LoadSeconds                                                         float64
+	// Running is the requests an instance is executing now (inferd's own
+	// gauge, not in Triton's statistics; see running.go).
+	Running     int64
+	LoadSeconds float64
 }
 
 // Observer is the Observer the factory gave this version at load (nil:
@@ -116,6 +123,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	defer s.mu.Unlock()
 	out := s.snap
 	out.Batches = append([]BatchStats(nil), s.snap.Batches...)
+	out.Running = s.running.Load()
 	return out
 }
 
