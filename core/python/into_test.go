@@ -3,8 +3,9 @@ package python_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -68,36 +69,64 @@ func TestOutputIntoDestination(t *testing.T) {
 	}
 }
 
-// TestOutputIntoDestinationConcurrent: concurrent callers, two executions
-// in flight per worker (pipelining), each get their own output in their
-// own destination.
-func TestOutputIntoDestinationConcurrent(t *testing.T) {
-	e := start(t, options{}, "identity")
-	const n = 1 << 15
-	done := make(chan error, 4)
-	for c := range 4 {
+// TestOutputIntoDestinationBatched: in an execution of several requests
+// (a dynamic batcher) each request gets its output in its own destination:
+// the Python backend answers every request on its own, where ONNX Runtime
+// runs one concatenated batch.
+func TestOutputIntoDestinationBatched(t *testing.T) {
+	e := start(t, options{}, "identity_batched")
+	const n, callers = 1 << 15, 4
+	type result struct {
+		batch int64
+		err   error
+	}
+	results := make(chan result, callers)
+	for c := range callers {
 		go func() {
 			input := bytes.Repeat([]byte{byte(c + 1)}, 4*n)
-			for range 5 {
-				into := make([]byte, 4*n)
-				resp, err := e.infer(&core.InferRequest{ModelName: "identity",
-					Inputs:  []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1, n}, Data: input}},
-					Outputs: []core.RequestedOutput{{Name: "OUTPUT0", Into: into}}})
-				if err != nil {
-					done <- err
-					return
-				}
-				if got := output(resp, "OUTPUT0"); got == nil || unsafe.SliceData(got.Data) != unsafe.SliceData(into) || !bytes.Equal(into, input) {
-					done <- errors.New("output not in its destination, or wrong")
-					return
-				}
+			into := make([]byte, 4*n)
+			resp, err := e.infer(&core.InferRequest{ModelName: "identity_batched",
+				Inputs:  []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1, n}, Data: input}},
+				Outputs: []core.RequestedOutput{{Name: "OUTPUT0", Into: into}}})
+			if err != nil {
+				results <- result{err: err}
+				return
 			}
-			done <- nil
+			if got := output(resp, "OUTPUT0"); got == nil || unsafe.SliceData(got.Data) != unsafe.SliceData(into) || !bytes.Equal(into, input) {
+				results <- result{err: fmt.Errorf("caller %d: output not in its destination, or wrong", c)}
+				return
+			}
+			batch, _ := resp.Parameters["batch"].(int64)
+			results <- result{batch: batch}
 		}()
 	}
-	for range 4 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
+	biggest := int64(0)
+	for range callers {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
+		biggest = max(biggest, r.batch)
+	}
+	if biggest < 2 {
+		t.Fatal("no execution held several requests: the batched case was not exercised")
+	}
+}
+
+// TestOutputIntoDestinationBytes: a BYTES output from the arena is in its
+// serialized form already (4-byte lengths and bytes, as a region holds
+// it), so it goes to its destination as a fixed-size one does.
+func TestOutputIntoDestinationBytes(t *testing.T) {
+	e := start(t, options{}, "bytes_identity")
+	in := bytesTensor("INPUT0", strings.Repeat("a", 40000), strings.Repeat("b", 40000))
+	into := make([]byte, len(in.Data))
+	resp, err := e.infer(&core.InferRequest{ModelName: "bytes_identity", Inputs: []*core.Tensor{in},
+		Outputs: []core.RequestedOutput{{Name: "OUTPUT0", Into: into}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := output(resp, "OUTPUT0")
+	if got == nil || unsafe.SliceData(got.Data) != unsafe.SliceData(into) || !bytes.Equal(into, in.Data) {
+		t.Fatal("BYTES output not in its destination, or wrong")
 	}
 }
