@@ -52,9 +52,10 @@ type customMetric struct {
 }
 
 // serverFamilies are the prefixes of the families the server exports
-// itself (triton-inference-server/server docs/user_guide/metrics.md): a
-// custom family there would clash on /metrics.
-var serverFamilies = []string{"nv_inference_", "nv_model_", "nv_cpu_", "nv_gpu_", "nv_energy_", "nv_pinned_", "nv_cache_"}
+// itself (triton-inference-server/server docs/user_guide/metrics.md), and
+// inferd_, inferd's own additions (docs/metrics.md): a custom family there
+// would clash on /metrics.
+var serverFamilies = []string{"nv_inference_", "nv_model_", "nv_cpu_", "nv_gpu_", "nv_energy_", "nv_pinned_", "nv_cache_", "inferd_"}
 
 func newCustomMetrics() *customMetrics {
 	return &customMetrics{families: map[string]*customFamily{}, byID: map[int64]*customMetric{}}

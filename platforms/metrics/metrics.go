@@ -186,6 +186,10 @@ var (
 	famCount   = family{"nv_inference_count", "Number of inferences performed (a batch of n counts n)", prometheus.CounterValue}
 	famExec    = family{"nv_inference_exec_count", "Number of model executions performed (a dynamic batch counts 1)", prometheus.CounterValue}
 	famPending = family{"nv_inference_pending_request_count", "Instantaneous number of requests waiting to execute", prometheus.GaugeValue}
+	// famRunning is inferd's own (docs/metrics.md): Triton has no gauge
+	// of the requests executing now, which scalers and endpoint pickers
+	// read beside the queue.
+	famRunning = family{"inferd_inference_running_request_count", "Instantaneous number of requests executing now (taken by an instance, not yet finished)", prometheus.GaugeValue}
 	famLoad    = family{"nv_model_load_duration_secs", "Time taken to load the model version, in seconds", prometheus.GaugeValue}
 	famRequest = family{"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", prometheus.CounterValue}
 	famQueue   = family{"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", prometheus.CounterValue}
@@ -226,6 +230,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		emit(famCount, float64(st.InferenceCount), "", "")
 		emit(famExec, float64(st.ExecutionCount), "", "")
 		emit(famPending, float64(st.Pending), "", "")
+		emit(famRunning, float64(st.Running), "", "")
 		emit(famLoad, st.LoadSeconds, "", "")
 		if c.cfg.CounterLatencies {
 			emit(famRequest, float64(st.RequestUs), "", "")
