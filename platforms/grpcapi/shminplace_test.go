@@ -106,10 +106,11 @@ func inPlaceData(seed int) []byte {
 
 // TestSharedMemoryOutputsInPlaceGRPC: outputs into regions are right
 // whether ONNX Runtime writes them in place (shape known before the run),
-// copies them there from its own allocation (known after), or the backend
-// cannot (Python); with the input in a region or raw; at an offset, into a
-// region larger than the output. A region too small gets Triton's error,
-// and an output region truncated under the run fails that call only.
+// copies them there from its own allocation (known after), or the Python
+// backend copies them there from its arena; with the input in a region or
+// raw; at an offset, into a region larger than the output. A region too
+// small gets Triton's error, and an output region truncated under the run
+// fails that call only (the Python backend's copy into it included).
 func TestSharedMemoryOutputsInPlaceGRPC(t *testing.T) {
 	h, regions := inPlaceHarness(t)
 	data := inPlaceData(0)
