@@ -49,7 +49,8 @@ type RequestedOutput struct {
 	// backend that can may write them there, and the response's tensor
 	// then holds a prefix of Into as its Data (compare the first bytes'
 	// addresses to know). It is a hint: a backend that cannot, an output
-	// larger than Into, an execution batching several requests, or a
+	// larger than Into, an execution concatenating several requests into
+	// one batch (ONNX Runtime's), or a
 	// model whose responses are cached leaves Into alone and returns the
 	// output in memory of its own. The caller
 	// must keep Into valid, and not touch it, until the request ends.
