@@ -18,25 +18,36 @@ import (
 )
 
 // inferdSeries are the metric families inferd exports, read from
-// platforms/metrics: a query naming another one would never see data.
+// platforms/metrics (Triton's nv_* and inferd's own inferd_*): a query
+// naming another one would never see data.
 func inferdSeries(t *testing.T) map[string]bool {
 	t.Helper()
 	src := read(t, "../platforms/metrics/metrics.go")
 	out := map[string]bool{}
-	for _, m := range regexp.MustCompile(`"(nv_[a-z_]+)"`).FindAllStringSubmatch(src, -1) {
+	for _, m := range seriesName.FindAllStringSubmatch(src, -1) {
 		out[m[1]] = true
 	}
-	if !out["nv_inference_pending_request_count"] {
-		t.Fatal("platforms/metrics/metrics.go: no nv_inference_pending_request_count")
+	for _, want := range []string{pendingSeries, runningSeries} {
+		if !out[want] {
+			t.Fatalf("platforms/metrics/metrics.go: no %s", want)
+		}
 	}
 	return out
 }
 
-// checkSeries fails unless every nv_* series query names is one inferd
-// exports, and query names at least one.
+const (
+	pendingSeries = "nv_inference_pending_request_count"
+	runningSeries = "inferd_inference_running_request_count"
+)
+
+// seriesName finds the names of Triton's and inferd's series.
+var seriesName = regexp.MustCompile(`\b((?:nv|inferd)_[a-z_]+)`)
+
+// checkSeries fails unless every nv_* and inferd_* series query names is
+// one inferd exports, and query names at least one.
 func checkSeries(t *testing.T, where, query string, exported map[string]bool) {
 	t.Helper()
-	names := regexp.MustCompile(`\bnv_[a-z_]+`).FindAllString(query, -1)
+	names := seriesName.FindAllString(query, -1)
 	if len(names) == 0 {
 		t.Errorf("%s: query %q names no inferd series", where, query)
 	}
@@ -75,7 +86,7 @@ func TestKEDA(t *testing.T) {
 	if str(get(so, "spec.scaleTargetRef.kind")) != "Deployment" || str(get(so, "spec.scaleTargetRef.name")) != name {
 		t.Errorf("ScaledObject scaleTargetRef %v does not name inferd.yaml's Deployment %s", get(so, "spec.scaleTargetRef"), name)
 	}
-	var pending, queueTime bool
+	var pending, queueTime, running bool
 	for i, tr := range list(get(so, "spec.triggers")) {
 		where := "ScaledObject trigger " + str(get(tr, "name"))
 		if str(get(tr, "type")) != "prometheus" {
@@ -87,11 +98,13 @@ func TestKEDA(t *testing.T) {
 		if !strings.HasPrefix(str(get(tr, "metadata.serverAddress")), "http") || str(get(tr, "metadata.threshold")) == "" {
 			t.Errorf("trigger %d: want serverAddress and threshold, have %v", i, get(tr, "metadata"))
 		}
-		pending = pending || strings.Contains(q, "nv_inference_pending_request_count")
+		pending = pending || strings.Contains(q, pendingSeries)
 		queueTime = queueTime || strings.Contains(q, "nv_inference_queue_duration_us")
+		running = running || strings.Contains(q, runningSeries)
 	}
-	if !pending || !queueTime {
-		t.Errorf("ScaledObject: want triggers on the pending requests (%v) and on queue time (%v)", pending, queueTime)
+	if !pending || !queueTime || !running {
+		t.Errorf("ScaledObject: want triggers on the pending requests (%v), on queue time (%v) and on the running requests (%v)",
+			pending, queueTime, running)
 	}
 
 	// KServe's own KEDA integration: Standard mode, autoscalerClass keda,
@@ -166,10 +179,17 @@ func TestCustomMetricsHPA(t *testing.T) {
 	if len(ms) == 0 {
 		t.Fatal("HPA: no metrics")
 	}
+	used := map[string]bool{}
 	for _, m := range ms {
 		name := str(get(m, "pods.metric.name"))
 		if str(get(m, "type")) != "Pods" || !served[name] {
 			t.Errorf("HPA metric %v: want a Pods metric the adapter serves (%v)", m, served)
+		}
+		used[name] = true
+	}
+	for _, want := range []string{pendingSeries, runningSeries} {
+		if !used[want] {
+			t.Errorf("HPA: no metric on %s (have %v)", want, used)
 		}
 	}
 	kubeconform(t, path)
@@ -238,9 +258,15 @@ func TestInferencePool(t *testing.T) {
 			continue
 		}
 		found = true
-		checkSeries(t, "engine "+engine+" queuedRequestsSpec", str(get(e, "queuedRequestsSpec")), exported)
-		// No KV cache and no running-requests gauge: the specs stay empty.
-		for _, spec := range []string{"kvUsageSpec", "runningRequestsSpec", "loraSpec", "cacheInfoSpec"} {
+		for spec, series := range map[string]string{"queuedRequestsSpec": pendingSeries, "runningRequestsSpec": runningSeries} {
+			q := str(get(e, spec))
+			checkSeries(t, "engine "+engine+" "+spec, q, exported)
+			if !strings.HasPrefix(q, series+"{") && q != series {
+				t.Errorf("engine %s: %s %q, want %s", engine, spec, q, series)
+			}
+		}
+		// No KV cache and no LoRA: those specs stay empty.
+		for _, spec := range []string{"kvUsageSpec", "loraSpec", "cacheInfoSpec"} {
 			if v := str(get(e, spec)); v != "" {
 				t.Errorf("engine %s: %s %q; inferd has no such series", engine, spec, v)
 			}
