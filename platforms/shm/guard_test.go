@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/shmtest"
 	"github.com/inferd/inferd/platforms/shm"
 )
 
@@ -41,7 +42,7 @@ func wantTruncated(t *testing.T, what string, err error) {
 func TestGuardedRegionTruncated(t *testing.T) {
 	const size = 1 << 20
 	m := guardedManager(t)
-	key, other := object(t, size), object(t, 4096)
+	key, other := shmtest.Object(t, size), shmtest.Object(t, 4096)
 	if err := m.RegisterSystem("r", key, 4096+100, size-8192); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestGuardedRegionTruncated(t *testing.T) {
 // the copy, as without the guard.
 func TestGuardedCopyTruncated(t *testing.T) {
 	m := guardedManager(t)
-	key := object(t, 1<<20)
+	key := shmtest.Object(t, 1<<20)
 	if err := m.RegisterSystem("r", key, 0, 1<<20); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestGuardedCopyTruncated(t *testing.T) {
 func TestGuardForwardsOtherFaults(t *testing.T) {
 	guardedManager(t)
 
-	key := object(t, 1<<20)
+	key := shmtest.Object(t, 1<<20)
 	m := shm.NewManager(nil)
 	if err := m.RegisterSystem("r", key, 0, 1<<20); err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func TestGuardForwardsOtherFaults(t *testing.T) {
 // lies at the span's start (written in place through Data).
 func TestWriteOutput(t *testing.T) {
 	m := guardedManager(t)
-	key := object(t, 4096)
+	key := shmtest.Object(t, 4096)
 	if err := m.RegisterSystem("r", key, 0, 4096); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestWriteOutput(t *testing.T) {
 // there, and leaves the others alone.
 func TestHoldsDetach(t *testing.T) {
 	m := guardedManager(t)
-	key := object(t, 4096)
+	key := shmtest.Object(t, 4096)
 	if err := m.RegisterSystem("r", key, 0, 4096); err != nil {
 		t.Fatal(err)
 	}

@@ -14,35 +14,9 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/shmtest"
 	"github.com/inferd/inferd/platforms/shm"
 )
-
-// object creates a shared-memory object of size bytes in /dev/shm, filled
-// with its index pattern, and returns its key (removed at cleanup).
-func object(t *testing.T, size int) string {
-	t.Helper()
-	key := fmt.Sprintf("inferd_shm_test_%d_%s", os.Getpid(), filepath.Base(t.Name()))
-	for i := 0; ; i++ {
-		path := "/dev/shm/" + key + strconv.Itoa(i)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := make([]byte, size)
-		for j := range data {
-			data[j] = byte(j)
-		}
-		if _, err := f.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		t.Cleanup(func() { os.Remove(path) })
-		return "/" + key + strconv.Itoa(i)
-	}
-}
 
 func wantError(t *testing.T, err error, code core.Code, msg string) {
 	t.Helper()
@@ -55,7 +29,7 @@ func wantError(t *testing.T, err error, code core.Code, msg string) {
 }
 
 func TestRegisterErrors(t *testing.T) {
-	key := object(t, 4096)
+	key := shmtest.Object(t, 4096)
 	outside := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(outside, make([]byte, 4096), 0o600); err != nil {
 		t.Fatal(err)
@@ -103,7 +77,7 @@ func TestRegisterErrors(t *testing.T) {
 }
 
 func TestStatusAndUnregister(t *testing.T) {
-	key := object(t, 8192)
+	key := shmtest.Object(t, 8192)
 	m := shm.NewManager(nil)
 	for _, n := range []string{"b", "a"} {
 		if err := m.RegisterSystem(n, key, 4096, 100); err != nil {
@@ -146,7 +120,7 @@ func TestStatusAndUnregister(t *testing.T) {
 }
 
 func TestAcquireBoundsAndCopies(t *testing.T) {
-	key := object(t, 3*4096)
+	key := shmtest.Object(t, 3*4096)
 	m := shm.NewManager(nil)
 	// An offset that is not page-aligned: mapped from its page.
 	if err := m.RegisterSystem("r", key, 100, 4096); err != nil {
@@ -204,7 +178,7 @@ func TestAcquireBoundsAndCopies(t *testing.T) {
 
 // A truncated object must fail the copy, not kill the process with SIGBUS.
 func TestTruncatedObject(t *testing.T) {
-	key := object(t, 1<<20)
+	key := shmtest.Object(t, 1<<20)
 	m := shm.NewManager(nil)
 	if err := m.RegisterSystem("r", key, 0, 1<<20); err != nil {
 		t.Fatal(err)
@@ -237,7 +211,7 @@ func TestTruncatedObject(t *testing.T) {
 }
 
 func TestUnregisterWaitsForSpans(t *testing.T) {
-	key := object(t, 4096)
+	key := shmtest.Object(t, 4096)
 	m := shm.NewManager(nil)
 	if err := m.RegisterSystem("r", key, 0, 4096); err != nil {
 		t.Fatal(err)
@@ -357,7 +331,7 @@ func TestCUDARegions(t *testing.T) {
 // Registering, using and unregistering from many goroutines at once stays
 // consistent (run under -race).
 func TestConcurrentUse(t *testing.T) {
-	key := object(t, 64*1024)
+	key := shmtest.Object(t, 64*1024)
 	m := shm.NewManager(nil)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -401,7 +375,7 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestHolds(t *testing.T) {
-	key := object(t, 4096)
+	key := shmtest.Object(t, 4096)
 	m := shm.NewManager(nil)
 	if err := m.RegisterSystem("r", key, 0, 4096); err != nil {
 		t.Fatal(err)
