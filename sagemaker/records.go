@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,7 +285,7 @@ func instancesRequest(cfg *modelconfig.ModelConfig, instances []json.RawMessage)
 		shape := shapeOf(values[j][0])
 		var flat []any
 		for i, v := range values[j] {
-			if s := shapeOf(v); !equalShape(s, shape) {
+			if s := shapeOf(v); !slices.Equal(s, shape) {
 				return nil, recordErrorf("instance %d: input '%s' has shape %v, instance 0 has %v", i, in.GetName(), s, shape)
 			}
 			flat = flatten(flat, v)
@@ -345,18 +346,6 @@ func shapeOf(v any) []int64 {
 		}
 		v = a[0]
 	}
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func flatten(dst []any, v any) []any {
