@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -165,7 +166,7 @@ func encodeCached(resp *InferResponse) ([]byte, error) {
 	b := make([]byte, 0, size)
 	b = append(b, cacheEntryVersion)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(resp.Parameters)))
-	for _, k := range slices.Sorted(mapKeys(resp.Parameters)) {
+	for _, k := range slices.Sorted(maps.Keys(resp.Parameters)) {
 		b = appendStr(b, k)
 		switch v := resp.Parameters[k].(type) {
 		case string:
@@ -195,16 +196,6 @@ func encodeCached(resp *InferResponse) ([]byte, error) {
 		b = appendStr(b, string(t.Data))
 	}
 	return b, nil
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func appendStr(b []byte, s string) []byte {
