@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferd/inferd/core"
@@ -32,13 +30,9 @@ func emitCache(emit func(f family, v float64, extraName, extraValue string), st 
 type cacheSummaries struct{ hit, miss prometheus.Summary }
 
 func newCacheSummaries(c Config, labels prometheus.Labels) *cacheSummaries {
-	summary := func(name, help string) prometheus.Summary {
-		return prometheus.NewSummary(prometheus.SummaryOpts{Name: name, Help: help, ConstLabels: labels,
-			Objectives: c.SummaryQuantiles, MaxAge: 60 * time.Second, AgeBuckets: 5})
-	}
 	return &cacheSummaries{
-		hit:  summary("nv_cache_hit_summary_per_model", "Summary of cache hit counts/durations per model, in microseconds."),
-		miss: summary("nv_cache_miss_summary_per_model", "Summary of cache miss counts/durations per model, in microseconds."),
+		hit:  c.newSummary("nv_cache_hit_summary_per_model", "Summary of cache hit counts/durations per model, in microseconds.", labels),
+		miss: c.newSummary("nv_cache_miss_summary_per_model", "Summary of cache miss counts/durations per model, in microseconds.", labels),
 	}
 }
 

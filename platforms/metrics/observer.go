@@ -64,12 +64,7 @@ func newObserver(mv *core.ModelVersion, c Config, log *slog.Logger) *observer {
 	o := &observer{}
 	if c.SummaryLatencies {
 		for _, f := range summaryFamilies {
-			o.summaries = append(o.summaries, prometheus.NewSummary(prometheus.SummaryOpts{
-				Name: f.name, Help: f.help, ConstLabels: labels,
-				Objectives: c.SummaryQuantiles,
-				// prometheus-cpp's window, which Triton uses.
-				MaxAge: 60 * time.Second, AgeBuckets: 5,
-			}))
+			o.summaries = append(o.summaries, c.newSummary(f.name, f.help, labels))
 		}
 	}
 	if c.SummaryLatencies && mv.CacheEnabled() {
@@ -82,6 +77,16 @@ func newObserver(mv *core.ModelVersion, c Config, log *slog.Logger) *observer {
 		})
 	}
 	return o
+}
+
+// newSummary is one per-version summary with the configured quantiles.
+func (c Config) newSummary(name, help string, labels prometheus.Labels) prometheus.Summary {
+	return prometheus.NewSummary(prometheus.SummaryOpts{
+		Name: name, Help: help, ConstLabels: labels,
+		Objectives: c.SummaryQuantiles,
+		// prometheus-cpp's window, which Triton uses.
+		MaxAge: 60 * time.Second, AgeBuckets: 5,
+	})
 }
 
 // firstResponseBuckets reads the model's model_metrics override.
