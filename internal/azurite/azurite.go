@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/inferd/inferd/internal/modroot"
 )
 
 // Server is one running emulator holding one storage account.
@@ -141,7 +143,7 @@ func find() (string, error) {
 	if p := os.Getenv("INFERD_AZURITE"); p != "" {
 		return p, nil
 	}
-	if root, err := moduleRoot(); err == nil {
+	if root, err := modroot.Dir(); err == nil {
 		p := filepath.Join(root, "third_party", "azurite", "node_modules", ".bin", "azurite-blob")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
@@ -151,23 +153,6 @@ func find() (string, error) {
 		return p, nil
 	}
 	return "", errors.New("azurite-blob not found: run `make azurite` (npm install of the azurite package into third_party/azurite), put it on PATH or set INFERD_AZURITE")
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found")
-		}
-		dir = parent
-	}
 }
 
 func unavailable(t testing.TB, err error) {

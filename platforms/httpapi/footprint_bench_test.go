@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferd/inferd/internal/modroot"
 )
 
 // footprint is what BenchmarkFootprint measures of one inferd process.
@@ -81,7 +83,7 @@ func BenchmarkFootprint(b *testing.B) {
 }
 
 func measureFootprint(dir string) (fp footprint, err error) {
-	root, err := moduleRoot()
+	root, err := modroot.Dir()
 	if err != nil {
 		return fp, err
 	}
@@ -185,25 +187,6 @@ func measureFootprint(dir string) (fp footprint, err error) {
 		return fp, err
 	}
 	return fp, nil
-}
-
-// moduleRoot walks up from the working directory (the package's, under go
-// test) to the folder holding go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // freePort asks the kernel for a free loopback port.
