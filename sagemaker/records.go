@@ -225,7 +225,7 @@ func (h *handler) jsonLines(w http.ResponseWriter, r *http.Request, model string
 		out.Write(reply)
 		out.WriteByte('\n')
 	}
-	writeBody(w, jsonLinesMIME, out.Bytes())
+	writeBody(w, http.StatusOK, jsonLinesMIME, out.Bytes())
 }
 
 // lineRequest is the v2 body of one jsonlines line and, for an
@@ -554,10 +554,10 @@ func (h *handler) csvRows(w http.ResponseWriter, r *http.Request, model string, 
 	}
 	cw.Flush()
 	if jsonl {
-		writeBody(w, jsonLinesMIME, out.Bytes())
+		writeBody(w, http.StatusOK, jsonLinesMIME, out.Bytes())
 		return
 	}
-	writeBody(w, csvMIME, out.Bytes())
+	writeBody(w, http.StatusOK, csvMIME, out.Bytes())
 }
 
 // csvInput is the model's input a csv row fills: the only one, of fixed
@@ -628,11 +628,4 @@ func csvFields(v []byte) []string {
 		}
 	}
 	return out
-}
-
-func writeBody(w http.ResponseWriter, contentType string, body []byte) {
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
 }
