@@ -290,10 +290,7 @@ func (rl *RateLimiter) allocate() {
 		}
 		for key, names := range head.need {
 			for name, n := range names {
-				if rl.used[key] == nil {
-					rl.used[key] = map[string]uint64{}
-				}
-				rl.used[key][name] += n
+				rl.used.set(key, name, rl.used[key][name]+n)
 			}
 		}
 		rl.staged = slices.Delete(rl.staged, i, i+1)
