@@ -433,26 +433,18 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 		return d.checkBinarySize(t)
 	}
 	if hasSHM {
-		// In place from a region guarded against truncation, held until
-		// the call ends; from any other copied out now and the region let
-		// go, so that a backend never reads a mapping its object may
-		// shrink under. The core checks the size against the shape, as
-		// Triton's does.
+		// In place, held until the call ends, or copied out
+		// (shm.Manager.Input). The core checks the size against the
+		// shape, as Triton's does.
 		ref, err := parseSharedMemory(params)
 		if err != nil {
 			return err
 		}
-		span, err := d.regions.Acquire(ref.Region, ref.Offset, ref.ByteSize)
-		if err != nil {
-			return err
+		data, held, err := d.regions.Input(ref.Region, ref.Offset, ref.ByteSize)
+		if held != nil {
+			d.r.Holds.AddInput(held)
 		}
-		if data, ok := span.Data(); ok {
-			d.r.Holds.AddInput(span)
-			t.Data = data
-			return nil
-		}
-		defer span.Release()
-		t.Data, err = span.Bytes()
+		t.Data = data
 		return err
 	}
 

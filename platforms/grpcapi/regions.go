@@ -59,25 +59,17 @@ func sharedMemoryParams(tensor string, p map[string]*pb.InferParameter) (regionR
 	return ref, nil
 }
 
-// regionInput is an input's bytes in its region: in place when the region
-// is guarded against truncation (shm.Manager.InstallGuard), the span then
-// held in *outs until the call ends; otherwise copied out and the region
-// let go at once, so that no backend reads a mapping whose object may
-// shrink underneath.
+// regionInput is an input's bytes in its region (shm.Manager.Input), the
+// span held in *outs until the call ends when they are read in place.
 func regionInput(regions *shm.Manager, ref regionRef, outs **outputRegions) ([]byte, error) {
-	span, err := regions.Acquire(ref.name, ref.offset, ref.byteSize)
-	if err != nil {
-		return nil, err
-	}
-	if data, ok := span.Data(); ok {
+	data, held, err := regions.Input(ref.name, ref.offset, ref.byteSize)
+	if held != nil {
 		if *outs == nil {
 			*outs = &outputRegions{}
 		}
-		(*outs).holds.AddInput(span)
-		return data, nil
+		(*outs).holds.AddInput(held)
 	}
-	defer span.Release()
-	return span.Bytes()
+	return data, err
 }
 
 // outputRegions are the regions one request uses, held from the decode

@@ -291,6 +291,24 @@ func (m *Manager) Acquire(name string, offset, byteSize uint64) (*Span, error) {
 	return &Span{region: r, offset: offset, size: byteSize}, nil
 }
 
+// Input is byteSize bytes at offset of region name as an input's data: in
+// place when the region is guarded against truncation (InstallGuard), held
+// the span the caller keeps until the call ends; otherwise copied out and
+// the region let go at once (held nil), so that no backend reads a mapping
+// whose object may shrink underneath.
+func (m *Manager) Input(name string, offset, byteSize uint64) (data []byte, held *Span, err error) {
+	span, err := m.Acquire(name, offset, byteSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data, ok := span.Data(); ok {
+		return data, span, nil
+	}
+	defer span.Release()
+	data, err = span.Bytes()
+	return data, nil, err
+}
+
 // Span is a held part of a region: the bytes a tensor names.
 type Span struct {
 	region *region
