@@ -45,14 +45,9 @@ func Start(t testing.TB, extra ...string) *Server {
 		}
 		t.Skipf("redis-server is not installed (apt-get install redis-server), so the Redis cache tests do not run: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	if slices.Contains(extra, "--tls-port") {
-		port = 0 // TLS only
+	port := 0 // TLS only
+	if !slices.Contains(extra, "--tls-port") {
+		port = freePort(t)
 	}
 	s := &Server{Host: "127.0.0.1", Port: port, bin: bin, t: t,
 		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)}
@@ -68,17 +63,23 @@ func StartTLS(t testing.TB, extra ...string) (s *Server, caFile string) {
 	t.Helper()
 	dir := t.TempDir()
 	caFile, certFile, keyFile := writeCerts(t, dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := freePort(t)
 	args := append([]string{"--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
 		"--tls-ca-cert-file", caFile, "--tls-auth-clients", "no"}, extra...)
 	s = Start(t, args...)
 	s.Port = port
 	return s, caFile
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Restart starts the process again after Stop (on the same port).
