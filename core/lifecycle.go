@@ -513,12 +513,7 @@ func (s *Server) Unload(ctx context.Context, name string) error {
 // only for ensembles and that no other loaded ensemble uses. It returns once
 // the versions are closed (or ctx ends).
 func (s *Server) UnloadDependents(ctx context.Context, name string, dependents bool) error {
-	for _, key := range s.keysFor(name) {
-		if err := s.unloadTree(ctx, key, dependents, true); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.unloadName(ctx, name, dependents, true)
 }
 
 // BeginUnload is UnloadDependents without the wait: the versions stop
@@ -529,8 +524,14 @@ func (s *Server) UnloadDependents(ctx context.Context, name string, dependents b
 // either (TRITONSERVER_ServerUnloadModel in triton-inference-server/core
 // include/triton/core/tritonserver.h).
 func (s *Server) BeginUnload(ctx context.Context, name string, dependents bool) error {
+	return s.unloadName(ctx, name, dependents, false)
+}
+
+// unloadName unloads every model name stands for (keysFor), each with its
+// tree.
+func (s *Server) unloadName(ctx context.Context, name string, dependents, wait bool) error {
 	for _, key := range s.keysFor(name) {
-		if err := s.unloadTree(ctx, key, dependents, false); err != nil {
+		if err := s.unloadTree(ctx, key, dependents, wait); err != nil {
 			return err
 		}
 	}
