@@ -302,34 +302,19 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 		httpapi.WriteEmpty(w, http.StatusMethodNotAllowed)
 		return
 	}
+	if m := modelTarget.FindStringSubmatch(target); m != nil && m[3] == "infer" {
+		h.infer(w, r, m[1], target, false)
+		return
+	}
+	// Of the other model routes, generate, generate_stream and
+	// trace/setting are not offered on Vertex.
 	switch {
 	case target == "/metrics":
 		h.metrics.ServeHTTP(w, rewrite(r, http.MethodGet, "/metrics"))
-		return
-	case target == "/v2/models/stats":
-		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
-		return
-	}
-	if m := modelTarget.FindStringSubmatch(target); m != nil {
-		switch m[3] {
-		case "infer":
-			h.infer(w, r, m[1], target, false)
-			return
-		case "", "ready", "config", "stats":
-			h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
-			return
-		}
-		// generate, generate_stream, trace/setting: not offered on Vertex.
-	}
-	switch {
-	case serverTarget.MatchString(target):
+	case readsWithGet(target):
 		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
 	case shmTarget.MatchString(target):
-		if shmTarget.FindStringSubmatch(target)[1] != "status" {
-			httpapi.WriteEmpty(w, http.StatusForbidden) // mutating: refused whatever the headers
-			return
-		}
-		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
+		httpapi.WriteEmpty(w, http.StatusForbidden) // mutating: refused whatever the headers
 	case repoTarget.MatchString(target):
 		if repoTarget.FindStringSubmatch(target)[1] != "index" {
 			httpapi.WriteEmpty(w, http.StatusForbidden) // load/unload: refused whatever the headers
