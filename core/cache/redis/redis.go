@@ -140,49 +140,37 @@ func Options(settings map[string]string, getenv func(string) string) (*goredis.O
 	if v, ok := settings["password"]; ok {
 		opts.Password = v
 	}
-	num := func(key string, min int) (int, bool, error) {
-		v, ok := settings[key]
-		if !ok {
-			return 0, false, nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < min {
-			return 0, false, initError("%s=%q is not a whole number of at least %d", key, v, min)
-		}
-		return n, true, nil
-	}
 	if _, err := strconv.Atoi(port); err != nil {
 		return nil, initError("port=%q is not a number", port)
 	}
-	if n, ok, err := num("db", 0); err != nil {
-		return nil, err
-	} else if ok {
-		opts.DB = n
-	}
-	if n, ok, err := num("connect_timeout", 0); err != nil {
-		return nil, err
-	} else if ok {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, num := range []struct {
+		key string
+		min int
+		set func(n int)
+	}{
+		{"db", 0, func(n int) { opts.DB = n }},
 		// 0: no bound of inferd's; the client's own 5 s dial bound stays.
-		opts.DialTimeout = time.Duration(n) * time.Millisecond
-	}
-	if n, ok, err := num("socket_timeout", 0); err != nil {
-		return nil, err
-	} else if ok {
-		d := time.Duration(n) * time.Millisecond
-		if n == 0 {
-			d = -1 // no timeout
+		{"connect_timeout", 0, func(n int) { opts.DialTimeout = ms(n) }},
+		{"socket_timeout", 0, func(n int) {
+			d := ms(n)
+			if n == 0 {
+				d = -1 // no timeout
+			}
+			opts.ReadTimeout, opts.WriteTimeout = d, d
+		}},
+		{"pool_size", 1, func(n int) { opts.PoolSize = n }},
+		{"wait_timeout", 0, func(n int) { opts.PoolTimeout = ms(n) }},
+	} {
+		v, ok := settings[num.key]
+		if !ok {
+			continue
 		}
-		opts.ReadTimeout, opts.WriteTimeout = d, d
-	}
-	if n, ok, err := num("pool_size", 1); err != nil {
-		return nil, err
-	} else if ok {
-		opts.PoolSize = n
-	}
-	if n, ok, err := num("wait_timeout", 0); err != nil {
-		return nil, err
-	} else if ok {
-		opts.PoolTimeout = time.Duration(n) * time.Millisecond
+		n, err := strconv.Atoi(v)
+		if err != nil || n < num.min {
+			return nil, initError("%s=%q is not a whole number of at least %d", num.key, v, num.min)
+		}
+		num.set(n)
 	}
 	if settings["tls_enabled"] == "true" {
 		cfg, err := tlsConfig(settings, host)
