@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	v2 "github.com/inferd/inferd/platforms/v2"
 )
@@ -31,7 +30,7 @@ func EncodeResponse(resp *core.InferResponse, req *InferRequest) (header []byte,
 // AppendResponse is EncodeResponse appending the header to dst.
 func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, err error) {
 	if req != nil && req.spans != nil {
-		if err := writeRegions(resp, req); err != nil {
+		if err := v2.WriteRegions(resp.Outputs, req.outputSpan); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -87,29 +86,6 @@ func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (he
 	}
 	b = append(b, "]}"...)
 	return b, blobs, nil
-}
-
-// writeRegions copies the outputs in shared memory into their regions
-// (those the backend wrote in place need no copy),
-// once every one is known to fit, with the error of Triton's response
-// allocator (InferResponseAlloc in triton-inference-server/server
-// src/http_server.cc) for one that does not.
-func writeRegions(resp *core.InferResponse, req *InferRequest) error {
-	for _, t := range resp.Outputs {
-		if span := req.outputSpan(t.Name); span != nil {
-			if uint64(len(t.Data)) > span.Len() {
-				return v2.RegionTooSmall(t.Name, span.Len(), len(t.Data))
-			}
-		}
-	}
-	for _, t := range resp.Outputs {
-		if span := req.outputSpan(t.Name); span != nil {
-			if err := shm.WriteOutput(span, t.Data); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // appendParameters writes the response parameters. A Go map has no order, so

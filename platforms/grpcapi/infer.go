@@ -375,8 +375,7 @@ func appendTruncated[T int32 | uint32](out []byte, vals []T, size int) []byte {
 // in shared memory (regions) is written into its region and its raw
 // contents are left empty, as Triton's allocator leaves them.
 func inferResponse(resp *core.InferResponse, regions *outputRegions) (*pb.ModelInferResponse, error) {
-	inRegion, err := regions.write(resp)
-	if err != nil {
+	if err := regions.write(resp); err != nil {
 		return nil, err
 	}
 	out := &pb.ModelInferResponse{
@@ -389,7 +388,7 @@ func inferResponse(resp *core.InferResponse, regions *outputRegions) (*pb.ModelI
 		o := &tensors[i]
 		o.Name, o.Datatype, o.Shape = t.Name, t.DataType.String(), t.Shape
 		out.Outputs[i] = o
-		if inRegion == nil || !inRegion[i] {
+		if regions.span(t.Name) == nil {
 			out.RawOutputContents[i] = t.Data
 		}
 	}

@@ -109,31 +109,13 @@ func (o *outputRegions) held() *shm.Holds {
 	return &o.holds
 }
 
-// write copies resp's outputs that go to shared memory into their regions,
-// once every one is known to fit (Triton's response allocator refuses a
-// region too small: ResponseAllocatorHelper in
-// triton-inference-server/server src/grpc/infer_handler.cc). It reports
-// which outputs were written, so that the response carries no data for
-// them.
-func (o *outputRegions) write(resp *core.InferResponse) (inRegion []bool, err error) {
+// write copies resp's outputs that go to shared memory into their regions
+// (v2.WriteRegions; Triton's response allocator refuses a region too
+// small: ResponseAllocatorHelper in triton-inference-server/server
+// src/grpc/infer_handler.cc).
+func (o *outputRegions) write(resp *core.InferResponse) error {
 	if o == nil {
-		return nil, nil
+		return nil
 	}
-	inRegion = make([]bool, len(resp.Outputs))
-	for i, t := range resp.Outputs {
-		if span := o.span(t.Name); span != nil {
-			if uint64(len(t.Data)) > span.Len() {
-				return nil, v2.RegionTooSmall(t.Name, span.Len(), len(t.Data))
-			}
-			inRegion[i] = true
-		}
-	}
-	for i, t := range resp.Outputs {
-		if inRegion[i] {
-			if err := shm.WriteOutput(o.span(t.Name), t.Data); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return inRegion, nil
+	return v2.WriteRegions(resp.Outputs, o.span)
 }

@@ -91,3 +91,23 @@ func ShmUnregister(ctx context.Context, m *shm.Manager, kind shm.Kind, name stri
 	}
 	return m.Unregister(ctx, kind, name)
 }
+
+// WriteRegions copies the outputs that go to shared memory (span gives an
+// output's region, nil for one not in shared memory) into their regions,
+// once every one is known to fit, with the error of Triton's response
+// allocators (RegionTooSmall) for one that does not.
+func WriteRegions(outputs []*core.Tensor, span func(name string) *shm.Span) error {
+	for _, t := range outputs {
+		if s := span(t.Name); s != nil && uint64(len(t.Data)) > s.Len() {
+			return RegionTooSmall(t.Name, s.Len(), len(t.Data))
+		}
+	}
+	for _, t := range outputs {
+		if s := span(t.Name); s != nil {
+			if err := shm.WriteOutput(s, t.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
