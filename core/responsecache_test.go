@@ -3,16 +3,11 @@ package core
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/inferd/inferd/core/cache"
-	"github.com/inferd/inferd/repo"
 )
 
 // cachedEcho starts model "m" (echo backend, executions never wait) with
@@ -26,30 +21,10 @@ func cachedEcho(t *testing.T, cfg string, store cache.Store) (*Server, *echoBack
 // gate unless open.
 func cachedEchoGated(t *testing.T, cfg string, store cache.Store, open bool) (*Server, *echoBackend) {
 	t.Helper()
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "m", "config.pbtxt"), []byte("backend: \"echo\"\n"+cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
+	s, b, err := startEchoWith(t, cfg, open, nil, Options{ResponseCache: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: open}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ResponseCache: store})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b.mu.Lock()
-		b.open = true
-		b.mu.Unlock()
-		close(b.gate)
-		s.Shutdown(context.Background())
-	})
 	return s, b
 }
 

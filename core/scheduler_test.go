@@ -109,6 +109,13 @@ func echoServer(t *testing.T, cfg string) (*Server, *echoBackend) {
 // the model folder); open executions never wait at the gate.
 func startEcho(t testing.TB, cfg string, open bool, files map[string][]byte) (*Server, *echoBackend, error) {
 	t.Helper()
+	return startEchoWith(t, cfg, open, files, Options{StrictReadiness: true})
+}
+
+// startEchoWith is startEcho with further server options (opts; the
+// repository, backend, control mode, start-up model and logger are set).
+func startEchoWith(t testing.TB, cfg string, open bool, files map[string][]byte, opts Options) (*Server, *echoBackend, error) {
+	t.Helper()
 	root := t.TempDir()
 	for name, data := range files {
 		path := filepath.Join(root, "m", name)
@@ -130,8 +137,9 @@ func startEcho(t testing.TB, cfg string, open bool, files map[string][]byte) (*S
 		t.Fatal(err)
 	}
 	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: open}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []Backend{b}, ModeExplicit, []string{"m"}
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := NewServer(opts)
 	if err := s.Start(context.Background()); err != nil {
 		return nil, nil, err
 	}
