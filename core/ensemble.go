@@ -630,12 +630,13 @@ func (s *Server) loadComposing(ctx context.Context, namespace string, cfg *model
 	var missing []string
 	loadErrs := map[string]error{}
 	for _, dep := range composingModels(cfg) {
-		for _, key := range s.stepKeys(ctx, namespace, dep) {
+		keys, own := s.stepKeys(ctx, namespace, dep)
+		for _, key := range keys {
 			if slices.Contains(chain, key) {
 				return nil, Errorf(CodeInvalidArg, "circular dependency between ensembles: %s -> %s", strings.Join(chain, " -> "), key)
 			}
 		}
-		if err := s.loadStep(ctx, namespace, dep); err != nil {
+		if err := s.loadStep(ctx, namespace, dep, own); err != nil {
 			s.log.Error("failed to load a composing model", "ensemble", name, "model", dep, "err", err)
 			if s.inRepository(ctx, dep) {
 				loadErrs[dep] = err // there is a folder, and it failed

@@ -164,14 +164,11 @@ func (s *Server) loadNamespaced(ctx context.Context, name string, ov *LoadOverri
 	return nil
 }
 
-// loadStep loads an ensemble's composing model dep: without namespacing
-// (or when the ensemble's namespace lacks it) as Load does, else the one
-// in the ensemble's namespace.
-func (s *Server) loadStep(ctx context.Context, namespace, dep string) error {
-	if !s.opts.Namespacing || namespace == "" {
-		return s.Load(ctx, dep, nil)
-	}
-	if _, err := s.opts.Repos.FindIn(ctx, namespace, dep); err != nil {
+// loadStep loads an ensemble's composing model dep: the one in the
+// ensemble's namespace when own (stepKeys found it there), else as Load
+// does.
+func (s *Server) loadStep(ctx context.Context, namespace, dep string, own bool) error {
+	if !own {
 		return s.Load(ctx, dep, nil)
 	}
 	return s.loadKey(ctx, s.register(modelID{namespace, dep}), nil)
@@ -245,23 +242,24 @@ func (s *Server) Resolve(name string) error {
 
 // stepKeys are the keys loadStep loads for an ensemble's composing model
 // dep: the ensemble's circular-dependency check looks for them in the
-// chain of ensembles being loaded.
-func (s *Server) stepKeys(ctx context.Context, namespace, dep string) []string {
+// chain of ensembles being loaded. own reports that dep is the one in the
+// ensemble's namespace (with namespacing), which loadStep then loads.
+func (s *Server) stepKeys(ctx context.Context, namespace, dep string) (keys []string, own bool) {
 	if !s.opts.Namespacing {
-		return []string{dep}
+		return []string{dep}, false
 	}
 	if namespace != "" {
 		if _, err := s.opts.Repos.FindIn(ctx, namespace, dep); err == nil {
-			return []string{repo.Key(namespace, dep)}
+			return []string{repo.Key(namespace, dep)}, true
 		}
 	}
 	locs, _ := s.opts.Repos.FindAll(ctx, dep)
 	if len(locs) == 0 {
-		return []string{dep}
+		return []string{dep}, false
 	}
-	keys := make([]string, 0, len(locs))
+	keys = make([]string, 0, len(locs))
 	for _, loc := range locs {
 		keys = append(keys, repo.Key(loc.Source.String(), dep))
 	}
-	return keys
+	return keys, false
 }
