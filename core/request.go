@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
 
 // LatestVersion asks for the highest-numbered READY version.
 const LatestVersion int64 = -1
@@ -104,6 +107,17 @@ func destinations(requested []RequestedOutput, names []string) [][]byte {
 		}
 	}
 	return into
+}
+
+// Overlap reports whether a and b share a byte: a destination
+// (RequestedOutput.Into) that overlaps an input is left alone, so that an
+// output never changes an input of its request.
+func Overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // Correlation is a request's sequence id, a number or a string, and its

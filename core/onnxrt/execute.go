@@ -182,19 +182,10 @@ func (in *instance) destinations(r *runScratch, b *core.Batch) {
 		if !ok || in.outputs[i].dtype == core.TypeBytes || len(in.outputs[i].dims) == 0 {
 			continue
 		}
-		if !slices.ContainsFunc(b.Inputs, func(t *core.Tensor) bool { return overlap(t.Data, dst) }) {
+		if !slices.ContainsFunc(b.Inputs, func(t *core.Tensor) bool { return core.Overlap(t.Data, dst) }) {
 			r.into[i] = dst
 		}
 	}
-}
-
-// overlap reports whether a and b share a byte.
-func overlap(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // allocOutputs pre-allocates every fixed-size output whose shape follows

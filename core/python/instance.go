@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -414,7 +413,7 @@ func (in *instance) response(w *wireResponse, f frameIn, into map[string][]byte)
 func destinations(r *core.Request) map[string][]byte {
 	var into map[string][]byte
 	for i, dst := range r.Into() {
-		if len(dst) == 0 || i >= len(r.Outputs) || slices.ContainsFunc(r.Inputs, func(t *core.Tensor) bool { return overlap(t.Data, dst) }) {
+		if len(dst) == 0 || i >= len(r.Outputs) || slices.ContainsFunc(r.Inputs, func(t *core.Tensor) bool { return core.Overlap(t.Data, dst) }) {
 			continue
 		}
 		if into == nil {
@@ -423,15 +422,6 @@ func destinations(r *core.Request) map[string][]byte {
 		into[r.Outputs[i]] = dst
 	}
 	return into
-}
-
-// overlap reports whether a and b share a byte.
-func overlap(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // handle serves the worker's own messages; it runs on the reader

@@ -546,21 +546,12 @@ func (h *Holds) Detach(ts []*core.Tensor) {
 	}
 	for _, t := range ts {
 		for _, s := range h.inputs {
-			if in, ok := s.Data(); ok && within(t.Data, in) {
+			if in, ok := s.Data(); ok && core.Overlap(t.Data, in) {
 				_ = s.fault(func() { t.Data = slices.Clone(t.Data) }) // a fault shows in Err
 				break
 			}
 		}
 	}
-}
-
-// within reports whether b has a byte inside span.
-func within(b, span []byte) bool {
-	if len(b) == 0 || len(span) == 0 {
-		return false
-	}
-	pb, ps := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(span)))
-	return pb < ps+uintptr(len(span)) && ps < pb+uintptr(len(b))
 }
 
 // Release releases every span; a nil Holds does nothing.
