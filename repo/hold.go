@@ -2,8 +2,6 @@ package repo
 
 import (
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 )
 
@@ -42,10 +40,11 @@ func (r *Remote) Hold(model string) (release func()) {
 				return
 			}
 			delete(r.holds, model)
-			if safeKey(model) != nil || strings.Contains(model, "/") {
+			dir, ok := r.localCopy(model)
+			if !ok {
 				return // never localized: sync refuses such names
 			}
-			if err := os.RemoveAll(filepath.Join(r.cache, model)); err != nil {
+			if err := os.RemoveAll(dir); err != nil {
 				r.log.Warn("failed to remove the local copy of a model", "model", model, "from", r.store.String(), "err", err)
 				return
 			}

@@ -199,11 +199,21 @@ func (r *Remote) LocalizeVersions(ctx context.Context, model string, versions []
 	return err
 }
 
+// localCopy is the folder of model's local copy; ok is false for a name
+// that cannot be a folder of the cache, which sync refuses.
+func (r *Remote) localCopy(model string) (dir string, ok bool) {
+	if safeKey(model) != nil || strings.Contains(model, "/") {
+		return "", false
+	}
+	return filepath.Join(r.cache, model), true
+}
+
 // sync updates the local copy of model: files outside numeric version
 // folders when versions is false, else the files of version folders for
 // which pick is true.
 func (r *Remote) sync(ctx context.Context, model string, pick func(versionFolder string) bool, versions bool) (string, error) {
-	if err := safeKey(model); err != nil || strings.Contains(model, "/") {
+	local, ok := r.localCopy(model)
+	if !ok {
 		return "", fmt.Errorf("model name %q cannot be a local folder", model)
 	}
 	objs, err := r.store.List(ctx, model+"/")
@@ -215,7 +225,6 @@ func (r *Remote) sync(ctx context.Context, model string, pick func(versionFolder
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	local := filepath.Join(r.cache, model)
 	if err := os.MkdirAll(local, 0o700); err != nil {
 		return "", fmt.Errorf("cache for %s: %w", model, err)
 	}
