@@ -4,12 +4,16 @@
 package shmtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/inferd/inferd/platforms/shm"
 )
 
 // Object creates a shared-memory object of size bytes, byte j holding
@@ -56,3 +60,35 @@ func ObjectWith(t testing.TB, data []byte) string {
 
 // Path is the file of the object named by key.
 func Path(key string) string { return "/dev/shm/" + strings.TrimLeft(key, "/") }
+
+// Read is the contents of the object named by key.
+func Read(t testing.TB, key string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(Path(key))
+	if err != nil {
+		t.Fatalf("shmtest: %v", err)
+	}
+	return b
+}
+
+// Region registers a new object holding data as system region name and
+// returns the object's key.
+func Region(t testing.TB, regions *shm.Manager, name string, data []byte) string {
+	t.Helper()
+	key := ObjectWith(t, data)
+	if err := regions.RegisterSystem(name, key, 0, uint64(len(data))); err != nil {
+		t.Fatalf("shmtest: register %s: %v", name, err)
+	}
+	return key
+}
+
+// Unregister unregisters system region name, failing the test unless that
+// returns within a generous deadline: nothing holds the region any more.
+func Unregister(t testing.TB, regions *shm.Manager, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := regions.Unregister(ctx, shm.System, name); err != nil {
+		t.Fatalf("unregister %s: %v", name, err)
+	}
+}

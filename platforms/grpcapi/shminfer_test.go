@@ -68,28 +68,12 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]
 	return h, regions, gate
 }
 
-// shmRegion registers a new object holding data as region name and
-// returns the object's key.
-func shmRegion(t *testing.T, regions *shm.Manager, name string, data []byte) string {
-	t.Helper()
-	key := shmtest.ObjectWith(t, data)
-	servertest.Must(t, regions.RegisterSystem(name, key, 0, uint64(len(data))))
-	return key
-}
-
 func shmParams(region string, offset, size int64) map[string]*pb.InferParameter {
 	return map[string]*pb.InferParameter{
 		"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: region}},
 		"shared_memory_offset":    {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: offset}},
 		"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: size}},
 	}
-}
-
-func readObject(t *testing.T, key string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(shmtest.Path(key))
-	servertest.Must(t, err)
-	return b
 }
 
 // TestSharedMemoryModelInfer: INPUT0 read from a region while INPUT1 takes
@@ -101,8 +85,8 @@ func TestSharedMemoryModelInfer(t *testing.T) {
 	h, regions, _ := shmHarness(t)
 	a, b := simpleInputs()
 	// INPUT0 at offset 64 of its region.
-	shmRegion(t, regions, "in", append(make([]byte, 64), int32s(a)...))
-	outKey := shmRegion(t, regions, "out", make([]byte, 80))
+	shmtest.Region(t, regions, "in", append(make([]byte, 64), int32s(a)...))
+	outKey := shmtest.Region(t, regions, "out", make([]byte, 80))
 	req := simpleRequest(true)
 	req.Inputs[0].Parameters = shmParams("in", 64, 64)
 	req.RawInputContents = [][]byte{int32s(b)}
@@ -121,7 +105,7 @@ func TestSharedMemoryModelInfer(t *testing.T) {
 	for i := range a {
 		sum[i], diff[i] = a[i]+b[i], a[i]-b[i]
 	}
-	if got := readObject(t, outKey); !bytes.Equal(got[:64], int32s(sum)) || !bytes.Equal(got[64:], make([]byte, 16)) {
+	if got := shmtest.Read(t, outKey); !bytes.Equal(got[:64], int32s(sum)) || !bytes.Equal(got[64:], make([]byte, 16)) {
 		t.Fatalf("region out holds %v", decodeInt32s(got))
 	}
 	if !slices.Equal(decodeInt32s(resp.RawOutputContents[1]), diff) {
@@ -135,8 +119,8 @@ func TestSharedMemoryModelInfer(t *testing.T) {
 func TestSharedMemoryModelInferErrors(t *testing.T) {
 	h, regions, _ := shmHarness(t)
 	a, _ := simpleInputs()
-	shmRegion(t, regions, "in", int32s(a))
-	shmRegion(t, regions, "small", make([]byte, 32))
+	shmtest.Region(t, regions, "in", int32s(a))
+	shmtest.Region(t, regions, "small", make([]byte, 32))
 	str := func(s string) *pb.InferParameter {
 		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: s}}
 	}
@@ -201,17 +185,6 @@ func TestSharedMemoryModelInferErrors(t *testing.T) {
 	})
 }
 
-// unregisterNow unregisters region name, failing the test unless that
-// returns within a generous deadline: nothing holds the region any more.
-func unregisterNow(t *testing.T, regions *shm.Manager, name string) {
-	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := regions.Unregister(c, shm.System, name); err != nil {
-		t.Fatalf("unregister %s: %v", name, err)
-	}
-}
-
 // TestSharedMemoryStream: ModelStreamInfer writes a request's outputs into
 // its regions too. A decoupled model's responses each write the same
 // region, as Triton's stream allocator does, and the region is held until
@@ -223,7 +196,7 @@ func TestSharedMemoryStream(t *testing.T) {
 	st, err := h.client.ModelStreamInfer(ctx(t))
 	servertest.Must(t, err)
 
-	outKey := shmRegion(t, regions, "out", make([]byte, 64))
+	outKey := shmtest.Region(t, regions, "out", make([]byte, 64))
 	req := simpleRequest(true)
 	req.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT0", Parameters: shmParams("out", 0, 64)}}
 	servertest.Must(t, st.Send(req))
@@ -236,13 +209,13 @@ func TestSharedMemoryStream(t *testing.T) {
 	for i := range a {
 		sum[i] = a[i] + b[i]
 	}
-	if got := readObject(t, outKey); !bytes.Equal(got, int32s(sum)) {
+	if got := shmtest.Read(t, outKey); !bytes.Equal(got, int32s(sum)) {
 		t.Fatalf("region holds %v", decodeInt32s(got))
 	}
-	unregisterNow(t, regions, "out")
+	shmtest.Unregister(t, regions, "out")
 
 	// repeat sends one response per element, half a second apart.
-	repKey := shmRegion(t, regions, "rep", make([]byte, 4))
+	repKey := shmtest.Region(t, regions, "rep", make([]byte, 4))
 	rr := repeatRequest("r", 3)
 	rr.RawInputContents = [][]byte{int32s([]int32{10, 20, 30})}
 	rr.Parameters = map[string]*pb.InferParameter{"wait_us": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 500000}}}
@@ -262,7 +235,7 @@ func TestSharedMemoryStream(t *testing.T) {
 				t.Fatalf("response %d: %v", i, r)
 			}
 		}
-		if got := decodeInt32s(readObject(t, repKey)); !slices.Equal(got, []int32{int32(10 * (i + 1))}) {
+		if got := decodeInt32s(shmtest.Read(t, repKey)); !slices.Equal(got, []int32{int32(10 * (i + 1))}) {
 			t.Fatalf("response %d: region holds %v", i, got)
 		}
 		switch i {
@@ -338,9 +311,9 @@ func TestSharedMemoryHoldsReleasedGRPC(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			shmRegion(t, regions, "out", make([]byte, 64))
+			shmtest.Region(t, regions, "out", make([]byte, 64))
 			c.send(t)
-			unregisterNow(t, regions, "out")
+			shmtest.Unregister(t, regions, "out")
 		})
 	}
 }
@@ -364,7 +337,7 @@ func truncatedGRPC(t *testing.T, guarded bool) {
 	a, _ := simpleInputs()
 	for _, side := range []string{"input", "output"} {
 		t.Run(side, func(t *testing.T) {
-			key := shmRegion(t, regions, "cut", int32s(a))
+			key := shmtest.Region(t, regions, "cut", int32s(a))
 			servertest.Must(t, os.Truncate(shmtest.Path(key), 0))
 			req := simpleRequest(true)
 			if side == "input" {
@@ -375,7 +348,7 @@ func truncatedGRPC(t *testing.T, guarded bool) {
 			}
 			_, err := h.client.ModelInfer(ctx(t), req)
 			wantStatus(t, err, codes.Internal, "shared memory region 'cut' is no longer backed by its object: it was truncated")
-			unregisterNow(t, regions, "cut")
+			shmtest.Unregister(t, regions, "cut")
 			resp, err := h.client.ModelInfer(ctx(t), simpleRequest(true))
 			servertest.Must(t, err)
 			checkSimple(t, resp)
@@ -389,8 +362,8 @@ func truncatedGRPC(t *testing.T, guarded bool) {
 func TestSharedMemoryEnsemble(t *testing.T) {
 	h, regions, _ := shmHarness(t)
 	a, b := simpleInputs()
-	shmRegion(t, regions, "in", int32s(a))
-	outKey := shmRegion(t, regions, "out", make([]byte, 64))
+	shmtest.Region(t, regions, "in", int32s(a))
+	outKey := shmtest.Region(t, regions, "out", make([]byte, 64))
 	req := &pb.ModelInferRequest{ModelName: "chain",
 		Inputs: []*pb.ModelInferRequest_InferInputTensor{
 			{Name: "IN0", Datatype: "INT32", Shape: []int64{1, 16}, Parameters: shmParams("in", 0, 64)},
@@ -407,7 +380,7 @@ func TestSharedMemoryEnsemble(t *testing.T) {
 		}
 		return out
 	}
-	if got := decodeInt32s(readObject(t, outKey)); !slices.Equal(got, twice(a)) {
+	if got := decodeInt32s(shmtest.Read(t, outKey)); !slices.Equal(got, twice(a)) {
 		t.Fatalf("region out holds %v", got)
 	}
 	if len(resp.RawOutputContents) != 2 {
@@ -419,7 +392,7 @@ func TestSharedMemoryEnsemble(t *testing.T) {
 			t.Fatalf("%s: %v", o.Name, raw)
 		}
 	}
-	unregisterNow(t, regions, "out")
+	shmtest.Unregister(t, regions, "out")
 }
 
 // TestSharedMemoryRegisterUnderLoad: callers infer through their regions
@@ -495,7 +468,7 @@ func TestSharedMemoryRegisterUnderLoad(t *testing.T) {
 				}
 				answered.Add(1)
 				// Only this caller's answers land in its output object.
-				got := decodeInt32s(readObject(t, keys[c][1]))
+				got := decodeInt32s(shmtest.Read(t, keys[c][1]))
 				if !slices.Equal(got, sum) {
 					errs <- fmt.Errorf("caller %d: region holds %v", c, got)
 				}
@@ -539,15 +512,15 @@ func TestSharedMemoryInPlaceGRPC(t *testing.T) {
 	}
 	for _, model := range []string{"identity", "identity_fixed"} {
 		t.Run(model, func(t *testing.T) {
-			shmRegion(t, regions, "in", data)
-			defer unregisterNow(t, regions, "in")
+			shmtest.Region(t, regions, "in", data)
+			defer shmtest.Unregister(t, regions, "in")
 			resp, err := h.client.ModelInfer(ctx(t), identityRequest(model, "in", n))
 			servertest.Must(t, err)
 			if len(resp.RawOutputContents) != 1 || !bytes.Equal(resp.RawOutputContents[0], data) {
 				t.Fatalf("OUTPUT0 differs from the region's input")
 			}
 
-			key := shmRegion(t, regions, "cut", data)
+			key := shmtest.Region(t, regions, "cut", data)
 			servertest.Must(t, os.Truncate(shmtest.Path(key), 4096))
 			const msg = "shared memory region 'cut' is no longer backed by its object: it was truncated"
 			_, err = h.client.ModelInfer(ctx(t), identityRequest(model, "cut", n))
@@ -560,13 +533,13 @@ func TestSharedMemoryInPlaceGRPC(t *testing.T) {
 			if !bytes.Equal(resp.RawOutputContents[0], data) {
 				t.Fatal("another region after the truncation: OUTPUT0 differs")
 			}
-			unregisterNow(t, regions, "cut")
+			shmtest.Unregister(t, regions, "cut")
 			servertest.Must(t, os.Truncate(shmtest.Path(key), int64(len(data))))
 			shmRegion2(t, regions, "cut", key, len(data))
 			if _, err := h.client.ModelInfer(ctx(t), identityRequest(model, "cut", n)); err != nil {
 				t.Fatalf("registered again: %v", err)
 			}
-			unregisterNow(t, regions, "cut")
+			shmtest.Unregister(t, regions, "cut")
 		})
 	}
 }

@@ -122,36 +122,36 @@ func TestSharedMemoryOutputsInPlaceGRPC(t *testing.T) {
 				in := ""
 				if inRegion {
 					in = "in"
-					shmRegion(t, regions, in, data)
-					defer unregisterNow(t, regions, in)
+					shmtest.Region(t, regions, in, data)
+					defer shmtest.Unregister(t, regions, in)
 				}
-				outKey := shmRegion(t, regions, "out", make([]byte, size+200))
-				defer unregisterNow(t, regions, "out")
+				outKey := shmtest.Region(t, regions, "out", make([]byte, size+200))
+				defer shmtest.Unregister(t, regions, "out")
 				resp, err := h.client.ModelInfer(ctx(t), inPlaceRequest(model, shape, data, in, "out", 100, size+100))
 				servertest.Must(t, err)
 				if len(resp.RawOutputContents) != 1 || len(resp.RawOutputContents[0]) != 0 || len(resp.Outputs) != 1 ||
 					resp.Outputs[0].Shape[0] != inPlaceElems {
 					t.Fatalf("response %v, %d raw", resp.Outputs, len(resp.RawOutputContents))
 				}
-				got := readObject(t, outKey)
+				got := shmtest.Read(t, outKey)
 				if !bytes.Equal(got[100:100+size], data) || !bytes.Equal(got[:100], make([]byte, 100)) ||
 					!bytes.Equal(got[100+size:], make([]byte, 100)) {
 					t.Fatal("region out does not hold OUTPUT0 at offset 100 and nothing else")
 				}
 
-				shmRegion(t, regions, "small", make([]byte, size-4))
-				defer unregisterNow(t, regions, "small")
+				shmtest.Region(t, regions, "small", make([]byte, size-4))
+				defer shmtest.Unregister(t, regions, "small")
 				_, err = h.client.ModelInfer(ctx(t), inPlaceRequest(model, shape, data, in, "small", 0, size-4))
 				wantStatus(t, err, codes.Internal, "shared memory size specified with the request for output 'OUTPUT0' ("+
 					strconv.Itoa(size-4)+" bytes) should be at least "+strconv.Itoa(size)+" bytes to hold the results")
 			})
 		}
 		t.Run(model+"/output region truncated", func(t *testing.T) {
-			key := shmRegion(t, regions, "cut", make([]byte, size))
+			key := shmtest.Region(t, regions, "cut", make([]byte, size))
 			servertest.Must(t, os.Truncate(shmtest.Path(key), 4096))
 			_, err := h.client.ModelInfer(ctx(t), inPlaceRequest(model, shape, data, "", "cut", 0, size))
 			wantStatus(t, err, codes.Internal, "shared memory region 'cut' is no longer backed by its object: it was truncated")
-			unregisterNow(t, regions, "cut")
+			shmtest.Unregister(t, regions, "cut")
 			resp, err := h.client.ModelInfer(ctx(t), inPlaceRequest(model, shape, data, "", "", 0, 0))
 			servertest.Must(t, err)
 			if !bytes.Equal(resp.RawOutputContents[0], data) {
@@ -174,8 +174,8 @@ func TestSharedMemoryBatchedInPlaceGRPC(t *testing.T) {
 		var in, out, outKey string
 		if i%2 == 0 {
 			in, out = "in"+strconv.Itoa(i), "out"+strconv.Itoa(i)
-			shmRegion(t, regions, in, data)
-			outKey = shmRegion(t, regions, out, make([]byte, len(data)))
+			shmtest.Region(t, regions, in, data)
+			outKey = shmtest.Region(t, regions, out, make([]byte, len(data)))
 		}
 		wg.Add(1)
 		go func() {
@@ -186,7 +186,7 @@ func TestSharedMemoryBatchedInPlaceGRPC(t *testing.T) {
 				errs <- err
 			case out == "" && !bytes.Equal(resp.RawOutputContents[0], data):
 				errs <- errString("request " + strconv.Itoa(i) + ": raw OUTPUT0 differs")
-			case out != "" && !bytes.Equal(readObject(t, outKey), data):
+			case out != "" && !bytes.Equal(shmtest.Read(t, outKey), data):
 				errs <- errString("request " + strconv.Itoa(i) + ": region OUTPUT0 differs")
 			}
 		}()
@@ -218,9 +218,9 @@ func TestSharedMemoryStreamInPlaceGRPC(t *testing.T) {
 	shape := []int64{inPlaceElems}
 	st, err := h.client.ModelStreamInfer(ctx(t))
 	servertest.Must(t, err)
-	shmRegion(t, regions, "in", data)
-	outKey := shmRegion(t, regions, "out", make([]byte, size))
-	cutKey := shmRegion(t, regions, "cut", data)
+	shmtest.Region(t, regions, "in", data)
+	outKey := shmtest.Region(t, regions, "out", make([]byte, size))
+	cutKey := shmtest.Region(t, regions, "cut", data)
 	servertest.Must(t, os.Truncate(shmtest.Path(cutKey), 4096))
 	for _, c := range []struct {
 		in, msg string
@@ -235,7 +235,7 @@ func TestSharedMemoryStreamInPlaceGRPC(t *testing.T) {
 			t.Fatalf("input %s: error %q, want %q", c.in, r.ErrorMessage, c.msg)
 		}
 	}
-	if !bytes.Equal(readObject(t, outKey), data) {
+	if !bytes.Equal(shmtest.Read(t, outKey), data) {
 		t.Fatal("region out does not hold OUTPUT0")
 	}
 	servertest.Must(t, st.CloseSend())
@@ -284,13 +284,13 @@ func TestSharedMemoryAliasedInputTruncatedGRPC(t *testing.T) {
 	h, regions := inPlaceHarness(t)
 	data := inPlaceData(5)
 	shape := []int64{inPlaceElems}
-	shmRegion(t, regions, "in", data)
+	shmtest.Region(t, regions, "in", data)
 	resp, err := h.client.ModelInfer(ctx(t), inPlaceRequest("go_identity", shape, data, "in", "", 0, 0))
 	servertest.Must(t, err)
 	if !bytes.Equal(resp.RawOutputContents[0], data) {
 		t.Fatal("OUTPUT0 differs from the region's input")
 	}
-	key := shmRegion(t, regions, "cut", data)
+	key := shmtest.Region(t, regions, "cut", data)
 	servertest.Must(t, os.Truncate(shmtest.Path(key), 4096))
 	_, err = h.client.ModelInfer(ctx(t), inPlaceRequest("go_identity", shape, data, "cut", "", 0, 0))
 	wantStatus(t, err, codes.Internal, "shared memory region 'cut' is no longer backed by its object: it was truncated")

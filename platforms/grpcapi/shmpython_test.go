@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/internal/shmtest"
 )
 
 // TestSharedMemoryPythonOutputInPlaceGRPC: a Python model's output that
@@ -24,8 +25,8 @@ func TestSharedMemoryPythonOutputInPlaceGRPC(t *testing.T) {
 		data[i] = byte(i*13 + 1)
 	}
 	shape := []int64{elems}
-	shmRegion(t, regions, "in", data)
-	outKey := shmRegion(t, regions, "out", make([]byte, len(data)))
+	shmtest.Region(t, regions, "in", data)
+	outKey := shmtest.Region(t, regions, "out", make([]byte, len(data)))
 	call := func() {
 		t.Helper()
 		resp, err := h.client.ModelInfer(ctx(t), inPlaceRequest("identity_py", shape, data, "in", "out", 0, len(data)))
@@ -35,7 +36,7 @@ func TestSharedMemoryPythonOutputInPlaceGRPC(t *testing.T) {
 		}
 	}
 	call() // the worker's first execution warms up
-	if !bytes.Equal(readObject(t, outKey), data) {
+	if !bytes.Equal(shmtest.Read(t, outKey), data) {
 		t.Fatal("region out does not hold OUTPUT0")
 	}
 	var before, after runtime.MemStats
@@ -49,7 +50,7 @@ func TestSharedMemoryPythonOutputInPlaceGRPC(t *testing.T) {
 	} else {
 		t.Logf("%d calls allocated %d bytes", calls, got)
 	}
-	if !bytes.Equal(readObject(t, outKey), data) {
+	if !bytes.Equal(shmtest.Read(t, outKey), data) {
 		t.Fatal("region out does not hold OUTPUT0 after the calls")
 	}
 }

@@ -79,15 +79,6 @@ func shmServer(t *testing.T) (base string, regions *shm.Manager, gate *servertes
 	return base, regions, gate
 }
 
-// region registers a new object holding data as region name; it returns
-// the object's key.
-func region(t *testing.T, regions *shm.Manager, name string, data []byte) string {
-	t.Helper()
-	key := shmtest.ObjectWith(t, data)
-	must(t, regions.RegisterSystem(name, key, 0, uint64(len(data))))
-	return key
-}
-
 func fp32s(vals ...float32) []byte {
 	b := make([]byte, 0, 4*len(vals))
 	for _, v := range vals {
@@ -115,23 +106,16 @@ func shmRequest(in string, inOff, inSize int, out string, outSize int) string {
 	return `{"inputs":[` + input + `],"outputs":[` + output + `]}`
 }
 
-func objectBytes(t *testing.T, key string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(shmtest.Path(key))
-	must(t, err)
-	return b
-}
-
 // TestSharedMemoryInfer: inputs read from and outputs written to regions,
 // with Triton's answers: an output in a region is described by name,
 // datatype and shape only; every misuse gets Triton's text and status.
 func TestSharedMemoryInfer(t *testing.T) {
 	base, regions, _ := shmServer(t)
-	region(t, regions, "in", fp32s(1, 2, 3, 4))
-	region(t, regions, "in2", append(fp32s(0, 0, 0, 0), fp32s(5, 6, 7, 8)...))
-	region(t, regions, "small", make([]byte, 8))
+	shmtest.Region(t, regions, "in", fp32s(1, 2, 3, 4))
+	shmtest.Region(t, regions, "in2", append(fp32s(0, 0, 0, 0), fp32s(5, 6, 7, 8)...))
+	shmtest.Region(t, regions, "small", make([]byte, 8))
 	bytesIn := core.AppendBytesElement(nil, []byte("hello"))
-	region(t, regions, "bytes_in", bytesIn)
+	shmtest.Region(t, regions, "bytes_in", bytesIn)
 	url := base + "/v2/models/id4/infer"
 	header := `{"model_name":"id4","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,4]}]}`
 	cases := []struct {
@@ -173,7 +157,7 @@ func TestSharedMemoryInfer(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			outKey := region(t, regions, "out", make([]byte, 32))
+			outKey := shmtest.Region(t, regions, "out", make([]byte, 32))
 			defer func() { must(t, regions.Unregister(context.Background(), shm.System, "out")) }()
 			u := url
 			if c.model != "" {
@@ -186,7 +170,7 @@ func TestSharedMemoryInfer(t *testing.T) {
 			if status == 200 && h.Get("Content-Type") != "application/json" {
 				t.Errorf("Content-Type %q", h.Get("Content-Type"))
 			}
-			got := objectBytes(t, outKey)
+			got := shmtest.Read(t, outKey)
 			want := append(append([]byte{}, c.out...), make([]byte, 32-len(c.out))...)
 			if !bytes.Equal(got, want) {
 				t.Errorf("region out holds % x, want % x", got, want)
@@ -227,24 +211,13 @@ func TestSharedMemoryOff(t *testing.T) {
 	}
 }
 
-// unregistered unregisters region name and fails the test unless that
-// returns within a generous deadline: nothing holds the region any more.
-func unregistered(t *testing.T, regions *shm.Manager, name string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := regions.Unregister(ctx, shm.System, name); err != nil {
-		t.Fatalf("unregister %s: %v", name, err)
-	}
-}
-
 // TestSharedMemoryHoldsReleased: whichever way a request that names an
 // output region ends (answered, refused by the decoder after the region
 // was taken, failed in the core, cancelled by its client), the region is
 // let go, so unregistering it returns.
 func TestSharedMemoryHoldsReleased(t *testing.T) {
 	base, regions, gate := shmServer(t)
-	region(t, regions, "in", fp32s(1, 2, 3, 4))
+	shmtest.Region(t, regions, "in", fp32s(1, 2, 3, 4))
 	url := base + "/v2/models/id4/infer"
 	cases := []struct {
 		name string
@@ -294,9 +267,9 @@ func TestSharedMemoryHoldsReleased(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			region(t, regions, "out", make([]byte, 16))
+			shmtest.Region(t, regions, "out", make([]byte, 16))
 			c.send(t)
-			unregistered(t, regions, "out")
+			shmtest.Unregister(t, regions, "out")
 		})
 	}
 }
@@ -306,8 +279,8 @@ func TestSharedMemoryHoldsReleased(t *testing.T) {
 // once the request has ended, and the output is in the region.
 func TestSharedMemoryUnregisterWaits(t *testing.T) {
 	base, regions, gate := shmServer(t)
-	region(t, regions, "in", fp32s(1, 2, 3, 4))
-	outKey := region(t, regions, "out", make([]byte, 16))
+	shmtest.Region(t, regions, "in", fp32s(1, 2, 3, 4))
+	outKey := shmtest.Region(t, regions, "out", make([]byte, 16))
 	answered := make(chan []byte, 1)
 	go func() {
 		resp, err := http.Post(base+"/v2/models/gate/infer", "application/json", strings.NewReader(shmRequest("in", 0, 16, "out", 16)))
@@ -353,7 +326,7 @@ func TestSharedMemoryUnregisterWaits(t *testing.T) {
 	if err := <-unregisterDone; err != nil {
 		t.Fatal(err)
 	}
-	if got := objectBytes(t, outKey); !bytes.Equal(got, fp32s(1, 2, 3, 4)) {
+	if got := shmtest.Read(t, outKey); !bytes.Equal(got, fp32s(1, 2, 3, 4)) {
 		t.Fatalf("region holds % x", got)
 	}
 }
@@ -364,7 +337,7 @@ func TestSharedMemoryUnregisterWaits(t *testing.T) {
 // the server goes on serving: Triton itself dies of SIGBUS there.
 func TestSharedMemoryTruncated(t *testing.T) {
 	base, regions, _ := shmServer(t)
-	region(t, regions, "in", fp32s(1, 2, 3, 4))
+	shmtest.Region(t, regions, "in", fp32s(1, 2, 3, 4))
 	url := base + "/v2/models/id4/infer"
 	for _, c := range []struct {
 		name   string
@@ -375,19 +348,19 @@ func TestSharedMemoryTruncated(t *testing.T) {
 		{"output", func(v string) string { return shmRequest("in", 0, 16, v, 16) }, "cut_out"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			key := region(t, regions, c.victim, fp32s(1, 2, 3, 4))
+			key := shmtest.Region(t, regions, c.victim, fp32s(1, 2, 3, 4))
 			must(t, os.Truncate(shmtest.Path(key), 0))
 			status, _, body := post(t, url, c.body(c.victim))
 			want := `{"error":"shared memory region '` + c.victim + `' is no longer backed by its object: it was truncated"}`
 			if status != 500 || string(body) != want {
 				t.Fatalf("got %d %s, want 500 %s", status, body, want)
 			}
-			region(t, regions, "next", make([]byte, 16))
+			shmtest.Region(t, regions, "next", make([]byte, 16))
 			if status, _, body := post(t, url, shmRequest("in", 0, 16, "next", 16)); status != 200 {
 				t.Fatalf("the next request: %d %s", status, body)
 			}
-			unregistered(t, regions, c.victim)
-			unregistered(t, regions, "next")
+			shmtest.Unregister(t, regions, c.victim)
+			shmtest.Unregister(t, regions, "next")
 		})
 	}
 }
@@ -400,8 +373,8 @@ func TestSharedMemoryDynamicBatching(t *testing.T) {
 	const n = 16
 	keys := make([]string, n)
 	for i := 0; i < n; i += 2 {
-		region(t, regions, fmt.Sprintf("in%d", i), fp32s(float32(i), float32(i)+0.5, -float32(i), 1))
-		keys[i] = region(t, regions, fmt.Sprintf("out%d", i), make([]byte, 16))
+		shmtest.Region(t, regions, fmt.Sprintf("in%d", i), fp32s(float32(i), float32(i)+0.5, -float32(i), 1))
+		keys[i] = shmtest.Region(t, regions, fmt.Sprintf("out%d", i), make([]byte, 16))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

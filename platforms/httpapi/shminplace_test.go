@@ -23,7 +23,7 @@ func TestSharedMemoryInPlace(t *testing.T) {
 		data[i] = byte(i * 11)
 	}
 	size := len(data)
-	region(t, regions, "in", data)
+	shmtest.Region(t, regions, "in", data)
 	body := func(in, out string, offset, outSize int) string {
 		return `{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[` + strconv.Itoa(elems) + `],"parameters":` + shmParams(in, 0, size) + `}],` +
 			`"outputs":[{"name":"OUTPUT0","parameters":` + shmParams(out, offset, outSize) + `}]}`
@@ -31,19 +31,19 @@ func TestSharedMemoryInPlace(t *testing.T) {
 	for _, model := range []string{"identity", "identity_fixed"} {
 		t.Run(model, func(t *testing.T) {
 			url := base + "/v2/models/" + model + "/infer"
-			outKey := region(t, regions, "out", make([]byte, size+64))
-			defer unregistered(t, regions, "out")
+			outKey := shmtest.Region(t, regions, "out", make([]byte, size+64))
+			defer shmtest.Unregister(t, regions, "out")
 			status, _, got := post(t, url, body("in", "out", 64, size))
 			want := `{"model_name":"` + model + `","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[` + strconv.Itoa(elems) + `]}]}`
 			if status != 200 || string(got) != want {
 				t.Fatalf("got %d %s, want %s", status, got, want)
 			}
-			if obj := objectBytes(t, outKey); !bytes.Equal(obj[64:], data) || !bytes.Equal(obj[:64], make([]byte, 64)) {
+			if obj := shmtest.Read(t, outKey); !bytes.Equal(obj[64:], data) || !bytes.Equal(obj[:64], make([]byte, 64)) {
 				t.Fatal("region out does not hold OUTPUT0 at offset 64")
 			}
 
-			region(t, regions, "small", make([]byte, size))
-			defer unregistered(t, regions, "small")
+			shmtest.Region(t, regions, "small", make([]byte, size))
+			defer shmtest.Unregister(t, regions, "small")
 			status, _, got = post(t, url, body("in", "small", 4, size-4))
 			want = `{"error":"shared memory size specified with the request for output 'OUTPUT0' (` + strconv.Itoa(size-4) +
 				` bytes) should be at least ` + strconv.Itoa(size) + ` bytes to hold the results"}`
@@ -52,7 +52,7 @@ func TestSharedMemoryInPlace(t *testing.T) {
 			}
 
 			for _, side := range []string{"input", "output"} {
-				key := region(t, regions, "cut", data)
+				key := shmtest.Region(t, regions, "cut", data)
 				must(t, os.Truncate(shmtest.Path(key), 4096))
 				b := body("cut", "out", 0, size)
 				if side == "output" {
@@ -63,9 +63,9 @@ func TestSharedMemoryInPlace(t *testing.T) {
 				if status != 500 || string(got) != want {
 					t.Fatalf("%s truncated: got %d %s, want 500 %s", side, status, got, want)
 				}
-				unregistered(t, regions, "cut")
+				shmtest.Unregister(t, regions, "cut")
 			}
-			if status, _, got := post(t, url, body("in", "out", 0, size)); status != 200 || !bytes.Equal(objectBytes(t, outKey)[:size], data) {
+			if status, _, got := post(t, url, body("in", "out", 0, size)); status != 200 || !bytes.Equal(shmtest.Read(t, outKey)[:size], data) {
 				t.Fatalf("after the truncations: %d %s", status, got)
 			}
 		})
