@@ -929,13 +929,6 @@ func (b *seqBatcher) endIterative(j *job) {
 	wake(slot.inst)
 }
 
-// liveSequences counts the sequences that hold a slot or wait for one.
-func (b *seqBatcher) liveSequences() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.active) + len(b.backlogOf)
-}
-
 // owns reports whether sequence key is live here.
 func (b *seqBatcher) owns(key corrKey) bool {
 	b.mu.Lock()

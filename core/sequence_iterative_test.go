@@ -247,3 +247,10 @@ func TestSequenceRescheduleNotIterative(t *testing.T) {
 		t.Fatalf("err = %v (%v), want INVALID_ARG %q", err, CodeOf(err), want)
 	}
 }
+
+// liveSequences counts the sequences that hold a slot or wait for one.
+func (b *seqBatcher) liveSequences() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.active) + len(b.backlogOf)
+}
