@@ -92,3 +92,25 @@ func Unregister(t testing.TB, regions *shm.Manager, name string) {
 		t.Fatalf("unregister %s: %v", name, err)
 	}
 }
+
+// HostMemory stands in for an opened CUDA region (shm.DeviceMemory) on a
+// machine without a GPU: its "device memory" is host memory.
+type HostMemory []byte
+
+// Ptr implements shm.DeviceMemory; host memory has no device address.
+func (m HostMemory) Ptr() uintptr { return 0 }
+
+// CopyOut implements shm.DeviceMemory.
+func (m HostMemory) CopyOut(dst []byte, offset uint64) error {
+	copy(dst, m[offset:])
+	return nil
+}
+
+// CopyIn implements shm.DeviceMemory.
+func (m HostMemory) CopyIn(offset uint64, src []byte) error {
+	copy(m[offset:], src)
+	return nil
+}
+
+// Close implements shm.DeviceMemory.
+func (m HostMemory) Close() error { return nil }

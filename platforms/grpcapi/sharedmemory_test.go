@@ -125,15 +125,8 @@ func TestSharedMemoryRPCsDisabled(t *testing.T) {
 type routeTestDevice struct{}
 
 func (routeTestDevice) Open(_ []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
-	return &routeTestMemory{data: make([]byte, size)}, nil
+	return make(shmtest.HostMemory, size), nil
 }
-
-type routeTestMemory struct{ data []byte }
-
-func (f *routeTestMemory) Ptr() uintptr                         { return 0 }
-func (f *routeTestMemory) CopyOut(dst []byte, off uint64) error { copy(dst, f.data[off:]); return nil }
-func (f *routeTestMemory) CopyIn(off uint64, src []byte) error  { copy(f.data[off:], src); return nil }
-func (f *routeTestMemory) Close() error                         { return nil }
 
 // TestSharedMemoryCUDARPCs: with a device, CUDA regions register, list
 // keyed by name with their device, and unregister.

@@ -151,25 +151,12 @@ func (routeTestDevice) Open(handle []byte, _ int64, size uint64) (shm.DeviceMemo
 	if handle[0] != 'h' {
 		return nil, routeTestError("invalid device pointer")
 	}
-	return &routeTestMemory{data: make([]byte, size)}, nil
+	return make(shmtest.HostMemory, size), nil
 }
 
 type routeTestError string
 
 func (e routeTestError) Error() string { return string(e) }
-
-type routeTestMemory struct{ data []byte }
-
-func (f *routeTestMemory) Ptr() uintptr { return 0 }
-func (f *routeTestMemory) CopyOut(dst []byte, off uint64) error {
-	copy(dst, f.data[off:])
-	return nil
-}
-func (f *routeTestMemory) CopyIn(off uint64, src []byte) error {
-	copy(f.data[off:], src)
-	return nil
-}
-func (f *routeTestMemory) Close() error { return nil }
 
 // TestSharedMemoryCUDA: on a machine without CUDA a CUDA register answers
 // Triton's CPU-only refusal before the body is read; with a device, the

@@ -444,21 +444,8 @@ func (d hostDevice) Open(handle []byte, _ int64, byteSize uint64) (shm.DeviceMem
 	if uint64(len(m)) < byteSize {
 		return nil, fmt.Errorf("no device memory %d of %d bytes", handle[0], byteSize)
 	}
-	return hostMemory(m), nil
+	return shmtest.HostMemory(m), nil
 }
-
-type hostMemory []byte
-
-func (m hostMemory) Ptr() uintptr { return 0 }
-func (m hostMemory) CopyOut(dst []byte, offset uint64) error {
-	copy(dst, m[offset:])
-	return nil
-}
-func (m hostMemory) CopyIn(offset uint64, src []byte) error {
-	copy(m[offset:], src)
-	return nil
-}
-func (m hostMemory) Close() error { return nil }
 
 // TestSharedMemoryDeviceRegions: inputs and outputs in CUDA regions take
 // the same path as system ones up to the device copies, which a stand-in
