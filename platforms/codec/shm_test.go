@@ -18,9 +18,7 @@ func shmTable(t *testing.T) (*shm.Manager, string) {
 	t.Helper()
 	regions := shm.NewManager(nil)
 	in := append(make([]byte, 8), i32le(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)...)
-	if err := regions.RegisterSystem("in", shmtest.ObjectWith(t, in), 0, uint64(len(in))); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Region(t, regions, "in", in)
 	out := shmtest.Object(t, 128)
 	if err := regions.RegisterSystem("out", out, 0, 128); err != nil {
 		t.Fatal(err)
@@ -48,7 +46,7 @@ func TestSharedMemoryCodec(t *testing.T) {
 		t.Fatalf("OUTPUT0 is %v", k)
 	}
 	// The input's region is free; the output's is held.
-	unregisterFree(t, regions, "in")
+	shmtest.Unregister(t, regions, "in")
 
 	resp := simpleResponse("")
 	header, blobs, binary, err := EncodeResponse(resp, env)
@@ -115,18 +113,7 @@ func TestSharedMemoryCodecErrorReleases(t *testing.T) {
 		`{"name":"OUTPUT1","parameters":{"shared_memory_region":"nope","shared_memory_byte_size":64}}]}`
 	_, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
 	wantError(t, err, core.CodeNotFound, "Unable to find shared memory region: 'nope'")
-	unregisterFree(t, regions, "out")
-}
-
-// unregisterFree unregisters name, which nothing may hold: it must return
-// within a generous deadline.
-func unregisterFree(t *testing.T, regions *shm.Manager, name string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := regions.Unregister(ctx, shm.System, name); err != nil {
-		t.Fatalf("unregister %s: %v", name, err)
-	}
+	shmtest.Unregister(t, regions, "out")
 }
 
 // TestSharedMemoryCodecInPlace: with the guard, an input in a region is
@@ -139,10 +126,7 @@ func TestSharedMemoryCodecInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := append(make([]byte, 8), i32le(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)...)
-	key := shmtest.ObjectWith(t, in)
-	if err := regions.RegisterSystem("in", key, 0, uint64(len(in))); err != nil {
-		t.Fatal(err)
-	}
+	key := shmtest.Region(t, regions, "in", in)
 	body := `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"in","shared_memory_offset":8,"shared_memory_byte_size":64}},` +
 		in16("INPUT1", data16) + `]}`
 	env, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
@@ -178,5 +162,5 @@ func TestSharedMemoryCodecInPlace(t *testing.T) {
 		`{"name":"INPUT1","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"nope","shared_memory_byte_size":64}}]}`
 	_, err = DecodeRequest("simple", []byte(bad), -1, testMax, regions)
 	wantError(t, err, core.CodeNotFound, "Unable to find shared memory region: 'nope'")
-	unregisterFree(t, regions, "in")
+	shmtest.Unregister(t, regions, "in")
 }
