@@ -33,6 +33,7 @@ import (
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/platforms/shm"
+	"github.com/inferd/inferd/platforms/shm/cudaipc"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/as"
@@ -171,9 +172,18 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	g.Go(serve.OnStop("traces", logStopError(log, "closing the traces", cfg.tracer.Close)))
 
 	// Client shared memory: one region table for HTTP and gRPC, as
-	// Triton's one SharedMemoryManager; no GPU opens CUDA regions yet.
+	// Triton's one SharedMemoryManager. CUDA regions open where the CUDA
+	// runtime and a device are found; elsewhere they are refused as
+	// Triton's CPU-only build refuses them.
 	if cfg.allowClientShm {
-		cfg.regions = shm.NewManager(nil)
+		var device shm.Device
+		if rt, err := cudaipc.Load(log); err != nil {
+			log.Info("CUDA shared memory regions are refused", "reason", err)
+		} else {
+			device = rt
+			log.Info("CUDA shared memory regions are served", "devices", rt.Devices())
+		}
+		cfg.regions = shm.NewManager(device)
 		// Backends read and write regions in place, a truncated object
 		// failing the request instead of killing the server.
 		if err := cfg.regions.InstallGuard(); err != nil {

@@ -124,7 +124,7 @@ func TestSharedMemoryRPCsDisabled(t *testing.T) {
 // up to the device call.
 type routeTestDevice struct{}
 
-func (routeTestDevice) Open(_ []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
+func (routeTestDevice) Open(_ string, _ []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
 	return make(shmtest.HostMemory, size), nil
 }
 

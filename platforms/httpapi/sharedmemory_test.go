@@ -147,7 +147,7 @@ func TestSharedMemorySystem(t *testing.T) {
 // parsing runs on CPU up to the device call.
 type routeTestDevice struct{}
 
-func (routeTestDevice) Open(handle []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
+func (routeTestDevice) Open(_ string, handle []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
 	if handle[0] != 'h' {
 		return nil, routeTestError("invalid device pointer")
 	}

@@ -439,7 +439,7 @@ func TestSharedMemoryDynamicBatching(t *testing.T) {
 // without a GPU.
 type hostDevice struct{ mem map[byte][]byte }
 
-func (d hostDevice) Open(handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
+func (d hostDevice) Open(_ string, handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
 	m := d.mem[handle[0]]
 	if uint64(len(m)) < byteSize {
 		return nil, fmt.Errorf("no device memory %d of %d bytes", handle[0], byteSize)

@@ -89,8 +89,10 @@ type Status struct {
 // without CUDA, where registering a CUDA region is refused as Triton's
 // CPU-only build refuses it.
 type Device interface {
-	// Open maps the IPC handle of byteSize bytes on device deviceID.
-	Open(handle []byte, deviceID int64, byteSize uint64) (DeviceMemory, error)
+	// Open maps the IPC handle of byteSize bytes on device deviceID as
+	// region name. An error holding a *core.Error reaches the client as
+	// it is; any other is wrapped in Triton's register error.
+	Open(name string, handle []byte, deviceID int64, byteSize uint64) (DeviceMemory, error)
 }
 
 // DeviceMemory is an opened CUDA region.
@@ -169,7 +171,11 @@ func (m *Manager) RegisterCUDA(name string, handle []byte, deviceID int64, byteS
 	if _, ok := m.regions[name]; ok {
 		return alreadyRegistered(name)
 	}
-	dev, err := m.device.Open(handle, deviceID, byteSize)
+	dev, err := m.device.Open(name, handle, deviceID, byteSize)
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return err
+	}
 	if err != nil {
 		return &core.Error{Code: core.CodeInvalidArg,
 			Msg: "failed to register shared memory region '" + name + "': " + err.Error()}

@@ -274,7 +274,7 @@ type fakeMemory struct {
 	closed chan struct{}
 }
 
-func (d fakeDevice) Open(handle []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
+func (d fakeDevice) Open(_ string, handle []byte, _ int64, size uint64) (shm.DeviceMemory, error) {
 	if len(handle) != 64 {
 		return nil, errors.New("invalid args")
 	}

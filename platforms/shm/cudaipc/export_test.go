@@ -1,0 +1,4 @@
+package cudaipc
+
+// LastError exposes lastError to the package's external tests.
+var LastError = lastError
