@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -260,4 +261,12 @@ func latencyName(percentile int) string {
 		return "avg"
 	}
 	return fmt.Sprintf("p%d", percentile)
+}
+
+// label names the setting of a result in messages.
+func (r result) label() string {
+	if r.RequestRate > 0 {
+		return "request rate " + strconv.FormatFloat(r.RequestRate, 'g', -1, 64)
+	}
+	return "concurrency " + strconv.Itoa(r.Concurrency)
 }

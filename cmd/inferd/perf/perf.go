@@ -39,6 +39,68 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	sess, err := openSession(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer sess.close()
+	writeSettings(stdout, o, sess.info)
+	var results []result
+	var runErr error
+	for i := range max(len(o.concurrency), len(o.rates)) {
+		var r result
+		var err error
+		if len(o.concurrency) > 0 {
+			r, err = sess.concurrency(ctx, o.concurrency[i])
+		} else {
+			r, err = sess.requestRate(ctx, o.rates[i])
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				err = errors.New("interrupted")
+			}
+			runErr = err
+			break
+		}
+		results = append(results, r)
+		if !r.Stable {
+			sess.warn(fmt.Sprintf("%s: no stable measurement within %d windows; try a longer --measurement-interval", r.label(), o.maxTrials))
+		}
+		if r.Errors > 0 {
+			sess.warn(fmt.Sprintf("%s: %d of %d requests failed, last: %s", r.label(), r.Errors, r.Requests, r.LastError))
+		}
+		if o.latencyThreshold > 0 && r.StabilityLatency > float64(o.latencyThreshold.Microseconds()) {
+			sess.prog.println(fmt.Sprintf("inferd perf: %s latency exceeds --latency-threshold; stopping the sweep", r.label()))
+			break
+		}
+	}
+	sess.prog.done()
+	if len(results) > 0 {
+		writeTable(stdout, o, results)
+	}
+	// Reports hold whatever was measured, also when the run was cut short.
+	if err := writeReports(o, results); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// session is one model on one server, ready to be measured: the requests
+// are prepared and the server has answered one of them. A config search
+// measures several settings through one session per configuration.
+type session struct {
+	o     *options
+	proto protocol
+	info  *modelInfo
+	send  *sender
+	m     *measurer
+	prog  *progress
+	rates int // request-rate settings measured so far: seeds each schedule
+}
+
+// openSession connects, reads the model, prepares its requests and sends
+// one. Progress lines and warnings go to stderr.
+func openSession(ctx context.Context, o *options, stderr io.Writer) (*session, error) {
 	conns := o.maxThreads
 	if len(o.concurrency) > 0 {
 		conns = o.concurrency[len(o.concurrency)-1]
@@ -47,38 +109,44 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if o.protocol == "grpc" {
 		g, err := newGRPCProtocol(o)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		proto = g
 	} else {
 		h, err := newHTTPProtocol(o, conns)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		proto = h
 	}
-	defer proto.shutdown()
-	prog := newProgress(stderr)
-	warn := func(msg string) { prog.println("inferd perf: warning: " + msg) }
+	s := &session{o: o, proto: proto, prog: newProgress(stderr)}
+	if err := s.open(ctx); err != nil {
+		proto.shutdown()
+		return nil, err
+	}
+	return s, nil
+}
 
-	info, err := proto.model(ctx)
+func (s *session) open(ctx context.Context) error {
+	info, err := s.proto.model(ctx)
 	if err != nil {
 		return err
 	}
+	s.info = info
 	if info.noConfig {
-		warn("the server has no model config endpoint; treating the model as non-batching")
+		s.warn("the server has no model config endpoint; treating the model as non-batching")
 	}
-	sets, err := buildTensors(o, info, rand.New(rand.NewPCG(1, 2)))
+	sets, err := buildTensors(s.o, info, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		return usageError{err}
 	}
-	if err := proto.prepare(info, sets); err != nil {
+	if err := s.proto.prepare(info, sets); err != nil {
 		return usageError{err}
 	}
-	s := &sender{proto: proto, n: uint64(len(sets))}
+	s.send = &sender{proto: s.proto, n: uint64(len(sets))}
 	// One request before measuring: a request the server refuses outright
 	// would fail every time, so say so now rather than after a window.
-	c := proto.conn()
+	c := s.proto.conn()
 	err = c.infer(ctx, 0)
 	c.close()
 	if err != nil {
@@ -89,60 +157,33 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			return ctx.Err()
 		}
 	}
+	s.m = &measurer{opts: s.o, sender: s.send, progress: s.prog, warn: s.warn}
+	return nil
+}
 
-	writeSettings(stdout, o, info)
-	m := &measurer{opts: o, sender: s, progress: prog, warn: warn}
-	var results []result
-	var runErr error
-	for i := range max(len(o.concurrency), len(o.rates)) {
-		var label string
-		var start func(context.Context) load
-		if len(o.concurrency) > 0 {
-			n := o.concurrency[i]
-			label = "concurrency " + strconv.Itoa(n)
-			start = func(ctx context.Context) load { return startConcurrency(ctx, s, n) }
-		} else {
-			rate := o.rates[i]
-			label = "request rate " + strconv.FormatFloat(rate, 'g', -1, 64)
-			rng := rand.New(rand.NewPCG(3, uint64(i)))
-			start = func(ctx context.Context) load {
-				return startRate(ctx, s, rate, o.distribution == "poisson", o.maxThreads, rng)
-			}
-		}
-		r, err := m.measure(ctx, start, label)
-		if err != nil {
-			if ctx.Err() != nil {
-				err = errors.New("interrupted")
-			}
-			runErr = err
-			break
-		}
-		if len(o.concurrency) > 0 {
-			r.Concurrency = o.concurrency[i]
-		} else {
-			r.RequestRate = o.rates[i]
-		}
-		results = append(results, r)
-		if !r.Stable {
-			warn(fmt.Sprintf("%s: no stable measurement within %d windows; try a longer --measurement-interval", label, o.maxTrials))
-		}
-		if r.Errors > 0 {
-			warn(fmt.Sprintf("%s: %d of %d requests failed, last: %s", label, r.Errors, r.Requests, r.LastError))
-		}
-		if o.latencyThreshold > 0 && r.StabilityLatency > float64(o.latencyThreshold.Microseconds()) {
-			prog.println(fmt.Sprintf("inferd perf: %s latency exceeds --latency-threshold; stopping the sweep", label))
-			break
-		}
-	}
-	prog.done()
-	if len(results) > 0 {
-		writeTable(stdout, o, results)
-	}
-	// Reports hold whatever was measured, also when the run was cut short.
-	if err := writeReports(o, results); err != nil {
-		return errors.Join(runErr, err)
-	}
-	return runErr
+func (s *session) warn(msg string) { s.prog.println("inferd perf: warning: " + msg) }
+
+// close ends the session's connections.
+func (s *session) close() { s.proto.shutdown() }
+
+// concurrency measures n requests kept in flight until the windows agree
+// or --max-trials pass.
+func (s *session) concurrency(ctx context.Context, n int) (result, error) {
+	r, err := s.m.measure(ctx, func(ctx context.Context) load { return startConcurrency(ctx, s.send, n) }, "concurrency "+strconv.Itoa(n))
+	r.Concurrency = n
+	return r, err
+}
+
+// requestRate measures rate requests per second sent on --request-distribution's schedule.
+func (s *session) requestRate(ctx context.Context, rate float64) (result, error) {
+	rng := rand.New(rand.NewPCG(3, uint64(s.rates)))
+	s.rates++
+	label := "request rate " + strconv.FormatFloat(rate, 'g', -1, 64)
+	r, err := s.m.measure(ctx, func(ctx context.Context) load {
+		return startRate(ctx, s.send, rate, s.o.distribution == "poisson", s.o.maxThreads, rng)
+	}, label)
+	r.RequestRate = rate
+	return r, err
 }
 
 // fromFile tells whether --input-data names a data file.
