@@ -21,6 +21,7 @@ const stopGrace = 10 * time.Second
 // recorder's base.
 type record struct {
 	start, end int64
+	io         ioTime
 	ok, late   bool
 }
 
@@ -91,7 +92,7 @@ type sender struct {
 func (s *sender) send(ctx context.Context, c conn, log *recordLog, scheduled int64) {
 	start := s.rec.now()
 	late := scheduled >= 0 && start-scheduled > int64(lateAfter)
-	err := c.infer(ctx, int((s.next.Add(1)-1)%s.n))
+	t, err := c.infer(ctx, int((s.next.Add(1)-1)%s.n))
 	end := s.rec.now()
 	if err != nil && ctx.Err() != nil {
 		return // cancelled while stopping: not the server's doing
@@ -100,7 +101,7 @@ func (s *sender) send(ctx context.Context, c conn, log *recordLog, scheduled int
 	if err != nil {
 		errMsg = err.Error()
 	}
-	log.add(record{start: start, end: end, ok: err == nil, late: late}, errMsg)
+	log.add(record{start: start, end: end, io: t, ok: err == nil, late: late}, errMsg)
 }
 
 // load is a running load generator.

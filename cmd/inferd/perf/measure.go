@@ -45,15 +45,15 @@ func (w *window) latency(percentile int) float64 {
 	return float64(percentileOf(w.lats, float64(percentile)))
 }
 
-// percentileOf is the nearest-rank percentile of sorted values: the
-// smallest value with at least p% of the values at or below it.
+// percentileOf is perf_analyzer's percentile of sorted values: the value
+// at index p/100·(n-1), rounded half up (triton-inference-server/perf_analyzer
+// src/inference_profiler.cc, Summarize).
 func percentileOf(sorted []int64, p float64) int64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	rank = min(max(rank, 1), len(sorted))
-	return sorted[rank-1]
+	i := int(p/100*float64(len(sorted)-1) + 0.5)
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 func mean(v []int64) float64 {
@@ -67,27 +67,28 @@ func mean(v []int64) float64 {
 	return sum / float64(len(v))
 }
 
-// stable applies perf_analyzer's rule: each of the last three windows'
-// throughput and latency is within threshold (a fraction) of the three's
-// average. A window without successful requests is never stable.
-func stable(tput, lat []float64, threshold float64) bool {
+// stable applies perf_analyzer's rule (triton-inference-server/perf_analyzer
+// src/inference_profiler.cc, DetermineStability): over the last three
+// windows, the largest throughput is within 1+threshold of the smallest,
+// and so is the largest latency of the smallest when latency is checked.
+// A window without throughput is never stable.
+func stable(tput, lat []float64, threshold float64, checkLatency bool) bool {
 	if len(tput) < stabilityWindows || len(lat) < stabilityWindows {
 		return false
 	}
-	for _, series := range [][]float64{tput[len(tput)-stabilityWindows:], lat[len(lat)-stabilityWindows:]} {
-		avg := 0.0
-		for _, v := range series {
-			avg += v
-		}
-		avg /= float64(len(series))
-		if avg <= 0 {
+	series := [][]float64{tput[len(tput)-stabilityWindows:]}
+	if checkLatency {
+		series = append(series, lat[len(lat)-stabilityWindows:])
+	}
+	for _, t := range series[0] {
+		if t <= 0 {
 			return false
 		}
-		for _, v := range series {
-			if math.Abs(v/avg-1) > threshold+1e-9 { // 1e-9: 110 vs 100 is within 10%, whatever the rounding
-
-				return false
-			}
+	}
+	for _, v := range series {
+		lo, hi := slices.Min(v), slices.Max(v)
+		if lo <= 0 || hi/lo > 1+threshold+1e-9 { // 1e-9: 110 vs 100 is within 10%, whatever the rounding
+			return false
 		}
 	}
 	return true
@@ -238,7 +239,7 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 		if w.ok == 0 && w.errs > 0 {
 			return result{}, fmt.Errorf("%s: %w: %s", label, errAllFailed, w.lastErr)
 		}
-		isStable = stable(tput, lat, m.opts.stability)
+		isStable = stable(tput, lat, m.opts.stability, true)
 		line := fmt.Sprintf("%s: window %d/%d: %.1f infer/s, %s latency %.0f µs, %d errors",
 			label, trial, m.opts.maxTrials, tput[len(tput)-1], latencyName(m.opts.percentile), lat[len(lat)-1]/1000, w.errs)
 		if isStable {

@@ -172,10 +172,34 @@ func (info *modelInfo) stripBatch() error {
 }
 
 // statsSnapshot is the cumulative statistics of the model, summed over the
-// versions the server reports.
+// versions the server reports: each phase's count and total time.
 type statsSnapshot struct {
-	successCount, inferenceCount, executionCount int64
-	queueNS, inputNS, inferNS, outputNS          int64
+	successCount, inferenceCount, executionCount    int64
+	successNS                                       int64
+	queueCount, inputCount, inferCount, outputCount int64
+	queueNS, inputNS, inferNS, outputNS             int64
+}
+
+// sub gives s - o, field by field.
+func (s statsSnapshot) sub(o statsSnapshot) statsSnapshot {
+	return statsSnapshot{
+		successCount: s.successCount - o.successCount, inferenceCount: s.inferenceCount - o.inferenceCount,
+		executionCount: s.executionCount - o.executionCount, successNS: s.successNS - o.successNS,
+		queueCount: s.queueCount - o.queueCount, inputCount: s.inputCount - o.inputCount,
+		inferCount: s.inferCount - o.inferCount, outputCount: s.outputCount - o.outputCount,
+		queueNS: s.queueNS - o.queueNS, inputNS: s.inputNS - o.inputNS, inferNS: s.inferNS - o.inferNS, outputNS: s.outputNS - o.outputNS,
+	}
+}
+
+// negative tells whether any counter went backwards (a model reload).
+func (s statsSnapshot) negative() bool {
+	for _, v := range []int64{s.successCount, s.inferenceCount, s.executionCount, s.successNS, s.queueCount, s.inputCount,
+		s.inferCount, s.outputCount, s.queueNS, s.inputNS, s.inferNS, s.outputNS} {
+		if v < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 type durationStat struct {
@@ -206,21 +230,35 @@ func fetchStats(ctx context.Context, hc *http.Client, url string) (statsSnapshot
 	var s statsSnapshot
 	for _, m := range body.ModelStats {
 		st := m.InferenceStats
-		s.successCount += int64(st.Success.Count)
-		s.inferenceCount += int64(m.InferenceCount)
-		s.executionCount += int64(m.ExecutionCount)
-		s.queueNS += int64(st.Queue.NS)
-		s.inputNS += int64(st.ComputeInput.NS)
-		s.inferNS += int64(st.ComputeInfer.NS)
-		s.outputNS += int64(st.ComputeOutput.NS)
+		s.add(statsSnapshot{
+			successCount: int64(st.Success.Count), successNS: int64(st.Success.NS),
+			inferenceCount: int64(m.InferenceCount), executionCount: int64(m.ExecutionCount),
+			queueCount: int64(st.Queue.Count), queueNS: int64(st.Queue.NS),
+			inputCount: int64(st.ComputeInput.Count), inputNS: int64(st.ComputeInput.NS),
+			inferCount: int64(st.ComputeInfer.Count), inferNS: int64(st.ComputeInfer.NS),
+			outputCount: int64(st.ComputeOutput.Count), outputNS: int64(st.ComputeOutput.NS),
+		})
 	}
 	return s, nil
 }
 
-// serverSplit is the server-side view of one measurement: average
-// microseconds per successful request in each phase.
+// add sums o into s (one version's statistics into the model's).
+func (s *statsSnapshot) add(o statsSnapshot) {
+	var zero statsSnapshot
+	*s = s.sub(zero.sub(o))
+}
+
+// serverSplit is the server-side view of one measurement, as perf_analyzer
+// prints it under "Server:": counts, and average microseconds of a request
+// in each phase, each over that phase's own count.
 type serverSplit struct {
-	Requests      int64   `json:"requests"`
+	Requests       int64 `json:"requests"`
+	InferenceCount int64 `json:"inference_count"`
+	ExecutionCount int64 `json:"execution_count"`
+	// RequestUS is the server's average request latency; OverheadUS what
+	// of it neither the queue nor the compute phases account for.
+	RequestUS     float64 `json:"request_us"`
+	OverheadUS    float64 `json:"overhead_us"`
 	QueueUS       float64 `json:"queue_us"`
 	ComputeInput  float64 `json:"compute_input_us"`
 	ComputeInfer  float64 `json:"compute_infer_us"`
@@ -229,28 +267,32 @@ type serverSplit struct {
 }
 
 // split turns the difference of two snapshots into averages; nil when the
-// counters went backwards (a model reload) or nothing succeeded.
+// counters went backwards (a model reload) or nothing succeeded. It follows
+// triton-inference-server/perf_analyzer src/inference_profiler.cc,
+// ReportServerSideStats.
 func split(before, after statsSnapshot) *serverSplit {
-	d := statsSnapshot{
-		successCount:   after.successCount - before.successCount,
-		inferenceCount: after.inferenceCount - before.inferenceCount,
-		executionCount: after.executionCount - before.executionCount,
-		queueNS:        after.queueNS - before.queueNS,
-		inputNS:        after.inputNS - before.inputNS,
-		inferNS:        after.inferNS - before.inferNS,
-		outputNS:       after.outputNS - before.outputNS,
-	}
-	if d.successCount <= 0 || d.queueNS < 0 || d.inputNS < 0 || d.inferNS < 0 || d.outputNS < 0 || d.inferenceCount < 0 || d.executionCount < 0 {
+	d := after.sub(before)
+	if d.successCount <= 0 || d.negative() {
 		return nil
 	}
-	n := float64(d.successCount) * 1000 // ns → µs
-	s := &serverSplit{
-		Requests:      d.successCount,
-		QueueUS:       float64(d.queueNS) / n,
-		ComputeInput:  float64(d.inputNS) / n,
-		ComputeInfer:  float64(d.inferNS) / n,
-		ComputeOutput: float64(d.outputNS) / n,
+	avg := func(ns, n int64) float64 { // µs
+		if n <= 0 {
+			return 0
+		}
+		return float64(ns) / float64(n) / 1000
 	}
+	s := &serverSplit{
+		Requests:       d.successCount,
+		InferenceCount: d.inferenceCount,
+		ExecutionCount: d.executionCount,
+		RequestUS:      avg(d.successNS, d.successCount),
+		QueueUS:        avg(d.queueNS, d.queueCount),
+		ComputeInput:   avg(d.inputNS, d.inputCount),
+		ComputeInfer:   avg(d.inferNS, d.inferCount),
+		ComputeOutput:  avg(d.outputNS, d.outputCount),
+	}
+	compute := avg(d.inputNS+d.inferNS+d.outputNS, d.inputCount)
+	s.OverheadUS = max(s.RequestUS-s.QueueUS-compute, 0)
 	if d.executionCount > 0 {
 		s.AvgBatchSize = float64(d.inferenceCount) / float64(d.executionCount)
 	}

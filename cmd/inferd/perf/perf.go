@@ -147,7 +147,7 @@ func (s *session) open(ctx context.Context) error {
 	// One request before measuring: a request the server refuses outright
 	// would fail every time, so say so now rather than after a window.
 	c := s.proto.conn()
-	err = c.infer(ctx, 0)
+	_, err = c.infer(ctx, 0)
 	c.close()
 	if err != nil {
 		if rejected(err) {

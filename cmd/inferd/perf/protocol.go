@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -31,8 +32,15 @@ type protocol interface {
 
 // conn sends one inference: prepared request i, answer read whole.
 type conn interface {
-	infer(ctx context.Context, i int) error
+	infer(ctx context.Context, i int) (ioTime, error)
 	close()
+}
+
+// ioTime is what the client itself spent on one request, as perf_analyzer's
+// "Client Send" and "Client Recv" columns count it: writing the request and
+// reading the answer. A protocol that cannot tell leaves them zero.
+type ioTime struct {
+	send, recv time.Duration
 }
 
 // rejected tells whether err is the server refusing the request itself
@@ -117,14 +125,30 @@ type httpConn struct{ h *httpProtocol }
 
 func (httpConn) close() {}
 
-// bodyReader lets one request's body be a plain bytes.Reader with Close.
-type bodyReader struct{ bytes.Reader }
+// bodyReader lets one request's body be a plain bytes.Reader with Close,
+// and notes when the transport has read all of it (atomically: the
+// transport may read it on a goroutine of its own).
+type bodyReader struct {
+	bytes.Reader
+	eof atomic.Int64 // time.Now().UnixNano() at the first io.EOF
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF && b.eof.Load() == 0 {
+		b.eof.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
 
 func (*bodyReader) Close() error { return nil }
 
 // infer sends one request and reads the whole answer: nil, a *serverError
-// for a non-200 status, or the transport's error.
-func (c httpConn) infer(ctx context.Context, i int) error {
+// for a non-200 status, or the transport's error. Sending lasts until the
+// transport has read the whole body, receiving from the answer's header to
+// the end of its body.
+func (c httpConn) infer(ctx context.Context, i int) (ioTime, error) {
+	start := time.Now()
 	h := c.h
 	b := &h.bodies[i]
 	body := &bodyReader{}
@@ -147,14 +171,19 @@ func (c httpConn) infer(ctx context.Context, i int) error {
 	// would cost allocations on every request.
 	resp, err := h.rt.RoundTrip(req)
 	if err != nil {
-		return err
+		return ioTime{}, err
 	}
 	defer resp.Body.Close()
+	headers := time.Now()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return errorFromBody(resp.StatusCode, msg)
+		return ioTime{}, errorFromBody(resp.StatusCode, msg)
 	}
 	// Draining lets the connection be reused.
 	_, err = io.Copy(io.Discard, resp.Body)
-	return err
+	t := ioTime{recv: time.Since(headers)}
+	if eof := body.eof.Load(); eof != 0 {
+		t.send = time.Duration(eof - start.UnixNano())
+	}
+	return t, err
 }

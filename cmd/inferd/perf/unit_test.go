@@ -147,15 +147,17 @@ func TestPercentile(t *testing.T) {
 		p    float64
 		want int64
 	}{
+		// perf_analyzer's rule: the value at index p/100·(n-1), rounded
+		// half up.
 		{nil, 50, 0},
 		{[]int64{7}, 1, 7},
 		{[]int64{7}, 99, 7},
-		{[]int64{1, 2}, 50, 1},
-		{[]int64{1, 2}, 51, 2},
-		{[]int64{1, 2, 3, 4}, 50, 2},
+		{[]int64{1, 2}, 49, 1},
+		{[]int64{1, 2}, 50, 2},
+		{[]int64{1, 2, 3, 4}, 50, 3},
 		{[]int64{1, 2, 3, 4}, 75, 3},
 		{[]int64{1, 2, 3, 4}, 99, 4},
-		{hundred, 50, 50},
+		{hundred, 50, 51},
 		{hundred, 90, 90},
 		{hundred, 95, 95},
 		{hundred, 99, 99},
@@ -177,20 +179,26 @@ func TestStable(t *testing.T) {
 		name      string
 		tput, lat []float64
 		threshold float64
+		latency   bool
 		want      bool
 	}{
-		{"too few windows", []float64{100, 100}, []float64{5, 5}, 0.1, false},
-		{"identical", []float64{100, 100, 100}, []float64{5, 5, 5}, 0.1, true},
-		{"within 10%", []float64{95, 100, 105}, []float64{5, 5.2, 4.9}, 0.1, true},
-		{"throughput off", []float64{80, 100, 120}, []float64{5, 5, 5}, 0.1, false},
-		{"latency off", []float64{100, 100, 100}, []float64{4, 5, 6.5}, 0.1, false},
-		{"only the last three count", []float64{1, 1000, 100, 100, 100}, []float64{50, 1, 5, 5, 5}, 0.1, true},
-		{"a late outlier counts", []float64{100, 100, 100, 300}, []float64{5, 5, 5, 5}, 0.1, false},
-		{"zero throughput", []float64{0, 0, 0}, []float64{0, 0, 0}, 0.1, false},
-		{"wide band", []float64{80, 100, 120}, []float64{4, 5, 6}, 0.25, true},
-		{"edge: exactly on the band", []float64{90, 100, 110}, []float64{5, 5, 5}, 0.1, true},
+		{"too few windows", []float64{100, 100}, []float64{5, 5}, 0.1, true, false},
+		{"identical", []float64{100, 100, 100}, []float64{5, 5, 5}, 0.1, true, true},
+		{"max/min within 10%", []float64{96, 100, 105}, []float64{5, 5.2, 4.9}, 0.1, true, true},
+		// perf_analyzer compares max to min, not each to the mean: 95 and
+		// 105 are within 10% of their mean, but 105/95 is not within 1.1.
+		{"max/min off although near the mean", []float64{95, 100, 105}, []float64{5, 5, 5}, 0.1, true, false},
+		{"throughput off", []float64{80, 100, 120}, []float64{5, 5, 5}, 0.1, true, false},
+		{"latency off", []float64{100, 100, 100}, []float64{4, 5, 6.5}, 0.1, true, false},
+		{"latency off, not checked", []float64{100, 100, 100}, []float64{4, 5, 6.5}, 0.1, false, true},
+		{"only the last three count", []float64{1, 1000, 100, 100, 100}, []float64{50, 1, 5, 5, 5}, 0.1, true, true},
+		{"a late outlier counts", []float64{100, 100, 100, 300}, []float64{5, 5, 5, 5}, 0.1, true, false},
+		{"zero throughput", []float64{0, 0, 0}, []float64{0, 0, 0}, 0.1, true, false},
+		{"one window without throughput", []float64{100, 0, 100}, []float64{5, 5, 5}, 10, true, false},
+		{"wide band", []float64{80, 100, 120}, []float64{4, 5, 6}, 0.5, true, true},
+		{"edge: exactly on the band", []float64{100, 105, 110}, []float64{5, 5, 5.5}, 0.1, true, true},
 	} {
-		if got := stable(c.tput, c.lat, c.threshold); got != c.want {
+		if got := stable(c.tput, c.lat, c.threshold, c.latency); got != c.want {
 			t.Errorf("%s: stable = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -198,8 +206,13 @@ func TestStable(t *testing.T) {
 
 func TestMergeAndSplit(t *testing.T) {
 	t.Parallel()
-	before := &statsSnapshot{successCount: 10, inferenceCount: 20, executionCount: 10, queueNS: 1e6, inputNS: 1e6, inferNS: 1e6, outputNS: 1e6}
-	after := &statsSnapshot{successCount: 14, inferenceCount: 28, executionCount: 14, queueNS: 1e6 + 4000, inputNS: 1e6 + 8000, inferNS: 1e6 + 400000, outputNS: 1e6}
+	before := &statsSnapshot{successCount: 10, successNS: 5e6, inferenceCount: 20, executionCount: 10,
+		queueCount: 10, queueNS: 1e6, inputCount: 10, inputNS: 1e6, inferCount: 10, inferNS: 1e6, outputCount: 10, outputNS: 1e6}
+	// Four more successes, but the compute phases were timed for two only
+	// (say two were answered from a cache): each phase's average is over
+	// its own count, as perf_analyzer's are.
+	after := &statsSnapshot{successCount: 14, successNS: 5e6 + 4*150000, inferenceCount: 28, executionCount: 14,
+		queueCount: 14, queueNS: 1e6 + 4000, inputCount: 12, inputNS: 1e6 + 8000, inferCount: 12, inferNS: 1e6 + 200000, outputCount: 12, outputNS: 1e6}
 	ws := []*window{
 		{dur: time.Second, lats: []int64{1000, 2000}, ok: 2, errs: 1, lastErr: "x"},
 		{dur: time.Second, lats: []int64{3000, 4000}, ok: 2, late: 3, stats: after},
@@ -208,10 +221,11 @@ func TestMergeAndSplit(t *testing.T) {
 	if r.Throughput != 4 || r.Requests != 5 || r.Errors != 1 || r.Delayed != 3 || r.LastError != "x" {
 		t.Errorf("merge: %+v", r)
 	}
-	if r.P50 != 2 || r.P99 != 4 || r.Avg != 2.5 || r.StabilityLatency != 2 {
+	if r.P50 != 3 || r.P99 != 4 || r.Avg != 2.5 || r.StabilityLatency != 3 {
 		t.Errorf("latencies: %+v", r)
 	}
-	want := &serverSplit{Requests: 4, QueueUS: 1, ComputeInput: 2, ComputeInfer: 100, ComputeOutput: 0, AvgBatchSize: 2}
+	want := &serverSplit{Requests: 4, InferenceCount: 8, ExecutionCount: 4, RequestUS: 150, OverheadUS: 45,
+		QueueUS: 1, ComputeInput: 4, ComputeInfer: 100, ComputeOutput: 0, AvgBatchSize: 2}
 	if !reflect.DeepEqual(r.Server, want) {
 		t.Errorf("split %+v, want %+v", r.Server, want)
 	}
