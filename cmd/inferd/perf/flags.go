@@ -41,6 +41,8 @@ type options struct {
 
 	csvPath  string
 	jsonPath string
+	// reportPath is --report: an HTML page with charts (htmlreport.go).
+	reportPath string
 }
 
 // usageError marks bad command-line input (exit code 2).
@@ -225,6 +227,9 @@ over HTTP or gRPC.
   -l, --latency-threshold MS      stop the sweep once latency exceeds MS (default: off)
   -f FILE                         write a CSV report
   --json FILE                     write a JSON report
+  --report FILE                   write an HTML report with charts
+
+See also: inferd perf search -h, the configuration search.
 `
 
 // parseArgs reads the command line; -h gives flag.ErrHelp after printing
@@ -270,6 +275,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	fs.StringVar(&o.csvPath, "f", "", "CSV report")
 	fs.StringVar(&o.jsonPath, "json", "", "JSON report")
+	fs.StringVar(&o.reportPath, "report", "", "HTML report")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
