@@ -26,7 +26,8 @@ func TestParseArgs(t *testing.T) {
 	}
 	// perf_analyzer's defaults.
 	if o.baseURL != "http://localhost:8000" || o.batch != 1 || !reflect.DeepEqual(o.concurrency, []int{1}) || !o.binary ||
-		o.interval != 5*time.Second || o.stability != 0.1 || o.maxTrials != 10 || o.percentile != 0 || o.inputData != "random" {
+		o.interval != 5*time.Second || o.stability != 0.1 || o.maxTrials != 10 || o.percentile != 0 || o.inputData != "random" ||
+		o.countWindows || o.requestCount != 50 || o.async || o.sharedMemory != "none" || o.outputShmSize != 102400 || o.verboseCSV {
 		t.Errorf("defaults: %+v", o)
 	}
 
@@ -64,6 +65,23 @@ func TestParseArgs(t *testing.T) {
 			return o.protocol == "grpc" && o.streaming && o.baseURL == "h:9"
 		}},
 		{[]string{"-i", "grpc", "-u", "grpc://[::1]:9", "--binary"}, func(o *options) bool { return o.baseURL == "[::1]:9" }},
+		{[]string{"--measurement-mode", "count_windows", "--measurement-request-count", "7"}, func(o *options) bool {
+			return o.countWindows && o.requestCount == 7
+		}},
+		{[]string{"--measurement-mode=time_windows"}, func(o *options) bool { return !o.countWindows }},
+		{[]string{"--percentile=-1"}, func(o *options) bool { return o.percentile == 0 }},
+		{[]string{"--percentile", "85"}, func(o *options) bool { return o.percentile == 85 }},
+		{[]string{"-r", "5"}, func(o *options) bool { return o.maxTrials == 5 }},
+		{[]string{"-a"}, func(o *options) bool { return o.async }},
+		{[]string{"--async"}, func(o *options) bool { return o.async }},
+		{[]string{"--sync"}, func(o *options) bool { return !o.async }},
+		// perf_analyzer: streaming is asynchronous.
+		{[]string{"-i", "grpc", "--streaming"}, func(o *options) bool { return o.async }},
+		{[]string{"--shared-memory", "system", "--output-shared-memory-size", "64"}, func(o *options) bool {
+			return o.sharedMemory == "system" && o.outputShmSize == 64
+		}},
+		{[]string{"--shared-memory=none"}, func(o *options) bool { return o.sharedMemory == "none" }},
+		{[]string{"--verbose-csv"}, func(o *options) bool { return o.verboseCSV }},
 	}
 	for _, c := range good {
 		o, err := parseArgs(append([]string{"-m", "m"}, c.args...), io.Discard)
@@ -114,6 +132,14 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-m", "m", "--shape", "IN"}, "want NAME:D1,D2"},
 		{[]string{"-m", "m", "--shape", "IN:1,x"}, "not a non-negative integer"},
 		{[]string{"-m", "m", "--shape", "IN:1", "--shape", "IN:2"}, "given twice"},
+		{[]string{"-m", "m", "--measurement-mode", "windows"}, "Failed to parse --measurement-mode. Unsupported type provided: 'windows'"},
+		{[]string{"-m", "m", "--measurement-request-count", "0"}, "Failed to parse --measurement-request-count. The value must be > 0."},
+		{[]string{"-m", "m", "--percentile", "-2"}, "between 1 and 99"},
+		{[]string{"-m", "m", "--async", "--sync"}, "Cannot specify --async and --sync simultaneously."},
+		{[]string{"-m", "m", "-i", "grpc", "--streaming", "--sync"}, "can not use streaming with synchronous API"},
+		{[]string{"-m", "m", "--shared-memory", "cuda"}, "--shared-memory cuda is not supported by inferd perf"},
+		{[]string{"-m", "m", "--shared-memory", "disk"}, "want none, system or cuda"},
+		{[]string{"-m", "m", "--shared-memory", "system", "--output-shared-memory-size", "0"}, "must be greater than 0"},
 	}
 	for _, c := range bad {
 		_, err := parseArgs(c.args, io.Discard)
