@@ -67,26 +67,43 @@ type MLPReference struct {
 // NewMLPReference loads the reference; it closes when the benchmark ends.
 func NewMLPReference(b *testing.B, root, model string) *MLPReference {
 	b.Helper()
-	cfg, err := modelconfig.Parse([]byte(MLPConfig(model, true)))
+	r, err := newMLPReference(b, root, model, MLPConfig(model, true), modelconfig.ModelInstanceGroup_KIND_CPU)
 	must(b, err)
-	must(b, modelconfig.Normalize(cfg, model, true))
+	return r
+}
+
+// newMLPReference loads MLPInstances instances of kind with config cfgText.
+func newMLPReference(b *testing.B, root, model, cfgText string, kind modelconfig.ModelInstanceGroup_Kind) (*MLPReference, error) {
+	cfg, err := modelconfig.Parse([]byte(cfgText))
+	if err != nil {
+		return nil, err
+	}
+	if err := modelconfig.Normalize(cfg, model, true); err != nil {
+		return nil, err
+	}
 	lib, err := onnxrt.FindLibrary("")
-	must(b, err)
+	if err != nil {
+		return nil, err
+	}
 	backend, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, DefaultMaxBatchSize: 4})
-	must(b, err)
+	if err != nil {
+		return nil, err
+	}
 	b.Cleanup(func() { _ = backend.Close() })
 	r := &MLPReference{insts: make(chan core.BatchInstance, MLPInstances)}
 	dir := filepath.Join(root, model)
 	for k := range MLPInstances {
 		inst, err := backend.NewBatchInstance(context.Background(), core.InstanceSpec{
 			VersionFiles: core.VersionFiles{ModelName: model, Version: 1, ModelDir: dir, VersionDir: filepath.Join(dir, "1")},
-			Name:         model + "_0_" + strconv.Itoa(k), Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Config: cfg,
+			Name:         model + "_0_" + strconv.Itoa(k), Kind: kind, Config: cfg,
 		})
-		must(b, err)
+		if err != nil {
+			return nil, err
+		}
 		b.Cleanup(func() { _ = inst.Close() })
 		r.insts <- inst
 	}
-	return r
+	return r, nil
 }
 
 // execute runs one batch of x (batch rows) on a free instance.
