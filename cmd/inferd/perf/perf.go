@@ -20,12 +20,17 @@ import (
 // Main runs the tool with args (the words after "perf") and returns the
 // exit code: 0 done, 1 failed, 2 bad command line.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parseArgs(args, stderr)
+	var err error
+	if len(args) > 0 && args[0] == "search" {
+		err = searchMain(ctx, args[1:], stdout, stderr)
+	} else {
+		var o *options
+		if o, err = parseArgs(args, stderr); err == nil {
+			err = run(ctx, o, stdout, stderr)
+		}
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
-	}
-	if err == nil {
-		err = run(ctx, o, stdout, stderr)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "inferd perf:", err)
@@ -47,6 +52,8 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	writeSettings(stdout, o, sess.info)
 	var results []result
 	var runErr error
+	cpu := newCPULog() // for --report
+	cpu.mark()
 	for i := range max(len(o.concurrency), len(o.rates)) {
 		var r result
 		var err error
@@ -55,6 +62,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		} else {
 			r, err = sess.requestRate(ctx, o.rates[i])
 		}
+		cpu.mark()
 		if err != nil {
 			if ctx.Err() != nil {
 				err = errors.New("interrupted")
@@ -80,6 +88,9 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	// Reports hold whatever was measured, also when the run was cut short.
 	if err := writeReports(o, results); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if err := writeSweepHTML(o, results, cpu); err != nil {
 		return errors.Join(runErr, err)
 	}
 	return runErr

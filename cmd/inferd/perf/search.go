@@ -1,0 +1,627 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// `inferd perf search` does what Model Analyzer's profile does for one
+// model (triton-inference-server/model_analyzer docs/config_search.md):
+// it loads configurations that differ in instance count, max_batch_size
+// and dynamic batching through the load API with a config override
+// (triton-inference-server/server docs/protocol/extension_model_repository.md),
+// measures each over a concurrency sweep, and picks the one with the most
+// throughput, under a p99 latency budget when one is given. Brute mode
+// tries the whole grid; quick mode climbs from the smallest configuration
+// to the best neighbour until none is better.
+
+// errNoWinner ends a search in which no configuration met the objective.
+var errNoWinner = errors.New("no configuration met the objective")
+
+// restoreTimeout bounds restoring the original configuration, which runs
+// also after the search was interrupted.
+const restoreTimeout = 2 * time.Minute
+
+// searchOptions are the search's own flags.
+type searchOptions struct {
+	mode          string // brute or quick
+	instances     []int
+	maxBatch      []int
+	delays        []int // µs; -1: no dynamic batching
+	preferred     []int
+	concurrency   []int
+	latencyBudget time.Duration // p99; 0: none
+	configOut     string
+	setBatch      bool // --max-batch-sizes was given
+}
+
+const searchUsage = `usage: inferd perf search -m MODEL [search flags] [inferd perf flags]
+
+Tries model configurations on a running server in explicit model control
+mode (--model-control-mode=explicit), through load requests with a config
+override, measures each over a concurrency sweep, writes the best one's
+config.pbtxt and reloads the model's own configuration at the end.
+
+  --run-config-search-mode brute|quick  brute: every combination (default);
+                                  quick: hill-climb from the smallest one
+  --instance-counts LIST          instance_group counts (default 1,2,3,4,5)
+  --max-batch-sizes LIST          max_batch_size values (default 1,2,4,...,128;
+                                  a model with max_batch_size 0 keeps it)
+  --dynamic-batching-delays LIST  max_queue_delay_microseconds values; "off"
+                                  tries no dynamic batching (default off,0)
+  --preferred-batch-sizes LIST    preferred_batch_size of every dynamic
+                                  batching configuration (default none)
+  --concurrency LIST              concurrency sweep (default 1,2,4,8,16,32;
+                                  or --concurrency-range S:E:STEP)
+  --latency-budget MS             best throughput with p99 latency within MS
+  --config-out FILE               the best config.pbtxt (default MODEL.best.pbtxt)
+  --report FILE                   an HTML report with charts
+
+The measurement flags of inferd perf apply to every setting: -u, -b,
+--input-data, --shape, -p, -s, --max-trials, --percentile, ...; the search
+uses HTTP (-i http).
+`
+
+// searchFlagNames are the flags the search reads itself; every other flag
+// goes to the measurement's parser.
+var searchFlagNames = map[string]bool{
+	"run-config-search-mode": true, "instance-counts": true, "max-batch-sizes": true,
+	"dynamic-batching-delays": true, "preferred-batch-sizes": true, "concurrency": true,
+	"latency-budget": true, "config-out": true,
+}
+
+// splitSearchArgs separates the search's flags (each with its value) from
+// the rest.
+func splitSearchArgs(args []string) (own, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !searchFlagNames[name] {
+			rest = append(rest, a)
+			continue
+		}
+		own = append(own, a)
+		if !hasValue {
+			if i+1 == len(args) {
+				return nil, nil, usagef("flag needs an argument: %s", a)
+			}
+			i++
+			own = append(own, args[i])
+		}
+	}
+	return own, rest, nil
+}
+
+// intList reads a comma-separated list of integers at least lo; "off" is
+// read as -1 where off is allowed.
+func intList(flagName, v string, lo int, off bool) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if off && strings.EqualFold(f, "off") {
+			out = append(out, -1)
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < lo {
+			return nil, usagef("--%s %q: %q is not a whole number of at least %d", flagName, v, f, lo)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func parseSearchArgs(args []string, stderr io.Writer) (*options, *searchOptions, error) {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprint(stderr, searchUsage)
+			return nil, nil, flag.ErrHelp
+		}
+	}
+	own, rest, err := splitSearchArgs(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs := flag.NewFlagSet("inferd perf search", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var instances, batches, delays, preferred, conc string
+	var budgetMS float64
+	so := &searchOptions{}
+	fs.StringVar(&so.mode, "run-config-search-mode", "brute", "brute or quick")
+	fs.StringVar(&instances, "instance-counts", "1,2,3,4,5", "instance counts")
+	fs.StringVar(&batches, "max-batch-sizes", "1,2,4,8,16,32,64,128", "max_batch_size values")
+	fs.StringVar(&delays, "dynamic-batching-delays", "off,0", "queue delays µs")
+	fs.StringVar(&preferred, "preferred-batch-sizes", "", "preferred batch sizes")
+	fs.StringVar(&conc, "concurrency", "", "concurrency list")
+	fs.Float64Var(&budgetMS, "latency-budget", 0, "p99 budget ms")
+	fs.StringVar(&so.configOut, "config-out", "", "best config.pbtxt")
+	if err := fs.Parse(own); err != nil {
+		return nil, nil, usageError{err}
+	}
+	fs.Visit(func(f *flag.Flag) { so.setBatch = so.setBatch || f.Name == "max-batch-sizes" })
+
+	o, err := parseArgs(rest, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if so.mode != "brute" && so.mode != "quick" {
+		return nil, nil, usagef("--run-config-search-mode %q: want brute or quick", so.mode)
+	}
+	if o.protocol != "http" {
+		return nil, nil, usagef("search loads configurations over HTTP: use -i http")
+	}
+	if len(o.rates) > 0 {
+		return nil, nil, usagef("search sweeps concurrency: --request-rate-range does not apply")
+	}
+	if o.csvPath != "" || o.jsonPath != "" {
+		return nil, nil, usagef("search writes --report and --config-out; -f and --json are for a plain sweep")
+	}
+	if so.instances, err = intList("instance-counts", instances, 1, false); err != nil {
+		return nil, nil, err
+	}
+	if so.maxBatch, err = intList("max-batch-sizes", batches, 1, false); err != nil {
+		return nil, nil, err
+	}
+	if so.delays, err = intList("dynamic-batching-delays", delays, 0, true); err != nil {
+		return nil, nil, err
+	}
+	if preferred != "" {
+		if so.preferred, err = intList("preferred-batch-sizes", preferred, 1, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	so.concurrency = []int{1, 2, 4, 8, 16, 32}
+	switch {
+	case conc != "":
+		if so.concurrency, err = intList("concurrency", conc, 1, false); err != nil {
+			return nil, nil, err
+		}
+	case slices.ContainsFunc(rest, func(a string) bool { return strings.Contains(a, "concurrency-range") }):
+		so.concurrency = o.concurrency
+	}
+	if budgetMS < 0 || bad(budgetMS) {
+		return nil, nil, usagef("--latency-budget %v: must not be negative", budgetMS)
+	}
+	so.latencyBudget = time.Duration(budgetMS * float64(time.Millisecond))
+	if so.configOut == "" {
+		so.configOut = o.model + ".best.pbtxt"
+	}
+	return o, so, nil
+}
+
+// candidate is one point of the search grid.
+type candidate struct {
+	instances int
+	maxBatch  int // 0: the model does not batch
+	delay     int // µs; -1: no dynamic batching
+}
+
+func (c candidate) String() string {
+	s := strconv.Itoa(c.instances) + " instance"
+	if c.instances != 1 {
+		s += "s"
+	}
+	if c.maxBatch > 0 {
+		s += ", max batch " + strconv.Itoa(c.maxBatch)
+	}
+	if c.delay >= 0 {
+		s += ", dynamic batching " + strconv.Itoa(c.delay) + " µs"
+	}
+	return s
+}
+
+// trial is one configuration tried and what it gave.
+type trial struct {
+	candidate
+	preferred []int
+	cfg       *modelconfig.ModelConfig
+	points    []pointReport
+	err       error
+	score     float64 // best qualifying throughput; 0 when none qualifies
+	scoreAt   int     // its concurrency
+}
+
+// Instances, MaxBatch and DynamicText are the report table's columns.
+func (t *trial) Instances() int { return t.instances }
+func (t *trial) MaxBatch() int  { return t.maxBatch }
+func (t *trial) DynamicText() string {
+	if t.delay < 0 {
+		return "off"
+	}
+	s := strconv.Itoa(t.delay) + " µs delay"
+	if len(t.preferred) > 0 {
+		s += ", preferred " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(t.preferred)), ","), "[]")
+	}
+	return s
+}
+
+// apply returns a copy of the original configuration changed to c: one
+// instance group of c.instances (of the first group's kind and devices),
+// c.maxBatch, and dynamic batching with c.delay and the preferred sizes
+// that fit, or none.
+func (c candidate) apply(orig *modelconfig.ModelConfig, preferred []int) (*modelconfig.ModelConfig, []int) {
+	cfg := proto.Clone(orig).(*modelconfig.ModelConfig)
+	g := &modelconfig.ModelInstanceGroup{}
+	if len(orig.GetInstanceGroup()) > 0 {
+		first := orig.GetInstanceGroup()[0]
+		g.Kind, g.Gpus = first.GetKind(), first.GetGpus()
+	}
+	g.Count = int32(c.instances)
+	cfg.InstanceGroup = []*modelconfig.ModelInstanceGroup{g}
+	cfg.MaxBatchSize = int32(c.maxBatch)
+	cfg.SchedulingChoice = nil
+	var used []int
+	if c.delay >= 0 {
+		db := &modelconfig.ModelDynamicBatching{MaxQueueDelayMicroseconds: uint64(c.delay)}
+		if orig.GetDynamicBatching() != nil { // keep queue policy and the like
+			db = proto.Clone(orig.GetDynamicBatching()).(*modelconfig.ModelDynamicBatching)
+			db.MaxQueueDelayMicroseconds = uint64(c.delay)
+			db.PreferredBatchSize = nil
+		}
+		for _, p := range preferred {
+			if p <= c.maxBatch {
+				db.PreferredBatchSize = append(db.PreferredBatchSize, int32(p))
+				used = append(used, p)
+			}
+		}
+		cfg.SchedulingChoice = &modelconfig.ModelConfig_DynamicBatching{DynamicBatching: db}
+	}
+	return cfg, used
+}
+
+// grid is the search space: one axis per setting, each sorted.
+type grid struct {
+	instances, maxBatch, delays []int
+}
+
+func (g grid) at(i, b, d int) candidate {
+	return candidate{instances: g.instances[i], maxBatch: g.maxBatch[b], delay: g.delays[d]}
+}
+
+// newGrid fits the flags to the model: a model that does not batch keeps
+// max_batch_size 0 and gets no dynamic batching; sizes below -b are left
+// out, as the requests would not fit.
+func newGrid(so *searchOptions, orig *modelconfig.ModelConfig, batch int) (grid, error) {
+	if orig.GetSequenceBatching() != nil || orig.GetEnsembleScheduling() != nil || orig.GetPlatform() == "ensemble" {
+		return grid{}, usagef("model %q: search tries dynamic batching, which sequence batching and ensembles do not take", orig.GetName())
+	}
+	g := grid{instances: so.instances, maxBatch: so.maxBatch, delays: so.delays}
+	if orig.GetMaxBatchSize() == 0 {
+		if so.setBatch {
+			return grid{}, usagef("--max-batch-sizes: model %q does not batch (max_batch_size 0)", orig.GetName())
+		}
+		g.maxBatch = []int{0}
+		if slices.ContainsFunc(g.delays, func(d int) bool { return d >= 0 }) {
+			g.delays = []int{-1}
+		}
+		return g, nil
+	}
+	g.maxBatch = slices.DeleteFunc(slices.Clone(g.maxBatch), func(b int) bool { return b < batch })
+	if len(g.maxBatch) == 0 {
+		return grid{}, usagef("--max-batch-sizes: every size is below -b %d", batch)
+	}
+	return g, nil
+}
+
+// searcher runs the trials of one search.
+type searcher struct {
+	o      *options
+	so     *searchOptions
+	hc     *http.Client
+	base   string // the server's URL
+	model  string
+	orig   *modelconfig.ModelConfig
+	stderr io.Writer
+	prog   *progress
+	trials []*trial
+	tried  map[candidate]*trial
+}
+
+// repositoryLoad posts a load request, with the configuration override
+// when cfg is not nil.
+func (sr *searcher) repositoryLoad(ctx context.Context, cfg *modelconfig.ModelConfig) error {
+	body := []byte("{}")
+	if cfg != nil {
+		js, err := modelconfig.MarshalJSON(cfg)
+		if err != nil {
+			return err
+		}
+		body, err = json.Marshal(map[string]any{"parameters": map[string]string{"config": string(js)}})
+		if err != nil {
+			return err
+		}
+	}
+	u := sr.base + "/v2/repository/models/" + url.PathEscape(sr.model) + "/load"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := sr.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("load %s: %w", sr.model, errorFromBody(resp.StatusCode, msg))
+	}
+	return nil
+}
+
+// evaluate loads c and measures it over the concurrency sweep; a
+// configuration the server refuses is recorded, not fatal.
+func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
+	if t, ok := sr.tried[c]; ok {
+		return t, nil
+	}
+	t := &trial{candidate: c}
+	t.cfg, t.preferred = c.apply(sr.orig, sr.so.preferred)
+	sr.tried[c] = t
+	sr.trials = append(sr.trials, t)
+	sr.prog.println(fmt.Sprintf("inferd perf search: configuration %d: %s", len(sr.trials), c))
+	if err := sr.repositoryLoad(ctx, t.cfg); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t.err = err
+		sr.prog.println("inferd perf search: " + err.Error())
+		return t, nil
+	}
+	sess, err := openSession(ctx, sr.o, sr.stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t.err = err
+		return t, nil
+	}
+	defer sess.close()
+	cpu := newCPULog()
+	cpu.mark()
+	var sinceBest int
+	for _, n := range sr.so.concurrency {
+		r, err := sess.concurrency(ctx, n)
+		cpu.mark()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			t.err = err
+			break
+		}
+		t.points = append(t.points, pointReport{result: r, CPU: cpu.at(len(t.points))})
+		// A setting counts as progress only when it gains 5%, so that
+		// noise does not keep a saturated sweep going.
+		if sr.qualifies(r) && r.Throughput > t.score*1.05 {
+			sinceBest = 0
+		} else {
+			sinceBest++
+		}
+		if sr.qualifies(r) && r.Throughput > t.score {
+			t.score, t.scoreAt = r.Throughput, n
+		}
+		// Stop once latency is past the budget (more concurrency only
+		// adds to it) or throughput has not grown for two settings.
+		over := sr.so.latencyBudget > 0 && r.P99 > float64(sr.so.latencyBudget.Microseconds())
+		if over || sinceBest >= 2 {
+			break
+		}
+	}
+	sr.prog.done()
+	return t, nil
+}
+
+// qualifies tells whether a setting's result counts for the objective.
+func (sr *searcher) qualifies(r result) bool {
+	if r.Errors > 0 || r.Throughput <= 0 {
+		return false
+	}
+	return sr.so.latencyBudget == 0 || r.P99 <= float64(sr.so.latencyBudget.Microseconds())
+}
+
+// brute tries every combination.
+func (sr *searcher) brute(ctx context.Context, g grid) error {
+	for i := range g.instances {
+		for b := range g.maxBatch {
+			for d := range g.delays {
+				if _, err := sr.evaluate(ctx, g.at(i, b, d)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// quick climbs from the smallest configuration: it tries the neighbours
+// one step along each axis and moves to the best of them while that
+// beats where it stands.
+func (sr *searcher) quick(ctx context.Context, g grid) error {
+	pos := [3]int{}
+	sizes := [3]int{len(g.instances), len(g.maxBatch), len(g.delays)}
+	cur, err := sr.evaluate(ctx, g.at(0, 0, 0))
+	if err != nil {
+		return err
+	}
+	for {
+		best, bestPos := cur, pos
+		for axis := range 3 {
+			for _, step := range []int{-1, 1} {
+				next := pos
+				next[axis] += step
+				if next[axis] < 0 || next[axis] >= sizes[axis] {
+					continue
+				}
+				t, err := sr.evaluate(ctx, g.at(next[0], next[1], next[2]))
+				if err != nil {
+					return err
+				}
+				if t.err == nil && t.score > best.score {
+					best, bestPos = t, next
+				}
+			}
+		}
+		if best == cur {
+			return nil
+		}
+		cur, pos = best, bestPos
+	}
+}
+
+// winner is the trial with the most qualifying throughput; on a tie the
+// one tried first (the smaller configuration).
+func (sr *searcher) winner() *trial {
+	var w *trial
+	for _, t := range sr.trials {
+		if t.err == nil && t.score > 0 && (w == nil || t.score > w.score) {
+			w = t
+		}
+	}
+	return w
+}
+
+func searchMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, so, err := parseSearchArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	return search(ctx, o, so, stdout, stderr)
+}
+
+func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr io.Writer) (err error) {
+	o.concurrency = so.concurrency // sorted: the session sizes its connection pool by the last
+	hc := newHTTPClient(4)
+	defer hc.CloseIdleConnections()
+	sr := &searcher{o: o, so: so, hc: hc, base: o.baseURL, model: o.model, stderr: stderr, prog: newProgress(stderr), tried: map[candidate]*trial{}}
+	var raw json.RawMessage
+	if err := getJSON(ctx, hc, newEndpoints(o.baseURL, o.model, o.version).config, &raw); err != nil {
+		return fmt.Errorf("model %q config: %w", o.model, err)
+	}
+	if sr.orig, err = modelconfig.ParseJSON(raw); err != nil {
+		return fmt.Errorf("model %q config: %w", o.model, err)
+	}
+	g, err := newGrid(so, sr.orig, o.batch)
+	if err != nil {
+		return err
+	}
+
+	// Whatever happens, the model goes back to its own configuration.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+		defer cancel()
+		if rerr := sr.repositoryLoad(rctx, nil); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("restoring the original configuration: %w", rerr))
+		}
+	}()
+
+	if so.mode == "quick" {
+		err = sr.quick(ctx, g)
+	} else {
+		err = sr.brute(ctx, g)
+	}
+	if err != nil && ctx.Err() != nil {
+		err = errors.New("interrupted")
+	}
+	w := sr.winner()
+	writeSearchTable(stdout, sr.trials, w)
+	if w == nil && err == nil {
+		err = errNoWinner
+	}
+	if w != nil {
+		text, merr := prototext.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(w.cfg)
+		if merr == nil {
+			merr = os.WriteFile(so.configOut, text, 0o644)
+		}
+		if merr != nil {
+			err = errors.Join(err, fmt.Errorf("--config-out %s: %w", so.configOut, merr))
+		} else {
+			fmt.Fprintf(stdout, "\nBest: %s (%.1f infer/s at concurrency %d); config written to %s\n", w.candidate, w.score, w.scoreAt, so.configOut)
+		}
+	}
+	if o.reportPath != "" {
+		werr := writeFile(o.reportPath, func(out io.Writer) error { return writeHTML(out, searchReport(o, so, sr.trials, w)) })
+		if werr != nil {
+			err = errors.Join(err, fmt.Errorf("--report %s: %w", o.reportPath, werr))
+		}
+	}
+	return err
+}
+
+func objectiveText(so *searchOptions) string {
+	if so.latencyBudget > 0 {
+		return fmt.Sprintf("maximum throughput with p99 latency within %g ms", float64(so.latencyBudget.Microseconds())/1000)
+	}
+	return "maximum throughput"
+}
+
+func searchReport(o *options, so *searchOptions, trials []*trial, w *trial) *htmlReport {
+	h := &htmlReport{
+		Title: "inferd perf search: " + o.model, Model: o.model, URL: o.baseURL, Search: true,
+		Settings:  settingsLine(o) + "; " + so.mode + " search",
+		Objective: objectiveText(so),
+	}
+	for _, t := range trials {
+		r := runReport{Name: t.candidate.String(), Points: t.points, Winner: t == w, trial: t, Score: t.score}
+		if t.scoreAt > 0 {
+			r.ScoreAt = strconv.Itoa(t.scoreAt)
+		}
+		if t.err != nil {
+			r.Err = t.err.Error()
+		}
+		h.Runs = append(h.Runs, r)
+	}
+	return h
+}
+
+// writeSearchTable prints one line per configuration tried.
+func writeSearchTable(w io.Writer, trials []*trial, best *trial) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Instances\tmax_batch_size\tDynamic batching\tBest infer/s\tAt concurrency\tp99 µs\t")
+	for _, t := range trials {
+		line := fmt.Sprintf("%d\t%d\t%s\t", t.instances, t.maxBatch, t.DynamicText())
+		switch {
+		case t.err != nil && len(t.points) == 0:
+			line += "failed: " + t.err.Error() + "\t\t\t"
+		case t.score == 0:
+			line += "none qualifies\t\t\t"
+		default:
+			p99 := math.NaN()
+			for _, p := range t.points {
+				if p.Concurrency == t.scoreAt {
+					p99 = p.P99
+				}
+			}
+			line += fmt.Sprintf("%.1f\t%d\t%s\t", t.score, t.scoreAt, us(p99))
+		}
+		if t == best {
+			line += "best"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
