@@ -17,9 +17,7 @@ import (
 // the machine changes less than the time.
 func BenchmarkRoundTrip(b *testing.B) {
 	e := start(b, options{}, "identity")
-	req := func() *core.InferRequest {
-		return &core.InferRequest{ModelName: "identity", Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 16}, make([]float32, 16)...)}}
-	}
+	req := newIdentityRequest
 	if _, err := e.infer(req()); err != nil {
 		b.Fatal(err)
 	}
@@ -47,6 +45,11 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 		cpu.report(b)
 	})
+}
+
+// newIdentityRequest is one small request to the identity model.
+func newIdentityRequest() *core.InferRequest {
+	return &core.InferRequest{ModelName: "identity", Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 16}, make([]float32, 16)...)}}
 }
 
 // cpuClock reads the CPU time of this process and of its Python workers
