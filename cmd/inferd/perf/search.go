@@ -444,12 +444,16 @@ func (sr *searcher) qualifies(r result) bool {
 	return sr.so.latencyBudget == 0 || r.P99 <= float64(sr.so.latencyBudget.Microseconds())
 }
 
+// evalFunc tries one configuration: searcher.evaluate, or a stand-in in
+// tests of the search order.
+type evalFunc func(context.Context, candidate) (*trial, error)
+
 // brute tries every combination.
-func (sr *searcher) brute(ctx context.Context, g grid) error {
+func brute(ctx context.Context, g grid, eval evalFunc) error {
 	for i := range g.instances {
 		for b := range g.maxBatch {
 			for d := range g.delays {
-				if _, err := sr.evaluate(ctx, g.at(i, b, d)); err != nil {
+				if _, err := eval(ctx, g.at(i, b, d)); err != nil {
 					return err
 				}
 			}
@@ -461,10 +465,10 @@ func (sr *searcher) brute(ctx context.Context, g grid) error {
 // quick climbs from the smallest configuration: it tries the neighbours
 // one step along each axis and moves to the best of them while that
 // beats where it stands.
-func (sr *searcher) quick(ctx context.Context, g grid) error {
+func quick(ctx context.Context, g grid, eval evalFunc) error {
 	pos := [3]int{}
 	sizes := [3]int{len(g.instances), len(g.maxBatch), len(g.delays)}
-	cur, err := sr.evaluate(ctx, g.at(0, 0, 0))
+	cur, err := eval(ctx, g.at(0, 0, 0))
 	if err != nil {
 		return err
 	}
@@ -477,7 +481,7 @@ func (sr *searcher) quick(ctx context.Context, g grid) error {
 				if next[axis] < 0 || next[axis] >= sizes[axis] {
 					continue
 				}
-				t, err := sr.evaluate(ctx, g.at(next[0], next[1], next[2]))
+				t, err := eval(ctx, g.at(next[0], next[1], next[2]))
 				if err != nil {
 					return err
 				}
@@ -540,9 +544,9 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 	}()
 
 	if so.mode == "quick" {
-		err = sr.quick(ctx, g)
+		err = quick(ctx, g, sr.evaluate)
 	} else {
-		err = sr.brute(ctx, g)
+		err = brute(ctx, g, sr.evaluate)
 	}
 	if err != nil && ctx.Err() != nil {
 		err = errors.New("interrupted")

@@ -54,12 +54,19 @@ func niceTicks(lo, hi float64, n int) []float64 {
 	start := math.Floor(lo/step) * step
 	var ticks []float64
 	for v := start; v <= hi+step*1e-9; v += step {
-		ticks = append(ticks, math.Round(v/step)*step)
+		ticks = append(ticks, roundTick(v, step))
 	}
 	if ticks[len(ticks)-1] < hi {
-		ticks = append(ticks, ticks[len(ticks)-1]+step)
+		ticks = append(ticks, roundTick(ticks[len(ticks)-1]+step, step))
 	}
 	return ticks
+}
+
+// roundTick snaps v to a multiple of step, dropping float noise such as
+// 3*0.2 = 0.6000000000000001.
+func roundTick(v, step float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(math.Round(v/step)*step, 'g', 12, 64), 64)
+	return r
 }
 
 func fmtTick(v float64) string {
