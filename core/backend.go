@@ -79,6 +79,15 @@ type BatchInstance interface {
 	Close() error
 }
 
+// DeviceReader is an Instance that reads input tensors held in device
+// memory (Tensor.Device) itself: ONNX Runtime on a GPU reads a client's
+// CUDA region where it is, instead of from a host copy.
+type DeviceReader interface {
+	// ReadsDevice reports whether the instance reads memory of device id
+	// (-1: host memory) in place.
+	ReadsDevice(id int64) bool
+}
+
 // VersionFiles locates one version of a model on local disk.
 type VersionFiles struct {
 	ModelName  string

@@ -259,3 +259,10 @@ func (c *concatenated) Execute(ctx context.Context, e *Execution) error {
 }
 
 func (c *concatenated) Close() error { return c.inst.Close() }
+
+// ReadsDevice passes on the batch instance's answer (DeviceReader): a
+// one-request batch reaches it with the request's own tensors.
+func (c *concatenated) ReadsDevice(id int64) bool {
+	d, ok := c.inst.(DeviceReader)
+	return ok && d.ReadsDevice(id)
+}

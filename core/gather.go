@@ -39,6 +39,13 @@ func (g *gatherPlan) gather(reqs []*Request) (*Batch, error) {
 	if len(reqs) == 1 && g.direct() {
 		return &reqs[0].batch, nil
 	}
+	for _, r := range reqs {
+		for _, t := range r.Inputs {
+			if err := t.OnHost(); err != nil { // concatenated on the host
+				return nil, &Error{Code: CodeInternal, Msg: err.Error()}
+			}
+		}
+	}
 	first := reqs[0]
 	b := &Batch{Inputs: make([]*Tensor, 0, len(first.Inputs)+len(g.batchInputs))}
 	for i, t := range first.Inputs {

@@ -131,6 +131,9 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 			return inner(resp, final)
 		}
 	}
+	if err := mv.deviceInputs(req); err != nil {
+		return nil, err
+	}
 	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
 	err := mv.prepare(req, &j.req)
 	if err == nil {
@@ -286,4 +289,34 @@ func (mv *ModelVersion) Healthy() error {
 		return recovering
 	}
 	return nil
+}
+
+// deviceInputs copies to host memory every input held in device memory
+// that this version's instances do not read in place: all of them unless
+// the request runs alone on instances that read that device (no batching,
+// sequence or response cache, which combine or hash the bytes on the
+// host), and always BYTES, whose elements the core parses.
+func (mv *ModelVersion) deviceInputs(req *InferRequest) error {
+	for _, t := range req.Inputs {
+		if t.Device == nil || (t.DataType != TypeBytes && mv.readsDevice(t.Device.DeviceID())) {
+			continue
+		}
+		if err := t.OnHost(); err != nil {
+			return &Error{Code: CodeInternal, Msg: RequestPrefix(req.ID) + err.Error()}
+		}
+	}
+	return nil
+}
+
+func (mv *ModelVersion) readsDevice(id int64) bool {
+	cfg := mv.Config
+	if mv.cache != nil || cfg.GetDynamicBatching() != nil || cfg.GetSequenceBatching() != nil || len(mv.insts) == 0 {
+		return false
+	}
+	for _, inst := range mv.insts {
+		if d, ok := inst.(DeviceReader); !ok || !d.ReadsDevice(id) {
+			return false
+		}
+	}
+	return true
 }

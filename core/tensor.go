@@ -17,6 +17,49 @@ type Tensor struct {
 	DataType DataType
 	Shape    []int64
 	Data     []byte
+	// Device, when not nil, holds the bytes in place of Data (nil): an
+	// input read from a client's CUDA shared-memory region. It reaches
+	// only a backend that reads such memory itself (DeviceReader); for
+	// every other model the core copies it into Data first (OnHost).
+	Device DeviceData
+}
+
+// DeviceData is a tensor's bytes in memory a backend may read by address
+// rather than through a Go slice: a client's CUDA region, whose bytes ONNX
+// Runtime's CUDA provider reads where they are (triton-inference-server/
+// onnxruntime_backend binds such inputs to the session as GPU tensors).
+type DeviceData interface {
+	// DeviceID is the GPU holding the bytes; -1 is host memory
+	// (a CPU-only stand-in of a device, for tests).
+	DeviceID() int64
+	// Addr is the address of the first byte in that memory.
+	Addr() uintptr
+	// Size is the byte count.
+	Size() int
+	// CopyOut copies the first len(dst) bytes to host memory.
+	CopyOut(dst []byte) error
+}
+
+// ByteLen is the tensor's byte count, wherever its bytes are.
+func (t *Tensor) ByteLen() int {
+	if t.Device != nil {
+		return t.Device.Size()
+	}
+	return len(t.Data)
+}
+
+// OnHost copies a tensor held in device memory into Data; a tensor whose
+// bytes are already in Data is left alone.
+func (t *Tensor) OnHost() error {
+	if t.Device == nil {
+		return nil
+	}
+	b := make([]byte, t.Device.Size())
+	if err := t.Device.CopyOut(b); err != nil {
+		return fmt.Errorf("input '%s': %w", t.Name, err)
+	}
+	t.Data, t.Device = b, nil
+	return nil
 }
 
 // ElementCount is the product of the dimensions. An empty shape counts as 0

@@ -136,7 +136,7 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 		if rs := in.GetReshape(); rs != nil {
 			shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
 		}
-		r.Inputs = append(r.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data})
+		r.Inputs = append(r.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data, Device: t.Device})
 	}
 	r.ID, r.Parameters = req.ID, req.Parameters
 	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
@@ -205,8 +205,8 @@ func checkByteSize(t *Tensor, pfx, model string) error {
 		return Errorf(CodeInvalidArg, "%sbyte size overflow for input '%s': element count %d times element size %d exceeds maximum size of %d", pfx, t.Name, n, size, int64(math.MaxInt64))
 	}
 	want := n * size
-	if int64(len(t.Data)) != want {
-		return Errorf(CodeInvalidArg, "%sinput byte size mismatch for input '%s' for model '%s'. Expected %d, got %d", pfx, t.Name, model, want, len(t.Data))
+	if got := t.ByteLen(); int64(got) != want {
+		return Errorf(CodeInvalidArg, "%sinput byte size mismatch for input '%s' for model '%s'. Expected %d, got %d", pfx, t.Name, model, want, got)
 	}
 	return nil
 }

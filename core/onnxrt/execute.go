@@ -36,6 +36,11 @@ type runScratch struct {
 	inCache, outCache []*cachedValue
 	// inH and outH are the OrtValues for a direct run.
 	inH, outH []unsafe.Pointer
+	// inDev are the inputs ORT reads where they are, by address (a
+	// client's CUDA region: core.Tensor.Device), nil elsewhere; their
+	// r.inputs entry is nil.
+	inDev  []unsafe.Pointer
+	hasDev bool
 	// pins keeps the Go buffers that ORT tensors wrap pinned while ORT holds
 	// them: cgo lets C keep a Go pointer past a call only if it is pinned.
 	pins runtime.Pinner
@@ -53,6 +58,8 @@ func (r *runScratch) reset(nIn, nOut int) {
 	r.outCache = resize(r.outCache, nOut)
 	r.inH = resize(r.inH, nIn)
 	r.outH = resize(r.outH, nOut)
+	r.inDev = resize(r.inDev, nIn)
+	r.hasDev = false
 }
 
 func resize[T any](s []T, n int) []T {
@@ -68,10 +75,12 @@ func resize[T any](s []T, n int) []T {
 func (r *runScratch) release() {
 	defer r.pins.Unpin()
 	for i, v := range r.inputs {
-		if r.inCache[i] == nil {
+		if r.inDev[i] != nil {
+			releaseValue(r.inDev[i])
+		} else if r.inCache[i] == nil {
 			destroy(v)
 		}
-		r.inputs[i], r.inCache[i] = nil, nil
+		r.inputs[i], r.inCache[i], r.inDev[i] = nil, nil, nil
 	}
 	for i, v := range r.outputs {
 		if r.outCache[i] == nil {
@@ -144,8 +153,20 @@ func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, erro
 				return 0, core.Errorf(core.CodeInvalidArg, "unexpected inference input '%s' for model '%s'", t.Name, in.model)
 			}
 		}
-		if r.inputs[i] != nil {
+		if r.inputs[i] != nil || r.inDev[i] != nil {
 			return 0, core.Errorf(core.CodeInvalidArg, "input '%s' given twice", t.Name)
+		}
+		if t.Device != nil {
+			h, err := in.deviceInput(&in.inputs[i], t)
+			if err != nil {
+				return 0, err
+			}
+			r.inDev[i] = h
+			r.hasDev = true
+			if batch < 0 && in.maxBatch > 0 && len(t.Shape) > 0 {
+				batch = t.Shape[0]
+			}
+			continue
 		}
 		c, err := in.cachedInput(i, t)
 		if err != nil {
@@ -163,7 +184,7 @@ func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, erro
 		}
 	}
 	for i, v := range r.inputs {
-		if v == nil {
+		if v == nil && r.inDev[i] == nil {
 			return 0, core.Errorf(core.CodeInvalidArg, "expected input '%s' for model '%s' is missing", in.inputs[i].name, in.model)
 		}
 	}
@@ -255,6 +276,9 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 		r.auto[i] = v == nil
 		direct = direct && v != nil
 	}
+	// onnxruntime_go's Run takes only its own values, not the OrtValues of
+	// inputs read by address: those go through the raw run.
+	raw = raw || (!direct && r.hasDev)
 	var err error
 	if direct {
 		// Every value exists: run on their OrtValues, which costs no
@@ -263,7 +287,9 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 			err = runValues(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH)
 		}
 	} else if raw {
-		err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inputs, r.outputs, in.elemSizes, r.into, r.raw)
+		if err = in.inputHandles(r); err == nil {
+			err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outputs, in.elemSizes, r.into, r.raw)
+		}
 	} else {
 		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
 	}
@@ -300,19 +326,56 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 
 // handles fills r.inH and r.outH.
 func (in *instance) handles(r *runScratch) error {
-	var err error
-	for i, v := range r.inputs {
-		if c := r.inCache[i]; c != nil {
-			r.inH[i] = c.handle
-		} else if r.inH[i], err = valueHandle(v); err != nil {
-			return err
-		}
+	if err := in.inputHandles(r); err != nil {
+		return err
 	}
+	var err error
 	for i, v := range r.outputs {
 		if c := r.outCache[i]; c != nil {
 			r.outH[i] = c.handle
 		} else if r.outH[i], err = valueHandle(v); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// ReadsDevice reports whether the instance reads inputs held in device
+// id's memory in place (core.DeviceReader): a KIND_GPU instance its own
+// GPU's, through the CUDA provider; any instance host memory (-1).
+func (in *instance) ReadsDevice(id int64) bool {
+	return id == -1 || (in.gpu && id == int64(in.device))
+}
+
+// deviceInput wraps an input held by address (t.Device) as an OrtValue.
+func (in *instance) deviceInput(s *inputSlot, t *core.Tensor) (unsafe.Pointer, error) {
+	if t.DataType != s.dtype {
+		return nil, core.Errorf(core.CodeInvalidArg, "input '%s' has datatype %s, model expects %s", s.name, t.DataType, s.dtype)
+	}
+	n := core.ElementCount(t.Shape) * int64(t.DataType.ByteSize())
+	if s.scalar || t.DataType == core.TypeBytes || len(t.Shape) == 0 || n <= 0 || int64(t.Device.Size()) < n {
+		return nil, core.Errorf(core.CodeInvalidArg, "input '%s' of shape %s cannot be read in device memory of %d bytes", s.name, core.ShapeString(t.Shape), t.Device.Size())
+	}
+	v, err := tensorAt(t.Device, t.Shape, s.onnx)
+	if err != nil {
+		return nil, core.Errorf(core.CodeInternal, "input '%s' in device memory: %v", s.name, err)
+	}
+	return v, nil
+}
+
+// inputHandles fills r.inH with the inputs' OrtValues.
+func (in *instance) inputHandles(r *runScratch) error {
+	var err error
+	for i, v := range r.inputs {
+		switch {
+		case r.inDev[i] != nil:
+			r.inH[i] = r.inDev[i]
+		case r.inCache[i] != nil:
+			r.inH[i] = r.inCache[i].handle
+		default:
+			if r.inH[i], err = valueHandle(v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

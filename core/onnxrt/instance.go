@@ -33,6 +33,10 @@ type instance struct {
 	// element size (0 for STRING).
 	inNames, outNames cNames
 	elemSizes         []int
+	// gpu: a KIND_GPU instance on GPU device, whose CUDA provider reads
+	// inputs in that GPU's memory in place.
+	gpu    bool
+	device int32
 }
 
 // inputSlot describes one session input.
@@ -145,6 +149,7 @@ func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) 
 		return nil, core.Errorf(core.CodeInternal, "load %s for instance '%s': onnx runtime error: %v", path, spec.Name, err)
 	}
 	in.inNames, in.outNames = newCNames(inNames), newCNames(outNames)
+	in.gpu, in.device = spec.Kind == modelconfig.ModelInstanceGroup_KIND_GPU, spec.DeviceID
 	loaded = true
 	in.log = b.log.With("model", model, "instance", spec.Name)
 	in.log.Info("instance loaded", "file", path, "kind", spec.Kind.String(), "device", spec.DeviceID)

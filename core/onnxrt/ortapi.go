@@ -24,6 +24,7 @@ enum {
 	inferdApiVersion = 24, // what onnxruntime_go v1.27 itself asks for
 	inferdGetErrorMessage = 2,
 	inferdRun = 9,
+	inferdCreateTensorWithDataAsOrtValue = 49,
 	inferdGetTensorMutableData = 51,
 	inferdGetStringTensorDataLength = 53,
 	inferdGetStringTensorContent = 54,
@@ -31,7 +32,9 @@ enum {
 	inferdGetDimensions = 62,
 	inferdGetTensorShapeElementCount = 64,
 	inferdGetTensorTypeAndShape = 65,
+	inferdCreateMemoryInfo = 68,
 	inferdReleaseStatus = 93,
+	inferdReleaseMemoryInfo = 94,
 	inferdReleaseValue = 96,
 	inferdReleaseTensorTypeAndShapeInfo = 99,
 	inferdAddRunConfigEntry = 165,
@@ -112,6 +115,21 @@ static char* inferd_string_content(const void* api, void* v, void* buf, size_t n
 	return inferd_status(api, ((inferdFnPPZPZ)FN(api, inferdGetStringTensorContent))(v, buf, n, offsets, count));
 }
 
+// inferd_tensor_at wraps n bytes at data, in the memory named mem ("Cuda"
+// on device id, or "Cpu"), as a tensor: ORT reads them where they are.
+static char* inferd_tensor_at(const void* api, const char* mem, int id, uintptr_t data, size_t n,
+		const int64_t* shape, size_t rank, int type, void** out) {
+	void* info = NULL;
+	// OrtDeviceAllocator (0), OrtMemTypeDefault (0)
+	char* err = inferd_status(api, ((void* (*)(const char*, int, int, int, void**))FN(api, inferdCreateMemoryInfo))(
+		mem, 0, id, 0, &info));
+	if (err != NULL) return err;
+	err = inferd_status(api, ((void* (*)(const void*, void*, size_t, const int64_t*, size_t, int, void**))
+		FN(api, inferdCreateTensorWithDataAsOrtValue))(info, (void*)data, n, shape, rank, type, out));
+	((inferdReleaseFn)FN(api, inferdReleaseMemoryInfo))(info);
+	return err;
+}
+
 static void inferd_release_value(const void* api, void* v) {
 	((inferdReleaseFn)FN(api, inferdReleaseValue))(v);
 }
@@ -127,6 +145,8 @@ import (
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/inferd/inferd/core"
 )
 
 // capi is the OrtApi table of the loaded library, set with the environment.
@@ -232,16 +252,10 @@ type rawOutput struct {
 // into their destinations (nil: none): a fixed-size output that fits is
 // copied there instead of into new Go memory.
 func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames,
-	inputs, outputs []ort.Value, elemSize []int, into [][]byte, raw []rawOutput) error {
+	ins []unsafe.Pointer, outputs []ort.Value, elemSize []int, into [][]byte, raw []rawOutput) error {
 	a, err := api()
 	if err != nil {
 		return err
-	}
-	ins := make([]unsafe.Pointer, len(inputs))
-	for i, v := range inputs {
-		if ins[i], err = valueHandle(v); err != nil {
-			return err
-		}
 	}
 	outs := make([]unsafe.Pointer, len(outputs))
 	for i, v := range outputs {
@@ -263,6 +277,36 @@ func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, ou
 		C.inferd_release_value(a, v)
 	}
 	return err
+}
+
+// tensorAt wraps the bytes of a tensor held by address (core.DeviceData)
+// as an OrtValue of type onnx and shape: on the GPU that holds them, or in
+// host memory (id -1). Release it with releaseValue.
+func tensorAt(d core.DeviceData, shape []int64, onnx ort.TensorElementDataType) (unsafe.Pointer, error) {
+	a, err := api()
+	if err != nil {
+		return nil, err
+	}
+	mem, id := "Cuda", C.int(d.DeviceID())
+	if id < 0 {
+		mem, id = "Cpu", 0
+	}
+	cmem := C.CString(mem)
+	defer C.free(unsafe.Pointer(cmem))
+	var dims *C.int64_t
+	if len(shape) > 0 {
+		dims = (*C.int64_t)(unsafe.Pointer(&shape[0]))
+	}
+	var v unsafe.Pointer
+	err = status(C.inferd_tensor_at(a, cmem, id, C.uintptr_t(d.Addr()), C.size_t(d.Size()), dims, C.size_t(len(shape)), C.int(onnx), &v))
+	return v, err
+}
+
+// releaseValue releases an OrtValue made by tensorAt.
+func releaseValue(v unsafe.Pointer) {
+	if a, err := api(); err == nil && v != nil {
+		C.inferd_release_value(a, v)
+	}
 }
 
 // runValues is OrtApi::Run over the given OrtValues; a nil output is

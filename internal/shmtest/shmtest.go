@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/inferd/inferd/platforms/shm"
 )
@@ -97,8 +98,16 @@ func Unregister(t testing.TB, regions *shm.Manager, name string) {
 // machine without a GPU: its "device memory" is host memory.
 type HostMemory []byte
 
-// Ptr implements shm.DeviceMemory; host memory has no device address.
-func (m HostMemory) Ptr() uintptr { return 0 }
+// Ptr implements shm.DeviceMemory: the host address of the first byte,
+// which a backend reading a region registered on device -1 (host memory,
+// core.DeviceData) reads in place. Go's heap does not move objects, and the
+// region keeps the slice alive.
+func (m HostMemory) Ptr() uintptr {
+	if len(m) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+}
 
 // CopyOut implements shm.DeviceMemory.
 func (m HostMemory) CopyOut(dst []byte, offset uint64) error {

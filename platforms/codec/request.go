@@ -440,11 +440,10 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 		if err != nil {
 			return err
 		}
-		data, held, err := d.regions.Input(ref.Region, ref.Offset, ref.ByteSize)
+		held, err := d.regions.InputTensor(t, ref.Region, ref.Offset, ref.ByteSize)
 		if held != nil {
 			d.r.Holds.AddInput(held)
 		}
-		t.Data = data
 		return err
 	}
 

@@ -221,7 +221,7 @@ func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *
 			if t.GetContents() != nil {
 				return nil, false, outs, invalidArg("unexpected 'content' provided when using shared memory for input tensor '%s' for model '%s'", t.GetName(), model)
 			}
-			if req.Inputs[i].Data, err = regionInput(regions, ref, &outs); err != nil {
+			if err = regionInput(req.Inputs[i], regions, ref, &outs); err != nil {
 				return nil, false, outs, err
 			}
 			continue

@@ -59,17 +59,18 @@ func sharedMemoryParams(tensor string, p map[string]*pb.InferParameter) (regionR
 	return ref, nil
 }
 
-// regionInput is an input's bytes in its region (shm.Manager.Input), the
-// span held in *outs until the call ends when they are read in place.
-func regionInput(regions *shm.Manager, ref regionRef, outs **outputRegions) ([]byte, error) {
-	data, held, err := regions.Input(ref.name, ref.offset, ref.byteSize)
+// regionInput points t at its bytes in their region
+// (shm.Manager.InputTensor), the span held in *outs until the call ends
+// when they are read in place.
+func regionInput(t *core.Tensor, regions *shm.Manager, ref regionRef, outs **outputRegions) error {
+	held, err := regions.InputTensor(t, ref.name, ref.offset, ref.byteSize)
 	if held != nil {
 		if *outs == nil {
 			*outs = &outputRegions{}
 		}
 		(*outs).holds.AddInput(held)
 	}
-	return data, err
+	return err
 }
 
 // outputRegions are the regions one request uses, held from the decode

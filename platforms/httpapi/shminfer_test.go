@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,31 +438,63 @@ func TestSharedMemoryDynamicBatching(t *testing.T) {
 // keyed by the IPC handle's first byte, so the path a CUDA region takes
 // through the frontends (Span.Bytes and CopyIn on device memory) runs
 // without a GPU.
-type hostDevice struct{ mem map[byte][]byte }
+type hostDevice struct {
+	mem    map[byte][]byte
+	copies *atomic.Int32 // CopyOut calls: reads of a region into host memory
+}
 
 func (d hostDevice) Open(_ string, handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
 	m := d.mem[handle[0]]
 	if uint64(len(m)) < byteSize {
 		return nil, fmt.Errorf("no device memory %d of %d bytes", handle[0], byteSize)
 	}
-	return shmtest.HostMemory(m), nil
+	return countedMemory{shmtest.HostMemory(m), d.copies}, nil
+}
+
+type countedMemory struct {
+	shmtest.HostMemory
+	copies *atomic.Int32
+}
+
+func (c countedMemory) CopyOut(dst []byte, offset uint64) error {
+	c.copies.Add(1)
+	return c.HostMemory.CopyOut(dst, offset)
 }
 
 // TestSharedMemoryDeviceRegions: inputs and outputs in CUDA regions take
 // the same path as system ones up to the device copies, which a stand-in
-// device does in host memory here.
+// device does in host memory here. A region on a device the model's
+// instances cannot read (a GPU, for this CPU instance) is copied to the
+// host first; one they can read (-1, host memory, standing in for the GPU
+// of a KIND_GPU instance) reaches ONNX Runtime by address, never copied.
 func TestSharedMemoryDeviceRegions(t *testing.T) {
-	dev := hostDevice{mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}}
-	regions := shm.NewManager(dev)
-	base, _ := startServer(t, writeRepo(t, map[string]testModel{"id4": shmModels(t)["id4"]}), serverOpts{api: Options{SharedMemory: regions}})
-	handle := func(b byte) []byte { return append([]byte{b}, make([]byte, 63)...) }
-	must(t, regions.RegisterCUDA("gin", handle(1), 0, 16))
-	must(t, regions.RegisterCUDA("gout", handle(2), 0, 16))
-	status, _, body := post(t, base+"/v2/models/id4/infer", shmRequest("gin", 0, 16, "gout", 16))
-	if want := `{"model_name":"id4","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,4]}]}`; status != 200 || string(body) != want {
-		t.Fatalf("%d %s", status, body)
-	}
-	if !bytes.Equal(dev.mem[2], fp32s(1, 2, 3, 4)) {
-		t.Fatalf("device output % x", dev.mem[2])
+	for _, tc := range []struct {
+		name     string
+		model    string
+		device   int64
+		inCopies int32
+	}{
+		{"copied to the host", "id4", 0, 1},
+		{"read in place", "id4", -1, 0},
+		{"batched: copied to the host", "batched", -1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := hostDevice{mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}, copies: &atomic.Int32{}}
+			regions := shm.NewManager(dev)
+			base, _ := startServer(t, writeRepo(t, map[string]testModel{tc.model: shmModels(t)[tc.model]}), serverOpts{api: Options{SharedMemory: regions}})
+			handle := func(b byte) []byte { return append([]byte{b}, make([]byte, 63)...) }
+			must(t, regions.RegisterCUDA("gin", handle(1), tc.device, 16))
+			must(t, regions.RegisterCUDA("gout", handle(2), tc.device, 16))
+			status, _, body := post(t, base+"/v2/models/"+tc.model+"/infer", shmRequest("gin", 0, 16, "gout", 16))
+			if want := `{"model_name":"` + tc.model + `","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,4]}]}`; status != 200 || string(body) != want {
+				t.Fatalf("%d %s", status, body)
+			}
+			if !bytes.Equal(dev.mem[2], fp32s(1, 2, 3, 4)) {
+				t.Fatalf("device output % x", dev.mem[2])
+			}
+			if got := dev.copies.Load(); got != tc.inCopies {
+				t.Fatalf("input region copied to the host %d times, want %d", got, tc.inCopies)
+			}
+		})
 	}
 }

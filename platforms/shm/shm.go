@@ -315,6 +315,46 @@ func (m *Manager) Input(name string, offset, byteSize uint64) (data []byte, held
 	return data, nil, err
 }
 
+// InputTensor points t at byteSize bytes at offset of region name, with
+// held the span the caller keeps until the call ends (nil when the bytes
+// were copied): a CUDA region's span becomes t.Device, which a GPU backend
+// reads in place and the core copies to the host for any other
+// (core.Tensor.OnHost); a system region's bytes are t.Data, as Input
+// gives them.
+func (m *Manager) InputTensor(t *core.Tensor, name string, offset, byteSize uint64) (held *Span, err error) {
+	if m != nil {
+		m.mu.Lock()
+		r, ok := m.regions[name]
+		cuda := ok && r.status.Kind == CUDA
+		m.mu.Unlock()
+		if cuda {
+			span, err := m.Acquire(name, offset, byteSize)
+			if err != nil {
+				return nil, err
+			}
+			t.Device = span
+			return span, nil
+		}
+	}
+	t.Data, held, err = m.Input(name, offset, byteSize)
+	return held, err
+}
+
+// DeviceID is the GPU of a CUDA region's span (core.DeviceData).
+func (s *Span) DeviceID() int64 { return s.region.status.DeviceID }
+
+// Addr is the address of the span's first byte: device memory for a CUDA
+// region, the mapping for a system region (core.DeviceData).
+func (s *Span) Addr() uintptr {
+	if s.region.dev != nil {
+		return s.region.dev.Ptr() + uintptr(s.offset)
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(s.region.data))) + uintptr(s.offset)
+}
+
+// Size is the span's byte count (core.DeviceData).
+func (s *Span) Size() int { return int(s.size) }
+
 // Span is a held part of a region: the bytes a tensor names.
 type Span struct {
 	region *region

@@ -1,0 +1,80 @@
+package onnxrt
+
+import (
+	"bytes"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/inferd/inferd/core"
+	ob "github.com/inferd/inferd/internal/onnxbuild"
+)
+
+// hostDevice is core.DeviceData over host memory outside Go's heap
+// (DeviceID -1): the stand-in that runs the by-address input path on a
+// machine without a GPU; on a GPU the same path gets "Cuda" memory.
+type hostDevice struct{ mem []byte }
+
+func (h hostDevice) DeviceID() int64 { return -1 }
+func (h hostDevice) Addr() uintptr   { return uintptr(unsafe.Pointer(unsafe.SliceData(h.mem))) }
+func (h hostDevice) Size() int       { return len(h.mem) }
+func (h hostDevice) CopyOut(dst []byte) error {
+	copy(dst, h.mem)
+	return nil
+}
+
+func mapped(t *testing.T, data []byte) hostDevice {
+	t.Helper()
+	mem, err := unix.Mmap(-1, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	copy(mem, data)
+	return hostDevice{mem}
+}
+
+// TestExecuteDeviceInput: an input held by address (core.Tensor.Device)
+// is read where it is, on the direct run (every output allocated before
+// the run) and the raw run (an output ORT allocates), small and large,
+// and gives what the same bytes in Data give. A CPU instance reads host
+// memory (-1) only; a shape past the memory is refused.
+func TestExecuteDeviceInput(t *testing.T) {
+	const n = 1 << 15
+	fixed := load(t, version(t, "fixed", ob.Must(ob.Identity(ob.Float, n))), config(t, ioConfig(0, ob.Float, "[ 32768 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	dynamic := load(t, version(t, "dynamic", ob.Must(ob.Identity(ob.Float, -1))), config(t, ioConfig(0, ob.Float, "[ -1 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	small := load(t, version(t, "small", ob.Must(ob.Identity(ob.Float, 4))), config(t, ioConfig(0, ob.Float, "[ 4 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	data := make([]byte, 4*n)
+	for i := range data {
+		data[i] = byte(i*7 + 3)
+	}
+	for _, tc := range []struct {
+		name string
+		inst core.BatchInstance
+		size int
+	}{
+		{"direct, large", fixed, 4 * n},
+		{"raw, large", dynamic, 4 * n},
+		{"raw, small", dynamic, 64},
+		{"direct, small (cached output)", small, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.inst.(core.DeviceReader).ReadsDevice(-1) || tc.inst.(core.DeviceReader).ReadsDevice(0) {
+				t.Fatal("a CPU instance reads host memory only")
+			}
+			in := &core.Tensor{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{int64(tc.size / 4)}, Device: mapped(t, data[:tc.size])}
+			res := execute(t, tc.inst, []string{"OUTPUT0"}, in)
+			if !bytes.Equal(res[0].Data, data[:tc.size]) {
+				t.Fatalf("result of %d bytes differs from the input read by address", len(res[0].Data))
+			}
+		})
+	}
+	t.Run("shape past the memory", func(t *testing.T) {
+		in := &core.Tensor{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{32}, Device: mapped(t, data[:64])}
+		err := dynamic.Execute(t.Context(), &core.Batch{Inputs: []*core.Tensor{in}, Outputs: []string{"OUTPUT0"}})
+		if core.CodeOf(err) != core.CodeInvalidArg {
+			t.Fatalf("err = %v, want invalid argument", err)
+		}
+	})
+}
