@@ -227,23 +227,22 @@ func TestAgainstInferd(t *testing.T) {
 				if len(rows) != 2 {
 					t.Fatalf("%d CSV rows, want 2", len(rows))
 				}
+				// perf_analyzer sorts the rows by throughput.
+				if c0, c1 := rows[0]["Concurrency"], rows[1]["Concurrency"]; !(c0 == "1" && c1 == "2" || c0 == "2" && c1 == "1") ||
+					num(t, rows[0]["Inferences/Second"]) > num(t, rows[1]["Inferences/Second"]) {
+					t.Errorf("rows %v", rows)
+				}
 				for i, row := range rows {
-					if row["Concurrency"] != strconv.Itoa(i+1) {
-						t.Errorf("row %d: Concurrency %q", i, row["Concurrency"])
-					}
 					if num(t, row["Inferences/Second"]) <= 0 {
 						t.Errorf("row %d: throughput %s", i, row["Inferences/Second"])
 					}
 					if num(t, row["p50 latency"]) > num(t, row["p99 latency"]) || num(t, row["p50 latency"]) <= 0 {
 						t.Errorf("row %d: p50 %s p99 %s", i, row["p50 latency"], row["p99 latency"])
 					}
-					for _, col := range []string{"Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output"} {
+					for _, col := range []string{"Client Send", "Network+Server Send/Recv", "Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output", "Client Recv"} {
 						if v, ok := row[col]; !ok || v == "" || num(t, v) < 0 {
 							t.Errorf("row %d: %s = %q", i, col, v)
 						}
-					}
-					if row["Errors"] != "0" {
-						t.Errorf("row %d: %s errors", i, row["Errors"])
 					}
 				}
 				var rep report
@@ -264,7 +263,7 @@ func TestAgainstInferd(t *testing.T) {
 					if math.Abs(r.Server.AvgBatchSize-float64(tc.batch)) > 0.01*float64(tc.batch) {
 						t.Errorf("server batch %v, want %d", r.Server.AvgBatchSize, tc.batch)
 					}
-					if !r.Stable || r.Windows != 3 || r.Throughput <= 0 || r.P50 > r.P99 || r.Avg <= 0 {
+					if !r.Stable || r.Windows != 3 || r.Throughput <= 0 || r.P50 > r.P99 || r.Avg <= 0 || r.Errors != 0 {
 						t.Errorf("result %+v", r)
 					}
 				}
@@ -397,17 +396,14 @@ func TestAgainstInferd(t *testing.T) {
 		if len(rows) != 2 {
 			t.Fatalf("%d rows", len(rows))
 		}
-		for i, row := range rows {
+		if r0, r1 := rows[0]["Request Rate"], rows[1]["Request Rate"]; !(r0 == "100" && r1 == "200" || r0 == "200" && r1 == "100") {
+			t.Errorf("rates %q and %q", r0, r1)
+		}
+		for _, row := range rows {
 			rate := num(t, row["Request Rate"])
-			if rate != float64(100*(i+1)) {
-				t.Errorf("row %d: rate %v", i, rate)
-			}
 			// An open loop sends on schedule: throughput follows the rate.
 			if got := num(t, row["Inferences/Second"]); got < rate*0.6 || got > rate*1.4 {
 				t.Errorf("rate %v: throughput %v", rate, got)
-			}
-			if _, ok := row["Delayed Requests"]; !ok {
-				t.Error("no Delayed Requests column")
 			}
 		}
 	})

@@ -43,9 +43,10 @@ func (l *recordLog) add(r record, errMsg string) {
 
 // recorder gathers the records of every sender.
 type recorder struct {
-	base time.Time
-	mu   sync.Mutex
-	logs []*recordLog
+	base     time.Time
+	finished atomic.Int64 // records added so far: count_windows counts them
+	mu       sync.Mutex
+	logs     []*recordLog
 }
 
 func newRecorder() *recorder { return &recorder{base: time.Now()} }
@@ -102,6 +103,7 @@ func (s *sender) send(ctx context.Context, c conn, log *recordLog, scheduled int
 		errMsg = err.Error()
 	}
 	log.add(record{start: start, end: end, io: t, ok: err == nil, late: late}, errMsg)
+	s.rec.finished.Add(1)
 }
 
 // load is a running load generator.

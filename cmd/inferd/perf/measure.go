@@ -27,6 +27,8 @@ type window struct {
 	late    int
 	lastErr string
 	stats   *statsSnapshot // server statistics at the window's end; nil if unavailable
+	// sendNS and recvNS sum the client's own time on successful requests.
+	sendNS, recvNS int64
 }
 
 func (w *window) throughput(batch int) float64 {
@@ -54,6 +56,31 @@ func percentileOf(sorted []int64, p float64) int64 {
 	}
 	i := int(p/100*float64(len(sorted)-1) + 0.5)
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// reportedPercentiles is perf_analyzer's set, in order: 50, 90, 95 and 99,
+// with --percentile's added (0: none).
+func reportedPercentiles(extra int) []int {
+	ps := []int{50, 90, 95, 99}
+	if extra > 0 && !slices.Contains(ps, extra) {
+		ps = append(ps, extra)
+		slices.Sort(ps)
+	}
+	return ps
+}
+
+// stdDev is the population standard deviation, as perf_analyzer's.
+func stdDev(v []int64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	m := mean(v)
+	var sum float64
+	for _, x := range v {
+		d := float64(x) - m
+		sum += d * d
+	}
+	return math.Sqrt(sum / float64(len(v)))
 }
 
 func mean(v []int64) float64 {
@@ -105,6 +132,14 @@ type result struct {
 	P95         float64 `json:"p95_latency_us"`
 	P99         float64 `json:"p99_latency_us"`
 	Avg         float64 `json:"avg_latency_us"`
+	StdDev      float64 `json:"std_latency_us"`
+	// Percentiles are perf_analyzer's reported set: p50, p90, p95, p99
+	// and --percentile's (µs).
+	Percentiles map[int]float64 `json:"percentiles_us"`
+	// ClientSendUS and ClientRecvUS are the client's own average time
+	// writing a request and reading its answer (HTTP only; 0 over gRPC).
+	ClientSendUS float64 `json:"client_send_us"`
+	ClientRecvUS float64 `json:"client_recv_us"`
 	// StabilityLatency is the latency stability was judged on (the
 	// average, or --percentile).
 	StabilityLatency float64      `json:"stability_latency_us"`
@@ -123,8 +158,11 @@ func merge(ws []*window, before *statsSnapshot, batch, percentile int) result {
 	var r result
 	var dur time.Duration
 	var lats []int64
+	var sendNS, recvNS int64
 	for _, w := range ws {
 		dur += w.dur
+		sendNS += w.sendNS
+		recvNS += w.recvNS
 		lats = append(lats, w.lats...)
 		r.Requests += w.ok + w.errs
 		r.Errors += w.errs
@@ -144,9 +182,18 @@ func merge(ws []*window, before *statsSnapshot, batch, percentile int) result {
 	r.P95 = us(float64(percentileOf(lats, 95)))
 	r.P99 = us(float64(percentileOf(lats, 99)))
 	r.Avg = us(mean(lats))
+	r.StdDev = us(stdDev(lats))
+	r.Percentiles = map[int]float64{}
+	for _, p := range reportedPercentiles(percentile) {
+		r.Percentiles[p] = us(float64(percentileOf(lats, float64(p))))
+	}
+	if ok > 0 {
+		r.ClientSendUS = us(float64(sendNS) / float64(ok))
+		r.ClientRecvUS = us(float64(recvNS) / float64(ok))
+	}
 	r.StabilityLatency = r.Avg
 	if percentile > 0 {
-		r.StabilityLatency = us(float64(percentileOf(lats, float64(percentile))))
+		r.StabilityLatency = r.Percentiles[percentile]
 	}
 	if last := ws[len(ws)-1].stats; before != nil && last != nil {
 		r.Server = split(*before, *last)
@@ -196,16 +243,11 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 	)
 	snaps = append(snaps, m.snapshot(ctx))
 	windowStart := rec.now()
-	timer := time.NewTimer(m.opts.interval)
-	defer timer.Stop()
 	for trial := 1; trial <= m.opts.maxTrials; trial++ {
-		select {
-		case <-ctx.Done():
-			return result{}, ctx.Err()
-		case <-timer.C:
+		if err := m.wait(ctx, rec); err != nil {
+			return result{}, err
 		}
 		end := rec.now()
-		timer.Reset(m.opts.interval)
 		snaps = append(snaps, m.snapshot(ctx))
 
 		var lastErr string
@@ -223,6 +265,8 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 			case r.ok:
 				w.ok++
 				w.lats = append(w.lats, r.end-r.start)
+				w.sendNS += int64(r.io.send)
+				w.recvNS += int64(r.io.recv)
 			default:
 				w.errs++
 			}
@@ -250,11 +294,47 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 			break
 		}
 	}
+	// perf_analyzer in async mode takes a setting whose latency never
+	// settled once its throughput did, and says so.
+	if !isStable && m.opts.async && stable(tput, lat, m.opts.stability, false) {
+		m.warn(label + ": Request latency is not stabilizing. Please try lowering the request rate.")
+		isStable = true
+	}
 	n := min(stabilityWindows, len(ws))
 	r := merge(ws[len(ws)-n:], snaps[len(snaps)-1-n], batch, m.opts.percentile)
 	r.Stable = isStable
 	r.Windows = len(ws)
 	return r, nil
+}
+
+// wait blocks until the current window ends: after --measurement-interval,
+// or in count_windows mode at the first whole second by which
+// --measurement-request-count requests have finished in it, as
+// perf_analyzer checks once a second.
+func (m *measurer) wait(ctx context.Context, rec *recorder) error {
+	if !m.opts.countWindows {
+		return sleep(ctx, m.opts.interval)
+	}
+	from := rec.finished.Load()
+	for {
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		if rec.finished.Load()-from >= int64(m.opts.requestCount) {
+			return nil
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func latencyName(percentile int) string {

@@ -57,6 +57,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	for i := range max(len(o.concurrency), len(o.rates)) {
 		var r result
 		var err error
+		writeSettingStart(stdout, o, i)
 		if len(o.concurrency) > 0 {
 			r, err = sess.concurrency(ctx, o.concurrency[i])
 		} else {
@@ -71,8 +72,10 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			break
 		}
 		results = append(results, r)
+		sess.prog.done()
+		writeSettingReport(stdout, o, r)
 		if !r.Stable {
-			sess.warn(fmt.Sprintf("%s: no stable measurement within %d windows; try a longer --measurement-interval", r.label(), o.maxTrials))
+			sess.warn(unstableMessage(o, r))
 		}
 		if r.Errors > 0 {
 			sess.warn(fmt.Sprintf("%s: %d of %d requests failed, last: %s", r.label(), r.Errors, r.Requests, r.LastError))
@@ -83,9 +86,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 	}
 	sess.prog.done()
-	if len(results) > 0 {
-		writeTable(stdout, o, results)
-	}
+	writeSummary(stdout, o, results)
 	// Reports hold whatever was measured, also when the run was cut short.
 	if err := writeReports(o, results); err != nil {
 		return errors.Join(runErr, err)

@@ -1,14 +1,15 @@
 package perf
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
-	"text/tabwriter"
 )
 
 // report is the --json output.
@@ -40,22 +41,152 @@ func tensorsName(o *options) string {
 	return "json"
 }
 
+// writeSettings prints perf_analyzer's "*** Measurement Settings ***" block
+// (triton-inference-server/perf_analyzer src/perf_analyzer.cc, PrerunReport)
+// and inferd perf's own lines on the model and the protocol.
 func writeSettings(w io.Writer, o *options, info *modelInfo) {
+	fmt.Fprintf(w, "*** Measurement Settings ***\n")
+	fmt.Fprintf(w, "  Batch size: %d\n", o.batch)
+	fmt.Fprintf(w, "  Service Kind: Triton\n")
+	if o.countWindows {
+		fmt.Fprintf(w, "  Using \"count_windows\" mode for stabilization\n")
+	} else {
+		fmt.Fprintf(w, "  Using \"time_windows\" mode for stabilization\n")
+	}
+	metric := "latency and throughput"
+	if o.async {
+		metric = "throughput"
+	}
+	if o.percentile == 0 {
+		fmt.Fprintf(w, "  Stabilizing using average %s\n", metric)
+	} else {
+		fmt.Fprintf(w, "  Stabilizing using p%d %s\n", o.percentile, metric)
+	}
+	if o.countWindows {
+		fmt.Fprintf(w, "  Minimum number of samples in each window: %d\n", o.requestCount)
+	} else {
+		fmt.Fprintf(w, "  Measurement window: %d msec\n", o.interval.Milliseconds())
+	}
+	if len(o.rates) > 0 {
+		if last := o.rates[len(o.rates)-1]; last != 1 {
+			fmt.Fprintf(w, "  Latency limit: %d msec\n", o.latencyThreshold.Milliseconds())
+			fmt.Fprintf(w, "  Request Rate limit: %s requests per seconds\n", cppDouble(last))
+		}
+		if o.distribution == "poisson" {
+			fmt.Fprintf(w, "  Using poisson distribution on request generation\n")
+		} else {
+			fmt.Fprintf(w, "  Using uniform distribution on request generation\n")
+		}
+	} else if last := o.concurrency[len(o.concurrency)-1]; last != 1 {
+		fmt.Fprintf(w, "  Latency limit: %d msec\n", o.latencyThreshold.Milliseconds())
+		fmt.Fprintf(w, "  Concurrency limit: %d concurrent requests\n", last)
+	}
+	if o.async {
+		fmt.Fprintf(w, "  Using asynchronous calls for inference\n")
+	} else {
+		fmt.Fprintf(w, "  Using synchronous calls for inference\n")
+	}
 	version := o.version
 	if version == "" {
 		version = "server's choice"
 	}
-	fmt.Fprintf(w, "*** Measurement Settings ***\n")
-	fmt.Fprintf(w, "  Model: %s (version: %s) at %s\n", o.model, version, o.baseURL)
-	fmt.Fprintf(w, "  Batch size: %d (model max_batch_size %d)\n", o.batch, info.maxBatch)
-	fmt.Fprintf(w, "  Protocol: %s, %s tensors; input data: %s\n", protocolName(o), tensorsName(o), o.inputData)
+	fmt.Fprintf(w, "  Model: %s (version: %s, max_batch_size %d) at %s\n", o.model, version, info.maxBatch, o.baseURL)
+	fmt.Fprintf(w, "  Protocol: %s, %s tensors; input data: %s\n\n", protocolName(o), tensorsName(o), o.inputData)
+}
+
+// cppDouble formats v as C++'s default ostream does (6 significant
+// digits, no trailing zeros), which perf_analyzer's output uses for
+// throughput and request rates.
+func cppDouble(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// usec truncates microseconds to a whole number, as perf_analyzer's
+// integer division of nanoseconds does.
+func usec(v float64) int64 { return int64(v) }
+
+// writeSettingStart prints the line perf_analyzer prints as a setting's
+// load starts.
+func writeSettingStart(w io.Writer, o *options, i int) {
 	if len(o.rates) > 0 {
-		fmt.Fprintf(w, "  Mode: request rate (%s schedule)\n", o.distribution)
-	} else {
-		fmt.Fprintf(w, "  Mode: concurrency (closed loop)\n")
+		fmt.Fprintf(w, "Request Rate: %s inference requests per second\n", cppDouble(o.rates[i]))
+		return
 	}
-	fmt.Fprintf(w, "  Windows: %d ms, stable within %g%% over %d windows (%s latency), at most %d\n\n",
-		o.interval.Milliseconds(), o.stability*100, stabilityWindows, latencyName(o.percentile), o.maxTrials)
+	fmt.Fprintf(w, "Request concurrency: %d\n", o.concurrency[i])
+}
+
+// writeSettingReport prints one setting's "Client:" and "Server:" blocks
+// as perf_analyzer's Report does (triton-inference-server/perf_analyzer
+// src/inference_profiler.cc, ReportClientSideStats and
+// ReportServerSideStats). The client library's time is the request's
+// latency here: inferd perf does not time its client library apart.
+func writeSettingReport(w io.Writer, o *options, r result) {
+	ok := r.Requests - r.Errors
+	fmt.Fprintf(w, "  Client: \n")
+	fmt.Fprintf(w, "    Request count: %d\n", ok)
+	if ok > 0 && float64(r.Delayed)/float64(ok)*100 > 1 {
+		fmt.Fprintf(w, "    [WARNING] Perf Analyzer was not able to keep up with the desired request rate. ")
+		fmt.Fprintf(w, "%.2f%% of the requests were delayed. \n", float64(r.Delayed)/float64(ok)*100)
+	}
+	fmt.Fprintf(w, "    Throughput: %s infer/sec\n", cppDouble(r.Throughput))
+	if o.percentile == 0 {
+		fmt.Fprintf(w, "    Avg latency: %d usec (standard deviation %d usec)\n", usec(r.Avg), usec(r.StdDev))
+	}
+	for _, p := range reportedPercentiles(o.percentile) {
+		fmt.Fprintf(w, "    p%d latency: %d usec\n", p, usec(r.Percentiles[p]))
+	}
+	sendRecv := usec(r.ClientSendUS) + usec(r.ClientRecvUS)
+	wait := max(usec(r.Avg)-sendRecv, 0)
+	if o.protocol == "grpc" {
+		fmt.Fprintf(w, "    Avg gRPC time: %d usec ((un)marshal request/response %d usec + response wait %d usec)\n", usec(r.Avg), sendRecv, wait)
+	} else {
+		fmt.Fprintf(w, "    Avg HTTP time: %d usec (send/recv %d usec + response wait %d usec)\n", usec(r.Avg), sendRecv, wait)
+	}
+	if s := r.Server; s != nil {
+		writeServer(w, s)
+	}
+	fmt.Fprintln(w)
+}
+
+func writeServer(w io.Writer, s *serverSplit) {
+	fmt.Fprintf(w, "  Server: \n")
+	fmt.Fprintf(w, "    Inference count: %d\n", s.InferenceCount)
+	fmt.Fprintf(w, "    Execution count: %d\n", s.ExecutionCount)
+	fmt.Fprintf(w, "    Successful request count: %d\n", s.Requests)
+	fmt.Fprintf(w, "    Avg request latency: %d usec (overhead %d usec + queue %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
+		usec(s.RequestUS), usec(s.OverheadUS), usec(s.QueueUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+}
+
+// unstableMessage is perf_analyzer's complaint about a setting that did
+// not settle; inferd perf reports the setting anyway, marked unstable.
+func unstableMessage(o *options, r result) string {
+	if len(o.rates) > 0 {
+		return fmt.Sprintf("request rate %s: Failed to obtain stable measurement.", cppDouble(r.RequestRate))
+	}
+	flag := "--measurement-interval"
+	if o.countWindows {
+		flag = "--measurement-request-count"
+	}
+	return fmt.Sprintf("Failed to obtain stable measurement within %d measurement windows for concurrency %d. Please try to increase the %s.", o.maxTrials, r.Concurrency, flag)
+}
+
+// writeSummary prints perf_analyzer's closing lines, one per setting:
+// "Concurrency: 1, throughput: 1409.9 infer/sec, latency 709 usec".
+func writeSummary(w io.Writer, o *options, results []result) {
+	if len(results) == 0 {
+		return
+	}
+	if o.percentile == 0 {
+		fmt.Fprintf(w, "Inferences/Second vs. Client Average Batch Latency\n")
+	} else {
+		fmt.Fprintf(w, "Inferences/Second vs. Client p%d Batch Latency\n", o.percentile)
+	}
+	for _, r := range results {
+		if len(o.rates) > 0 {
+			fmt.Fprintf(w, "Request Rate: %s, ", cppDouble(r.RequestRate))
+		} else {
+			fmt.Fprintf(w, "Concurrency: %d, ", r.Concurrency)
+		}
+		fmt.Fprintf(w, "throughput: %s infer/sec, latency %d usec\n", cppDouble(r.Throughput), usec(r.StabilityLatency))
+	}
 }
 
 func protocolName(o *options) string {
@@ -77,7 +208,7 @@ func settingName(o *options) string {
 
 func settingValue(r result) string {
 	if r.RequestRate > 0 {
-		return strconv.FormatFloat(r.RequestRate, 'g', -1, 64)
+		return cppDouble(r.RequestRate)
 	}
 	return strconv.Itoa(r.Concurrency)
 }
@@ -85,70 +216,69 @@ func settingValue(r result) string {
 // us formats microseconds as a whole number, as perf_analyzer's CSV does.
 func us(v float64) string { return strconv.FormatInt(int64(math.Round(v)), 10) }
 
-// writeTable prints the human-readable summary.
-func writeTable(w io.Writer, o *options, results []result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	rate := len(o.rates) > 0
-	head := settingName(o) + "\tInfer/s\tp50 µs\tp90 µs\tp95 µs\tp99 µs\tAvg µs\tErrors\t"
-	if rate {
-		head += "Delayed\t"
-	}
-	head += "Queue µs\tCompute in µs\tCompute infer µs\tCompute out µs\tServer batch\tStable\t"
-	fmt.Fprintln(tw, head)
+// withServer tells whether every result has the server's split, as
+// perf_analyzer's server columns need.
+func withServer(results []result) bool {
 	for _, r := range results {
-		row := fmt.Sprintf("%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%d\t", settingValue(r), r.Throughput,
-			us(r.P50), us(r.P90), us(r.P95), us(r.P99), us(r.Avg), r.Errors)
-		if rate {
-			row += strconv.Itoa(r.Delayed) + "\t"
+		if r.Server == nil {
+			return false
 		}
-		if s := r.Server; s != nil {
-			row += fmt.Sprintf("%s\t%s\t%s\t%s\t%.2f\t", us(s.QueueUS), us(s.ComputeInput), us(s.ComputeInfer), us(s.ComputeOutput), s.AvgBatchSize)
-		} else {
-			row += "n/a\tn/a\tn/a\tn/a\tn/a\t"
-		}
-		if r.Stable {
-			row += "yes\t"
-		} else {
-			row += "no\t"
-		}
-		fmt.Fprintln(tw, row)
 	}
-	tw.Flush()
+	return len(results) > 0
 }
 
-// csvHeader follows perf_analyzer's column names (client send/recv
-// columns are left out: the tool cannot split the client side that finely).
-func csvHeader(o *options) []string {
-	h := []string{settingName(o), "Inferences/Second", "Server Queue", "Server Compute Input", "Server Compute Infer",
-		"Server Compute Output", "p50 latency", "p90 latency", "p95 latency", "p99 latency", "Avg latency",
-		"Errors", "Server Avg Batch Size", "Stable"}
-	if len(o.rates) > 0 {
-		h = append(h, "Delayed Requests")
+// csvHeader is perf_analyzer's column set and order
+// (triton-inference-server/perf_analyzer src/report_writer.cc,
+// GenerateReport); the server columns only when the server gave
+// statistics, the verbose ones with --verbose-csv.
+func csvHeader(o *options, server bool) []string {
+	h := []string{settingName(o), "Inferences/Second", "Client Send"}
+	if server {
+		h = append(h, "Network+Server Send/Recv", "Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output")
+	}
+	h = append(h, "Client Recv")
+	for _, p := range reportedPercentiles(o.percentile) {
+		h = append(h, "p"+strconv.Itoa(p)+" latency")
+	}
+	if o.verboseCSV {
+		if o.percentile == 0 {
+			h = append(h, "Avg latency")
+		}
+		h = append(h, "request/response", "response wait")
 	}
 	return h
 }
 
+// writeCSV writes perf_analyzer's CSV: whole microseconds, rows in order
+// of increasing throughput as perf_analyzer sorts them.
 func writeCSV(w io.Writer, o *options, results []result) error {
+	server := withServer(results)
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader(o)); err != nil {
+	if err := cw.Write(csvHeader(o, server)); err != nil {
 		return err
 	}
-	for _, r := range results {
-		row := []string{settingValue(r), strconv.FormatFloat(r.Throughput, 'f', 2, 64)}
-		if s := r.Server; s != nil {
-			row = append(row, us(s.QueueUS), us(s.ComputeInput), us(s.ComputeInfer), us(s.ComputeOutput))
-		} else {
-			row = append(row, "", "", "", "")
+	rows := slices.Clone(results)
+	slices.SortStableFunc(rows, func(a, b result) int { return cmp.Compare(a.Throughput, b.Throughput) })
+	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, r := range rows {
+		send, recv := usec(r.ClientSendUS), usec(r.ClientRecvUS)
+		row := []string{settingValue(r), cppDouble(r.Throughput), itoa(send)}
+		if s := r.Server; server {
+			// What the client waited for that the server does not account
+			// for: the network and the server's own sending and receiving.
+			wait := r.Avg - r.ClientSendUS - r.ClientRecvUS
+			network := max(usec(wait-s.QueueUS-(s.ComputeInput+s.ComputeInfer+s.ComputeOutput)), 0)
+			row = append(row, itoa(network), itoa(usec(s.QueueUS)), itoa(usec(s.ComputeInput)), itoa(usec(s.ComputeInfer)), itoa(usec(s.ComputeOutput)))
 		}
-		row = append(row, us(r.P50), us(r.P90), us(r.P95), us(r.P99), us(r.Avg), strconv.Itoa(r.Errors))
-		if r.Server != nil {
-			row = append(row, strconv.FormatFloat(r.Server.AvgBatchSize, 'f', 2, 64))
-		} else {
-			row = append(row, "")
+		row = append(row, itoa(recv))
+		for _, p := range reportedPercentiles(o.percentile) {
+			row = append(row, itoa(usec(r.Percentiles[p])))
 		}
-		row = append(row, strconv.FormatBool(r.Stable))
-		if len(o.rates) > 0 {
-			row = append(row, strconv.Itoa(r.Delayed))
+		if o.verboseCSV {
+			if o.percentile == 0 {
+				row = append(row, itoa(usec(r.Avg)))
+			}
+			row = append(row, itoa(send+recv), itoa(max(usec(r.Avg)-send-recv, 0)))
 		}
 		if err := cw.Write(row); err != nil {
 			return err

@@ -240,10 +240,22 @@ func TestMergeAndSplit(t *testing.T) {
 	after := &statsSnapshot{successCount: 14, successNS: 5e6 + 4*150000, inferenceCount: 28, executionCount: 14,
 		queueCount: 14, queueNS: 1e6 + 4000, inputCount: 12, inputNS: 1e6 + 8000, inferCount: 12, inferNS: 1e6 + 200000, outputCount: 12, outputNS: 1e6}
 	ws := []*window{
-		{dur: time.Second, lats: []int64{1000, 2000}, ok: 2, errs: 1, lastErr: "x"},
-		{dur: time.Second, lats: []int64{3000, 4000}, ok: 2, late: 3, stats: after},
+		{dur: time.Second, lats: []int64{1000, 2000}, ok: 2, errs: 1, lastErr: "x", sendNS: 400, recvNS: 4000},
+		{dur: time.Second, lats: []int64{3000, 4000}, ok: 2, late: 3, stats: after, sendNS: 400, recvNS: 4000},
 	}
 	r := merge(ws, before, 2, 50)
+	// Population standard deviation of 1..4 µs; send and receive averaged
+	// over the four successes.
+	if math.Abs(r.StdDev-1.12) > 0.005 || r.ClientSendUS != 0.2 || r.ClientRecvUS != 2 {
+		t.Errorf("std %v, send %v, recv %v", r.StdDev, r.ClientSendUS, r.ClientRecvUS)
+	}
+	if !reflect.DeepEqual(r.Percentiles, map[int]float64{50: 3, 90: 4, 95: 4, 99: 4}) {
+		t.Errorf("percentiles %v", r.Percentiles)
+	}
+	// An extra --percentile is reported beside perf_analyzer's four.
+	if p := merge(ws, before, 2, 20).Percentiles; !reflect.DeepEqual(p, map[int]float64{20: 2, 50: 3, 90: 4, 95: 4, 99: 4}) {
+		t.Errorf("percentiles with --percentile 20: %v", p)
+	}
 	if r.Throughput != 4 || r.Requests != 5 || r.Errors != 1 || r.Delayed != 3 || r.LastError != "x" {
 		t.Errorf("merge: %+v", r)
 	}
@@ -597,5 +609,141 @@ func TestProgress(t *testing.T) {
 	p.done()
 	if buf.String() != "a\nb\n" {
 		t.Errorf("plain progress %q", buf.String())
+	}
+}
+
+func TestCSV(t *testing.T) {
+	t.Parallel()
+	server := &serverSplit{Requests: 10, QueueUS: 10.9, ComputeInput: 5, ComputeInfer: 100.5, ComputeOutput: 4}
+	slow := result{Concurrency: 2, Throughput: 1000.25, Avg: 200.7, ClientSendUS: 3.5, ClientRecvUS: 6.2,
+		Percentiles: map[int]float64{50: 190.9, 85: 195, 90: 210, 95: 220, 99: 300}, Server: server}
+	fast := result{Concurrency: 1, Throughput: 1409.873, Avg: 709, ClientSendUS: 1, ClientRecvUS: 2,
+		Percentiles: map[int]float64{50: 700, 85: 705, 90: 710, 95: 720, 99: 800}, Server: server}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		results []result
+		want    string
+	}{
+		// perf_analyzer's columns and order, and its rows sorted by
+		// throughput: concurrency 2 (1000 infer/s) before 1 (1409.87).
+		// Network+Server Send/Recv is 200.7-3.5-6.2-10.9-109.5 = 70.6.
+		{"default", nil, []result{fast, slow},
+			"Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n" +
+				"2,1000.25,3,70,10,5,100,4,6,190,210,220,300\n" +
+				"1,1409.87,1,585,10,5,100,4,2,700,710,720,800\n"},
+		{"an extra percentile, verbose", []string{"--percentile", "85", "--verbose-csv"}, []result{slow},
+			"Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p85 latency,p90 latency,p95 latency,p99 latency,request/response,response wait\n" +
+				"2,1000.25,3,70,10,5,100,4,6,190,195,210,220,300,9,191\n"},
+		{"verbose with the average", []string{"--verbose-csv"}, []result{slow},
+			"Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait\n" +
+				"2,1000.25,3,70,10,5,100,4,6,190,210,220,300,200,9,191\n"},
+		// Without the server's statistics perf_analyzer leaves the server
+		// columns out.
+		{"no server statistics", []string{"--request-rate-range", "0.5"}, []result{{RequestRate: 0.5, Throughput: 0.5, Avg: 20,
+			Percentiles: map[int]float64{50: 20, 90: 20, 95: 20, 99: 20}}},
+			"Request Rate,Inferences/Second,Client Send,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n" +
+				"0.5,0.5,0,0,20,20,20,20\n"},
+	} {
+		o, err := parseArgs(append([]string{"-m", "m"}, c.args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := writeCSV(&b, o, c.results); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != c.want {
+			t.Errorf("%s:\n%s\nwant\n%s", c.name, b.String(), c.want)
+		}
+	}
+}
+
+func TestStdout(t *testing.T) {
+	t.Parallel()
+	r := result{Concurrency: 4, Throughput: 1409.873, Requests: 2116, Errors: 1, Avg: 709.6, StdDev: 88.2, ClientSendUS: 10, ClientRecvUS: 20.5,
+		StabilityLatency: 709.6, Percentiles: map[int]float64{50: 700, 90: 750, 95: 780, 99: 900}, Stable: true,
+		Server: &serverSplit{Requests: 2115, InferenceCount: 2115, ExecutionCount: 2000, RequestUS: 500, OverheadUS: 20.5, QueueUS: 30, ComputeInput: 10, ComputeInfer: 430, ComputeOutput: 9.9}}
+	o, err := parseArgs([]string{"-m", "m", "--concurrency-range", "1:4:3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	writeSettings(&b, o, &modelInfo{maxBatch: 8})
+	writeSettingStart(&b, o, 1)
+	writeSettingReport(&b, o, r)
+	writeSummary(&b, o, []result{r})
+	want := `*** Measurement Settings ***
+  Batch size: 1
+  Service Kind: Triton
+  Using "time_windows" mode for stabilization
+  Stabilizing using average latency and throughput
+  Measurement window: 5000 msec
+  Latency limit: 0 msec
+  Concurrency limit: 4 concurrent requests
+  Using synchronous calls for inference
+  Model: m (version: server's choice, max_batch_size 8) at http://localhost:8000
+  Protocol: HTTP, binary tensors; input data: random
+
+Request concurrency: 4
+  Client: 
+    Request count: 2115
+    Throughput: 1409.87 infer/sec
+    Avg latency: 709 usec (standard deviation 88 usec)
+    p50 latency: 700 usec
+    p90 latency: 750 usec
+    p95 latency: 780 usec
+    p99 latency: 900 usec
+    Avg HTTP time: 709 usec (send/recv 30 usec + response wait 679 usec)
+  Server: 
+    Inference count: 2115
+    Execution count: 2000
+    Successful request count: 2115
+    Avg request latency: 500 usec (overhead 20 usec + queue 30 usec + compute input 10 usec + compute infer 430 usec + compute output 9 usec)
+
+Inferences/Second vs. Client Average Batch Latency
+Concurrency: 4, throughput: 1409.87 infer/sec, latency 709 usec
+`
+	if b.String() != want {
+		t.Errorf("stdout:\n%s\nwant\n%s", b.String(), want)
+	}
+
+	// Request rate, count windows, a stabilising percentile, async, gRPC,
+	// no server statistics.
+	o, err = parseArgs([]string{"-m", "m", "-i", "grpc", "--request-rate-range", "10:20:10", "--request-distribution", "poisson",
+		"--measurement-mode", "count_windows", "--percentile", "95", "--async"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = result{RequestRate: 20, Throughput: 19.5, Requests: 100, Delayed: 5, Avg: 50, StabilityLatency: 70,
+		Percentiles: map[int]float64{50: 40, 90: 60, 95: 70, 99: 80}}
+	b.Reset()
+	writeSettings(&b, o, &modelInfo{})
+	writeSettingStart(&b, o, 1)
+	writeSettingReport(&b, o, r)
+	writeSummary(&b, o, []result{r})
+	for _, line := range []string{
+		`  Using "count_windows" mode for stabilization`,
+		"  Stabilizing using p95 throughput",
+		"  Minimum number of samples in each window: 50",
+		"  Request Rate limit: 20 requests per seconds",
+		"  Using poisson distribution on request generation",
+		"  Using asynchronous calls for inference",
+		"Request Rate: 20 inference requests per second",
+		"    [WARNING] Perf Analyzer was not able to keep up with the desired request rate. 5.00% of the requests were delayed. ",
+		"    Throughput: 19.5 infer/sec",
+		"    p95 latency: 70 usec",
+		"    Avg gRPC time: 50 usec ((un)marshal request/response 0 usec + response wait 50 usec)",
+		"Inferences/Second vs. Client p95 Batch Latency",
+		"Request Rate: 20, throughput: 19.5 infer/sec, latency 70 usec",
+	} {
+		if !strings.Contains(b.String(), line+"\n") {
+			t.Errorf("no line %q in\n%s", line, b.String())
+		}
+	}
+	for _, absent := range []string{"Avg latency", "Server:"} {
+		if strings.Contains(b.String(), absent) {
+			t.Errorf("%q in\n%s", absent, b.String())
+		}
 	}
 }
