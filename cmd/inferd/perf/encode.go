@@ -172,3 +172,51 @@ func appendJSONData(b []byte, dt string, raw []byte) ([]byte, error) {
 	}
 	return append(b, ']'), nil
 }
+
+// shmParams are the shared-memory extension's tensor parameters
+// (triton-inference-server/server docs/protocol/extension_shared_memory.md).
+type shmParams struct {
+	Region   string `json:"shared_memory_region"`
+	ByteSize int64  `json:"shared_memory_byte_size"`
+	Offset   int64  `json:"shared_memory_offset,omitempty"`
+}
+
+func newShmParams(r shmRef) *shmParams {
+	return &shmParams{Region: r.region, ByteSize: r.size, Offset: r.offset}
+}
+
+// encodeShmRequest builds an infer request whose inputs are read from, and
+// whose outputs are written to, registered system regions: a JSON body
+// with no tensor data in it.
+func encodeShmRequest(inputs []tensorMeta, tensors []tensorData, in []shmRef, outputs []tensorMeta, out []shmRef) (reqBody, error) {
+	type inputShm struct {
+		Name       string     `json:"name"`
+		Shape      []int64    `json:"shape"`
+		Datatype   string     `json:"datatype"`
+		Parameters *shmParams `json:"parameters"`
+	}
+	type outputShm struct {
+		Name       string     `json:"name"`
+		Parameters *shmParams `json:"parameters"`
+	}
+	var req struct {
+		Inputs  []inputShm  `json:"inputs"`
+		Outputs []outputShm `json:"outputs,omitempty"`
+	}
+	if len(inputs) != len(tensors) || len(inputs) != len(in) || len(outputs) != len(out) {
+		return reqBody{}, errors.New("internal error: tensors and regions differ in number")
+	}
+	for i, meta := range inputs {
+		req.Inputs = append(req.Inputs, inputShm{Name: meta.Name, Shape: tensors[i].shape, Datatype: meta.Datatype, Parameters: newShmParams(in[i])})
+	}
+	for i, meta := range outputs {
+		req.Outputs = append(req.Outputs, outputShm{Name: meta.Name, Parameters: newShmParams(out[i])})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return reqBody{}, fmt.Errorf("encoding the request: %w", err)
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	return reqBody{data: body, header: h}, nil
+}

@@ -78,20 +78,49 @@ func (g *grpcProtocol) model(ctx context.Context) (*modelInfo, error) {
 // raw_input_contents, whose layout is the tool's wire encoding (BYTES
 // elements with their 4-byte length prefix). No outputs are named: the
 // server returns them all.
-func (g *grpcProtocol) prepare(info *modelInfo, sets [][]tensorData) error {
+func (g *grpcProtocol) prepare(info *modelInfo, sets [][]tensorData, shm *shmLayout) error {
 	g.reqs = make([]*pb.ModelInferRequest, 0, len(sets))
-	for _, tensors := range sets {
+	for k, tensors := range sets {
 		if len(tensors) != len(info.inputs) {
 			return errors.New("internal error: inputs and tensors differ in number")
 		}
 		r := &pb.ModelInferRequest{ModelName: g.o.model, ModelVersion: g.o.version}
 		for i, in := range info.inputs {
-			r.Inputs = append(r.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: in.Datatype, Shape: tensors[i].shape})
-			r.RawInputContents = append(r.RawInputContents, tensors[i].raw)
+			t := &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: in.Datatype, Shape: tensors[i].shape}
+			if shm != nil {
+				t.Parameters = shmParameters(shm.inputs[k][i])
+			} else {
+				r.RawInputContents = append(r.RawInputContents, tensors[i].raw)
+			}
+			r.Inputs = append(r.Inputs, t)
+		}
+		if shm != nil {
+			for i, out := range info.outputs {
+				r.Outputs = append(r.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: out.Name, Parameters: shmParameters(shm.outputs[i])})
+			}
 		}
 		g.reqs = append(g.reqs, r)
 	}
 	return nil
+}
+
+// shmParameters are the shared-memory extension's tensor parameters.
+func shmParameters(r shmRef) map[string]*pb.InferParameter {
+	return map[string]*pb.InferParameter{
+		"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: r.region}},
+		"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: r.size}},
+		"shared_memory_offset":    {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: r.offset}},
+	}
+}
+
+func (g *grpcProtocol) registerSystemShm(ctx context.Context, name, key string, size int64) error {
+	_, err := g.client.SystemSharedMemoryRegister(ctx, &pb.SystemSharedMemoryRegisterRequest{Name: name, Key: key, ByteSize: uint64(size)})
+	return err
+}
+
+func (g *grpcProtocol) unregisterSystemShm(ctx context.Context, name string) error {
+	_, err := g.client.SystemSharedMemoryUnregister(ctx, &pb.SystemSharedMemoryUnregisterRequest{Name: name})
+	return err
 }
 
 func (g *grpcProtocol) stats(ctx context.Context) (statsSnapshot, error) {

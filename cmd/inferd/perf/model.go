@@ -93,6 +93,28 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 	return nil
 }
 
+// postJSON posts body to url; a non-200 answer becomes a *serverError.
+func postJSON(ctx context.Context, hc *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errorFromBody(resp.StatusCode, msg)
+	}
+	return nil
+}
+
 // flexInt reads a JSON integer that may also come as a string (protobuf
 // JSON prints 64-bit integers as strings; Triton mostly does not).
 type flexInt int64

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Main runs the tool with args (the words after "perf") and returns the
@@ -107,7 +108,8 @@ type session struct {
 	send  *sender
 	m     *measurer
 	prog  *progress
-	rates int // request-rate settings measured so far: seeds each schedule
+	rates int        // request-rate settings measured so far: seeds each schedule
+	shm   *shmLayout // --shared-memory system's regions; nil without
 }
 
 // openSession connects, reads the model, prepares its requests and sends
@@ -133,7 +135,7 @@ func openSession(ctx context.Context, o *options, stderr io.Writer) (*session, e
 	}
 	s := &session{o: o, proto: proto, prog: newProgress(stderr)}
 	if err := s.open(ctx); err != nil {
-		proto.shutdown()
+		s.close()
 		return nil, err
 	}
 	return s, nil
@@ -152,7 +154,15 @@ func (s *session) open(ctx context.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := s.proto.prepare(info, sets); err != nil {
+	if s.o.sharedMemory == "system" {
+		if s.shm, err = newShmLayout(s.o, info, sets); err != nil {
+			return err
+		}
+		if err := s.shm.register(ctx, s.proto); err != nil {
+			return err
+		}
+	}
+	if err := s.proto.prepare(info, sets, s.shm); err != nil {
 		return usageError{err}
 	}
 	s.send = &sender{proto: s.proto, n: uint64(len(sets))}
@@ -175,8 +185,19 @@ func (s *session) open(ctx context.Context) error {
 
 func (s *session) warn(msg string) { s.prog.println("inferd perf: warning: " + msg) }
 
-// close ends the session's connections.
-func (s *session) close() { s.proto.shutdown() }
+// close unregisters and removes the session's shared-memory regions, also
+// after an interrupt, and ends its connections.
+func (s *session) close() {
+	if s.shm != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := s.shm.release(ctx, s.proto); err != nil {
+			s.warn("--shared-memory system: " + err.Error())
+		}
+		cancel()
+		s.shm = nil
+	}
+	s.proto.shutdown()
+}
 
 // concurrency measures n requests kept in flight until the windows agree
 // or --max-trials pass.

@@ -3,6 +3,7 @@ package perf
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +22,13 @@ import (
 // stability, percentiles and reports are shared by both.
 type protocol interface {
 	model(ctx context.Context) (*modelInfo, error)
-	// prepare encodes the requests the load sends, one per tensor set.
-	prepare(info *modelInfo, sets [][]tensorData) error
+	// prepare encodes the requests the load sends, one per tensor set;
+	// with shm (not nil) they name its regions instead of carrying data.
+	prepare(info *modelInfo, sets [][]tensorData, shm *shmLayout) error
+	// registerSystemShm and unregisterSystemShm are the shared-memory
+	// extension's calls for one system region.
+	registerSystemShm(ctx context.Context, name, key string, size int64) error
+	unregisterSystemShm(ctx context.Context, name string) error
 	stats(ctx context.Context) (statsSnapshot, error)
 	// conn gives one sender goroutine what it sends with (a stream of its
 	// own with --streaming); the goroutine closes it when done.
@@ -97,10 +103,16 @@ func (h *httpProtocol) model(ctx context.Context) (*modelInfo, error) {
 	return fetchModel(ctx, h.hc, h.ep, h.o.baseURL, h.o.model)
 }
 
-func (h *httpProtocol) prepare(info *modelInfo, sets [][]tensorData) error {
+func (h *httpProtocol) prepare(info *modelInfo, sets [][]tensorData, shm *shmLayout) error {
 	h.bodies = make([]reqBody, 0, len(sets))
 	for k, tensors := range sets {
-		b, err := encodeRequest(info.inputs, tensors, info.outputs, h.o.binary)
+		var b reqBody
+		var err error
+		if shm != nil {
+			b, err = encodeShmRequest(info.inputs, tensors, shm.inputs[k], info.outputs, shm.outputs)
+		} else {
+			b, err = encodeRequest(info.inputs, tensors, info.outputs, h.o.binary)
+		}
 		if err != nil {
 			if fromFile(h.o) {
 				return fmt.Errorf("data file: step %d: %w", k, err)
@@ -110,6 +122,22 @@ func (h *httpProtocol) prepare(info *modelInfo, sets [][]tensorData) error {
 		h.bodies = append(h.bodies, b)
 	}
 	return nil
+}
+
+func (h *httpProtocol) registerSystemShm(ctx context.Context, name, key string, size int64) error {
+	body, err := json.Marshal(struct {
+		Key      string `json:"key"`
+		Offset   int64  `json:"offset"`
+		ByteSize int64  `json:"byte_size"`
+	}{key, 0, size})
+	if err != nil {
+		return err
+	}
+	return postJSON(ctx, h.hc, h.o.baseURL+"/v2/systemsharedmemory/region/"+url.PathEscape(name)+"/register", body)
+}
+
+func (h *httpProtocol) unregisterSystemShm(ctx context.Context, name string) error {
+	return postJSON(ctx, h.hc, h.o.baseURL+"/v2/systemsharedmemory/region/"+url.PathEscape(name)+"/unregister", nil)
 }
 
 func (h *httpProtocol) stats(ctx context.Context) (statsSnapshot, error) {
