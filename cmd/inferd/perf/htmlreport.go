@@ -251,7 +251,7 @@ td.err { color: #a00; text-align: left; }
 {{end}}</div>
 <h2>{{if .R.Search}}Configurations{{else}}Measurements{{end}}</h2>
 {{if .R.Search}}<table id="configs">
-<thead><tr><th>Configuration</th><th>Instances</th><th>max_batch_size</th><th>Dynamic batching</th><th>Best infer/s</th><th>At</th><th>p99 there (µs)</th></tr></thead>
+<thead><tr><th>Configuration</th><th>Instances</th><th>max_batch_size</th><th>Dynamic batching</th><th>Best infer/s</th><th>At concurrency</th><th>p99 there (µs)</th></tr></thead>
 <tbody>
 {{range .R.Runs}}<tr class="config{{if .Winner}} winner{{end}}"><td>{{.Name}}{{if .Winner}} (best){{end}}</td>{{with .Trial}}<td>{{.Instances}}</td><td>{{.MaxBatch}}</td><td>{{.DynamicText}}</td>{{end}}
 {{if .Err}}<td class="err" colspan="3">{{.Err}}</td>{{else}}<td>{{f1 .Score}}</td><td>{{.ScoreAt}}</td><td>{{.P99AtScore}}</td>{{end}}</tr>

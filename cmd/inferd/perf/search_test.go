@@ -367,14 +367,16 @@ func TestParseCPULine(t *testing.T) {
 
 func TestNiceTicks(t *testing.T) {
 	for _, c := range []struct {
-		lo, hi float64
-		want   []float64
+		lo, hi, minStep float64
+		want            []float64
 	}{
-		{0, 10, []float64{0, 2, 4, 6, 8, 10}},
-		{0, 9500, []float64{0, 2000, 4000, 6000, 8000, 10000}},
-		{0, 0, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
+		{0, 10, 0, []float64{0, 2, 4, 6, 8, 10}},
+		{0, 9500, 0, []float64{0, 2000, 4000, 6000, 8000, 10000}},
+		{0, 0, 0, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
+		{0, 2, 0, []float64{0, 0.5, 1, 1.5, 2}},
+		{0, 2, 1, []float64{0, 1, 2}},
 	} {
-		if got := niceTicks(c.lo, c.hi, 5); !slices.Equal(got, c.want) {
+		if got := niceTicks(c.lo, c.hi, 5, c.minStep); !slices.Equal(got, c.want) {
 			t.Errorf("niceTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
 		}
 	}

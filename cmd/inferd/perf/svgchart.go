@@ -37,8 +37,10 @@ const (
 	axisStyle, gridStyle, labelTextStyle = `stroke="#333" stroke-width="1"`, `stroke="#ddd" stroke-width="1"`, `font-size="12" fill="#333"`
 )
 
-// niceTicks returns about n round tick values covering [lo, hi].
-func niceTicks(lo, hi float64, n int) []float64 {
+// niceTicks returns about n round tick values covering [lo, hi], at
+// least minStep apart (1 for an axis of whole numbers such as
+// concurrency).
+func niceTicks(lo, hi float64, n int, minStep float64) []float64 {
 	if hi <= lo {
 		hi = lo + 1
 	}
@@ -51,6 +53,7 @@ func niceTicks(lo, hi float64, n int) []float64 {
 			break
 		}
 	}
+	step = math.Max(step, minStep)
 	start := math.Floor(lo/step) * step
 	var ticks []float64
 	for v := start; v <= hi+step*1e-9; v += step {
@@ -89,8 +92,12 @@ type axes struct {
 	x0, x1, y0, y1 float64
 }
 
-func newAxes(xmin, xmax, ymin, ymax float64) axes {
-	a := axes{xt: niceTicks(xmin, xmax, tickCount), yt: niceTicks(ymin, ymax, tickCount)}
+func newAxes(xmin, xmax, ymin, ymax float64, wholeX bool) axes {
+	minStep := 0.0
+	if wholeX {
+		minStep = 1
+	}
+	a := axes{xt: niceTicks(xmin, xmax, tickCount, minStep), yt: niceTicks(ymin, ymax, tickCount, 0)}
 	a.x0, a.x1 = a.xt[0], a.xt[len(a.xt)-1]
 	a.y0, a.y1 = a.yt[0], a.yt[len(a.yt)-1]
 	return a
@@ -124,13 +131,14 @@ func (a axes) draw(b *strings.Builder, xLabel, yLabel string, xTicks bool) {
 // false when there is nothing to draw.
 func lineSVG(id, xLabel, yLabel string, ss []series) (svg string, ok bool) {
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
-	n := 0
+	n, wholeX := 0, true
 	for _, s := range ss {
 		for i := range s.X {
 			if bad(s.X[i]) || bad(s.Y[i]) {
 				continue
 			}
 			xmin, xmax, ymax = math.Min(xmin, s.X[i]), math.Max(xmax, s.X[i]), math.Max(ymax, s.Y[i])
+			wholeX = wholeX && s.X[i] == math.Trunc(s.X[i])
 			n++
 		}
 	}
@@ -140,7 +148,7 @@ func lineSVG(id, xLabel, yLabel string, ss []series) (svg string, ok bool) {
 	if xmin == xmax {
 		xmin, xmax = xmin*0.9, xmax*1.1+1e-9
 	}
-	a := newAxes(math.Min(xmin, 0), xmax, 0, ymax)
+	a := newAxes(math.Min(xmin, 0), xmax, 0, ymax, wholeX)
 	var b strings.Builder
 	fmt.Fprintf(&b, `%s id="%s" data-points="%d" aria-label="%s">`, svgOpen, html.EscapeString(id), n, html.EscapeString(yLabel+" by "+xLabel))
 	a.draw(&b, xLabel, yLabel, true)
@@ -187,7 +195,7 @@ func stackSVG(id, xLabel, yLabel string, categories []string, ss []series) (svg 
 	if n == 0 {
 		return "", false
 	}
-	a := newAxes(0, 1, 0, ymax)
+	a := newAxes(0, 1, 0, ymax, false)
 	var b strings.Builder
 	fmt.Fprintf(&b, `%s id="%s" data-points="%d" aria-label="%s">`, svgOpen, html.EscapeString(id), n, html.EscapeString(yLabel+" by "+xLabel))
 	a.draw(&b, xLabel, yLabel, false)
