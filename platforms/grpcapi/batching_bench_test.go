@@ -46,7 +46,7 @@ func BenchmarkGRPCBatching(b *testing.B) {
 	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
 		strconv.Itoa(len(x)) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
 	url := srv.httpBase + "/v2/models/" + model + "/infer"
-	client := dialBench(b, srv.grpcAddr)
+	client := dialBench(b, srv.grpcAddr, true)
 
 	// Both frontends compute what the in-process reference does.
 	want := ref.Y(b, x)

@@ -59,9 +59,12 @@ const identityElems = 1 << 20
 // loopback listener.
 type benchServers struct {
 	grpcAddr string // host:port
-	httpBase string // http://host:port
-	root     string // the repository
-	core     *core.Server
+	// grpcBefore serves the same core over gRPC with grpc-go's default
+	// HTTP/2 settings (Server.callOptions), as before transportOptions.
+	grpcBefore string
+	httpBase   string // http://host:port
+	root       string // the repository
+	core       *core.Server
 }
 
 // benchModels are `simple` and `identity_fp32`.
@@ -81,12 +84,16 @@ func startBenchServers(b *testing.B, models map[string]servertest.Model) benchSe
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	api := New(c, Options{Logger: quiet})
-	g := grpc.NewServer(api.ServerOptions()...)
-	api.Register(g)
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	servertest.Must(b, err)
-	go func() { _ = g.Serve(gl) }()
-	b.Cleanup(g.Stop)
+	serve := func(opts []grpc.ServerOption) string {
+		g := grpc.NewServer(opts...)
+		api.Register(g)
+		gl, err := net.Listen("tcp", "127.0.0.1:0")
+		servertest.Must(b, err)
+		go func() { _ = g.Serve(gl) }()
+		b.Cleanup(g.Stop)
+		return gl.Addr().String()
+	}
+	grpcAddr, grpcBefore := serve(api.ServerOptions()), serve(api.callOptions())
 
 	hs := &http.Server{Handler: httpapi.New(c, httpapi.Options{Logger: quiet}), ReadHeaderTimeout: 10 * time.Second}
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -97,7 +104,7 @@ func startBenchServers(b *testing.B, models map[string]servertest.Model) benchSe
 		defer cancel()
 		_ = hs.Shutdown(ctx)
 	})
-	return benchServers{grpcAddr: gl.Addr().String(), httpBase: "http://" + hl.Addr().String(), root: root, core: c}
+	return benchServers{grpcAddr: grpcAddr, grpcBefore: grpcBefore, httpBase: "http://" + hl.Addr().String(), root: root, core: c}
 }
 
 // bareGRPC is the floor of any grpc-go inference server: the generated
@@ -117,10 +124,16 @@ func (s *bareGRPC) ModelInfer(_ context.Context, req *pb.ModelInferRequest) (*pb
 }
 
 // startBareGRPC serves bareGRPC on a loopback listener with the same message
-// size limits and stream workers as grpcapi and returns its address.
-func startBareGRPC(b *testing.B, reply *pb.ModelInferResponse) string {
+// size limits and stream workers as grpcapi, and its HTTP/2 settings and
+// codec (tuned) or grpc-go's defaults, and returns its address.
+func startBareGRPC(b *testing.B, reply *pb.ModelInferResponse, tuned bool) string {
 	b.Helper()
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(math.MaxInt32), grpc.MaxSendMsgSize(math.MaxInt32), grpc.NumStreamWorkers(streamWorkers))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(math.MaxInt32), grpc.MaxSendMsgSize(math.MaxInt32), grpc.NumStreamWorkers(streamWorkers)}
+	if tuned {
+		opts = append(opts, grpc.ForceServerCodecV2(newInferCodec()))
+		opts = append(opts, transportOptions()...)
+	}
+	g := grpc.NewServer(opts...)
 	pb.RegisterGRPCInferenceServiceServer(g, &bareGRPC{reply: reply})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	servertest.Must(b, err)
@@ -130,12 +143,18 @@ func startBareGRPC(b *testing.B, reply *pb.ModelInferResponse) string {
 }
 
 // dialBench opens one client connection (HTTP/2 multiplexes every caller
-// over it, as tritonclient's gRPC client does) without message size limits.
-func dialBench(b *testing.B, addr string) pb.GRPCInferenceServiceClient {
+// over it, as tritonclient's gRPC client does) without message size
+// limits: with DialOptions (tuned) or with grpc-go's defaults otherwise.
+func dialBench(b *testing.B, addr string, tuned bool) pb.GRPCInferenceServiceClient {
 	b.Helper()
-	conn, err := grpc.NewClient(addr,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
+	}
+	if tuned {
+		opts = DialOptions()
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	servertest.Must(b, err)
 	b.Cleanup(func() { _ = conn.Close() })
 	return pb.NewGRPCInferenceServiceClient(conn)
@@ -195,23 +214,27 @@ const simpleBinaryHeader = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype
 // instances) over gRPC ModelInfer with raw_input_contents against a bare
 // grpc-go handler of the same service that answers inferd's own reply, and
 // against HTTP with the binary extension on the same core, at concurrency 1
-// and 16.
+// and 16. The gRPC pair runs twice: as served now, with DialOptions'
+// client, and "before", both servers and the client with grpc-go's
+// default HTTP/2 settings and codec (the bare one's) as before
+// transportOptions.
 func BenchmarkGRPCSimple(b *testing.B) {
 	srv := startBenchServers(b, benchModels())
-	client := dialBench(b, srv.grpcAddr)
+	client := dialBench(b, srv.grpcAddr, true)
 	req := simpleRequest(true)
 	reply, err := client.ModelInfer(context.Background(), req)
 	servertest.Must(b, err)
 	if len(reply.RawOutputContents) != 2 {
 		b.Fatalf("%d raw outputs", len(reply.RawOutputContents))
 	}
-	bare := dialBench(b, startBareGRPC(b, reply))
 	a, c := simpleInputs()
 	callers := []struct {
 		name string
 		call func() error
 	}{
-		{"bare-grpc", grpcCaller(bare, req, 2)},
+		{"bare-grpc-before", grpcCaller(dialBench(b, startBareGRPC(b, reply, false), false), req, 2)},
+		{"grpc-before", grpcCaller(dialBench(b, srv.grpcBefore, false), req, 2)},
+		{"bare-grpc", grpcCaller(dialBench(b, startBareGRPC(b, reply, true), true), req, 2)},
 		{"grpc", grpcCaller(client, req, 2)},
 		{"http-binary", httpBinaryCaller(srv.httpBase+"/v2/models/simple/infer", simpleBinaryHeader, int32s(a), int32s(c))},
 	}
@@ -224,6 +247,9 @@ func BenchmarkGRPCSimple(b *testing.B) {
 	rs.Report(b,
 		sidebyside.Ratio{Unit: "grpc/bare-p50-c1", Num: "grpc/c1", Den: "bare-grpc/c1", Of: sidebyside.P50Of},
 		sidebyside.Ratio{Unit: "grpc/bare-thru-c16", Num: "grpc/c16", Den: "bare-grpc/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "before-grpc/bare-p50-c1", Num: "grpc-before/c1", Den: "bare-grpc-before/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "before-grpc/bare-thru-c16", Num: "grpc-before/c16", Den: "bare-grpc-before/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "grpc/before-thru-c16", Num: "grpc/c16", Den: "grpc-before/c16", Of: sidebyside.ReqOf},
 		sidebyside.Ratio{Unit: "grpc/http-p50-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.P50Of},
 		sidebyside.Ratio{Unit: "grpc/http-thru-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
 		sidebyside.Ratio{Unit: "grpc/http-p50-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.P50Of},
@@ -233,10 +259,15 @@ func BenchmarkGRPCSimple(b *testing.B) {
 
 // BenchmarkGRPCIdentity4MiB measures a 4 MiB FP32 identity ([1, 1<<20])
 // over gRPC ModelInfer with raw_input_contents and over HTTP with the binary
-// extension on the same core, at concurrency 1 and 16.
+// extension on the same core, at concurrency 1 and 16. gRPC runs as served
+// now with DialOptions' client; with grpc-go's default client
+// (grpc-server-only: what the server's settings alone change); "before",
+// server and client with grpc-go's default HTTP/2 settings; and against a
+// bare grpc-go handler with the server's settings and codec that answers
+// inferd's own reply (the floor of grpc-go's framing).
 func BenchmarkGRPCIdentity4MiB(b *testing.B) {
 	srv := startBenchServers(b, benchModels())
-	client := dialBench(b, srv.grpcAddr)
+	client := dialBench(b, srv.grpcAddr, true)
 	data := make([]byte, 4*identityElems)
 	for i := range data {
 		data[i] = byte(i)
@@ -257,7 +288,10 @@ func BenchmarkGRPCIdentity4MiB(b *testing.B) {
 		name string
 		call func() error
 	}{
+		{"grpc-before", grpcCaller(dialBench(b, srv.grpcBefore, false), req, 1)},
+		{"grpc-server-only", grpcCaller(dialBench(b, srv.grpcAddr, false), req, 1)},
 		{"grpc", grpcCaller(client, req, 1)},
+		{"bare-grpc", grpcCaller(dialBench(b, startBareGRPC(b, resp, true), true), req, 1)},
 		{"http-binary", httpBinaryCaller(srv.httpBase+"/v2/models/identity_fp32/infer", header, data)},
 	}
 	rs := sidebyside.Results{}
@@ -267,9 +301,15 @@ func BenchmarkGRPCIdentity4MiB(b *testing.B) {
 		}
 	}
 	rs.Report(b,
-		sidebyside.Ratio{Unit: "grpc/http-p50-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.P50Of},
 		sidebyside.Ratio{Unit: "grpc/http-thru-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
-		sidebyside.Ratio{Unit: "grpc/http-p50-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.P50Of},
 		sidebyside.Ratio{Unit: "grpc/http-thru-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "before-grpc/http-thru-c1", Num: "grpc-before/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "before-grpc/http-thru-c16", Num: "grpc-before/c16", Den: "http-binary/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "server-only-grpc/http-thru-c1", Num: "grpc-server-only/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "server-only-grpc/http-thru-c16", Num: "grpc-server-only/c16", Den: "http-binary/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "bare/http-thru-c1", Num: "bare-grpc/c1", Den: "http-binary/c1", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "bare/http-thru-c16", Num: "bare-grpc/c16", Den: "http-binary/c16", Of: sidebyside.ReqOf},
+		sidebyside.Ratio{Unit: "grpc/http-p50-c1", Num: "grpc/c1", Den: "http-binary/c1", Of: sidebyside.P50Of},
+		sidebyside.Ratio{Unit: "grpc/http-p50-c16", Num: "grpc/c16", Den: "http-binary/c16", Of: sidebyside.P50Of},
 	)
 }

@@ -6,33 +6,36 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
 // Field numbers of the raw tensor contents (grpc_service.proto).
 const (
-	rawInputField      protowire.Number = 7 // ModelInferRequest.raw_input_contents
-	rawOutputField     protowire.Number = 6 // ModelInferResponse.raw_output_contents
-	streamInferField   protowire.Number = 2 // ModelStreamInferResponse.infer_response
-	rawOutputMinLength                  = 16 << 10
+	rawInputField    protowire.Number = 7 // ModelInferRequest.raw_input_contents
+	rawOutputField   protowire.Number = 6 // ModelInferResponse.raw_output_contents
+	streamInferField protowire.Number = 2 // ModelStreamInferResponse.infer_response
+	rawMinLength                      = 16 << 10
 )
 
-// inferCodec is the server's message codec: grpc-go's proto codec, with
-// the tensor bytes of inference messages not copied where the proto codec
-// copies them.
+// inferCodec is the message codec of the server and of DialOptions'
+// clients: grpc-go's proto codec, with the tensor bytes of inference
+// messages not copied where the proto codec copies them.
 //
-//   - A ModelInferRequest (ModelInfer, ModelStreamInfer) is read from one
-//     copy of the received message, which its raw_input_contents alias;
-//     the proto codec copies the message into a pooled buffer and each raw
-//     input out of it again. Everything else goes through proto.Unmarshal.
-//   - A ModelInferResponse, alone or in a ModelStreamInferResponse, whose
-//     raw_output_contents hold at least rawOutputMinLength bytes is sent as
-//     its other fields marshalled, then each raw output's tag and length
-//     and the core's output buffer itself, instead of a copy of everything
-//     in one buffer. raw_output_contents is the last field of both
-//     messages, and infer_response the last of the stream's, so the bytes
-//     sent are the ones proto.Marshal writes.
+//   - A ModelInferRequest or ModelInferResponse is read from one copy of
+//     the received message, which its raw contents alias; the proto codec
+//     copies the message into a pooled buffer and each raw content out of
+//     it again. Everything else goes through proto.Unmarshal.
+//   - A ModelInferRequest or ModelInferResponse, the latter alone or in a
+//     ModelStreamInferResponse, whose raw contents hold at least
+//     rawMinLength bytes is sent as its other fields marshalled, then each
+//     raw content's tag and length and the tensor's buffer itself, instead
+//     of a copy of everything in one buffer. The raw contents are the last
+//     field of both messages, and infer_response the last of the stream's,
+//     so the bytes sent are the ones proto.Marshal writes (unknown fields,
+//     which proto.Marshal writes last, come before them). The message is
+//     not changed: a client may send one request from many goroutines.
 //
 // Every other message goes through the proto codec unchanged.
 type inferCodec struct{ proto encoding.CodecV2 }
@@ -42,103 +45,111 @@ func newInferCodec() inferCodec { return inferCodec{proto: encoding.GetCodecV2(p
 func (inferCodec) Name() string { return protoenc.Name }
 
 func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	req, ok := v.(*pb.ModelInferRequest)
-	if !ok {
-		return c.proto.Unmarshal(data, v)
+	// The copy is garbage-collected memory: the message's tensors keep it
+	// for as long as they are used.
+	switch m := v.(type) {
+	case *pb.ModelInferRequest:
+		return unmarshalAliased(data.Materialize(), m, rawInputField, &m.RawInputContents)
+	case *pb.ModelInferResponse:
+		return unmarshalAliased(data.Materialize(), m, rawOutputField, &m.RawOutputContents)
 	}
-	// The copy is garbage-collected memory: the request's tensors keep it
-	// for as long as the core uses them.
-	return unmarshalInferRequest(data.Materialize(), req)
+	return c.proto.Unmarshal(data, v)
 }
 
-// unmarshalInferRequest unmarshals buf into req as proto.Unmarshal does,
-// except that raw_input_contents are subslices of buf. The fields between
-// them are merged in order, which is how protobuf reads a message
-// anyway; on any error the whole of buf goes through proto.Unmarshal, so
-// that the error is the one it gives.
+// unmarshalInferRequest is unmarshalAliased for a request.
 func unmarshalInferRequest(buf []byte, req *pb.ModelInferRequest) error {
-	proto.Reset(req)
+	return unmarshalAliased(buf, req, rawInputField, &req.RawInputContents)
+}
+
+// unmarshalAliased unmarshals buf into m as proto.Unmarshal does, except
+// that the bytes field number field, which is *raw, holds subslices of buf.
+// The fields between them are merged in order, which is how protobuf reads
+// a message anyway; on any error the whole of buf goes through
+// proto.Unmarshal, so that the error is the one it gives.
+func unmarshalAliased(buf []byte, m proto.Message, field protowire.Number, raw *[][]byte) error {
+	proto.Reset(m)
 	merge := proto.UnmarshalOptions{Merge: true}
-	var raw [][]byte
+	var got [][]byte
 	run := 0 // start of the fields not yet unmarshalled
 	for off := 0; off < len(buf); {
 		num, typ, n := protowire.ConsumeTag(buf[off:])
 		if n < 0 {
-			return proto.Unmarshal(buf, req)
+			return proto.Unmarshal(buf, m)
 		}
-		if num == rawInputField && typ == protowire.BytesType {
-			b, m := protowire.ConsumeBytes(buf[off+n:])
-			if m < 0 {
-				return proto.Unmarshal(buf, req)
+		if num == field && typ == protowire.BytesType {
+			b, k := protowire.ConsumeBytes(buf[off+n:])
+			if k < 0 {
+				return proto.Unmarshal(buf, m)
 			}
-			if err := merge.Unmarshal(buf[run:off], req); err != nil {
-				return proto.Unmarshal(buf, req)
+			if err := merge.Unmarshal(buf[run:off], m); err != nil {
+				return proto.Unmarshal(buf, m)
 			}
-			raw = append(raw, b[:len(b):len(b)])
-			off += n + m
+			got = append(got, b[:len(b):len(b)])
+			off += n + k
 			run = off
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, buf[off+n:])
-		if m < 0 {
-			return proto.Unmarshal(buf, req)
+		k := protowire.ConsumeFieldValue(num, typ, buf[off+n:])
+		if k < 0 {
+			return proto.Unmarshal(buf, m)
 		}
-		off += n + m
+		off += n + k
 	}
-	if err := merge.Unmarshal(buf[run:], req); err != nil {
-		return proto.Unmarshal(buf, req)
+	if err := merge.Unmarshal(buf[run:], m); err != nil {
+		return proto.Unmarshal(buf, m)
 	}
-	req.RawInputContents = raw
+	*raw = got
 	return nil
 }
 
 func (c inferCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
+	case *pb.ModelInferRequest:
+		if rawLength(m.GetRawInputContents()) >= rawMinLength {
+			return c.marshalRaw(m, rawInputField, m.RawInputContents)
+		}
 	case *pb.ModelInferResponse:
-		if rawLength(m) >= rawOutputMinLength {
-			return c.marshalInferResponse(m)
+		if rawLength(m.GetRawOutputContents()) >= rawMinLength {
+			return c.marshalRaw(m, rawOutputField, m.RawOutputContents)
 		}
 	case *pb.ModelStreamInferResponse:
-		if rawLength(m.GetInferResponse()) >= rawOutputMinLength {
+		if rawLength(m.GetInferResponse().GetRawOutputContents()) >= rawMinLength {
 			return c.marshalStreamResponse(m)
 		}
 	}
 	return c.proto.Marshal(v)
 }
 
-// rawLength is the length of resp's raw output contents.
-func rawLength(resp *pb.ModelInferResponse) int {
+// rawLength is the length of a message's raw contents.
+func rawLength(raw [][]byte) int {
 	n := 0
-	for _, r := range resp.GetRawOutputContents() {
+	for _, r := range raw {
 		n += len(r)
 	}
 	return n
 }
 
-// marshalInferResponse is resp's other fields marshalled by the proto
-// codec, then its raw outputs, each tag and length then the buffer itself.
-// resp is the call's own and nothing reads it meanwhile: its raw outputs
-// are set aside while the rest is marshalled.
-func (c inferCodec) marshalInferResponse(resp *pb.ModelInferResponse) (mem.BufferSlice, error) {
-	raw := resp.RawOutputContents
-	head, err := marshalWithout(c, resp, &resp.RawOutputContents)
+// marshalRaw is m's fields but field (raw) marshalled by the proto codec,
+// then each of raw as its tag and length and the buffer itself.
+func (c inferCodec) marshalRaw(m proto.Message, field protowire.Number, raw [][]byte) (mem.BufferSlice, error) {
+	head, err := c.proto.Marshal(without(m, field))
 	if err != nil {
 		return nil, err
 	}
 	out := make(mem.BufferSlice, 0, len(head)+2*len(raw))
-	return appendRawOutputs(append(out, head...), raw), nil
+	return appendRaw(append(out, head...), field, raw), nil
 }
 
-// marshalStreamResponse is marshalInferResponse for a stream's response:
-// its error message, then infer_response's tag and length, then the
-// response as marshalInferResponse sends it.
+// marshalStreamResponse is marshalRaw for a stream's response: its error
+// message, then infer_response's tag and length, then the response as
+// marshalRaw sends it.
 func (c inferCodec) marshalStreamResponse(sr *pb.ModelStreamInferResponse) (mem.BufferSlice, error) {
 	resp := sr.InferResponse
-	outer, err := marshalWithout(c, sr, &sr.InferResponse)
+	outer, err := c.proto.Marshal(without(sr, streamInferField))
 	if err != nil {
 		return nil, err
 	}
-	inner, err := c.marshalInferResponse(resp)
+	inner, err := c.marshalRaw(resp, rawOutputField, resp.RawOutputContents)
 	if err != nil {
 		outer.Free()
 		return nil, err
@@ -150,23 +161,28 @@ func (c inferCodec) marshalStreamResponse(sr *pb.ModelStreamInferResponse) (mem.
 	return append(out, inner...), nil
 }
 
-// marshalWithout marshals m with *field set aside (zero), then puts the
-// field back.
-func marshalWithout[T any](c inferCodec, m any, field *T) (mem.BufferSlice, error) {
-	saved := *field
-	var zero T
-	*field = zero
-	defer func() { *field = saved }()
-	return c.proto.Marshal(m)
+// without is a new message of m's type holding m's fields (shared, not
+// copied) and unknown fields, except field number field.
+func without(m proto.Message, field protowire.Number) proto.Message {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Number() != field {
+			dst.Set(fd, v)
+		}
+		return true
+	})
+	dst.SetUnknown(src.GetUnknown())
+	return dst.Interface()
 }
 
-// appendRawOutputs appends each raw output as its tag and length, then the
-// output's own buffer (the core's, not copied).
-func appendRawOutputs(out mem.BufferSlice, raw [][]byte) mem.BufferSlice {
+// appendRaw appends each of raw as field number field's tag and length,
+// then the buffer itself (not copied).
+func appendRaw(out mem.BufferSlice, field protowire.Number, raw [][]byte) mem.BufferSlice {
 	hdrs := make([]byte, 0, len(raw)*(1+protowire.SizeVarint(1<<63)))
 	for _, r := range raw {
 		start := len(hdrs)
-		hdrs = protowire.AppendTag(hdrs, rawOutputField, protowire.BytesType)
+		hdrs = protowire.AppendTag(hdrs, field, protowire.BytesType)
 		hdrs = protowire.AppendVarint(hdrs, uint64(len(r)))
 		out = append(out, mem.SliceBuffer(hdrs[start:len(hdrs):len(hdrs)]))
 		if len(r) > 0 {

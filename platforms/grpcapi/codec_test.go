@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -99,11 +100,11 @@ func aliases(b, buf []byte) bool {
 	return false
 }
 
-// TestInferCodecMarshal: responses, small or large, alone or in a stream
-// response, are the bytes proto.Marshal writes; large raw outputs are sent
-// from their own buffers.
+// TestInferCodecMarshal: requests and responses, small or large, the
+// latter alone or in a stream response, are the bytes proto.Marshal
+// writes; large raw contents are sent from their own buffers.
 func TestInferCodecMarshal(t *testing.T) {
-	big := bytes.Repeat([]byte{1, 2, 3}, rawOutputMinLength)
+	big := bytes.Repeat([]byte{1, 2, 3}, rawMinLength)
 	response := func(raw ...[]byte) *pb.ModelInferResponse {
 		return &pb.ModelInferResponse{
 			ModelName: "m", ModelVersion: "1", Id: "id",
@@ -115,8 +116,24 @@ func TestInferCodecMarshal(t *testing.T) {
 			RawOutputContents: raw,
 		}
 	}
+	request := func(raw ...[]byte) *pb.ModelInferRequest {
+		return &pb.ModelInferRequest{
+			ModelName: "m", ModelVersion: "2", Id: "r",
+			Parameters: map[string]*pb.InferParameter{"sequence_id": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 4}}},
+			Inputs: []*pb.ModelInferRequest_InferInputTensor{
+				{Name: "x", Datatype: "UINT8", Shape: []int64{int64(len(big))}},
+				{Name: "s", Datatype: "UINT8", Shape: []int64{0}},
+			},
+			Outputs:          []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "y"}},
+			RawInputContents: raw,
+		}
+	}
 	c := newInferCodec()
 	for i, m := range []proto.Message{
+		request(),
+		request([]byte{1}, nil),
+		request(big, nil),
+		request(big[:9], []byte{}, big),
 		response(),
 		response([]byte{1, 2}, nil),
 		response(big, nil),
@@ -143,7 +160,7 @@ func TestInferCodecMarshal(t *testing.T) {
 				copied = false
 			}
 		}
-		if copied == (rawLength(inferOf(m)) >= rawOutputMinLength) {
+		if copied == (rawLength(rawOf(m)) >= rawMinLength) {
 			t.Errorf("case %d: raw outputs copied %v", i, copied)
 		}
 		if got, err := proto.Marshal(m); err != nil || !bytes.Equal(got, want) {
@@ -159,12 +176,88 @@ func TestInferCodecMarshal(t *testing.T) {
 	}
 }
 
-func inferOf(m proto.Message) *pb.ModelInferResponse {
+// rawOf is a message's raw tensor contents.
+func rawOf(m proto.Message) [][]byte {
 	switch m := m.(type) {
+	case *pb.ModelInferRequest:
+		return m.GetRawInputContents()
 	case *pb.ModelInferResponse:
-		return m
+		return m.GetRawOutputContents()
 	case *pb.ModelStreamInferResponse:
-		return m.GetInferResponse()
+		return m.GetInferResponse().GetRawOutputContents()
 	}
 	return nil
+}
+
+// TestInferCodecMarshalShared: one request marshalled from several
+// goroutines at once (a client sending it on many calls) is neither
+// changed nor raced on (go test -race).
+func TestInferCodecMarshalShared(t *testing.T) {
+	req := &pb.ModelInferRequest{
+		ModelName:        "m",
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "UINT8", Shape: []int64{rawMinLength}}},
+		RawInputContents: [][]byte{make([]byte, rawMinLength)},
+	}
+	want, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newInferCodec()
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			data, err := c.Marshal(req)
+			if err == nil && !bytes.Equal(data.Materialize(), want) {
+				err = fmt.Errorf("marshalled %d bytes, want %d", data.Len(), len(want))
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if len(req.RawInputContents) != 1 || len(req.RawInputContents[0]) != rawMinLength {
+		t.Errorf("request changed: %d raw inputs", len(req.RawInputContents))
+	}
+}
+
+// TestInferCodecUnmarshalResponse: a ModelInferResponse reads as
+// proto.Unmarshal reads it, and its raw outputs alias the message.
+func TestInferCodecUnmarshalResponse(t *testing.T) {
+	resp := &pb.ModelInferResponse{
+		ModelName: "m", ModelVersion: "1", Id: "id",
+		Outputs:           []*pb.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "UINT8", Shape: []int64{3}}, {Name: "z"}},
+		RawOutputContents: [][]byte{{1, 2, 3}, {}},
+	}
+	enc, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newInferCodec()
+	for i, in := range [][]byte{enc, append(bytes.Clone(enc), 0x32, 0x02, 7, 8), enc[:len(enc)-2]} {
+		want := &pb.ModelInferResponse{}
+		wantErr := proto.Unmarshal(in, want)
+		got := &pb.ModelInferResponse{ModelName: "stale"}
+		half := len(in) / 2
+		gotErr := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in[:half]), mem.SliceBuffer(in[half:])}, got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("case %d: error %v, proto.Unmarshal's %v", i, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			continue
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("case %d: got %v, want %v", i, got, want)
+		}
+		buf := bytes.Clone(in)
+		direct := &pb.ModelInferResponse{}
+		if err := unmarshalAliased(buf, direct, rawOutputField, &direct.RawOutputContents); err != nil || !proto.Equal(direct, want) {
+			t.Fatalf("case %d: unmarshalAliased: %v, %v", i, direct, err)
+		}
+		if r := direct.RawOutputContents[0]; !aliases(r, buf) || cap(r) != len(r) {
+			t.Errorf("case %d: raw output is a copy, or reaches past its end", i)
+		}
+	}
 }

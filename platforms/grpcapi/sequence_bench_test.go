@@ -186,7 +186,7 @@ func runSequenceBench(b *testing.B, sb seqBench) {
 		models[sb.family+"_"+strategy] = servertest.Model{Config: sb.modelConfig(b, strategy), ONNX: sb.onnx}
 	}
 	srv := startBenchServers(b, models)
-	client := dialBench(b, srv.grpcAddr)
+	client := dialBench(b, srv.grpcAddr, true)
 	ref := newSeqReference(b, srv.root, sb.family+"_direct", sb.modelConfig(b, "direct"), sb)
 	if sb.want == nil { // the in-process answers, one sequence alone
 		sb.want = ref.trajectory(b)

@@ -126,9 +126,15 @@ func New(c *core.Server, opts Options) *Server {
 // ServerOptions are the grpc.NewServer options the API needs: Triton's
 // message size limits (MAX_GRPC_MESSAGE_SIZE, INT32_MAX, in
 // triton-inference-server/server src/common.h), the interceptors of the
-// restricted protocols and of draining, and the codec that
-// does not copy tensor contents (inferCodec).
+// restricted protocols and of draining, the codec that
+// does not copy tensor contents (inferCodec), and the HTTP/2 settings
+// for large tensors (transportOptions).
 func (s *Server) ServerOptions() []grpc.ServerOption {
+	return append(s.callOptions(), transportOptions()...)
+}
+
+// callOptions are ServerOptions with grpc-go's default HTTP/2 settings.
+func (s *Server) callOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(math.MaxInt32),
 		grpc.MaxSendMsgSize(math.MaxInt32),

@@ -58,7 +58,7 @@ func benchSharedMemory(b *testing.B, size int, model string) {
 	regions := shm.NewManager(nil)
 	servertest.Must(b, regions.InstallGuard())
 	srv := startSharedMemoryServers(b, regions)
-	client := dialBench(b, srv.grpcAddr)
+	client := dialBench(b, srv.grpcAddr, true)
 	elems := size / 4
 	data := make([]byte, size)
 	for i := range data {
