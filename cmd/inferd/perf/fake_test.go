@@ -28,12 +28,15 @@ type fakeServer struct {
 	inferStatus int  // non-200 makes every infer fail with {"error":"boom"}
 	noConfig    bool // a plain KServe server: no config extension
 	noStats     bool // ... and no statistics extension
+	// delay, when set, is how long the n-th infer request (from 0) takes.
+	delay func(n int64) time.Duration
 
 	mu       sync.Mutex
 	paths    map[string]bool
 	received []fakeRequest
 	success  int64
 	items    int64 // inference_count: batch elements
+	served   int64 // infer requests begun
 }
 
 type fakeRequest struct {
@@ -77,6 +80,13 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) infer(w http.ResponseWriter, r *http.Request) {
+	if f.delay != nil {
+		f.mu.Lock()
+		n := f.served
+		f.served++
+		f.mu.Unlock()
+		time.Sleep(f.delay(n))
+	}
 	if f.inferStatus != 0 && f.inferStatus != 200 {
 		w.WriteHeader(f.inferStatus)
 		io.WriteString(w, `{"error":"boom"}`)
@@ -369,5 +379,65 @@ func cannedResponder(c net.Conn) {
 		if _, err := c.Write(resp); err != nil {
 			return
 		}
+	}
+}
+
+func TestSweepStops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		delay  func(n int64) time.Duration
+		args   []string
+		code   int
+		stderr []string
+		stdout []string // present; with the summary absent
+	}{
+		// perf_analyzer ends the sweep at the first setting over
+		// --latency-threshold and reports no figures for it.
+		{"over the latency limit", func(int64) time.Duration { return 3 * time.Millisecond }, []string{"-s", "1000", "-l", "1"}, 0,
+			[]string{"Measured latency went over the set limit of 1 msec. "}, []string{"Request concurrency: 1\n"}},
+		// ... and at the first that does not settle, which is an error
+		// when it is the first.
+		{"unstable", func(n int64) time.Duration { return time.Duration(n) * 20 * time.Microsecond }, []string{"-s", "1"}, 1,
+			[]string{"Failed to obtain stable measurement within 3 measurement windows for concurrency 1. Please try to increase the --measurement-interval.",
+				"inferd perf: Failed to obtain stable measurement."}, []string{"Request concurrency: 1\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeServer{delay: tc.delay}
+			url := f.start(t)
+			jsonPath := filepath.Join(t.TempDir(), "r.json")
+			csvPath := filepath.Join(t.TempDir(), "r.csv")
+			code, stdout, stderr := runPerf(t, append([]string{"-m", "add", "-u", url, "--concurrency-range", "1:3", "-p", "100", "--max-trials", "3",
+				"--json", jsonPath, "-f", csvPath}, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+			for _, want := range tc.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout)
+				}
+			}
+			if strings.Contains(stdout, "Request concurrency: 2") || strings.Contains(stdout, "Client:") || strings.Contains(stdout, "Inferences/Second vs.") {
+				t.Errorf("the sweep went on or reported the setting:\n%s", stdout)
+			}
+			// The JSON report keeps the setting, marked; the CSV has only
+			// its header.
+			var rep report
+			b, err := os.ReadFile(jsonPath)
+			must(t, err)
+			must(t, json.Unmarshal(b, &rep))
+			if len(rep.Results) != 1 || rep.Results[0].Stable == (tc.code != 0) || rep.Results[0].OverLatencyThreshold == (tc.code != 0) {
+				t.Errorf("JSON %s", b)
+			}
+			if rows := readCSV(t, csvPath); len(rows) != 0 {
+				t.Errorf("CSV rows %v", rows)
+			}
+		})
 	}
 }

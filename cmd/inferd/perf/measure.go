@@ -10,6 +10,16 @@ import (
 	"time"
 )
 
+// errUnstable ends a run whose first setting did not settle, in
+// perf_analyzer's words.
+var errUnstable = verbatimError("Failed to obtain stable measurement.")
+
+// verbatimError is an error whose text is another tool's, kept as it is
+// so that scripts matching that tool's output keep working.
+type verbatimError string
+
+func (e verbatimError) Error() string { return string(e) }
+
 // errAllFailed is wrapped by the error that ends a run in which no request
 // of a window succeeded.
 var errAllFailed = errors.New("every request failed")
@@ -142,14 +152,17 @@ type result struct {
 	ClientRecvUS float64 `json:"client_recv_us"`
 	// StabilityLatency is the latency stability was judged on (the
 	// average, or --percentile).
-	StabilityLatency float64      `json:"stability_latency_us"`
-	Requests         int          `json:"requests"`
-	Errors           int          `json:"errors"`
-	Delayed          int          `json:"delayed_requests"`
-	Stable           bool         `json:"stable"`
-	Windows          int          `json:"windows"`
-	Server           *serverSplit `json:"server,omitempty"`
-	LastError        string       `json:"last_error,omitempty"`
+	StabilityLatency float64 `json:"stability_latency_us"`
+	Requests         int     `json:"requests"`
+	Errors           int     `json:"errors"`
+	Delayed          int     `json:"delayed_requests"`
+	Stable           bool    `json:"stable"`
+	// OverLatencyThreshold marks the setting that ended a sweep by going
+	// over --latency-threshold.
+	OverLatencyThreshold bool         `json:"over_latency_threshold,omitempty"`
+	Windows              int          `json:"windows"`
+	Server               *serverSplit `json:"server,omitempty"`
+	LastError            string       `json:"last_error,omitempty"`
 }
 
 // merge sums windows into a result; before is the server snapshot taken

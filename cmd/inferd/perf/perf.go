@@ -72,22 +72,31 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			runErr = err
 			break
 		}
+		// perf_analyzer's sweep ends at the first setting over
+		// --latency-threshold or not stable, and reports neither (the JSON
+		// report keeps them, marked); it fails when the first setting did
+		// not settle.
+		r.OverLatencyThreshold = o.latencyThreshold > 0 && usec(r.StabilityLatency)/1000 >= o.latencyThreshold.Milliseconds()
 		results = append(results, r)
 		sess.prog.done()
-		writeSettingReport(stdout, o, r)
-		if !r.Stable {
-			sess.warn(unstableMessage(o, r))
-		}
 		if r.Errors > 0 {
 			sess.warn(fmt.Sprintf("%s: %d of %d requests failed, last: %s", r.label(), r.Errors, r.Requests, r.LastError))
 		}
-		if o.latencyThreshold > 0 && r.StabilityLatency > float64(o.latencyThreshold.Microseconds()) {
-			sess.prog.println(fmt.Sprintf("inferd perf: %s latency exceeds --latency-threshold; stopping the sweep", r.label()))
+		if r.OverLatencyThreshold {
+			sess.prog.println(fmt.Sprintf("Measured latency went over the set limit of %d msec. ", o.latencyThreshold.Milliseconds()))
 			break
 		}
+		if !r.Stable {
+			sess.prog.println(unstableMessage(o, r))
+			if i == 0 {
+				runErr = errUnstable
+			}
+			break
+		}
+		writeSettingReport(stdout, o, r)
 	}
 	sess.prog.done()
-	writeSummary(stdout, o, results)
+	writeSummary(stdout, o, reported(results))
 	// Reports hold whatever was measured, also when the run was cut short.
 	if err := writeReports(o, results); err != nil {
 		return errors.Join(runErr, err)

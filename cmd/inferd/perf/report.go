@@ -155,8 +155,20 @@ func writeServer(w io.Writer, s *serverSplit) {
 		usec(s.RequestUS), usec(s.OverheadUS), usec(s.QueueUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
 }
 
+// reported are the results perf_analyzer reports: stable and within
+// --latency-threshold.
+func reported(results []result) []result {
+	var out []result
+	for _, r := range results {
+		if r.Stable && !r.OverLatencyThreshold {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // unstableMessage is perf_analyzer's complaint about a setting that did
-// not settle; inferd perf reports the setting anyway, marked unstable.
+// not settle.
 func unstableMessage(o *options, r result) string {
 	if len(o.rates) > 0 {
 		return fmt.Sprintf("request rate %s: Failed to obtain stable measurement.", cppDouble(r.RequestRate))
@@ -307,7 +319,7 @@ func newReport(o *options, results []result) report {
 // writeReports writes the -f CSV and --json files that were asked for.
 func writeReports(o *options, results []result) error {
 	if o.csvPath != "" {
-		if err := writeFile(o.csvPath, func(w io.Writer) error { return writeCSV(w, o, results) }); err != nil {
+		if err := writeFile(o.csvPath, func(w io.Writer) error { return writeCSV(w, o, reported(results)) }); err != nil {
 			return fmt.Errorf("-f %s: %w", o.csvPath, err)
 		}
 	}
