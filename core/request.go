@@ -58,6 +58,14 @@ type RequestedOutput struct {
 	// output in memory of its own. The caller
 	// must keep Into valid, and not touch it, until the request ends.
 	Into []byte
+	// IntoDevice, when not nil, is where the caller wants the output's
+	// bytes in device memory (a client's CUDA region): a backend that
+	// reads that device (DeviceReader) may write them there, and the
+	// response's tensor then has Device set to it and no Data. The
+	// core passes it on only to a version whose instances read that
+	// device, for a request that runs alone; otherwise the output comes
+	// back in host memory as usual.
+	IntoDevice DeviceData
 }
 
 // InferResponse is the result of one request.
@@ -82,6 +90,10 @@ type Batch struct {
 	// batch of several requests. A backend may write an output there and
 	// return a prefix of it as the result's Data.
 	Into [][]byte
+	// IntoDevice are the device destinations of the outputs
+	// (RequestedOutput.IntoDevice), indexed as Into; nil when none has
+	// one. An output written there is returned with Device set to it.
+	IntoDevice []DeviceData
 	// Results are the produced outputs, in the order of Outputs.
 	Results []*Tensor
 	// ComputeStart, InferStart, InferEnd and ComputeEnd bracket input

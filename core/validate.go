@@ -146,7 +146,29 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 		// caller's destination may change or be lost under it.
 		r.batch.Into = destinations(req.Outputs, r.Outputs)
 	}
+	r.batch.IntoDevice = mv.deviceDestinations(req.Outputs, r.Outputs)
 	return nil
+}
+
+// deviceDestinations are the IntoDevice of requested in the order of names,
+// kept where this version's instances write to that device
+// (readsDevice); nil when none is kept.
+func (mv *ModelVersion) deviceDestinations(requested []RequestedOutput, names []string) []DeviceData {
+	var into []DeviceData
+	for _, o := range requested {
+		if o.IntoDevice == nil || o.ClassCount > 0 || !mv.readsDevice(o.IntoDevice.DeviceID()) {
+			continue
+		}
+		if into == nil {
+			into = make([]DeviceData, len(names))
+		}
+		for i, n := range names {
+			if n == o.Name {
+				into[i] = o.IntoDevice
+			}
+		}
+	}
+	return into
 }
 
 func (mv *ModelVersion) inputCountError(req *InferRequest, pfx string, required, total int) error {

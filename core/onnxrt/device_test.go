@@ -78,3 +78,64 @@ func TestExecuteDeviceInput(t *testing.T) {
 		}
 	})
 }
+
+// TestExecuteDeviceOutput: an output with a device destination
+// (core.Batch.IntoDevice) that the instance can write is written there by
+// ORT and returned with Device set and no Data, on the direct and the raw
+// run (another output left to ORT) alike; one whose shape is known only
+// after the run, or that does not fit, comes back in host memory.
+func TestExecuteDeviceOutput(t *testing.T) {
+	const n = 1 << 15
+	fixed := load(t, version(t, "fixed", ob.Must(ob.Identity(ob.Float, n))), config(t, ioConfig(0, ob.Float, "[ 32768 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	dynamic := load(t, version(t, "dynamic", ob.Must(ob.Identity(ob.Float, -1))), config(t, ioConfig(0, ob.Float, "[ -1 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	small := load(t, version(t, "small", ob.Must(ob.Identity(ob.Float, 4))), config(t, ioConfig(0, ob.Float, "[ 4 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	data := make([]byte, 4*n)
+	for i := range data {
+		data[i] = byte(i*5 + 1)
+	}
+	for _, tc := range []struct {
+		name     string
+		inst     core.BatchInstance
+		size     int
+		dst      int
+		inDevice bool // the input is read by address too
+		written  bool
+	}{
+		{"known shape", fixed, 4 * n, 4 * n, false, true},
+		{"known shape, input by address too", fixed, 4 * n, 4*n + 64, true, true},
+		{"small (cached when in host memory)", small, 16, 16, false, true},
+		{"known shape, too small", fixed, 4 * n, 4*n - 4, false, false},
+		{"shape known after the run", dynamic, 4 * n, 4 * n, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &core.Tensor{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{int64(tc.size / 4)}, Data: data[:tc.size:tc.size]}
+			if tc.inDevice {
+				in = &core.Tensor{Name: in.Name, DataType: in.DataType, Shape: in.Shape, Device: mapped(t, data[:tc.size])}
+			}
+			dst := mapped(t, make([]byte, tc.dst))
+			b := &core.Batch{Inputs: []*core.Tensor{in}, Outputs: []string{"OUTPUT0"}, IntoDevice: []core.DeviceData{dst}}
+			if err := tc.inst.Execute(t.Context(), b); err != nil {
+				t.Fatal(err)
+			}
+			got := b.Results[0]
+			if !equalShape(got.Shape, []int64{int64(tc.size / 4)}) {
+				t.Fatalf("shape %v", got.Shape)
+			}
+			if tc.written {
+				if got.Device == nil || got.Device.Addr() != dst.Addr() || got.Data != nil {
+					t.Fatalf("result not in the device destination: Device %v, %d bytes of Data", got.Device, len(got.Data))
+				}
+				if !bytes.Equal(dst.mem[:tc.size], data[:tc.size]) {
+					t.Fatal("the device destination does not hold the output")
+				}
+				return
+			}
+			if got.Device != nil || !bytes.Equal(got.Data, data[:tc.size]) {
+				t.Fatalf("result: Device %v, %d bytes of Data; want the output in host memory", got.Device, len(got.Data))
+			}
+			if !bytes.Equal(dst.mem, make([]byte, tc.dst)) {
+				t.Fatal("a destination not used was written")
+			}
+		})
+	}
+}

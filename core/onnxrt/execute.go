@@ -41,6 +41,11 @@ type runScratch struct {
 	// r.inputs entry is nil.
 	inDev  []unsafe.Pointer
 	hasDev bool
+	// intoDev are the outputs' device destinations (core.Batch.IntoDevice)
+	// in session order; outDev the OrtValues ORT writes there, nil where
+	// an output is not written to device memory.
+	intoDev []core.DeviceData
+	outDev  []unsafe.Pointer
 	// pins keeps the Go buffers that ORT tensors wrap pinned while ORT holds
 	// them: cgo lets C keep a Go pointer past a call only if it is pinned.
 	pins runtime.Pinner
@@ -60,6 +65,8 @@ func (r *runScratch) reset(nIn, nOut int) {
 	r.outH = resize(r.outH, nOut)
 	r.inDev = resize(r.inDev, nIn)
 	r.hasDev = false
+	r.intoDev = resize(r.intoDev, nOut)
+	r.outDev = resize(r.outDev, nOut)
 }
 
 func resize[T any](s []T, n int) []T {
@@ -83,10 +90,13 @@ func (r *runScratch) release() {
 		r.inputs[i], r.inCache[i], r.inDev[i] = nil, nil, nil
 	}
 	for i, v := range r.outputs {
-		if r.outCache[i] == nil {
+		if r.outDev[i] != nil {
+			releaseValue(r.outDev[i])
+		} else if r.outCache[i] == nil {
 			destroy(v)
 		}
 		r.outputs[i], r.bufs[i], r.shapes[i], r.raw[i], r.outCache[i], r.into[i] = nil, nil, nil, rawOutput{}, nil, nil
+		r.intoDev[i], r.outDev[i] = nil, nil
 	}
 }
 
@@ -195,6 +205,14 @@ func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, erro
 // destinations that overlap no input (ORT's kernels do not expect an
 // output to alias an input).
 func (in *instance) destinations(r *runScratch, b *core.Batch) {
+	for k, dst := range b.IntoDevice {
+		if dst == nil || k >= len(b.Outputs) {
+			continue
+		}
+		if i, ok := in.outputIdx[b.Outputs[k]]; ok && in.outputs[i].dtype != core.TypeBytes && len(in.outputs[i].dims) > 0 {
+			r.intoDev[i] = dst
+		}
+	}
 	for k, dst := range b.Into {
 		if len(dst) == 0 || k >= len(b.Outputs) {
 			continue
@@ -230,6 +248,21 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 			// ORT allocates; the raw run copies into a destination.
 			raw = raw || s.half || r.into[i] != nil
 			continue
+		}
+		if d := r.intoDev[i]; d != nil {
+			shape := append([]int64(nil), s.dims...)
+			if s.batched {
+				shape[0] = batch
+			}
+			if n := core.ElementCount(shape) * int64(s.dtype.ByteSize()); n > 0 && int64(d.Size()) >= n {
+				v, err := tensorAt(d, shape, s.onnx)
+				if err != nil {
+					return false, core.Errorf(core.CodeInternal, "output '%s' in device memory: %v", s.name, err)
+				}
+				r.outDev[i], r.shapes[i] = v, shape
+				continue
+			}
+			r.intoDev[i] = nil // too small or empty: returned in host memory
 		}
 		c, err := in.cachedOutput(i, batch)
 		if err != nil {
@@ -273,12 +306,12 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 	}
 	direct := !raw
 	for i, v := range r.outputs {
-		r.auto[i] = v == nil
-		direct = direct && v != nil
+		r.auto[i] = v == nil && r.outDev[i] == nil
+		direct = direct && !r.auto[i]
 	}
 	// onnxruntime_go's Run takes only its own values, not the OrtValues of
-	// inputs read by address: those go through the raw run.
-	raw = raw || (!direct && r.hasDev)
+	// tensors in device memory: those go through the raw run.
+	raw = raw || (!direct && (r.hasDev || slices.ContainsFunc(r.outDev, func(p unsafe.Pointer) bool { return p != nil })))
 	var err error
 	if direct {
 		// Every value exists: run on their OrtValues, which costs no
@@ -287,8 +320,8 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 			err = runValues(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH)
 		}
 	} else if raw {
-		if err = in.inputHandles(r); err == nil {
-			err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outputs, in.elemSizes, r.into, r.raw)
+		if err = in.handles(r); err == nil {
+			err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH, r.auto, in.elemSizes, r.into, r.raw)
 		}
 	} else {
 		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
@@ -331,10 +364,17 @@ func (in *instance) handles(r *runScratch) error {
 	}
 	var err error
 	for i, v := range r.outputs {
-		if c := r.outCache[i]; c != nil {
-			r.outH[i] = c.handle
-		} else if r.outH[i], err = valueHandle(v); err != nil {
-			return err
+		switch {
+		case r.outDev[i] != nil:
+			r.outH[i] = r.outDev[i]
+		case r.outCache[i] != nil:
+			r.outH[i] = r.outCache[i].handle
+		case v == nil:
+			r.outH[i] = nil // ORT allocates it (a raw run)
+		default:
+			if r.outH[i], err = valueHandle(v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -426,6 +466,8 @@ func (in *instance) result(r *runScratch, i int, t *core.Tensor) error {
 	v := r.outputs[i]
 	var err error
 	switch {
+	case r.outDev[i] != nil:
+		t.Shape, t.Device = r.shapes[i], r.intoDev[i]
 	case r.bufs[i] != nil:
 		t.Shape, t.Data = r.shapes[i], r.bufs[i]
 		if len(t.Shape) == 0 {

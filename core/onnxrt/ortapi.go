@@ -246,29 +246,21 @@ type rawOutput struct {
 	data  []byte // fixed-size types: raw bytes; STRING: the BYTES layout
 }
 
-// runRaw is OrtApi::Run with the given session, run options and values;
-// nil outputs are allocated by ORT, copied into raw (indexed like outputs)
-// and released. elemSize gives each output's element size, 0 for STRING;
+// runRaw is OrtApi::Run with the given session, run options and
+// OrtValues; nil outputs (auto) are allocated by ORT, copied into raw
+// (indexed like outs) and released. elemSize gives each output's element size, 0 for STRING;
 // into their destinations (nil: none): a fixed-size output that fits is
 // copied there instead of into new Go memory.
 func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames,
-	ins []unsafe.Pointer, outputs []ort.Value, elemSize []int, into [][]byte, raw []rawOutput) error {
+	ins, outs []unsafe.Pointer, auto []bool, elemSize []int, into [][]byte, raw []rawOutput) error {
 	a, err := api()
 	if err != nil {
 		return err
 	}
-	outs := make([]unsafe.Pointer, len(outputs))
-	for i, v := range outputs {
-		if v != nil {
-			if outs[i], err = valueHandle(v); err != nil {
-				return err
-			}
-		}
-	}
 	err = runValues(session, ro, inNames, outNames, ins, outs)
 	// Copy and release every value ORT allocated, even after a failure.
 	for i, v := range outs {
-		if v == nil || outputs[i] != nil {
+		if v == nil || !auto[i] {
 			continue
 		}
 		if err == nil {

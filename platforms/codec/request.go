@@ -608,6 +608,9 @@ func (d *decoder) outputs(root tritonjson.Value) error {
 			// A guarded region takes the output in place where the
 			// backend can write it there.
 			out.Into, _ = span.Data()
+			if span.Kind() == shm.CUDA {
+				out.IntoDevice = span // a GPU backend writes it there
+			}
 			d.r.spans[len(req.Outputs)] = span
 			req.Outputs = append(req.Outputs, out)
 			kinds = append(kinds, OutputSharedMemory)

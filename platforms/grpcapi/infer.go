@@ -274,6 +274,9 @@ func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *
 			// A guarded region takes the output in place where the
 			// backend can write it there.
 			req.Outputs[i].Into, _ = span.Data()
+			if span.Kind() == shm.CUDA {
+				req.Outputs[i].IntoDevice = span // a GPU backend writes it there
+			}
 		}
 	}
 	return req, emptyFinal, outs, nil

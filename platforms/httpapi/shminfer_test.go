@@ -441,6 +441,7 @@ func TestSharedMemoryDynamicBatching(t *testing.T) {
 type hostDevice struct {
 	mem    map[byte][]byte
 	copies *atomic.Int32 // CopyOut calls: reads of a region into host memory
+	writes *atomic.Int32 // CopyIn calls: writes of host memory into a region
 }
 
 func (d hostDevice) Open(_ string, handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
@@ -448,12 +449,17 @@ func (d hostDevice) Open(_ string, handle []byte, _ int64, byteSize uint64) (shm
 	if uint64(len(m)) < byteSize {
 		return nil, fmt.Errorf("no device memory %d of %d bytes", handle[0], byteSize)
 	}
-	return countedMemory{shmtest.HostMemory(m), d.copies}, nil
+	return countedMemory{shmtest.HostMemory(m), d.copies, d.writes}, nil
 }
 
 type countedMemory struct {
 	shmtest.HostMemory
-	copies *atomic.Int32
+	copies, writes *atomic.Int32
+}
+
+func (c countedMemory) CopyIn(offset uint64, src []byte) error {
+	c.writes.Add(1)
+	return c.HostMemory.CopyIn(offset, src)
 }
 
 func (c countedMemory) CopyOut(dst []byte, offset uint64) error {
@@ -465,21 +471,23 @@ func (c countedMemory) CopyOut(dst []byte, offset uint64) error {
 // the same path as system ones up to the device copies, which a stand-in
 // device does in host memory here. A region on a device the model's
 // instances cannot read (a GPU, for this CPU instance) is copied to the
-// host first; one they can read (-1, host memory, standing in for the GPU
-// of a KIND_GPU instance) reaches ONNX Runtime by address, never copied.
+// host first, and the output copied in from the host; one they can read
+// (-1, host memory, standing in for the GPU of a KIND_GPU instance) is read
+// and written by ONNX Runtime by address, never copied.
 func TestSharedMemoryDeviceRegions(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		model    string
 		device   int64
 		inCopies int32
+		writes   int32
 	}{
-		{"copied to the host", "id4", 0, 1},
-		{"read in place", "id4", -1, 0},
-		{"batched: copied to the host", "batched", -1, 1},
+		{"copied to the host", "id4", 0, 1, 1},
+		{"read in place", "id4", -1, 0, 0},
+		{"batched: copied to the host", "batched", -1, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dev := hostDevice{mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}, copies: &atomic.Int32{}}
+			dev := hostDevice{mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}, copies: &atomic.Int32{}, writes: &atomic.Int32{}}
 			regions := shm.NewManager(dev)
 			base, _ := startServer(t, writeRepo(t, map[string]testModel{tc.model: shmModels(t)[tc.model]}), serverOpts{api: Options{SharedMemory: regions}})
 			handle := func(b byte) []byte { return append([]byte{b}, make([]byte, 63)...) }
@@ -494,6 +502,9 @@ func TestSharedMemoryDeviceRegions(t *testing.T) {
 			}
 			if got := dev.copies.Load(); got != tc.inCopies {
 				t.Fatalf("input region copied to the host %d times, want %d", got, tc.inCopies)
+			}
+			if got := dev.writes.Load(); got != tc.writes {
+				t.Fatalf("output region written from the host %d times, want %d", got, tc.writes)
 			}
 		})
 	}

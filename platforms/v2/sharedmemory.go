@@ -98,12 +98,20 @@ func ShmUnregister(ctx context.Context, m *shm.Manager, kind shm.Kind, name stri
 // allocators (RegionTooSmall) for one that does not.
 func WriteRegions(outputs []*core.Tensor, span func(name string) *shm.Span) error {
 	for _, t := range outputs {
-		if s := span(t.Name); s != nil && uint64(len(t.Data)) > s.Len() {
-			return RegionTooSmall(t.Name, s.Len(), len(t.Data))
+		if s := span(t.Name); s != nil && uint64(t.ByteLen()) > s.Len() {
+			return RegionTooSmall(t.Name, s.Len(), t.ByteLen())
 		}
 	}
 	for _, t := range outputs {
-		if s := span(t.Name); s != nil {
+		s := span(t.Name)
+		switch {
+		case s == nil:
+		case t.Device != nil && t.Device.Addr() == s.Addr() && t.Device.DeviceID() == s.DeviceID():
+			// A GPU backend wrote it in the region (RequestedOutput.IntoDevice).
+		default:
+			if err := t.OnHost(); err != nil {
+				return &core.Error{Code: core.CodeInternal, Msg: err.Error()}
+			}
 			if err := shm.WriteOutput(s, t.Data); err != nil {
 				return err
 			}
