@@ -205,17 +205,19 @@ def _wire_tensor(desc, frame, arena):
         raise TritonModelException("tensor '%s' has unknown datatype '%s'" % (name, dtype))
     code, np_type, itemsize = kind
     shape = desc.get("shape")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+    if not isinstance(shape, list):
         raise TritonModelException("tensor '%s' has an invalid shape %s" % (name, shape))
+    count = 1
+    for d in shape:
+        if type(d) is not int or d < 0:
+            raise TritonModelException("tensor '%s' has an invalid shape %s" % (name, shape))
+        count *= d  # Python integers: no overflow
     area = arena if desc.get("arena") else frame
     size = 0 if area is None else len(area)
     off, n = desc.get("off"), desc.get("len")
     if type(off) is not int or type(n) is not int or off < 0 or n < 0 or off + n > size:
         raise TritonModelException("tensor '%s' lies outside the frame (%s+%s of %d bytes)" % (name, off, n, size))
     data = area[off:off + n]
-    count = 1
-    for d in shape:
-        count *= d  # Python integers: no overflow
     try:
         if code == 13:
             items = _bytes_elements(data, name)
@@ -264,10 +266,13 @@ class Tensor:
             return
         if not isinstance(data, np.ndarray):
             raise TritonModelException("Tensor data must be a numpy array.")
-        code = numpy_to_triton_type(data.dtype)
+        # The numeric dtypes in native order are looked up at once.
+        code = _NUMPY_TO_CODE.get(data.dtype)
+        if code is None:
+            code = numpy_to_triton_type(data.dtype)
         if code is None:
             raise TritonModelException("NumPy dtype is not supported.")
-        if not data.flags["C_CONTIGUOUS"]:
+        if not data.flags.c_contiguous:
             data = np.ascontiguousarray(data)
         self._code = code
         self._array = data
