@@ -1,12 +1,15 @@
 package perf
 
 import (
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // chartPoints maps each chart figure of a report to its SVG's
@@ -67,4 +70,49 @@ func TestSweepReport(t *testing.T) {
 		t.Errorf("measurement table has %d rows, want 3", n)
 	}
 	_ = os.WriteFile("/tmp/p2/sweep.html", raw, 0o644)
+}
+
+// TestReportEdgeCases renders a search report by hand: a configuration
+// that failed to load shows its error, figures without data say why
+// instead of drawing an empty chart, and names are escaped.
+func TestReportEdgeCases(t *testing.T) {
+	nan := math.NaN()
+	ok := &trial{candidate: candidate{instances: 1, maxBatch: 8, delay: 100}, preferred: []int{4, 8}, score: 50, scoreAt: 2,
+		points: []pointReport{
+			{result: result{Concurrency: 1, Throughput: 30, P50: 900, P95: 1000, P99: 1100}, CPU: nan},
+			{result: result{Concurrency: 2, Throughput: 50, P50: 1900, P95: 2000, P99: 2100}, CPU: nan},
+		}}
+	failed := &trial{candidate: candidate{instances: 2, maxBatch: 8, delay: -1}, err: errors.New(`load m: HTTP 400: <bad> config`)}
+	o := &options{model: `m<x>`, baseURL: "http://localhost:8000", protocol: "http", binary: true, batch: 1, inputData: "random", interval: time.Second, stability: 0.1, maxTrials: 10}
+	var b strings.Builder
+	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "quick", latencyBudget: 5 * time.Millisecond}, []*trial{ok, failed}, ok)))
+	page := b.String()
+	for _, want := range []string{
+		"load m: HTTP 400: &lt;bad&gt; config", // the failure, escaped
+		"inferd perf search: m&lt;x&gt;",
+		"The server gave no statistics.",                  // batch fill and the queue/compute split
+		"No CPU figures",                                  // CPU unknown
+		"100 µs delay, preferred 4,8",                     // the configuration's dynamic batching
+		"maximum throughput with p99 latency within 5 ms", // the objective
+		`<tr class="config winner"><td>1 instance, max batch 8, dynamic batching 100 µs (best)</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "m<x>") {
+		t.Error("model name not escaped")
+	}
+	charts := chartPoints(t, page)
+	if got := charts["latency-throughput"]; got != [2]int{2, 2} {
+		t.Errorf("latency-throughput: %v, want 2 points (the failed configuration has none)", got)
+	}
+	if got := charts["percentiles"]; got != [2]int{6, 6} {
+		t.Errorf("percentiles: %v, want 6", got)
+	}
+	for _, id := range []string{"batch", "cpu", "server-split"} {
+		if got := charts[id]; got[0] != -1 {
+			t.Errorf("chart %s drawn without data: %v", id, got)
+		}
+	}
 }
