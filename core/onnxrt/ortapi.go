@@ -247,10 +247,11 @@ type rawOutput struct {
 }
 
 // runRaw is OrtApi::Run with the given session, run options and
-// OrtValues; nil outputs (auto) are allocated by ORT, copied into raw
-// (indexed like outs) and released. elemSize gives each output's element size, 0 for STRING;
-// into their destinations (nil: none): a fixed-size output that fits is
-// copied there instead of into new Go memory.
+// OrtValues. The nil outputs (auto) are allocated by ORT, then copied into
+// raw (indexed like outs) and released: elemSize gives each output's
+// element size (0 for STRING), and a fixed-size output that fits its
+// destination in into (nil: none) is copied there instead of into new Go
+// memory.
 func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames,
 	ins, outs []unsafe.Pointer, auto []bool, elemSize []int, into [][]byte, raw []rawOutput) error {
 	a, err := api()
