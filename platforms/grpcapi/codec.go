@@ -23,10 +23,11 @@ const (
 // clients: grpc-go's proto codec, with the tensor bytes of inference
 // messages not copied where the proto codec copies them.
 //
-//   - A ModelInferRequest or ModelInferResponse is read from one copy of
-//     the received message, which its raw contents alias; the proto codec
-//     copies the message into a pooled buffer and each raw content out of
-//     it again. Everything else goes through proto.Unmarshal.
+//   - A ModelInferRequest or ModelInferResponse of at least rawMinLength
+//     bytes is read from one copy of the received message, which its raw
+//     contents alias; the proto codec copies the message into a pooled
+//     buffer and each raw content out of it again. Everything else goes
+//     through the proto codec.
 //   - A ModelInferRequest or ModelInferResponse, the latter alone or in a
 //     ModelStreamInferResponse, whose raw contents hold at least
 //     rawMinLength bytes is sent as its other fields marshalled, then each
@@ -45,6 +46,11 @@ func newInferCodec() inferCodec { return inferCodec{proto: encoding.GetCodecV2(p
 func (inferCodec) Name() string { return protoenc.Name }
 
 func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if data.Len() < rawMinLength {
+		// Copying a small message's bytes out costs less than a copy of
+		// the message and unmarshalling it in runs.
+		return c.proto.Unmarshal(data, v)
+	}
 	// The copy is garbage-collected memory: the message's tensors keep it
 	// for as long as they are used.
 	switch m := v.(type) {

@@ -174,6 +174,15 @@ func TestInferCodecMarshal(t *testing.T) {
 		req.ModelName != "m" || len(req.RawInputContents) != 1 || req.RawInputContents[0][0] != 9 {
 		t.Errorf("Unmarshal over two buffers: %v, %v", &req, err)
 	}
+	large, err := proto.Marshal(request(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Reset()
+	half := len(large) / 2
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(large[:half]), mem.SliceBuffer(large[half:])}, &req); err != nil || !proto.Equal(&req, request(big)) {
+		t.Errorf("Unmarshal of a large request over two buffers: %v", err)
+	}
 }
 
 // rawOf is a message's raw tensor contents.
