@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -123,3 +124,41 @@ func (m HostMemory) CopyIn(offset uint64, src []byte) error {
 
 // Close implements shm.DeviceMemory.
 func (m HostMemory) Close() error { return nil }
+
+// Device stands in for a GPU (shm.Device) on a machine without one: the
+// first byte of a handle names one of Mem's buffers (host memory, as
+// HostMemory), and the copies between that memory and the host are
+// counted, so that a test sees whether a backend read or wrote a region
+// by address (a region registered on device -1) or through copies.
+type Device struct {
+	Mem       map[byte][]byte
+	CopiesOut atomic.Int32 // reads of a region into host memory
+	CopiesIn  atomic.Int32 // writes of host memory into a region
+}
+
+// Handle is a 64-byte IPC handle naming Device.Mem[b].
+func Handle(b byte) []byte { return append([]byte{b}, make([]byte, 63)...) }
+
+// Open implements shm.Device.
+func (d *Device) Open(_ string, handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
+	m := d.Mem[handle[0]]
+	if uint64(len(m)) < byteSize {
+		return nil, fmt.Errorf("shmtest: no device memory %d of %d bytes", handle[0], byteSize)
+	}
+	return countedMemory{HostMemory(m), d}, nil
+}
+
+type countedMemory struct {
+	HostMemory
+	d *Device
+}
+
+func (c countedMemory) CopyOut(dst []byte, offset uint64) error {
+	c.d.CopiesOut.Add(1)
+	return c.HostMemory.CopyOut(dst, offset)
+}
+
+func (c countedMemory) CopyIn(offset uint64, src []byte) error {
+	c.d.CopiesIn.Add(1)
+	return c.HostMemory.CopyIn(offset, src)
+}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -434,39 +433,6 @@ func TestSharedMemoryDynamicBatching(t *testing.T) {
 	}
 }
 
-// hostDevice stands in for CUDA: its "device memory" is host memory
-// keyed by the IPC handle's first byte, so the path a CUDA region takes
-// through the frontends (Span.Bytes and CopyIn on device memory) runs
-// without a GPU.
-type hostDevice struct {
-	mem    map[byte][]byte
-	copies *atomic.Int32 // CopyOut calls: reads of a region into host memory
-	writes *atomic.Int32 // CopyIn calls: writes of host memory into a region
-}
-
-func (d hostDevice) Open(_ string, handle []byte, _ int64, byteSize uint64) (shm.DeviceMemory, error) {
-	m := d.mem[handle[0]]
-	if uint64(len(m)) < byteSize {
-		return nil, fmt.Errorf("no device memory %d of %d bytes", handle[0], byteSize)
-	}
-	return countedMemory{shmtest.HostMemory(m), d.copies, d.writes}, nil
-}
-
-type countedMemory struct {
-	shmtest.HostMemory
-	copies, writes *atomic.Int32
-}
-
-func (c countedMemory) CopyIn(offset uint64, src []byte) error {
-	c.writes.Add(1)
-	return c.HostMemory.CopyIn(offset, src)
-}
-
-func (c countedMemory) CopyOut(dst []byte, offset uint64) error {
-	c.copies.Add(1)
-	return c.HostMemory.CopyOut(dst, offset)
-}
-
 // TestSharedMemoryDeviceRegions: inputs and outputs in CUDA regions take
 // the same path as system ones up to the device copies, which a stand-in
 // device does in host memory here. A region on a device the model's
@@ -487,23 +453,22 @@ func TestSharedMemoryDeviceRegions(t *testing.T) {
 		{"batched: copied to the host", "batched", -1, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dev := hostDevice{mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}, copies: &atomic.Int32{}, writes: &atomic.Int32{}}
+			dev := &shmtest.Device{Mem: map[byte][]byte{1: fp32s(1, 2, 3, 4), 2: make([]byte, 16)}}
 			regions := shm.NewManager(dev)
 			base, _ := startServer(t, writeRepo(t, map[string]testModel{tc.model: shmModels(t)[tc.model]}), serverOpts{api: Options{SharedMemory: regions}})
-			handle := func(b byte) []byte { return append([]byte{b}, make([]byte, 63)...) }
-			must(t, regions.RegisterCUDA("gin", handle(1), tc.device, 16))
-			must(t, regions.RegisterCUDA("gout", handle(2), tc.device, 16))
+			must(t, regions.RegisterCUDA("gin", shmtest.Handle(1), tc.device, 16))
+			must(t, regions.RegisterCUDA("gout", shmtest.Handle(2), tc.device, 16))
 			status, _, body := post(t, base+"/v2/models/"+tc.model+"/infer", shmRequest("gin", 0, 16, "gout", 16))
 			if want := `{"model_name":"` + tc.model + `","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,4]}]}`; status != 200 || string(body) != want {
 				t.Fatalf("%d %s", status, body)
 			}
-			if !bytes.Equal(dev.mem[2], fp32s(1, 2, 3, 4)) {
-				t.Fatalf("device output % x", dev.mem[2])
+			if !bytes.Equal(dev.Mem[2], fp32s(1, 2, 3, 4)) {
+				t.Fatalf("device output % x", dev.Mem[2])
 			}
-			if got := dev.copies.Load(); got != tc.inCopies {
+			if got := dev.CopiesOut.Load(); got != tc.inCopies {
 				t.Fatalf("input region copied to the host %d times, want %d", got, tc.inCopies)
 			}
-			if got := dev.writes.Load(); got != tc.writes {
+			if got := dev.CopiesIn.Load(); got != tc.writes {
 				t.Fatalf("output region written from the host %d times, want %d", got, tc.writes)
 			}
 		})
