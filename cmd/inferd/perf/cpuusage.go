@@ -1,12 +1,14 @@
 package perf
 
 import (
+	"context"
 	"bufio"
 	"errors"
 	"math"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // cpuTimes is the first ("cpu") line of /proc/stat: jiffies spent busy
@@ -63,31 +65,61 @@ func utilization(before, after cpuTimes) float64 {
 	return 100 * float64(after.busy-before.busy) / float64(after.total-before.total)
 }
 
-// cpuLog records the client machine's CPU utilisation over each setting
-// measured: mark is called before each setting and once after the last,
-// and setting i's figure is the time between marks i and i+1.
-type cpuLog struct {
+// usageLog records what each measured setting cost: the client
+// machine's CPU (/proc/stat) and, with --collect-metrics, the server's CPU
+// and GPU utilisation from its metrics endpoint. mark is called before
+// each setting and once after the last; setting i spans marks i and i+1.
+type usageLog struct {
 	path  string // /proc/stat
-	marks []cpuMark
+	marks []usageMark
+	poll  *metricsPoller // nil without --collect-metrics
 }
 
-type cpuMark struct {
+type usageMark struct {
 	t  cpuTimes
 	ok bool
+	at time.Time
 }
 
-func newCPULog() *cpuLog { return &cpuLog{path: "/proc/stat"} }
+// usage is one setting's figures, in percent; NaN where unknown.
+type usage struct {
+	client, server, gpu float64
+}
+
+// newUsageLog starts polling the server's metrics when o asks for it;
+// close stops it.
+func newUsageLog(ctx context.Context, o *options) *usageLog {
+	u := &usageLog{path: "/proc/stat"}
+	if o.collectMetrics {
+		u.poll = startMetricsPoller(ctx, o.metricsURL, o.metricsInterval)
+	}
+	return u
+}
+
+func (u *usageLog) close() {
+	if u.poll != nil {
+		u.poll.stop()
+	}
+}
 
 // mark takes a reading.
-func (c *cpuLog) mark() {
-	t, ok := readCPU(c.path)
-	c.marks = append(c.marks, cpuMark{t, ok})
+func (u *usageLog) mark() {
+	t, ok := readCPU(u.path)
+	u.marks = append(u.marks, usageMark{t, ok, time.Now()})
 }
 
-// at is the utilisation of the i-th setting measured; NaN if unknown.
-func (c *cpuLog) at(i int) float64 {
-	if c == nil || i+1 >= len(c.marks) || !c.marks[i].ok || !c.marks[i+1].ok {
-		return math.NaN()
+// at is the usage of the i-th setting measured.
+func (u *usageLog) at(i int) usage {
+	out := usage{math.NaN(), math.NaN(), math.NaN()}
+	if u == nil || i+1 >= len(u.marks) {
+		return out
 	}
-	return utilization(c.marks[i].t, c.marks[i+1].t)
+	a, b := u.marks[i], u.marks[i+1]
+	if a.ok && b.ok {
+		out.client = utilization(a.t, b.t)
+	}
+	if u.poll != nil {
+		out.server, out.gpu = u.poll.between(a.at, b.at)
+	}
+	return out
 }

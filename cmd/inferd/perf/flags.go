@@ -50,6 +50,12 @@ type options struct {
 	jsonPath   string
 	// reportPath is --report: an HTML page with charts (htmlreport.go).
 	reportPath string
+	// collectMetrics, metricsURL and metricsInterval are perf_analyzer's
+	// --collect-metrics options: server CPU and GPU use in --report
+	// (servermetrics.go).
+	collectMetrics  bool
+	metricsURL      string
+	metricsInterval time.Duration
 }
 
 // usageError marks bad command-line input (exit code 2).
@@ -242,6 +248,9 @@ over HTTP or gRPC.
   --verbose-csv                   add perf_analyzer's verbose CSV columns
   --json FILE                     write a JSON report
   --report FILE                   write an HTML report with charts
+  --collect-metrics               read the server's CPU and GPU use into --report
+  --metrics-url URL               its metrics endpoint (default localhost:8002/metrics)
+  --metrics-interval MS           how often to read it (default 1000)
 
 See also: inferd perf search -h, the configuration search.
 `
@@ -301,6 +310,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.csvPath, "f", "", "CSV report")
 	fs.StringVar(&o.jsonPath, "json", "", "JSON report")
 	fs.StringVar(&o.reportPath, "report", "", "HTML report")
+	fs.BoolVar(&o.collectMetrics, "collect-metrics", false, "server metrics")
+	fs.Func("metrics-url", "metrics URL", o.setMetricsURL)
+	fs.Func("metrics-interval", "metrics interval ms", o.setMetricsInterval)
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

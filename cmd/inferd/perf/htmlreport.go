@@ -22,11 +22,14 @@ type runReport struct {
 	trial   *trial // search only: its configuration, for the table
 }
 
-// pointReport is one setting's result and the client's CPU use during it.
+// pointReport is one setting's result and what it cost in CPU and GPU.
 type pointReport struct {
 	result
-	CPU float64 // percent; NaN when unknown
+	usage
 }
+
+// CPU is the client machine's CPU use, for the tables.
+func (p pointReport) CPU() float64 { return p.client }
 
 // htmlReport is everything the HTML page shows.
 type htmlReport struct {
@@ -181,10 +184,21 @@ func (h *htmlReport) charts() []chartView {
 	svg, ok = lineSVG("chart-batch", h.settingLabel(), "Average server batch size", batch)
 	out = append(out, newChart("batch", "Batch fill", "Inferences per model execution, from the server's statistics.", "The server gave no statistics.", svg, ok, batch))
 
-	cpu := perRun(func(p pointReport) float64 { return p.CPU })
+	cpu := perRun(func(p pointReport) float64 { return p.client })
 	svg, ok = lineSVG("chart-cpu", h.settingLabel(), "Client machine CPU busy (%)", cpu)
 	out = append(out, newChart("cpu", "CPU utilisation", "All cores of the machine running inferd perf (/proc/stat), over each setting's windows; the server's too when it runs there.",
 		"No CPU figures: /proc/stat is not readable here.", svg, ok, cpu))
+
+	// The server's own figures exist only with --collect-metrics, and GPU
+	// figures only on a server with GPUs: without them there is no figure.
+	server := perRun(func(p pointReport) float64 { return p.server })
+	if svg, ok := lineSVG("chart-server-cpu", h.settingLabel(), "Server CPU busy (%)", server); ok {
+		out = append(out, newChart("server-cpu", "Server CPU utilisation", "nv_cpu_utilization from the server's metrics, averaged over each setting.", "", svg, ok, server))
+	}
+	gpu := perRun(func(p pointReport) float64 { return p.gpu })
+	if svg, ok := lineSVG("chart-gpu", h.settingLabel(), "GPU busy (%)", gpu); ok {
+		out = append(out, newChart("gpu", "GPU utilisation", "nv_gpu_utilization from the server's metrics, the mean over its GPUs, averaged over each setting.", "", svg, ok, gpu))
+	}
 	return out
 }
 
@@ -260,9 +274,9 @@ td.err { color: #a00; text-align: left; }
 {{end}}
 {{range .R.Runs}}{{if .Points}}<h3>{{.Name}}</h3>
 <table class="points">
-<thead><tr><th>{{$.R.Setting}}</th><th>Infer/s</th><th>p50 µs</th><th>p95 µs</th><th>p99 µs</th><th>Avg µs</th><th>Errors</th><th>Queue µs</th><th>Compute µs</th><th>Batch</th><th>CPU</th></tr></thead>
+<thead><tr><th>{{$.R.Setting}}</th><th>Infer/s</th><th>p50 µs</th><th>p95 µs</th><th>p99 µs</th><th>Avg µs</th><th>Errors</th><th>Queue µs</th><th>Compute µs</th><th>Batch</th><th>CPU</th>{{if $.Server}}<th>Server CPU</th>{{end}}{{if $.GPU}}<th>GPU</th>{{end}}</tr></thead>
 <tbody>
-{{range .Points}}<tr><td>{{.SettingText}}</td><td>{{f1 .Throughput}}</td><td>{{us .P50}}</td><td>{{us .P95}}</td><td>{{us .P99}}</td><td>{{us .Avg}}</td><td>{{.Errors}}</td>{{with .Server}}<td>{{us .QueueUS}}</td><td>{{us .Compute}}</td><td>{{printf "%.2f" .AvgBatchSize}}</td>{{else}}<td>n/a</td><td>n/a</td><td>n/a</td>{{end}}<td>{{pct .CPU}}</td></tr>
+{{range .Points}}<tr><td>{{.SettingText}}</td><td>{{f1 .Throughput}}</td><td>{{us .P50}}</td><td>{{us .P95}}</td><td>{{us .P99}}</td><td>{{us .Avg}}</td><td>{{.Errors}}</td>{{with .Server}}<td>{{us .QueueUS}}</td><td>{{us .Compute}}</td><td>{{printf "%.2f" .AvgBatchSize}}</td>{{else}}<td>n/a</td><td>n/a</td><td>n/a</td>{{end}}<td>{{pct .CPU}}</td>{{if $.Server}}<td>{{pct .Usage.Server}}</td>{{end}}{{if $.GPU}}<td>{{pct .Usage.GPU}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table>
 {{end}}{{end}}
@@ -294,6 +308,11 @@ func (r runReport) P99AtScore() string {
 	return ""
 }
 
+// Usage gives the template the point's server and GPU figures.
+func (p pointReport) Usage() struct{ Server, GPU float64 } {
+	return struct{ Server, GPU float64 }{p.server, p.gpu}
+}
+
 // Compute is the server's whole compute time per request.
 func (s *serverSplit) Compute() float64 { return s.ComputeInput + s.ComputeInfer + s.ComputeOutput }
 
@@ -302,10 +321,18 @@ func writeHTML(w io.Writer, h *htmlReport) error {
 	if h.Generated == "" {
 		h.Generated = time.Now().UTC().Format("2006-01-02 15:04 UTC")
 	}
-	err := reportTemplate.Execute(w, struct {
-		R      *htmlReport
-		Charts []chartView
-	}{h, h.charts()})
+	view := struct {
+		R           *htmlReport
+		Charts      []chartView
+		Server, GPU bool // whether any setting has the figure
+	}{R: h, Charts: h.charts()}
+	for _, r := range h.Runs {
+		for _, p := range r.Points {
+			view.Server = view.Server || !bad(p.server)
+			view.GPU = view.GPU || !bad(p.gpu)
+		}
+	}
+	err := reportTemplate.Execute(w, view)
 	if err != nil {
 		return fmt.Errorf("HTML report: %w", err)
 	}
@@ -314,10 +341,10 @@ func writeHTML(w io.Writer, h *htmlReport) error {
 
 // sweepReport is the HTML report of a plain sweep: one run, the model as
 // it is loaded.
-func sweepReport(o *options, results []result, cpu *cpuLog) *htmlReport {
+func sweepReport(o *options, results []result, use *usageLog) *htmlReport {
 	run := runReport{Name: o.model + " as loaded"}
 	for i, r := range results {
-		run.Points = append(run.Points, pointReport{result: r, CPU: cpu.at(i)})
+		run.Points = append(run.Points, pointReport{result: r, usage: use.at(i)})
 	}
 	return &htmlReport{
 		Title: "inferd perf: " + o.model, Model: o.model, URL: o.baseURL, Settings: settingsLine(o),
@@ -326,11 +353,11 @@ func sweepReport(o *options, results []result, cpu *cpuLog) *htmlReport {
 }
 
 // writeSweepHTML writes --report after a sweep.
-func writeSweepHTML(o *options, results []result, cpu *cpuLog) error {
+func writeSweepHTML(o *options, results []result, use *usageLog) error {
 	if o.reportPath == "" {
 		return nil
 	}
-	err := writeFile(o.reportPath, func(w io.Writer) error { return writeHTML(w, sweepReport(o, results, cpu)) })
+	err := writeFile(o.reportPath, func(w io.Writer) error { return writeHTML(w, sweepReport(o, results, use)) })
 	if err != nil {
 		return fmt.Errorf("--report %s: %w", o.reportPath, err)
 	}

@@ -1,8 +1,10 @@
 package perf
 
 import (
+	"context"
 	"errors"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/metrics"
 )
 
 // chartPoints maps each chart figure of a report to its SVG's
@@ -79,8 +86,8 @@ func TestReportEdgeCases(t *testing.T) {
 	nan := math.NaN()
 	ok := &trial{candidate: candidate{instances: 1, maxBatch: 8, delay: 100}, preferred: []int{4, 8}, score: 50, scoreAt: 2,
 		points: []pointReport{
-			{result: result{Concurrency: 1, Throughput: 30, P50: 900, P95: 1000, P99: 1100}, CPU: nan},
-			{result: result{Concurrency: 2, Throughput: 50, P50: 1900, P95: 2000, P99: 2100}, CPU: nan},
+			{result: result{Concurrency: 1, Throughput: 30, P50: 900, P95: 1000, P99: 1100}, usage: usage{nan, nan, nan}},
+			{result: result{Concurrency: 2, Throughput: 50, P50: 1900, P95: 2000, P99: 2100}, usage: usage{nan, nan, nan}},
 		}}
 	failed := &trial{candidate: candidate{instances: 2, maxBatch: 8, delay: -1}, err: errors.New(`load m: HTTP 400: <bad> config`)}
 	o := &options{model: `m<x>`, baseURL: "http://localhost:8000", protocol: "http", binary: true, batch: 1, inputData: "random", interval: time.Second, stability: 0.1, maxTrials: 10}
@@ -114,5 +121,82 @@ func TestReportEdgeCases(t *testing.T) {
 		if got := charts[id]; got[0] != -1 {
 			t.Errorf("chart %s drawn without data: %v", id, got)
 		}
+	}
+	for _, id := range []string{"server-cpu", "gpu"} {
+		if _, ok := charts[id]; ok {
+			t.Errorf("chart %s shown without --collect-metrics figures", id)
+		}
+	}
+
+	// With server and GPU figures (as --collect-metrics reads them from a
+	// GPU server), both get a chart and a column.
+	ok.points[0].usage = usage{client: 40, server: 55, gpu: 70}
+	ok.points[1].usage = usage{client: 45, server: 60, gpu: 90}
+	b.Reset()
+	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "brute"}, []*trial{ok}, ok)))
+	charts = chartPoints(t, b.String())
+	for _, id := range []string{"cpu", "server-cpu", "gpu"} {
+		if got := charts[id]; got != [2]int{2, 2} {
+			t.Errorf("chart %s: %v, want 2 points", id, got)
+		}
+	}
+	if !strings.Contains(b.String(), "<th>Server CPU</th><th>GPU</th>") || !strings.Contains(b.String(), "<td>55%</td><td>70%</td>") {
+		t.Error("the table has no server CPU and GPU columns")
+	}
+}
+
+func TestParseUtilization(t *testing.T) {
+	body := []byte(`# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]
+# TYPE nv_cpu_utilization gauge
+nv_cpu_utilization 0.25
+nv_gpu_utilization{gpu_uuid="GPU-1"} 0.5
+nv_gpu_utilization{gpu_uuid="GPU 2, spaced"} 1
+nv_gpu_utilization_other 0.9
+nv_inference_count{model="simple",version="1"} 12
+`)
+	cpu, gpu := parseUtilization(body)
+	if cpu != 25 || gpu != 75 {
+		t.Errorf("cpu %v, gpu %v; want 25 and 75", cpu, gpu)
+	}
+	cpu, gpu = parseUtilization([]byte("nv_inference_count 3\n"))
+	if !math.IsNaN(cpu) || !math.IsNaN(gpu) {
+		t.Errorf("absent gauges read as %v, %v", cpu, gpu)
+	}
+}
+
+// TestSweepReportServerMetrics: with --collect-metrics, the sweep reads
+// inferd's own metrics endpoint and the report charts the server's CPU
+// use; the CPU-only server exports no GPU figures, so there is no GPU
+// chart.
+func TestSweepReportServerMetrics(t *testing.T) {
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": {Config: servertest.SimpleConfig("simple"), ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))},
+	})
+	c := servertest.Start(t, servertest.Options{Repo: root})
+	hs := httptest.NewServer(httpapi.New(c, httpapi.Options{}))
+	t.Cleanup(hs.Close)
+	cfg := metrics.DefaultConfig()
+	cfg.AllowGPU, cfg.Interval = false, 40*time.Millisecond
+	mh := metrics.NewHandler(c, cfg)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go mh.Run(ctx, nil)
+	ms := httptest.NewServer(mh)
+	t.Cleanup(ms.Close)
+
+	report := filepath.Join(t.TempDir(), "report.html")
+	code, stdout, stderr := runPerf(t, append([]string{"-m", "simple", "-u", strings.TrimPrefix(hs.URL, "http://"), "--concurrency-range", "1:2",
+		"--collect-metrics", "--metrics-url", strings.TrimPrefix(ms.URL, "http://") + "/metrics", "--metrics-interval", "30", "--report", report}, fast...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	raw, err := os.ReadFile(report)
+	must(t, err)
+	charts := chartPoints(t, string(raw))
+	if got := charts["server-cpu"]; got != [2]int{2, 2} {
+		t.Errorf("server-cpu chart: %v, want 2 points; charts %v", got, charts)
+	}
+	if _, ok := charts["gpu"]; ok {
+		t.Error("a GPU chart without GPU metrics")
 	}
 }

@@ -53,7 +53,8 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	writeSettings(stdout, o, sess.info)
 	var results []result
 	var runErr error
-	cpu := newCPULog() // for --report
+	cpu := newUsageLog(ctx, o) // for --report
+	defer cpu.close()
 	cpu.mark()
 	for i := range max(len(o.concurrency), len(o.rates)) {
 		var r result

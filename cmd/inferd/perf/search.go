@@ -401,12 +401,13 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 		return t, nil
 	}
 	defer sess.close()
-	cpu := newCPULog()
-	cpu.mark()
+	use := newUsageLog(ctx, sr.o)
+	defer use.close()
+	use.mark()
 	var sinceBest int
 	for _, n := range sr.so.concurrency {
 		r, err := sess.concurrency(ctx, n)
-		cpu.mark()
+		use.mark()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -414,7 +415,7 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 			t.err = err
 			break
 		}
-		t.points = append(t.points, pointReport{result: r, CPU: cpu.at(len(t.points))})
+		t.points = append(t.points, pointReport{result: r, usage: use.at(len(t.points))})
 		// A setting counts as progress only when it gains 5%, so that
 		// noise does not keep a saturated sweep going.
 		if sr.qualifies(r) && r.Throughput > t.score*1.05 {

@@ -276,6 +276,10 @@ func TestParseSearchArgs(t *testing.T) {
 	if _, so, err := parseSearchArgs([]string{"-m", "x", "--concurrency-range", "2:6:2"}, io.Discard); err != nil || !slices.Equal(so.concurrency, []int{2, 4, 6}) {
 		t.Errorf("--concurrency-range: %v, %v", so, err)
 	}
+	if o, _, err := parseSearchArgs([]string{"-m", "x", "--collect-metrics", "--metrics-url", "srv:9/metrics", "--metrics-interval", "250"}, io.Discard); err != nil ||
+		!o.collectMetrics || o.metricsURL != "http://srv:9/metrics" || o.metricsInterval.Milliseconds() != 250 {
+		t.Errorf("metrics flags: %+v, %v", o, err)
+	}
 	if _, _, err := parseSearchArgs([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h gave %v", err)
 	}
@@ -290,6 +294,8 @@ func TestParseSearchArgs(t *testing.T) {
 		{"-m", "x", "--latency-budget", "-1"},
 		{"-m", "x", "--no-such-flag", "1"},
 		{"--instance-counts", "1"},
+		{"-m", "x", "--metrics-interval", "0"},
+		{"-m", "x", "--metrics-url", "ftp://host/metrics"},
 	} {
 		_, _, err := parseSearchArgs(args, io.Discard)
 		var ue usageError
