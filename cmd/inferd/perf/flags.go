@@ -25,6 +25,7 @@ type options struct {
 
 	concurrency  []int     // closed-loop settings; empty in request-rate mode
 	rates        []float64 // open-loop settings (requests/s)
+	openRange    bool      // the range's end was 0: the sweep ends at --latency-threshold
 	distribution string    // constant or poisson
 	maxThreads   int       // most requests in flight at once in request-rate mode
 
@@ -113,7 +114,13 @@ func parseShape(v string) (string, []int64, error) {
 	return name, dims, nil
 }
 
+// maxSettings bounds a sweep: a range of more settings is refused, and
+// one without an end (end 0) stops after this many.
+const maxSettings = 10000
+
 // parseRange reads perf_analyzer's start[:end[:step]] (step defaults to 1).
+// An end of 0 means no end: end comes back as the last of maxSettings
+// settings.
 func parseRange(v string) (start, end, step float64, err error) {
 	parts := strings.Split(v, ":")
 	if len(parts) > 3 {
@@ -131,6 +138,9 @@ func parseRange(v string) (start, end, step float64, err error) {
 		vals[1] = vals[0]
 	}
 	start, end, step = vals[0], vals[1], vals[2]
+	if end == 0 && len(parts) > 1 && step > 0 {
+		end = start + step*(maxSettings-1)
+	}
 	switch {
 	case start <= 0:
 		return 0, 0, 0, fmt.Errorf("%q: start must be greater than 0", v)
@@ -138,10 +148,20 @@ func parseRange(v string) (start, end, step float64, err error) {
 		return 0, 0, 0, fmt.Errorf("%q: end must not be below start", v)
 	case step <= 0:
 		return 0, 0, 0, fmt.Errorf("%q: step must be greater than 0", v)
-	case (end-start)/step > 10000:
-		return 0, 0, 0, fmt.Errorf("%q: more than 10000 settings", v)
+	case (end-start)/step >= maxSettings:
+		return 0, 0, 0, fmt.Errorf("%q: more than %d settings", v, maxSettings)
 	}
 	return start, end, step, nil
+}
+
+// openEnded tells whether a range's end is 0.
+func openEnded(v string) bool {
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 {
+		return false
+	}
+	end, err := strconv.ParseFloat(strings.TrimSpace(parts[1]), 64)
+	return err == nil && end == 0
 }
 
 // concurrencyRange expands a range of whole worker counts.
@@ -360,6 +380,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	if concArg != "" && rateArg != "" {
 		return nil, usagef("--concurrency-range and --request-rate-range are mutually exclusive")
+	}
+	o.openRange = openEnded(rateArg) || openEnded(concArg)
+	if o.openRange && latencyMS == 0 {
+		return nil, usagef("The end of the search range and the latency limit can not be both 0 (or 0.0) simultaneously")
 	}
 	switch {
 	case rateArg != "":

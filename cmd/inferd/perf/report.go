@@ -70,7 +70,9 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 	if len(o.rates) > 0 {
 		if last := o.rates[len(o.rates)-1]; last != 1 {
 			fmt.Fprintf(w, "  Latency limit: %d msec\n", o.latencyThreshold.Milliseconds())
-			fmt.Fprintf(w, "  Request Rate limit: %s requests per seconds\n", cppDouble(last))
+			if !o.openRange {
+				fmt.Fprintf(w, "  Request Rate limit: %s requests per seconds\n", cppDouble(last))
+			}
 		}
 		if o.distribution == "poisson" {
 			fmt.Fprintf(w, "  Using poisson distribution on request generation\n")
@@ -79,7 +81,9 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 		}
 	} else if last := o.concurrency[len(o.concurrency)-1]; last != 1 {
 		fmt.Fprintf(w, "  Latency limit: %d msec\n", o.latencyThreshold.Milliseconds())
-		fmt.Fprintf(w, "  Concurrency limit: %d concurrent requests\n", last)
+		if !o.openRange {
+			fmt.Fprintf(w, "  Concurrency limit: %d concurrent requests\n", last)
+		}
 	}
 	if o.async {
 		fmt.Fprintf(w, "  Using asynchronous calls for inference\n")

@@ -42,6 +42,11 @@ func TestParseArgs(t *testing.T) {
 			return reflect.DeepEqual(o.rates, []float64{0.5, 1, 1.5}) && o.concurrency == nil
 		}},
 		{[]string{"--request-rate-range", "0.1:0.3:0.1"}, func(o *options) bool { return len(o.rates) == 3 }},
+		// End 0: on by step until --latency-threshold stops the sweep.
+		{[]string{"--concurrency-range", "2:0:3", "-l", "5"}, func(o *options) bool {
+			return o.openRange && len(o.concurrency) == maxSettings && o.concurrency[1] == 5 && o.concurrency[maxSettings-1] == 2+3*(maxSettings-1)
+		}},
+		{[]string{"--request-rate-range", "10:0", "-l", "5"}, func(o *options) bool { return len(o.rates) == maxSettings && o.rates[2] == 12 }},
 		{[]string{"-u", "https://h:1/prefix/"}, func(o *options) bool { return o.baseURL == "https://h:1/prefix" }},
 		{[]string{"-u", "10.0.0.1:8000"}, func(o *options) bool { return o.baseURL == "http://10.0.0.1:8000" }},
 		{[]string{"--protocol-json"}, func(o *options) bool { return !o.binary }},
@@ -117,6 +122,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-m", "m", "--concurrency-range", "1.5"}, "whole numbers"},
 		{[]string{"-m", "m", "--concurrency-range", "a"}, "is not a number"},
 		{[]string{"-m", "m", "--concurrency-range", "1:100000"}, "more than 10000"},
+		{[]string{"-m", "m", "--concurrency-range", "1:0"}, "The end of the search range and the latency limit can not be both 0 (or 0.0) simultaneously"},
+		{[]string{"-m", "m", "--request-rate-range", "1:0:2", "-l", "0"}, "The end of the search range and the latency limit can not be both 0 (or 0.0) simultaneously"},
 		{[]string{"-m", "m", "--request-rate-range", "-1"}, "start must be greater than 0"},
 		{[]string{"-m", "m", "--request-rate-range", "NaN"}, "is not a number"},
 		{[]string{"-m", "m", "--request-distribution", "uniform"}, "constant or poisson"},
