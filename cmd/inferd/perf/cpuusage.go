@@ -1,8 +1,8 @@
 package perf
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"errors"
 	"math"
 	"os"

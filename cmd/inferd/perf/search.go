@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -558,7 +559,7 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 		err = errNoWinner
 	}
 	if w != nil {
-		text, merr := prototext.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(w.cfg)
+		text, merr := configText(w.cfg)
 		if merr == nil {
 			merr = os.WriteFile(so.configOut, text, 0o644)
 		}
@@ -575,6 +576,21 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 		}
 	}
 	return err
+}
+
+// fieldColon is a field name and the spaces after its colon at the start
+// of a prototext line.
+var fieldColon = regexp.MustCompile(`(?m)^(\s*[A-Za-z_][A-Za-z0-9_]*):\s+`)
+
+// configText renders cfg as config.pbtxt. prototext varies its spacing
+// on purpose (so that nobody compares its bytes); one space after each
+// field's colon makes the file read as a hand-written one.
+func configText(cfg *modelconfig.ModelConfig) ([]byte, error) {
+	text, err := prototext.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return fieldColon.ReplaceAll(text, []byte("$1: ")), nil
 }
 
 func objectiveText(so *searchOptions) string {

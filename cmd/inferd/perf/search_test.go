@@ -100,6 +100,9 @@ func TestSearchONNX(t *testing.T) {
 	if b := best.GetMaxBatchSize(); b != 4 && b != 8 || instanceCount(best) < 1 || instanceCount(best) > 2 || best.GetDynamicBatching() != nil {
 		t.Errorf("best config is none of those tried:\n%s", raw)
 	}
+	if strings.Contains(string(raw), ":  ") {
+		t.Errorf("best config keeps prototext's random spacing:\n%s", raw)
+	}
 	if best.GetName() != "simple" || len(best.GetInput()) != 2 {
 		t.Errorf("best config lost the model's name or inputs:\n%s", raw)
 	}
