@@ -21,7 +21,7 @@ METRICS_PORT ?= 8002
 # time runs out mid-execution (go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 4000x
 
-.PHONY: all build run test vet lint fuzz bench ort ort-gpu azurite redis generate clean
+.PHONY: all build run test vet lint fuzz bench ort ort-gpu azurite redis generate clean gpu-bundle
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
@@ -116,6 +116,42 @@ BENCHCOUNT ?= 1
 BENCHPKGS ?= ./...
 bench: $(ORT_LIB)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -benchmem $(BENCHPKGS)
+
+# The GPU check bundle, for a GPU host without Go or network (README, "On a
+# GPU host"): the inferd binary, the test binaries of the packages with GPU
+# tests and benchmarks, ONNX Runtime with its CUDA and TensorRT providers
+# (`make ort-gpu`; GPU_PROVIDERS=0 leaves them out, as CI does) and the models
+# deploy/gpu/checkrepo writes, as one xz-compressed tar split into parts of at
+# most PART_MB MiB, GPU_BUNDLE/gpu-<id>.NNofMM, which deploy/gpu/check.sh
+# reassembles and runs.
+GPU_BUNDLE ?= .gpu-bundle
+GPU_PROVIDERS ?= 1
+PART_MB ?= 55
+BUNDLE_XZ ?= -6
+BUNDLE_GOFLAGS ?= -trimpath -ldflags='-s -w'
+GPU_TEST_PKGS := core/onnxrt platforms/metrics platforms/shm/cudaipc platforms/httpapi deploy/gpu
+gpu-bundle: $(ORT_LIB)
+	@set -euo pipefail; st=$(GPU_BUNDLE)/stage; rm -rf $(GPU_BUNDLE); mkdir -p $$st/lib $$st/tests; \
+	if [ "$(GPU_PROVIDERS)" != 0 ]; then \
+	  [ -e $(ORT_DIR)/libonnxruntime_providers_cuda.so ] || $(MAKE) --no-print-directory ort-gpu; \
+	  cp $(ORT_DIR)/libonnxruntime_providers_*.so $$st/lib/; \
+	fi; \
+	cp -L $(ORT_LIB) $$st/lib/; \
+	$(GO) build $(BUNDLE_GOFLAGS) -o $$st/inferd ./cmd/inferd; \
+	for p in $(GPU_TEST_PKGS); do $(GO) test -c $(BUNDLE_GOFLAGS) -o $$st/tests/$$(basename $$p).test ./$$p; done; \
+	$(GO) run ./deploy/gpu/checkrepo $$st/models; \
+	cp deploy/gpu/cudashm_check.py $$st/; \
+	providers=$$(ls $$st/lib | sed -n 's/^libonnxruntime_providers_\(.*\)\.so$$/\1/p' | { grep -vx shared || true; } | paste -sd, -); \
+	printf 'commit=%s\ngo=%s\nproviders=%s\n' "$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" \
+	  "$$($(GO) env GOVERSION)" "$${providers:-none}" >$$st/BUNDLE; \
+	tar -C $$st -cf - . | xz -T0 $(BUNDLE_XZ) >$(GPU_BUNDLE)/bundle.tar.xz; \
+	rm -rf $$st; \
+	id=$$(sha256sum $(GPU_BUNDLE)/bundle.tar.xz | cut -c1-8); \
+	split -b $(PART_MB)m -d -a 2 --numeric-suffixes=1 $(GPU_BUNDLE)/bundle.tar.xz $(GPU_BUNDLE)/gpu-$$id.; \
+	rm $(GPU_BUNDLE)/bundle.tar.xz; \
+	n=$$(ls $(GPU_BUNDLE) | wc -l); \
+	for f in $(GPU_BUNDLE)/gpu-$$id.*; do mv $$f $$f"of"$$(printf %02d $$n); done; \
+	ls -l $(GPU_BUNDLE)
 
 generate:
 	$(GO) generate ./...

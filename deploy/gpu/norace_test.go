@@ -1,0 +1,6 @@
+//go:build !race
+
+package gpu
+
+// bundleGoFlags: see race_test.go.
+const bundleGoFlags = ""
