@@ -394,7 +394,7 @@ func TestSweepStops(t *testing.T) {
 	}{
 		// perf_analyzer ends the sweep at the first setting over
 		// --latency-threshold and reports no figures for it.
-		{"over the latency limit", func(int64) time.Duration { return 3 * time.Millisecond }, []string{"-s", "1000", "-l", "1"}, 0,
+		{"over the latency limit", func(int64) time.Duration { return 3 * time.Millisecond }, []string{"-s", "100000", "-l", "1"}, 0,
 			[]string{"Measured latency went over the set limit of 1 msec. "}, []string{"Request concurrency: 1\n"}},
 		// ... and at the first that does not settle, which is an error
 		// when it is the first.

@@ -188,7 +188,7 @@ func TestCountWindows(t *testing.T) {
 	t.Parallel()
 	addr, _, _ := startInferd(t)
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
-	code, stdout, stderr := runPerf(t, "-u", addr, "-m", "simple", "--json", jsonPath, "-s", "1000", "--max-trials", "3",
+	code, stdout, stderr := runPerf(t, "-u", addr, "-m", "simple", "--json", jsonPath, "-s", "100000", "--max-trials", "3",
 		"--measurement-mode", "count_windows", "--measurement-request-count", "20", "-p", "1")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
