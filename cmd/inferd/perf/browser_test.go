@@ -69,7 +69,6 @@ type pageReport struct {
 	console  []string
 	fetched  int // resources the page loaded
 	png      []byte
-	scrollH  int
 	tableLen int
 }
 

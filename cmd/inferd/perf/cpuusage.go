@@ -102,6 +102,14 @@ func (u *usageLog) close() {
 	}
 }
 
+// metricsErr is the last failed read of the server's metrics, if any.
+func (u *usageLog) metricsErr() error {
+	if u == nil || u.poll == nil {
+		return nil
+	}
+	return u.poll.err()
+}
+
 // mark takes a reading.
 func (u *usageLog) mark() {
 	t, ok := readCPU(u.path)

@@ -42,6 +42,7 @@ type htmlReport struct {
 	RateMode  bool
 	Runs      []runReport
 	Search    bool
+	Notes     []string // what could not be measured, and why
 }
 
 // focus is the run the single-configuration charts show: the winner, or
@@ -228,6 +229,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto; max-width: 1000px; padding: 0 16px; color: #222; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; }
 .meta { color: #555; margin: 0.2em 0; }
+.warn { color: #a00; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(440px, 1fr)); gap: 16px; }
 figure { margin: 0; border: 1px solid #ddd; border-radius: 6px; padding: 8px 10px; break-inside: avoid; }
 figcaption { font-weight: 600; margin-bottom: 4px; }
@@ -255,6 +257,7 @@ td.err { color: #a00; text-align: left; }
 <p class="meta">Model <b>{{.R.Model}}</b> at {{.R.URL}}, measured {{.R.Generated}}</p>
 <p class="meta">{{.R.Settings}}</p>
 {{with .R.Objective}}<p class="meta">Objective: {{.}}</p>{{end}}
+{{range .R.Notes}}<p class="meta warn">{{.}}</p>{{end}}
 <div class="charts">
 {{range .Charts}}<figure id="{{.ID}}" class="chart{{if .Missing}} empty{{end}}">
 <figcaption>{{.Title}}</figcaption>
@@ -346,10 +349,14 @@ func sweepReport(o *options, results []result, use *usageLog) *htmlReport {
 	for i, r := range results {
 		run.Points = append(run.Points, pointReport{result: r, usage: use.at(i)})
 	}
-	return &htmlReport{
+	h := &htmlReport{
 		Title: "inferd perf: " + o.model, Model: o.model, URL: o.baseURL, Settings: settingsLine(o),
 		RateMode: len(o.rates) > 0, Runs: []runReport{run},
 	}
+	if err := use.metricsErr(); err != nil {
+		h.Notes = append(h.Notes, metricsNote(err))
+	}
+	return h
 }
 
 // writeSweepHTML writes --report after a sweep.
@@ -362,6 +369,11 @@ func writeSweepHTML(o *options, results []result, use *usageLog) error {
 		return fmt.Errorf("--report %s: %w", o.reportPath, err)
 	}
 	return nil
+}
+
+// metricsNote says why server figures may be missing.
+func metricsNote(err error) string {
+	return "--collect-metrics: reading the server's metrics failed, last: " + err.Error()
 }
 
 // settingsLine sums up how the measurements were taken.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -92,7 +93,7 @@ func TestReportEdgeCases(t *testing.T) {
 	failed := &trial{candidate: candidate{instances: 2, maxBatch: 8, delay: -1}, err: errors.New(`load m: HTTP 400: <bad> config`)}
 	o := &options{model: `m<x>`, baseURL: "http://localhost:8000", protocol: "http", binary: true, batch: 1, inputData: "random", interval: time.Second, stability: 0.1, maxTrials: 10}
 	var b strings.Builder
-	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "quick", latencyBudget: 5 * time.Millisecond}, []*trial{ok, failed}, ok)))
+	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "quick", latencyBudget: 5 * time.Millisecond}, []*trial{ok, failed}, ok, errors.New("metrics <down>"))))
 	page := b.String()
 	for _, want := range []string{
 		"load m: HTTP 400: &lt;bad&gt; config", // the failure, escaped
@@ -101,6 +102,7 @@ func TestReportEdgeCases(t *testing.T) {
 		"No CPU figures",                                  // CPU unknown
 		"100 µs delay, preferred 4,8",                     // the configuration's dynamic batching
 		"maximum throughput with p99 latency within 5 ms", // the objective
+		"reading the server&#39;s metrics failed, last: metrics &lt;down&gt;",
 		`<tr class="config winner"><td>1 instance, max batch 8, dynamic batching 100 µs (best)</td>`,
 	} {
 		if !strings.Contains(page, want) {
@@ -133,7 +135,7 @@ func TestReportEdgeCases(t *testing.T) {
 	ok.points[0].usage = usage{client: 40, server: 55, gpu: 70}
 	ok.points[1].usage = usage{client: 45, server: 60, gpu: 90}
 	b.Reset()
-	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "brute"}, []*trial{ok}, ok)))
+	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "brute"}, []*trial{ok}, ok, nil)))
 	charts = chartPoints(t, b.String())
 	for _, id := range []string{"cpu", "server-cpu", "gpu"} {
 		if got := charts[id]; got != [2]int{2, 2} {
@@ -198,5 +200,28 @@ func TestSweepReportServerMetrics(t *testing.T) {
 	}
 	if _, ok := charts["gpu"]; ok {
 		t.Error("a GPU chart without GPU metrics")
+	}
+}
+
+// TestSweepReportMetricsDown: a metrics endpoint that cannot be read
+// leaves the sweep to finish, and the report says why the server's
+// figures are missing.
+func TestSweepReportMetricsDown(t *testing.T) {
+	addr, _, _ := startInferd(t)
+	ln := httptest.NewServer(http.NotFoundHandler()) // answers 404 to every scrape
+	t.Cleanup(ln.Close)
+	report := filepath.Join(t.TempDir(), "report.html")
+	code, stdout, stderr := runPerf(t, append([]string{"-m", "simple", "-u", addr, "--collect-metrics",
+		"--metrics-url", ln.URL + "/metrics", "--metrics-interval", "20", "--report", report}, fast...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	raw, err := os.ReadFile(report)
+	must(t, err)
+	if !strings.Contains(string(raw), "reading the server&#39;s metrics failed, last: metrics "+ln.URL+"/metrics: HTTP 404") {
+		t.Error("report does not say the metrics could not be read")
+	}
+	if _, ok := chartPoints(t, string(raw))["server-cpu"]; ok {
+		t.Error("server CPU chart without server figures")
 	}
 }

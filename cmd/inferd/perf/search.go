@@ -340,6 +340,8 @@ type searcher struct {
 	prog   *progress
 	trials []*trial
 	tried  map[candidate]*trial
+	// metricsErr is the last failed read of the server's metrics.
+	metricsErr error
 }
 
 // repositoryLoad posts a load request, with the configuration override
@@ -403,7 +405,13 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 	}
 	defer sess.close()
 	use := newUsageLog(ctx, sr.o)
-	defer use.close()
+	defer func() {
+		use.close()
+		if err := use.metricsErr(); err != nil {
+			sr.metricsErr = err
+			sr.prog.println("inferd perf: warning: " + metricsNote(err))
+		}
+	}()
 	use.mark()
 	var sinceBest int
 	for _, n := range sr.so.concurrency {
@@ -570,7 +578,7 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 		}
 	}
 	if o.reportPath != "" {
-		werr := writeFile(o.reportPath, func(out io.Writer) error { return writeHTML(out, searchReport(o, so, sr.trials, w)) })
+		werr := writeFile(o.reportPath, func(out io.Writer) error { return writeHTML(out, searchReport(o, so, sr.trials, w, sr.metricsErr)) })
 		if werr != nil {
 			err = errors.Join(err, fmt.Errorf("--report %s: %w", o.reportPath, werr))
 		}
@@ -600,11 +608,14 @@ func objectiveText(so *searchOptions) string {
 	return "maximum throughput"
 }
 
-func searchReport(o *options, so *searchOptions, trials []*trial, w *trial) *htmlReport {
+func searchReport(o *options, so *searchOptions, trials []*trial, w *trial, metricsErr error) *htmlReport {
 	h := &htmlReport{
 		Title: "inferd perf search: " + o.model, Model: o.model, URL: o.baseURL, Search: true,
 		Settings:  settingsLine(o) + "; " + so.mode + " search",
 		Objective: objectiveText(so),
+	}
+	if metricsErr != nil {
+		h.Notes = append(h.Notes, metricsNote(metricsErr))
 	}
 	for _, t := range trials {
 		r := runReport{Name: t.candidate.String(), Points: t.points, Winner: t == w, trial: t, Score: t.score}
