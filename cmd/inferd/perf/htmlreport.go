@@ -295,8 +295,19 @@ func (h *htmlReport) Setting() string {
 	return "Concurrency"
 }
 
-// SettingText prints the point's setting.
-func (p pointReport) SettingText() string { return settingValue(p.result) }
+// SettingText prints the point's setting, marked when its windows did not
+// agree or it went over --latency-threshold (such a setting ends a sweep,
+// and the text table and CSV leave it out).
+func (p pointReport) SettingText() string {
+	s := settingValue(p.result)
+	switch {
+	case p.OverLatencyThreshold:
+		s += " (over -l)"
+	case !p.Stable:
+		s += " (not stable)"
+	}
+	return s
+}
 
 // Trial is the search configuration of a run, nil for a plain sweep.
 func (r runReport) Trial() *trial { return r.trial }

@@ -87,7 +87,7 @@ func TestReportEdgeCases(t *testing.T) {
 	nan := math.NaN()
 	ok := &trial{candidate: candidate{instances: 1, maxBatch: 8, delay: 100}, preferred: []int{4, 8}, score: 50, scoreAt: 2,
 		points: []pointReport{
-			{result: result{Concurrency: 1, Throughput: 30, P50: 900, P95: 1000, P99: 1100}, usage: usage{nan, nan, nan}},
+			{result: result{Concurrency: 1, Throughput: 30, P50: 900, P95: 1000, P99: 1100, Stable: true}, usage: usage{nan, nan, nan}},
 			{result: result{Concurrency: 2, Throughput: 50, P50: 1900, P95: 2000, P99: 2100}, usage: usage{nan, nan, nan}},
 		}}
 	failed := &trial{candidate: candidate{instances: 2, maxBatch: 8, delay: -1}, err: errors.New(`load m: HTTP 400: <bad> config`)}
@@ -102,6 +102,7 @@ func TestReportEdgeCases(t *testing.T) {
 		"No CPU figures",                                  // CPU unknown
 		"100 µs delay, preferred 4,8",                     // the configuration's dynamic batching
 		"maximum throughput with p99 latency within 5 ms", // the objective
+		"<tr><td>1</td>", "<tr><td>2 (not stable)</td>",   // the second setting's windows did not agree
 		"reading the server&#39;s metrics failed, last: metrics &lt;down&gt;",
 		`<tr class="config winner"><td>1 instance, max batch 8, dynamic batching 100 µs (best)</td>`,
 	} {
