@@ -55,8 +55,11 @@ type dataFile struct {
 
 // parseDataFile reads the common form of perf_analyzer's data file:
 // {"data":[{"IN":[...]} or {"IN":{"content":[...],"shape":[...]}} or
-// {"IN":{"b64":"..."}}, ...]}. Sequence streams (arrays of step arrays)
-// are not supported.
+// {"IN":{"b64":"..."}} or {"IN":{"content":{"b64":"..."},"shape":[...]}},
+// ...]} (triton-inference-server/perf_analyzer docs/input_data.md). b64
+// is the tensor's raw little-endian bytes; for BYTES, the serialized
+// elements with their 4-byte lengths. Sequence streams (arrays of step
+// arrays) are not supported.
 func parseDataFile(b []byte) (*dataFile, error) {
 	var top struct {
 		Data []json.RawMessage `json:"data"`
@@ -122,6 +125,19 @@ func parseFileTensor(raw json.RawMessage) (fileTensor, error) {
 			return fileTensor{}, fmt.Errorf("b64: %w", err)
 		}
 		ft.b64, ft.isB64 = b, true
+	case obj.Content != nil && bytes.HasPrefix(bytes.TrimSpace(obj.Content), []byte("{")):
+		// {"content": {"b64": ...}, "shape": [...]}
+		var inner struct {
+			B64 *string `json:"b64"`
+		}
+		if err := json.Unmarshal(obj.Content, &inner); err != nil || inner.B64 == nil {
+			return fileTensor{}, errors.New(`"content" must be an array or {"b64": ...}`)
+		}
+		b, err := base64.StdEncoding.DecodeString(*inner.B64)
+		if err != nil {
+			return fileTensor{}, fmt.Errorf("b64: %w", err)
+		}
+		ft.b64, ft.isB64 = b, true
 	case obj.Content != nil:
 		vals, err := decodeValues(obj.Content)
 		if err != nil {
@@ -176,8 +192,12 @@ func encodeFileTensor(dt string, ft fileTensor) (raw []byte, count int64, err er
 		return nil, 0, fmt.Errorf("datatype %s is not supported", dt)
 	}
 	if ft.isB64 {
-		if size == 0 { // the whole blob is one string element
-			return appendBytesElem(nil, ft.b64), 1, nil
+		if size == 0 { // the serialized tensor, as perf_analyzer takes it
+			n, ok := countBytesElems(ft.b64)
+			if !ok {
+				return nil, 0, fmt.Errorf("b64 data of %d bytes is not a whole number of length-prefixed BYTES elements", len(ft.b64))
+			}
+			return ft.b64, n, nil
 		}
 		if len(ft.b64)%size != 0 {
 			return nil, 0, fmt.Errorf("b64 data of %d bytes is not a whole number of %s elements", len(ft.b64), dt)
@@ -257,6 +277,25 @@ func appendValue(b []byte, dt string, v any) ([]byte, error) {
 	default: // FP64
 		return le.AppendUint64(b, math.Float64bits(f)), nil
 	}
+}
+
+// countBytesElems counts the elements of a serialized BYTES tensor (each a
+// 4-byte little-endian length, then that many bytes); false when raw does
+// not end on an element's end.
+func countBytesElems(raw []byte) (int64, bool) {
+	var n int64
+	for len(raw) > 0 {
+		if len(raw) < 4 {
+			return 0, false
+		}
+		l := uint64(binary.LittleEndian.Uint32(raw))
+		if l > uint64(len(raw)-4) {
+			return 0, false
+		}
+		raw = raw[4+l:]
+		n++
+	}
+	return n, true
 }
 
 func appendUint(b []byte, x uint64, size int) []byte {

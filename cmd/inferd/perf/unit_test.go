@@ -330,7 +330,7 @@ func TestDataFile(t *testing.T) {
 	}
 	df, err := parseDataFile([]byte(`{"data":[
 		{"I":[[1,-2],[3,4]],"F":[1.5,-2],"S":["ab",""],"B":[true,0]},
-		{"I":{"content":[7],"shape":[1]},"F":{"b64":"AD4AwA=="},"S":{"b64":"eHl6"},"B":{"content":[false,true]}}],
+		{"I":{"content":{"b64":"BwAAAA=="},"shape":[1]},"F":{"b64":"AD4AwA=="},"S":{"b64":"AwAAAHh5eg=="},"B":{"content":[false,true]}}],
 		"validation_data":[]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -398,6 +398,10 @@ func TestDataFile(t *testing.T) {
 		{`{"data":[{"X":[2]}]}`, "BOOL", "BOOL wants"},
 		{`{"data":[{"X":[1]}]}`, "BYTES", "BYTES wants a string"},
 		{`{"data":[{"X":{"b64":"AAA="}}]}`, "INT32", "not a whole number"},
+		// perf_analyzer's b64 for BYTES is the serialized tensor: each
+		// element's 4-byte length, then its bytes.
+		{`{"data":[{"X":{"b64":"BQAAAHh5"}}]}`, "BYTES", "not a whole number of length-prefixed BYTES elements"},
+		{`{"data":[{"X":{"content":{"b64":"AA"}}}]}`, "INT32", "b64"},
 		{`{"data":[{"X":[1]}]}`, "COMPLEX", "not supported"},
 		{`{"data":[{"X":[1]},{"Y":[1]}]}`, "INT32", "step 1"},
 	}
