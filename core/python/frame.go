@@ -32,6 +32,11 @@ type tensorDesc struct {
 	// Arena: the bytes are in the worker's shared arena at Off, not in
 	// the frame (large tensors of execute and its reply).
 	Arena bool `json:"arena,omitempty"`
+	// ArenaIn, in an execute's reply only: the bytes are the execution's
+	// own inputs in the arena's input half, at Off in its slot's part (a
+	// model that returns a view of an input, as an identity does), which
+	// the worker therefore did not copy.
+	ArenaIn bool `json:"arena_in,omitempty"`
 }
 
 // arenaThreshold is the size from which a tensor of an execute, or of its
@@ -103,6 +108,9 @@ type frameIn struct {
 	header []byte
 	blobs  []byte
 	arena  []byte // the worker's output half of the arena, if it has one
+	// arenaIn, for an execute's reply, is that execution's part of the
+	// arena's input half (its slot's), where ArenaIn tensors lie.
+	arenaIn []byte
 	// after, for an execute_done, is when the worker's previous execute
 	// was answered: a pipelined execute only started running then.
 	after time.Time
@@ -155,7 +163,7 @@ func readN(r io.Reader, n int) ([]byte, error) {
 
 // tensor is the tensor d describes, its bytes shared with the frame.
 // A tensor in the arena is copied out: the worker reuses that space for
-// its next reply.
+// its next reply, and the server its input half for its next execute.
 func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) { return f.tensorInto(d, nil) }
 
 // tensorInto is tensor, but a tensor in the arena that fits dst (a
@@ -163,8 +171,13 @@ func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) { return f.tensorInt
 // is then a prefix of dst: the frontend sees that and skips its own copy.
 func (f frameIn) tensorInto(d tensorDesc, dst []byte) (*core.Tensor, error) {
 	area := f.blobs
-	if d.Arena {
+	switch {
+	case d.Arena && d.ArenaIn:
+		return nil, fmt.Errorf("tensor '%s' lies in both halves of the arena", d.Name)
+	case d.Arena:
 		area = f.arena
+	case d.ArenaIn:
+		area = f.arenaIn
 	}
 	if d.Off < 0 || d.Len < 0 || d.Off+d.Len > len(area) || d.Off+d.Len < d.Off {
 		return nil, fmt.Errorf("tensor '%s' lies outside the frame (%d+%d of %d bytes)", d.Name, d.Off, d.Len, len(area))
@@ -178,10 +191,10 @@ func (f frameIn) tensorInto(d tensorDesc, dst []byte) (*core.Tensor, error) {
 	if n, size := core.ElementCount(d.Shape), int64(dt.ByteSize()); dt != core.TypeBytes && (n < 0 || int64(len(data))%size != 0 || n != int64(len(data))/size) {
 		return nil, fmt.Errorf("tensor '%s' of shape %s holds %d bytes", d.Name, core.ShapeString(d.Shape), len(data))
 	}
-	switch {
-	case d.Arena && len(data) > 0 && len(data) <= len(dst):
+	switch inArena := d.Arena || d.ArenaIn; {
+	case inArena && len(data) > 0 && len(data) <= len(dst):
 		data = dst[:copy(dst, data):len(data)]
-	case d.Arena:
+	case inArena:
 		data = append([]byte(nil), data...)
 	}
 	return &core.Tensor{Name: d.Name, DataType: dt, Shape: d.Shape, Data: data}, nil

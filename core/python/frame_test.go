@@ -191,3 +191,48 @@ func exactBytes(shape []int64, size int) *big.Int {
 	}
 	return n
 }
+
+// TestTensorArenaIn: an output the worker describes as lying in the
+// execution's own inputs (arena_in) is read from that part of the input
+// half and copied out of it, into the caller's destination where it fits;
+// a frame without that part, or bounds outside it, are errors.
+func TestTensorArenaIn(t *testing.T) {
+	part := make([]byte, 256)
+	for i := range part {
+		part[i] = byte(i)
+	}
+	desc := tensorDesc{Name: "y", Datatype: "UINT8", Shape: []int64{16}, Off: 64, Len: 16, ArenaIn: true}
+	for _, tc := range []struct {
+		name    string
+		f       frameIn
+		d       tensorDesc
+		dst     []byte
+		wantErr string
+		intoDst bool
+	}{
+		{name: "copied", f: frameIn{arenaIn: part}, d: desc},
+		{name: "into its destination", f: frameIn{arenaIn: part}, d: desc, dst: make([]byte, 32), intoDst: true},
+		{name: "no input part", f: frameIn{arena: part}, d: desc, wantErr: "outside the frame"},
+		{name: "past the part", f: frameIn{arenaIn: part[:70]}, d: desc, wantErr: "outside the frame"},
+		{name: "both halves", f: frameIn{arena: part, arenaIn: part}, d: func() tensorDesc { d := desc; d.Arena = true; return d }(), wantErr: "both halves"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.f.tensorInto(tc.d, tc.dst)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got.Data, part[64:80]) {
+				t.Fatalf("%v, %v", got, err)
+			}
+			if core.Overlap(got.Data, part) {
+				t.Fatal("the output shares the arena's input half")
+			}
+			if tc.intoDst != (len(tc.dst) > 0 && &got.Data[0] == &tc.dst[0]) {
+				t.Fatalf("written into its destination: %v, want %v", !tc.intoDst, tc.intoDst)
+			}
+		})
+	}
+}

@@ -223,11 +223,13 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 	// A decoupled model may read its requests' inputs after execute
 	// returned, when the next execution in the slot has overwritten its
 	// part of the arena: their inputs come in the frame, which is theirs.
+	var inputPart []byte
 	if w.arena != nil && !in.decoupled {
 		// Each slot has its part of either half: the worker may write the
 		// next execution's outputs while this one's are still copied out.
 		part := len(w.arena) / 2 / depth
 		out.arena, out.arenaBase = w.arena[slot*part:(slot+1)*part], slot*part
+		inputPart = out.arena
 	}
 	reqs := make([]wireRequest, len(e.Requests))
 	ridOf := make([]int64, len(e.Requests))
@@ -271,6 +273,7 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		in.failOf(w, err)
 		return err
 	}
+	reply.arenaIn = inputPart // outputs that are views of this execution's inputs
 	if reply.after.After(e.InferStart) {
 		// Pipelined: it waited in the socket behind the previous execute,
 		// which counts as input time, not as the model's.

@@ -255,17 +255,25 @@ func (p *doneParser) desc(d *tensorDesc) bool {
 			}
 			ok = ok && int64(int(n)) == n
 		case "arena":
-			switch {
-			case len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "true":
-				d.Arena, ok = true, true
-				p.i += 4
-			case len(p.b)-p.i >= 5 && string(p.b[p.i:p.i+5]) == "false":
-				d.Arena, ok = false, true
-				p.i += 5
-			}
+			d.Arena, ok = p.bool()
+		case "arena_in":
+			d.ArenaIn, ok = p.bool()
 		}
 		return ok
 	})
+}
+
+// bool reads true or false.
+func (p *doneParser) bool() (v, ok bool) {
+	switch {
+	case len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "true":
+		p.i += 4
+		return true, true
+	case len(p.b)-p.i >= 5 && string(p.b[p.i:p.i+5]) == "false":
+		p.i += 5
+		return false, true
+	}
+	return false, false
 }
 
 // rawHeader is a header already encoded as JSON.

@@ -19,6 +19,8 @@ var executeDoneSeeds = []string{
 	`{"op":"execute_done","seq":11,"responses":[{"outputs":[{"off":1.5}]}]}`,
 	"{\"op\":\"execute_done\",\"seq\":12,\"error\":\"\xff\"}",
 	`{"op":"execute_done","seq":13}trailing`,
+	`{"op":"execute_done","seq":14,"responses":[{"outputs":[{"name":"y","datatype":"FP32","shape":[65536],"off":128,"len":262144,"arena_in":true,"arena":false}],"parameters":"{}"}]}`,
+	`{"op":"execute_done","seq":15,"responses":[{"outputs":[{"name":"y","arena_in":1}]}]}`,
 }
 
 // TestDecodeExecuteDone: the hand-read form and encoding/json agree on the

@@ -44,6 +44,10 @@ def _map_arena():
     mm = mmap.mmap(4, size)
     view = memoryview(mm)
     _worker.arena_in, _worker.arena_out = view[:size // 2], view[size // 2:]
+    _arena_in_addr[0] = np.frombuffer(_worker.arena_in, dtype=np.uint8).ctypes.data
+
+
+_arena_in_addr = [0]  # where the input half is mapped
 
 
 _map_arena()
@@ -470,7 +474,7 @@ def _execute(header, frame):
         # in flight (its slots); this one's outputs go to its own part.
         part = len(_worker.arena_out) // _SLOTS
         base = header.get("slot", 0) * part
-        blobs = _Blobs(_worker.arena_out[base:base + part], base)
+        blobs = _Blobs(_worker.arena_out[base:base + part], base, (_arena_in_addr[0] + base, part))
     try:
         execute = getattr(_State.model, "execute", None)
         if execute is None:

@@ -341,18 +341,30 @@ class _Blobs:
     """The blob area of a frame being built: tensor bytes, in order. With
     an arena (execute's reply), large tensors are copied there instead."""
 
-    def __init__(self, arena=None, base=0):
+    def __init__(self, arena=None, base=0, inputs=None):
         self.parts = []
         self.size = 0
         self.arena = arena  # the part of the output half this frame may use
         self.base = base  # its offset in the output half
         self.arena_used = 0
+        # inputs: the address and size of the execution's own part of the
+        # input half. A large output that lies there (a view of an input,
+        # as an identity returns) is described where it is, not copied.
+        self.inputs = inputs
 
     def add(self, data):
+        """Places data; returns its offset, its length and where it is:
+        False (the blob area), True (the output half) or "in" (at the
+        offset in the execution's part of the input half)."""
         mv = memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
         n = len(mv)
+        if self.inputs is not None and n >= 65536:
+            start, size = self.inputs
+            addr = np.frombuffer(mv, dtype=np.uint8).ctypes.data
+            if start <= addr and addr + n <= start + size:
+                return addr - start, n, "in"
         if self.arena is not None and n >= 65536 and self.arena_used + n <= len(self.arena):
             off = self.arena_used
             self.arena[off:off + n] = mv
@@ -366,9 +378,11 @@ class _Blobs:
 
 def _describe(t, blobs):
     dtype, data = t._wire()
-    off, n, in_arena = blobs.add(data)
+    off, n, where = blobs.add(data)
     d = {"name": t.name(), "datatype": dtype, "shape": t.shape(), "off": off, "len": n}
-    if in_arena:
+    if where == "in":
+        d["arena_in"] = True
+    elif where:
         d["arena"] = True
     return d
 

@@ -129,4 +129,30 @@ for bad, text in [
         raises(pb_utils.TritonModelException, text, pb_utils._wire_tensor, bad, frame, None)
     except AssertionError:
         raise AssertionError("%r did not raise %r" % (bad, text))
+
+# Placing an execute's outputs: a large one that is a view of the
+# execution's inputs (its part of the arena's input half) is described
+# where it lies; a copy, a small one, or one reaching past the part goes
+# to the output half as before.
+inputs = np.zeros(1 << 20, dtype=np.uint8)
+start = inputs.ctypes.data
+part = 1 << 19  # this execution's part: the first half of inputs
+out_half = bytearray(1 << 20)
+for name, data, want in [
+    ("view", inputs[4096:4096 + 65536], (4096, 65536, "in")),
+    ("whole part", inputs[:part], (0, part, "in")),
+    ("float view", inputs[64:64 + 65536].view(np.float32), (64, 65536, "in")),
+    ("copy", inputs[4096:4096 + 65536].copy(), (0, 65536, True)),
+    ("small view", inputs[:1024], (0, 1024, False)),
+    ("past the part", inputs[part - 64:part + 65536], (0, 65536 + 64, True)),
+]:
+    blobs = pb_utils._Blobs(memoryview(out_half), 0, (start, part))
+    got = blobs.add(memoryview(np.ascontiguousarray(data)).cast("B"))
+    assert got == want, (name, got, want)
+    if want[2] is True:
+        assert bytes(out_half[:want[1]]) == data.tobytes(), name
+# Without the inputs' place (a decoupled send, BLS) nothing is "in".
+assert pb_utils._Blobs(memoryview(out_half)).add(inputs[:65536])[2] is True
+d = pb_utils._describe(pb_utils.Tensor("O", inputs[:65536]), pb_utils._Blobs(None, 0, (start, part)))
+assert d == {"name": "O", "datatype": "UINT8", "shape": [65536], "off": 0, "len": 65536, "arena_in": True}, d
 print("ok")
