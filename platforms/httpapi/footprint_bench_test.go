@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,19 +21,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/modroot"
 )
 
-// footprint is what BenchmarkFootprint measures of one inferd process.
+// footprint is what BenchmarkFootprint measures of one inferd process,
+// beside the floor: ortfloor (internal/ortfloor), which only loads ONNX
+// Runtime and creates the same sessions.
 type footprint struct {
 	readyMs     float64 // process start to /v2/health/ready answering 200
+	lambdaMs    float64 // process start to the first poll of a Lambda Runtime API
 	loadMs      float64 // longest nv_model_load_duration_secs
 	loadSumMs   float64 // sum over the repository's models
-	idleMiB     float64 // VmRSS once ready and idle
+	idle        rss     // once ready and idle
 	loadMiB     float64 // highest VmRSS sampled under load
 	peakMiB     float64 // VmHWM at the end of the load
 	loadReqPerS float64
+
+	floorReadyMs float64 // ortfloor's start to its sessions created
+	floor        rss     // ortfloor once ready and idle
 }
+
+// rss is a process's resident set, in MiB: VmRSS and its private (RssAnon)
+// and file-backed (RssFile: the executable, the libraries) parts.
+type rss struct{ total, anon, file float64 }
 
 // footprintOf caches the measurement of the current top-level benchmark:
 // the framework calls BenchmarkFootprint more than once with the same B
@@ -48,16 +60,25 @@ const (
 	footprintLoad     = 3 * time.Second
 	footprintConc     = 16
 	footprintIdentity = 64 << 10 // FP32 elements per identity_fp32 request (256 KiB)
+	footprintIdle     = 500 * time.Millisecond
 )
 
-// BenchmarkFootprint builds the inferd binary, serves the example repository
-// (examples/model_repository) with it and reports (BENCHMARKS.md, figure 4):
-// the time to ready and the longest model load (nv_model_load_duration_secs
-// on /metrics), the resident set (VmRSS of /proc/<pid>/status) once idle,
-// its highest value while 16 clients post for 3 s (12 on `simple` with JSON
-// tensors, 4 on `identity_fp32` with 256 KiB binary tensors), and VmHWM.
-// One process is measured per benchmark run (per -count repetition),
-// whatever b.N:
+// BenchmarkFootprint builds the inferd binary and its floor, ortfloor
+// (internal/ortfloor: ONNX Runtime loaded and the same sessions created,
+// nothing else), and measures side by side on the example repository
+// (examples/model_repository; BENCHMARKS.md, sections 4 and 5):
+//
+//   - ortfloor: start to its sessions created, and its resident set
+//     (VmRSS, RssAnon, RssFile of /proc/<pid>/status) once idle;
+//   - inferd in Lambda mode: start to the first poll of a Runtime API;
+//   - inferd serving HTTP: start to /v2/health/ready answering 200, the
+//     longest model load (nv_model_load_duration_secs on /metrics), the
+//     resident set once idle, its highest VmRSS while 16 clients post for
+//     3 s (12 on `simple` with JSON tensors, 4 on `identity_fp32` with
+//     256 KiB binary tensors), and VmHWM.
+//
+// One process of each is measured per benchmark run (per -count
+// repetition), whatever b.N:
 //
 //	go test ./platforms/httpapi -run '^$' -bench BenchmarkFootprint
 func BenchmarkFootprint(b *testing.B) {
@@ -74,9 +95,18 @@ func BenchmarkFootprint(b *testing.B) {
 		b.ReportMetric(0, unit)
 	}
 	b.ReportMetric(fp.readyMs, "ready-ms")
+	b.ReportMetric(fp.floorReadyMs, "floor-ready-ms")
+	b.ReportMetric(fp.lambdaMs, "lambda-init-ms")
 	b.ReportMetric(fp.loadMs, "load-max-ms")
 	b.ReportMetric(fp.loadSumMs, "load-sum-ms")
-	b.ReportMetric(fp.idleMiB, "idle-rss-MiB")
+	b.ReportMetric(fp.idle.total, "idle-rss-MiB")
+	b.ReportMetric(fp.idle.anon, "idle-anon-MiB")
+	b.ReportMetric(fp.idle.file, "idle-file-MiB")
+	b.ReportMetric(fp.floor.total, "floor-rss-MiB")
+	b.ReportMetric(fp.floor.anon, "floor-anon-MiB")
+	b.ReportMetric(fp.floor.file, "floor-file-MiB")
+	b.ReportMetric(fp.idle.total/fp.floor.total, "rss/floor")
+	b.ReportMetric(fp.idle.anon/fp.floor.anon, "anon/floor")
 	b.ReportMetric(fp.loadMiB, "load-rss-MiB")
 	b.ReportMetric(fp.peakMiB, "peak-rss-MiB")
 	b.ReportMetric(fp.loadReqPerS, "load-req/s")
@@ -87,27 +117,37 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	if err != nil {
 		return fp, err
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	bin := filepath.Join(dir, "inferd")
-	build := exec.Command(goBin, "build", "-o", bin, "./cmd/inferd")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fp, fmt.Errorf("go build ./cmd/inferd: %v\n%s", err, out)
-	}
-	httpPort, err := freePort()
+	lib, err := onnxrt.FindLibrary("")
 	if err != nil {
 		return fp, err
 	}
-	metricsPort, err := freePort()
-	if err != nil {
+	// Both binaries are built the same way, so the page cache holds both
+	// the same way: the file-backed part of the resident set depends on it.
+	bin, floorBin := filepath.Join(dir, "inferd"), filepath.Join(dir, "ortfloor")
+	if err := goBuild(root, bin, "./cmd/inferd"); err != nil {
 		return fp, err
 	}
+	if err := goBuild(root, floorBin, "./internal/ortfloor"); err != nil {
+		return fp, err
+	}
+	repository := filepath.Join(root, "examples", "model_repository")
+	if fp.floorReadyMs, fp.floor, err = measureFloor(floorBin, lib, repository); err != nil {
+		return fp, err
+	}
+	if fp.lambdaMs, err = measureLambdaInit(root, bin, repository); err != nil {
+		return fp, err
+	}
+
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return fp, err
+		}
+	}
+	httpPort, metricsPort := ports[0], ports[1]
 	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--model-repository="+filepath.Join(root, "examples", "model_repository"),
-		"--http-address=127.0.0.1", "--http-port="+strconv.Itoa(httpPort), "--metrics-port="+strconv.Itoa(metricsPort))
+	cmd := exec.Command(bin, "--model-repository="+repository, "--http-address=127.0.0.1", "--http-port="+strconv.Itoa(httpPort),
+		"--metrics-port="+strconv.Itoa(metricsPort), "--grpc-port="+strconv.Itoa(ports[2]))
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, &logs, &logs
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -116,13 +156,7 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		stopProcess(cmd, exited)
 		if err != nil {
 			err = fmt.Errorf("%w\ninferd log:\n%s", err, logs.String())
 		}
@@ -136,9 +170,9 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	if fp.loadMs, fp.loadSumMs, err = loadDurations("http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"); err != nil {
 		return fp, err
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(footprintIdle)
 	pid := cmd.Process.Pid
-	if fp.idleMiB, err = procStatusMiB(pid, "VmRSS"); err != nil {
+	if fp.idle, err = procRSS(pid); err != nil {
 		return fp, err
 	}
 
@@ -187,6 +221,114 @@ func measureFootprint(dir string) (fp footprint, err error) {
 		return fp, err
 	}
 	return fp, nil
+}
+
+// goBuild builds pkg of the module at root into out.
+func goBuild(root, out, pkg string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	build := exec.Command(goBin, "build", "-o", out, pkg)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return nil
+}
+
+// stopProcess ends a started process with SIGTERM, killing it after 15 s;
+// exited receives cmd.Wait's result.
+func stopProcess(cmd *exec.Cmd, exited <-chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// measureFloor starts ortfloor on repository and returns the time from its
+// start to its "ready" line (ONNX Runtime loaded, sessions created) and its
+// resident set once idle.
+func measureFloor(bin, lib, repository string) (readyMs float64, idle rss, err error) {
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "-lib", lib, repository)
+	cmd.Stderr = &logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, idle, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, idle, err
+	}
+	line, readErr := bufio.NewReader(stdout).ReadString('\n')
+	readyMs = float64(time.Since(start).Microseconds()) / 1e3
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer stopProcess(cmd, exited)
+	if !strings.HasPrefix(line, "ready") {
+		return 0, idle, fmt.Errorf("ortfloor: %q (%v)\n%s", line, readErr, logs.String())
+	}
+	time.Sleep(footprintIdle)
+	idle, err = procRSS(cmd.Process.Pid)
+	return readyMs, idle, err
+}
+
+// measureLambdaInit starts inferd in Lambda mode (AWS_LAMBDA_RUNTIME_API
+// set) on repository and returns the time from its start to its first poll
+// of the Runtime API, which has no event to give.
+func measureLambdaInit(root, bin, repository string) (ms float64, err error) {
+	polled := make(chan time.Time, 1)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/runtime/invocation/next") {
+			select {
+			case polled <- time.Now():
+			default:
+			}
+			<-r.Context().Done() // no event: the runtime waits, as on Lambda
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer api.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--model-repository="+repository)
+	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(api.URL, "http://"))
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, &logs, &logs
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The process ends before the server closes: the pending poll
+	// holds the server's Close until its connection drops.
+	defer stopProcess(cmd, exited)
+	select {
+	case at := <-polled:
+		return float64(at.Sub(start).Microseconds()) / 1e3, nil
+	case err := <-exited:
+		exited <- err
+		return 0, fmt.Errorf("inferd (Lambda mode) exited before polling: %v\n%s", err, logs.String())
+	case <-time.After(time.Minute):
+		return 0, fmt.Errorf("inferd (Lambda mode) did not poll in a minute\n%s", logs.String())
+	}
+}
+
+// procRSS reads the resident set of a process from /proc/<pid>/status.
+func procRSS(pid int) (r rss, err error) {
+	for _, f := range []struct {
+		name string
+		into *float64
+	}{{"VmRSS", &r.total}, {"RssAnon", &r.anon}, {"RssFile", &r.file}} {
+		if *f.into, err = procStatusMiB(pid, f.name); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // freePort asks the kernel for a free loopback port.
