@@ -10,7 +10,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // elemSize is the wire size of one element; 0 for BYTES (variable), -1
@@ -498,3 +501,59 @@ func synthetic(dt string, shape []int64, zero bool, strLen int, rng *rand.Rand) 
 }
 
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// loadData reads the --input-data files and directories in order and binds
+// their steps to the model's inputs: each file's steps follow the previous
+// one's, as perf_analyzer appends them.
+func loadData(paths []string, inputs []tensorMeta, shapes map[string][]int64) ([][]tensorData, error) {
+	var steps [][]tensorData
+	for _, path := range paths {
+		df, err := readDataSource(path, inputs, shapes)
+		if err != nil {
+			return nil, err
+		}
+		s, err := bindDataFile(df, inputs, shapes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		steps = append(steps, s...)
+	}
+	return steps, nil
+}
+
+// readDataSource reads one --input-data path: a JSON data file, or a
+// directory holding one file per input, named as the input, for one
+// step of batch 1 (triton-inference-server/perf_analyzer
+// src/data_loader.cc, ReadDataFromDir): the raw little-endian bytes, or
+// for BYTES a text file of one element a line.
+func readDataSource(path string, inputs []tensorMeta, shapes map[string][]int64) (*dataFile, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--input-data: %w", err)
+	}
+	if !fi.IsDir() {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--input-data: %w", err)
+		}
+		return parseDataFile(raw)
+	}
+	step := map[string]fileTensor{}
+	for _, in := range inputs {
+		raw, err := os.ReadFile(filepath.Join(path, in.Name))
+		if err != nil {
+			return nil, fmt.Errorf("--input-data: %w", err)
+		}
+		ft := fileTensor{shape: shapes[in.Name]}
+		if in.Datatype == "BYTES" {
+			ft.values = []any{}
+			for _, line := range strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n") {
+				ft.values = append(ft.values, line)
+			}
+		} else {
+			ft.b64, ft.isB64 = raw, true
+		}
+		step[in.Name] = ft
+	}
+	return &dataFile{steps: []map[string]fileTensor{step}}, nil
+}

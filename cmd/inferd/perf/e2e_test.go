@@ -446,7 +446,15 @@ func TestAgainstInferd(t *testing.T) {
 		must(t, os.WriteFile(path, []byte(`{"data":[
 			{"INPUT0":[5,4,3,2,1,0,1,2,3,4,5,6,7,8,9,10],"INPUT1":{"content":[[1,1,1,1,1,1,1,1],[1,1,1,1,1,1,1,1]],"shape":[16]}},
 			{"INPUT0":{"content":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"shape":[16]},"INPUT1":{"b64":"`+b64Int32(16, 2)+`"}}]}`), 0o644))
-		for _, extra := range [][]string{nil, {"--protocol-json"}, {"-b", "3"}} {
+		// A directory of raw files, one per input, as perf_analyzer reads one.
+		dir := filepath.Join(t.TempDir(), "raw")
+		must(t, os.Mkdir(dir, 0o755))
+		for _, in := range []string{"INPUT0", "INPUT1"} {
+			raw, err := base64.StdEncoding.DecodeString(b64Int32(16, 4))
+			must(t, err)
+			must(t, os.WriteFile(filepath.Join(dir, in), raw, 0o644))
+		}
+		for _, extra := range [][]string{nil, {"--protocol-json"}, {"-b", "3"}, {"--input-data", dir}, {"--input-data", dir, "--input-data", path, "-b", "2"}} {
 			code, stdout, stderr := runPerf(t, append(append([]string{"-m", "simple_b", "-u", addr, "--input-data", path}, fast...), extra...)...)
 			if code != 0 || strings.Contains(stderr, "failed") {
 				t.Fatalf("%v: exit %d\n%s\n%s", extra, code, stdout, stderr)

@@ -229,8 +229,8 @@ func (s *session) requestRate(ctx context.Context, rate float64) (result, error)
 	return r, err
 }
 
-// fromFile tells whether --input-data names a data file.
-func fromFile(o *options) bool { return o.inputData != "random" && o.inputData != "zero" }
+// fromFile tells whether --input-data names data files.
+func fromFile(o *options) bool { return len(o.dataPaths) > 0 }
 
 // buildTensors makes the input tensors of every request the load will
 // send; the protocol encodes them.
@@ -257,8 +257,7 @@ func buildTensors(o *options, info *modelInfo, rng *rand.Rand) ([][]tensorData, 
 		return append([]int64{int64(o.batch)}, dims...)
 	}
 
-	switch o.inputData {
-	case "random", "zero":
+	if !fromFile(o) {
 		var tensors []tensorData
 		for _, in := range info.inputs {
 			shape, err := resolveShape(in.Name, in.Shape, o.shapes[in.Name], -1)
@@ -274,15 +273,7 @@ func buildTensors(o *options, info *modelInfo, rng *rand.Rand) ([][]tensorData, 
 		return [][]tensorData{tensors}, nil
 	}
 
-	raw, err := os.ReadFile(o.inputData)
-	if err != nil {
-		return nil, fmt.Errorf("--input-data: %w", err)
-	}
-	df, err := parseDataFile(raw)
-	if err != nil {
-		return nil, err
-	}
-	steps, err := bindDataFile(df, info.inputs, o.shapes)
+	steps, err := loadData(o.dataPaths, info.inputs, o.shapes)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -756,5 +758,78 @@ Concurrency: 4, throughput: 1409.87 infer/sec, latency 709 usec
 		if strings.Contains(b.String(), absent) {
 			t.Errorf("%q in\n%s", absent, b.String())
 		}
+	}
+}
+
+func TestDataSources(t *testing.T) {
+	t.Parallel()
+	inputs := []tensorMeta{
+		{Name: "I", Datatype: "INT32", Shape: []int64{2}},
+		{Name: "S", Datatype: "BYTES", Shape: []int64{-1}},
+	}
+	dir := t.TempDir()
+	// A directory as perf_analyzer reads one: a raw file per input, and
+	// BYTES as text, one element a line.
+	must(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "d", "I"), int32s(7, 8), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "d", "S"), []byte("ab\ncde\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "one.json"), []byte(`{"data":[{"I":[1,2],"S":["x"]}]}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "two.json"), []byte(`{"data":[{"I":[3,4],"S":["y"]},{"I":[5,6],"S":["z"]}]}`), 0o644))
+	must(t, os.Mkdir(filepath.Join(dir, "short"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "short", "I"), int32s(7), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "short", "S"), []byte("a\n"), 0o644))
+	p := func(name string) string { return filepath.Join(dir, name) }
+	for _, c := range []struct {
+		name  string
+		paths []string
+		first []int32 // I of each step
+		want  string  // error
+	}{
+		{"directory", []string{p("d")}, []int32{7}, ""},
+		// Files given one after another add their steps in order.
+		{"two files", []string{p("one.json"), p("two.json")}, []int32{1, 3, 5}, ""},
+		{"file and directory", []string{p("two.json"), p("d")}, []int32{3, 5, 7}, ""},
+		{"short raw file", []string{p("short")}, nil, "has 1 elements, shape [2] needs 2"},
+		{"missing", []string{p("nope.json")}, nil, "--input-data"},
+	} {
+		steps, err := loadData(c.paths, inputs, nil)
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: err %v, want %q", c.name, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var first []int32
+		for _, s := range steps {
+			first = append(first, int32(binary.LittleEndian.Uint32(s[0].raw)))
+		}
+		if !reflect.DeepEqual(first, c.first) {
+			t.Errorf("%s: steps start %v, want %v", c.name, first, c.first)
+		}
+	}
+	steps, err := loadData([]string{p("d")}, inputs, nil)
+	if err != nil || !reflect.DeepEqual(steps[0][1], tensorData{raw: []byte{2, 0, 0, 0, 'a', 'b', 3, 0, 0, 0, 'c', 'd', 'e'}, shape: []int64{2}, count: 2}) {
+		t.Errorf("BYTES from a directory: %v %v", steps, err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--input-data", "a.json", "--input-data", "b.json"}, "a.json,b.json"},
+		{[]string{"--input-data", "zero"}, "zero"},
+		{nil, "random"},
+	} {
+		o, err := parseArgs(append([]string{"-m", "m"}, c.args...), io.Discard)
+		if err != nil || o.inputData != c.want {
+			t.Errorf("%v: %v %v", c.args, o, err)
+		}
+	}
+	if _, err := parseArgs([]string{"-m", "m", "--input-data", "zero", "--input-data", "a.json"}, io.Discard); err == nil || !strings.Contains(err.Error(), "random and zero stand alone") {
+		t.Errorf("zero and a file: %v", err)
 	}
 }
