@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -69,6 +71,7 @@ type pageReport struct {
 	console  []string
 	fetched  int // resources the page loaded
 	png      []byte
+	printed  int // charts that lay out at a readable size under print media
 	tableLen int
 }
 
@@ -127,6 +130,20 @@ func browse(t *testing.T, files ...string) []pageReport {
 		must(t, err)
 		rep.png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
 		must(t, err)
+		// The page is read printed too: @media print lays the charts out
+		// one per block, each still drawn at a readable size.
+		must(t, chromedp.Do(bctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print"})
+			return err
+		})))
+		rep.printed, err = chromedp.Run(bctx, chromedp.Evaluate[int](`Array.from(document.querySelectorAll("figure.chart svg")).filter(s => {
+  const r = s.getBoundingClientRect(); return r.width > 200 && r.height > 80 && getComputedStyle(s).display !== "none";
+}).length`))
+		must(t, err)
+		must(t, chromedp.Do(bctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: ""})
+			return err
+		})))
 		// Late messages (a failed load reported after the page's load
 		// event) have a moment to arrive.
 		time.Sleep(200 * time.Millisecond)
@@ -189,6 +206,9 @@ func TestReportInBrowser(t *testing.T) {
 			if c.ID != "server-split" && c.Lines == 0 {
 				t.Errorf("%s report, chart %s: no line drawn", name, c.ID)
 			}
+		}
+		if p.printed != len(p.charts) {
+			t.Errorf("%s report: %d of %d charts lay out at a readable size when printed", name, p.printed, len(p.charts))
 		}
 		path := screenshotPath("inferd-perf-" + name + "-report.png")
 		if err := os.WriteFile(path, p.png, 0o644); err != nil {
