@@ -441,3 +441,34 @@ func TestSweepStops(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestCount(t *testing.T) {
+	t.Parallel()
+	f := &fakeServer{}
+	url := f.start(t)
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	// -s 1 would never settle: a counted run is one window, taken as it is.
+	code, stdout, stderr := runPerf(t, "-m", "add", "-u", url, "--concurrency-range", "2", "--request-count", "30",
+		"--warmup-request-count", "10", "-s", "1", "--json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, line := range []string{"  Sending 10 warmup requests\n", "  Sending 30 benchmark requests\n", "Concurrency: 2, throughput: "} {
+		if !strings.Contains(stdout, line) {
+			t.Errorf("no %q in\n%s", line, stdout)
+		}
+	}
+	var rep report
+	b, err := os.ReadFile(jsonPath)
+	must(t, err)
+	must(t, json.Unmarshal(b, &rep))
+	if len(rep.Results) != 1 || rep.Results[0].Windows != 1 || !rep.Results[0].Stable || rep.Results[0].Requests < 30 || rep.Results[0].Requests > 30+2 {
+		t.Fatalf("%s", b)
+	}
+	// The request before measuring, the warm-up and the counted ones.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.received); n < 1+10+30 {
+		t.Errorf("the server got %d requests", n)
+	}
+}

@@ -39,6 +39,8 @@ type options struct {
 	interval         time.Duration
 	countWindows     bool // --measurement-mode count_windows: windows of at least requestCount requests
 	requestCount     int
+	benchRequests    int     // --request-count: one window of this many requests, taken as stable (0: windows)
+	warmupRequests   int     // --warmup-request-count: requests before measuring
 	stability        float64 // fraction, 0.1 = 10%
 	maxTrials        int
 	percentile       int // 0: average latency decides stability
@@ -156,6 +158,31 @@ func parseRange(v string) (start, end, step float64, err error) {
 	return start, end, step, nil
 }
 
+// checkRequestCounts applies perf_analyzer's rules to --request-count and
+// --warmup-request-count: one setting only, and no fewer requests than it.
+func checkRequestCounts(o *options) error {
+	if o.benchRequests < 0 || o.warmupRequests < 0 {
+		return usagef("--request-count and --warmup-request-count must not be negative")
+	}
+	kind, several := "concurrency", len(o.concurrency) > 1
+	if len(o.rates) > 0 {
+		kind, several = "request rate", len(o.rates) > 1
+	}
+	if o.warmupRequests > 0 && several {
+		return usagef("--warmup-request-count not supported with multiple %s values in one run", kind)
+	}
+	if o.benchRequests == 0 {
+		return nil
+	}
+	if len(o.rates) > 0 && float64(o.benchRequests) < math.Trunc(o.rates[0]) || len(o.concurrency) > 0 && o.benchRequests < o.concurrency[0] {
+		return usagef("--request-count can not be less than %s", kind)
+	}
+	if several {
+		return usagef("--request-count not supported with multiple %s values in one run", kind)
+	}
+	return nil
+}
+
 // openEnded tells whether a range's end is 0.
 func openEnded(v string) bool {
 	parts := strings.Split(v, ":")
@@ -263,6 +290,8 @@ over HTTP or gRPC.
   --measurement-request-count N   count_windows: at least N requests and 1 s a window (default 50)
   -s, --stability-percentage P    the last 3 windows' max/min within P percent (default 10)
   -r, --max-trials N              windows per setting before giving up on stability (default 10)
+  --request-count N               measure one window of N requests instead (one setting only)
+  --warmup-request-count N        send N requests before measuring (one setting only)
   --percentile P                  use the P-th percentile latency for stability (default -1: average)
   -a, --async | --sync            async: a setting whose latency never settles counts as stable
                                   once its throughput does (--streaming is async)
@@ -323,6 +352,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.percentile, "percentile", -1, "stability percentile")
 	fs.StringVar(&mode, "measurement-mode", "time_windows", "time_windows or count_windows")
 	fs.IntVar(&o.requestCount, "measurement-request-count", 50, "count_windows: requests a window")
+	fs.IntVar(&o.benchRequests, "request-count", 0, "requests to measure")
+	fs.IntVar(&o.warmupRequests, "warmup-request-count", 0, "warm-up requests")
 	for _, n := range []string{"a", "async"} {
 		fs.BoolVar(&o.async, n, false, "asynchronous")
 	}
@@ -457,6 +488,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.requestCount <= 0 {
 		return nil, usagef("Failed to parse --measurement-request-count. The value must be > 0.")
+	}
+	if err := checkRequestCounts(o); err != nil {
+		return nil, err
 	}
 	if o.async && sync {
 		return nil, usagef("Cannot specify --async and --sync simultaneously.")

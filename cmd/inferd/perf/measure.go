@@ -254,6 +254,9 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 		batch      = m.opts.batch
 		isStable   bool
 	)
+	if err := m.warmUp(ctx, rec); err != nil {
+		return result{}, err
+	}
 	snaps = append(snaps, m.snapshot(ctx))
 	windowStart := rec.now()
 	for trial := 1; trial <= m.opts.maxTrials; trial++ {
@@ -266,6 +269,11 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 		var lastErr string
 		buf, lastErr = rec.drain(append(buf[:0], carry...))
 		carry = carry[:0]
+		if n := m.opts.benchRequests; n > 0 {
+			// --request-count: the window ends with its n-th request, as
+			// perf_analyzer clamps it.
+			end = min(end, nthEnd(buf, windowStart, n)+1)
+		}
 		w := &window{dur: time.Duration(end - windowStart), lastErr: lastErr, stats: snaps[len(snaps)-1]}
 		// A request belongs to the window it ended in; one that ended
 		// after the window closed waits for the next.
@@ -296,7 +304,9 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 		if w.ok == 0 && w.errs > 0 {
 			return result{}, fmt.Errorf("%s: %w: %s", label, errAllFailed, w.lastErr)
 		}
-		isStable = stable(tput, lat, m.opts.stability, true)
+		// A counted run is one window, taken as it is (perf_analyzer's
+		// ProfileHelper).
+		isStable = m.opts.benchRequests > 0 || stable(tput, lat, m.opts.stability, true)
 		line := fmt.Sprintf("%s: window %d/%d: %.1f infer/s, %s latency %.0f µs, %d errors",
 			label, trial, m.opts.maxTrials, tput[len(tput)-1], latencyName(m.opts.percentile), lat[len(lat)-1]/1000, w.errs)
 		if isStable {
@@ -320,15 +330,53 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 	return r, nil
 }
 
+// warmUp lets --warmup-request-count requests finish before measuring and
+// forgets them.
+func (m *measurer) warmUp(ctx context.Context, rec *recorder) error {
+	for rec.finished.Load() < int64(m.opts.warmupRequests) {
+		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if m.opts.warmupRequests > 0 {
+		rec.drain(nil)
+	}
+	return nil
+}
+
+// nthEnd is when the n-th request that ended at or after start ended (the
+// last one's end when fewer did).
+func nthEnd(recs []record, start int64, n int) int64 {
+	ends := make([]int64, 0, len(recs))
+	for _, r := range recs {
+		if r.end >= start {
+			ends = append(ends, r.end)
+		}
+	}
+	if len(ends) == 0 {
+		return start
+	}
+	slices.Sort(ends)
+	return ends[min(n, len(ends))-1]
+}
+
 // wait blocks until the current window ends: after --measurement-interval,
 // or in count_windows mode at the first whole second by which
 // --measurement-request-count requests have finished in it, as
 // perf_analyzer checks once a second.
 func (m *measurer) wait(ctx context.Context, rec *recorder) error {
+	from := rec.finished.Load()
+	if n := m.opts.benchRequests; n > 0 { // --request-count
+		for rec.finished.Load()-from < int64(n) {
+			if err := sleep(ctx, 10*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if !m.opts.countWindows {
 		return sleep(ctx, m.opts.interval)
 	}
-	from := rec.finished.Load()
 	for {
 		if err := sleep(ctx, time.Second); err != nil {
 			return err

@@ -48,24 +48,19 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 	fmt.Fprintf(w, "*** Measurement Settings ***\n")
 	fmt.Fprintf(w, "  Batch size: %d\n", o.batch)
 	fmt.Fprintf(w, "  Service Kind: Triton\n")
-	if o.countWindows {
-		fmt.Fprintf(w, "  Using \"count_windows\" mode for stabilization\n")
-	} else {
-		fmt.Fprintf(w, "  Using \"time_windows\" mode for stabilization\n")
+	plural := func(n int) string {
+		if n > 1 {
+			return "s"
+		}
+		return ""
 	}
-	metric := "latency and throughput"
-	if o.async {
-		metric = "throughput"
+	if o.warmupRequests > 0 {
+		fmt.Fprintf(w, "  Sending %d warmup request%s\n", o.warmupRequests, plural(o.warmupRequests))
 	}
-	if o.percentile == 0 {
-		fmt.Fprintf(w, "  Stabilizing using average %s\n", metric)
+	if o.benchRequests > 0 {
+		fmt.Fprintf(w, "  Sending %d benchmark request%s\n", o.benchRequests, plural(o.benchRequests))
 	} else {
-		fmt.Fprintf(w, "  Stabilizing using p%d %s\n", o.percentile, metric)
-	}
-	if o.countWindows {
-		fmt.Fprintf(w, "  Minimum number of samples in each window: %d\n", o.requestCount)
-	} else {
-		fmt.Fprintf(w, "  Measurement window: %d msec\n", o.interval.Milliseconds())
+		writeStabilization(w, o)
 	}
 	if len(o.rates) > 0 {
 		if last := o.rates[len(o.rates)-1]; last != 1 {
@@ -96,6 +91,29 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 	}
 	fmt.Fprintf(w, "  Model: %s (version: %s, max_batch_size %d) at %s\n", o.model, version, info.maxBatch, o.baseURL)
 	fmt.Fprintf(w, "  Protocol: %s, %s tensors; input data: %s\n\n", protocolName(o), tensorsName(o), o.inputData)
+}
+
+// writeStabilization is the settings block's lines on windows and stability.
+func writeStabilization(w io.Writer, o *options) {
+	if o.countWindows {
+		fmt.Fprintf(w, "  Using \"count_windows\" mode for stabilization\n")
+	} else {
+		fmt.Fprintf(w, "  Using \"time_windows\" mode for stabilization\n")
+	}
+	metric := "latency and throughput"
+	if o.async {
+		metric = "throughput"
+	}
+	if o.percentile == 0 {
+		fmt.Fprintf(w, "  Stabilizing using average %s\n", metric)
+	} else {
+		fmt.Fprintf(w, "  Stabilizing using p%d %s\n", o.percentile, metric)
+	}
+	if o.countWindows {
+		fmt.Fprintf(w, "  Minimum number of samples in each window: %d\n", o.requestCount)
+	} else {
+		fmt.Fprintf(w, "  Measurement window: %d msec\n", o.interval.Milliseconds())
+	}
 }
 
 // cppDouble formats v as C++'s default ostream does (6 significant

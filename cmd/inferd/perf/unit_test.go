@@ -89,6 +89,9 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{[]string{"--shared-memory=none"}, func(o *options) bool { return o.sharedMemory == "none" }},
 		{[]string{"--verbose-csv"}, func(o *options) bool { return o.verboseCSV }},
+		{[]string{"--request-count", "40", "--warmup-request-count", "5", "--concurrency-range", "4"}, func(o *options) bool {
+			return o.benchRequests == 40 && o.warmupRequests == 5
+		}},
 	}
 	for _, c := range good {
 		o, err := parseArgs(append([]string{"-m", "m"}, c.args...), io.Discard)
@@ -141,6 +144,13 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-m", "m", "--shape", "IN"}, "want NAME:D1,D2"},
 		{[]string{"-m", "m", "--shape", "IN:1,x"}, "not a non-negative integer"},
 		{[]string{"-m", "m", "--shape", "IN:1", "--shape", "IN:2"}, "given twice"},
+		{[]string{"-m", "m", "--request-count", "2", "--concurrency-range", "4"}, "--request-count can not be less than concurrency"},
+		{[]string{"-m", "m", "--request-count", "9", "--request-rate-range", "10"}, "--request-count can not be less than request rate"},
+		{[]string{"-m", "m", "--request-count", "50", "--concurrency-range", "1:2"}, "--request-count not supported with multiple concurrency values in one run"},
+		{[]string{"-m", "m", "--request-count", "50", "--request-rate-range", "1:2"}, "--request-count not supported with multiple request rate values in one run"},
+		{[]string{"-m", "m", "--warmup-request-count", "5", "--concurrency-range", "1:2"}, "--warmup-request-count not supported with multiple concurrency values in one run"},
+		{[]string{"-m", "m", "--warmup-request-count", "5", "--request-rate-range", "1:2"}, "--warmup-request-count not supported with multiple request rate values in one run"},
+		{[]string{"-m", "m", "--request-count", "-1"}, "must not be negative"},
 		{[]string{"-m", "m", "--measurement-mode", "windows"}, "Failed to parse --measurement-mode. Unsupported type provided: 'windows'"},
 		{[]string{"-m", "m", "--measurement-request-count", "0"}, "Failed to parse --measurement-request-count. The value must be > 0."},
 		{[]string{"-m", "m", "--percentile", "-2"}, "between 1 and 99"},
