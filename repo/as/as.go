@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -66,10 +67,10 @@ var retry = policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecon
 // The names Azure accepts, checked before any request so a typo gets a
 // plain message: accounts are 3-24 lowercase letters and digits, containers
 // 3-63 lowercase letters, digits and single hyphens ($root is the account's
-// root container).
+// root container). Compiled on first use, not at every server's start.
 var (
-	accountName   = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
-	containerName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`)
+	accountName   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]{3,24}$`) })
+	containerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`) })
 )
 
 // ParseURL splits as://account/container/prefix as Triton does: the
@@ -91,10 +92,10 @@ func ParseURL(root string) (account, cont, prefix string, err error) {
 	if cont == "" {
 		return "", "", "", fmt.Errorf("%q: container name is empty (want as://account/container/path)", root)
 	}
-	if !accountName.MatchString(account) {
+	if !accountName().MatchString(account) {
 		return "", "", "", fmt.Errorf("%q: %q is not a valid storage account name (3-24 lowercase letters and digits)", root, account)
 	}
-	if cont != "$root" && (!containerName.MatchString(cont) || strings.Contains(cont, "--")) {
+	if cont != "$root" && (!containerName().MatchString(cont) || strings.Contains(cont, "--")) {
 		return "", "", "", fmt.Errorf("%q: %q is not a valid container name (3-63 lowercase letters, digits and single hyphens)", root, cont)
 	}
 	var segs []string

@@ -117,7 +117,7 @@ func resolve(ctx context.Context, account string, given *Credentials, log *slog.
 		c = envCredentials()
 	}
 	if c.Account != "" && c.Account != account {
-		if !accountName.MatchString(c.Account) {
+		if !accountName().MatchString(c.Account) {
 			return auth{}, fmt.Errorf("%s: account %q is not a valid storage account name (3-24 lowercase letters and digits)", c.Source, c.Account)
 		}
 		log.Info("azure: the storage account from the credentials replaces the one in the URL", "url", account, "account", c.Account, "from", c.Source)
