@@ -271,7 +271,8 @@ td.err { color: #a00; text-align: left; }
 <thead><tr><th>Configuration</th><th>Instances</th><th>max_batch_size</th><th>Dynamic batching</th><th>Best infer/s</th><th>At concurrency</th><th>p99 there (µs)</th></tr></thead>
 <tbody>
 {{range .R.Runs}}<tr class="config{{if .Winner}} winner{{end}}"><td>{{.Name}}{{if .Winner}} (best){{end}}</td>{{with .Trial}}<td>{{.Instances}}</td><td>{{.MaxBatch}}</td><td>{{.DynamicText}}</td>{{end}}
-{{if .Err}}<td class="err" colspan="3">{{.Err}}</td>{{else}}<td>{{f1 .Score}}</td><td>{{.ScoreAt}}</td><td>{{.P99AtScore}}</td>{{end}}</tr>
+{{if not .Points}}<td class="err" colspan="3">{{.Err}}</td>{{else if not .ScoreAt}}<td class="err" colspan="3">none qualifies{{with .Err}}; then {{.}}{{end}}</td>{{else}}<td>{{f1 .Score}}</td><td>{{.ScoreAt}}</td><td>{{.P99AtScore}}</td>{{end}}</tr>
+{{if and .Points .Err .ScoreAt}}<tr class="config-err"><td class="err" colspan="7">then: {{.Err}}</td></tr>{{end}}
 {{end}}</tbody>
 </table>
 {{end}}

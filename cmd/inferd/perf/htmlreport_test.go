@@ -91,9 +91,12 @@ func TestReportEdgeCases(t *testing.T) {
 			{result: result{Concurrency: 2, Throughput: 50, P50: 1900, P95: 2000, P99: 2100}, usage: usage{nan, nan, nan}},
 		}}
 	failed := &trial{candidate: candidate{instances: 2, maxBatch: 8, delay: -1}, err: errors.New(`load m: HTTP 400: <bad> config`)}
+	// A sweep that measured one setting and then failed still counts with it.
+	partial := &trial{candidate: candidate{instances: 3, maxBatch: 8, delay: -1}, err: errors.New("concurrency 2: every request failed"), score: 20, scoreAt: 1,
+		points: []pointReport{{result: result{Concurrency: 1, Throughput: 20, P99: 3000, Stable: true}, usage: usage{nan, nan, nan}}}}
 	o := &options{model: `m<x>`, baseURL: "http://localhost:8000", protocol: "http", binary: true, batch: 1, inputData: "random", interval: time.Second, stability: 0.1, maxTrials: 10}
 	var b strings.Builder
-	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "quick", latencyBudget: 5 * time.Millisecond}, []*trial{ok, failed}, ok, errors.New("metrics <down>"))))
+	must(t, writeHTML(&b, searchReport(o, &searchOptions{mode: "quick", latencyBudget: 5 * time.Millisecond}, []*trial{ok, failed, partial}, ok, errors.New("metrics <down>"))))
 	page := b.String()
 	for _, want := range []string{
 		"load m: HTTP 400: &lt;bad&gt; config", // the failure, escaped
@@ -114,8 +117,8 @@ func TestReportEdgeCases(t *testing.T) {
 		t.Error("model name not escaped")
 	}
 	charts := chartPoints(t, page)
-	if got := charts["latency-throughput"]; got != [2]int{2, 2} {
-		t.Errorf("latency-throughput: %v, want 2 points (the failed configuration has none)", got)
+	if got := charts["latency-throughput"]; got != [2]int{3, 3} {
+		t.Errorf("latency-throughput: %v, want 3 points (the failed configuration has none)", got)
 	}
 	if got := charts["percentiles"]; got != [2]int{6, 6} {
 		t.Errorf("percentiles: %v, want 6", got)

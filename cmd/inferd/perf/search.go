@@ -495,7 +495,7 @@ func quick(ctx context.Context, g grid, eval evalFunc) error {
 				if err != nil {
 					return err
 				}
-				if t.err == nil && t.score > best.score {
+				if t.score > best.score {
 					best, bestPos = t, next
 				}
 			}
@@ -508,11 +508,13 @@ func quick(ctx context.Context, g grid, eval evalFunc) error {
 }
 
 // winner is the trial with the most qualifying throughput; on a tie the
-// one tried first (the smaller configuration).
+// one tried first (the smaller configuration). A trial whose sweep failed
+// part way (say, every request failed at a high concurrency) still counts
+// with the settings it measured.
 func (sr *searcher) winner() *trial {
 	var w *trial
 	for _, t := range sr.trials {
-		if t.err == nil && t.score > 0 && (w == nil || t.score > w.score) {
+		if t.score > 0 && (w == nil || t.score > w.score) {
 			w = t
 		}
 	}
@@ -652,6 +654,9 @@ func writeSearchTable(w io.Writer, trials []*trial, best *trial) {
 		}
 		if t == best {
 			line += "best"
+		}
+		if t.err != nil && len(t.points) > 0 {
+			line += " then failed: " + t.err.Error()
 		}
 		fmt.Fprintln(tw, line)
 	}
