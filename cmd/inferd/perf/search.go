@@ -38,6 +38,10 @@ import (
 // errNoWinner ends a search in which no configuration met the objective.
 var errNoWinner = errors.New("no configuration met the objective")
 
+// errInterrupted marks the configuration being tried when the search was
+// interrupted.
+var errInterrupted = errors.New("interrupted")
+
 // restoreTimeout bounds restoring the original configuration, which runs
 // also after the search was interrupted.
 const restoreTimeout = 2 * time.Minute
@@ -389,6 +393,7 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 	sr.prog.println(fmt.Sprintf("inferd perf search: configuration %d: %s", len(sr.trials), c))
 	if err := sr.repositoryLoad(ctx, t.cfg); err != nil {
 		if ctx.Err() != nil {
+			t.err = errInterrupted
 			return nil, ctx.Err()
 		}
 		t.err = err
@@ -398,6 +403,7 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 	sess, err := openSession(ctx, sr.o, sr.stderr)
 	if err != nil {
 		if ctx.Err() != nil {
+			t.err = errInterrupted
 			return nil, ctx.Err()
 		}
 		t.err = err
@@ -419,6 +425,7 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 		use.mark()
 		if err != nil {
 			if ctx.Err() != nil {
+				t.err = errInterrupted
 				return nil, ctx.Err()
 			}
 			t.err = err
@@ -561,7 +568,7 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 		err = brute(ctx, g, sr.evaluate)
 	}
 	if err != nil && ctx.Err() != nil {
-		err = errors.New("interrupted")
+		err = errInterrupted
 	}
 	w := sr.winner()
 	writeSearchTable(stdout, sr.trials, w)

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,7 +13,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/python"
@@ -389,4 +392,61 @@ func TestNiceTicks(t *testing.T) {
 			t.Errorf("niceTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
 		}
 	}
+}
+
+// cancelOn is a writer that cancels a context once what was written holds
+// needle.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	needle string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.needle) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// TestSearchInterruptedRestores: a search cut short (Ctrl-C) as it moves
+// to its second configuration, two instances, still reloads the model's
+// own, one instance, and keeps the best of what it measured.
+func TestSearchInterruptedRestores(t *testing.T) {
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": {Config: servertest.SimpleConfig("simple"), ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))},
+	})
+	addr := startExplicit(t, root, []string{"simple"})
+	out := filepath.Join(t.TempDir(), "best.pbtxt")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stderr := &cancelOn{needle: "configuration 2: ", cancel: cancel}
+	var stdout bytes.Buffer
+	code := Main(ctx, append([]string{"search", "-m", "simple", "-u", addr, "--instance-counts", "1,2,3", "--max-batch-sizes", "8",
+		"--dynamic-batching-delays", "off", "--concurrency", "1", "--config-out", out}, fast...), &stdout, stderr)
+	stderr.mu.Lock()
+	errText := stderr.buf.String()
+	stderr.mu.Unlock()
+	if code != 1 || !strings.Contains(errText, "interrupted") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1 and interrupted", code, errText)
+	}
+	if !strings.Contains(stdout.String(), "failed: interrupted") {
+		t.Errorf("the table does not mark the configuration cut short:\n%s", stdout.String())
+	}
+	if strings.Contains(errText, "configuration 3: ") {
+		t.Errorf("the search went on after the interruption:\n%s", errText)
+	}
+	// What was measured is kept: the best so far is the first configuration.
+	raw, err := os.ReadFile(out)
+	must(t, err)
+	best, err := modelconfig.Parse(raw)
+	must(t, err)
+	if instanceCount(best) != 1 || !strings.Contains(stdout.String(), "Best: 1 instance, max batch 8") {
+		t.Errorf("best so far:\n%s\nstdout:\n%s", raw, stdout.String())
+	}
+	checkRestored(t, addr, "simple")
 }
