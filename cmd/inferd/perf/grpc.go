@@ -68,6 +68,7 @@ func (g *grpcProtocol) model(ctx context.Context) (*modelInfo, error) {
 		info.noConfig = true // as over HTTP: a server without the config extension
 	}
 	info.maxBatch = int(cfg.GetConfig().GetMaxBatchSize())
+	info.responseCache = cfg.GetConfig().GetResponseCache().GetEnable()
 	if err := info.stripBatch(); err != nil {
 		return nil, err
 	}
@@ -141,6 +142,8 @@ func (g *grpcProtocol) stats(ctx context.Context) (statsSnapshot, error) {
 			inputCount: int64(st.GetComputeInput().GetCount()), inputNS: int64(st.GetComputeInput().GetNs()),
 			inferCount: int64(st.GetComputeInfer().GetCount()), inferNS: int64(st.GetComputeInfer().GetNs()),
 			outputCount: int64(st.GetComputeOutput().GetCount()), outputNS: int64(st.GetComputeOutput().GetNs()),
+			cacheHitCount: int64(st.GetCacheHit().GetCount()), cacheHitNS: int64(st.GetCacheHit().GetNs()),
+			cacheMissCount: int64(st.GetCacheMiss().GetCount()), cacheMissNS: int64(st.GetCacheMiss().GetNs()),
 		})
 	}
 	return s, nil

@@ -26,6 +26,9 @@ type modelInfo struct {
 	outputs  []tensorMeta
 	maxBatch int // 0: the model does not batch
 	noConfig bool
+	// responseCache is the config's response_cache.enable: perf_analyzer
+	// then reports cache hits and misses.
+	responseCache bool
 }
 
 // endpoints are the URLs of one model (version) on the server.
@@ -158,7 +161,10 @@ func fetchModel(ctx context.Context, hc *http.Client, ep endpoints, base, model 
 	}
 	info := &modelInfo{name: model, inputs: meta.Inputs, outputs: meta.Outputs}
 	var cfg struct {
-		MaxBatchSize flexInt `json:"max_batch_size"`
+		MaxBatchSize  flexInt `json:"max_batch_size"`
+		ResponseCache struct {
+			Enable bool `json:"enable"`
+		} `json:"response_cache"`
 	}
 	if err := getJSON(ctx, hc, ep.config, &cfg); err != nil {
 		var se *serverError
@@ -170,6 +176,7 @@ func fetchModel(ctx context.Context, hc *http.Client, ep endpoints, base, model 
 		info.noConfig = true
 	}
 	info.maxBatch = int(cfg.MaxBatchSize)
+	info.responseCache = cfg.ResponseCache.Enable
 	if err := info.stripBatch(); err != nil {
 		return nil, err
 	}
@@ -196,10 +203,11 @@ func (info *modelInfo) stripBatch() error {
 // statsSnapshot is the cumulative statistics of the model, summed over the
 // versions the server reports: each phase's count and total time.
 type statsSnapshot struct {
-	successCount, inferenceCount, executionCount    int64
-	successNS                                       int64
-	queueCount, inputCount, inferCount, outputCount int64
-	queueNS, inputNS, inferNS, outputNS             int64
+	successCount, inferenceCount, executionCount           int64
+	successNS                                              int64
+	queueCount, inputCount, inferCount, outputCount        int64
+	queueNS, inputNS, inferNS, outputNS                    int64
+	cacheHitCount, cacheHitNS, cacheMissCount, cacheMissNS int64
 }
 
 // sub gives s - o, field by field.
@@ -210,13 +218,16 @@ func (s statsSnapshot) sub(o statsSnapshot) statsSnapshot {
 		queueCount: s.queueCount - o.queueCount, inputCount: s.inputCount - o.inputCount,
 		inferCount: s.inferCount - o.inferCount, outputCount: s.outputCount - o.outputCount,
 		queueNS: s.queueNS - o.queueNS, inputNS: s.inputNS - o.inputNS, inferNS: s.inferNS - o.inferNS, outputNS: s.outputNS - o.outputNS,
+		cacheHitCount: s.cacheHitCount - o.cacheHitCount, cacheHitNS: s.cacheHitNS - o.cacheHitNS,
+		cacheMissCount: s.cacheMissCount - o.cacheMissCount, cacheMissNS: s.cacheMissNS - o.cacheMissNS,
 	}
 }
 
 // negative tells whether any counter went backwards (a model reload).
 func (s statsSnapshot) negative() bool {
 	for _, v := range []int64{s.successCount, s.inferenceCount, s.executionCount, s.successNS, s.queueCount, s.inputCount,
-		s.inferCount, s.outputCount, s.queueNS, s.inputNS, s.inferNS, s.outputNS} {
+		s.inferCount, s.outputCount, s.queueNS, s.inputNS, s.inferNS, s.outputNS,
+		s.cacheHitCount, s.cacheHitNS, s.cacheMissCount, s.cacheMissNS} {
 		if v < 0 {
 			return true
 		}
@@ -240,6 +251,8 @@ func fetchStats(ctx context.Context, hc *http.Client, url string) (statsSnapshot
 				ComputeInput  durationStat `json:"compute_input"`
 				ComputeInfer  durationStat `json:"compute_infer"`
 				ComputeOutput durationStat `json:"compute_output"`
+				CacheHit      durationStat `json:"cache_hit"`
+				CacheMiss     durationStat `json:"cache_miss"`
 			} `json:"inference_stats"`
 		} `json:"model_stats"`
 	}
@@ -259,6 +272,8 @@ func fetchStats(ctx context.Context, hc *http.Client, url string) (statsSnapshot
 			inputCount: int64(st.ComputeInput.Count), inputNS: int64(st.ComputeInput.NS),
 			inferCount: int64(st.ComputeInfer.Count), inferNS: int64(st.ComputeInfer.NS),
 			outputCount: int64(st.ComputeOutput.Count), outputNS: int64(st.ComputeOutput.NS),
+			cacheHitCount: int64(st.CacheHit.Count), cacheHitNS: int64(st.CacheHit.NS),
+			cacheMissCount: int64(st.CacheMiss.Count), cacheMissNS: int64(st.CacheMiss.NS),
 		})
 	}
 	return s, nil
@@ -278,14 +293,24 @@ type serverSplit struct {
 	InferenceCount int64 `json:"inference_count"`
 	ExecutionCount int64 `json:"execution_count"`
 	// RequestUS is the server's average request latency; OverheadUS what
-	// of it neither the queue nor the compute phases account for.
+	// of it neither the queue nor ComputeUS account for. ComputeUS is the
+	// compute phases' and the cache's time over the requests that computed
+	// or hit (the compute phases alone without a cache).
 	RequestUS     float64 `json:"request_us"`
 	OverheadUS    float64 `json:"overhead_us"`
+	ComputeUS     float64 `json:"compute_us"`
 	QueueUS       float64 `json:"queue_us"`
 	ComputeInput  float64 `json:"compute_input_us"`
 	ComputeInfer  float64 `json:"compute_infer_us"`
 	ComputeOutput float64 `json:"compute_output_us"`
 	AvgBatchSize  float64 `json:"avg_batch_size"`
+	// ResponseCache says the model's config enables the response cache;
+	// the cache figures are averages over their own counts.
+	ResponseCache bool    `json:"response_cache,omitempty"`
+	CacheHits     int64   `json:"cache_hits,omitempty"`
+	CacheMisses   int64   `json:"cache_misses,omitempty"`
+	CacheHitUS    float64 `json:"cache_hit_us,omitempty"`
+	CacheMissUS   float64 `json:"cache_miss_us,omitempty"`
 }
 
 // split turns the difference of two snapshots into averages; nil when the
@@ -313,8 +338,10 @@ func split(before, after statsSnapshot) *serverSplit {
 		ComputeInfer:   avg(d.inferNS, d.inferCount),
 		ComputeOutput:  avg(d.outputNS, d.outputCount),
 	}
-	compute := avg(d.inputNS+d.inferNS+d.outputNS, d.inputCount)
-	s.OverheadUS = max(s.RequestUS-s.QueueUS-compute, 0)
+	s.CacheHits, s.CacheMisses = d.cacheHitCount, d.cacheMissCount
+	s.CacheHitUS, s.CacheMissUS = avg(d.cacheHitNS, d.cacheHitCount), avg(d.cacheMissNS, d.cacheMissCount)
+	s.ComputeUS = avg(d.inputNS+d.inferNS+d.outputNS+d.cacheHitNS+d.cacheMissNS, d.inputCount+d.cacheHitCount)
+	s.OverheadUS = max(s.RequestUS-s.QueueUS-s.ComputeUS, 0)
 	if d.executionCount > 0 {
 		s.AvgBatchSize = float64(d.inferenceCount) / float64(d.executionCount)
 	}

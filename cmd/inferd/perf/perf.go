@@ -209,11 +209,19 @@ func (s *session) close() {
 	s.proto.shutdown()
 }
 
+// note adds what the model's config says to a result.
+func (s *session) note(r *result) {
+	if r.Server != nil {
+		r.Server.ResponseCache = s.info.responseCache
+	}
+}
+
 // concurrency measures n requests kept in flight until the windows agree
 // or --max-trials pass.
 func (s *session) concurrency(ctx context.Context, n int) (result, error) {
 	r, err := s.m.measure(ctx, func(ctx context.Context) load { return startConcurrency(ctx, s.send, n) }, "concurrency "+strconv.Itoa(n))
 	r.Concurrency = n
+	s.note(&r)
 	return r, err
 }
 
@@ -226,6 +234,7 @@ func (s *session) requestRate(ctx context.Context, rate float64) (result, error)
 		return startRate(ctx, s.send, rate, s.o.distribution == "poisson", s.o.maxThreads, rng)
 	}, label)
 	r.RequestRate = rate
+	s.note(&r)
 	return r, err
 }
 

@@ -168,13 +168,28 @@ func writeSettingReport(w io.Writer, o *options, r result) {
 	fmt.Fprintln(w)
 }
 
+// writeServer prints the "Server:" block; like perf_analyzer it takes the
+// overhead from whole microseconds.
 func writeServer(w io.Writer, s *serverSplit) {
 	fmt.Fprintf(w, "  Server: \n")
 	fmt.Fprintf(w, "    Inference count: %d\n", s.InferenceCount)
 	fmt.Fprintf(w, "    Execution count: %d\n", s.ExecutionCount)
+	if s.ResponseCache {
+		fmt.Fprintf(w, "    Cache hit count: %d\n", s.CacheHits)
+		fmt.Fprintf(w, "    Cache miss count: %d\n", s.CacheMisses)
+	}
 	fmt.Fprintf(w, "    Successful request count: %d\n", s.Requests)
-	fmt.Fprintf(w, "    Avg request latency: %d usec (overhead %d usec + queue %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
-		usec(s.RequestUS), usec(s.OverheadUS), usec(s.QueueUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+	overhead := max(usec(s.RequestUS)-usec(s.QueueUS)-usec(s.ComputeUS), 0)
+	if !s.ResponseCache {
+		fmt.Fprintf(w, "    Avg request latency: %d usec (overhead %d usec + queue %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
+			usec(s.RequestUS), overhead, usec(s.QueueUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+		return
+	}
+	fmt.Fprintf(w, "    Avg request latency: %d usec (overhead %d usec + queue %d usec + cache hit/miss %d usec)\n",
+		usec(s.RequestUS), overhead, usec(s.QueueUS), usec(s.ComputeUS))
+	fmt.Fprintf(w, "      Average Cache Hit Latency: %d usec\n", usec(s.CacheHitUS))
+	fmt.Fprintf(w, "      Average Cache Miss Latency: %d usec (cache lookup/insertion %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
+		usec(s.CacheMissUS)+usec(s.ComputeInput+s.ComputeInfer+s.ComputeOutput), usec(s.CacheMissUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
 }
 
 // reported are the results perf_analyzer reports: stable and within
@@ -265,10 +280,13 @@ func withServer(results []result) bool {
 // (triton-inference-server/perf_analyzer src/report_writer.cc,
 // GenerateReport); the server columns only when the server gave
 // statistics, the verbose ones with --verbose-csv.
-func csvHeader(o *options, server bool) []string {
+func csvHeader(o *options, server, cached bool) []string {
 	h := []string{settingName(o), "Inferences/Second", "Client Send"}
 	if server {
 		h = append(h, "Network+Server Send/Recv", "Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output")
+		if cached {
+			h = append(h, "Server Cache Hit", "Server Cache Miss")
+		}
 	}
 	h = append(h, "Client Recv")
 	for _, p := range reportedPercentiles(o.percentile) {
@@ -287,8 +305,9 @@ func csvHeader(o *options, server bool) []string {
 // of increasing throughput as perf_analyzer sorts them.
 func writeCSV(w io.Writer, o *options, results []result) error {
 	server := withServer(results)
+	cached := server && slices.ContainsFunc(results, func(r result) bool { return r.Server.ResponseCache })
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader(o, server)); err != nil {
+	if err := cw.Write(csvHeader(o, server, cached)); err != nil {
 		return err
 	}
 	rows := slices.Clone(results)
@@ -301,8 +320,11 @@ func writeCSV(w io.Writer, o *options, results []result) error {
 			// What the client waited for that the server does not account
 			// for: the network and the server's own sending and receiving.
 			wait := r.Avg - r.ClientSendUS - r.ClientRecvUS
-			network := max(usec(wait-s.QueueUS-(s.ComputeInput+s.ComputeInfer+s.ComputeOutput)), 0)
-			row = append(row, itoa(network), itoa(usec(s.QueueUS)), itoa(usec(s.ComputeInput)), itoa(usec(s.ComputeInfer)), itoa(usec(s.ComputeOutput)))
+			accounted := s.QueueUS + s.ComputeInput + s.ComputeInfer + s.ComputeOutput + s.CacheHitUS + s.CacheMissUS
+			row = append(row, itoa(max(usec(wait-accounted), 0)), itoa(usec(s.QueueUS)), itoa(usec(s.ComputeInput)), itoa(usec(s.ComputeInfer)), itoa(usec(s.ComputeOutput)))
+			if cached {
+				row = append(row, itoa(usec(s.CacheHitUS)), itoa(usec(s.CacheMissUS)))
+			}
 		}
 		row = append(row, itoa(recv))
 		for _, p := range reportedPercentiles(o.percentile) {

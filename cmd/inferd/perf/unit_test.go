@@ -281,7 +281,7 @@ func TestMergeAndSplit(t *testing.T) {
 	if r.P50 != 3 || r.P99 != 4 || r.Avg != 2.5 || r.StabilityLatency != 3 {
 		t.Errorf("latencies: %+v", r)
 	}
-	want := &serverSplit{Requests: 4, InferenceCount: 8, ExecutionCount: 4, RequestUS: 150, OverheadUS: 45,
+	want := &serverSplit{Requests: 4, InferenceCount: 8, ExecutionCount: 4, RequestUS: 150, OverheadUS: 45, ComputeUS: 104,
 		QueueUS: 1, ComputeInput: 4, ComputeInfer: 100, ComputeOutput: 0, AvgBatchSize: 2}
 	if !reflect.DeepEqual(r.Server, want) {
 		t.Errorf("split %+v, want %+v", r.Server, want)
@@ -686,7 +686,7 @@ func TestStdout(t *testing.T) {
 	t.Parallel()
 	r := result{Concurrency: 4, Throughput: 1409.873, Requests: 2116, Errors: 1, Avg: 709.6, StdDev: 88.2, ClientSendUS: 10, ClientRecvUS: 20.5,
 		StabilityLatency: 709.6, Percentiles: map[int]float64{50: 700, 90: 750, 95: 780, 99: 900}, Stable: true,
-		Server: &serverSplit{Requests: 2115, InferenceCount: 2115, ExecutionCount: 2000, RequestUS: 500, OverheadUS: 20.5, QueueUS: 30, ComputeInput: 10, ComputeInfer: 430, ComputeOutput: 9.9}}
+		Server: &serverSplit{Requests: 2115, InferenceCount: 2115, ExecutionCount: 2000, RequestUS: 500, OverheadUS: 20.1, ComputeUS: 449.9, QueueUS: 30, ComputeInput: 10, ComputeInfer: 430, ComputeOutput: 9.9}}
 	o, err := parseArgs([]string{"-m", "m", "--concurrency-range", "1:4:3"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -722,7 +722,7 @@ Request concurrency: 4
     Inference count: 2115
     Execution count: 2000
     Successful request count: 2115
-    Avg request latency: 500 usec (overhead 20 usec + queue 30 usec + compute input 10 usec + compute infer 430 usec + compute output 9 usec)
+    Avg request latency: 500 usec (overhead 21 usec + queue 30 usec + compute input 10 usec + compute infer 430 usec + compute output 9 usec)
 
 Inferences/Second vs. Client Average Batch Latency
 Concurrency: 4, throughput: 1409.87 infer/sec, latency 709 usec
