@@ -52,7 +52,7 @@ func TestCheckWithoutGPU(t *testing.T) {
 
 	// MAKEFLAGS from an outer `make test` would join its jobserver.
 	env := []string{"MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=", "INFERD_GPU_DIR=" + hold, "BUNDLE_DIR=" + arrive,
-		"PORT_BASE=" + strconv.Itoa(freePort(t)), }
+		"PORT_BASE=" + strconv.Itoa(freePort(t))}
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Dir, cmd.Env = root, append(os.Environ(), env...)
