@@ -20,6 +20,7 @@
 #   PERF_CONC       the concurrencies `inferd perf` measures (default "1 16 64" with a GPU, "1" without)
 #   PERF_MS         its window in ms (default 3000 with a GPU, 500 without)
 #   BENCH_TIME      the benchmarks' -test.benchtime (default 3s), BENCH_COUNT their -test.count (default 2)
+#   CPU_FIGURES     0 skips figures 1 to 3 on the host's CPUs (measured only on 8 CPUs or more; about 2 minutes)
 #   PORT_BASE       the server's HTTP port; gRPC and metrics take the next two (default 18900)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -163,7 +164,11 @@ pkgcheck() {
   if grep -q '^NOBINARY' "$2"; then skip "$1" "$(sed 's/^NOBINARY: //' "$2")"
   elif grep -qE -- '^(--- FAIL|FAIL|panic:)' "$2" || ! grep -q '^PASS$' "$2"; then
     fail "$1" "$(grep -E -- '--- FAIL' "$2" | head -3 | one_line 200) see $(basename "$2") in details.tgz"
-  else pass "$1" "$(grep -c -- '--- PASS' "$2") passed, $(grep -c -- '--- SKIP' "$2") skipped"; fi
+  else
+    local skipped
+    skipped=$(grep -oE -- '--- SKIP: [^ ]+' "$2" | sed 's/--- SKIP: //' | paste -sd' ' -)
+    pass "$1" "$(grep -c -- '--- PASS' "$2") passed, $(grep -c -- '--- SKIP' "$2") skipped${skipped:+ ($skipped)}"
+  fi
 }
 
 gotest onnxrt onnxrt.test core/onnxrt 'GPU|Gpu|CUDA|Cuda|TensorRT|Device|PlanProviders'
@@ -267,7 +272,8 @@ else
   elif [ "${s%% *}" = SKIP ]; then fail figure1-gpu "skipped on a GPU host: ${s#SKIP }"
   else fail figure1-gpu "no ratio: $(tail -3 "$D/bench-gpu.txt" | one_line 200)"; fi
 fi
-if [ "$(nproc)" -lt 8 ]; then skip figure1-cpu "$(nproc) CPUs: the CPU figures are measured on 8 or more"
+if [ "${CPU_FIGURES:-1}" = 0 ]; then skip figure1-cpu "CPU_FIGURES=0"
+elif [ "$(nproc)" -lt 8 ]; then skip figure1-cpu "$(nproc) CPUs: the CPU figures are measured on 8 or more"
 else
   gotest bench-cpu httpapi.test platforms/httpapi '^$' -test.bench '^(BenchmarkBatching|BenchmarkSimple)$' -test.benchtime "$bt" -test.count "$bc"
   r=$(grep -E '^Benchmark(Batching|Simple)/ratio' "$D/bench-cpu.txt" | sort -u | awk '{for (i = 3; i < NF; i += 2) printf "%s %s ", $(i+1), $i}')
