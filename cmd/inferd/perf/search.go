@@ -265,15 +265,17 @@ func (t *trial) DynamicText() string {
 }
 
 // apply returns a copy of the original configuration changed to c: one
-// instance group of c.instances (of the first group's kind and devices),
+// instance group of c.instances (otherwise the first group as it was),
 // c.maxBatch, and dynamic batching with c.delay and the preferred sizes
 // that fit, or none.
 func (c candidate) apply(orig *modelconfig.ModelConfig, preferred []int) (*modelconfig.ModelConfig, []int) {
 	cfg := proto.Clone(orig).(*modelconfig.ModelConfig)
 	g := &modelconfig.ModelInstanceGroup{}
 	if len(orig.GetInstanceGroup()) > 0 {
-		first := orig.GetInstanceGroup()[0]
-		g.Kind, g.Gpus = first.GetKind(), first.GetGpus()
+		// Keep the first group's kind, devices, rate limiter and the
+		// like; the server names the group again.
+		g = proto.Clone(orig.GetInstanceGroup()[0]).(*modelconfig.ModelInstanceGroup)
+		g.Name = ""
 	}
 	g.Count = int32(c.instances)
 	cfg.InstanceGroup = []*modelconfig.ModelInstanceGroup{g}

@@ -313,16 +313,17 @@ func TestParseSearchArgs(t *testing.T) {
 
 func TestCandidateApply(t *testing.T) {
 	orig := &modelconfig.ModelConfig{Name: "m", MaxBatchSize: 8, InstanceGroup: []*modelconfig.ModelInstanceGroup{
-		{Kind: modelconfig.ModelInstanceGroup_KIND_GPU, Count: 1, Gpus: []int32{0}}, {Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: 2}}}
+		{Name: "m_0", Kind: modelconfig.ModelInstanceGroup_KIND_GPU, Count: 1, Gpus: []int32{0}, Passive: true}, {Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: 2}}}
 	cfg, used := candidate{instances: 3, maxBatch: 4, delay: 100}.apply(orig, []int{2, 4, 8})
-	if g := cfg.GetInstanceGroup(); len(g) != 1 || g[0].GetCount() != 3 || g[0].GetKind() != modelconfig.ModelInstanceGroup_KIND_GPU || !slices.Equal(g[0].GetGpus(), []int32{0}) {
+	if g := cfg.GetInstanceGroup(); len(g) != 1 || g[0].GetCount() != 3 || g[0].GetKind() != modelconfig.ModelInstanceGroup_KIND_GPU || !slices.Equal(g[0].GetGpus(), []int32{0}) ||
+		!g[0].GetPassive() || g[0].GetName() != "" {
 		t.Errorf("instance groups %v", g)
 	}
 	db := cfg.GetDynamicBatching()
 	if cfg.GetMaxBatchSize() != 4 || db == nil || db.GetMaxQueueDelayMicroseconds() != 100 || !slices.Equal(db.GetPreferredBatchSize(), []int32{2, 4}) || !slices.Equal(used, []int{2, 4}) {
 		t.Errorf("max batch %d, dynamic batching %v, used %v", cfg.GetMaxBatchSize(), db, used)
 	}
-	if orig.GetMaxBatchSize() != 8 || len(orig.GetInstanceGroup()) != 2 {
+	if orig.GetMaxBatchSize() != 8 || len(orig.GetInstanceGroup()) != 2 || orig.GetInstanceGroup()[0].GetName() != "m_0" || orig.GetInstanceGroup()[0].GetCount() != 1 {
 		t.Error("apply changed the original")
 	}
 	off, _ := candidate{instances: 1, maxBatch: 8, delay: -1}.apply(cfg, nil)
