@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
@@ -150,24 +153,59 @@ func (g *grpcProtocol) stats(ctx context.Context) (statsSnapshot, error) {
 }
 
 func (g *grpcProtocol) conn() conn {
+	c := &timingCodec{base: encoding.GetCodecV2("proto")}
 	if g.o.streaming {
-		return &streamConn{g: g}
+		return &streamConn{g: g, codec: c}
 	}
-	return unaryConn{g}
+	return &unaryConn{g: g, codec: c, opt: grpc.ForceCodecV2(c)}
+}
+
+// timingCodec is gRPC's proto codec, timing what the client spends
+// marshalling requests and unmarshalling answers: perf_analyzer's gRPC
+// send and receive times. Each belongs to one sender's conn, which has one
+// request in flight and marshals and unmarshals on the sender's goroutine.
+type timingCodec struct {
+	base encoding.CodecV2
+	t    ioTime
+}
+
+func (c *timingCodec) Marshal(v any) (mem.BufferSlice, error) {
+	start := time.Now()
+	b, err := c.base.Marshal(v)
+	c.t.send += time.Since(start)
+	return b, err
+}
+
+func (c *timingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	start := time.Now()
+	err := c.base.Unmarshal(data, v)
+	c.t.recv += time.Since(start)
+	return err
+}
+
+func (c *timingCodec) Name() string { return c.base.Name() }
+
+// take gives the time since the last take.
+func (c *timingCodec) take() ioTime {
+	t := c.t
+	c.t = ioTime{}
+	return t
 }
 
 func (g *grpcProtocol) shutdown() { g.cc.Close() }
 
-type unaryConn struct{ g *grpcProtocol }
-
-// infer: gRPC marshals inside the call, so the client's own share is not
-// told apart.
-func (c unaryConn) infer(ctx context.Context, i int) (ioTime, error) {
-	_, err := c.g.client.ModelInfer(ctx, c.g.reqs[i])
-	return ioTime{}, err
+type unaryConn struct {
+	g     *grpcProtocol
+	codec *timingCodec
+	opt   grpc.CallOption // ForceCodecV2(codec), made once
 }
 
-func (unaryConn) close() {}
+func (c *unaryConn) infer(ctx context.Context, i int) (ioTime, error) {
+	_, err := c.g.client.ModelInfer(ctx, c.g.reqs[i], c.opt)
+	return c.codec.take(), err
+}
+
+func (*unaryConn) close() {}
 
 // streamError is a response on the stream that carries error_message.
 type streamError struct{ msg string }
@@ -179,18 +217,20 @@ func (e *streamError) Error() string { return "stream: " + e.msg }
 // again after a stream broke. One request is in flight on it at a time.
 type streamConn struct {
 	g      *grpcProtocol
+	codec  *timingCodec // the stream's codec
 	stream grpc.BidiStreamingClient[pb.ModelInferRequest, pb.ModelStreamInferResponse]
 	cancel context.CancelFunc
 }
 
 func (c *streamConn) infer(ctx context.Context, i int) (ioTime, error) {
-	return ioTime{}, c.roundTrip(ctx, i)
+	err := c.roundTrip(ctx, i)
+	return c.codec.take(), err
 }
 
 func (c *streamConn) roundTrip(ctx context.Context, i int) error {
 	if c.stream == nil {
 		sctx, cancel := context.WithCancel(ctx)
-		st, err := c.g.client.ModelStreamInfer(sctx)
+		st, err := c.g.client.ModelStreamInfer(sctx, grpc.ForceCodecV2(c.codec))
 		if err != nil {
 			cancel()
 			return err

@@ -155,18 +155,31 @@ func (httpConn) close() {}
 
 // bodyReader lets one request's body be a plain bytes.Reader with Close,
 // and notes when the transport has read all of it (atomically: the
-// transport may read it on a goroutine of its own).
+// transport may read it on a goroutine of its own). The transport reads
+// exactly ContentLength bytes, so the body's end is its last byte read, not
+// an io.EOF.
 type bodyReader struct {
 	bytes.Reader
-	eof atomic.Int64 // time.Now().UnixNano() at the first io.EOF
+	eof atomic.Int64 // time.Now().UnixNano() when the last byte was read
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.Reader.Read(p)
-	if err == io.EOF && b.eof.Load() == 0 {
+	b.mark()
+	return n, err
+}
+
+// WriteTo keeps bytes.Reader's fast path from bypassing mark.
+func (b *bodyReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := b.Reader.WriteTo(w)
+	b.mark()
+	return n, err
+}
+
+func (b *bodyReader) mark() {
+	if b.Reader.Len() == 0 && b.eof.Load() == 0 {
 		b.eof.Store(time.Now().UnixNano())
 	}
-	return n, err
 }
 
 func (*bodyReader) Close() error { return nil }
