@@ -500,6 +500,20 @@ func synthetic(dt string, shape []int64, zero bool, strLen int, rng *rand.Rand) 
 	return tensorData{raw: raw, shape: shape, count: n}, nil
 }
 
+// repeatedString is a BYTES tensor of shape whose every element is s
+// (--string-data).
+func repeatedString(s string, shape []int64) tensorData {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	raw := make([]byte, 0, n*int64(4+len(s)))
+	for i := int64(0); i < n; i++ {
+		raw = appendBytesElem(raw, []byte(s))
+	}
+	return tensorData{raw: raw, shape: shape, count: n}
+}
+
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 // loadData reads the --input-data files and directories in order and binds

@@ -426,6 +426,7 @@ func TestAgainstInferd(t *testing.T) {
 			{"fp16 binary", []string{"-m", "id_fp16", "--shape", "INPUT0:7", "-b", "3"}},
 			{"bytes binary", []string{"-m", "id_bytes", "--string-length", "5"}},
 			{"bytes json", []string{"-m", "id_bytes", "--protocol-json", "--input-data", "zero"}},
+			{"bytes --string-data", []string{"-m", "id_bytes", "--string-data", "hello"}},
 			{"non-batching, --shape", []string{"-m", "id_nobatch", "--shape", "INPUT0:5", "--percentile", "90"}},
 			{"request rate poisson", []string{"-m", "simple_b", "--request-rate-range", "200", "--request-distribution", "poisson"}},
 		} {

@@ -35,8 +35,9 @@ type fakeServer struct {
 	paths    map[string]bool
 	received []fakeRequest
 	success  int64
-	items    int64 // inference_count: batch elements
-	served   int64 // infer requests begun
+	items    int64       // inference_count: batch elements
+	served   int64       // infer requests begun
+	header   http.Header // the last infer request's
 }
 
 type fakeRequest struct {
@@ -80,6 +81,9 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) infer(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.header = r.Header.Clone()
+	f.mu.Unlock()
 	if f.delay != nil {
 		f.mu.Lock()
 		n := f.served
@@ -470,5 +474,20 @@ func TestRequestCount(t *testing.T) {
 	defer f.mu.Unlock()
 	if n := len(f.received); n < 1+10+30 {
 		t.Errorf("the server got %d requests", n)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	t.Parallel()
+	f := &fakeServer{}
+	url := f.start(t)
+	code, stdout, stderr := runPerf(t, append([]string{"-m", "add", "-u", url, "-H", "X-Tenant: blue", "-H", "Authorization:Bearer a:b"}, fast...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.header.Get("X-Tenant") != "blue" || f.header.Get("Authorization") != "Bearer a:b" || f.header.Get("Inference-Header-Content-Length") == "" {
+		t.Errorf("infer request headers %v", f.header)
 	}
 }

@@ -274,6 +274,9 @@ func buildTensors(o *options, info *modelInfo, rng *rand.Rand) ([][]tensorData, 
 				return nil, err
 			}
 			t, err := synthetic(in.Datatype, withBatch(shape), o.inputData == "zero", o.stringLength, rng)
+			if in.Datatype == "BYTES" && o.stringData != "" && err == nil {
+				t = repeatedString(o.stringData, withBatch(shape))
+			}
 			if err != nil {
 				return nil, fmt.Errorf("input %s: %w", in.Name, err)
 			}

@@ -119,6 +119,9 @@ func (h *httpProtocol) prepare(info *modelInfo, sets [][]tensorData, shm *shmLay
 			}
 			return err
 		}
+		for name, values := range h.o.headers { // -H
+			b.header[name] = values
+		}
 		h.bodies = append(h.bodies, b)
 	}
 	return nil

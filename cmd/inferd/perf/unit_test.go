@@ -89,6 +89,11 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{[]string{"--shared-memory=none"}, func(o *options) bool { return o.sharedMemory == "none" }},
 		{[]string{"--verbose-csv"}, func(o *options) bool { return o.verboseCSV }},
+		{[]string{"-H", "X-Token:a:b", "-H", "x-other: 2"}, func(o *options) bool {
+			return o.headers.Get("X-Token") == "a:b" && o.headers.Get("X-Other") == "2"
+		}},
+		{[]string{"--string-data", "hello"}, func(o *options) bool { return o.stringData == "hello" }},
+		{[]string{"-z"}, func(o *options) bool { return o.inputData == "zero" }},
 		{[]string{"--request-count", "40", "--warmup-request-count", "5", "--concurrency-range", "4"}, func(o *options) bool {
 			return o.benchRequests == 40 && o.warmupRequests == 5
 		}},
@@ -151,6 +156,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-m", "m", "--warmup-request-count", "5", "--concurrency-range", "1:2"}, "--warmup-request-count not supported with multiple concurrency values in one run"},
 		{[]string{"-m", "m", "--warmup-request-count", "5", "--request-rate-range", "1:2"}, "--warmup-request-count not supported with multiple request rate values in one run"},
 		{[]string{"-m", "m", "--request-count", "-1"}, "must not be negative"},
+		{[]string{"-m", "m", "-H", "NoColon"}, "-H \"NoColon\": want HEADER:VALUE"},
+		{[]string{"-m", "m", "-z", "--input-data", "random"}, "-z and --input-data"},
 		{[]string{"-m", "m", "--measurement-mode", "windows"}, "Failed to parse --measurement-mode. Unsupported type provided: 'windows'"},
 		{[]string{"-m", "m", "--measurement-request-count", "0"}, "Failed to parse --measurement-request-count. The value must be > 0."},
 		{[]string{"-m", "m", "--percentile", "-2"}, "between 1 and 99"},
@@ -841,5 +848,14 @@ func TestDataSources(t *testing.T) {
 	}
 	if _, err := parseArgs([]string{"-m", "m", "--input-data", "zero", "--input-data", "a.json"}, io.Discard); err == nil || !strings.Contains(err.Error(), "random and zero stand alone") {
 		t.Errorf("zero and a file: %v", err)
+	}
+}
+
+func TestStringData(t *testing.T) {
+	t.Parallel()
+	td := repeatedString("hi", []int64{2, 2})
+	want := []byte{2, 0, 0, 0, 'h', 'i', 2, 0, 0, 0, 'h', 'i', 2, 0, 0, 0, 'h', 'i', 2, 0, 0, 0, 'h', 'i'}
+	if !bytes.Equal(td.raw, want) || td.count != 4 || !reflect.DeepEqual(td.shape, []int64{2, 2}) {
+		t.Errorf("%+v", td)
 	}
 }
