@@ -264,6 +264,7 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 	}
 	e.InferStart = time.Now()
 	verbose := in.b.verbose()
+	w.poll.sending()
 	reply, err := w.exchange(context.WithoutCancel(ctx), true, func(seq int64) any {
 		return rawHeader(appendExecute(make([]byte, 0, 256), seq, slot, verbose, reqs))
 	}, out)

@@ -67,6 +67,8 @@ type worker struct {
 	// ready holds one token: one is_ready() check at a time; a check that
 	// cannot have it within its deadline reports the model not ready.
 	ready chan struct{}
+	// poll says when the reader polls for an execute's answer (poll.go).
+	poll *replyPoll
 }
 
 // errUnhealthy is Triton's message for a worker that died.
@@ -93,7 +95,7 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	}
 	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
 		gone: make(chan struct{}), exited: make(chan struct{}), decided: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth),
-		wlock: make(chan struct{}, 1), ready: make(chan struct{}, 1)}
+		wlock: make(chan struct{}, 1), ready: make(chan struct{}, 1), poll: newReplyPoll()}
 	for i := range depth {
 		w.slots <- i
 	}
@@ -189,7 +191,7 @@ type procSpec struct {
 // read reads the worker's frames until the connection ends, routing
 // replies to their callers and everything else to handle.
 func (w *worker) read() {
-	r := bufio.NewReaderSize(w.conn, 64<<10)
+	r := bufio.NewReaderSize(socketReader(w.conn, w.poll), 64<<10)
 	var lastDone time.Time // when the last execute_done arrived
 	for {
 		f, err := readFrame(r)
@@ -217,6 +219,7 @@ func (w *worker) read() {
 			// model code began when the previous one was answered.
 			now := time.Now()
 			f.after, lastDone = lastDone, now
+			w.poll.answered()
 			fallthrough
 		case "init_done", "auto_complete_done", "is_ready_done", "finalize_done":
 			w.mu.Lock()

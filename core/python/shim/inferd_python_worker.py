@@ -286,14 +286,18 @@ def _helper():
 
 # Waiting for work: a worker that sleeps in recv is woken by the server's
 # next frame, and waking a process whose CPU went idle costs more than the
-# whole of a small execute (about 45 µs on a virtual machine). So while
-# work comes back to back (the last wait was shorter than _SPIN_NS), the
-# main thread polls the socket for up to _SPIN_NS before it sleeps,
-# yielding its CPU between polls to anything else that can run there. One
-# poll that finds nothing in time turns polling off until a wait is short
-# again: an idle worker sleeps after at most one _SPIN_NS.
+# whole of a small execute (tens of µs on a virtual machine). So while work
+# comes back to back (the last wait was shorter than _SPIN_NS), the main
+# thread polls the socket for up to _SPIN_NS before it sleeps, yielding
+# its CPU between polls. A poll that finds nothing in time turns polling
+# off until a wait is short again: an idle worker sleeps after at most one
+# _SPIN_NS. A yield that let another task run (it took over _YIELDED_NS)
+# means the CPU is wanted, not idle: polling then rests for _REST_NS.
 _SPIN_NS = 200_000
+_YIELDED_NS = 20_000
+_REST_NS = 1_000_000_000
 _spin = [False]
+_rest_until = [0]
 
 
 def _fill():
@@ -306,9 +310,13 @@ def _fill():
             try:
                 m = _sock.recv_into(_rbuf, 0, socket.MSG_DONTWAIT)
             except BlockingIOError:
-                if time.perf_counter_ns() >= deadline:
+                now = time.perf_counter_ns()
+                if now >= deadline:
                     break
                 os.sched_yield()
+                if time.perf_counter_ns() - now > _YIELDED_NS:
+                    _rest_until[0] = now + _REST_NS
+                    break
                 continue
             if m == 0:
                 os._exit(0)  # the server is gone
@@ -318,7 +326,8 @@ def _fill():
     if m == 0:
         os._exit(0)
     _rpos[0], _rpos[1] = 0, m
-    _spin[0] = time.perf_counter_ns() - start < _SPIN_NS
+    end = time.perf_counter_ns()
+    _spin[0] = end - start < _SPIN_NS and end >= _rest_until[0]
 
 
 def _next_work():

@@ -67,4 +67,13 @@ timer.start()
 w._fill()
 timer.join()
 assert bytes(w._rbuf[w._rpos[0]:w._rpos[1]]) == b"h"
+w._rpos[0] = w._rpos[1] = 0
+# After a yield found the CPU busy, even short waits leave polling off.
+w._rest_until[0] = time.perf_counter_ns() + 10 * 10**9
+w._spin[0] = False
+ours.sendall(b"i")
+time.sleep(0.01)
+w._fill()
+assert bytes(w._rbuf[w._rpos[0]:w._rpos[1]]) == b"i"
+assert w._spin[0] is False
 print("ok")
