@@ -30,7 +30,8 @@ var (
 // enough to be several, brings them to check.sh one at a time (stash) and
 // the rest at once, and asserts the report: a missing part fails the
 // reassembly, then each GPU check is skipped with its reason and each CPU
-// check passes.
+// check passes; with a stand-in nvidia-smi saying there is a GPU, the GPU
+// checks that cannot run fail instead.
 func TestCheckWithoutGPU(t *testing.T) {
 	root, err := modroot.Dir()
 	if err != nil {
@@ -124,7 +125,26 @@ func TestCheckWithoutGPU(t *testing.T) {
 		t.Errorf("details.tgz: %v", err)
 	}
 	if t.Failed() {
-		t.Logf("check.sh's output:\n%s", out)
+		t.Fatalf("check.sh's output:\n%s", out)
+	}
+
+	// On a host that says it has a GPU, a GPU check that cannot run fails:
+	// skipping is for hosts without one.
+	fake := filepath.Join(tmp, "fakebin")
+	must(t, os.Mkdir(fake, 0o755))
+	must(t, os.WriteFile(filepath.Join(fake, "nvidia-smi"), []byte("#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n"), 0o755))
+	env = append(env, "PATH="+fake+string(os.PathListSeparator)+os.Getenv("PATH"), "CPU_FIGURES=0")
+	if out, err = run("bash", "deploy/gpu/check.sh", "run", report); err == nil {
+		t.Errorf("check.sh run with a GPU it cannot use succeeded:\n%s", out)
+	}
+	checks = readReport(t, filepath.Join(report, "summary.txt"))
+	for _, c := range []string{"nvml", "cuda-shm-ipc", "cuda-shm-server", "gpu-metrics"} {
+		if !strings.HasPrefix(checks[c], "FAIL") {
+			t.Errorf("%s on a GPU host without CUDA's libraries: %q, want FAIL", c, checks[c])
+		}
+	}
+	if got := checks["kind-gpu-ort"]; !strings.HasPrefix(got, "SKIP") || !strings.Contains(got, "GPU_PROVIDERS=0") {
+		t.Errorf("kind-gpu-ort with a bundle without providers: %q", got)
 	}
 }
 
