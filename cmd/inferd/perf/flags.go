@@ -414,7 +414,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	switch o.protocol {
 	case "http":
 		if o.streaming {
-			return nil, usagef("--streaming is only allowed with gRPC (-i grpc)")
+			return nil, usagef("Streaming is only allowed with gRPC protocol and Triton C API.")
 		}
 		if o.baseURL, err = normalizeURL(rawURL); err != nil {
 			return nil, usageError{err}
@@ -427,13 +427,13 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			return nil, usageError{err}
 		}
 	default:
-		return nil, usagef("-i %q: want http or grpc", protocol)
+		return nil, usagef("Failed to parse -i (protocol). The value should be either HTTP or gRPC.")
 	}
 	if o.batch < 1 {
-		return nil, usagef("-b %d: batch size must be at least 1", o.batch)
+		return nil, usagef("Failed to parse -b (batch size). The value must be > 0.")
 	}
 	if concArg != "" && rateArg != "" {
-		return nil, usagef("--concurrency-range and --request-rate-range are mutually exclusive")
+		return nil, usagef("Cannot use both Concurrency and RequestRate inference load modes.")
 	}
 	if zeroInput {
 		if len(o.dataPaths) > 0 {
@@ -470,7 +470,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		return nil, usagef("--request-distribution %q: want constant or poisson", o.distribution)
 	}
 	if o.maxThreads < 1 {
-		return nil, usagef("--max-threads %d: must be at least 1", o.maxThreads)
+		return nil, usagef("Failed to parse --max-threads. The value must be > 0.")
 	}
 	if protocolJSON {
 		if set["binary"] && o.binary {
@@ -498,7 +498,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	if o.percentile == -1 {
 		o.percentile = 0 // the average, as perf_analyzer's -1
 	} else if o.percentile < 1 || o.percentile > 99 {
-		return nil, usagef("--percentile %d: must be -1 (the average) or between 1 and 99", o.percentile)
+		return nil, usagef("Failed to parse --percentile. The value must be -1 for not reporting or in range (0, 100).")
 	}
 	// The texts are perf_analyzer's (triton-inference-server/perf_analyzer
 	// src/command_line_parser.cc and src/perf_analyzer.cc).
