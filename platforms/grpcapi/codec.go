@@ -1,6 +1,8 @@
 package grpcapi
 
 import (
+	"bytes"
+
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -51,15 +53,26 @@ func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		// the message and unmarshalling it in runs.
 		return c.proto.Unmarshal(data, v)
 	}
-	// The copy is garbage-collected memory: the message's tensors keep it
-	// for as long as they are used.
 	switch m := v.(type) {
 	case *pb.ModelInferRequest:
-		return unmarshalAliased(data.Materialize(), m, rawInputField, &m.RawInputContents)
+		return unmarshalAliased(materialize(data), m, rawInputField, &m.RawInputContents)
 	case *pb.ModelInferResponse:
-		return unmarshalAliased(data.Materialize(), m, rawOutputField, &m.RawOutputContents)
+		return unmarshalAliased(materialize(data), m, rawOutputField, &m.RawOutputContents)
 	}
 	return c.proto.Unmarshal(data, v)
+}
+
+// materialize is data in one new buffer, as data.Materialize, but not
+// cleared before it is filled (bytes.Join allocates without clearing; a 4
+// MiB tensor's clearing was 4% of the server's CPU). The copy is
+// garbage-collected memory: the message's tensors keep it for as long as
+// they are used.
+func materialize(data mem.BufferSlice) []byte {
+	parts := make([][]byte, len(data))
+	for i, b := range data {
+		parts[i] = b.ReadOnlyData()
+	}
+	return bytes.Join(parts, nil)
 }
 
 // unmarshalInferRequest is unmarshalAliased for a request.

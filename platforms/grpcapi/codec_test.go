@@ -270,3 +270,25 @@ func TestInferCodecUnmarshalResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestMaterialize: the buffers of a slice, empty ones included, in one
+// buffer, as mem.BufferSlice.Materialize puts them.
+func TestMaterialize(t *testing.T) {
+	big := bytes.Repeat([]byte{7, 8, 9}, 20000)
+	for i, data := range []mem.BufferSlice{
+		{mem.SliceBuffer([]byte{1})},
+		{mem.SliceBuffer(big)},
+		{mem.SliceBuffer(big[:5]), mem.SliceBuffer(nil), mem.SliceBuffer(big[5:])},
+		{mem.SliceBuffer(nil), mem.SliceBuffer(big[:100]), mem.SliceBuffer(big[100:16484]), mem.SliceBuffer(big[16484:])},
+	} {
+		got := materialize(data)
+		if !bytes.Equal(got, data.Materialize()) {
+			t.Errorf("case %d: %d bytes, not the slice's %d", i, len(got), data.Len())
+		}
+		for _, b := range data {
+			if aliases(got, b.ReadOnlyData()) {
+				t.Errorf("case %d: not a copy", i)
+			}
+		}
+	}
+}
