@@ -16,7 +16,8 @@
 #   BUNDLE_DIR      where parts arrive (default .gpu-bundle in the checkout)
 #   CUDA_LIB_DIRS   colon-separated folders holding CUDA's libraries; else $CUDA_HOME's lib64, else the lib
 #                   folders of the nvidia-* Python packages of $PYTHON (default python3), else the loader's path
-#   PYTHON          the python3 that has the nvidia-* packages and, for the CUDA shared-memory client, cupy
+#   PYTHON          the python3 that has the nvidia-* packages, perhaps TensorRT's (tensorrt_libs) and, for the
+#                   CUDA shared-memory client, cupy
 #   PERF_CONC       the concurrencies `inferd perf` measures (default "1 16 64" with a GPU, "1" without)
 #   PERF_MS         its window in ms (default 3000 with a GPU, 500 without)
 #   BENCH_TIME      the benchmarks' -test.benchtime (default 3s), BENCH_COUNT their -test.count (default 2)
@@ -99,6 +100,9 @@ if [ -z "${CUDA_LIB_DIRS:-}" ]; then
 fi
 if [ -n "${CUDA_LIB_DIRS:-}" ]; then rep "INFO cuda libraries: from ${cuda_from:-CUDA_LIB_DIRS}: $CUDA_LIB_DIRS"
 else rep "INFO cuda libraries: the loader's own path (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}, ldconfig)"; fi
+# TensorRT's pip wheels keep their libraries in the tensorrt_libs package, not under nvidia.
+trt_dir=$("$PYTHON" -c 'import tensorrt_libs, os; print(os.path.dirname(os.path.abspath(tensorrt_libs.__file__)))' 2>/dev/null)
+[ -n "$trt_dir" ] && rep "INFO tensorrt libraries: $trt_dir" && CUDA_LIB_DIRS=${CUDA_LIB_DIRS:+$CUDA_LIB_DIRS:}$trt_dir
 export LD_LIBRARY_PATH=$B/lib${CUDA_LIB_DIRS:+:$CUDA_LIB_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export ORT_LIB_PATH=$B/lib/libonnxruntime.so.1
 
@@ -245,7 +249,8 @@ for m in mlp_gpu mlp_cpu; do
     p50=$(grep -oE '"p50_latency_us": *[0-9.eE+-]+' "$f.json" 2>/dev/null | head -1 | grep -oE '[0-9.eE+-]+$')
     errs=$(grep -oE '"errors": *[0-9]+' "$f.json" 2>/dev/null | head -1 | grep -oE '[0-9]+$')
     if [ -z "$thru" ] || [ "${errs:-1}" != 0 ]; then bad="$bad c$c: $(tail -2 "$f.txt" | one_line 160)"; continue; fi
-    line="$line c$c $(printf '%.0f' "$thru") infer/s p50 $(printf '%.0f' "$p50") µs;"
+    unstable=$(grep -qE '"stable": *false' "$f.json" && echo " (not stable)")
+    line="$line c$c $(printf '%.0f' "$thru") infer/s p50 $(printf '%.0f' "$p50") µs$unstable;"
   done
   if [ -n "$bad" ]; then fail "perf-$m" "${line}${bad}"; else pass "perf-$m" "HTTP binary, batch 1, ${window} ms windows:${line%;}"; fi
 done
