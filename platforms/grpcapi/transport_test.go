@@ -133,6 +133,25 @@ output [ { name: "OUTPUT0" data_type: TYPE_UINT8 dims: [ -1 ] } ]
 	resp, err := client.ModelInfer(ctx(t), simpleRequest(true))
 	servertest.Must(t, err)
 	checkSimple(t, resp)
+
+	// The stream sends requests through the same codec, and receives its
+	// responses through grpc-go's.
+	stream, err := client.ModelStreamInfer(ctx(t))
+	servertest.Must(t, err)
+	big := bytes.Repeat([]byte{1, 2, 3, 5}, 1<<18)
+	for range 2 {
+		servertest.Must(t, stream.Send(&pb.ModelInferRequest{
+			ModelName:        "identity_u8",
+			Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{int64(len(big))}}},
+			RawInputContents: [][]byte{big},
+		}))
+		sr, err := stream.Recv()
+		servertest.Must(t, err)
+		if sr.ErrorMessage != "" || len(sr.GetInferResponse().GetRawOutputContents()) != 1 || !bytes.Equal(sr.InferResponse.RawOutputContents[0], big) {
+			t.Fatalf("stream response: %q, the identity did not echo its input", sr.ErrorMessage)
+		}
+	}
+	servertest.Must(t, stream.CloseSend())
 	md, err := client.ModelMetadata(ctx(t), &pb.ModelMetadataRequest{Name: "simple"})
 	servertest.Must(t, err)
 	if md.Name != "simple" || len(md.Inputs) != 2 {
