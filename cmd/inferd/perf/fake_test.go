@@ -28,8 +28,11 @@ type fakeServer struct {
 	inferStatus int  // non-200 makes every infer fail with {"error":"boom"}
 	noConfig    bool // a plain KServe server: no config extension
 	noStats     bool // ... and no statistics extension
-	// delay, when set, is how long the n-th infer request (from 0) takes.
-	delay func(n int64) time.Duration
+	// delay, when set, is how long the n-th infer request (from 0) takes;
+	// with serial, one request at a time.
+	delay  func(n int64) time.Duration
+	serial bool
+	run    sync.Mutex // held through a request's delay when serial
 
 	mu       sync.Mutex
 	paths    map[string]bool
@@ -89,6 +92,10 @@ func (f *fakeServer) infer(w http.ResponseWriter, r *http.Request) {
 		n := f.served
 		f.served++
 		f.mu.Unlock()
+		if f.serial {
+			f.run.Lock()
+			defer f.run.Unlock()
+		}
 		time.Sleep(f.delay(n))
 	}
 	if f.inferStatus != 0 && f.inferStatus != 200 {
@@ -489,5 +496,42 @@ func TestHeaders(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.header.Get("X-Tenant") != "blue" || f.header.Get("Authorization") != "Bearer a:b" || f.header.Get("Inference-Header-Content-Length") == "" {
 		t.Errorf("infer request headers %v", f.header)
+	}
+}
+
+func TestBinarySearch(t *testing.T) {
+	t.Parallel()
+	// One request at a time, 10 ms each: concurrency c waits about 10·c ms.
+	f := &fakeServer{serial: true, delay: func(int64) time.Duration { return 10 * time.Millisecond }}
+	url := f.start(t)
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := runPerf(t, append([]string{"-m", "add", "-u", url, "--concurrency-range", "1:16", "--binary-search", "-l", "25",
+		"--json", jsonPath}, fast...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// perf_analyzer's search: both ends, then halves of what is left
+	// until the step: 1 meets the limit, 16, 8 and 4 do not, 2 does, 3
+	// does not.
+	var tried []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if c, ok := strings.CutPrefix(line, "Request concurrency: "); ok {
+			tried = append(tried, c)
+		}
+	}
+	if strings.Join(tried, ",") != "1,16,8,4,2,3" {
+		t.Errorf("tried %v\n%s", tried, stdout)
+	}
+	if !strings.Contains(stdout, "  Using Binary Search algorithm\n") ||
+		!strings.Contains(stdout, "Concurrency: 1, throughput: ") || !strings.Contains(stdout, "Concurrency: 2, throughput: ") ||
+		strings.Contains(stdout, "Concurrency: 3, throughput: ") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	var rep report
+	b, err := os.ReadFile(jsonPath)
+	must(t, err)
+	must(t, json.Unmarshal(b, &rep))
+	if len(rep.Results) != 6 {
+		t.Errorf("%d results", len(rep.Results))
 	}
 }

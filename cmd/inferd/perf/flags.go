@@ -28,6 +28,7 @@ type options struct {
 	concurrency  []int     // closed-loop settings; empty in request-rate mode
 	rates        []float64 // open-loop settings (requests/s)
 	openRange    bool      // the range's end was 0: the sweep ends at --latency-threshold
+	binarySearch bool      // --binary-search: perf_analyzer's bisection of the range
 	distribution string    // constant or poisson
 	maxThreads   int       // most requests in flight at once in request-rate mode
 
@@ -279,6 +280,7 @@ over HTTP or gRPC.
   --concurrency-range S:E:STEP    closed loop: N requests kept in flight (default 1)
   --request-rate-range S:E:STEP   open loop: requests/s sent on a schedule
   --request-distribution D        constant or poisson (default constant)
+  --binary-search                 bisect the range for the last setting within -l (needs -l)
   --max-threads N                 request-rate mode: most requests in flight (default 1024)
   --input-data random|zero|PATH   input values; PATH is a perf_analyzer JSON data file or a directory
                                   of one file per input (repeatable: the files' steps follow each other)
@@ -336,6 +338,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&concArg, "concurrency-range", "", "closed-loop range")
 	fs.StringVar(&rateArg, "request-rate-range", "", "open-loop range")
 	fs.StringVar(&o.distribution, "request-distribution", "constant", "constant or poisson")
+	fs.BoolVar(&o.binarySearch, "binary-search", false, "binary search")
 	fs.IntVar(&o.maxThreads, "max-threads", 1024, "request-rate concurrency cap")
 	fs.Func("input-data", "random, zero or a data file (repeatable)", func(v string) error {
 		o.dataPaths = append(o.dataPaths, v)
@@ -453,6 +456,12 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o.openRange = openEnded(rateArg) || openEnded(concArg)
 	if o.openRange && latencyMS == 0 {
 		return nil, usagef("The end of the search range and the latency limit can not be both 0 (or 0.0) simultaneously")
+	}
+	if o.binarySearch && o.openRange {
+		return nil, usagef("The end of the range can not be 0 (or 0.0) for binary search mode.")
+	}
+	if o.binarySearch && latencyMS == 0 {
+		return nil, usagef("The --latency-threshold cannot be 0 for binary search mode.")
 	}
 	switch {
 	case rateArg != "":

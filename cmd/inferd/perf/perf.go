@@ -56,27 +56,25 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	cpu := newUsageLog(ctx, o) // for --report
 	defer cpu.close()
 	cpu.mark()
-	for i := range max(len(o.concurrency), len(o.rates)) {
+	// try measures one setting and reports it as perf_analyzer does: a
+	// setting over --latency-threshold or not stable is not reported (the
+	// JSON report keeps it, marked), and does not meet the limit.
+	try := func(concurrency int, rate float64) (result, bool, error) {
+		writeSettingStart(stdout, o, concurrency, rate)
 		var r result
 		var err error
-		writeSettingStart(stdout, o, i)
 		if len(o.concurrency) > 0 {
-			r, err = sess.concurrency(ctx, o.concurrency[i])
+			r, err = sess.concurrency(ctx, concurrency)
 		} else {
-			r, err = sess.requestRate(ctx, o.rates[i])
+			r, err = sess.requestRate(ctx, rate)
 		}
 		cpu.mark()
 		if err != nil {
 			if ctx.Err() != nil {
 				err = errors.New("interrupted")
 			}
-			runErr = err
-			break
+			return r, false, err
 		}
-		// perf_analyzer's sweep ends at the first setting over
-		// --latency-threshold or not stable, and reports neither (the JSON
-		// report keeps them, marked); it fails when the first setting did
-		// not settle.
 		r.OverLatencyThreshold = o.latencyThreshold > 0 && usec(r.StabilityLatency)/1000 >= o.latencyThreshold.Milliseconds()
 		results = append(results, r)
 		sess.prog.done()
@@ -85,16 +83,43 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 		if r.OverLatencyThreshold {
 			sess.prog.println(fmt.Sprintf("Measured latency went over the set limit of %d msec. ", o.latencyThreshold.Milliseconds()))
-			break
+			return r, false, nil
 		}
 		if !r.Stable {
 			sess.prog.println(unstableMessage(o, r))
-			if i == 0 {
-				runErr = errUnstable
-			}
-			break
+			return r, false, nil
 		}
 		writeSettingReport(stdout, o, r)
+		return r, true, nil
+	}
+	switch {
+	case o.binarySearch && len(o.concurrency) > 0:
+		c := o.concurrency
+		runErr = bisect(c[0], c[len(c)-1], rangeStep(c), func(n int) (bool, error) { _, met, err := try(n, 0); return met, err })
+	case o.binarySearch:
+		r := o.rates
+		runErr = bisect(r[0], r[len(r)-1], rangeStep(r), func(v float64) (bool, error) { _, met, err := try(0, v); return met, err })
+	default:
+		// perf_analyzer's sweep ends at the first setting that does not
+		// meet the limit, and fails when the first did not settle.
+		for i := range max(len(o.concurrency), len(o.rates)) {
+			var r result
+			var met bool
+			if len(o.concurrency) > 0 {
+				r, met, runErr = try(o.concurrency[i], 0)
+			} else {
+				r, met, runErr = try(0, o.rates[i])
+			}
+			if runErr != nil {
+				break
+			}
+			if !met {
+				if i == 0 && !r.OverLatencyThreshold {
+					runErr = errUnstable
+				}
+				break
+			}
+		}
 	}
 	sess.prog.done()
 	writeSummary(stdout, o, reported(results))
@@ -106,6 +131,41 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+// bisect is perf_analyzer's binary search over a range (triton-inference-server/perf_analyzer
+// src/inference_profiler.h, Profile): it tries start, then end, then the
+// middle of what is left, keeping the half whose lower end meets the limit
+// (met), until the range is no wider than step.
+func bisect[T int | float64](start, end, step T, met func(T) (bool, error)) error {
+	ok, err := met(start)
+	if err != nil || !ok {
+		return err
+	}
+	if ok, err = met(end); err != nil || ok {
+		return err
+	}
+	for end-start > step {
+		mid := (start + end) / 2
+		ok, err := met(mid)
+		if err != nil {
+			return err
+		}
+		if ok {
+			start = mid
+		} else {
+			end = mid
+		}
+	}
+	return nil
+}
+
+// rangeStep is the step of an expanded range (1 for a single setting).
+func rangeStep[T int | float64](values []T) T {
+	if len(values) < 2 {
+		return 1
+	}
+	return values[1] - values[0]
 }
 
 // session is one model on one server, ready to be measured: the requests

@@ -80,6 +80,9 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 			fmt.Fprintf(w, "  Concurrency limit: %d concurrent requests\n", last)
 		}
 	}
+	if o.binarySearch {
+		fmt.Fprintf(w, "  Using Binary Search algorithm\n")
+	}
 	if o.async {
 		fmt.Fprintf(w, "  Using asynchronous calls for inference\n")
 	} else {
@@ -127,12 +130,12 @@ func usec(v float64) int64 { return int64(v) }
 
 // writeSettingStart prints the line perf_analyzer prints as a setting's
 // load starts.
-func writeSettingStart(w io.Writer, o *options, i int) {
+func writeSettingStart(w io.Writer, o *options, concurrency int, rate float64) {
 	if len(o.rates) > 0 {
-		fmt.Fprintf(w, "Request Rate: %s inference requests per second\n", cppDouble(o.rates[i]))
+		fmt.Fprintf(w, "Request Rate: %s inference requests per second\n", cppDouble(rate))
 		return
 	}
-	fmt.Fprintf(w, "Request concurrency: %d\n", o.concurrency[i])
+	fmt.Fprintf(w, "Request concurrency: %d\n", concurrency)
 }
 
 // writeSettingReport prints one setting's "Client:" and "Server:" blocks

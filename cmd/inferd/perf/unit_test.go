@@ -94,6 +94,7 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{[]string{"--string-data", "hello"}, func(o *options) bool { return o.stringData == "hello" }},
 		{[]string{"-z"}, func(o *options) bool { return o.inputData == "zero" }},
+		{[]string{"--binary-search", "--request-rate-range", "10:100:5", "-l", "3"}, func(o *options) bool { return o.binarySearch }},
 		{[]string{"--request-count", "40", "--warmup-request-count", "5", "--concurrency-range", "4"}, func(o *options) bool {
 			return o.benchRequests == 40 && o.warmupRequests == 5
 		}},
@@ -156,6 +157,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-m", "m", "--warmup-request-count", "5", "--concurrency-range", "1:2"}, "--warmup-request-count not supported with multiple concurrency values in one run"},
 		{[]string{"-m", "m", "--warmup-request-count", "5", "--request-rate-range", "1:2"}, "--warmup-request-count not supported with multiple request rate values in one run"},
 		{[]string{"-m", "m", "--request-count", "-1"}, "must not be negative"},
+		{[]string{"-m", "m", "--binary-search", "--concurrency-range", "1:8"}, "The --latency-threshold cannot be 0 for binary search mode."},
+		{[]string{"-m", "m", "--binary-search", "--concurrency-range", "1:0", "-l", "5"}, "The end of the range can not be 0 (or 0.0) for binary search mode."},
 		{[]string{"-m", "m", "-H", "NoColon"}, "-H \"NoColon\": want HEADER:VALUE"},
 		{[]string{"-m", "m", "-z", "--input-data", "random"}, "-z and --input-data"},
 		{[]string{"-m", "m", "--measurement-mode", "windows"}, "Failed to parse --measurement-mode. Unsupported type provided: 'windows'"},
@@ -700,7 +703,7 @@ func TestStdout(t *testing.T) {
 	}
 	var b bytes.Buffer
 	writeSettings(&b, o, &modelInfo{maxBatch: 8})
-	writeSettingStart(&b, o, 1)
+	writeSettingStart(&b, o, 4, 0)
 	writeSettingReport(&b, o, r)
 	writeSummary(&b, o, []result{r})
 	want := `*** Measurement Settings ***
@@ -749,7 +752,7 @@ Concurrency: 4, throughput: 1409.87 infer/sec, latency 709 usec
 		Percentiles: map[int]float64{50: 40, 90: 60, 95: 70, 99: 80}}
 	b.Reset()
 	writeSettings(&b, o, &modelInfo{})
-	writeSettingStart(&b, o, 1)
+	writeSettingStart(&b, o, 0, 20)
 	writeSettingReport(&b, o, r)
 	writeSummary(&b, o, []result{r})
 	for _, line := range []string{
