@@ -54,6 +54,7 @@ type options struct {
 	sharedMemory  string // none or system
 	outputShmSize int    // bytes of each output's region
 
+	verbose    bool // -v: perf_analyzer's per-window lines and detailed client time
 	csvPath    string
 	verboseCSV bool
 	jsonPath   string
@@ -305,6 +306,7 @@ over HTTP or gRPC.
   -l, --latency-threshold MS      stop the sweep once latency exceeds MS (default: off)
   -f FILE                         write perf_analyzer's CSV report
   --verbose-csv                   add perf_analyzer's verbose CSV columns
+  -v                              print a line for each window, and the client's send and receive apart
   --json FILE                     write a JSON report
   --report FILE                   write an HTML report with charts
   --collect-metrics               read the server's CPU and GPU use into --report
@@ -381,6 +383,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.sharedMemory, "shared-memory", "none", "none, system or cuda")
 	fs.IntVar(&o.outputShmSize, "output-shared-memory-size", 102400, "bytes per output region")
 	fs.BoolVar(&o.verboseCSV, "verbose-csv", false, "verbose CSV")
+	fs.BoolVar(&o.verbose, "v", false, "verbose")
 	for _, n := range []string{"l", "latency-threshold"} {
 		fs.IntVar(&latencyMS, n, 0, "latency threshold ms")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -220,7 +221,8 @@ type measurer struct {
 	sender   *sender
 	progress *progress
 	warn     func(string)
-	statsOff bool // the server gave no statistics; stop asking
+	passes   io.Writer // -v: perf_analyzer's line for each window; nil: none
+	statsOff bool      // the server gave no statistics; stop asking
 }
 
 func (m *measurer) snapshot(ctx context.Context) *statsSnapshot {
@@ -312,7 +314,11 @@ func (m *measurer) measure(ctx context.Context, start func(context.Context) load
 		if isStable {
 			line += ", stable"
 		}
-		m.progress.update(line)
+		if m.passes != nil { // -v: perf_analyzer's lines take the progress line's place
+			writePass(m.passes, trial, w, m.opts.percentile, batch)
+		} else {
+			m.progress.update(line)
+		}
 		if isStable {
 			break
 		}
@@ -396,6 +402,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// writePass is perf_analyzer's -v line for one window
+// (triton-inference-server/perf_analyzer src/inference_profiler.cc,
+// ProfileHelper).
+func writePass(out io.Writer, trial int, w *window, percentile, batch int) {
+	fmt.Fprintf(out, "  Pass [%d] throughput: %s infer/sec. ", trial, cppDouble(w.throughput(batch)))
+	if percentile > 0 {
+		fmt.Fprintf(out, "p%d latency: %d usec\n", percentile, percentileOf(w.lats, float64(percentile))/1000)
+		return
+	}
+	fmt.Fprintf(out, "Avg latency: %d usec (std %d usec). \n", int64(mean(w.lats))/1000, int64(stdDev(w.lats))/1000)
 }
 
 func latencyName(percentile int) string {

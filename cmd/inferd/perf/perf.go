@@ -50,6 +50,9 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer sess.close()
+	if o.verbose {
+		sess.m.passes = stdout
+	}
 	writeSettings(stdout, o, sess.info)
 	var results []result
 	var runErr error

@@ -160,9 +160,14 @@ func writeSettingReport(w io.Writer, o *options, r result) {
 	}
 	sendRecv := usec(r.ClientSendUS) + usec(r.ClientRecvUS)
 	wait := max(usec(r.Avg)-sendRecv, 0)
-	if o.protocol == "grpc" {
+	switch {
+	case o.verbose && o.protocol == "grpc":
+		fmt.Fprintf(w, "    Avg gRPC time: %d usec (marshal %d usec + response wait %d usec + unmarshal %d usec)\n", usec(r.Avg), usec(r.ClientSendUS), wait, usec(r.ClientRecvUS))
+	case o.verbose:
+		fmt.Fprintf(w, "    Avg HTTP time: %d usec (send %d usec + response wait %d usec + receive %d usec)\n", usec(r.Avg), usec(r.ClientSendUS), wait, usec(r.ClientRecvUS))
+	case o.protocol == "grpc":
 		fmt.Fprintf(w, "    Avg gRPC time: %d usec ((un)marshal request/response %d usec + response wait %d usec)\n", usec(r.Avg), sendRecv, wait)
-	} else {
+	default:
 		fmt.Fprintf(w, "    Avg HTTP time: %d usec (send/recv %d usec + response wait %d usec)\n", usec(r.Avg), sendRecv, wait)
 	}
 	if s := r.Server; s != nil {

@@ -189,12 +189,14 @@ func TestCountWindows(t *testing.T) {
 	addr, _, _ := startInferd(t)
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 	code, stdout, stderr := runPerf(t, "-u", addr, "-m", "simple", "--json", jsonPath, "-s", "100000", "--max-trials", "3",
-		"--measurement-mode", "count_windows", "--measurement-request-count", "20", "-p", "1")
+		"--measurement-mode", "count_windows", "--measurement-request-count", "20", "-p", "1", "-v")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	for _, line := range []string{`  Using "count_windows" mode for stabilization`, "  Minimum number of samples in each window: 20",
-		"Request concurrency: 1", "    Throughput: ", "    p50 latency: ", "    Avg request latency: ", "Concurrency: 1, throughput: "} {
+		"Request concurrency: 1", "    Throughput: ", "    p50 latency: ", "    Avg request latency: ", "Concurrency: 1, throughput: ",
+		// -v: perf_analyzer's line for each window.
+		"  Pass [1] throughput: ", "  Pass [3] throughput: "} {
 		if !strings.Contains(stdout, line) {
 			t.Errorf("no %q in stdout:\n%s", line, stdout)
 		}

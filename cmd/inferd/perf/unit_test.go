@@ -94,6 +94,7 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{[]string{"--string-data", "hello"}, func(o *options) bool { return o.stringData == "hello" }},
 		{[]string{"-z"}, func(o *options) bool { return o.inputData == "zero" }},
+		{[]string{"-v"}, func(o *options) bool { return o.verbose }},
 		{[]string{"--binary-search", "--request-rate-range", "10:100:5", "-l", "3"}, func(o *options) bool { return o.binarySearch }},
 		{[]string{"--request-count", "40", "--warmup-request-count", "5", "--concurrency-range", "4"}, func(o *options) bool {
 			return o.benchRequests == 40 && o.warmupRequests == 5
@@ -739,6 +740,14 @@ Concurrency: 4, throughput: 1409.87 infer/sec, latency 709 usec
 `
 	if b.String() != want {
 		t.Errorf("stdout:\n%s\nwant\n%s", b.String(), want)
+	}
+
+	// -v: perf_analyzer's detailed client time.
+	o.verbose = true
+	b.Reset()
+	writeSettingReport(&b, o, r)
+	if !strings.Contains(b.String(), "    Avg HTTP time: 709 usec (send 10 usec + response wait 679 usec + receive 20 usec)\n") {
+		t.Errorf("-v:\n%s", b.String())
 	}
 
 	// Request rate, count windows, a stabilising percentile, async, gRPC,
