@@ -53,15 +53,50 @@ func newIdentityRequest() *core.InferRequest {
 }
 
 // cpuClock reads the CPU time of this process and of its Python workers
-// (its children, still running, so not in RUSAGE_CHILDREN).
-type cpuClock struct{ self, workers int64 }
+// (its children, still running, so not in RUSAGE_CHILDREN), and how often
+// the threads of either went to sleep (their voluntary context switches:
+// each is a wake-up to pay for later).
+type cpuClock struct{ self, workers, selfSleeps, workerSleeps int64 }
 
-func startCPU() cpuClock { return cpuClock{selfCPU(), workersCPU()} }
+func startCPU() cpuClock {
+	return cpuClock{selfCPU(), workersCPU(), sleeps([]string{"self"}), sleeps(childPIDs())}
+}
 
 func (c cpuClock) report(b *testing.B) {
 	n := float64(b.N)
 	b.ReportMetric(float64(selfCPU()-c.self)/1e3/n, "server-cpu-µs/op")
 	b.ReportMetric(float64(workersCPU()-c.workers)/1e3/n, "worker-cpu-µs/op")
+	b.ReportMetric(float64(sleeps([]string{"self"})-c.selfSleeps)/n, "server-sleeps/op")
+	b.ReportMetric(float64(sleeps(childPIDs())-c.workerSleeps)/n, "worker-sleeps/op")
+}
+
+// workerPIDs are the process ids of this process's children.
+func childPIDs() []string {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var pids []string
+	for _, t := range tasks {
+		kids, _ := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		pids = append(pids, strings.Fields(string(kids))...)
+	}
+	return pids
+}
+
+// sleeps sums the voluntary context switches of the threads of pids.
+func sleeps(pids []string) int64 {
+	var total int64
+	for _, pid := range pids {
+		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+		for _, t := range tasks {
+			status, _ := os.ReadFile("/proc/" + pid + "/task/" + t.Name() + "/status")
+			for _, line := range strings.Split(string(status), "\n") {
+				if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					total += n
+				}
+			}
+		}
+	}
+	return total
 }
 
 func selfCPU() int64 {
@@ -72,25 +107,21 @@ func selfCPU() int64 {
 
 // workersCPU sums utime and stime of this process's children, in ns.
 func workersCPU() int64 {
-	tasks, _ := os.ReadDir("/proc/self/task")
 	var total int64
-	for _, t := range tasks {
-		kids, _ := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		for _, pid := range strings.Fields(string(kids)) {
-			stat, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil {
-				continue
-			}
-			// Fields after the command's closing parenthesis: utime and
-			// stime are the 12th and 13th, in clock ticks (100 Hz).
-			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-			if len(f) < 13 {
-				continue
-			}
-			u, _ := strconv.ParseInt(f[11], 10, 64)
-			s, _ := strconv.ParseInt(f[12], 10, 64)
-			total += (u + s) * 1e7
+	for _, pid := range childPIDs() {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			continue
 		}
+		// Fields after the command's closing parenthesis: utime and
+		// stime are the 12th and 13th, in clock ticks (100 Hz).
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		total += (u + s) * 1e7
 	}
 	return total
 }
