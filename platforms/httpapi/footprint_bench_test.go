@@ -78,7 +78,8 @@ const (
 //     256 KiB binary tensors), and VmHWM.
 //
 // One process of each is measured per benchmark run (per -count
-// repetition), whatever b.N:
+// repetition), whatever b.N. INFERD_FOOTPRINT_BIN=<folder> runs the inferd
+// and ortfloor binaries found there instead of building them:
 //
 //	go test ./platforms/httpapi -run '^$' -bench BenchmarkFootprint
 func BenchmarkFootprint(b *testing.B) {
@@ -123,12 +124,18 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	}
 	// Both binaries are built the same way, so the page cache holds both
 	// the same way: the file-backed part of the resident set depends on it.
+	// INFERD_FOOTPRINT_BIN names a folder holding both, built beforehand,
+	// for a machine without the Go toolchain.
 	bin, floorBin := filepath.Join(dir, "inferd"), filepath.Join(dir, "ortfloor")
-	if err := goBuild(root, bin, "./cmd/inferd"); err != nil {
-		return fp, err
-	}
-	if err := goBuild(root, floorBin, "./internal/ortfloor"); err != nil {
-		return fp, err
+	if prebuilt := os.Getenv("INFERD_FOOTPRINT_BIN"); prebuilt != "" {
+		bin, floorBin = filepath.Join(prebuilt, "inferd"), filepath.Join(prebuilt, "ortfloor")
+	} else {
+		if err := goBuild(root, bin, "./cmd/inferd"); err != nil {
+			return fp, err
+		}
+		if err := goBuild(root, floorBin, "./internal/ortfloor"); err != nil {
+			return fp, err
+		}
 	}
 	repository := filepath.Join(root, "examples", "model_repository")
 	if fp.floorReadyMs, fp.floor, err = measureFloor(floorBin, lib, repository); err != nil {
