@@ -72,6 +72,9 @@ func (g *grpcProtocol) model(ctx context.Context) (*modelInfo, error) {
 	}
 	info.maxBatch = int(cfg.GetConfig().GetMaxBatchSize())
 	info.responseCache = cfg.GetConfig().GetResponseCache().GetEnable()
+	for _, st := range cfg.GetConfig().GetEnsembleScheduling().GetStep() {
+		info.addComposing(st.GetModelName(), st.GetModelVersion())
+	}
 	if err := info.stripBatch(); err != nil {
 		return nil, err
 	}
@@ -127,8 +130,8 @@ func (g *grpcProtocol) unregisterSystemShm(ctx context.Context, name string) err
 	return err
 }
 
-func (g *grpcProtocol) stats(ctx context.Context) (statsSnapshot, error) {
-	resp, err := g.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: g.o.model, Version: g.o.version})
+func (g *grpcProtocol) stats(ctx context.Context, model modelRef) (statsSnapshot, error) {
+	resp, err := g.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: model.name, Version: model.version})
 	if err != nil {
 		return statsSnapshot{}, fmt.Errorf("statistics: %w", err)
 	}
@@ -137,6 +140,7 @@ func (g *grpcProtocol) stats(ctx context.Context) (statsSnapshot, error) {
 	}
 	var s statsSnapshot
 	for _, m := range resp.GetModelStats() {
+		s.name, s.version = m.GetName(), m.GetVersion()
 		st := m.GetInferenceStats()
 		s.add(statsSnapshot{
 			successCount: int64(st.GetSuccess().GetCount()), successNS: int64(st.GetSuccess().GetNs()),

@@ -222,14 +222,26 @@ type measurer struct {
 	progress *progress
 	warn     func(string)
 	passes   io.Writer // -v: perf_analyzer's line for each window; nil: none
-	statsOff bool      // the server gave no statistics; stop asking
+	// model is the model measured, composing an ensemble's models, whose
+	// statistics are read with it.
+	model     modelRef
+	composing []modelRef
+	statsOff  bool // the server gave no statistics; stop asking
 }
 
 func (m *measurer) snapshot(ctx context.Context) *statsSnapshot {
 	if m.statsOff {
 		return nil
 	}
-	s, err := m.sender.proto.stats(ctx)
+	s, err := m.sender.proto.stats(ctx, m.model)
+	for _, ref := range m.composing {
+		if err != nil {
+			break
+		}
+		var c statsSnapshot
+		c, err = m.sender.proto.stats(ctx, ref)
+		s.composing = append(s.composing, c)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			m.statsOff = true

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 )
 
@@ -29,6 +31,9 @@ type modelInfo struct {
 	// responseCache is the config's response_cache.enable: perf_analyzer
 	// then reports cache hits and misses.
 	responseCache bool
+	// composing are an ensemble's models, sorted, as perf_analyzer lists
+	// them; their statistics are read beside the ensemble's.
+	composing []modelRef
 }
 
 // endpoints are the URLs of one model (version) on the server.
@@ -165,6 +170,12 @@ func fetchModel(ctx context.Context, hc *http.Client, ep endpoints, base, model 
 		ResponseCache struct {
 			Enable bool `json:"enable"`
 		} `json:"response_cache"`
+		EnsembleScheduling struct {
+			Step []struct {
+				ModelName    string  `json:"model_name"`
+				ModelVersion flexInt `json:"model_version"`
+			} `json:"step"`
+		} `json:"ensemble_scheduling"`
 	}
 	if err := getJSON(ctx, hc, ep.config, &cfg); err != nil {
 		var se *serverError
@@ -177,10 +188,33 @@ func fetchModel(ctx context.Context, hc *http.Client, ep endpoints, base, model 
 	}
 	info.maxBatch = int(cfg.MaxBatchSize)
 	info.responseCache = cfg.ResponseCache.Enable
+	for _, st := range cfg.EnsembleScheduling.Step {
+		info.addComposing(st.ModelName, int64(st.ModelVersion))
+	}
 	if err := info.stripBatch(); err != nil {
 		return nil, err
 	}
 	return info, nil
+}
+
+// modelRef names one model version; version "" is the server's choice.
+type modelRef struct {
+	name, version string
+}
+
+// addComposing adds an ensemble step's model, once, in sorted order; a
+// version below 1 is the server's choice.
+func (info *modelInfo) addComposing(name string, version int64) {
+	ref := modelRef{name: name}
+	if version > 0 {
+		ref.version = strconv.FormatInt(version, 10)
+	}
+	i, found := slices.BinarySearchFunc(info.composing, ref, func(a, b modelRef) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.version, b.version))
+	})
+	if !found {
+		info.composing = slices.Insert(info.composing, i, ref)
+	}
 }
 
 // stripBatch drops the batch dimension from the metadata shapes of a
@@ -203,6 +237,8 @@ func (info *modelInfo) stripBatch() error {
 // statsSnapshot is the cumulative statistics of the model, summed over the
 // versions the server reports: each phase's count and total time.
 type statsSnapshot struct {
+	name, version                                          string // the model and the version its statistics came from
+	composing                                              []statsSnapshot
 	successCount, inferenceCount, executionCount           int64
 	successNS                                              int64
 	queueCount, inputCount, inferCount, outputCount        int64
@@ -210,9 +246,21 @@ type statsSnapshot struct {
 	cacheHitCount, cacheHitNS, cacheMissCount, cacheMissNS int64
 }
 
-// sub gives s - o, field by field.
+// sub gives s - o, field by field, composing models included when both
+// have the same ones.
 func (s statsSnapshot) sub(o statsSnapshot) statsSnapshot {
+	d := s.subOwn(o)
+	if len(s.composing) == len(o.composing) {
+		for i := range s.composing {
+			d.composing = append(d.composing, s.composing[i].sub(o.composing[i]))
+		}
+	}
+	return d
+}
+
+func (s statsSnapshot) subOwn(o statsSnapshot) statsSnapshot {
 	return statsSnapshot{
+		name: s.name, version: s.version,
 		successCount: s.successCount - o.successCount, inferenceCount: s.inferenceCount - o.inferenceCount,
 		executionCount: s.executionCount - o.executionCount, successNS: s.successNS - o.successNS,
 		queueCount: s.queueCount - o.queueCount, inputCount: s.inputCount - o.inputCount,
@@ -225,6 +273,11 @@ func (s statsSnapshot) sub(o statsSnapshot) statsSnapshot {
 
 // negative tells whether any counter went backwards (a model reload).
 func (s statsSnapshot) negative() bool {
+	for _, c := range s.composing {
+		if c.negative() {
+			return true
+		}
+	}
 	for _, v := range []int64{s.successCount, s.inferenceCount, s.executionCount, s.successNS, s.queueCount, s.inputCount,
 		s.inferCount, s.outputCount, s.queueNS, s.inputNS, s.inferNS, s.outputNS,
 		s.cacheHitCount, s.cacheHitNS, s.cacheMissCount, s.cacheMissNS} {
@@ -243,6 +296,8 @@ type durationStat struct {
 func fetchStats(ctx context.Context, hc *http.Client, url string) (statsSnapshot, error) {
 	var body struct {
 		ModelStats []struct {
+			Name           string  `json:"name"`
+			Version        string  `json:"version"`
 			InferenceCount flexInt `json:"inference_count"`
 			ExecutionCount flexInt `json:"execution_count"`
 			InferenceStats struct {
@@ -264,6 +319,7 @@ func fetchStats(ctx context.Context, hc *http.Client, url string) (statsSnapshot
 	}
 	var s statsSnapshot
 	for _, m := range body.ModelStats {
+		s.name, s.version = m.Name, m.Version
 		st := m.InferenceStats
 		s.add(statsSnapshot{
 			successCount: int64(st.Success.Count), successNS: int64(st.Success.NS),
@@ -304,6 +360,8 @@ type serverSplit struct {
 	ComputeInfer  float64 `json:"compute_infer_us"`
 	ComputeOutput float64 `json:"compute_output_us"`
 	AvgBatchSize  float64 `json:"avg_batch_size"`
+	// Composing are an ensemble's models' own figures.
+	Composing []composingSplit `json:"composing,omitempty"`
 	// ResponseCache says the model's config enables the response cache;
 	// the cache figures are averages over their own counts.
 	ResponseCache bool    `json:"response_cache,omitempty"`
@@ -311,6 +369,13 @@ type serverSplit struct {
 	CacheMisses   int64   `json:"cache_misses,omitempty"`
 	CacheHitUS    float64 `json:"cache_hit_us,omitempty"`
 	CacheMissUS   float64 `json:"cache_miss_us,omitempty"`
+}
+
+// composingSplit is one composing model's figures.
+type composingSplit struct {
+	Model   string `json:"model"`
+	Version string `json:"version"`
+	serverSplit
 }
 
 // split turns the difference of two snapshots into averages; nil when the
@@ -344,6 +409,13 @@ func split(before, after statsSnapshot) *serverSplit {
 	s.OverheadUS = max(s.RequestUS-s.QueueUS-s.ComputeUS, 0)
 	if d.executionCount > 0 {
 		s.AvgBatchSize = float64(d.inferenceCount) / float64(d.executionCount)
+	}
+	for i := range d.composing {
+		cs := composingSplit{Model: after.composing[i].name, Version: after.composing[i].version}
+		if own := split(before.composing[i], after.composing[i]); own != nil {
+			cs.serverSplit = *own
+		}
+		s.Composing = append(s.Composing, cs)
 	}
 	return s
 }

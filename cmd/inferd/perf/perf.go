@@ -252,7 +252,8 @@ func (s *session) open(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	s.m = &measurer{opts: s.o, sender: s.send, progress: s.prog, warn: s.warn}
+	s.m = &measurer{opts: s.o, sender: s.send, progress: s.prog, warn: s.warn,
+		model: modelRef{name: s.o.model, version: s.o.version}, composing: info.composing}
 	return nil
 }
 

@@ -29,7 +29,9 @@ type protocol interface {
 	// extension's calls for one system region.
 	registerSystemShm(ctx context.Context, name, key string, size int64) error
 	unregisterSystemShm(ctx context.Context, name string) error
-	stats(ctx context.Context) (statsSnapshot, error)
+	// stats reads one model's cumulative statistics: the one measured,
+	// or one of an ensemble's.
+	stats(ctx context.Context, model modelRef) (statsSnapshot, error)
 	// conn gives one sender goroutine what it sends with (a stream of its
 	// own with --streaming); the goroutine closes it when done.
 	conn() conn
@@ -143,8 +145,8 @@ func (h *httpProtocol) unregisterSystemShm(ctx context.Context, name string) err
 	return postJSON(ctx, h.hc, h.o.baseURL+"/v2/systemsharedmemory/region/"+url.PathEscape(name)+"/unregister", nil)
 }
 
-func (h *httpProtocol) stats(ctx context.Context) (statsSnapshot, error) {
-	return fetchStats(ctx, h.hc, h.ep.stats)
+func (h *httpProtocol) stats(ctx context.Context, model modelRef) (statsSnapshot, error) {
+	return fetchStats(ctx, h.hc, newEndpoints(h.o.baseURL, model.name, model.version).stats)
 }
 
 // conn: HTTP senders share the transport's pool of kept-alive connections.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 )
@@ -176,28 +177,52 @@ func writeSettingReport(w io.Writer, o *options, r result) {
 	fmt.Fprintln(w)
 }
 
-// writeServer prints the "Server:" block; like perf_analyzer it takes the
-// overhead from whole microseconds.
+// writeServer prints the "Server:" block as perf_analyzer's
+// ReportServerSideStats does; like perf_analyzer it takes the overhead
+// from whole microseconds.
 func writeServer(w io.Writer, s *serverSplit) {
 	fmt.Fprintf(w, "  Server: \n")
-	fmt.Fprintf(w, "    Inference count: %d\n", s.InferenceCount)
-	fmt.Fprintf(w, "    Execution count: %d\n", s.ExecutionCount)
-	if s.ResponseCache {
-		fmt.Fprintf(w, "    Cache hit count: %d\n", s.CacheHits)
-		fmt.Fprintf(w, "    Cache miss count: %d\n", s.CacheMisses)
-	}
-	fmt.Fprintf(w, "    Successful request count: %d\n", s.Requests)
-	overhead := max(usec(s.RequestUS)-usec(s.QueueUS)-usec(s.ComputeUS), 0)
-	if !s.ResponseCache {
-		fmt.Fprintf(w, "    Avg request latency: %d usec (overhead %d usec + queue %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
-			usec(s.RequestUS), overhead, usec(s.QueueUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+	writeServerStats(w, s, "  ")
+}
+
+// writeServerStats prints one model's server figures, indented by ident;
+// an ensemble's composing models follow, indented further.
+func writeServerStats(w io.Writer, s *serverSplit, ident string) {
+	if s.Requests == 0 {
+		fmt.Fprintf(w, "%s  Request count: 0\n", ident)
 		return
 	}
-	fmt.Fprintf(w, "    Avg request latency: %d usec (overhead %d usec + queue %d usec + cache hit/miss %d usec)\n",
-		usec(s.RequestUS), overhead, usec(s.QueueUS), usec(s.ComputeUS))
-	fmt.Fprintf(w, "      Average Cache Hit Latency: %d usec\n", usec(s.CacheHitUS))
-	fmt.Fprintf(w, "      Average Cache Miss Latency: %d usec (cache lookup/insertion %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
-		usec(s.CacheMissUS)+usec(s.ComputeInput+s.ComputeInfer+s.ComputeOutput), usec(s.CacheMissUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+	fmt.Fprintf(w, "%s  Inference count: %d\n", ident, s.InferenceCount)
+	fmt.Fprintf(w, "%s  Execution count: %d\n", ident, s.ExecutionCount)
+	if s.ResponseCache {
+		fmt.Fprintf(w, "%s  Cache hit count: %d\n", ident, s.CacheHits)
+		fmt.Fprintf(w, "%s  Cache miss count: %d\n", ident, s.CacheMisses)
+	}
+	fmt.Fprintf(w, "%s  Successful request count: %d\n", ident, s.Requests)
+	switch {
+	case len(s.Composing) > 0:
+		var queue, compute int64
+		for _, c := range s.Composing {
+			queue += usec(c.QueueUS)
+			compute += usec(c.ComputeUS)
+		}
+		fmt.Fprintf(w, "%s  Avg request latency: %d usec (overhead %d usec + queue %d usec + compute %d usec)\n\n",
+			ident, usec(s.RequestUS), max(usec(s.RequestUS)-queue-compute, 0), queue, compute)
+		fmt.Fprintf(w, "%sComposing models: \n", ident)
+		for _, c := range s.Composing {
+			fmt.Fprintf(w, "%s%s, version: %s\n", ident, c.Model, c.Version)
+			writeServerStats(w, &c.serverSplit, ident+"  ")
+		}
+	case s.ResponseCache:
+		fmt.Fprintf(w, "%s  Avg request latency: %d usec (overhead %d usec + queue %d usec + cache hit/miss %d usec)\n",
+			ident, usec(s.RequestUS), max(usec(s.RequestUS)-usec(s.QueueUS)-usec(s.ComputeUS), 0), usec(s.QueueUS), usec(s.ComputeUS))
+		fmt.Fprintf(w, "%s%s  Average Cache Hit Latency: %d usec\n", ident, ident, usec(s.CacheHitUS))
+		fmt.Fprintf(w, "%s%s  Average Cache Miss Latency: %d usec (cache lookup/insertion %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
+			ident, ident, usec(s.CacheMissUS)+usec(s.ComputeInput+s.ComputeInfer+s.ComputeOutput), usec(s.CacheMissUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+	default:
+		fmt.Fprintf(w, "%s  Avg request latency: %d usec (overhead %d usec + queue %d usec + compute input %d usec + compute infer %d usec + compute output %d usec)\n",
+			ident, usec(s.RequestUS), max(usec(s.RequestUS)-usec(s.QueueUS)-usec(s.ComputeUS), 0), usec(s.QueueUS), usec(s.ComputeInput), usec(s.ComputeInfer), usec(s.ComputeOutput))
+	}
 }
 
 // reported are the results perf_analyzer reports: stable and within
@@ -352,6 +377,57 @@ func writeCSV(w io.Writer, o *options, results []result) error {
 	return cw.Error()
 }
 
+// writeComposingCSVs writes, for an ensemble, one CSV per composing model
+// named NAME_vVERSION.FILE beside -f's, as perf_analyzer's report writer
+// does: the model's share of the throughput (its requests over the
+// ensemble's) and its server figures.
+func writeComposingCSVs(o *options, results []result) error {
+	if !withServer(results) || len(results[0].Server.Composing) == 0 {
+		return nil
+	}
+	dir, base := filepath.Split(o.csvPath)
+	for i, c := range results[0].Server.Composing {
+		path := filepath.Join(dir, c.Model+"_v"+c.Version+"."+base)
+		err := writeFile(path, func(w io.Writer) error {
+			cw := csv.NewWriter(w)
+			h := []string{settingName(o), "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue",
+				"Server Compute Input", "Server Compute Infer", "Server Compute Output"}
+			if c.ResponseCache {
+				h = append(h, "Server Cache Hit", "Server Cache Miss")
+			}
+			if err := cw.Write(append(h, "Client Recv")); err != nil {
+				return err
+			}
+			itoa := func(v float64) string { return strconv.FormatInt(usec(v), 10) }
+			for _, r := range results {
+				if i >= len(r.Server.Composing) {
+					continue
+				}
+				s := r.Server.Composing[i]
+				ratio := 0.0
+				if r.Server.Requests > 0 {
+					ratio = float64(s.Requests) / float64(r.Server.Requests)
+				}
+				accounted := s.QueueUS + s.ComputeInput + s.ComputeInfer + s.ComputeOutput + s.CacheHitUS + s.CacheMissUS
+				row := []string{settingValue(r), cppDouble(ratio * r.Throughput), "0", itoa(max(s.RequestUS-accounted, 0)),
+					itoa(s.QueueUS), itoa(s.ComputeInput), itoa(s.ComputeInfer), itoa(s.ComputeOutput)}
+				if c.ResponseCache {
+					row = append(row, itoa(s.CacheHitUS), itoa(s.CacheMissUS))
+				}
+				if err := cw.Write(append(row, "0")); err != nil {
+					return err
+				}
+			}
+			cw.Flush()
+			return cw.Error()
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func newReport(o *options, results []result) report {
 	rep := report{
 		Model: o.model, Version: o.version, URL: o.baseURL, Protocol: o.protocol, Streaming: o.streaming, BatchSize: o.batch, Mode: "concurrency",
@@ -372,6 +448,9 @@ func newReport(o *options, results []result) report {
 func writeReports(o *options, results []result) error {
 	if o.csvPath != "" {
 		if err := writeFile(o.csvPath, func(w io.Writer) error { return writeCSV(w, o, reported(results)) }); err != nil {
+			return fmt.Errorf("-f %s: %w", o.csvPath, err)
+		}
+		if err := writeComposingCSVs(o, reported(results)); err != nil {
 			return fmt.Errorf("-f %s: %w", o.csvPath, err)
 		}
 	}
