@@ -21,3 +21,12 @@ func TestWorkerModule(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestExecuteBenchScript runs testdata/execute_bench.py (BENCHMARKS.md
+// "Python backend") briefly, so that it keeps working with the worker.
+func TestExecuteBenchScript(t *testing.T) {
+	out, err := exec.Command(servertest.Python(t), filepath.Join("testdata", "execute_bench.py"), "shim", "20").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "execute ") || !strings.Contains(string(out), "\nread+execute ") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
