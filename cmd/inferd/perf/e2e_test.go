@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,11 +167,18 @@ func runPerf(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// fast are flags for short runs: 3 windows of 100 ms, and a stability
-// band wide enough that three windows always agree (perf_analyzer's rule
-// compares the largest to the smallest, and on two busy shared cores 100 ms
-// windows differ tenfold).
-var fast = []string{"-p", "100", "-s", "100000", "--max-trials", "3"}
+// fast are flags for short runs: windows of 100 ms, and a stability band
+// wide enough that three windows with requests in them agree
+// (perf_analyzer's rule compares the largest to the smallest, and on two
+// busy shared cores 100 ms windows differ tenfold). A window in which no
+// request finished is never stable: up to 6 windows leave room for one
+// or two under -race on a loaded machine.
+var fast = []string{"-p", "100", "-s", "100000", "--max-trials", "6"}
+
+// settled tells whether stderr's progress shows the setting label stable.
+func settled(stderr, label string) bool {
+	return regexp.MustCompile(regexp.QuoteMeta(label) + `: window [3-6]/6: .*, stable`).MatchString(stderr)
+}
 
 func readCSV(t *testing.T, path string) []map[string]string {
 	t.Helper()
@@ -222,7 +230,7 @@ func TestAgainstInferd(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 				}
-				if !strings.Contains(stdout, "Concurrency") || !strings.Contains(stderr, "concurrency 2: window 3/3") {
+				if !strings.Contains(stdout, "Concurrency") || !settled(stderr, "concurrency 2") {
 					t.Errorf("no table or progress:\n%s\n%s", stdout, stderr)
 				}
 				rows := readCSV(t, csvPath)
@@ -265,7 +273,7 @@ func TestAgainstInferd(t *testing.T) {
 					if math.Abs(r.Server.AvgBatchSize-float64(tc.batch)) > 0.01*float64(tc.batch) {
 						t.Errorf("server batch %v, want %d", r.Server.AvgBatchSize, tc.batch)
 					}
-					if !r.Stable || r.Windows != 3 || r.Throughput <= 0 || r.P50 > r.P99 || r.Avg <= 0 || r.Errors != 0 || r.ClientSendUS <= 0 || r.ClientRecvUS <= 0 {
+					if !r.Stable || r.Windows < 3 || r.Throughput <= 0 || r.P50 > r.P99 || r.Avg <= 0 || r.Errors != 0 || r.ClientSendUS <= 0 || r.ClientRecvUS <= 0 {
 						t.Errorf("result %+v", r)
 					}
 				}
@@ -298,7 +306,7 @@ func TestAgainstInferd(t *testing.T) {
 				if tc.streaming {
 					want = "Protocol: gRPC (streaming), raw tensors"
 				}
-				if !strings.Contains(stdout, want) || !strings.Contains(stdout, "Concurrency") || !strings.Contains(stderr, "concurrency 2: window 3/3") {
+				if !strings.Contains(stdout, want) || !strings.Contains(stdout, "Concurrency") || !settled(stderr, "concurrency 2") {
 					t.Errorf("no settings, table or progress:\n%s\n%s", stdout, stderr)
 				}
 				if rows := readCSV(t, csvPath); len(rows) != 2 || num(t, rows[1]["Inferences/Second"]) <= 0 || rows[1]["Server Queue"] == "" {
@@ -315,7 +323,7 @@ func TestAgainstInferd(t *testing.T) {
 					// Send and receive: marshalling the request and
 					// unmarshalling the answer, as perf_analyzer's gRPC client
 					// times them.
-					if r.Concurrency != i+1 || !r.Stable || r.Windows != 3 || r.Throughput <= 0 || r.Errors != 0 || r.P50 > r.P99 || r.Avg <= 0 ||
+					if r.Concurrency != i+1 || !r.Stable || r.Windows < 3 || r.Throughput <= 0 || r.Errors != 0 || r.P50 > r.P99 || r.Avg <= 0 ||
 						r.ClientSendUS <= 0 || r.ClientRecvUS <= 0 {
 						t.Errorf("result %+v", r)
 					}
