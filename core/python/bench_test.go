@@ -10,8 +10,8 @@ import (
 	"github.com/inferd/inferd/core"
 )
 
-// BenchmarkRoundTrip is one identity request through the core to a
-// worker and back, without a frontend: the Python backend's own cost
+// BenchmarkRoundTrip is one identity request (FP32 [1,16], and [1,1<<20]:
+// 4 MiB) through the core to a worker and back, without a frontend: the Python backend's own cost
 // per request (BENCHMARKS.md "Python backend"). Besides the time it
 // reports the CPU each side spent per request, which load elsewhere on
 // the machine changes less than the time.
@@ -43,6 +43,18 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 		})
+		cpu.report(b)
+	})
+	// 4 MiB each way: through the shared arena, where the worker's answer
+	// is a view of its input.
+	b.Run("4MiB/c1", func(b *testing.B) {
+		r := &core.InferRequest{ModelName: "identity", Inputs: []*core.Tensor{fp32("INPUT0", []int64{1, 1 << 20}, make([]float32, 1<<20)...)}}
+		cpu := startCPU()
+		for b.Loop() {
+			if _, err := e.infer(r); err != nil {
+				b.Fatal(err)
+			}
+		}
 		cpu.report(b)
 	})
 }
