@@ -143,7 +143,7 @@ gpu-bundle: $(ORT_LIB)
 	$(GO) build $(BUNDLE_GOFLAGS) -o $$st/inferd ./cmd/inferd; \
 	for p in $(GPU_TEST_PKGS); do $(GO) test -c $(BUNDLE_GOFLAGS) -o $$st/tests/$$(basename $$p).test ./$$p; done; \
 	$(GO) run $(BUNDLE_GOFLAGS) ./deploy/gpu/checkrepo $$st/models; \
-	cp deploy/gpu/cudashm_check.py $$st/; \
+	cp deploy/gpu/cudashm_check.py deploy/gpu/cudashm_bench.py $$st/; \
 	providers=$$(ls $$st/lib | sed -n 's/^libonnxruntime_providers_\(.*\)\.so$$/\1/p' | { grep -vx shared || true; } | paste -sd, -); \
 	printf 'commit=%s\ngo=%s\nproviders=%s\n' "$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD -- . 2>/dev/null || echo +changes)" \
 	  "$$($(GO) env GOVERSION)" "$${providers:-none}" >$$st/BUNDLE; \

@@ -188,7 +188,7 @@ gpucheck cuda-shm-ipc "$D/cudaipc.txt" TestCUDARegionOpenCopyClose "a CUDA IPC r
 # ---- end to end: the models served over HTTP and gRPC, metrics, CUDA shared memory, perf ----
 P=${PORT_BASE:-18900}
 load=(simple mlp_cpu)
-[ -z "$cuda_skip" ] && load+=(simple_gpu mlp_gpu)
+[ -z "$cuda_skip" ] && load+=(simple_gpu mlp_gpu id16m_gpu id16m_cpu)
 [ -z "$trt_skip" ] && load+=(simple_trt)
 args=(--model-repository="$B/models" --model-control-mode=explicit --exit-on-error=false --allow-client-shm=true
   --http-port=$P --grpc-port=$((P + 1)) --metrics-port=$((P + 2)))
@@ -235,6 +235,14 @@ elif ! "$PYTHON" -c 'import cupy, numpy' >"$D/cupy-import.txt" 2>&1; then skip c
 elif PYTHONUNBUFFERED=1 timeout 120 "$PYTHON" "$B/cudashm_check.py" "http://localhost:$P" simple simple_gpu >"$D/cudashm.txt" 2>&1; then
   pass cuda-shm-cupy "$(grep -c '^PASS' "$D/cudashm.txt") client checks: a cupy process's device memory as inputs and outputs over HTTP"
 else fail cuda-shm-cupy "$(grep -E '^FAIL|Error' "$D/cudashm.txt" | head -2 | one_line 300)"; fi
+# CUDA shared memory's figure: a 16 MiB identity through CUDA regions against
+# binary HTTP, on the GPU (inputs read and outputs written in place) and on
+# the CPU (copied through the host), one run.
+if [ -n "$cuda_skip" ]; then skip cuda-shm-16mib "$cuda_skip"
+elif ! "$PYTHON" -c 'import cupy, numpy' >/dev/null 2>&1; then skip cuda-shm-16mib "$PYTHON has no cupy"
+elif PYTHONUNBUFFERED=1 timeout 150 "$PYTHON" "$B/cudashm_bench.py" "localhost:$P" id16m_gpu id16m_cpu >"$D/cudashm-bench.txt" 2>&1; then
+  pass cuda-shm-16mib "$(grep -E '^PASS' "$D/cudashm-bench.txt" | sed 's/^PASS //' | paste -sd';' - | one_line 400)"
+else fail cuda-shm-16mib "$(grep -E '^FAIL|Error' "$D/cudashm-bench.txt" | head -2 | one_line 300)"; fi
 
 conc=${PERF_CONC:-$([ -z "$cuda_skip" ] && echo "1 16 64" || echo 1)}
 window=${PERF_MS:-$([ -z "$cuda_skip" ] && echo 3000 || echo 500)}

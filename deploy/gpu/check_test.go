@@ -21,7 +21,7 @@ import (
 // without one must skip with a reason, and those it must pass anyway.
 var (
 	gpuChecks = []string{"cuda-provider", "kind-gpu-ort", "nvml", "cuda-shm-ipc", "http-simple_gpu", "grpc-simple_gpu",
-		"tensorrt-http", "tensorrt-grpc", "cuda-shm-server", "cuda-shm-cupy", "perf-mlp_gpu", "gpu-metrics", "figure1-gpu"}
+		"tensorrt-http", "tensorrt-grpc", "cuda-shm-server", "cuda-shm-cupy", "cuda-shm-16mib", "perf-mlp_gpu", "gpu-metrics", "figure1-gpu"}
 	cpuChecks = []string{"bundle", "tests-onnxrt", "tests-metrics", "tests-cudaipc", "server", "http-simple", "grpc-simple", "perf-mlp_cpu"}
 )
 

@@ -8,8 +8,12 @@
 //	mlp_gpu     BENCHMARKS.md's compute-bound MLP (FP32 [1024], four
 //	            1024x1024 layers), dynamic batching, KIND_GPU
 //	mlp_cpu     the same, on two CPU instances
+//	id16m_gpu   a 16 MiB FP32 identity ([4194304], no batching), KIND_GPU,
+//	            for CUDA shared memory's figure (cudashm_bench.py)
+//	id16m_cpu   the same, KIND_CPU
 //
-// mlp_cpu's model file is a hard link to mlp_gpu's, which tar stores once.
+// mlp_cpu's and id16m_cpu's model files are hard links to the GPU ones',
+// which tar stores once.
 //
 //	go run ./deploy/gpu/checkrepo OUTDIR
 package main
@@ -34,6 +38,11 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 1024 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 200 }
 `
 
+const id16mIO = `max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4194304 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4194304 ] } ]
+`
+
 const (
 	gpuGroup = "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
 	trt      = `optimization { execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" } ] } }` + "\n"
@@ -55,6 +64,8 @@ func models() []model {
 		{name: "simple_trt", config: simpleIO + gpuGroup + trt, onnx: simple},
 		{name: "mlp_gpu", config: mlpIO + gpuGroup, onnx: func() ([]byte, error) { return onnxbuild.MLP(1024, 1024, 4) }},
 		{name: "mlp_cpu", config: mlpIO + "instance_group [ { kind: KIND_CPU count: 2 } ]\n", linkTo: "mlp_gpu"},
+		{name: "id16m_gpu", config: id16mIO + gpuGroup, onnx: func() ([]byte, error) { return onnxbuild.Identity(onnxbuild.Float, 1<<22) }},
+		{name: "id16m_cpu", config: id16mIO + "instance_group [ { kind: KIND_CPU count: 1 } ]\n", linkTo: "id16m_gpu"},
 	}
 }
 

@@ -27,6 +27,8 @@ func TestWrite(t *testing.T) {
 		{"simple_trt", modelconfig.ModelInstanceGroup_KIND_GPU, 1, "tensorrt", false},
 		{"mlp_gpu", modelconfig.ModelInstanceGroup_KIND_GPU, 1, "", true},
 		{"mlp_cpu", modelconfig.ModelInstanceGroup_KIND_CPU, 2, "", true},
+		{"id16m_gpu", modelconfig.ModelInstanceGroup_KIND_GPU, 1, "", false},
+		{"id16m_cpu", modelconfig.ModelInstanceGroup_KIND_CPU, 1, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(root, tc.name, "config.pbtxt"))
