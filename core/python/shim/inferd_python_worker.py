@@ -138,10 +138,19 @@ def _take(n):
     return out
 
 
+_length = struct.Struct("<Q").unpack_from
+_header_length = struct.Struct("<I").unpack_from
+
+
 def _read_frame():
-    (length,) = struct.unpack("<Q", _take(8))
+    start, end = _rpos
+    if end - start >= 8:
+        (length,) = _length(_rbuf, start)  # read in place: no copy of its own
+        _rpos[0] = start + 8
+    else:
+        (length,) = _length(_take(8))
     frame = _take(length)
-    (hlen,) = struct.unpack_from("<I", frame, 0)
+    (hlen,) = _header_length(frame, 0)
     header = _decode(str(memoryview(frame)[4:4 + hlen], "utf-8"))
     return header, memoryview(frame)[4 + hlen:]
 
