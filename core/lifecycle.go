@@ -358,20 +358,20 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
 	// Passive instances are created (and so validated) but never get
 	// requests from the scheduler.
+	refs := modelconfig.Instances(cfg)
+	insts, err := newInstances(ctx, backend, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
+		return InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg, Server: s}
+	})
+	if err != nil {
+		return nil, err
+	}
 	var active, passive []Instance
 	var activeRefs []modelconfig.InstanceRef
-	for _, ref := range modelconfig.Instances(cfg) {
-		inst, err := backend.NewInstance(ctx, InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg, Server: s})
-		if err != nil {
-			for _, i := range append(active, passive...) {
-				_ = i.Close()
-			}
-			return nil, err
-		}
+	for i, ref := range refs {
 		if ref.Passive {
-			passive = append(passive, inst)
+			passive = append(passive, insts[i])
 		} else {
-			active = append(active, inst)
+			active = append(active, insts[i])
 			activeRefs = append(activeRefs, ref)
 		}
 	}

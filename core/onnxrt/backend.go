@@ -75,6 +75,12 @@ func New(opts Options) (*Backend, error) {
 // Name returns "onnxruntime".
 func (b *Backend) Name() string { return Name }
 
+// ParallelInstances reports that a version's instances may be created at
+// once (core.ParallelInstances): ONNX Runtime creates sessions
+// concurrently, as Triton's onnxruntime backend declares
+// (triton-inference-server/onnxruntime_backend src/onnxruntime.cc).
+func (b *Backend) ParallelInstances() bool { return true }
+
 // hold keeps the environment up while the backend uses ORT outside an
 // instance (auto-complete, loading), so a concurrent Close cannot tear it
 // down underneath.
