@@ -80,6 +80,9 @@ type Options struct {
 	Namespacing bool
 	// ResponseCache is the server's response cache (--cache-config).
 	ResponseCache cache.Store
+	// GPUs are the CUDA devices KIND_GPU groups may use (none: such a
+	// group fails to load, as on a host without a GPU).
+	GPUs []int32
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -104,7 +107,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	srv := core.NewServer(core.Options{
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
-		ResponseCache: o.ResponseCache,
+		ResponseCache: o.ResponseCache, GPUs: o.GPUs,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

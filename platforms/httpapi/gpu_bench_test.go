@@ -24,7 +24,8 @@ func BenchmarkBatchingGPU(b *testing.B) {
 	if err != nil {
 		b.Skipf("no usable GPU: %v", err)
 	}
-	base, srv := startServer(b, root, serverOpts{})
+	// The device the reference just ran on, as cmd/inferd finds it.
+	base, srv := startServer(b, root, serverOpts{gpus: []int32{0}})
 
 	x := sidebyside.MLPInput()
 	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
