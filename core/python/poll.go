@@ -65,40 +65,32 @@ func (p *replyPoll) polling() bool {
 	return p.pending.Load() > 0 && p.quick.Load() && time.Duration(int64(time.Since(p.born))-p.sent.Load()) < pollFor
 }
 
-// pollReader reads the worker's socket, polling it while p says so.
+// pollReader reads the worker's socket, polling it while p says so. Its
+// read function is made once, and a call's buffer and result pass through
+// its fields: a closure per call would cost allocations per frame.
 type pollReader struct {
-	rc syscall.RawConn
-	p  *replyPoll
+	rc     syscall.RawConn
+	p      *replyPoll
+	readFn func(fd uintptr) bool
+	buf    []byte
+	n      int
+	err    error
+}
+
+func newPollReader(rc syscall.RawConn, p *replyPoll) *pollReader {
+	r := &pollReader{rc: rc, p: p}
+	r.readFn = r.readOnce
+	return r
 }
 
 func (r *pollReader) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var n int
-	var err error
-	rerr := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, err = unix.Read(int(fd), b)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err != unix.EAGAIN:
-				return true
-			case !r.p.polling():
-				return false // sleep until the socket is readable
-			}
-			// Let this process's goroutines and, on this CPU, other
-			// processes (the worker) run first.
-			t := time.Now()
-			runtime.Gosched()
-			_, _, _ = syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-			if time.Since(t) > yielded {
-				r.p.busy()
-				return false
-			}
-		}
-	})
+	r.buf = b
+	rerr := r.rc.Read(r.readFn)
+	n, err := r.n, r.err
+	r.buf, r.err = nil, nil
 	switch {
 	case rerr != nil:
 		return 0, rerr
@@ -108,6 +100,32 @@ func (r *pollReader) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// readOnce reads into r.buf, polling while r.p says so; false: wait
+// until the socket is readable, then call it again.
+func (r *pollReader) readOnce(fd uintptr) bool {
+	for {
+		n, err := unix.Read(int(fd), r.buf)
+		r.n, r.err = max(n, 0), err
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != unix.EAGAIN:
+			return true
+		case !r.p.polling():
+			return false // sleep until the socket is readable
+		}
+		// Let this process's goroutines and, on this CPU, other
+		// processes (the worker) run first.
+		t := time.Now()
+		runtime.Gosched()
+		_, _, _ = syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		if time.Since(t) > yielded {
+			r.p.busy()
+			return false
+		}
+	}
 }
 
 // socketReader is how the reader reads conn: polling where conn allows
@@ -121,5 +139,5 @@ func socketReader(conn net.Conn, p *replyPoll) io.Reader {
 	if err != nil {
 		return conn
 	}
-	return &pollReader{rc: rc, p: p}
+	return newPollReader(rc, p)
 }

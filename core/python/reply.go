@@ -67,6 +67,9 @@ func (p *doneParser) str() (string, bool) {
 		case c == '"':
 			s := p.b[start:p.i]
 			p.i++
+			if k, ok := interned(s); ok {
+				return k, true
+			}
 			if !utf8.Valid(s) {
 				return "", false
 			}
@@ -78,6 +81,25 @@ func (p *doneParser) str() (string, bool) {
 	}
 	return "", false
 }
+
+// interned is b as a string kept in internedStrings when it is one of an
+// answer's keys or frequent values, so that reading those allocates
+// nothing (indexing a map by string(b) does not copy b).
+func interned(b []byte) (string, bool) {
+	s, ok := internedStrings[string(b)]
+	return s, ok
+}
+
+// internedStrings never changes after it is made.
+var internedStrings = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{"op", "seq", "error", "responses", "outputs", "parameters", "name", "datatype", "shape",
+		"off", "len", "arena", "arena_in", "code", "message", "execute_done", "{}",
+		"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES", "BF16"} {
+		m[s] = s
+	}
+	return m
+}()
 
 // int reads an integer that fits 64 bits; no fraction, exponent or
 // leading zero.
