@@ -35,27 +35,37 @@ func mapped(t *testing.T, data []byte) hostDevice {
 	return hostDevice{mem}
 }
 
+// idN is the element count of identities' fixed-size model.
+const idN = 1 << 15
+
+// identities loads FP32 identities of idN elements, of any length, and of 4
+// (whose output the instance caches), and makes 4·idN bytes of test data.
+func identities(t *testing.T, mul int) (fixed, dynamic, small core.BatchInstance, data []byte) {
+	t.Helper()
+	fixed = load(t, version(t, "fixed", ob.Must(ob.Identity(ob.Float, idN))), config(t, ioConfig(0, ob.Float, "[ 32768 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	dynamic = load(t, version(t, "dynamic", ob.Must(ob.Identity(ob.Float, -1))), config(t, ioConfig(0, ob.Float, "[ -1 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	small = load(t, version(t, "small", ob.Must(ob.Identity(ob.Float, 4))), config(t, ioConfig(0, ob.Float, "[ 4 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
+	data = make([]byte, 4*idN)
+	for i := range data {
+		data[i] = byte(i*mul + 1)
+	}
+	return fixed, dynamic, small, data
+}
+
 // TestExecuteDeviceInput: an input held by address (core.Tensor.Device)
 // is read where it is, on the direct run (every output allocated before
 // the run) and the raw run (an output ORT allocates), small and large,
 // and gives what the same bytes in Data give. A CPU instance reads host
 // memory (-1) only; a shape past the memory is refused.
 func TestExecuteDeviceInput(t *testing.T) {
-	const n = 1 << 15
-	fixed := load(t, version(t, "fixed", ob.Must(ob.Identity(ob.Float, n))), config(t, ioConfig(0, ob.Float, "[ 32768 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
-	dynamic := load(t, version(t, "dynamic", ob.Must(ob.Identity(ob.Float, -1))), config(t, ioConfig(0, ob.Float, "[ -1 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
-	small := load(t, version(t, "small", ob.Must(ob.Identity(ob.Float, 4))), config(t, ioConfig(0, ob.Float, "[ 4 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
-	data := make([]byte, 4*n)
-	for i := range data {
-		data[i] = byte(i*7 + 3)
-	}
+	fixed, dynamic, small, data := identities(t, 7)
 	for _, tc := range []struct {
 		name string
 		inst core.BatchInstance
 		size int
 	}{
-		{"direct, large", fixed, 4 * n},
-		{"raw, large", dynamic, 4 * n},
+		{"direct, large", fixed, 4 * idN},
+		{"raw, large", dynamic, 4 * idN},
 		{"raw, small", dynamic, 64},
 		{"direct, small (cached output)", small, 16},
 	} {
@@ -85,14 +95,7 @@ func TestExecuteDeviceInput(t *testing.T) {
 // run (another output left to ORT) alike; one whose shape is known only
 // after the run, or that does not fit, comes back in host memory.
 func TestExecuteDeviceOutput(t *testing.T) {
-	const n = 1 << 15
-	fixed := load(t, version(t, "fixed", ob.Must(ob.Identity(ob.Float, n))), config(t, ioConfig(0, ob.Float, "[ 32768 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
-	dynamic := load(t, version(t, "dynamic", ob.Must(ob.Identity(ob.Float, -1))), config(t, ioConfig(0, ob.Float, "[ -1 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
-	small := load(t, version(t, "small", ob.Must(ob.Identity(ob.Float, 4))), config(t, ioConfig(0, ob.Float, "[ 4 ]", []string{"INPUT0"}, []string{"OUTPUT0"})))
-	data := make([]byte, 4*n)
-	for i := range data {
-		data[i] = byte(i*5 + 1)
-	}
+	fixed, dynamic, small, data := identities(t, 5)
 	for _, tc := range []struct {
 		name     string
 		inst     core.BatchInstance
@@ -101,11 +104,11 @@ func TestExecuteDeviceOutput(t *testing.T) {
 		inDevice bool // the input is read by address too
 		written  bool
 	}{
-		{"known shape", fixed, 4 * n, 4 * n, false, true},
-		{"known shape, input by address too", fixed, 4 * n, 4*n + 64, true, true},
+		{"known shape", fixed, 4 * idN, 4 * idN, false, true},
+		{"known shape, input by address too", fixed, 4 * idN, 4*idN + 64, true, true},
 		{"small (cached when in host memory)", small, 16, 16, false, true},
-		{"known shape, too small", fixed, 4 * n, 4*n - 4, false, false},
-		{"shape known after the run", dynamic, 4 * n, 4 * n, false, false},
+		{"known shape, too small", fixed, 4 * idN, 4*idN - 4, false, false},
+		{"shape known after the run", dynamic, 4 * idN, 4 * idN, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := &core.Tensor{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{int64(tc.size / 4)}, Data: data[:tc.size:tc.size]}
