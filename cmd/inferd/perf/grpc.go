@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
+	"github.com/inferd/inferd/platforms/grpcapi"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
@@ -30,9 +29,11 @@ type grpcProtocol struct {
 }
 
 func newGRPCProtocol(o *options) (*grpcProtocol, error) {
-	cc, err := grpc.NewClient(o.baseURL,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
+	// The windows, buffers and message limits of inferd's own Go client
+	// (grpcapi.DialOptions): with grpc-go's default 64 KiB windows, flow
+	// control, not the server, would set large tensors' throughput. Infer
+	// calls still go through timingCodec, which each call forces.
+	cc, err := grpc.NewClient(o.baseURL, grpcapi.DialOptions()...)
 	if err != nil {
 		return nil, usagef("-u %q: %v", o.baseURL, err)
 	}
