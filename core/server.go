@@ -303,6 +303,10 @@ func (s *Server) acquireKey(name string, version int64) (mv *ModelVersion, relea
 	return slot.mv, slot.mv.inflight.Done, nil
 }
 
+// GPUs are the CUDA devices KIND_GPU instance groups may use: none on a
+// host without a usable GPU (the counterpart of Triton's CPU-only build).
+func (s *Server) GPUs() []int32 { return s.opts.GPUs }
+
 // Infer runs one request.
 func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
 	mv, release, err := s.Acquire(req.ModelName, req.ModelVersion)

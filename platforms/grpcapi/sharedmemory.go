@@ -60,10 +60,15 @@ func (s *Server) CudaSharedMemoryStatus(_ context.Context, req *pb.CudaSharedMem
 	return &pb.CudaSharedMemoryStatusResponse{Regions: out}, nil
 }
 
-// CudaSharedMemoryRegister registers a CUDA IPC handle; without a GPU it
-// answers the CPU-only build's refusal, whatever the client-shm switch
-// says, as in Triton.
+// CudaSharedMemoryRegister registers a CUDA IPC handle. With client
+// shared memory off it answers as Triton's builds do: a GPU build (here: a
+// host whose GPUs KIND_GPU models may use) that the switch is off, a
+// CPU-only build its refusal (src/grpc/grpc_server.cc,
+// RegisterCudaSharedMemoryRegister).
 func (s *Server) CudaSharedMemoryRegister(_ context.Context, req *pb.CudaSharedMemoryRegisterRequest) (*pb.CudaSharedMemoryRegisterResponse, error) {
+	if s.opts.SharedMemory == nil && len(s.core.GPUs()) > 0 {
+		return nil, statusError(v2.ErrShmDisabled)
+	}
 	if err := v2.ShmRegisterCUDA(s.opts.SharedMemory, req.GetName(), req.GetRawHandle(), req.GetDeviceId(), req.GetByteSize()); err != nil {
 		return nil, statusError(err)
 	}

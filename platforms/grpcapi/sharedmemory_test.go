@@ -99,7 +99,8 @@ func TestSharedMemoryRPCs(t *testing.T) {
 
 // TestSharedMemoryRPCsDisabled: without a region table status answers an
 // empty table and register/unregister are UNIMPLEMENTED with Triton's
-// text; a CUDA register gets the CPU-only refusal first.
+// text; a CUDA register gets the CPU-only refusal first, and on a host
+// with GPUs the switch's text.
 func TestSharedMemoryRPCsDisabled(t *testing.T) {
 	h := start(t, servertest.Options{}, Options{})
 	c := ctx(t)
@@ -118,6 +119,11 @@ func TestSharedMemoryRPCsDisabled(t *testing.T) {
 	}
 	_, err = h.client.CudaSharedMemoryStatus(c, &pb.CudaSharedMemoryStatusRequest{Name: "r"})
 	wantStatus(t, err, codes.NotFound, "Unable to find cuda shared memory region: 'r'")
+
+	// On a host with GPUs (Triton's GPU build) the switch answers first.
+	g := start(t, servertest.Options{GPUs: []int32{0}}, Options{})
+	_, err = g.client.CudaSharedMemoryRegister(ctx(t), &pb.CudaSharedMemoryRegisterRequest{Name: "r"})
+	wantStatus(t, err, codes.Unimplemented, disabled)
 }
 
 // routeTestDevice opens any handle as host memory, so the CUDA RPCs run on CPU
