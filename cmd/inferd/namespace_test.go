@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/internal/servertest"
@@ -104,19 +102,16 @@ func TestModelNamespacing(t *testing.T) {
 	}
 
 	// gRPC answers the same errors with INVALID_ARGUMENT.
-	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(t, err)
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := pb.NewGRPCInferenceServiceClient(conn)
+	c := grpcClient(t, r)
 	wantStatus := func(what string, err error, code codes.Code, msg string) {
 		t.Helper()
 		if st, _ := status.FromError(err); st.Code() != code || st.Message() != msg {
 			t.Errorf("%s: %v, want %v %q", what, err, code, msg)
 		}
 	}
-	_, err = c.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+	_, err := c.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "simple", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 		{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}}, {Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}}},
 		RawInputContents: [][]byte{make([]byte, 64), make([]byte, 64)}})
 	wantStatus("gRPC infer ambiguous", err, codes.InvalidArgument, ambiguous)
@@ -188,12 +183,9 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 		t.Errorf("load chain: %d %s, want 400 with %q", s, body, wantChain)
 	}
 
-	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(t, err)
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = pb.NewGRPCInferenceServiceClient(conn).RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "chain"})
+	_, err := grpcClient(t, r).RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "chain"})
 	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), wantChain) {
 		t.Errorf("gRPC load chain: %v", err)
 	}

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -98,12 +96,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 	if s, b := post(t, r.http+"/v2/repository/models/greedy/load", ""); s != 400 || !strings.Contains(b, `load failed for model 'greedy'`) || !strings.Contains(b, want) {
 		t.Errorf("load: %d %s, want 400 with %s", s, b, want)
 	}
-	conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(t, err)
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = pb.NewGRPCInferenceServiceClient(conn).RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "greedy"})
+	_, err := grpcClient(t, r).RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "greedy"})
 	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), strings.ReplaceAll(want, `\"`, `"`)) {
 		t.Errorf("gRPC load: %v, want INVALID_ARGUMENT with %s", err, want)
 	}

@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferd/inferd/internal/shmtest"
@@ -22,12 +20,6 @@ func TestAllowClientShm(t *testing.T) {
 	key := shmtest.Object(t, 1024)
 	register := `{"key":"` + key + `","offset":0,"byte_size":1024}`
 	const disabled = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
-	grpcClient := func(t *testing.T, r *running) pb.GRPCInferenceServiceClient {
-		conn, err := grpc.NewClient(r.addrs["GRPC"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		must(t, err)
-		t.Cleanup(func() { conn.Close() })
-		return pb.NewGRPCInferenceServiceClient(conn)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
