@@ -107,7 +107,8 @@ func newChart(id, title, caption, missing string, svg string, ok bool, ss []seri
 // charts builds the report's figures from its runs.
 func (h *htmlReport) charts() []chartView {
 	var out []chartView
-	perRun := func(y func(pointReport) float64) []series {
+	// perRun is one curve per configuration, a point per setting.
+	perRun := func(x, y func(pointReport) float64) []series {
 		var ss []series
 		for _, r := range h.Runs {
 			if len(r.Points) == 0 {
@@ -115,29 +116,18 @@ func (h *htmlReport) charts() []chartView {
 			}
 			s := series{Name: r.Name}
 			for _, p := range r.Points {
-				s.X = append(s.X, h.settingOf(p.result))
+				s.X = append(s.X, x(p))
 				s.Y = append(s.Y, y(p))
 			}
 			ss = append(ss, s)
 		}
 		return ss
 	}
+	setting := func(p pointReport) float64 { return h.settingOf(p.result) }
 	ms := func(us float64) float64 { return us / 1000 }
 
-	// Latency against throughput, one curve per configuration, as Model
-	// Analyzer draws it: each point is one setting.
-	var lt []series
-	for _, r := range h.Runs {
-		if len(r.Points) == 0 {
-			continue
-		}
-		s := series{Name: r.Name}
-		for _, p := range r.Points {
-			s.X = append(s.X, p.Throughput)
-			s.Y = append(s.Y, ms(p.P99))
-		}
-		lt = append(lt, s)
-	}
+	// Latency against throughput, as Model Analyzer draws it.
+	lt := perRun(func(p pointReport) float64 { return p.Throughput }, func(p pointReport) float64 { return ms(p.P99) })
 	svg, ok := lineSVG("chart-latency-throughput", "Throughput (infer/s)", "p99 latency (ms)", lt)
 	out = append(out, newChart("latency-throughput", "p99 latency against throughput",
 		"Each point is one "+lowerFirst(h.settingLabel())+" setting; up and to the left is worse.", "No measurements.", svg, ok, lt))
@@ -176,7 +166,7 @@ func (h *htmlReport) charts() []chartView {
 			"The server gave no statistics.", svg, ok, parts))
 	}
 
-	batch := perRun(func(p pointReport) float64 {
+	batch := perRun(setting, func(p pointReport) float64 {
 		if p.Server == nil || p.Server.AvgBatchSize == 0 {
 			return math.NaN()
 		}
@@ -185,18 +175,18 @@ func (h *htmlReport) charts() []chartView {
 	svg, ok = lineSVG("chart-batch", h.settingLabel(), "Average server batch size", batch)
 	out = append(out, newChart("batch", "Batch fill", "Inferences per model execution, from the server's statistics.", "The server gave no statistics.", svg, ok, batch))
 
-	cpu := perRun(func(p pointReport) float64 { return p.client })
+	cpu := perRun(setting, func(p pointReport) float64 { return p.client })
 	svg, ok = lineSVG("chart-cpu", h.settingLabel(), "Client machine CPU busy (%)", cpu)
 	out = append(out, newChart("cpu", "CPU utilisation", "All cores of the machine running inferd perf (/proc/stat), over each setting's windows; the server's too when it runs there.",
 		"No CPU figures: /proc/stat is not readable here.", svg, ok, cpu))
 
 	// The server's own figures exist only with --collect-metrics, and GPU
 	// figures only on a server with GPUs: without them there is no figure.
-	server := perRun(func(p pointReport) float64 { return p.server })
+	server := perRun(setting, func(p pointReport) float64 { return p.server })
 	if svg, ok := lineSVG("chart-server-cpu", h.settingLabel(), "Server CPU busy (%)", server); ok {
 		out = append(out, newChart("server-cpu", "Server CPU utilisation", "nv_cpu_utilization from the server's metrics, averaged over each setting.", "", svg, ok, server))
 	}
-	gpu := perRun(func(p pointReport) float64 { return p.gpu })
+	gpu := perRun(setting, func(p pointReport) float64 { return p.gpu })
 	if svg, ok := lineSVG("chart-gpu", h.settingLabel(), "GPU busy (%)", gpu); ok {
 		out = append(out, newChart("gpu", "GPU utilisation", "nv_gpu_utilization from the server's metrics, the mean over its GPUs, averaged over each setting.", "", svg, ok, gpu))
 	}
