@@ -180,6 +180,16 @@ func settled(stderr, label string) bool {
 	return regexp.MustCompile(regexp.QuoteMeta(label) + `: window [3-6]/6: .*, stable`).MatchString(stderr)
 }
 
+// readReport reads a --json report, and its bytes for error messages.
+func readReport(t *testing.T, path string) (report, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	var rep report
+	must(t, json.Unmarshal(b, &rep))
+	return rep, b
+}
+
 func readCSV(t *testing.T, path string) []map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -255,10 +265,7 @@ func TestAgainstInferd(t *testing.T) {
 						}
 					}
 				}
-				var rep report
-				b, err := os.ReadFile(jsonPath)
-				must(t, err)
-				must(t, json.Unmarshal(b, &rep))
+				rep, _ := readReport(t, jsonPath)
 				if len(rep.Results) != 2 || rep.BatchSize != tc.batch {
 					t.Fatalf("JSON report: %+v", rep)
 				}
@@ -312,10 +319,7 @@ func TestAgainstInferd(t *testing.T) {
 				if rows := readCSV(t, csvPath); len(rows) != 2 || num(t, rows[1]["Inferences/Second"]) <= 0 || rows[1]["Server Queue"] == "" {
 					t.Errorf("CSV %v", rows)
 				}
-				var rep report
-				b, err := os.ReadFile(jsonPath)
-				must(t, err)
-				must(t, json.Unmarshal(b, &rep))
+				rep, b := readReport(t, jsonPath)
 				if rep.Protocol != "grpc" || rep.Streaming != tc.streaming || rep.Tensors != "raw" || rep.URL != gaddr || len(rep.Results) != 2 {
 					t.Fatalf("JSON report: %s", b)
 				}
@@ -367,10 +371,7 @@ func TestAgainstInferd(t *testing.T) {
 					if code != 0 {
 						t.Fatalf("%v %v: exit %d\n%s\n%s", model, extra, code, stdout, stderr)
 					}
-					var rep report
-					b, err := os.ReadFile(jsonPath)
-					must(t, err)
-					must(t, json.Unmarshal(b, &rep))
+					rep, b := readReport(t, jsonPath)
 					if len(rep.Results) != 1 || rep.Results[0].Errors != 0 || rep.Results[0].Throughput <= 0 {
 						t.Fatalf("%v %v: %s", model, extra, b)
 					}
@@ -445,10 +446,7 @@ func TestAgainstInferd(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 				}
-				var rep report
-				b, err := os.ReadFile(jsonPath)
-				must(t, err)
-				must(t, json.Unmarshal(b, &rep))
+				rep, b := readReport(t, jsonPath)
 				if len(rep.Results) != 1 || rep.Results[0].Errors != 0 || rep.Results[0].Throughput <= 0 {
 					t.Fatalf("%s", b)
 				}

@@ -219,10 +219,7 @@ func TestFakeServerDataAndSplit(t *testing.T) {
 			if !seen[true] || !seen[false] {
 				t.Errorf("requests did not cycle through the steps: %v", seen)
 			}
-			var rep report
-			b, err := os.ReadFile(jsonPath)
-			must(t, err)
-			must(t, json.Unmarshal(b, &rep))
+			rep, _ := readReport(t, jsonPath)
 			s := rep.Results[0].Server
 			if s == nil || s.QueueUS != 1 || s.ComputeInput != 2 || s.ComputeInfer != 3 || s.ComputeOutput != 4 || s.AvgBatchSize != 2 {
 				t.Errorf("server split %+v, want 1/2/3/4 µs and batch 2", s)
@@ -310,10 +307,7 @@ func TestInterrupt(t *testing.T) {
 	if code != 1 || !strings.HasSuffix(strings.TrimSpace(errb.String()), "inferd perf: interrupted") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
-	var rep report
-	b, err := os.ReadFile(jsonPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &rep))
+	rep, _ := readReport(t, jsonPath)
 	if len(rep.Results) == 0 || len(rep.Results) >= 50 {
 		t.Errorf("%d results after an interrupt", len(rep.Results))
 	}
@@ -439,10 +433,7 @@ func TestSweepStops(t *testing.T) {
 			}
 			// The JSON report keeps the setting, marked; the CSV has only
 			// its header.
-			var rep report
-			b, err := os.ReadFile(jsonPath)
-			must(t, err)
-			must(t, json.Unmarshal(b, &rep))
+			rep, b := readReport(t, jsonPath)
 			if len(rep.Results) != 1 || rep.Results[0].Stable == (tc.code != 0) || rep.Results[0].OverLatencyThreshold == (tc.code != 0) {
 				t.Errorf("JSON %s", b)
 			}
@@ -469,10 +460,7 @@ func TestRequestCount(t *testing.T) {
 			t.Errorf("no %q in\n%s", line, stdout)
 		}
 	}
-	var rep report
-	b, err := os.ReadFile(jsonPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &rep))
+	rep, b := readReport(t, jsonPath)
 	if len(rep.Results) != 1 || rep.Results[0].Windows != 1 || !rep.Results[0].Stable || rep.Results[0].Requests < 30 || rep.Results[0].Requests > 30+2 {
 		t.Fatalf("%s", b)
 	}
@@ -527,10 +515,7 @@ func TestBinarySearch(t *testing.T) {
 		strings.Contains(stdout, "Concurrency: 3, throughput: ") {
 		t.Errorf("stdout:\n%s", stdout)
 	}
-	var rep report
-	b, err := os.ReadFile(jsonPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &rep))
+	rep, _ := readReport(t, jsonPath)
 	if len(rep.Results) != 6 {
 		t.Errorf("%d results", len(rep.Results))
 	}

@@ -145,10 +145,7 @@ func TestSharedMemory(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 			}
-			var rep report
-			b, err := os.ReadFile(jsonPath)
-			must(t, err)
-			must(t, json.Unmarshal(b, &rep))
+			rep, _ := readReport(t, jsonPath)
 			var sent int64
 			for _, r := range rep.Results {
 				if r.Errors != 0 || r.Throughput <= 0 {
@@ -201,10 +198,7 @@ func TestCountWindows(t *testing.T) {
 			t.Errorf("no %q in stdout:\n%s", line, stdout)
 		}
 	}
-	var rep report
-	b, err := os.ReadFile(jsonPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &rep))
+	rep, b := readReport(t, jsonPath)
 	// Three windows of at least a second (not -p's millisecond) and 20
 	// requests each.
 	if len(rep.Results) != 1 {
