@@ -434,7 +434,7 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 	}
 	if hasSHM {
 		// In place, held until the call ends, or copied out
-		// (shm.Manager.Input). The core checks the size against the
+		// (shm.Manager.InputTensor). The core checks the size against the
 		// shape, as Triton's does.
 		ref, err := parseSharedMemory(params)
 		if err != nil {

@@ -297,47 +297,30 @@ func (m *Manager) Acquire(name string, offset, byteSize uint64) (*Span, error) {
 	return &Span{region: r, offset: offset, size: byteSize}, nil
 }
 
-// Input is byteSize bytes at offset of region name as an input's data: in
-// place when the region is guarded against truncation (InstallGuard), held
-// the span the caller keeps until the call ends; otherwise copied out and
-// the region let go at once (held nil), so that no backend reads a mapping
-// whose object may shrink underneath.
-func (m *Manager) Input(name string, offset, byteSize uint64) (data []byte, held *Span, err error) {
-	span, err := m.Acquire(name, offset, byteSize)
-	if err != nil {
-		return nil, nil, err
-	}
-	if data, ok := span.Data(); ok {
-		return data, span, nil
-	}
-	defer span.Release()
-	data, err = span.Bytes()
-	return data, nil, err
-}
-
 // InputTensor points t at byteSize bytes at offset of region name, with
 // held the span the caller keeps until the call ends (nil when the bytes
-// were copied): a CUDA region's span becomes t.Device, which a GPU backend
+// were copied). A CUDA region's span becomes t.Device, which a GPU backend
 // reads in place and the core copies to the host for any other
-// (core.Tensor.OnHost); a system region's bytes are t.Data, as Input
-// gives them.
+// (core.Tensor.OnHost). A system region's bytes become t.Data: in place
+// when the region is guarded against truncation (InstallGuard); otherwise
+// copied out and the region let go at once, so that no backend reads a
+// mapping whose object may shrink underneath.
 func (m *Manager) InputTensor(t *core.Tensor, name string, offset, byteSize uint64) (held *Span, err error) {
-	if m != nil {
-		m.mu.Lock()
-		r, ok := m.regions[name]
-		cuda := ok && r.status.Kind == CUDA
-		m.mu.Unlock()
-		if cuda {
-			span, err := m.Acquire(name, offset, byteSize)
-			if err != nil {
-				return nil, err
-			}
-			t.Device = span
-			return span, nil
-		}
+	span, err := m.Acquire(name, offset, byteSize)
+	if err != nil {
+		return nil, err
 	}
-	t.Data, held, err = m.Input(name, offset, byteSize)
-	return held, err
+	if span.Kind() == CUDA {
+		t.Device = span
+		return span, nil
+	}
+	if data, ok := span.Data(); ok {
+		t.Data = data
+		return span, nil
+	}
+	defer span.Release()
+	t.Data, err = span.Bytes()
+	return nil, err
 }
 
 // DeviceID is the GPU of a CUDA region's span (core.DeviceData).
