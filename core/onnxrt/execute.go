@@ -39,13 +39,15 @@ type runScratch struct {
 	// inDev are the inputs ORT reads where they are, by address (a
 	// client's CUDA region: core.Tensor.Device), nil elsewhere; their
 	// r.inputs entry is nil.
-	inDev  []unsafe.Pointer
-	hasDev bool
+	inDev []unsafe.Pointer
 	// intoDev are the outputs' device destinations (core.Batch.IntoDevice)
 	// in session order; outDev the OrtValues ORT writes there, nil where
 	// an output is not written to device memory.
 	intoDev []core.DeviceData
 	outDev  []unsafe.Pointer
+	// hasDev: an inDev or outDev value is in use; onnxruntime_go's Run
+	// cannot take such OrtValues.
+	hasDev bool
 	// pins keeps the Go buffers that ORT tensors wrap pinned while ORT holds
 	// them: cgo lets C keep a Go pointer past a call only if it is pinned.
 	pins runtime.Pinner
@@ -260,6 +262,7 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 					return false, core.Errorf(core.CodeInternal, "output '%s' in device memory: %v", s.name, err)
 				}
 				r.outDev[i], r.shapes[i] = v, shape
+				r.hasDev = true
 				continue
 			}
 			r.intoDev[i] = nil // too small or empty: returned in host memory
@@ -311,7 +314,7 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 	}
 	// onnxruntime_go's Run takes only its own values, not the OrtValues of
 	// tensors in device memory: those go through the raw run.
-	raw = raw || (!direct && (r.hasDev || slices.ContainsFunc(r.outDev, func(p unsafe.Pointer) bool { return p != nil })))
+	raw = raw || (!direct && r.hasDev)
 	var err error
 	if direct {
 		// Every value exists: run on their OrtValues, which costs no
