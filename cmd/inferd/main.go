@@ -201,7 +201,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 
 	// Backends: stopped once no model uses them; the Python workers
 	// still running at the deadline are killed, with their children.
-	srv, custom, closeBackend, err := newCore(ctx, cfg, mode, log)
+	srv, custom, closeBackend, err := newCore(ctx, cfg, mcfg, mode, log)
 	if err != nil {
 		return g.Stop(err)
 	}
@@ -441,8 +441,10 @@ func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Op
 // within its context's deadline (the Python workers still running past it
 // are killed, with their children) and frees them.
 //
-// custom are the backends' own metrics (Python models' custom metrics).
-func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(context.Context) error, err error) {
+// mcfg holds the metrics settings, whose latency observers the core
+// feeds; custom are the backends' own metrics (Python models' custom
+// metrics).
+func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(context.Context) error, err error) {
 	ortSettings, err := cfg.backendSettings("onnxruntime")
 	if err != nil {
 		return nil, nil, nil, err
@@ -477,11 +479,6 @@ func newCore(ctx context.Context, cfg *config, mode core.ControlMode, log *slog.
 	// request from the moment a version loads.
 	var observers core.ObserverFactory
 	if cfg.allowMetrics {
-		mcfg, err := cfg.metrics()
-		if err != nil {
-			_ = closeBackend(context.Background())
-			return nil, nil, nil, err
-		}
 		observers = mcfg.Observers(log)
 	}
 	respCache, cacheMetrics, err := newResponseCache(ctx, cfg.responseCache, log)
