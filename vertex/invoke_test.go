@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
 )
@@ -212,14 +211,5 @@ func TestStreamRawPredictDecoupled(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	mv, release, err := c.Acquire("repeat", core.LatestVersion)
-	must(t, err)
-	defer release()
-	deadline := time.Now().Add(20 * time.Second)
-	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the abandoned stream was not counted as cancelled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servertest.WaitCancelled(t, c, "repeat", 20*time.Second)
 }

@@ -128,3 +128,20 @@ func Must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// WaitCancelled waits until the latest version of model on srv has counted
+// one request as cancelled (an abandoned stream or call), failing the test
+// after d.
+func WaitCancelled(t testing.TB, srv *core.Server, model string, d time.Duration) {
+	t.Helper()
+	mv, release, err := srv.Acquire(model, core.LatestVersion)
+	Must(t, err)
+	defer release()
+	deadline := time.Now().Add(d)
+	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("model %s: the abandoned request was not counted as cancelled", model)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
@@ -355,16 +354,7 @@ func TestModelStreamInferDecoupledCancel(t *testing.T) {
 			break
 		}
 	}
-	mv, release, err := h.core.Acquire("repeat", core.LatestVersion)
-	servertest.Must(t, err)
-	defer release()
-	deadline := time.Now().Add(10 * time.Second)
-	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled request was not counted as cancelled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servertest.WaitCancelled(t, h.core, "repeat", 10*time.Second)
 	st, err = h.client.ModelStreamInfer(ctx(t))
 	servertest.Must(t, err)
 	servertest.Must(t, st.Send(repeatRequest("next", 2)))

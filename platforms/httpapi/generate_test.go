@@ -411,14 +411,5 @@ func TestGenerateStreamCancel(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	mv, release, err := srv.Acquire("repeat", core.LatestVersion)
-	must(t, err)
-	defer release()
-	deadline := time.Now().Add(10 * time.Second)
-	for mv.Stats.Snapshot().Failures[core.FailCanceled] != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the abandoned stream was not counted as cancelled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servertest.WaitCancelled(t, srv, "repeat", 10*time.Second)
 }
