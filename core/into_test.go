@@ -4,15 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"unsafe"
 
 	"github.com/inferd/inferd/core/cache"
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -50,17 +47,7 @@ func (intoInstance) Close() error { return nil }
 
 func startInto(t *testing.T, cfg string, store cache.Store) (*Server, *intoBackend) {
 	t.Helper()
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "m", "config.pbtxt"), []byte("backend: \"into\"\n"+cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repos := testRepo(t, map[string]string{"m": "backend: \"into\"\n" + cfg})
 	b := &intoBackend{}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ResponseCache: store})

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -50,23 +49,13 @@ func (i *gateInstance) Close() error { return nil }
 
 func gateServer(t *testing.T) (*Server, *gateBackend) {
 	t.Helper()
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cfg := `backend: "gate"
 max_batch_size: 0
 input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `
-	if err := os.WriteFile(filepath.Join(root, "m", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repos := testRepo(t, map[string]string{"m": cfg})
 	b := &gateBackend{gate: make(chan struct{}), started: make(chan struct{}, 16)}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true})
 	if err := s.Start(context.Background()); err != nil {

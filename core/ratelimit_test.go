@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -76,21 +73,13 @@ func limited(kind, limiter string) string {
 // with GPUs 0 and 1 (the gate backend never touches them).
 func limitServer(t *testing.T, rl *RateLimiter, models map[string]string) (*Server, *limitBackend, error) {
 	t.Helper()
-	root := t.TempDir()
 	var names []string
+	configs := map[string]string{}
 	for name, cfg := range models {
 		names = append(names, name)
-		if err := os.MkdirAll(filepath.Join(root, name, "1"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name, "config.pbtxt"), []byte("backend: \"limit\"\n"+limitIO+cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		configs[name] = "backend: \"limit\"\n" + limitIO + cfg
 	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repos := testRepo(t, configs)
 	b := &limitBackend{started: make(chan string, 64), gate: make(chan struct{}), rows: map[string][]int{}}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: names, StrictReadiness: true,
 		GPUs: []int32{0, 1}, RateLimiter: rl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -4,12 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -71,20 +68,10 @@ func (laterInstance) Close() error { return nil }
 // its final response, not until its execution returns, and that one whose
 // client goes away stops counting.
 func TestRunningGaugeDecoupled(t *testing.T) {
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cfg := "backend: \"later\"\ninput [ { name: \"x\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n" +
 		"output [ { name: \"y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n" +
 		"model_transaction_policy { decoupled: true }\n" + oneInstance
-	if err := os.WriteFile(filepath.Join(root, "m", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repos := testRepo(t, map[string]string{"m": cfg})
 	b := &laterBackend{reqs: make(chan *Request, 8)}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 		StrictReadiness: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

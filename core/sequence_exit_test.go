@@ -5,31 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/inferd/inferd/repo"
 )
 
 // exitServer serves the sequence model "m" (configuration seq) and the
 // plain model "plain" on b.
 func exitServer(t *testing.T, b *accBackend, seq string) *Server {
 	t.Helper()
-	root := t.TempDir()
-	for name, cfg := range map[string]string{"m": seq, "plain": "max_batch_size: 4\n" + oneInstance + accIO} {
-		if err := os.MkdirAll(filepath.Join(root, name, "1"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name, "config.pbtxt"), []byte("backend: \"acc\"\n"+cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repos := testRepo(t, map[string]string{"m": "backend: \"acc\"\n" + seq, "plain": "backend: \"acc\"\nmax_batch_size: 4\n" + oneInstance + accIO})
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"*"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {

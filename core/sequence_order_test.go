@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -61,17 +58,7 @@ func (b *reverseBackend) Execute(_ context.Context, e *Execution) error {
 // reverseServer loads model "m" (config body cfg) on b.
 func reverseServer(t *testing.T, b *reverseBackend, cfg string) *Server {
 	t.Helper()
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "m", "config.pbtxt"), []byte("backend: \"reverse\"\n"+cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repos := testRepo(t, map[string]string{"m": "backend: \"reverse\"\n" + cfg})
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
