@@ -40,7 +40,7 @@ func BenchmarkGatherScatter(b *testing.B) {
 
 // BenchmarkSchedulerRoundTrip measures a request's trip through the
 // scheduler to an instance that returns at once, with and without dynamic
-// batching, at 16 concurrent callers:
+// batching, at 1 and 16 concurrent callers:
 //
 //	go test ./core -run '^$' -bench SchedulerRoundTrip -benchmem
 func BenchmarkSchedulerRoundTrip(b *testing.B) {
@@ -48,25 +48,27 @@ func BenchmarkSchedulerRoundTrip(b *testing.B) {
 		{"default", ""},
 		{"dynamic", "dynamic_batching {}\n"},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			mv := echoVersion(b, tc.cfg+"instance_group [ { kind: KIND_CPU count: 2 } ]\n")
-			b.ReportAllocs()
-			var wg sync.WaitGroup
-			per := b.N/16 + 1
-			b.ResetTimer()
-			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range per {
-						if _, err := mv.Infer(context.Background(), batchReq(1, 1, 16)); err != nil {
-							panic(err)
+		for _, conc := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/c%d", tc.name, conc), func(b *testing.B) {
+				mv := echoVersion(b, tc.cfg+"instance_group [ { kind: KIND_CPU count: 2 } ]\n")
+				b.ReportAllocs()
+				var wg sync.WaitGroup
+				per := b.N/conc + 1
+				b.ResetTimer()
+				for range conc {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range per {
+							if _, err := mv.Infer(context.Background(), batchReq(1, 1, 16)); err != nil {
+								panic(err)
+							}
 						}
-					}
-				}()
-			}
-			wg.Wait()
-		})
+					}()
+				}
+				wg.Wait()
+			})
+		}
 	}
 }
 

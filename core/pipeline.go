@@ -28,7 +28,7 @@ func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
 		}
 		s.standby(inst)
 		<-s.turn
-		jobs, _ := s.nextUnless(idle)
+		jobs, _ := s.nextUnless(nil, idle)
 		s.turn <- struct{}{}
 		if jobs == nil {
 			continue

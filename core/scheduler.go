@@ -193,6 +193,9 @@ type scheduler struct {
 
 	// limits are the instances' rate limiter slots (nil: rate limiting off).
 	limits limitSlots
+	// lanes are the instances' lanes for requests run by their callers
+	// (direct.go), nil where requests always queue.
+	lanes []*lane
 }
 
 func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSlots, stats *Stats, log *slog.Logger) *scheduler {
@@ -203,6 +206,7 @@ func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSl
 		s.levels = append(s.levels, &level{policy: p})
 	}
 	s.turn <- struct{}{}
+	s.lanes = lanesFor(sc, insts, limits)
 	if limits == nil {
 		// Under the rate limiter an instance runs one execution at a
 		// time, as Triton's: no pipelining.
@@ -211,8 +215,12 @@ func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSl
 		}
 	}
 	for i, inst := range insts {
+		var ln *lane
+		if s.lanes != nil {
+			ln = s.lanes[i]
+		}
 		s.wg.Add(1)
-		go s.worker(inst, limits.at(i))
+		go s.worker(inst, ln, limits.at(i))
 	}
 	return s
 }
@@ -251,6 +259,10 @@ func (s *scheduler) submit(j *job) error {
 		})
 	}
 	j.sched = s
+	if ln := s.claim(j); ln != nil {
+		s.runDirect(ln, j)
+		return nil
+	}
 	j.traceBegin()
 	s.mu.Lock()
 	err := s.enqueue(j, lv)
@@ -308,7 +320,10 @@ func (s *scheduler) remove(j *job, err error) {
 	s.poke() // the batch being formed may have changed
 }
 
-func (s *scheduler) worker(inst Instance, limit *limitSlot) {
+// worker runs inst's executions. With a lane (ln), it holds the lane from
+// taking a batch until it finds no next one; while a direct caller holds
+// it, the worker leaves the turn to the others.
+func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 	defer s.wg.Done()
 	var jobs []*job
 	var e Execution
@@ -317,15 +332,16 @@ func (s *scheduler) worker(inst Instance, limit *limitSlot) {
 	for {
 		if jobs == nil {
 			s.standby(inst)
+			ln.await()
 			s.idle.Add(1)
 			<-s.turn
 			var yielded bool
-			jobs, yielded = s.nextUnless(away)
+			jobs, yielded = s.nextUnless(ln, away)
 			s.idle.Add(-1) // before the turn passes: a pipeline worker takes it next
 			s.turn <- struct{}{}
 			if jobs == nil {
 				if yielded {
-					continue // out of service while it waited for work
+					continue // out of service, or its lane claimed, while it waited for work
 				}
 				return
 			}
@@ -341,9 +357,12 @@ func (s *scheduler) worker(inst Instance, limit *limitSlot) {
 		var next []*job
 		select {
 		case <-s.turn:
-			next, _, _ = s.take()
+			next, _, _, _ = s.take(nil) // the lane is the worker's still
 			s.turn <- struct{}{}
 		default:
+		}
+		if next == nil && ln != nil {
+			ln.busy.Store(false)
 		}
 		limit.release(next != nil)
 		s.answer(jobs, errs)
@@ -389,13 +408,22 @@ func (s *scheduler) outOfService(inst Instance) func() bool {
 
 // take takes the batch that is due now off the queue, or says how long to
 // wait (< 0: for an arrival) and whether the scheduler is closed and empty.
-func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
+// With a lane, it takes the lane with the batch, or takes nothing and says
+// so (claimed) while a direct caller holds it.
+func (s *scheduler) take(ln *lane) (jobs []*job, wait time.Duration, closed, claimed bool) {
 	s.mu.Lock()
 	jobs, wait = s.form(time.Now())
 	if jobs == nil {
 		closed = s.closed && wait < 0
 		s.mu.Unlock()
-		return nil, wait, closed
+		return nil, wait, closed, false
+	}
+	if ln != nil {
+		if ln.busy.Load() {
+			s.mu.Unlock()
+			return nil, 0, false, true
+		}
+		ln.busy.Store(true)
 	}
 	now := time.Now()
 	for _, j := range jobs {
@@ -416,13 +444,13 @@ func (s *scheduler) take() (jobs []*job, wait time.Duration, closed bool) {
 			j.timer.Stop()
 		}
 	}
-	return jobs, 0, false
+	return jobs, 0, false, false
 }
 
-// nextUnless blocks until a batch is due and takes it off the queue; nil
-// once the scheduler is closed and drained, or, with yielded set, as soon
-// as yield (if any) says so.
-func (s *scheduler) nextUnless(yield func() bool) (jobs []*job, yielded bool) {
+// nextUnless blocks until a batch is due and takes it off the queue (with
+// ln, if any: take); nil once the scheduler is closed and drained, or, with
+// yielded set, as soon as yield (if any) says so or ln is claimed.
+func (s *scheduler) nextUnless(ln *lane, yield func() bool) (jobs []*job, yielded bool) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -433,7 +461,10 @@ func (s *scheduler) nextUnless(yield func() bool) (jobs []*job, yielded bool) {
 		if yield != nil && yield() {
 			return nil, true
 		}
-		jobs, wait, closed := s.take()
+		jobs, wait, closed, claimed := s.take(ln)
+		if claimed {
+			return nil, true
+		}
 		if jobs != nil || closed {
 			return jobs, false
 		}

@@ -32,6 +32,10 @@ type echoBackend struct {
 	execs   atomic.Int64
 	panicOn atomic.Int32 // an execution whose first x is this (non-zero) value panics
 	failNew atomic.Int32 // instance creations still to fail
+	// runners, when on, records per execution which goroutine ran it
+	// (runnerOf).
+	runners   bool
+	runnersBy []string
 }
 
 func (b *echoBackend) Name() string { return "echo" }
@@ -57,6 +61,9 @@ func (i *echoInstance) Execute(ctx context.Context, batch *Batch) error {
 	i.b.batches = append(i.b.batches, vals)
 	i.b.shapes = append(i.b.shapes, x.Shape)
 	open := i.b.open
+	if i.b.runners {
+		i.b.runnersBy = append(i.b.runnersBy, runnerOf())
+	}
 	i.b.mu.Unlock()
 	i.b.execs.Add(1)
 	if p := i.b.panicOn.Load(); p != 0 && len(vals) > 0 && vals[0] == p {
