@@ -252,16 +252,17 @@ func (s *scheduler) submit(j *job) error {
 		j.deadline = j.times.queue.Add(t)
 	}
 
+	j.sched = s
+	if ln := s.claim(j); ln != nil {
+		s.runDirect(ln, j)
+		return nil
+	}
+
 	// A client that goes away takes its request out of the queue at once.
 	if j.ctx.Done() != nil {
 		j.stop = context.AfterFunc(j.ctx, func() {
 			s.remove(j, &cancelled{context.Cause(j.ctx)})
 		})
-	}
-	j.sched = s
-	if ln := s.claim(j); ln != nil {
-		s.runDirect(ln, j)
-		return nil
 	}
 	j.traceBegin()
 	s.mu.Lock()
