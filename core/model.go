@@ -50,6 +50,7 @@ type ModelVersion struct {
 	insts    []Instance // every instance, active and passive, for health
 	log      *slog.Logger
 	inflight sync.WaitGroup
+	release  func() // inflight.Done, made once: a method value per Acquire allocates
 	carry    *metricCarry
 	util     utilizationWindow // touched only by Utilization (ORCA reports)
 	// handovers are the copies of this version that reloads replaced while
@@ -80,6 +81,7 @@ func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *
 		mv.outputOrder = append(mv.outputOrder, out.GetName())
 	}
 	sort.Strings(mv.outputOrder)
+	mv.release = mv.inflight.Done
 	return mv
 }
 
@@ -121,12 +123,16 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	}
 	tReq := time.Now()
 	var probe cacheProbe // the response cache lookup of a miss
-	var missed *InferResponse
+	// hold keeps the response the model sent through emit, for the
+	// cache; made only where a cache is on (a variable the closure
+	// captured would be allocated for every request).
+	var hold **InferResponse
 	if mv.cache != nil && emit != nil {
+		hold = new(*InferResponse)
 		inner := emit
 		emit = func(resp *InferResponse, final bool) error {
 			if resp != nil {
-				missed = resp
+				*hold = resp
 			}
 			return inner(resp, final)
 		}
@@ -190,10 +196,11 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	}
 	mv.Stats.recordSuccess(j.times, time.Now(), j.req.BatchSize)
 	if mv.cache != nil {
-		if j.one != nil {
-			missed = j.one
+		resp := j.one
+		if resp == nil && hold != nil {
+			resp = *hold
 		}
-		mv.insertCached(ctx, probe, missed)
+		mv.insertCached(ctx, probe, resp)
 	}
 	return j, nil
 }

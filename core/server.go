@@ -300,7 +300,7 @@ func (s *Server) acquireKey(name string, version int64) (mv *ModelVersion, relea
 		return nil, nil, Errorf(CodeUnavailable, "Request for unknown model: '%s' version %d is not at ready state", name, version)
 	}
 	slot.mv.inflight.Add(1)
-	return slot.mv, slot.mv.inflight.Done, nil
+	return slot.mv, slot.mv.release, nil
 }
 
 // GPUs are the CUDA devices KIND_GPU instance groups may use: none on a

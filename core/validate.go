@@ -21,12 +21,18 @@ func RequestPrefix(id string) string {
 	return "[request id: " + id + "] "
 }
 
+// prefix is a request's id, printed (%s) as its RequestPrefix: prepare
+// builds the prefix only for an error message, not for every request.
+type prefix string
+
+func (p prefix) String() string { return RequestPrefix(string(p)) }
+
 // prepare validates req against the model configuration, in Triton's order,
 // and returns the backend inputs (config order, reshaped) and outputs.
 func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 	cfg := mv.Config
 	name := mv.Name
-	pfx := RequestPrefix(req.ID)
+	pfx := prefix(req.ID)
 	if req.Raw {
 		if err := mv.fillRaw(req, pfx); err != nil {
 			return err
@@ -102,6 +108,7 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 	}
 
 	// Per input: datatype, shape, byte size; then the shape the model sees.
+	var tensors []Tensor
 	for _, in := range cfg.GetInput() {
 		t := given[in.GetName()]
 		if t == nil {
@@ -136,7 +143,12 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 		if rs := in.GetReshape(); rs != nil {
 			shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
 		}
-		r.Inputs = append(r.Inputs, &Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data, Device: t.Device})
+		if r.Inputs == nil {
+			// One allocation for all the inputs' tensors, one for the list.
+			r.Inputs, tensors = make([]*Tensor, 0, len(req.Inputs)), make([]Tensor, len(req.Inputs))
+		}
+		tensors[len(r.Inputs)] = Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data, Device: t.Device}
+		r.Inputs = append(r.Inputs, &tensors[len(r.Inputs)])
 	}
 	r.ID, r.Parameters = req.ID, req.Parameters
 	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
@@ -171,7 +183,7 @@ func (mv *ModelVersion) deviceDestinations(requested []RequestedOutput, names []
 	return into
 }
 
-func (mv *ModelVersion) inputCountError(req *InferRequest, pfx string, required, total int) error {
+func (mv *ModelVersion) inputCountError(req *InferRequest, pfx prefix, required, total int) error {
 	var got, missing []string
 	present := map[string]bool{}
 	for _, t := range req.Inputs {
@@ -205,7 +217,7 @@ func shapeMatches(got, want []int64) bool {
 	return true
 }
 
-func checkByteSize(t *Tensor, pfx, model string) error {
+func checkByteSize(t *Tensor, pfx prefix, model string) error {
 	n := ElementCount(t.Shape)
 	if n < 0 {
 		return Errorf(CodeInvalidArg, "%sinvalid shape for input '%s': shape %s causes total element count to exceed maximum size of 9223372036854775807", pfx, t.Name, ShapeString(t.Shape))
@@ -261,7 +273,7 @@ func reshape(full, dims, target []int64, batching bool) []int64 {
 
 // fillRaw completes a raw binary request (Inference-Header-Content-Length: 0):
 // the body is the data of the model's single input.
-func (mv *ModelVersion) fillRaw(req *InferRequest, pfx string) error {
+func (mv *ModelVersion) fillRaw(req *InferRequest, pfx prefix) error {
 	inputs := mv.Config.GetInput()
 	if len(inputs) != 1 {
 		return Errorf(CodeInvalidArg, "%sRaw request must only have 1 input (found 1) to be deduced but got %d inputs in '%s' model configuration", pfx, len(inputs), mv.Name)
