@@ -72,62 +72,48 @@ type SequenceControl struct {
 // *_false_true lists is given, with exactly two entries.
 func BooleanSequenceControl(sb *ModelSequenceBatching, modelName string, kind ModelSequenceBatching_Control_Kind) (SequenceControl, error) {
 	var found SequenceControl
-	seenTensors := make(map[string]bool)
-	seen := false
-	for _, ci := range sb.GetControlInput() {
-		if err := checkControlTensorName(ci, modelName, seenTensors); err != nil {
-			return SequenceControl{}, err
-		}
-		for _, c := range ci.GetControl() {
-			if c.GetKind() != kind {
-				continue
-			}
-			if seen {
-				return SequenceControl{}, fmt.Errorf("sequence batching specifies multiple %s tensors for %s", kind, modelName)
-			}
-			seen = true
-			found.TensorName = ci.GetName()
-
-			nInt, nFP, nBool := len(c.GetInt32FalseTrue()), len(c.GetFp32FalseTrue()), len(c.GetBoolFalseTrue())
-			given := 0
-			for _, n := range []int{nInt, nFP, nBool} {
-				if n != 0 {
-					given++
-				}
-			}
-			switch {
-			case given == 0:
-				return SequenceControl{}, fmt.Errorf("sequence batching must specify either 'int32_false_true', "+
-					"'fp32_false_true' or 'bool_false_true' for %s for %s", kind, modelName)
-			case given > 1:
-				return SequenceControl{}, fmt.Errorf("sequence batching specifies more than one from "+
-					"'int32_false_true', 'fp32_false_true' and 'bool_false_true' for %s for %s", kind, modelName)
-			}
-
-			switch {
-			case nInt > 0:
-				if nInt != 2 {
-					return SequenceControl{}, falseTrueCountError("int32_false_true", kind, modelName)
-				}
-				found.DataType = DataType_TYPE_INT32
-				found.FalseValue, found.TrueValue = float64(c.Int32FalseTrue[0]), float64(c.Int32FalseTrue[1])
-			case nFP > 0:
-				if nFP != 2 {
-					return SequenceControl{}, falseTrueCountError("fp32_false_true", kind, modelName)
-				}
-				found.DataType = DataType_TYPE_FP32
-				found.FalseValue, found.TrueValue = float64(c.Fp32FalseTrue[0]), float64(c.Fp32FalseTrue[1])
-			default:
-				if nBool != 2 {
-					return SequenceControl{}, falseTrueCountError("bool_false_true", kind, modelName)
-				}
-				found.DataType = DataType_TYPE_BOOL
-				found.FalseValue, found.TrueValue = boolToFloat(c.BoolFalseTrue[0]), boolToFloat(c.BoolFalseTrue[1])
+	err := eachControl(sb, modelName, kind, func(tensor string, c *ModelSequenceBatching_Control) error {
+		found.TensorName = tensor
+		nInt, nFP, nBool := len(c.GetInt32FalseTrue()), len(c.GetFp32FalseTrue()), len(c.GetBoolFalseTrue())
+		given := 0
+		for _, n := range []int{nInt, nFP, nBool} {
+			if n != 0 {
+				given++
 			}
 		}
-	}
-	if !seen {
-		return SequenceControl{}, nil
+		switch {
+		case given == 0:
+			return fmt.Errorf("sequence batching must specify either 'int32_false_true', "+
+				"'fp32_false_true' or 'bool_false_true' for %s for %s", kind, modelName)
+		case given > 1:
+			return fmt.Errorf("sequence batching specifies more than one from "+
+				"'int32_false_true', 'fp32_false_true' and 'bool_false_true' for %s for %s", kind, modelName)
+		}
+
+		switch {
+		case nInt > 0:
+			if nInt != 2 {
+				return falseTrueCountError("int32_false_true", kind, modelName)
+			}
+			found.DataType = DataType_TYPE_INT32
+			found.FalseValue, found.TrueValue = float64(c.Int32FalseTrue[0]), float64(c.Int32FalseTrue[1])
+		case nFP > 0:
+			if nFP != 2 {
+				return falseTrueCountError("fp32_false_true", kind, modelName)
+			}
+			found.DataType = DataType_TYPE_FP32
+			found.FalseValue, found.TrueValue = float64(c.Fp32FalseTrue[0]), float64(c.Fp32FalseTrue[1])
+		default:
+			if nBool != 2 {
+				return falseTrueCountError("bool_false_true", kind, modelName)
+			}
+			found.DataType = DataType_TYPE_BOOL
+			found.FalseValue, found.TrueValue = boolToFloat(c.BoolFalseTrue[0]), boolToFloat(c.BoolFalseTrue[1])
+		}
+		return nil
+	})
+	if err != nil {
+		return SequenceControl{}, err
 	}
 	return found, nil
 }
@@ -137,29 +123,48 @@ func BooleanSequenceControl(sb *ModelSequenceBatching, modelName string, kind Mo
 // given and the type comes from data_type.
 func TypedSequenceControl(sb *ModelSequenceBatching, modelName string, kind ModelSequenceBatching_Control_Kind) (SequenceControl, error) {
 	var found SequenceControl
+	err := eachControl(sb, modelName, kind, func(tensor string, c *ModelSequenceBatching_Control) error {
+		found.TensorName = tensor
+		found.DataType = c.GetDataType()
+		if len(c.GetInt32FalseTrue()) > 0 || len(c.GetFp32FalseTrue()) > 0 || len(c.GetBoolFalseTrue()) > 0 {
+			return fmt.Errorf("sequence batching must not specify either 'int32_false_true', "+
+				"'fp32_false_true' or 'bool_false_true' for %s for %s", kind, modelName)
+		}
+		return nil
+	})
+	if err != nil {
+		return SequenceControl{}, err
+	}
+	return found, nil
+}
+
+// eachControl walks sb's control inputs in order, checking each tensor's
+// name (checkControlTensorName), and calls fn for the control of kind,
+// which may appear once. The checks run in the order Triton's
+// GetBooleanSequenceControlProperties and GetTypedSequenceControlProperties
+// run them (triton-inference-server/core src/model_config_utils.cc), so a
+// configuration with several faults gets the same first error.
+func eachControl(sb *ModelSequenceBatching, modelName string, kind ModelSequenceBatching_Control_Kind, fn func(tensor string, c *ModelSequenceBatching_Control) error) error {
 	seenTensors := make(map[string]bool)
 	seen := false
 	for _, ci := range sb.GetControlInput() {
 		if err := checkControlTensorName(ci, modelName, seenTensors); err != nil {
-			return SequenceControl{}, err
+			return err
 		}
 		for _, c := range ci.GetControl() {
 			if c.GetKind() != kind {
 				continue
 			}
 			if seen {
-				return SequenceControl{}, fmt.Errorf("sequence batching specifies multiple %s tensors for %s", kind, modelName)
+				return fmt.Errorf("sequence batching specifies multiple %s tensors for %s", kind, modelName)
 			}
 			seen = true
-			found.TensorName = ci.GetName()
-			found.DataType = c.GetDataType()
-			if len(c.GetInt32FalseTrue()) > 0 || len(c.GetFp32FalseTrue()) > 0 || len(c.GetBoolFalseTrue()) > 0 {
-				return SequenceControl{}, fmt.Errorf("sequence batching must not specify either 'int32_false_true', "+
-					"'fp32_false_true' or 'bool_false_true' for %s for %s", kind, modelName)
+			if err := fn(ci.GetName(), c); err != nil {
+				return err
 			}
 		}
 	}
-	return found, nil
+	return nil
 }
 
 func checkControlTensorName(ci *ModelSequenceBatching_ControlInput, modelName string, seen map[string]bool) error {
