@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -110,8 +112,13 @@ func TestDirectKeepsQueueOrder(t *testing.T) {
 			}
 		}
 		b.gate <- struct{}{}
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request did not end")
 		}
 	}
 	batches, _ := b.executions()
@@ -151,6 +158,70 @@ func TestDirectRunOutlastsUnload(t *testing.T) {
 		t.Fatalf("request: %v", err)
 	}
 	if err := <-unloaded; err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+}
+
+// TestDirectUnderLoad: many callers, some of whose requests are cancelled
+// before or while they run, share two instances through their lanes and
+// the queue; every request ends (answered or cancelled), nothing stays
+// pending, and an unload at the end waits for the last ones.
+func TestDirectUnderLoad(t *testing.T) {
+	const callers, each = 16, 150
+	s, b, err := startEcho(t, strings.Replace(directModel, "count: 1", "count: 2", 1), true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mv, release, err := s.Acquire("m", LatestVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok, cancelled atomic.Int64
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				ctx, cancel := context.WithCancel(context.Background())
+				switch (c + i) % 7 {
+				case 0:
+					cancel() // before it is submitted
+				case 1:
+					go cancel() // while it is on its way or running
+				}
+				resp, err := s.Infer(ctx, batchReq(int32(i), 1, 16))
+				cancel()
+				switch {
+				case err == nil && len(resp.Outputs) == 1:
+					ok.Add(1)
+				case err != nil && ctx.Err() != nil:
+					cancelled.Add(1)
+				default:
+					t.Errorf("caller %d request %d: %v", c, i, err)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("requests did not all end")
+	}
+	if got := ok.Load() + cancelled.Load(); got != callers*each {
+		t.Fatalf("%d requests ended, want %d", got, callers*each)
+	}
+	if ok.Load() == 0 || b.execs.Load() < ok.Load() {
+		t.Fatalf("%d answered, %d executions", ok.Load(), b.execs.Load())
+	}
+	if p := mv.Stats.Snapshot().Pending; p != 0 {
+		t.Fatalf("%d requests still pending", p)
+	}
+	release()
+	if err := s.Unload(context.Background(), "m"); err != nil {
 		t.Fatalf("unload: %v", err)
 	}
 }
