@@ -79,21 +79,9 @@ func errorFromBody(status int, body []byte) *serverError {
 
 // getJSON fetches url into v; a non-200 answer becomes a *serverError.
 func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := call(ctx, hc, http.MethodGet, url, nil, 64<<20)
 	if err != nil {
 		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return errorFromBody(resp.StatusCode, body)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("decoding %s: %w", url, err)
@@ -103,24 +91,37 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 
 // postJSON posts body to url; a non-200 answer becomes a *serverError.
 func postJSON(ctx context.Context, hc *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
+	_, err := call(ctx, hc, http.MethodPost, url, body, 64<<10)
+	return err
+}
+
+// call sends one request (a POST's body is JSON) and returns up to limit
+// bytes of a 200 answer's body; any other status becomes a *serverError.
+func call(ctx context.Context, hc *http.Client, method, url string, body []byte, limit int64) ([]byte, error) {
+	var rd io.Reader
+	if method == http.MethodPost {
+		rd = bytes.NewReader(body)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	msg, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", url, err)
+		return nil, fmt.Errorf("reading %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return errorFromBody(resp.StatusCode, msg)
+		return nil, errorFromBody(resp.StatusCode, msg)
 	}
-	return nil
+	return msg, nil
 }
 
 // flexInt reads a JSON integer that may also come as a string (protobuf

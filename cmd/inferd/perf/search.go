@@ -1,7 +1,6 @@
 package perf
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -365,19 +364,8 @@ func (sr *searcher) repositoryLoad(ctx context.Context, cfg *modelconfig.ModelCo
 		}
 	}
 	u := sr.base + "/v2/repository/models/" + url.PathEscape(sr.model) + "/load"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := sr.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("load %s: %w", sr.model, errorFromBody(resp.StatusCode, msg))
+	if err := postJSON(ctx, sr.hc, u, body); err != nil {
+		return fmt.Errorf("load %s: %w", sr.model, err)
 	}
 	return nil
 }
