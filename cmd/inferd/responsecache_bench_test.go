@@ -74,8 +74,7 @@ const hotInputs = 16
 // a new one (its first value from fresh).
 func hitRateCaller(url string, fresh *atomic.Int64) func() error {
 	x := sidebyside.MLPInput()
-	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
-		strconv.Itoa(len(x)) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
+	header := sidebyside.MLPBinaryHeader()
 	body := func(first float32) []byte {
 		b := append([]byte(header), x...)
 		binary.LittleEndian.PutUint32(b[len(header):], math.Float32bits(first))

@@ -55,6 +55,15 @@ func MLPInput() []byte {
 	return x
 }
 
+// MLPBinaryHeader is the JSON header of an HTTP request that sends
+// MLPInput as a binary tensor (Triton's binary tensor data extension,
+// triton-inference-server/server docs/protocol/extension_binary_data.md)
+// and asks for y the same way.
+func MLPBinaryHeader() string {
+	return `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
+		strconv.Itoa(4*MLPIn) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
+}
+
 // MLPReference is the in-process side of the batching benchmarks: a second
 // ONNX Runtime backend with the same options as servertest.Start's and
 // MLPInstances instances of model's batching config (the model folder

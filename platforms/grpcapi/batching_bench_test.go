@@ -43,8 +43,7 @@ func BenchmarkGRPCBatching(b *testing.B) {
 		Outputs:          []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "y"}},
 		RawInputContents: [][]byte{x},
 	}
-	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
-		strconv.Itoa(len(x)) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
+	header := sidebyside.MLPBinaryHeader()
 	url := srv.httpBase + "/v2/models/" + model + "/infer"
 	client := dialBench(b, srv.grpcAddr, true)
 

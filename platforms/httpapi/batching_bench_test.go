@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"strconv"
 	"testing"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -28,21 +26,18 @@ func BenchmarkBatching(b *testing.B) {
 	base, srv := startServer(b, root, serverOpts{})
 
 	x := sidebyside.MLPInput()
-	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
-		strconv.Itoa(len(x)) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
+	header := sidebyside.MLPBinaryHeader()
 	ref := sidebyside.NewMLPReference(b, root, "mlp_batched")
 
 	// Both paths compute the same thing.
 	want := ref.Y(b, x)
+	infer := binaryInferer()
 	for _, m := range []string{"mlp_batched", "mlp_unbatched"} {
-		h, body := binaryRequest(header, x)
-		status, rh, rb := do(b, "POST", base+"/v2/models/"+m+"/infer", h, bytes.NewReader(body))
-		if status != 200 {
-			b.Fatalf("%s: status %d: %s", m, status, rb)
+		got, err := infer(base+"/v2/models/"+m+"/infer", header, x)
+		if err != nil {
+			b.Fatalf("%s: %v", m, err)
 		}
-		n, err := strconv.Atoi(rh.Get("Inference-Header-Content-Length"))
-		must(b, err)
-		if err := sidebyside.CloseFP32(rb[n:], want); err != nil {
+		if err := sidebyside.CloseFP32(got["y"], want); err != nil {
 			b.Fatalf("%s over HTTP differs from in-process: %v", m, err)
 		}
 	}

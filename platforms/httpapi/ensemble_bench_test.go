@@ -134,8 +134,7 @@ parameters { key: "intra_op_thread_count" value { string_value: "1" } }
 	base, srv := startServer(b, root, serverOpts{})
 
 	x := sidebyside.MLPInput()
-	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
-		strconv.Itoa(len(x)) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
+	header := sidebyside.MLPBinaryHeader()
 	url := func(model string) string { return base + "/v2/models/" + model + "/infer" }
 
 	// Both sides compute the same y.

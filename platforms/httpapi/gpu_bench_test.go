@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"strconv"
 	"testing"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -28,16 +26,12 @@ func BenchmarkBatchingGPU(b *testing.B) {
 	base, srv := startServer(b, root, serverOpts{gpus: []int32{0}})
 
 	x := sidebyside.MLPInput()
-	header := `{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(sidebyside.MLPIn) + `],"datatype":"FP32","parameters":{"binary_data_size":` +
-		strconv.Itoa(len(x)) + `}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`
-	h, body := binaryRequest(header, x)
-	status, rh, rb := do(b, "POST", base+"/v2/models/mlp_gpu/infer", h, bytes.NewReader(body))
-	if status != 200 {
-		b.Fatalf("status %d: %s", status, rb)
+	header := sidebyside.MLPBinaryHeader()
+	got, err := binaryInferer()(base+"/v2/models/mlp_gpu/infer", header, x)
+	if err != nil {
+		b.Fatalf("mlp_gpu: %v", err)
 	}
-	n, err := strconv.Atoi(rh.Get("Inference-Header-Content-Length"))
-	must(b, err)
-	if err := sidebyside.CloseFP32(rb[n:], ref.Y(b, x)); err != nil {
+	if err := sidebyside.CloseFP32(got["y"], ref.Y(b, x)); err != nil {
 		b.Fatalf("mlp_gpu over HTTP differs from in-process: %v", err)
 	}
 
