@@ -138,6 +138,15 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 			return s.failVersions(name, selected, err.Error())
 		}
 	}
+	// The repository agents (checksum) see the local files before any backend does.
+	if err := repo.RunAgents(ctx, m, selected); err != nil {
+		return s.failVersions(name, selected, err.Error())
+	}
+	// A load override names no host paths beyond the repository's own
+	// (overridepaths.go), checked before any backend sees its config.
+	if err := s.checkOverride(m, ov); err != nil {
+		return s.failVersions(name, selected, err.Error())
+	}
 	cfg, err := s.completeConfig(ctx, m, selected)
 	if err != nil {
 		return s.failVersions(name, selected, err.Error())
