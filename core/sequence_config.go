@@ -2,13 +2,13 @@ package core
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/modelfile"
 )
 
 // initialStateFolder holds the data files of initial_state entries, inside
@@ -157,6 +157,9 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 				return nil, err
 			}
 			s.init = t
+		} else if _, ok := configBytes(zeroStateShape(s.dims), s.dt); !ok {
+			// Each sequence's start allocates these zeros: refuse now.
+			return nil, Errorf(CodeInvalidArg, "state input '%s' with dims %s would take more than %d bytes, this server's limit", s.in, ShapeString(s.dims), maxConfigAlloc)
 		}
 		sc.states = append(sc.states, s)
 		sc.stateOuts = append(sc.stateOuts, s.out)
@@ -200,34 +203,68 @@ func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelc
 	}
 	dt := DataType(is.GetDataType())
 	n := ElementCount(shape)
-	if n < 0 {
-		return nil, Errorf(CodeInvalidArg, "'initial_state' of state input '%s' has too many elements", in)
+	// The data is built at load from the config alone: a few bytes of
+	// config must not ask for more memory than the bound.
+	size, ok := configBytes(shape, dt)
+	if !ok {
+		return nil, Errorf(CodeInvalidArg, "'initial_state' of state input '%s' with dims %s would take more than %d bytes, this server's limit", in, ShapeString(is.GetDims()), maxConfigAlloc)
 	}
 	t := &Tensor{Name: in, DataType: dt, Shape: shape}
 	switch {
 	case is.GetZeroData():
 		t.Data = zeroData(dt, n)
 	case is.GetDataFile() != "":
-		data, err := os.ReadFile(filepath.Join(modelDir, initialStateFolder, is.GetDataFile()))
+		data, err := stateFile(is.GetDataFile(), in, dt, n, size, modelDir)
 		if err != nil {
-			return nil, Errorf(CodeInvalidArg, "failed to read initial state file for state input '%s': %v", in, err)
+			return nil, err
 		}
-		if dt == TypeBytes {
-			if CountBytesElements(data) != n {
-				return nil, Errorf(CodeInvalidArg, "initial_state setting expects %d string elements, but the data provided from %s does not hold them", n, is.GetDataFile())
-			}
-			t.Data = data
-			break
-		}
-		want := n * int64(dt.ByteSize())
-		if want > int64(len(data)) {
-			return nil, Errorf(CodeInvalidArg, "initial_state setting expects %d bytes, but the data provided from %sonly has %d bytes.", want, is.GetDataFile(), len(data))
-		}
-		t.Data = data[:want:want]
+		t.Data = data
 	default:
 		return nil, Errorf(CodeInvalidArg, "initial_state setting expects state'%s' to have state_data set", in)
 	}
 	return t, nil
+}
+
+// stateFile reads an initial_state data_file (initial_state/<data_file>
+// in the model folder, as Triton's GenerateInitialStateData) through
+// modelfile: it may not leave the model folder, must be a regular file,
+// and is read no further than the state needs (size bytes; for BYTES,
+// the whole file, at most maxConfigAlloc).
+func stateFile(file, in string, dt DataType, n, size int64, modelDir string) ([]byte, error) {
+	name := initialStateFolder + "/" + file
+	field := fmt.Sprintf("initial_state data_file for state input '%s'", in)
+	if dt == TypeBytes {
+		data, err := modelfile.ReadFile(modelDir, name, maxConfigAlloc)
+		if err != nil {
+			return nil, fileError(field, file, err)
+		}
+		if CountBytesElements(data) != n {
+			return nil, Errorf(CodeInvalidArg, "initial_state setting expects %d string elements, but the data provided from %s does not hold them", n, file)
+		}
+		return data, nil
+	}
+	data, have, err := modelfile.ReadHead(modelDir, name, size)
+	if err != nil {
+		return nil, fileError(field, file, err)
+	}
+	if have < size {
+		return nil, Errorf(CodeInvalidArg, "initial_state setting expects %d bytes, but the data provided from %sonly has %d bytes.", size, file, have)
+	}
+	return data, nil
+}
+
+// zeroStateShape is the shape of a state's zeros when it has no
+// initial_state, without the batch dimension: each variable dimension 1
+// (seqConfig.initialStates).
+func zeroStateShape(dims []int64) []int64 {
+	out := make([]int64, len(dims))
+	for i, d := range dims {
+		if d == -1 {
+			d = 1
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // zeroData is n zero elements of dt: empty strings for BYTES.

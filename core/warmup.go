@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/modelfile"
 )
 
 // warmup runs the config's model_warmup samples on one instance
@@ -41,6 +40,11 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 		req, err := mv.warmupRequest(sample, modelDir)
 		if err != nil {
 			return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
+		}
+		// The execution gathers batch_size copies of the sample into one
+		// batch: that buffer is bounded too.
+		if total := requestBytes(req); total > maxConfigAlloc/int64(bs) {
+			return fmt.Errorf("failed to run warmup sample '%s': batch_size %d of its %d bytes would take more than %d bytes, this server's limit", sample.GetName(), bs, total, maxConfigAlloc)
 		}
 		for range max(sample.GetCount(), 1) {
 			jobs := make([]*job, bs)
@@ -96,34 +100,25 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 			}
 		}
 		// The sample's data is made here from its dims alone: dims whose
-		// product overflows, or that ask for more than any warmup needs,
-		// fail the load instead of the allocation panicking or taking the
-		// machine's memory.
-		elem := int64(4) // a STRING element's zero data is its 4-byte length
-		if dt != TypeBytes {
-			elem = int64(dt.ByteSize())
-		}
-		if n < 0 || (elem > 0 && n > maxWarmupBytes/elem) {
-			return nil, fmt.Errorf("warmup input '%s' with dims %s would take more than %d bytes", name, ShapeString(in.GetDims()), int64(maxWarmupBytes))
+		// product overflows, or that ask for more than the bound, fail the
+		// load instead of the allocation panicking or taking the machine's
+		// memory.
+		size, ok := configBytes(in.GetDims(), dt)
+		if !ok {
+			return nil, fmt.Errorf("warmup input '%s' with dims %s would take more than %d bytes, this server's limit", name, ShapeString(in.GetDims()), maxConfigAlloc)
 		}
 		var data []byte
 		switch {
 		case in.GetInputDataFile() != "":
-			raw, err := os.ReadFile(filepath.Join(modelDir, "warmup", filepath.Base(in.GetInputDataFile())))
+			raw, err := warmupFile(modelDir, in.GetInputDataFile(), name, dt, n, size)
 			if err != nil {
-				return nil, fmt.Errorf("warmup input '%s': %w", name, err)
+				return nil, err
 			}
-			if data, err = leadingElements(raw, dt, n); err != nil {
-				return nil, fmt.Errorf("warmup input '%s' from '%s': %w", name, in.GetInputDataFile(), err)
-			}
+			data = raw
 		case in.GetRandomData() && dt != TypeBytes:
 			data = randomData(rng, dt, n)
 		default:
 			// Zeros; for STRING that is n empty elements (4-byte zero lengths).
-			size := n * 4
-			if dt != TypeBytes {
-				size = n * int64(dt.ByteSize())
-			}
 			data = make([]byte, size)
 		}
 		shape := in.GetDims()
@@ -135,24 +130,47 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 	return req, nil
 }
 
-// maxWarmupBytes bounds one warmup input's data.
-const maxWarmupBytes = 4 << 30
-
-// leadingElements takes the first n elements of raw, which must hold them.
-func leadingElements(raw []byte, dt DataType, n int64) ([]byte, error) {
-	if dt != TypeBytes {
-		need := n * int64(dt.ByteSize())
-		if int64(len(raw)) < need {
-			return nil, fmt.Errorf("file holds %d bytes, the input needs %d", len(raw), need)
+// warmupFile reads a sample's input_data_file (warmup/<file> in the model
+// folder, as Triton's model warmup) through modelfile: it may not leave
+// the model folder, must be a regular file, and is read no further than
+// the input needs (size bytes; for STRING, the whole file, at most
+// maxConfigAlloc, of which the first n elements are taken).
+func warmupFile(modelDir, file, input string, dt DataType, n, size int64) ([]byte, error) {
+	name := warmupFolder + "/" + file
+	field := fmt.Sprintf("warmup input_data_file for input '%s'", input)
+	if dt == TypeBytes {
+		raw, err := modelfile.ReadFile(modelDir, name, maxConfigAlloc)
+		if err != nil {
+			return nil, fileError(field, file, err)
 		}
-		return raw[:need], nil
+		pos := bytesOffset(raw, n)
+		if pos < 0 {
+			return nil, fmt.Errorf("warmup input '%s' from '%s': file holds fewer than %d string elements", input, file, n)
+		}
+		return raw[:pos], nil
 	}
-	pos := bytesOffset(raw, n)
-	if pos < 0 {
-		return nil, fmt.Errorf("file holds fewer than %d string elements", n)
+	raw, have, err := modelfile.ReadHead(modelDir, name, size)
+	if err != nil {
+		return nil, fileError(field, file, err)
 	}
-	return raw[:pos], nil
+	if have < size {
+		return nil, fmt.Errorf("warmup input '%s' from '%s': file holds %d bytes, the input needs %d", input, file, have, size)
+	}
+	return raw, nil
 }
+
+// requestBytes is the size of req's input data.
+func requestBytes(req *InferRequest) int64 {
+	var n int64
+	for _, t := range req.Inputs {
+		n += int64(len(t.Data))
+	}
+	return n
+}
+
+// warmupFolder holds the warmup data files, inside the model's folder
+// (triton-inference-server/core src/constants.h).
+const warmupFolder = "warmup"
 
 // randomData fills n elements with values valid for their type (no NaNs).
 func randomData(rng *rand.Rand, dt DataType, n int64) []byte {

@@ -32,9 +32,9 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 		{name: "wrong dims fail the load", warmup: `model_warmup [ { name: "bad" batch_size: 1 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 3 ] zero_data: true } } } ]`,
 			wantErr: "failed to run warmup sample 'bad'"},
 		{name: "dims whose product overflows fail the load", warmup: `model_warmup [ { name: "huge" batch_size: 1 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 4294967296, 4294967296 ] zero_data: true } } } ]`,
-			wantErr: "warmup input 'x' with dims [4294967296,4294967296] would take more than 4294967296 bytes"},
+			wantErr: "warmup input 'x' with dims [4294967296,4294967296] would take more than 1073741824 bytes, this server's limit"},
 		{name: "dims past the warmup bound fail the load", warmup: `model_warmup [ { name: "big" batch_size: 1 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 1099511627776 ] random_data: true } } } ]`,
-			wantErr: "would take more than 4294967296 bytes"},
+			wantErr: "would take more than 1073741824 bytes"},
 		{name: "short file fails the load", warmup: `model_warmup [ { name: "short" batch_size: 1 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 4 ] input_data_file: "x.bin" } } } ]`,
 			wantErr: "file holds 8 bytes, the input needs 16"},
 	} {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/modelfile"
 )
 
 // ReadOptions are the repository-wide settings that shape how a model
@@ -247,22 +248,24 @@ func (m *Model) VersionDir(v int64) string {
 	return filepath.Join(m.Dir, strconv.FormatInt(v, 10))
 }
 
+// maxLabelBytes bounds one label file: a large vocabulary's labels are a
+// few MiB.
+const maxLabelBytes = 64 << 20
+
 // Labels reads every output's label_filename (relative to the model folder,
-// which it may not escape). Keys are output names.
+// as Triton's JoinPath(model folder, label_filename)). A label file may
+// not leave the model folder, also not through a symbolic link, must be a
+// regular file, and at most maxLabelBytes (modelfile). Keys are output
+// names.
 func (m *Model) Labels() (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, o := range m.Config.GetOutput() {
 		if o.GetLabelFilename() == "" {
 			continue
 		}
-		p := filepath.Join(m.Dir, o.GetLabelFilename())
-		rel, err := filepath.Rel(m.Dir, p)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(o.GetLabelFilename()) {
-			return nil, fmt.Errorf("label file '%s' for output '%s' escapes the model directory", o.GetLabelFilename(), o.GetName())
-		}
-		data, err := os.ReadFile(p)
+		data, err := modelfile.ReadFile(m.Dir, o.GetLabelFilename(), maxLabelBytes)
 		if err != nil {
-			return nil, fmt.Errorf("unable to read label file '%s' for output '%s': %w", o.GetLabelFilename(), o.GetName(), err)
+			return nil, &modelfile.FieldError{Field: fmt.Sprintf("label_filename of output '%s'", o.GetName()), Path: o.GetLabelFilename(), Err: err}
 		}
 		// Lines split on \n with no trimming, as Triton's label provider.
 		lines := strings.Split(string(data), "\n")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/modelfile"
 )
 
 // defaultModelFile is used when default_model_filename is empty, and is the
@@ -22,27 +24,35 @@ const defaultModelFile = "model.onnx"
 // modelPath resolves a version's ONNX file as Triton does
 // (triton-inference-server/onnxruntime_backend src/onnxruntime.cc): the
 // configured file name or model.onnx, and for a directory of that name its
-// inner model.onnx.
+// inner model.onnx. The name resolves through modelfile inside the version
+// folder, also after symbolic links, and must end at a regular file: a
+// default_model_filename such as "../../x" or a link out of the folder
+// fails the load instead of ONNX Runtime opening whatever it names.
 func modelPath(v core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error) {
 	name := cfg.GetDefaultModelFilename()
 	if name == "" {
 		name = defaultModelFile
 	}
-	p := filepath.Join(v.VersionDir, name)
-	if st, err := os.Stat(p); err == nil && st.IsDir() {
-		p = filepath.Join(p, defaultModelFile)
-	}
-	st, err := os.Stat(p)
+	p, st, err := modelfile.Resolve(v.VersionDir, name)
 	if err == nil && st.IsDir() {
-		err = fs.ErrNotExist
+		name = path.Join(name, defaultModelFile)
+		p, st, err = modelfile.Resolve(v.VersionDir, name)
 	}
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", core.Errorf(core.CodeUnavailable, "unable to find '%s' for model instance '%s'", p, modelName(v, cfg))
+	if err == nil && !st.Mode().IsRegular() {
+		err = modelfile.ErrNotRegular
+		if st.IsDir() {
+			err = fs.ErrNotExist
 		}
-		return "", core.Errorf(core.CodeUnavailable, "unable to read '%s' for model instance '%s': %v", p, modelName(v, cfg), err)
 	}
-	return p, nil
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "", core.Errorf(core.CodeUnavailable, "unable to find '%s' for model instance '%s'", filepath.Join(v.VersionDir, name), modelName(v, cfg))
+	case errors.Is(err, modelfile.ErrOutside), errors.Is(err, modelfile.ErrNotRegular):
+		return "", core.Errorf(core.CodeInvalidArg, "%v", &modelfile.FieldError{Field: fmt.Sprintf("default_model_filename of model '%s'", modelName(v, cfg)), Path: name, Err: err})
+	}
+	return "", core.Errorf(core.CodeUnavailable, "unable to read '%s' for model instance '%s': %v", filepath.Join(v.VersionDir, name), modelName(v, cfg), err)
 }
 
 func modelName(v core.VersionFiles, cfg *modelconfig.ModelConfig) string {

@@ -16,6 +16,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/modelfile"
 )
 
 //go:embed shim/*.py
@@ -217,13 +219,29 @@ func (b *Backend) shimDir() (string, error) {
 }
 
 // modelFile is the version folder's code file (default_model_filename or
-// model.py).
-func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) string {
+// model.py, joined to the version folder as Triton's python backend does).
+// It resolves through modelfile: a name that leaves the version folder,
+// also through a symbolic link, fails the load instead of the worker
+// importing whatever .py it names; so does one that is not a regular file.
+func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error) {
 	name := cfg.GetDefaultModelFilename()
 	if name == "" {
 		name = "model.py"
 	}
-	return filepath.Join(files.VersionDir, name)
+	p, st, err := modelfile.Resolve(files.VersionDir, name)
+	if err == nil && !st.Mode().IsRegular() {
+		err = modelfile.ErrNotRegular
+		if st.IsDir() {
+			err = fs.ErrNotExist
+		}
+	}
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, modelfile.ErrOutside), errors.Is(err, modelfile.ErrNotRegular):
+		return "", core.Errorf(core.CodeInvalidArg, "%v", &modelfile.FieldError{Field: fmt.Sprintf("default_model_filename of model '%s'", files.ModelName), Path: name, Err: err})
+	}
+	return "", core.Errorf(core.CodeInternal, "Python model file not found in '%s'", filepath.Join(files.VersionDir, name))
 }
 
 // start starts one worker for model files, as instance.
@@ -231,9 +249,9 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 	if err := checkParameters(cfg); err != nil {
 		return nil, err
 	}
-	if f := modelFile(files, cfg); !fileExists(f) {
-		b.log.Error("Python model file not found", "model", files.ModelName, "path", f)
-		return nil, core.Errorf(core.CodeInternal, "Python model file not found in '%s'", f)
+	if _, err := modelFile(files, cfg); err != nil {
+		b.log.Error("Python model file refused", "model", files.ModelName, "err", err)
+		return nil, err
 	}
 	dir, err := b.shimDir()
 	if err != nil {
@@ -301,7 +319,11 @@ func checkParameters(cfg *modelconfig.ModelConfig) error {
 // on PATH. It returns the environment additions an environment needs.
 func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, []string, error) {
 	if p, ok := cfg.GetParameters()["EXECUTION_ENV_PATH"]; ok && p.GetStringValue() != "" {
-		env := strings.ReplaceAll(p.GetStringValue(), "$$TRITON_MODEL_DIRECTORY", files.ModelDir)
+		// A load override may name only what the repository's own config
+		// names, or a path inside the model folder (the core's
+		// checkOverride); the repository's config may name any path on
+		// the host, as in Triton.
+		env := modelfile.ExpandModelDir(p.GetStringValue(), files.ModelDir)
 		if strings.HasSuffix(env, ".tar.gz") || strings.HasSuffix(env, ".tgz") {
 			dir, err := b.unpack(env)
 			if err != nil {
@@ -345,8 +367,12 @@ func (b *Backend) AutoComplete(ctx context.Context, files core.VersionFiles, cfg
 	if err != nil {
 		return err
 	}
+	file, err := modelFile(files, cfg)
+	if err != nil {
+		return err
+	}
 	reply, err := w.call(ctx, "auto_complete", map[string]any{
-		"config": string(js), "model_file": modelFile(files, cfg), "model_version": strconv.FormatInt(files.Version, 10),
+		"config": string(js), "model_file": file, "model_version": strconv.FormatInt(files.Version, 10),
 	}, nil)
 	if err != nil {
 		return err
@@ -406,8 +432,13 @@ func (in *instance) spawn(ctx context.Context) (*worker, error) {
 		"model_instance_device_id": strconv.Itoa(int(spec.DeviceID)), "model_repository": spec.ModelDir,
 		"model_version": strconv.FormatInt(spec.Version, 10), "model_name": spec.ModelName,
 	}
+	file, err := modelFile(spec.VersionFiles, spec.Config)
+	if err != nil {
+		w.stop(time.Second)
+		return nil, err
+	}
 	reply, err := w.call(ctx, "init", map[string]any{
-		"args": args, "model_file": modelFile(spec.VersionFiles, spec.Config), "model_version": strconv.FormatInt(spec.Version, 10),
+		"args": args, "model_file": file, "model_version": strconv.FormatInt(spec.Version, 10),
 		"decoupled": in.decoupled, "log_verbose": b.verbose(),
 	}, nil)
 	if err != nil {
