@@ -244,10 +244,14 @@ func TestRefusedCredentialsMidRun(t *testing.T) {
 	}
 }
 
+// TestTLS: a plain client cannot talk to a TLS-only Redis, TLS without the
+// CA fails on the certificate, and TLS with it works. The timeouts are
+// long: the point is which error, and on a busy machine a handshake may
+// outlast the default half second, which would read as a timeout.
 func TestTLS(t *testing.T) {
 	ctx := context.Background()
 	srv, ca := redistest.StartTLS(t)
-	settings := map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port)}
+	settings := map[string]string{"host": srv.Host, "port": strconv.Itoa(srv.Port), "connect_timeout": "20000", "socket_timeout": "20000"}
 	if _, err := New(ctx, settings, nil, nil); err == nil {
 		t.Error("a plain connection to a TLS-only Redis succeeded")
 	}
@@ -269,8 +273,28 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// getCount is a go-redis hook that counts the GET commands the client
+// sends to Redis (the lookups; not the handshake of a new connection).
+type getCount struct{ n atomic.Int32 }
+
+func (*getCount) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *getCount) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == "get" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*getCount) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
 // In a stall, after each pause one call probes Redis (and waits for the
-// socket timeout) while the calls beside it miss at once.
+// socket timeout) while the calls beside it miss without asking Redis.
+// The test counts the commands sent rather than timing the calls, and
+// ends the pause itself, so a slow machine cannot make a skipping call
+// look like a probe or let the pause run out among the eight calls.
 func TestOneProbePerPause(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
@@ -279,28 +303,39 @@ func TestOneProbePerPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.pause = 200 * time.Millisecond
+	sent := &getCount{}
+	c.client.AddHook(sent)
+	c.pause = time.Hour // only the test ends a pause
 	srv.Pause()
 	defer srv.Resume()
 	if _, ok := c.Lookup(ctx, "k"); ok { // starts the episode after the timeout
 		t.Fatal("hit while stalled")
 	}
-	time.Sleep(250 * time.Millisecond) // past the pause
-	var slow atomic.Int32
+	if n := sent.n.Load(); n != 1 {
+		t.Fatalf("%d GETs for the first lookup, want 1", n)
+	}
+	// While the pause lasts, every call misses without a command.
+	for range 4 {
+		c.Lookup(ctx, "k")
+	}
+	if n := sent.n.Load(); n != 1 {
+		t.Fatalf("%d GETs sent during the pause, want none", n-1)
+	}
+	c.mu.Lock()
+	c.downUntil = time.Now() // the pause is over
+	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start := time.Now()
-			c.Lookup(ctx, "k")
-			if time.Since(start) >= 250*time.Millisecond {
-				slow.Add(1)
+			if _, ok := c.Lookup(ctx, "k"); ok {
+				t.Error("hit while stalled")
 			}
 		}()
 	}
 	wg.Wait()
-	if n := slow.Load(); n > 1 {
-		t.Errorf("%d of 8 calls waited for the stalled Redis, want at most 1 (the probe)", n)
+	if n := sent.n.Load() - 1; n != 1 {
+		t.Errorf("%d of 8 calls after the pause asked the stalled Redis, want exactly 1 (the probe)", n)
 	}
 }
