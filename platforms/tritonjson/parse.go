@@ -193,8 +193,12 @@ func (d *Document) Parse(src []byte) error {
 	if cap(p.nodes) == 0 {
 		// Every value but the last of a container is followed by a comma
 		// and every member name by a colon, so this (SIMD-fast) count
-		// sizes the node list of large arrays and objects in one go.
-		p.nodes = make([]node, 0, bytes.Count(src, []byte{','})+bytes.Count(src, []byte{':'})+16)
+		// sizes the node list of large arrays and objects in one go. A
+		// document of n bytes has at most (n+1)/2 values and names (each
+		// takes a byte, and a separator or bracket follows it), so a body
+		// of commas reserves no more than a valid one of its size.
+		count := bytes.Count(src, []byte{','}) + bytes.Count(src, []byte{':'})
+		p.nodes = make([]node, 0, min(count, (len(src)+1)/2)+16)
 	}
 	p.stack = p.stackBuf[:0]
 	if err := p.run(); err != nil {
