@@ -231,8 +231,11 @@ func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelc
 // and is read no further than the state needs (size bytes; for BYTES,
 // the whole file, at most maxConfigAlloc).
 func stateFile(file, in string, dt DataType, n, size int64, modelDir string) ([]byte, error) {
-	name := initialStateFolder + "/" + file
-	field := fmt.Sprintf("initial_state data_file for state input '%s'", in)
+	field := fmt.Sprintf("state input '%s' initial_state data_file", in)
+	name, err := modelfile.Sub(initialStateFolder, file)
+	if err != nil {
+		return nil, fileError(field, file, err)
+	}
 	if dt == TypeBytes {
 		data, err := modelfile.ReadFile(modelDir, name, maxConfigAlloc)
 		if err != nil {

@@ -136,8 +136,11 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 // the input needs (size bytes; for STRING, the whole file, at most
 // maxConfigAlloc, of which the first n elements are taken).
 func warmupFile(modelDir, file, input string, dt DataType, n, size int64) ([]byte, error) {
-	name := warmupFolder + "/" + file
-	field := fmt.Sprintf("warmup input_data_file for input '%s'", input)
+	field := fmt.Sprintf("warmup input '%s' input_data_file", input)
+	name, err := modelfile.Sub(warmupFolder, file)
+	if err != nil {
+		return nil, fileError(field, file, err)
+	}
 	if dt == TypeBytes {
 		raw, err := modelfile.ReadFile(modelDir, name, maxConfigAlloc)
 		if err != nil {

@@ -265,7 +265,7 @@ func (m *Model) Labels() (map[string][]string, error) {
 		}
 		data, err := modelfile.ReadFile(m.Dir, o.GetLabelFilename(), maxLabelBytes)
 		if err != nil {
-			return nil, &modelfile.FieldError{Field: fmt.Sprintf("label_filename of output '%s'", o.GetName()), Path: o.GetLabelFilename(), Err: err}
+			return nil, &modelfile.FieldError{Field: fmt.Sprintf("output '%s' label_filename", o.GetName()), Path: o.GetLabelFilename(), Err: err}
 		}
 		// Lines split on \n with no trimming, as Triton's label provider.
 		lines := strings.Split(string(data), "\n")

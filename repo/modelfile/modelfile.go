@@ -131,6 +131,16 @@ func Local(dir, p string) (string, bool) {
 	return p, filepath.IsLocal(p)
 }
 
+// Sub is name inside the sub-folder sub of a model folder (Triton's
+// initial_state and warmup folders), for Resolve, Open and the readers.
+// An absolute name is ErrOutside, not a name under sub.
+func Sub(sub, name string) (string, error) {
+	if filepath.IsAbs(name) || strings.HasPrefix(name, "/") {
+		return "", ErrOutside
+	}
+	return sub + "/" + name, nil
+}
+
 // ModelDirVar is the variable Triton's Python backend replaces with the
 // model's folder in EXECUTION_ENV_PATH (triton-inference-server/
 // python_backend README.md, "Creating Custom Execution Environments").

@@ -1,0 +1,379 @@
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// confineSecret is a file beside the model folder. No reply may show it:
+// not its bytes, not the int32 its first four bytes make, not its size.
+const confineSecret = "SECRETSECRETSECRETSECRET!"
+
+// secretInt is the first four bytes of confineSecret as a little-endian
+// int32, what a state read from it would add to y.
+var secretInt = strconv.Itoa(int(int32(binary.LittleEndian.Uint32([]byte(confineSecret)))))
+
+// confineRepo writes a repository with model "m" (config cfg, version 1)
+// and, outside the model folder, secret.bin. Inside the model folder:
+// initial_state/in.bin (the int32 100), links out of the folder
+// (initial_state/out and warmup/out to the secret, initial_state/zero and
+// warmup/zero to /dev/zero), a link that stays inside
+// (initial_state/inner to in.bin), FIFOs (initial_state/fifo, warmup/fifo)
+// and a folder (initial_state/sub).
+func confineRepo(t *testing.T, cfg string) (root, modelDir string) {
+	t.Helper()
+	root = t.TempDir()
+	modelDir = filepath.Join(root, "m")
+	for _, d := range []string{"1", "initial_state/sub", "warmup"} {
+		must(t, os.MkdirAll(filepath.Join(modelDir, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(root, "secret.bin"), []byte(confineSecret), 0o600))
+	must(t, os.WriteFile(filepath.Join(modelDir, "config.pbtxt"), []byte(cfg), 0o644))
+	must(t, os.WriteFile(filepath.Join(modelDir, "initial_state", "in.bin"), binary.LittleEndian.AppendUint32(nil, 100), 0o644))
+	for link, target := range map[string]string{
+		"initial_state/out": "../../secret.bin", "warmup/out": "../../secret.bin",
+		"initial_state/zero": "/dev/zero", "warmup/zero": "/dev/zero",
+		"initial_state/inner": "in.bin",
+	} {
+		must(t, os.Symlink(target, filepath.Join(modelDir, link)))
+	}
+	for _, fifo := range []string{"initial_state/fifo", "warmup/fifo"} {
+		must(t, syscall.Mkfifo(filepath.Join(modelDir, fifo), 0o600))
+	}
+	return root, modelDir
+}
+
+// confineServer serves confineRepo's model "m", loaded at start, on the
+// acc and echo backends, in explicit mode.
+func confineServer(t *testing.T, cfg string, opts Options) (*Server, string) {
+	t.Helper()
+	root, modelDir := confineRepo(t, cfg)
+	repos, err := repo.OpenAll(context.Background(), []string{root})
+	must(t, err)
+	acc := &accBackend{started: make(chan int, 64), gate: make(chan struct{})}
+	echo := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
+	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []Backend{acc, echo}, ModeExplicit, []string{"m"}
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := NewServer(opts)
+	must(t, s.Start(context.Background()))
+	t.Cleanup(func() {
+		close(acc.gate)
+		close(echo.gate)
+		s.Shutdown(context.Background())
+	})
+	return s, modelDir
+}
+
+// loadWithin loads m (with ov, or from the repository when nil) and fails
+// the test if the load has not returned after a minute: a FIFO or a
+// device must never hold a load.
+func loadWithin(t *testing.T, s *Server, ov *LoadOverride) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Load(context.Background(), "m", ov) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the load hangs")
+		return nil
+	}
+}
+
+// overrideJSON is the load API's JSON form of a config.pbtxt text.
+func overrideJSON(t *testing.T, pbtxt string) string {
+	t.Helper()
+	cfg, err := modelconfig.Parse([]byte(pbtxt))
+	must(t, err)
+	js, err := modelconfig.MarshalJSON(cfg)
+	must(t, err)
+	return string(js)
+}
+
+// refusedBoth loads cfg once from the repository's config.pbtxt and once
+// as a load override (both over a serving copy of good); each must fail
+// naming want, show nothing of the secret, and leave the serving copy
+// answering.
+func refusedBoth(t *testing.T, good, cfg, want string, after func(*testing.T, *Server)) {
+	for _, src := range []string{"repository", "override"} {
+		t.Run(src, func(t *testing.T) {
+			s, modelDir := confineServer(t, good, Options{})
+			var ov *LoadOverride
+			if src == "override" {
+				ov = &LoadOverride{ConfigJSON: overrideJSON(t, cfg)}
+			} else {
+				must(t, os.WriteFile(filepath.Join(modelDir, "config.pbtxt"), []byte(cfg), 0o644))
+			}
+			err := loadWithin(t, s, ov)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("load = %v, want an error naming %q", err, want)
+			}
+			if CodeOf(err) != CodeInvalidArg {
+				t.Errorf("code %v, want INVALID_ARG", CodeOf(err))
+			}
+			noSecret(t, err.Error())
+			after(t, s)
+		})
+	}
+}
+
+func noSecret(t *testing.T, text string) {
+	t.Helper()
+	for _, s := range []string{"SECRET", secretInt, strconv.Itoa(len(confineSecret)) + " bytes"} {
+		if strings.Contains(text, s) {
+			t.Fatalf("%q shows the secret (%q)", text, s)
+		}
+	}
+}
+
+// stateConfig is acc's model config with one state whose initial_state has
+// dims and the given data setting.
+func stateConfig(dims, data string) string {
+	return `backend: "acc"
+max_batch_size: 2
+` + oneInstance + accIO + fmt.Sprintf(`sequence_batching { state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ %[1]s ]
+  initial_state { name: "i" data_type: TYPE_INT32 dims: [ %[1]s ] %[2]s } } ] }
+`, dims, data)
+}
+
+// stillServes: the serving copy answers a fresh sequence from its zero
+// state, y = x.
+func stillServes(t *testing.T, s *Server) {
+	t.Helper()
+	resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: 9, Flags: FlagSequenceStart | FlagSequenceEnd}, 5, true))
+	if err != nil {
+		t.Fatalf("the serving copy after the refused load: %v", err)
+	}
+	if y := yOf(t, resp); y != 5 {
+		t.Fatalf("y = %d, want 5 from the zero state", y)
+	}
+}
+
+// An initial_state data_file resolves inside the model folder, after
+// links, names a regular file, and is read no further than the state's
+// size; states the config sizes are bounded before they are allocated.
+// Each case fails the load, from the repository's config and from a load
+// override alike; before, the "out" cases served the secret's bytes as
+// the state, /dev/zero read for ever, the FIFO held the load, and the huge
+// dims died allocating.
+func TestConfinedStateDataFile(t *testing.T) {
+	good := stateConfig("1", "zero_data: true")
+	const field = "state input 'acc_in' initial_state data_file"
+	for _, tc := range []struct {
+		name, dims, data, want string
+	}{
+		{"dot-dot", "1", `data_file: "../../secret.bin"`, field + " '../../secret.bin' names a path outside the model directory"},
+		{"etc passwd", "1", `data_file: "../../../../../../../../../etc/passwd"`, field + " '../../../../../../../../../etc/passwd' names a path outside the model directory"},
+		{"absolute", "1", `data_file: "/etc/passwd"`, field + " '/etc/passwd' names a path outside the model directory"},
+		{"link out", "1", `data_file: "out"`, field + " 'out' names a path outside the model directory"},
+		{"dev zero", "1", `data_file: "/dev/zero"`, field + " '/dev/zero' names a path outside the model directory"},
+		{"link to dev zero", "1", `data_file: "zero"`, field + " 'zero' names a path outside the model directory"},
+		{"fifo", "1", `data_file: "fifo"`, field + " 'fifo' is not a regular file"},
+		{"folder", "1", `data_file: "sub"`, field + " 'sub' is not a regular file"},
+		{"missing", "1", `data_file: "nope"`, field + " 'nope': "},
+		{"huge zero data", "17179869184", `zero_data: true`, "'initial_state' of state input 'acc_in' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
+		{"huge data file", "17179869184", `data_file: "in.bin"`, "'initial_state' of state input 'acc_in' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
+		{"overflowing dims", "4294967296, 4294967296", `zero_data: true`, "with dims [4294967296,4294967296] would take more than 1073741824 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedBoth(t, good, stateConfig(tc.dims, tc.data), tc.want, stillServes)
+		})
+	}
+}
+
+// A state without initial_state is zeros at each sequence's start: dims
+// past the bound fail the load instead of the first request.
+func TestConfinedZeroState(t *testing.T) {
+	good := stateConfig("1", "zero_data: true")
+	huge := `backend: "acc"
+max_batch_size: 2
+` + oneInstance + accIO + `sequence_batching { state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 17179869184 ] } ] }
+`
+	refusedBoth(t, good, huge, "state input 'acc_in' with dims [17179869184] would take more than 1073741824 bytes, this server's limit", stillServes)
+}
+
+// Files inside the model folder still load, through a link that stays
+// inside too, and a data file larger than the state is read only as far
+// as the state.
+func TestConfinedStateInside(t *testing.T) {
+	for _, file := range []string{"in.bin", "inner", "../initial_state/in.bin"} {
+		t.Run(file, func(t *testing.T) {
+			s, _ := confineServer(t, stateConfig("1", "zero_data: true"), Options{})
+			must(t, loadWithin(t, s, &LoadOverride{ConfigJSON: overrideJSON(t, stateConfig("1", `data_file: "`+file+`"`))}))
+			resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: 1, Flags: FlagSequenceStart}, 1, true))
+			must(t, err)
+			if y := yOf(t, resp); y != 101 {
+				t.Fatalf("y = %d, want 101", y)
+			}
+		})
+	}
+}
+
+// A warmup input_data_file resolves inside the model folder, after links,
+// and names a regular file: before, a link in warmup/ served the secret
+// as warmup data (or /dev/zero's endless zeros), and a FIFO held the load.
+func TestConfinedWarmupFile(t *testing.T) {
+	good := stateConfig("1", "zero_data: true")
+	warm := func(file string) string {
+		return `backend: "echo"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 2 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 2 ] } ]
+` + oneInstance + `model_warmup [ { name: "w" batch_size: 1 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 2 ] input_data_file: "` + file + `" } } } ]
+`
+	}
+	const field = "warmup input 'x' input_data_file"
+	for _, tc := range []struct{ file, want string }{
+		{"out", field + " 'out' names a path outside the model directory"},
+		{"../../secret.bin", field + " '../../secret.bin' names a path outside the model directory"},
+		{"zero", field + " 'zero' names a path outside the model directory"},
+		{"/dev/zero", field + " '/dev/zero' names a path outside the model directory"},
+		{"fifo", field + " 'fifo' is not a regular file"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			refusedBoth(t, good, warm(tc.file), tc.want, stillServes)
+		})
+	}
+}
+
+// Warmup data sized by the config is bounded before it is made, batch
+// included.
+func TestConfinedWarmupSize(t *testing.T) {
+	good := stateConfig("1", "zero_data: true")
+	warm := `backend: "echo"
+max_batch_size: 1000
+input [ { name: "x" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ -1 ] } ]
+` + oneInstance + `model_warmup [ { name: "w" batch_size: 1000 inputs { key: "x" value: { data_type: TYPE_INT32 dims: [ 1000000 ] zero_data: true } } } ]
+`
+	refusedBoth(t, good, warm, "failed to run warmup sample 'w': batch_size 1000 of its 4000000 bytes would take more than 1073741824 bytes, this server's limit", stillServes)
+}
+
+// A load override names host paths (custom-op libraries, Python
+// environments, the accelerators' and ONNX Runtime's files) only as the
+// repository's own config does, or, while --allow-model-file-override is
+// on, as absolute paths that resolve inside the model folder; the
+// repository's own config names any (its model loads at start here with
+// a library and an environment outside its folder, as in Triton).
+func TestOverrideHostPaths(t *testing.T) {
+	const own = `backend: "echo"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+` + oneInstance
+	const repoLib, repoEnv = "/opt/inferd-test/libop.so", "/opt/inferd-test/env.tar.gz"
+	good := own + `model_operations { op_library_filename: "` + repoLib + `" }
+parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "` + repoEnv + `" } }
+parameters { key: "session.node_partition_config_file" value: { string_value: "/opt/inferd-test/partition.json" } }
+optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" parameters { key: "trt_engine_cache_path" value: "/opt/inferd-test/cache" } } ] } }
+`
+	lib := func(p string) string { return own + `model_operations { op_library_filename: "` + p + `" }` }
+	env := func(p string) string {
+		return own + `parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "` + p + `" } }`
+	}
+	const (
+		libField = "model_operations op_library_filename"
+		envField = "parameters EXECUTION_ENV_PATH"
+		inside   = "is neither what the repository's own config names nor an absolute path inside the model directory"
+		locked   = "is not what the repository's own config names, and with --allow-model-file-override=false a load override may name no other"
+		notOwn   = "is not what the repository's own config names, and a load override may name no other"
+	)
+	for _, tc := range []struct {
+		name string
+		// cfg builds the override from the model folder; wantOpen and
+		// wantLocked are the load's error with the option on and off
+		// ("" loads), with {dir} the model folder and {root} the one
+		// above it.
+		cfg                  func(dir string) string
+		wantOpen, wantLocked string
+	}{
+		{"the repository's library", func(string) string { return lib(repoLib) }, "", ""},
+		{"a library in the model folder", func(d string) string { return lib(d + "/lib/libcustom.so") },
+			"", libField + " '{dir}/lib/libcustom.so' " + locked},
+		{"a library outside", func(d string) string { return lib(filepath.Dir(d) + "/secret.bin") },
+			libField + " '{root}/secret.bin' " + inside, libField + " '{root}/secret.bin' " + locked},
+		{"a library by relative name", func(string) string { return lib("libc.so.6") },
+			libField + " 'libc.so.6' " + inside, libField + " 'libc.so.6' " + locked},
+		{"a library climbing out", func(d string) string { return lib(d + "/../secret.bin") },
+			libField + " '{dir}/../secret.bin' " + inside, libField + " '{dir}/../secret.bin' " + locked},
+		{"a library through a link out", func(d string) string { return lib(d + "/lib/out.so") },
+			libField + " '{dir}/lib/out.so' " + inside, libField + " '{dir}/lib/out.so' " + locked},
+		{"the repository's environment", func(string) string { return env(repoEnv) }, "", ""},
+		{"an environment in the model folder", func(string) string { return env("$$TRITON_MODEL_DIRECTORY/env.tar.gz") },
+			"", envField + " '$$TRITON_MODEL_DIRECTORY/env.tar.gz' " + locked},
+		{"an environment outside", func(string) string { return env("$$TRITON_MODEL_DIRECTORY/../secret.bin") },
+			envField + " '$$TRITON_MODEL_DIRECTORY/../secret.bin' " + inside, envField + " '$$TRITON_MODEL_DIRECTORY/../secret.bin' " + locked},
+		{"an environment folder outside", func(string) string { return env("/usr") },
+			envField + " '/usr' " + inside, envField + " '/usr' " + locked},
+		{"an accelerator's file", func(string) string {
+			return own + `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" parameters { key: "trt_engine_cache_path" value: "/tmp" } } ] } }`
+		}, "execution accelerator 'tensorrt' parameter trt_engine_cache_path '/tmp' " + notOwn, "execution accelerator 'tensorrt' parameter trt_engine_cache_path '/tmp' " + notOwn},
+		{"the repository's accelerator file", func(string) string {
+			return own + `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" parameters { key: "trt_engine_cache_path" value: "/opt/inferd-test/cache" } } ] } }`
+		}, "", ""},
+		{"a session file", func(string) string {
+			return own + `parameters { key: "session.collect_node_memory_stats_to_file" value: { string_value: "/tmp/stats" } }`
+		}, "parameters session.collect_node_memory_stats_to_file '/tmp/stats' " + notOwn, "parameters session.collect_node_memory_stats_to_file '/tmp/stats' " + notOwn},
+		{"a session setting", func(string) string {
+			return own + `parameters { key: "session.intra_op.allow_spinning" value: { string_value: "1" } }`
+		}, "", ""},
+	} {
+		for _, refuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/locked=%v", tc.name, refuse), func(t *testing.T) {
+				s, dir := confineServer(t, good, Options{NoFileOverrides: refuse})
+				must(t, os.MkdirAll(filepath.Join(dir, "lib"), 0o755))
+				must(t, os.WriteFile(filepath.Join(dir, "lib", "libcustom.so"), []byte("not really"), 0o644))
+				must(t, os.WriteFile(filepath.Join(dir, "env.tar.gz"), []byte("not really"), 0o644))
+				must(t, os.Symlink("../../secret.bin", filepath.Join(dir, "lib", "out.so")))
+				want := tc.wantOpen
+				if refuse {
+					want = tc.wantLocked
+				}
+				err := loadWithin(t, s, &LoadOverride{ConfigJSON: overrideJSON(t, tc.cfg(dir))})
+				if want == "" {
+					must(t, err)
+				} else if want = strings.NewReplacer("{dir}", dir, "{root}", filepath.Dir(dir)).Replace(want); err == nil || !strings.Contains(err.Error(), want) || CodeOf(err) != CodeInvalidArg {
+					t.Fatalf("load = %v, want INVALID_ARG naming %q", err, want)
+				}
+				if _, err := s.Infer(context.Background(), batchReq(3, 1, 1)); err != nil {
+					t.Fatalf("the model after the load: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// With --allow-model-file-override=false a load override does not change
+// which Python file a model runs; with it on, the file is confined to the
+// version folder when the backend resolves it (core/python).
+func TestOverridePythonFileLocked(t *testing.T) {
+	const py = `backend: "python"
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+default_model_filename: "helper.py"
+`
+	for _, refuse := range []bool{false, true} {
+		s, _ := confineServer(t, stateConfig("1", "zero_data: true"), Options{NoFileOverrides: refuse})
+		err := loadWithin(t, s, &LoadOverride{ConfigJSON: overrideJSON(t, py)})
+		const want = "default_model_filename of a python model 'helper.py' is not what the repository's own config names, and with --allow-model-file-override=false a load override may name no other"
+		if refuse != strings.Contains(fmt.Sprint(err), want) || err == nil {
+			// This server has no python backend: allowed, the load fails
+			// finding none.
+			t.Fatalf("locked=%v: load = %v", refuse, err)
+		}
+		stillServes(t, s)
+	}
+}
