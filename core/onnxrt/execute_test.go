@@ -368,16 +368,20 @@ func TestExecuteTimestampsAndClose(t *testing.T) {
 	}
 }
 
-// slowModel chains MatMuls of a square matrix with itself: milliseconds for
-// a 2x2 input, seconds for 1024x1024.
+// slowModel chains 480 MatMuls of a square matrix with itself:
+// milliseconds for a 2x2 input, seconds for 512x512. Many short nodes
+// rather than a few long ones: ONNX Runtime checks the terminate flag
+// between nodes, so one node's time (a few ms here, tens on a machine
+// several times slower and busy) is what a cancellation waits for.
 func slowModel(t *testing.T) []byte {
+	const nodes = 480
 	g := ob.NewGraph("slow")
 	g.Input("x", ob.Float, -1, -1)
 	g.Output("y", ob.Float, -1, -1)
 	prev := "x"
-	for i := range 60 {
+	for i := range nodes {
 		out := fmt.Sprintf("m%d", i)
-		if i == 59 {
+		if i == nodes-1 {
 			out = "y"
 		}
 		g.Node("MatMul", []string{prev, "x"}, []string{out})
@@ -389,7 +393,7 @@ func slowModel(t *testing.T) []byte {
 func TestExecuteCancel(t *testing.T) {
 	in := load(t, version(t, "slow", slowModel(t)), config(t, ioConfig(0, ob.Float, "[-1, -1]", []string{"x"}, []string{"y"})))
 	small := tensor(t, "x", ob.Float, []int64{2, 2}, []float64{0, 0, 0, 0})
-	big := &core.Tensor{Name: "x", DataType: core.TypeFP32, Shape: []int64{1024, 1024}, Data: make([]byte, 4*1024*1024)}
+	big := &core.Tensor{Name: "x", DataType: core.TypeFP32, Shape: []int64{512, 512}, Data: make([]byte, 4*512*512)}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -401,9 +405,13 @@ func TestExecuteCancel(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
 	err := in.Execute(ctx, &core.Batch{Inputs: []*core.Tensor{big}, Outputs: []string{"y"}})
+	// An error at all means ONNX Runtime stopped the run: a run left to
+	// finish returns none (run reports the context only after a failure).
 	if !errors.Is(err, context.Canceled) || core.CodeOf(err) != core.CodeCancelled {
 		t.Fatalf("cancelled during run: %v (after %v)", err, time.Since(start))
 	}
+	// Cancelled at 50 ms, it ends within a node or so (about 100 ms on a
+	// busy 2-core machine); the whole run takes seconds.
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("cancellation took %v", d)
 	}
