@@ -118,9 +118,12 @@ func selfCPU() int64 {
 }
 
 // workersCPU sums utime and stime of this process's children, in ns.
-func workersCPU() int64 {
+func workersCPU() int64 { return cpuOf(childPIDs()) }
+
+// cpuOf sums utime and stime of the processes pids, in ns.
+func cpuOf(pids []string) int64 {
 	var total int64
-	for _, pid := range childPIDs() {
+	for _, pid := range pids {
 		stat, err := os.ReadFile("/proc/" + pid + "/stat")
 		if err != nil {
 			continue
