@@ -50,7 +50,7 @@ func modelPath(v core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error
 	case errors.Is(err, fs.ErrNotExist):
 		return "", core.Errorf(core.CodeUnavailable, "unable to find '%s' for model instance '%s'", filepath.Join(v.VersionDir, name), modelName(v, cfg))
 	case errors.Is(err, modelfile.ErrOutside), errors.Is(err, modelfile.ErrNotRegular):
-		return "", core.Errorf(core.CodeInvalidArg, "%v", &modelfile.FieldError{Field: fmt.Sprintf("default_model_filename of model '%s'", modelName(v, cfg)), Path: name, Err: err})
+		return "", core.Errorf(core.CodeInvalidArg, "%v", &modelfile.FieldError{Field: fmt.Sprintf("model '%s' default_model_filename", modelName(v, cfg)), Path: name, Err: err})
 	}
 	return "", core.Errorf(core.CodeUnavailable, "unable to read '%s' for model instance '%s': %v", filepath.Join(v.VersionDir, name), modelName(v, cfg), err)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
 	"github.com/inferd/inferd/repo/modelfile"
+	"github.com/inferd/inferd/repo/tempdir"
 )
 
 //go:embed shim/*.py
@@ -198,10 +199,12 @@ func (b *Backend) Close() error {
 	return err
 }
 
-// shimDir writes the module and the worker script once.
+// shimDir writes the module and the worker script once, under the
+// process's temporary folder (repo/tempdir), which the next start sweeps
+// should this process die before Close removes it.
 func (b *Backend) shimDir() (string, error) {
 	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "inferd-python-")
+		dir, err := tempdir.Make("python-")
 		if err != nil {
 			b.dirErr = fmt.Errorf("python backend: %w", err)
 			return
@@ -239,7 +242,7 @@ func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, e
 	case err == nil:
 		return p, nil
 	case errors.Is(err, modelfile.ErrOutside), errors.Is(err, modelfile.ErrNotRegular):
-		return "", core.Errorf(core.CodeInvalidArg, "%v", &modelfile.FieldError{Field: fmt.Sprintf("default_model_filename of model '%s'", files.ModelName), Path: name, Err: err})
+		return "", core.Errorf(core.CodeInvalidArg, "%v", &modelfile.FieldError{Field: fmt.Sprintf("model '%s' default_model_filename", files.ModelName), Path: name, Err: err})
 	}
 	return "", core.Errorf(core.CodeInternal, "Python model file not found in '%s'", filepath.Join(files.VersionDir, name))
 }

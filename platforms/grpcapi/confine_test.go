@@ -1,0 +1,152 @@
+package grpcapi
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
+	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/repo"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// confineSecret lies beside the model folder; no reply may show it.
+const confineSecret = "SECRETSECRETSECRETSECRET!"
+
+// confineSeqConfig is the config of "seq", onnxbuild.Previous over INT32
+// (OUTPUT = the state): the state's initial_state has dims and data.
+func confineSeqConfig(dims, data string) string {
+	return fmt.Sprintf(`name: "seq"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+sequence_batching {
+  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ %[1]s ]
+    initial_state { name: "init" data_type: TYPE_INT32 dims: [ %[1]s ] %[2]s } } ]
+}
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`, dims, data)
+}
+
+// startConfined serves "seq" (state from zero, loaded at start) over gRPC
+// in explicit mode with --allow-model-file-override=false. Beside the
+// model folder lies secret.bin; in its initial_state/, a link to it and a
+// FIFO.
+func startConfined(t *testing.T) pb.GRPCInferenceServiceClient {
+	t.Helper()
+	root := t.TempDir()
+	servertest.WriteModel(t, filepath.Join(root, "seq"), servertest.Model{Config: confineSeqConfig("1", "zero_data: true"), ONNX: onnxbuild.Must(onnxbuild.Previous(onnxbuild.Int32))})
+	servertest.Must(t, os.WriteFile(filepath.Join(root, "secret.bin"), []byte(confineSecret), 0o600))
+	servertest.Must(t, os.MkdirAll(filepath.Join(root, "seq", "initial_state"), 0o755))
+	servertest.Must(t, os.Symlink("../../secret.bin", filepath.Join(root, "seq", "initial_state", "link")))
+	servertest.Must(t, syscall.Mkfifo(filepath.Join(root, "seq", "initial_state", "fifo"), 0o600))
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	lib, err := onnxrt.FindLibrary("")
+	servertest.Must(t, err)
+	ort, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, Logger: log})
+	servertest.Must(t, err)
+	repos, err := repo.OpenAll(context.Background(), []string{root})
+	servertest.Must(t, err)
+	c := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{ort}, ControlMode: core.ModeExplicit,
+		StartupModels: []string{"seq"}, StrictReadiness: true, Logger: log, NoFileOverrides: true})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Shutdown(ctx)
+		_ = ort.Close()
+	})
+	servertest.Must(t, c.Start(context.Background()))
+	api := New(c, Options{})
+	g := grpc.NewServer(api.ServerOptions()...)
+	api.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	servertest.Must(t, err)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	servertest.Must(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewGRPCInferenceServiceClient(conn)
+}
+
+func confineNoSecret(t *testing.T, text string) {
+	t.Helper()
+	first := strconv.Itoa(int(int32(binary.LittleEndian.Uint32([]byte(confineSecret)))))
+	for _, s := range []string{"SECRET", first, strconv.Itoa(len(confineSecret)) + " bytes", "root:"} {
+		if strings.Contains(text, s) {
+			t.Fatalf("a reply shows the secret (%q): %s", s, text)
+		}
+	}
+}
+
+// The review's data_file finding over gRPC, with
+// --allow-model-file-override=false: each load override answers
+// INVALID_ARGUMENT naming the field and the path, within two minutes (a
+// FIFO or /dev/zero never holds it), the secret appears in no reply, and
+// the serving copy answers a fresh sequence from its zero state.
+func TestConfinedDataFileGRPC(t *testing.T) {
+	client := startConfined(t)
+	const field = "state input 'STATE_IN' initial_state data_file"
+	for _, tc := range []struct{ dims, data, want string }{
+		{"1", `data_file: "../../secret.bin"`, field + " '../../secret.bin' names a path outside the model directory"},
+		{"1", `data_file: "../../../../../../../../../etc/passwd"`, field + " '../../../../../../../../../etc/passwd' names a path outside the model directory"},
+		{"1", `data_file: "link"`, field + " 'link' names a path outside the model directory"},
+		{"1", `data_file: "/dev/zero"`, field + " '/dev/zero' names a path outside the model directory"},
+		{"1", `data_file: "fifo"`, field + " 'fifo' is not a regular file"},
+		{"17179869184", `zero_data: true`, "'initial_state' of state input 'STATE_IN' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
+	} {
+		t.Run(tc.data+tc.dims, func(t *testing.T) {
+			cfg, err := modelconfig.Parse([]byte(confineSeqConfig(tc.dims, tc.data)))
+			servertest.Must(t, err)
+			js, err := modelconfig.MarshalJSON(cfg)
+			servertest.Must(t, err)
+			c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_, err = client.RepositoryModelLoad(c, &pb.RepositoryModelLoadRequest{ModelName: "seq", Parameters: map[string]*pb.ModelRepositoryParameter{
+				"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: string(js)}},
+			}})
+			st, _ := status.FromError(err)
+			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.want) || !strings.HasPrefix(st.Message(), "load failed for model 'seq': ") {
+				t.Fatalf("load: %v %q, want INVALID_ARGUMENT naming %q", st.Code(), st.Message(), tc.want)
+			}
+			confineNoSecret(t, st.Message())
+
+			resp, err := client.ModelInfer(ctx(t), &pb.ModelInferRequest{ModelName: "seq",
+				Parameters: map[string]*pb.InferParameter{
+					"sequence_id":    {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 7}},
+					"sequence_start": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}},
+					"sequence_end":   {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}},
+				},
+				Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT", Datatype: "INT32", Shape: []int64{1, 1}}},
+				RawInputContents: [][]byte{int32s([]int32{5})},
+			})
+			servertest.Must(t, err)
+			confineNoSecret(t, prototext.Format(resp))
+			if got := decodeInt32s(resp.GetRawOutputContents()[0]); len(got) != 1 || got[0] != 0 {
+				t.Fatalf("seq after the refused load: OUTPUT %v, want [0]", got)
+			}
+		})
+	}
+}
