@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/tempdir"
 )
 
 // LoadOverride is what the repository load API may carry: a configuration
@@ -289,10 +290,12 @@ func (s *Server) readModel(ctx context.Context, name string, ov *LoadOverride, l
 	return m, src, tmp, err
 }
 
-// writeOverrideFiles writes the load API's files to a new temporary folder;
-// the folder is returned even with an error, for the caller to remove.
+// writeOverrideFiles writes the load API's files to a new folder under the
+// process's temporary folder (repo/tempdir), which the next start sweeps
+// should this process die before removing it; the folder is returned even
+// with an error, for the caller to remove.
 func writeOverrideFiles(name string, files map[string][]byte) (string, error) {
-	dir, err := os.MkdirTemp("", "inferd-"+name+"-")
+	dir, err := tempdir.Make("model-" + name + "-")
 	if err != nil {
 		return "", fmt.Errorf("override files for %s: %w", name, err)
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/inferd/inferd/repo/credfile"
 	"github.com/inferd/inferd/repo/gcs"
 	"github.com/inferd/inferd/repo/s3"
+	"github.com/inferd/inferd/repo/tempdir"
 	"github.com/inferd/inferd/sagemaker"
 	"github.com/inferd/inferd/vertex"
 )
@@ -95,7 +96,13 @@ func main() {
 	defer closeLog()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, cfg, log, nil); err != nil {
+	err = run(ctx, cfg, log, nil)
+	// The process's temporary folder goes with it, whatever its servers
+	// left there (repo/tempdir).
+	if rerr := tempdir.RemoveOwn(); rerr != nil {
+		log.Warn("failed to remove the temporary folder", "err", rerr)
+	}
+	if err != nil {
 		if cfg.logFile != "" {
 			log.Error("exiting", "err", err)
 		}
@@ -142,6 +149,13 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	}
 	if cfg.strictConfig.set {
 		log.Warn("--strict-model-config is deprecated; use --disable-auto-complete-config")
+	}
+	// What inferd processes that died left in the temporary folder goes;
+	// live processes' folders stay (repo/tempdir).
+	if removed, err := tempdir.Sweep(); err != nil {
+		log.Warn("failed to remove the temporary folders of inferd processes that are gone", "err", err)
+	} else if len(removed) > 0 {
+		log.Info("removed the temporary folders of inferd processes that are gone", "folders", removed)
 	}
 	mode, err := core.ParseControlMode(cfg.controlMode)
 	if err != nil {
@@ -334,14 +348,8 @@ func logStopError(log *slog.Logger, msg string, stop func(context.Context) error
 }
 
 // repoOptions wires the S3, GCS and Azure Blob stores and the local cache
-// of their models.
-func repoOptions(cfg *config, log *slog.Logger) repo.OpenOptions {
-	dir := cfg.cacheDir
-	for _, env := range []string{"TRITON_AWS_MOUNT_DIRECTORY", "TRITON_GCS_MOUNT_DIRECTORY", "TRITON_AZURE_MOUNT_DIRECTORY"} {
-		if dir == "" {
-			dir = os.Getenv(env)
-		}
-	}
+// of their models, dir (see openRepoCache).
+func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
 	// With TRITON_CLOUD_CREDENTIAL_PATH only the file's entries are used,
 	// read on the first cloud root so a server of local roots never needs it.
 	var creds *credfile.Lazy
@@ -470,7 +478,16 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	closeBackend = func(ctx context.Context) error {
 		return errors.Join(pyBackend.Shutdown(ctx), pyBackend.Close(), ortBackend.Close())
 	}
-	repos, err := repoOptions(cfg, log).OpenAll(ctx, cfg.repos)
+	// The remote models' copies go as the models unload; the folders the
+	// server made for them go once the backends stop, after the unload.
+	cache, err := openRepoCache(cfg)
+	if err != nil {
+		_ = closeBackend(context.Background())
+		return nil, nil, nil, err
+	}
+	closeBackends := closeBackend
+	closeBackend = func(ctx context.Context) error { return errors.Join(closeBackends(ctx), cache.clean()) }
+	repos, err := repoOptions(cfg, cache.path, log).OpenAll(ctx, cfg.repos)
 	if err != nil {
 		_ = closeBackend(context.Background())
 		return nil, nil, nil, err

@@ -192,7 +192,7 @@ func TestOverrideFolderLivesWithVersion(t *testing.T) {
 	const long = 60 * time.Second
 	servertest.Must(t, within(t, long, "the override load", func() error { return e.srv.Load(context.Background(), "ovpy", ov) }))
 	folders := func() []string {
-		dirs, _ := filepath.Glob(filepath.Join(tmp, "inferd-ovpy-*"))
+		dirs, _ := filepath.Glob(filepath.Join(tmp, "inferd-*", "model-ovpy-*"))
 		return dirs
 	}
 	if dirs := folders(); len(dirs) != 1 {

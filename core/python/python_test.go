@@ -730,7 +730,7 @@ func TestExecutionEnvPath(t *testing.T) {
 		t.Fatalf("folder environment: the model ran %s", got)
 	}
 	servertest.Must(t, load(archive))
-	if got := executable(); !strings.HasSuffix(got, "/bin/python3") || !strings.Contains(got, "inferd-python-") {
+	if got := executable(); !strings.HasSuffix(got, "/bin/python3") || !strings.Contains(got, "/inferd-") || !strings.Contains(got, "/python-") {
 		t.Fatalf("packed environment: the model ran %s", got)
 	}
 }
