@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,5 +143,26 @@ func TestRepositoryAgentsOverride(t *testing.T) {
 	}
 	if s, body := post(t, r.http+"/v2/models/uploaded/infer", readmeExample); s != 200 {
 		t.Errorf("infer: %d %s", s, body)
+	}
+}
+
+// TestRepoagentDirectoryHelp: --repoagent-directory is accepted, and its
+// help says what is true: the agents are built in and the directory is
+// read for nothing.
+func TestRepoagentDirectoryHelp(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, &out); err == nil {
+		t.Fatal("--help returned no error")
+	}
+	help := strings.Join(strings.Fields(out.String()), " ")
+	const want = "--repoagent-directory <string> Where repository agent libraries are found (none are loaded: see docs/repositories.md). Default: /opt/tritonserver/repoagents. [no-op: repository agents are built into the binary: checksum; a model naming another fails to load]"
+	if !strings.Contains(help, want) {
+		t.Errorf("--help lacks %q", want)
+	}
+	cfg, err := parseFlags([]string{"--model-repository=x", "--repoagent-directory=/opt/agents"}, io.Discard)
+	if err != nil {
+		t.Errorf("--repoagent-directory: %v", err)
+	} else if !slices.Contains(cfg.noop, "--repoagent-directory") {
+		t.Errorf("no-op options %v lack --repoagent-directory", cfg.noop)
 	}
 }

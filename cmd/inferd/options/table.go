@@ -24,7 +24,7 @@ const (
 	noCUDAPool   = "ONNX Runtime's CUDA provider allocates its own device memory"
 	noPinned     = "no pinned host pool (reported as nv_pinned_memory_pool_total_bytes only)"
 	noBackendDir = "backends are built into the binary"
-	noRepoAgent  = "no repository agents"
+	noRepoAgent  = "repository agents are built into the binary: checksum; a model naming another fails to load"
 	noBufferMgr  = "no buffer-manager threads"
 	noHostPolicy = "no host policies"
 	noComputeCap = "ONNX Runtime checks the GPU itself"
@@ -72,7 +72,7 @@ func All() []*Option {
 		{Name: "allow-model-file-override", Group: "Model Repository", Kind: Bool, Default: "true", Inferd: true,
 			Usage: "Accept model files in load requests (the repository API's file: parameters, pb_utils.load_model's files); false refuses them, so model control can be exposed without code upload."},
 		{Name: "repository-cache-dir", Group: "Model Repository", Kind: String, Inferd: true,
-			Usage: "Where models of s3://, gs:// and as:// repositories are copied (default: $TRITON_AWS_MOUNT_DIRECTORY, $TRITON_GCS_MOUNT_DIRECTORY or $TRITON_AZURE_MOUNT_DIRECTORY, else <temp dir>/inferd-cache)."},
+			Usage: "Where models of s3://, gs:// and as:// repositories are copied (default: $TRITON_AWS_MOUNT_DIRECTORY, $TRITON_GCS_MOUNT_DIRECTORY or $TRITON_AZURE_MOUNT_DIRECTORY, else a folder under the process's own temporary folder, <temp dir>/inferd-<pid>-<start>/cache-*, removed at exit)."},
 
 		{Name: "allow-http", Group: "HTTP", Kind: Bool, Default: "true", Usage: "Serve the KServe v2 HTTP API (default false when AIP_MODE=PREDICTION)."},
 		{Name: "http-address", Group: "HTTP", Kind: String, Default: "0.0.0.0", Usage: "Address the HTTP API binds to."},
@@ -157,7 +157,7 @@ func All() []*Option {
 			Usage: "Backend setting [<backend>,]<setting>=<value> (repeatable; without a backend it applies to every backend): " +
 				"onnxruntime,library-path=...; default-max-batch-size=4; onnxruntime,enable-global-threadpool=true; onnxruntime,intra_op_thread_count=N; onnxruntime,inter_op_thread_count=N."},
 
-		{Name: "repoagent-directory", Group: "Repository Agent", Kind: String, Default: "/opt/tritonserver/repoagents", Status: NoOp, Feature: noRepoAgent, Usage: "Where repository agents are found."},
+		{Name: "repoagent-directory", Group: "Repository Agent", Kind: String, Default: "/opt/tritonserver/repoagents", Status: NoOp, Feature: noRepoAgent, Usage: "Where repository agent libraries are found (none are loaded: see docs/repositories.md)."},
 
 		{Name: "cache-config", Group: "Response Cache", Kind: String, Repeat: true, Label: "<string>,<string>=<string>", Check: cacheConfig,
 			Usage: "Response cache setting <cache>,<setting>=<value> (repeatable): local,size=<bytes>, or redis,host=<host> with redis,port=<port> and redis's user, password, db, timeouts and TLS."},
