@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -72,12 +73,18 @@ func FuzzDecodeJSON(f *testing.F) {
 		// "data" nested past MaxDataNesting, and past MaxDepth.
 		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", 120) + "1" + strings.Repeat("]", 120) + `}]}`,
 		`{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":` + strings.Repeat("[", tritonjson.MaxDepth) + "1" + strings.Repeat("]", tritonjson.MaxDepth) + `}]}`,
+		// Many parameters, read through the decoder's index of the
+		// object: distinct names, and names cut at a NUL that find a
+		// later member.
+		`{"parameters":{` + manyParams(2000, `,"priority":1,"binary_data_output":true`) + `},"inputs":[]}`,
+		`{"parameters":{` + nulNames("x", 1000) + `,"x":"last"},"inputs":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, header []byte) {
-		env, err := DecodeRequest("m", header, -1, fuzzMax, nil)
+		env, err := DecodeRequest(context.Background(), "m", header, -1, fuzzMax, nil)
 		checkDecoded(t, header, -1, env, err)
+		checkParamsMatchScan(t, header)
 	})
 }
 
@@ -106,7 +113,7 @@ func FuzzBinaryFraming(f *testing.F) {
 			}
 			return
 		}
-		env, err := DecodeRequest("m", body, n, fuzzMax, nil)
+		env, err := DecodeRequest(context.Background(), "m", body, n, fuzzMax, nil)
 		checkDecoded(t, body, n, env, err)
 		checkTruncated(t, body, n, err)
 	})
@@ -127,7 +134,7 @@ func checkTruncated(t *testing.T, body []byte, jsonLen int, want error) {
 		if rest := int64(len(body) - jsonLen); h.BinarySize() < rest {
 			cut = jsonLen + int(h.BinarySize()) + 1
 		}
-		_, err = h.Decode(body[:cut])
+		_, err = h.Decode(context.Background(), body[:cut])
 	}
 	if (err == nil) != (want == nil) || (err != nil && err.Error() != want.Error()) {
 		t.Fatalf("header then truncated body: %v; whole body: %v", err, want)

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"context"
 	"encoding/binary"
 
 	"github.com/inferd/inferd/core"
@@ -23,7 +24,9 @@ func GenerateTensorData(name string, dt core.DataType, v tritonjson.Value) (data
 	if v.IsArray() {
 		var d decoder
 		count = int64(v.Len())
-		data, err = d.jsonTensor(name, dt, count, v)
+		// The generate route bounds the work by its body's size; it has
+		// no context to give here.
+		data, err = d.jsonTensor(context.Background(), name, dt, count, v)
 		return data, count, err
 	}
 	switch dt {

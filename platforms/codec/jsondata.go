@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 
@@ -13,10 +14,11 @@ import (
 // src/http_server.cc). Nested arrays are flattened in
 // document order whatever their structure; only the element count must
 // match. The walk runs over the parsed document in place, so no value is
-// boxed and nothing is allocated besides the result.
-func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data tritonjson.Value) ([]byte, error) {
+// boxed and nothing is allocated besides the result. The walk stops once
+// ctx is done.
+func (d *decoder) jsonTensor(ctx context.Context, name string, dt core.DataType, count int64, data tritonjson.Value) ([]byte, error) {
 	if dt == core.TypeBytes {
-		return d.jsonBytesTensor(name, data)
+		return d.jsonBytesTensor(ctx, name, data)
 	}
 	size := dt.ByteSize()
 	if size > 0 && count > math.MaxInt64/int64(size) {
@@ -42,7 +44,12 @@ func (d *decoder) jsonTensor(name string, dt core.DataType, count int64, data tr
 	var n int64
 	var nest nesting
 	w := data.ArrayWalk()
+	step := 0
 	for v, ok := w.Next(); ok; v, ok = w.Next() {
+		if err := alive(ctx, step); err != nil {
+			return nil, err
+		}
+		step++
 		if nest.enter(v) {
 			return nil, errNestingTooDeep()
 		}
@@ -107,11 +114,16 @@ func elementBits(v tritonjson.Value, dt core.DataType) (uint64, error) {
 // rejects non-strings, as Triton's JsonBytesArrayByteSize), a second writes
 // each string as a 4-byte little-endian length and its raw bytes. The
 // element count is not checked here: the core reports a mismatch (400).
-func (d *decoder) jsonBytesTensor(name string, data tritonjson.Value) ([]byte, error) {
+func (d *decoder) jsonBytesTensor(ctx context.Context, name string, data tritonjson.Value) ([]byte, error) {
 	var total int64
 	var nest nesting
 	w := data.ArrayWalk()
+	step := 0
 	for v, ok := w.Next(); ok; v, ok = w.Next() {
+		if err := alive(ctx, step); err != nil {
+			return nil, err
+		}
+		step++
 		if nest.enter(v) {
 			return nil, errNestingTooDeep()
 		}

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"strconv"
 
@@ -122,7 +123,11 @@ func (r *InferRequest) outputSpan(name string) *shm.Span {
 // (shm.Manager.InstallGuard) and copied out of others; the regions read in
 // place and those of outputs in shared memory are held in Holds, which the
 // caller releases.
-func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64, regions *shm.Manager) (*InferRequest, error) {
+//
+// Decoding gives up with a CodeCancelled error once ctx is done (the
+// client went away), checked every few thousand parameters, inputs,
+// outputs or data elements.
+func DecodeRequest(ctx context.Context, model string, body []byte, jsonLen int, maxInputSize int64, regions *shm.Manager) (*InferRequest, error) {
 	if jsonLen < 0 {
 		jsonLen = len(body)
 	}
@@ -143,7 +148,7 @@ func DecodeRequest(model string, body []byte, jsonLen int, maxInputSize int64, r
 	if err != nil {
 		return nil, err
 	}
-	return r.Decode(body)
+	return r.Decode(ctx, body)
 }
 
 // ParseRequestHeader parses the JSON header of an infer request for model
@@ -197,11 +202,12 @@ func (r *InferRequest) BinarySize() int64 {
 // Decode decodes the request and returns r. body is the whole request
 // body: the header given to ParseRequestHeader followed by the binary
 // section (or a prefix of it one byte longer than BinarySize, which
-// decodes the same way). Call it once.
-func (r *InferRequest) Decode(body []byte) (*InferRequest, error) {
+// decodes the same way). Call it once. Decoding stops once ctx is done,
+// as DecodeRequest's.
+func (r *InferRequest) Decode(ctx context.Context, body []byte) (*InferRequest, error) {
 	d := &r.dec
 	d.body = body
-	err := d.decode()
+	err := d.decode(ctx)
 	// Clear the decoder so the parsed document is not kept alive by the
 	// request.
 	*d = decoder{}
@@ -225,7 +231,7 @@ type decoder struct {
 	doc     tritonjson.Document
 }
 
-func (d *decoder) decode() error {
+func (d *decoder) decode(ctx context.Context) error {
 	root := d.doc.Root()
 	req := d.r.Request
 	if v, ok := root.Find("id"); ok {
@@ -235,16 +241,40 @@ func (d *decoder) decode() error {
 		}
 		req.ID = id
 	}
-	if err := d.parameters(root); err != nil {
+	if err := d.parameters(ctx, root); err != nil {
 		return err
 	}
-	if err := d.inputs(root); err != nil {
+	if err := d.inputs(ctx, root); err != nil {
 		return err
 	}
 	if d.off != len(d.body) {
 		return invalidArg("unexpected additional input data for model '" + d.model + "'")
 	}
-	return d.outputs(root)
+	return d.outputs(ctx, root)
+}
+
+// checkEvery is how many members, inputs, outputs or data elements a
+// decoder handles between two looks at its context: often enough that a
+// client that went away stops a large body within milliseconds, rarely
+// enough to cost nothing.
+const checkEvery = 4096
+
+// alive reports a done ctx as CodeCancelled, looking only at every
+// checkEvery-th step i of a loop.
+func alive(ctx context.Context, i int) error {
+	if i%checkEvery != checkEvery-1 {
+		return nil
+	}
+	return cancelled(ctx)
+}
+
+// cancelled is the error for a done ctx: the request's client went away
+// (or its deadline passed) while its body was decoded.
+func cancelled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return core.Errorf(core.CodeCancelled, "request cancelled while decoding its body: %v", err)
+	}
+	return nil
 }
 
 // cstring is what survives of a key Triton handles as a C string.
@@ -259,7 +289,7 @@ func cstring(b []byte) string {
 // ParseJsonTritonParams in triton-inference-server/server
 // src/http_server.cc), member by member in document order:
 // binary_data_output here, every other key by v2's HTTP rules.
-func (d *decoder) parameters(root tritonjson.Value) error {
+func (d *decoder) parameters(ctx context.Context, root tritonjson.Value) error {
 	params, ok := root.Find("parameters")
 	if !ok {
 		return nil
@@ -268,13 +298,25 @@ func (d *decoder) parameters(root tritonjson.Value) error {
 		return internal("failed to get request params.: attempt to get members for non-object")
 	}
 	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: d.r.Request}
+	// Triton lists member names as C strings and looks each one up again,
+	// so a name with a NUL finds the member of its prefix (the first
+	// member of that name, for every occurrence). The index makes those
+	// lookups cost constant time: a scan per member would be quadratic in
+	// a client's member count.
+	index := params.IndexMembers()
+	i := 0
 	for key := range params.Members() {
-		// Triton lists member names as C strings and looks each one up
-		// again, so a name with a NUL finds the member of its prefix (the
-		// first member of that name, for every occurrence).
+		if err := alive(ctx, i); err != nil {
+			return err
+		}
+		i++
 		name := cstring(key)
+		v, ok := index.Find(name)
 		if name == "binary_data_output" {
-			b, err := params.MemberBool(name)
+			if !ok {
+				return wrap("Unable to parse 'binary_data_output'", internal(tritonjson.MsgMissingMember(name)))
+			}
+			b, err := v.Bool()
 			if err != nil {
 				return wrap("Unable to parse 'binary_data_output'", err)
 			}
@@ -284,7 +326,6 @@ func (d *decoder) parameters(root tritonjson.Value) error {
 			}
 			continue
 		}
-		v, ok := params.Find(name)
 		if !ok {
 			return pr.Missing(name)
 		}
@@ -331,7 +372,7 @@ func JSONParam(v tritonjson.Value) v2.Param {
 }
 
 // inputs decodes the "inputs" array in order.
-func (d *decoder) inputs(root tritonjson.Value) error {
+func (d *decoder) inputs(ctx context.Context, root tritonjson.Value) error {
 	arr, err := root.MemberArray("inputs")
 	if err != nil {
 		return wrap("Unable to parse 'inputs'", err)
@@ -353,8 +394,11 @@ func (d *decoder) inputs(root tritonjson.Value) error {
 	req := d.r.Request
 	var names v2.Names
 	for i, in := range arr.Elements() {
+		if err := alive(ctx, i); err != nil {
+			return err
+		}
 		t := &tensors[i]
-		if err := d.input(in, t, &shapes, &names); err != nil {
+		if err := d.input(ctx, in, t, &shapes, &names); err != nil {
 			return err
 		}
 		ptrs = append(ptrs, t)
@@ -365,7 +409,7 @@ func (d *decoder) inputs(root tritonjson.Value) error {
 
 // input decodes one input object into t. names holds the input names decoded so
 // far (for the duplicate-name check).
-func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, names *v2.Names) error {
+func (d *decoder) input(ctx context.Context, in tritonjson.Value, t *core.Tensor, shapes *[]int64, names *v2.Names) error {
 	// Exactly one of data / binary_data_size / shared_memory_region.
 	hasData := in.Has("data")
 	params, hasParams := in.Find("parameters")
@@ -459,7 +503,7 @@ func (d *decoder) input(in tritonjson.Value, t *core.Tensor, shapes *[]int64, na
 	if err != nil {
 		return wrap("Unable to parse 'data'", err)
 	}
-	t.Data, err = d.jsonTensor(t.Name, t.DataType, count, data)
+	t.Data, err = d.jsonTensor(ctx, t.Name, t.DataType, count, data)
 	return err
 }
 
@@ -545,7 +589,7 @@ func parseSharedMemory(params tritonjson.Value) (sharedMemoryRef, error) {
 }
 
 // outputs decodes the optional "outputs" array.
-func (d *decoder) outputs(root tritonjson.Value) error {
+func (d *decoder) outputs(ctx context.Context, root tritonjson.Value) error {
 	if !root.Has("outputs") {
 		return nil
 	}
@@ -561,7 +605,10 @@ func (d *decoder) outputs(root tritonjson.Value) error {
 	req.Outputs = make([]core.RequestedOutput, 0, n)
 	kinds := make([]OutputKind, 0, n)
 	var names v2.Names
-	for _, o := range arr.Elements() {
+	for i, o := range arr.Elements() {
+		if err := alive(ctx, i); err != nil {
+			return err
+		}
 		params, hasParams := o.Find("parameters")
 		if hasParams && params.Has("shared_memory_region") {
 			if params.Has("classification") {

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ func wantError(t *testing.T, err error, code core.Code, msg string) {
 
 // decodeJSON decodes a JSON-only body without the header-length header.
 func decodeJSON(body string) (*InferRequest, error) {
-	return DecodeRequest("simple", []byte(body), -1, testMax, nil)
+	return DecodeRequest(context.Background(), "simple", []byte(body), -1, testMax, nil)
 }
 
 // decodeBin decodes header + blobs with the header length set.
@@ -41,7 +42,7 @@ func decodeBin(header string, blobs ...[]byte) (*InferRequest, error) {
 	for _, b := range blobs {
 		body = append(body, b...)
 	}
-	return DecodeRequest("simple", body, len(header), testMax, nil)
+	return DecodeRequest(context.Background(), "simple", body, len(header), testMax, nil)
 }
 
 // in16 is a `simple` input with 16 values.
@@ -189,7 +190,7 @@ func TestDecodeErrors(t *testing.T) {
 			if max == 0 {
 				max = testMax
 			}
-			env, err := DecodeRequest("simple", body, jsonLen, max, nil)
+			env, err := DecodeRequest(context.Background(), "simple", body, jsonLen, max, nil)
 			if err == nil {
 				t.Fatalf("decoded %+v, want error", env.Request)
 			}
@@ -199,9 +200,9 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeRawTooLarge(t *testing.T) {
-	_, err := DecodeRequest("m", make([]byte, 11), 0, 10, nil)
+	_, err := DecodeRequest(context.Background(), "m", make([]byte, 11), 0, 10, nil)
 	wantError(t, err, core.CodeInvalidArg, "Raw input has a byte_size (11 bytes) that exceeds the maximum allowed value of 10 bytes. Use --http-max-input-size to increase the limit.")
-	_, err = DecodeRequest("m", make([]byte, 10), 11, 10, nil)
+	_, err = DecodeRequest(context.Background(), "m", make([]byte, 10), 11, 10, nil)
 	wantError(t, err, core.CodeInvalidArg, "inference header size should be in range (0, 10), got: 11")
 }
 
@@ -236,7 +237,7 @@ func TestDecodeSimple(t *testing.T) {
 
 	header := `{"inputs":[` + in16("INPUT0", `"parameters":{"binary_data_size":64}`) + `,` + in16("INPUT1", `"parameters":{"binary_data_size":64}`) + `],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}}]}`
 	body := append(append([]byte(header), want...), want...)
-	env, err = DecodeRequest("simple", body, len(header), testMax, nil)
+	env, err = DecodeRequest(context.Background(), "simple", body, len(header), testMax, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +408,7 @@ func TestOutputKinds(t *testing.T) {
 			t.Errorf("%s: requested outputs %v", c.body, names)
 		}
 	}
-	raw, err := DecodeRequest("id1", i32le(1, 2), 0, testMax, nil)
+	raw, err := DecodeRequest(context.Background(), "id1", i32le(1, 2), 0, testMax, nil)
 	if err != nil || raw.OutputKind("OUTPUT0") != OutputBinary {
 		t.Fatal(err)
 	}
@@ -421,7 +422,7 @@ func TestOutputKinds(t *testing.T) {
 func TestDecodeRaw(t *testing.T) {
 	body := make([]byte, 32)
 	for _, jl := range []int{0} {
-		env, err := DecodeRequest("id1", body, jl, testMax, nil)
+		env, err := DecodeRequest(context.Background(), "id1", body, jl, testMax, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -434,7 +435,7 @@ func TestDecodeRaw(t *testing.T) {
 		}
 	}
 	// An empty body without the header is a raw request too.
-	env, err := DecodeRequest("id1", nil, -1, testMax, nil)
+	env, err := DecodeRequest(context.Background(), "id1", nil, -1, testMax, nil)
 	if err != nil || !env.Request.Raw || len(env.Request.Inputs[0].Data) != 0 {
 		t.Fatal(err)
 	}
@@ -583,7 +584,7 @@ func TestBinaryDatatypes(t *testing.T) {
 func TestDecodeAllocsBounded(t *testing.T) {
 	body := []byte(`{"inputs":[` + in16("INPUT0", data16) + `,` + in16("INPUT1", data16) + `]}`)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := DecodeRequest("simple", body, -1, testMax, nil); err != nil {
+		if _, err := DecodeRequest(context.Background(), "simple", body, -1, testMax, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -629,12 +630,12 @@ func TestRequestHeaderBinarySize(t *testing.T) {
 		t.Fatalf("BinarySize = %d, want 128", got)
 	}
 	body := append([]byte(header), make([]byte, 128)...)
-	env, err := h.Decode(body)
+	env, err := h.Decode(context.Background(), body)
 	if err != nil || len(env.Request.Inputs) != 2 || len(env.Request.Inputs[1].Data) != 64 {
 		t.Fatalf("Decode: %v", err)
 	}
 	h, _ = ParseRequestHeader("simple", []byte(header), testMax, nil)
-	if _, err := h.Decode(append(body, 0)); err == nil || err.Error() != "unexpected additional input data for model 'simple'" {
+	if _, err := h.Decode(context.Background(), append(body, 0)); err == nil || err.Error() != "unexpected additional input data for model 'simple'" {
 		t.Fatalf("one byte too many: %v", err)
 	}
 	for _, c := range []struct {

@@ -35,7 +35,7 @@ func TestSharedMemoryCodec(t *testing.T) {
 	body := `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"in","shared_memory_offset":8,"shared_memory_byte_size":64}},` +
 		in16("INPUT1", data16) + `],"outputs":[{"name":"OUTPUT0","parameters":{"shared_memory_region":"out","shared_memory_offset":0,"shared_memory_byte_size":128}},` +
 		`{"name":"OUTPUT1","parameters":{"binary_data":true}}]}`
-	env, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
+	env, err := DecodeRequest(context.Background(), "simple", []byte(body), -1, testMax, regions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestSharedMemoryCodecTooSmall(t *testing.T) {
 	body := `{"inputs":[` + in16("INPUT0", data16) + `,` + in16("INPUT1", data16) + `],"outputs":[` +
 		`{"name":"OUTPUT0","parameters":{"shared_memory_region":"out","shared_memory_byte_size":64}},` +
 		`{"name":"OUTPUT1","parameters":{"shared_memory_region":"out","shared_memory_offset":64,"shared_memory_byte_size":60}}]}`
-	env, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
+	env, err := DecodeRequest(context.Background(), "simple", []byte(body), -1, testMax, regions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestSharedMemoryCodecErrorReleases(t *testing.T) {
 	body := `{"inputs":[` + in16("INPUT0", data16) + `,` + in16("INPUT1", data16) + `],"outputs":[` +
 		`{"name":"OUTPUT0","parameters":{"shared_memory_region":"out","shared_memory_byte_size":64}},` +
 		`{"name":"OUTPUT1","parameters":{"shared_memory_region":"nope","shared_memory_byte_size":64}}]}`
-	_, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
+	_, err := DecodeRequest(context.Background(), "simple", []byte(body), -1, testMax, regions)
 	wantError(t, err, core.CodeNotFound, "Unable to find shared memory region: 'nope'")
 	shmtest.Unregister(t, regions, "out")
 }
@@ -129,7 +129,7 @@ func TestSharedMemoryCodecInPlace(t *testing.T) {
 	key := shmtest.Region(t, regions, "in", in)
 	body := `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"in","shared_memory_offset":8,"shared_memory_byte_size":64}},` +
 		in16("INPUT1", data16) + `]}`
-	env, err := DecodeRequest("simple", []byte(body), -1, testMax, regions)
+	env, err := DecodeRequest(context.Background(), "simple", []byte(body), -1, testMax, regions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestSharedMemoryCodecInPlace(t *testing.T) {
 
 	bad := `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"in","shared_memory_offset":8,"shared_memory_byte_size":64}},` +
 		`{"name":"INPUT1","datatype":"INT32","shape":[1,16],"parameters":{"shared_memory_region":"nope","shared_memory_byte_size":64}}]}`
-	_, err = DecodeRequest("simple", []byte(bad), -1, testMax, regions)
+	_, err = DecodeRequest(context.Background(), "simple", []byte(bad), -1, testMax, regions)
 	wantError(t, err, core.CodeNotFound, "Unable to find shared memory region: 'nope'")
 	shmtest.Unregister(t, regions, "in")
 }

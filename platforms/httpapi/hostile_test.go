@@ -46,7 +46,7 @@ output [ { name: "OUTPUT0" data_type: %s dims: [ -1 ] } ]
 		header := `{"inputs":[{"name":"INPUT0","datatype":` + strconv.Quote(datatype) + `,"shape":[` + shape +
 			`],"parameters":{"binary_data_size":` + strconv.Itoa(len(data)) + `}}]}`
 		body := append([]byte(header), data...)
-		env, err := codec.DecodeRequest(model, body, len(header), 1<<20, nil)
+		env, err := codec.DecodeRequest(context.Background(), model, body, len(header), 1<<20, nil)
 		if err != nil {
 			return
 		}

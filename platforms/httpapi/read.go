@@ -1,13 +1,14 @@
 package httpapi
 
 import (
-	"bufio"
+	"bytes"
 	"compress/gzip"
 	"compress/zlib"
 	"errors"
 	"io"
 	"math"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
@@ -153,8 +154,11 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
 // the limits allow: --http-max-input-size bounds a JSON body, a raw body and
 // a decompressed one; a binary request is read up to its JSON header plus
 // the blobs that header announces, and one byte more to tell that the body
-// goes on (an error whatever follows).
+// goes on (an error whatever follows). Bodies are read before a worker
+// slot is taken, and inflated and decoded in one; decoding stops once the
+// client has gone (r's context is done).
 func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest, error) {
+	ctx := r.Context()
 	limit := s.opts.MaxInputSize
 	headerValue, hasHeader := "", false
 	if hv, ok := r.Header[codec.HeaderLengthName]; ok && len(hv) > 0 {
@@ -163,21 +167,25 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
 	case "gzip", "deflate":
-		body, err := decompressBody(r.Body, limit)
+		compressed, err := readCompressed(r, limit)
 		if err != nil {
 			return nil, err
 		}
-		jsonLen := -1
-		if hasHeader {
-			if jsonLen, err = codec.ParseHeaderLength(headerValue, len(body)); err != nil {
+		return s.decode(ctx, func() (*codec.InferRequest, error) {
+			body, err := s.inflate(compressed, limit)
+			if err != nil {
 				return nil, err
 			}
-		}
-		if jsonLen < 0 && len(body) == 0 {
-			jsonLen = 0 // an empty body without the header is a raw request
-		}
-		return s.decode(func() (*codec.InferRequest, error) {
-			return codec.DecodeRequest(name, body, jsonLen, limit, s.opts.SharedMemory)
+			jsonLen := -1
+			if hasHeader {
+				if jsonLen, err = codec.ParseHeaderLength(headerValue, len(body)); err != nil {
+					return nil, err
+				}
+			}
+			if jsonLen < 0 && len(body) == 0 {
+				jsonLen = 0 // an empty body without the header is a raw request
+			}
+			return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
 		})
 	default:
 		return nil, errUnsupportedEncoding
@@ -197,8 +205,8 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if len(body) == 0 {
 			jsonLen = 0
 		}
-		return s.decode(func() (*codec.InferRequest, error) {
-			return codec.DecodeRequest(name, body, jsonLen, limit, s.opts.SharedMemory)
+		return s.decode(ctx, func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
 		})
 	}
 
@@ -235,8 +243,8 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if b.err != nil {
 			return nil, readError(b.err)
 		}
-		return s.decode(func() (*codec.InferRequest, error) {
-			return codec.DecodeRequest(name, b.buf, 0, limit, s.opts.SharedMemory)
+		return s.decode(ctx, func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(ctx, name, b.buf, 0, limit, s.opts.SharedMemory)
 		})
 	case jsonLen > limit:
 		// Without Content-Length only reading jsonLen bytes would tell
@@ -252,12 +260,12 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		return nil, err
 	}
 	if size == jsonLen {
-		return s.decode(func() (*codec.InferRequest, error) {
-			return codec.DecodeRequest(name, b.buf, int(jsonLen), limit, s.opts.SharedMemory)
+		return s.decode(ctx, func() (*codec.InferRequest, error) {
+			return codec.DecodeRequest(ctx, name, b.buf, int(jsonLen), limit, s.opts.SharedMemory)
 		})
 	}
 	var header *codec.InferRequest
-	_, err := s.decode(func() (*codec.InferRequest, error) {
+	_, err := s.decode(ctx, func() (*codec.InferRequest, error) {
 		var err error
 		header, err = codec.ParseRequestHeader(name, b.buf[:jsonLen], limit, s.opts.SharedMemory)
 		return nil, err
@@ -273,31 +281,69 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 	if b.err != nil {
 		return nil, readError(b.err)
 	}
-	return s.decode(func() (*codec.InferRequest, error) { return header.Decode(b.buf) })
+	return s.decode(ctx, func() (*codec.InferRequest, error) { return header.Decode(ctx, b.buf) })
 }
 
-// decompressBody inflates a Content-Encoding gzip or deflate body as it
-// arrives, stopping once the output passes limit. Triton's decoder
-// auto-detects the gzip or zlib wrapper for both names.
-func decompressBody(body io.Reader, limit int64) ([]byte, error) {
-	src := &errorReader{r: body}
-	br := bufio.NewReader(src)
-	head, _ := br.Peek(2)
-	if src.err != nil {
-		return nil, readError(src.err)
+// Compressed bodies are read whole before they are inflated, so that a
+// slow client holds no worker slot while it sends, as Triton receives a
+// body before its handler decompresses it (HandleInfer and DataCompressor
+// in triton-inference-server/server src/http_server.cc and
+// src/data_compressor.h). A compressed body is read only as far as one
+// could be that inflates within --http-max-input-size. Deflate's least
+// expansion is its stored blocks' (5 bytes a block of up to 64 KiB, RFC
+// 1951 section 3.2.4), which encoders fall back to for incompressible
+// data; the bound allows blocks down to 320 bytes, plus room for the gzip
+// or zlib wrapper and its optional header fields.
+const (
+	storedOverheadDivisor = 64
+	wrapperAllowance      = 128 << 10
+)
+
+// compressedLimit is the most compressed bytes read for a body that may
+// inflate to limit bytes.
+func compressedLimit(limit int64) int64 {
+	if limit > math.MaxInt64/2 {
+		return math.MaxInt64 - 1
 	}
-	if len(head) == 0 {
+	return limit + limit/storedOverheadDivisor + wrapperAllowance
+}
+
+// errDecompressedTooLarge is the --http-max-input-size failure of a
+// compressed body (Triton's text).
+func errDecompressedTooLarge(limit int64) error {
+	return core.Errorf(core.CodeInvalidArg, "Decompressed data size exceeds the maximum allowed value of %d bytes. Use --http-max-input-size to increase the limit.", limit)
+}
+
+// readCompressed reads a Content-Encoding gzip or deflate body whole,
+// without inflating it: one longer than compressedLimit cannot inflate
+// within limit and is refused as if it had.
+func readCompressed(r *http.Request, limit int64) ([]byte, error) {
+	body, err := ReadBody(r, compressedLimit(limit))
+	var tl *BodyTooLarge
+	switch {
+	case errors.As(err, &tl):
+		return nil, errDecompressedTooLarge(limit)
+	case err != nil:
+		return nil, err
+	case len(body) == 0:
 		return nil, core.Errorf(core.CodeInvalidArg, "nothing to be decompressed")
 	}
+	return body, nil
+}
+
+// inflate decompresses a gzip or deflate body into a buffer that grows as
+// the output does, stopping once it passes limit. Triton's decoder
+// auto-detects the gzip or zlib wrapper for both names. Callers hold a
+// worker slot: Server.inflating counts the bodies being inflated.
+func (s *Server) inflate(compressed []byte, limit int64) ([]byte, error) {
+	defer s.inflating.enter()()
+	br := bytes.NewReader(compressed)
 	var zr io.Reader
 	var err error
-	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+	if len(compressed) >= 2 && compressed[0] == 0x1f && compressed[1] == 0x8b {
 		zr, err = gzip.NewReader(br)
 	} else {
 		zr, err = zlib.NewReader(br)
-	}
-	if src.err != nil {
-		return nil, readError(src.err)
 	}
 	if err != nil {
 		return nil, core.Errorf(core.CodeInvalidArg, "failed to decompress the request body: %v", err)
@@ -305,27 +351,25 @@ func decompressBody(body io.Reader, limit int64) ([]byte, error) {
 	out := newBodyReader(zr, -1)
 	out.fill(limit + 1)
 	switch {
-	case src.err != nil:
-		return nil, readError(src.err)
 	case out.err != nil:
 		return nil, core.Errorf(core.CodeInvalidArg, "failed to decompress the request body: %v", out.err)
 	case int64(len(out.buf)) > limit:
-		return nil, core.Errorf(core.CodeInvalidArg, "Decompressed data size exceeds the maximum allowed value of %d bytes. Use --http-max-input-size to increase the limit.", limit)
+		return nil, errDecompressedTooLarge(limit)
 	}
 	return out.buf, nil
 }
 
-// errorReader remembers the first failure of the underlying body, so a
-// client that went away is not reported as corrupt compressed data.
-type errorReader struct {
-	r   io.Reader
-	err error
+// gauge counts the calls in a section of code, and the most there have
+// been at once.
+type gauge struct {
+	now, peak atomic.Int64
 }
 
-func (e *errorReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
+// enter counts one more call in the section; the function returned counts
+// it out.
+func (g *gauge) enter() (leave func()) {
+	n := g.now.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
 	}
-	return n, err
+	return func() { g.now.Add(-1) }
 }

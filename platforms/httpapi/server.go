@@ -88,6 +88,9 @@ type Server struct {
 	meta    []byte        // server metadata, computed once
 	workers chan struct{} // Options.Workers slots; nil: no bound
 	pipe    infer.Pipeline
+	// inflating counts the compressed bodies being inflated (in a worker
+	// slot each, so never more than Options.Workers at once).
+	inflating gauge
 }
 
 // New builds the API server over c.
@@ -259,9 +262,23 @@ func (s *Server) work() (release func()) {
 	return func() { <-s.workers }
 }
 
-// decode runs one decoding step in a worker slot.
-func (s *Server) decode(f func() (*codec.InferRequest, error)) (*codec.InferRequest, error) {
-	release := s.work()
-	defer release()
+// decode runs one decoding step in a worker slot. A request whose client
+// has gone, or goes while it waits for a slot, is not decoded: that would
+// be work for nobody.
+func (s *Server) decode(ctx context.Context, f func() (*codec.InferRequest, error)) (*codec.InferRequest, error) {
+	gone := func() error {
+		return core.Errorf(core.CodeCancelled, "request cancelled before its body was decoded: %v", ctx.Err())
+	}
+	if ctx.Err() != nil {
+		return nil, gone()
+	}
+	if s.workers != nil {
+		select {
+		case s.workers <- struct{}{}:
+			defer func() { <-s.workers }()
+		case <-ctx.Done():
+			return nil, gone()
+		}
+	}
 	return f()
 }
