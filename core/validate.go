@@ -86,6 +86,7 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 
 	// Batch dimension.
 	maxBatch := int64(cfg.GetMaxBatchSize())
+	zeroBatch := false
 	if maxBatch > 0 {
 		var bs int64 = -1
 		for _, t := range req.Inputs {
@@ -105,6 +106,11 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 		if bs > 0 {
 			r.BatchSize = uint64(bs)
 		}
+		// Triton takes a batch of 0 as no batch dimension at all and
+		// sizes the inputs without it (triton-inference-server/core
+		// src/infer_request.cc, Normalize): [0, 4] of dims [4] is
+		// "Expected 16, got 0", refused before any model runs.
+		zeroBatch = bs == 0
 	}
 
 	// Per input: datatype, shape, byte size; then the shape the model sees.
@@ -136,7 +142,11 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 				return Errorf(CodeInvalidArg, "%sAll input dimensions should be specified for input '%s' for model '%s', got %s", pfx, t.Name, name, ShapeString(t.Shape))
 			}
 		}
-		if err := checkByteSize(t, pfx, name); err != nil {
+		sized := t.Shape
+		if zeroBatch {
+			sized = dims
+		}
+		if err := checkByteSize(t, sized, pfx, name); err != nil {
 			return err
 		}
 		shape := t.Shape
@@ -217,10 +227,12 @@ func shapeMatches(got, want []int64) bool {
 	return true
 }
 
-func checkByteSize(t *Tensor, pfx prefix, model string) error {
-	n := ElementCount(t.Shape)
+// checkByteSize checks t's bytes against shape: t's own, or the shape
+// Triton sizes a batch of 0 by.
+func checkByteSize(t *Tensor, shape []int64, pfx prefix, model string) error {
+	n := ElementCount(shape)
 	if n < 0 {
-		return Errorf(CodeInvalidArg, "%sinvalid shape for input '%s': shape %s causes total element count to exceed maximum size of 9223372036854775807", pfx, t.Name, ShapeString(t.Shape))
+		return Errorf(CodeInvalidArg, "%sinvalid shape for input '%s': shape %s causes total element count to exceed maximum size of 9223372036854775807", pfx, t.Name, ShapeString(shape))
 	}
 	if t.DataType == TypeBytes {
 		got := CountBytesElements(t.Data)

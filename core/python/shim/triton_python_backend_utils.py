@@ -334,7 +334,9 @@ class Tensor:
         arr = self._array
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
-        return name, memoryview(np.ascontiguousarray(arr)).cast("B")
+        # Flat first: memoryview.cast refuses a view with a 0 in its
+        # shape, which a tensor of no elements ([0, 4]) has.
+        return name, memoryview(np.ascontiguousarray(arr).reshape(-1)).cast("B")
 
 
 class _Blobs:
@@ -358,7 +360,8 @@ class _Blobs:
         offset in the execution's part of the input half)."""
         mv = memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
-            mv = mv.cast("B")
+            # cast refuses a 0 in the shape: an empty view is no bytes.
+            mv = mv.cast("B") if mv.nbytes else memoryview(b"")
         n = len(mv)
         if self.inputs is not None and n >= 65536:
             start, size = self.inputs
