@@ -155,6 +155,8 @@ func closedWithin(conn net.Conn, d time.Duration) bool {
 // header timeout, an idle kept-alive connection after the idle timeout, a
 // stalled body after the body timeout and a trickling one by the minimum
 // rate; a slow but steady upload much longer than all of them succeeds.
+// Cuts are awaited for 3 s, several times the timeouts; the steady upload
+// gets a longer body timeout of its own, far above its gaps.
 func TestTimeouts(t *testing.T) {
 	to := Timeouts{ReadHeader: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Body: 400 * time.Millisecond, BodyMinRate: 64 << 10}
 	c := servertest.Start(t, servertest.Options{Repo: writeRepo(t, map[string]testModel{"id1": standardModels(t)["id1"]})})
@@ -245,26 +247,32 @@ func TestTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("slow steady upload", func(t *testing.T) {
-		// 2 MiB raw FP32 tensor sent as 64 KiB every 50 ms (about 1.3
-		// MiB/s): 1.6 s in all, four times the body timeout.
-		const size = 2 << 20
+		// A server of its own with a 2 s body timeout: a 2 MiB raw FP32
+		// tensor sent as 64 KiB every 125 ms (512 KiB/s, eight times
+		// the minimum rate) takes 4 s in all, twice the body timeout,
+		// while each gap is a sixteenth of it, so a busy machine that
+		// stalls the sender for a while still stays well within it.
+		steady := to
+		steady.Body = 2 * time.Second
+		url := serveGuarded(t, New(c, Options{Logger: quiet}), steady, quiet)
+		const size, chunk = 2 << 20, 64 << 10
 		pr, pw := io.Pipe()
 		go func() {
-			chunk := make([]byte, 64<<10)
-			for sent := 0; sent < size; sent += len(chunk) {
-				time.Sleep(50 * time.Millisecond)
-				if _, err := pw.Write(chunk); err != nil {
+			buf := make([]byte, chunk)
+			for sent := 0; sent < size; sent += chunk {
+				time.Sleep(125 * time.Millisecond)
+				if _, err := pw.Write(buf); err != nil {
 					return
 				}
 			}
 			pw.Close()
 		}()
 		start := time.Now()
-		r := servertest.SendBody(base+"/v2/models/id1/infer", hdrLen(0), pr, -1)
+		r := servertest.SendBody(url+"/v2/models/id1/infer", hdrLen(0), pr, -1)
 		if r.Status != 200 {
 			t.Fatalf("%d %.200q (%v)", r.Status, r.Body, r.Err)
 		}
-		if d := time.Since(start); d < 4*to.Body {
+		if d := time.Since(start); d < 2*steady.Body {
 			t.Fatalf("upload took only %v", d)
 		}
 	})
