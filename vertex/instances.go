@@ -72,7 +72,7 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 	}, func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
 		batching = cfg.GetMaxBatchSize() > 0
 		release := h.api.Work() // --http-thread-count bounds decoding, as on /infer
-		req, err := q.decode(model, cfg, h.api.MaxInputSize())
+		req, err := q.decode(r.Context(), model, cfg, h.api.MaxInputSize())
 		release()
 		if err == nil && fh != nil {
 			err = fh.Apply(req) // after the body, as the base route does
@@ -141,8 +141,9 @@ func (h header) Headers(context.Context) map[string][]string {
 // rows in order (see the package documentation), and q's parameters but
 // binary_data_output. Mapping errors are 400; the parameters and the
 // tensor data fail as a v2 request's would. maxInput is
-// --http-max-input-size.
-func (q *instancesRequest) decode(model string, cfg *modelconfig.ModelConfig, maxInput int64) (*core.InferRequest, error) {
+// --http-max-input-size. Decoding gives up once ctx is done (the client
+// went away).
+func (q *instancesRequest) decode(ctx context.Context, model string, cfg *modelconfig.ModelConfig, maxInput int64) (*core.InferRequest, error) {
 	n := q.instances.Len()
 	if !q.instances.IsArray() || n == 0 {
 		return nil, badRequest("'instances' must be a non-empty JSON array")
@@ -159,7 +160,7 @@ func (q *instancesRequest) decode(model string, cfg *modelconfig.ModelConfig, ma
 	for i, in := range inputs {
 		names[i] = in.GetName()
 	}
-	rows, err := instanceRows(model, names, q.instances, n)
+	rows, err := instanceRows(ctx, model, names, q.instances, n)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +191,7 @@ func (q *instancesRequest) decode(model string, cfg *modelconfig.ModelConfig, ma
 	}
 
 	req := &core.InferRequest{}
-	if err := readParams(req, q.params); err != nil {
+	if err := readParams(ctx, req, q.params); err != nil {
 		return nil, err
 	}
 	ts := make([]core.Tensor, 0, tensors)
@@ -218,9 +219,17 @@ func (q *instancesRequest) decode(model string, cfg *modelconfig.ModelConfig, ma
 // null) to req by the HTTP infer rules (v2.ParamReader), member by member
 // in document order, but binary_data_output: the predictions are always
 // JSON.
-func readParams(req *core.InferRequest, params tritonjson.Value) error {
+func readParams(ctx context.Context, req *core.InferRequest, params tritonjson.Value) error {
 	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: req}
+	// Each name is looked up again, as a v2 body's (platforms/codec): an
+	// index keeps that linear in a client's member count.
+	index := params.IndexMembers()
+	step := 0
 	for key := range params.Members() {
+		if err := alive(ctx, step); err != nil {
+			return err
+		}
+		step++
 		// A name is read as a C string, as a v2 body's (platforms/codec).
 		if i := bytes.IndexByte(key, 0); i >= 0 {
 			key = key[:i]
@@ -229,7 +238,7 @@ func readParams(req *core.InferRequest, params tritonjson.Value) error {
 			continue
 		}
 		name := string(key)
-		v, ok := params.Find(name)
+		v, ok := index.Find(name)
 		if !ok {
 			return pr.Missing(name)
 		}
@@ -249,11 +258,14 @@ func readParams(req *core.InferRequest, params tritonjson.Value) error {
 // keyed by input name, or (one-input models only) the row itself; all
 // instances must use the same form and keys, so no row is guessed. A name
 // repeated in one instance keeps its last value.
-func instanceRows(model string, names []string, instances tritonjson.Value, n int) ([][]tritonjson.Value, error) {
+func instanceRows(ctx context.Context, model string, names []string, instances tritonjson.Value, n int) ([][]tritonjson.Value, error) {
 	rows := make([][]tritonjson.Value, len(names))
 	var keyed bool
 	var first, present []bool // the inputs instance 0 and this one name
 	for i, inst := range instances.Elements() {
+		if err := alive(ctx, i); err != nil {
+			return nil, err
+		}
 		if i == 0 {
 			keyed = inst.IsObject()
 			first, present = make([]bool, len(names)), make([]bool, len(names))
@@ -294,6 +306,23 @@ func instanceRows(model string, names []string, instances tritonjson.Value, n in
 		}
 	}
 	return rows, nil
+}
+
+// checkEvery is how many members or instances are decoded between two
+// looks at the request's context.
+const checkEvery = 4096
+
+// alive reports a done ctx as CodeCancelled, looking only at every
+// checkEvery-th step i of a loop: the client went away, and the rest of
+// its body is work for nobody.
+func alive(ctx context.Context, i int) error {
+	if i%checkEvery != checkEvery-1 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Errorf(core.CodeCancelled, "request cancelled while decoding its body: %v", err)
+	}
+	return nil
 }
 
 // sortedNames lists the names marked in, sorted.

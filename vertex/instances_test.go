@@ -175,7 +175,7 @@ input [ { name: "H" data_type: TYPE_FP16 dims: [ 1 ] } ]`,
 			if !ok {
 				t.Fatalf("%s is not an instances body", c.body)
 			}
-			req, err := q.decode("m", cfg, 1<<20)
+			req, err := q.decode(context.Background(), "m", cfg, 1<<20)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want %q", err, c.err)
@@ -225,7 +225,7 @@ input [ { name: "A" data_type: TYPE_FP64 dims: [ -1 ] }, { name: "B" data_type: 
 		{`{"instances":[{"A":[1],"B":["12345678","9"]}]}`, "JSON input 'B' has a byte_size (17 bytes) that exceeds the maximum allowed value of 16 bytes"},
 	} {
 		q, _ := parseInstances([]byte(c.body))
-		_, err := q.decode("m", cfg, 16)
+		_, err := q.decode(context.Background(), "m", cfg, 16)
 		if (c.err == "" && err != nil) || (c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || status(err) != 400)) {
 			t.Errorf("%s: %v, want %q", c.body, err, c.err)
 		}
@@ -443,7 +443,7 @@ input [ { name: "S" data_type: TYPE_BOOL dims: [ -1 ] } ]`))
 		{deep(codec.MaxDataNesting, "true"), true},
 	} {
 		q, _ := parseInstances([]byte(c.body))
-		_, err := q.decode("m", cfg, 0)
+		_, err := q.decode(context.Background(), "m", cfg, 0)
 		if got := err != nil && strings.Contains(err.Error(), "JSON nesting depth exceeds maximum allowed limit (100)") && status(err) == 400; got != c.tooDeep || (!c.tooDeep && err != nil) {
 			t.Errorf("%d arrays: %v, want too deep %v", strings.Count(c.body, "[")-1, err, c.tooDeep)
 		}
