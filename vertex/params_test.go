@@ -57,7 +57,9 @@ func TestPredictManyParameters(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan servertest.Reply, 1)
 			start := time.Now()
-			go func() { done <- servertest.SendBody(base+predictRoute, nil, bytes.NewReader(tc.body), int64(len(tc.body))) }()
+			go func() {
+				done <- servertest.SendBody(base+predictRoute, nil, bytes.NewReader(tc.body), int64(len(tc.body)))
+			}()
 			select {
 			case r := <-done:
 				if r.Err != nil || r.Status != tc.status || !strings.Contains(r.Body, tc.want) {
