@@ -134,6 +134,8 @@ func TestParametersIndexedAsScanned(t *testing.T) {
 		{"NUL name without its prefix", manyParams(40, `,"k\u0000x":1`), nil},
 		{"binary_data_output missing behind a NUL", manyParams(40, `,"binary_data_output\u0000":true`), nil},
 		{"scheduling key missing behind a NUL", manyParams(40, `,"timeout\u0000":1`), nil},
+		{"many names, none a model parameter", `"priority":4,` + nulNames("priority", 100) + `,"binary_data_output":true`,
+			func(r *InferRequest) bool { return r.Request.Priority == 4 && r.Request.Parameters == nil }},
 		{"escaped names", manyParams(40, `,"\u0070\u0031":"escaped p1","q\u0000":1,"q":2`),
 			func(r *InferRequest) bool {
 				return r.Request.Parameters["p1"] == int64(1) && r.Request.Parameters["q"] == int64(2)

@@ -23,6 +23,7 @@ type MemberIndex struct {
 	// full) of the positions of member names; 0, the root's position, is
 	// an empty slot. nil: obj is small, or not an object.
 	slots []uint32
+	names int // distinct names in slots
 }
 
 // smallObject is the most members an index leaves to Find.
@@ -48,6 +49,7 @@ func (v Value) IndexMembers() MemberIndex {
 			s := x.slots[h]
 			if s == 0 {
 				x.slots[h] = i
+				x.names++
 				break
 			}
 			if bytes.Equal(d.str(&d.nodes[s]), name) {
@@ -56,6 +58,16 @@ func (v Value) IndexMembers() MemberIndex {
 		}
 	}
 	return x
+}
+
+// Names is how many distinct names the object's members have, at most:
+// exact for an indexed object, its member count for a small one. A reader
+// that keeps one entry per name sizes its table with it.
+func (x MemberIndex) Names() int {
+	if x.slots == nil {
+		return x.obj.Len()
+	}
+	return x.names
 }
 
 // Find returns the first member named name, exactly as the object's own

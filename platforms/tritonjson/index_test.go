@@ -30,6 +30,13 @@ func checkIndex(t *testing.T, v Value, extra ...string) {
 	for _, name := range extra {
 		probe(name)
 	}
+	distinct := map[string]bool{}
+	for k := range v.Members() {
+		distinct[string(k)] = true
+	}
+	if n := x.Names(); n < len(distinct) || n > v.Len() || (v.Len() > smallObject && n != len(distinct)) {
+		t.Fatalf("Names() = %d for %d members of %d distinct names", n, v.Len(), len(distinct))
+	}
 }
 
 // bigObject is an object of n members "p<i>" (of value i), then tail.
