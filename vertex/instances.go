@@ -224,6 +224,17 @@ func readParams(ctx context.Context, req *core.InferRequest, params tritonjson.V
 	// Each name is looked up again, as a v2 body's (platforms/codec): an
 	// index keeps that linear in a client's member count.
 	index := params.IndexMembers()
+	if n := index.Names(); n > presizeParams {
+		// Sized at once for a large object, as a v2 body's
+		// (platforms/codec); nil again when no member was a model
+		// parameter.
+		req.Parameters = make(map[string]any, n)
+		defer func() {
+			if len(req.Parameters) == 0 {
+				req.Parameters = nil
+			}
+		}()
+	}
 	step := 0
 	for key := range params.Members() {
 		if err := alive(ctx, step); err != nil {
@@ -307,6 +318,10 @@ func instanceRows(ctx context.Context, model string, names []string, instances t
 	}
 	return rows, nil
 }
+
+// presizeParams is the most distinct parameter names left to v2 to store
+// in a map it grows.
+const presizeParams = 64
 
 // checkEvery is how many members or instances are decoded between two
 // looks at the request's context.

@@ -110,3 +110,33 @@ input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] } ]`))
 		t.Fatalf("small body: %v", err)
 	}
 }
+
+// TestReadManyParams: a large parameters object reads as a small one
+// does: every model parameter once, names cut at a NUL finding the first
+// member of their prefix, and no map when none is a model parameter.
+func TestReadManyParams(t *testing.T) {
+	nul := make([]string, 100)
+	for i := range nul {
+		nul[i] = `"priority\u0000` + strconv.Itoa(i) + `":"x"`
+	}
+	for _, tc := range []struct {
+		name, body string
+		check      func(*core.InferRequest) bool
+	}{
+		{"distinct names", string(instancesWithParams(100, "p", "")),
+			func(r *core.InferRequest) bool { return len(r.Parameters) == 100 && r.Parameters["p99"] == int64(99) }},
+		{"none a model parameter", `{"instances":[[1]],"parameters":{"priority":3,` + strings.Join(nul, ",") + `}}`,
+			func(r *core.InferRequest) bool { return r.Parameters == nil && r.Priority == 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, ok := parseInstances([]byte(tc.body))
+			if !ok {
+				t.Fatal("not an instances body")
+			}
+			req := &core.InferRequest{}
+			if err := readParams(context.Background(), req, q.params); err != nil || !tc.check(req) {
+				t.Fatalf("%v: %+v", err, req)
+			}
+		})
+	}
+}
