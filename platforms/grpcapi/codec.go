@@ -30,6 +30,10 @@ const (
 //     contents alias; the proto codec copies the message into a pooled
 //     buffer and each raw content out of it again. Everything else goes
 //     through the proto codec.
+//   - The server's ModelInfer and ModelStreamInfer requests arrive as a
+//     wireRequest, read as unmarshalWireRequest reads it: scanned before
+//     they are decoded, and refused unread when their entries would cost
+//     far more memory than their size.
 //   - A ModelInferRequest or ModelInferResponse, the latter alone or in a
 //     ModelStreamInferResponse, whose raw contents hold at least
 //     rawMinLength bytes is sent as its other fields marshalled, then each
@@ -48,6 +52,9 @@ func newInferCodec() inferCodec { return inferCodec{proto: encoding.GetCodecV2(p
 func (inferCodec) Name() string { return protoenc.Name }
 
 func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if w, ok := v.(*wireRequest); ok {
+		return unmarshalWireRequest(data, w)
+	}
 	if data.Len() < rawMinLength {
 		// Copying a small message's bytes out costs less than a copy of
 		// the message and unmarshalling it in runs.
@@ -55,9 +62,9 @@ func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	switch m := v.(type) {
 	case *pb.ModelInferRequest:
-		return unmarshalAliased(materialize(data), m, rawInputField, &m.RawInputContents)
+		return unmarshalAliased(materialize(data), m, rawInputField, &m.RawInputContents, 0)
 	case *pb.ModelInferResponse:
-		return unmarshalAliased(materialize(data), m, rawOutputField, &m.RawOutputContents)
+		return unmarshalAliased(materialize(data), m, rawOutputField, &m.RawOutputContents, 0)
 	}
 	return c.proto.Unmarshal(data, v)
 }
@@ -77,18 +84,22 @@ func materialize(data mem.BufferSlice) []byte {
 
 // unmarshalInferRequest is unmarshalAliased for a request.
 func unmarshalInferRequest(buf []byte, req *pb.ModelInferRequest) error {
-	return unmarshalAliased(buf, req, rawInputField, &req.RawInputContents)
+	return unmarshalAliased(buf, req, rawInputField, &req.RawInputContents, 0)
 }
 
 // unmarshalAliased unmarshals buf into m as proto.Unmarshal does, except
 // that the bytes field number field, which is *raw, holds subslices of buf.
 // The fields between them are merged in order, which is how protobuf reads
 // a message anyway; on any error the whole of buf goes through
-// proto.Unmarshal, so that the error is the one it gives.
-func unmarshalAliased(buf []byte, m proto.Message, field protowire.Number, raw *[][]byte) error {
+// proto.Unmarshal, so that the error is the one it gives. n, when known,
+// is how many raw contents buf holds.
+func unmarshalAliased(buf []byte, m proto.Message, field protowire.Number, raw *[][]byte, n int) error {
 	proto.Reset(m)
 	merge := proto.UnmarshalOptions{Merge: true}
 	var got [][]byte
+	if n > 0 {
+		got = make([][]byte, 0, n)
+	}
 	run := 0 // start of the fields not yet unmarshalled
 	for off := 0; off < len(buf); {
 		num, typ, n := protowire.ConsumeTag(buf[off:])
@@ -100,8 +111,10 @@ func unmarshalAliased(buf []byte, m proto.Message, field protowire.Number, raw *
 			if k < 0 {
 				return proto.Unmarshal(buf, m)
 			}
-			if err := merge.Unmarshal(buf[run:off], m); err != nil {
-				return proto.Unmarshal(buf, m)
+			if run < off {
+				if err := merge.Unmarshal(buf[run:off], m); err != nil {
+					return proto.Unmarshal(buf, m)
+				}
 			}
 			got = append(got, b[:len(b):len(b)])
 			off += n + k

@@ -262,7 +262,7 @@ func TestInferCodecUnmarshalResponse(t *testing.T) {
 		}
 		buf := bytes.Clone(in)
 		direct := &pb.ModelInferResponse{}
-		if err := unmarshalAliased(buf, direct, rawOutputField, &direct.RawOutputContents); err != nil || !proto.Equal(direct, want) {
+		if err := unmarshalAliased(buf, direct, rawOutputField, &direct.RawOutputContents, 0); err != nil || !proto.Equal(direct, want) {
 			t.Fatalf("case %d: unmarshalAliased: %v, %v", i, direct, err)
 		}
 		if r := direct.RawOutputContents[0]; !aliases(r, buf) || cap(r) != len(r) {

@@ -30,6 +30,11 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "ModelInfer RPC doesn't sup
 // The call's context is the request's: a cancelled call or a passed
 // deadline takes the request out of the queue.
 func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	return s.modelInfer(ctx, plainRequest(in))
+}
+
+// modelInfer is ModelInfer of a request as the codec read it.
+func (s *Server) modelInfer(ctx context.Context, in *wireRequest) (*pb.ModelInferResponse, error) {
 	inf, _, regions, err := s.startInfer(ctx, "ModelInfer", in, errDecoupled)
 	if err != nil {
 		return nil, statusError(err)
@@ -58,8 +63,10 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 // on the pipeline; decoupled, when set, refuses a decoupled model.
 // emptyFinal is the request's triton_enable_empty_final_response;
 // regions its outputs in shared memory, held until inf.End. The version
-// string is gRPC's to parse.
-func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInferRequest, decoupled error) (inf infer.Inference, emptyFinal bool, regions *outputRegions, err error) {
+// string is gRPC's to parse. A request the codec refused unread fails
+// where its conversion would have failed.
+func (s *Server) startInfer(ctx context.Context, method string, w *wireRequest, decoupled error) (inf infer.Inference, emptyFinal bool, regions *outputRegions, err error) {
+	in := w.msg
 	version, err := v2.ParseVersion(in.GetModelVersion())
 	if err != nil {
 		return inf, false, nil, err
@@ -69,7 +76,10 @@ func (s *Server) startInfer(ctx context.Context, method string, in *pb.ModelInfe
 		Decoupled: decoupled, Meta: callMetadata{}, Buffered: true,
 	}
 	inf, err = s.pipe.Start(ctx, call, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (req *core.InferRequest, err error) {
-		req, emptyFinal, regions, err = inferRequest(in, fh, s.opts.SharedMemory)
+		if w.refused != nil {
+			return nil, w.refused
+		}
+		req, emptyFinal, regions, err = wireInferRequest(w, fh, s.opts.SharedMemory)
 		call.Holds = regions.held()
 		return req, err
 	})
@@ -166,7 +176,13 @@ func inferParam(p *pb.InferParameter) v2.Param {
 // outs are the regions in use, held until the caller releases them (nil:
 // none; on an error nothing is held).
 func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
-	req, emptyFinal, outs, err = convertRequest(in, fh, regions)
+	return wireInferRequest(plainRequest(in), fh, regions)
+}
+
+// wireInferRequest is inferRequest of a request as the codec read it, its
+// bytes_contents flattened.
+func wireInferRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+	req, emptyFinal, outs, err = convertRequest(w, fh, regions)
 	if err != nil {
 		outs.held().Release()
 		return nil, false, nil, err
@@ -176,7 +192,8 @@ func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *sh
 
 // convertRequest is inferRequest before its error path's release: outs
 // holds whatever regions were taken when it fails.
-func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+func convertRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+	in := w.msg
 	model := in.GetModelName()
 	req = &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
 	if emptyFinal, err = inferParams(in.GetParameters(), req); err != nil {
@@ -231,7 +248,7 @@ func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *
 			if len(raw) > 0 {
 				return nil, false, outs, invalidArg("contents field must not be specified when using raw_input_contents for '%s' for model '%s'", t.GetName(), model)
 			}
-			data, err := typedContents(t, model)
+			data, err := typedContents(t, model, w.flat(i))
 			if err != nil {
 				return nil, false, outs, err
 			}
@@ -286,38 +303,33 @@ func convertRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *
 // (triton-inference-server/server src/grpc/infer_handler.cc,
 // InferGRPCToInput): every non-empty field must be the one of the
 // input's datatype; 8- and 16-bit integers are truncated per element.
-func typedContents(t *pb.ModelInferRequest_InferInputTensor, model string) ([]byte, error) {
+// flat, when not nil, holds the input's bytes_contents, which the codec
+// took out of the message already flattened.
+func typedContents(t *pb.ModelInferRequest_InferInputTensor, model string, flat *flatBytes) ([]byte, error) {
 	c := t.GetContents()
 	dt := core.ParseDataType(t.GetDatatype())
-	intType, uintType := core.TypeInt32, core.TypeUint32
-	if dt == core.TypeInt8 || dt == core.TypeInt16 {
-		intType = dt
+	nBytes := len(c.GetBytesContents())
+	if flat != nil {
+		nBytes += int(flat.n)
 	}
-	if dt == core.TypeUint8 || dt == core.TypeUint16 {
-		uintType = dt
-	}
-	fields := []struct {
-		n  int
-		dt core.DataType
-	}{
-		{len(c.GetBoolContents()), core.TypeBool},
-		{len(c.GetIntContents()), intType},
-		{len(c.GetInt64Contents()), core.TypeInt64},
-		{len(c.GetUintContents()), uintType},
-		{len(c.GetUint64Contents()), core.TypeUint64},
-		{len(c.GetFp32Contents()), core.TypeFP32},
-		{len(c.GetFp64Contents()), core.TypeFP64},
-		{len(c.GetBytesContents()), core.TypeBytes},
-	}
-	for _, f := range fields {
-		if f.n > 0 && f.dt != dt {
-			return nil, invalidArg("unexpected explicit tensor data for input tensor '%s' for model '%s' of type '%s', expected datatype '%s'", t.GetName(), model, f.dt, t.GetDatatype())
+	counts := [contentsBytes + 1]int{0, len(c.GetBoolContents()), len(c.GetIntContents()), len(c.GetInt64Contents()),
+		len(c.GetUintContents()), len(c.GetUint64Contents()), len(c.GetFp32Contents()), len(c.GetFp64Contents()), nBytes}
+	types := contentsTypes(dt)
+	for f, n := range counts {
+		if n > 0 && types[f] != dt {
+			return nil, explicitTypeError(t.GetName(), model, types[f], t.GetDatatype())
 		}
 	}
-	var out []byte
+	if dt == core.TypeBytes && flat != nil && flat.n > 0 {
+		return flat.data, nil
+	}
+	elems := 0 // of the input's own field, which the output holds
+	if f := slices.Index(types[:], dt); f > 0 {
+		elems = counts[f]
+	}
+	out := make([]byte, 0, elems*max(dt.ByteSize(), 0))
 	switch dt {
 	case core.TypeBool:
-		out = make([]byte, 0, len(c.GetBoolContents()))
 		for _, v := range c.GetBoolContents() {
 			b := byte(0)
 			if v {
@@ -350,9 +362,6 @@ func typedContents(t *pb.ModelInferRequest_InferInputTensor, model string) ([]by
 			out = binary.LittleEndian.AppendUint32(out, uint32(len(v)))
 			out = append(out, v...)
 		}
-	}
-	if out == nil {
-		out = []byte{}
 	}
 	return out, nil
 }

@@ -152,10 +152,11 @@ func (s *Server) callOptions() []grpc.ServerOption {
 // that finds every worker busy gets its own goroutine, as by default.
 var streamWorkers = uint32(max(16, 4*runtime.GOMAXPROCS(0)))
 
-// Register registers inference.GRPCInferenceService and grpc.health.v1
-// on g (built with ServerOptions).
+// Register registers inference.GRPCInferenceService (serviceDesc) and
+// grpc.health.v1 on g (built with ServerOptions, whose codec reads the
+// inference requests).
 func (s *Server) Register(g *grpc.Server) {
-	pb.RegisterGRPCInferenceServiceServer(g, s)
+	g.RegisterService(serviceDesc(), s)
 	healthpb.RegisterHealthServer(g, health{s: s})
 	if s.opts.LoadReports != nil {
 		versions := func() []*core.ModelVersion { return s.core.ReadyVersions("") }

@@ -76,7 +76,17 @@ type streamRead struct {
 // ends the stream with its status. The stream's context is every
 // request's: the client cancelling, or the stream ending, cancels them.
 func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
-	ctx, cancel := context.WithCancel(stream.Context())
+	recv := func() (*wireRequest, error) {
+		in, err := stream.Recv()
+		return plainRequest(in), err
+	}
+	return s.serveStream(stream.Context(), recv, stream.Send)
+}
+
+// serveStream is ModelStreamInfer over recv and send, the stream's
+// reading and writing.
+func (s *Server) serveStream(sctx context.Context, recv func() (*wireRequest, error), send func(*pb.ModelStreamInferResponse) error) error {
+	ctx, cancel := context.WithCancel(sctx)
 	defer cancel()
 	md, _ := metadata.FromIncomingContext(ctx)
 	grpcErrorMode := len(md.Get("triton_grpc_error")) > 0 && md.Get("triton_grpc_error")[0] == "true"
@@ -87,8 +97,13 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	defer out.decoupled.Fail(errStreamEnded)
 	slots := make(chan struct{}, streamWindow)
 	read := make(chan streamRead, 1)
-	go func() { read <- s.readStream(ctx, stream, slots, out) }()
+	go func() { read <- s.readStream(ctx, recv, slots, out) }()
+	return writeStream(ctx, send, grpcErrorMode, slots, out, read)
+}
 
+// writeStream writes the stream's responses until every request read has
+// had its last one written, the reading fails, or the stream ends (ctx).
+func writeStream(ctx context.Context, send func(*pb.ModelStreamInferResponse) error, grpcErrorMode bool, slots chan struct{}, out *streamOut, read <-chan streamRead) error {
 	pending := map[int64]streamResult{}
 	var next, written int64
 	total := int64(-1)
@@ -99,7 +114,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 			return statusError(r.err)
 		}
 		if r.resp != nil {
-			if err := stream.Send(r.resp); err != nil {
+			if err := send(r.resp); err != nil {
 				return status.Error(codes.Canceled, err.Error())
 			}
 		}
@@ -141,6 +156,8 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 				return rd.err
 			}
 			total = rd.n
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
 	return nil
@@ -148,11 +165,11 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 
 // readStream reads the stream's requests until the client half-closes,
 // starting each one; it reports how many it read.
-func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, slots chan struct{}, out *streamOut) streamRead {
+func (s *Server) readStream(ctx context.Context, recv func() (*wireRequest, error), slots chan struct{}, out *streamOut) streamRead {
 	var n, seq int64
 	var order sequenceOrder
 	for {
-		in, err := stream.Recv()
+		in, err := recv()
 		if errors.Is(err, io.EOF) {
 			return streamRead{n: n}
 		}
@@ -175,12 +192,13 @@ func (s *Server) readStream(ctx context.Context, stream pb.GRPCInferenceService_
 // inference whose responses the writer receives from out, after the
 // stream's earlier requests of its sequence (order). It reports whether
 // the request took place seq among the ordered responses.
-func (s *Server) startStreamRequest(ctx context.Context, in *pb.ModelInferRequest, seq int64, out *streamOut, order *sequenceOrder) bool {
+func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int64, out *streamOut, order *sequenceOrder) bool {
+	in := w.msg
 	if s.exiting.Load() {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
-	inf, emptyFinal, regions, err := s.startInfer(ctx, "ModelStreamInfer", in, nil)
+	inf, emptyFinal, regions, err := s.startInfer(ctx, "ModelStreamInfer", w, nil)
 	if err != nil {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
 		return true
