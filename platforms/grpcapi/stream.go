@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -70,11 +69,21 @@ type streamRead struct {
 // (triton-inference-server/server src/grpc/stream_infer_handler.cc).
 // Each request is converted and validated exactly as ModelInfer
 // does and runs concurrently; its one response is written in request
-// order (a decoupled model's as soon as it is produced) by this handler's
-// goroutine alone. Errors are answered in-band and the stream stays open,
+// order (a decoupled model's as soon as it is produced) by one writing
+// goroutine. Errors are answered in-band and the stream stays open,
 // except in triton_grpc_error mode where the first asynchronous error
 // ends the stream with its status. The stream's context is every
 // request's: the client cancelling, or the stream ending, cancels them.
+//
+// A client that does not take a decoupled model's responses as fast as
+// they come has them queued up to the outbox's bounds (serve.StreamQueueItems
+// responses, serve.StreamQueueBytes bytes as resultSize weighs them);
+// past them the stream ends at once with RESOURCE_EXHAUSTED
+// (errResponseQueue), what the outbox held is dropped and the stream's
+// requests are cancelled. The writer may still wait on the client with
+// the responses it took last (no more than the bounds again): this
+// handler does not write, so it can return, and its return ends that
+// wait. Ordered responses are held back by the window instead.
 func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
 	recv := func() (*wireRequest, error) {
 		in, err := stream.Recv()
@@ -82,6 +91,12 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	}
 	return s.serveStream(stream.Context(), recv, stream.Send)
 }
+
+// errResponseQueue ends a stream whose decoupled responses overflowed the
+// queue of those the client has not taken.
+var errResponseQueue = status.Errorf(codes.ResourceExhausted,
+	"stream response queue exceeded: more than %d responses or %d bytes were waiting for the client to read them",
+	serve.StreamQueueItems, serve.StreamQueueBytes)
 
 // serveStream is ModelStreamInfer over recv and send, the stream's
 // reading and writing.
@@ -91,14 +106,26 @@ func (s *Server) serveStream(sctx context.Context, recv func() (*wireRequest, er
 	md, _ := metadata.FromIncomingContext(ctx)
 	grpcErrorMode := len(md.Get("triton_grpc_error")) > 0 && md.Get("triton_grpc_error")[0] == "true"
 
+	exceeded := make(chan struct{})
 	out := &streamOut{ordered: make(chan streamResult, streamWindow),
-		decoupled: serve.NewOutbox[streamResult](serve.StreamQueueItems, serve.StreamQueueBytes, nil)}
+		decoupled: serve.NewOutbox[streamResult](serve.StreamQueueItems, serve.StreamQueueBytes, func(err error) {
+			if errors.Is(err, serve.ErrClientBehind) {
+				close(exceeded) // once: the outbox fails once
+			}
+		})}
 	// Once the stream ends, a decoupled model's sends fail.
 	defer out.decoupled.Fail(errStreamEnded)
 	slots := make(chan struct{}, streamWindow)
 	read := make(chan streamRead, 1)
 	go func() { read <- s.readStream(ctx, recv, slots, out) }()
-	return writeStream(ctx, send, grpcErrorMode, slots, out, read)
+	written := make(chan error, 1)
+	go func() { written <- writeStream(ctx, send, grpcErrorMode, slots, out, read) }()
+	select {
+	case err := <-written:
+		return err
+	case <-exceeded:
+		return errResponseQueue
+	}
 }
 
 // writeStream writes the stream's responses until every request read has
@@ -230,8 +257,10 @@ func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int
 	}
 	// A decoupled model's responses are written as they come.
 	// The model's send never waits: a response that finds the stream's
-	// outbox full ends the request, cancelled, so that a client that does
-	// not read holds back neither a Python worker nor an instance.
+	// outbox full fails the outbox, which ends the stream (serveStream)
+	// and drops what the outbox held, and ends the request, cancelled, so
+	// that a client that does not read holds back neither a Python worker
+	// nor an instance, nor the server's memory.
 	go func() {
 		defer inf.End()
 		if leave != nil {
@@ -240,7 +269,6 @@ func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int
 		await(ctx, wait)
 		reqCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		var behind atomic.Bool // logged once
 		err := inf.Stream(reqCtx, func(resp *core.InferResponse, final bool) error {
 			// A final flag alone writes nothing unless the client asked
 			// for the empty final response; it still frees the slot.
@@ -252,9 +280,8 @@ func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int
 			// request, and the window bounds the requests.
 			err := out.decoupled.Put(r, resultSize(r), !r.more)
 			if errors.Is(err, serve.ErrOutboxFull) {
-				if !behind.Swap(true) {
-					s.log.Warn("ended a ModelStreamInfer request whose client is not reading", "model", in.GetModelName(), "id", in.GetId())
-				}
+				s.log.Warn("ended a ModelStreamInfer stream whose client is not reading: its response queue is full", "model", in.GetModelName(), "id", in.GetId())
+				out.decoupled.Fail(serve.ErrClientBehind)
 				cancel()
 				return serve.ErrClientBehind
 			}
@@ -287,11 +314,16 @@ func await(ctx context.Context, wait <-chan struct{}) {
 	}
 }
 
+// What a queued result's messages take, about, besides their tensors'
+// bytes (measured: 888 bytes for a response of two 4-byte outputs).
+const resultOverhead, outputOverhead = 512, 192
+
 // resultSize is about what a result weighs in the stream's outbox: its
-// raw output contents.
+// messages, its raw output contents and its error's text.
 func resultSize(r streamResult) int {
-	n := 64
-	for _, c := range r.resp.GetInferResponse().GetRawOutputContents() {
+	resp := r.resp.GetInferResponse()
+	n := resultOverhead + outputOverhead*len(resp.GetOutputs()) + len(r.resp.GetErrorMessage())
+	for _, c := range resp.GetRawOutputContents() {
 		n += len(c)
 	}
 	return n
