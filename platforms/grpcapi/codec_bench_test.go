@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"google.golang.org/grpc/mem"
@@ -38,6 +39,32 @@ func BenchmarkUnmarshalInferRequest(b *testing.B) {
 				var w wireRequest
 				if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &w); err != nil || w.refused != nil {
 					b.Fatal(err, w.refused)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkModelInferRoundTrip measures ModelInfer calls one at a time
+// over a loopback listener with DialOptions' client: `simple` with raw
+// contents, and a 4 MiB FP32 identity. B/op are the client's and the
+// server's together.
+func BenchmarkModelInferRoundTrip(b *testing.B) {
+	srv := startBenchServers(b, benchModels())
+	client := dialBench(b, srv.grpcAddr, true)
+	big := &pb.ModelInferRequest{ModelName: "identity_fp32",
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{1, identityElems}}},
+		RawInputContents: [][]byte{make([]byte, 4*identityElems)}}
+	cases := []struct {
+		name string
+		req  *pb.ModelInferRequest
+	}{{"simple-raw", simpleRequest(true)}, {"identity-4MiB", big}}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := client.ModelInfer(context.Background(), tc.req); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
