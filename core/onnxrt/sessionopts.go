@@ -152,6 +152,12 @@ func setSessionEntries(so *ort.SessionOptions, cfg *modelconfig.ModelConfig) err
 }
 
 // registerCustomOps loads model_operations.op_library_filename libraries.
+// The names go to ONNX Runtime as they are, a host path as Triton
+// documents them (triton-inference-server/server
+// docs/user_guide/custom_operations.md): the repository's config is
+// trusted with them, and a load override was held to the repository's
+// names or the model folder before the backend saw it (core's
+// checkOverride; docs/repositories.md, "Paths a config may name").
 func registerCustomOps(so *ort.SessionOptions, cfg *modelconfig.ModelConfig) error {
 	for _, lib := range cfg.GetModelOperations().GetOpLibraryFilename() {
 		if err := registerCustomOpsLibrary(so, lib); err != nil {
