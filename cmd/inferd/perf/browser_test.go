@@ -156,13 +156,13 @@ func browse(t *testing.T, files ...string) []pageReport {
 	return out
 }
 
-// screenshotPath is where a test leaves a screenshot to be looked at:
-// $INFERD_SCREENSHOT_DIR (CI can keep it as an artifact), or the system's
-// temporary folder, which the test does not clean.
-func screenshotPath(name string) string {
+// screenshotPath is where a test leaves a screenshot: in
+// $INFERD_SCREENSHOT_DIR, to be looked at (CI can keep it as an artifact),
+// or else in the test's own temporary folder, which goes with the test.
+func screenshotPath(t *testing.T, name string) string {
 	dir := os.Getenv("INFERD_SCREENSHOT_DIR")
 	if dir == "" {
-		dir = os.TempDir()
+		dir = t.TempDir()
 	}
 	return filepath.Join(dir, name)
 }
@@ -210,7 +210,7 @@ func TestReportInBrowser(t *testing.T) {
 		if p.printed != len(p.charts) {
 			t.Errorf("%s report: %d of %d charts lay out at a readable size when printed", name, p.printed, len(p.charts))
 		}
-		path := screenshotPath("inferd-perf-" + name + "-report.png")
+		path := screenshotPath(t, "inferd-perf-"+name+"-report.png")
 		if err := os.WriteFile(path, p.png, 0o644); err != nil {
 			t.Errorf("screenshot: %v", err)
 		} else {

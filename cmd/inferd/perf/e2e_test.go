@@ -170,9 +170,13 @@ func runPerf(t *testing.T, args ...string) (int, string, string) {
 // fast are flags for short runs: windows of 100 ms, and a stability band
 // wide enough that three windows with requests in them agree
 // (perf_analyzer's rule compares the largest to the smallest, and on two
-// busy shared cores 100 ms windows differ tenfold). A window in which no
-// request finished is never stable: up to 6 windows leave room for one
-// or two under -race on a loaded machine.
+// busy shared cores 100 ms windows of a real server's sub-millisecond
+// requests differ tenfold). Tests with these flags check what the tool
+// sends, measures and reports, not the stability rule: TestStability
+// checks that with a realistic band, against a fake server whose latency
+// the test sets window by window. A window in which no request finished
+// is never stable: up to 6 windows leave room for one or two under -race
+// on a loaded machine.
 var fast = []string{"-p", "100", "-s", "100000", "--max-trials", "6"}
 
 // settled tells whether stderr's progress shows the setting label stable.

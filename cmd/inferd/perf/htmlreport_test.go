@@ -77,7 +77,6 @@ func TestSweepReport(t *testing.T) {
 	if n := strings.Count(page, "<tr><td>"); n != 3 {
 		t.Errorf("measurement table has %d rows, want 3", n)
 	}
-	_ = os.WriteFile("/tmp/p2/sweep.html", raw, 0o644)
 }
 
 // TestReportEdgeCases renders a search report by hand: a configuration

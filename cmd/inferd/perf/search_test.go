@@ -127,7 +127,6 @@ func TestSearchONNX(t *testing.T) {
 	if got := charts["latency-throughput"]; got[0] != 8 || got[1] != 8 {
 		t.Errorf("latency-throughput chart: %v points, want 8 (4 configurations x 2 settings)", got)
 	}
-	_ = os.WriteFile("/tmp/p2/search.html", page, 0o644)
 }
 
 // TestSearchNoWinner: a latency budget no configuration meets fails the
