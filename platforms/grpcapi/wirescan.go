@@ -400,7 +400,7 @@ func (in *inputScan) refusal(model, id string) error {
 	if dt == core.TypeBytes {
 		return invalidArg("%sexpected %d string elements for inference input '%s' for model '%s', got %d", pfx, in.elems, name, model, got)
 	}
-	size := int64(dt.ByteSize())
+	size := int64(max(dt.ByteSize(), 1)) // dt is a fixed-size type here
 	if in.elems > math.MaxInt64/size {
 		return invalidArg("%sbyte size overflow for input '%s': element count %d times element size %d exceeds maximum size of %d", pfx, name, in.elems, size, int64(math.MaxInt64))
 	}
