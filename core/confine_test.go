@@ -377,3 +377,47 @@ default_model_filename: "helper.py"
 		stillServes(t, s)
 	}
 }
+
+// A model file the repository's config names may be a link out of the
+// version folder, as Triton allows (repositories share model files so); a
+// default_model_filename a load override names instead must resolve
+// inside the version folder also after links.
+func TestOverrideModelFile(t *testing.T) {
+	cfg := func(file string) string {
+		return `backend: "echo"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+default_model_filename: "` + file + `"
+` + oneInstance
+	}
+	const field = "model 'm' default_model_filename"
+	for _, tc := range []struct{ file, want string }{
+		{"link.onnx", field + " 'link.onnx' names a path outside the model directory"},
+		{"dir.onnx", field + " 'dir.onnx' names a path outside the model directory"},
+		{"../../secret.bin", field + " '../../secret.bin' names a path outside the model directory"},
+		{"inner.onnx", ""},
+		{"own.onnx", ""},
+	} {
+		for _, refuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/locked=%v", tc.file, refuse), func(t *testing.T) {
+				// The repository's own config names own.onnx, a link out.
+				s, dir := confineServer(t, cfg("own.onnx"), Options{NoFileOverrides: refuse})
+				v := filepath.Join(dir, "1")
+				must(t, os.MkdirAll(filepath.Join(v, "dir.onnx"), 0o755))
+				must(t, os.WriteFile(filepath.Join(v, "inner.onnx"), []byte("x"), 0o644))
+				for link, target := range map[string]string{"link.onnx": "../../secret.bin", "own.onnx": "../../secret.bin", "dir.onnx/model.onnx": "../../../secret.bin"} {
+					must(t, os.Symlink(target, filepath.Join(v, link)))
+				}
+				err := loadWithin(t, s, &LoadOverride{ConfigJSON: overrideJSON(t, cfg(tc.file))})
+				if tc.want == "" {
+					must(t, err)
+				} else if err == nil || !strings.Contains(err.Error(), tc.want) || CodeOf(err) != CodeInvalidArg {
+					t.Fatalf("load = %v, want INVALID_ARG naming %q", err, tc.want)
+				}
+				// The repository's own config, link and all, loads.
+				must(t, loadWithin(t, s, nil))
+			})
+		}
+	}
+}

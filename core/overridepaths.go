@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,21 +14,25 @@ import (
 )
 
 // A load override's configuration is the client's, not the repository's.
-// The paths a config names that are files of the model (data files,
-// labels, the model file) are confined to the model's folder whatever
-// the config's source, where they are read (modelfile). The ones Triton
-// documents as host paths are not: op_library_filename ("/path/to/
-// libonnxcustom.so", triton-inference-server/server
-// docs/user_guide/custom_operations.md), EXECUTION_ENV_PATH (an absolute
-// path or $$TRITON_MODEL_DIRECTORY/..., triton-inference-server/
-// python_backend README.md) and the execution accelerators' file and
-// address settings. The repository's own config keeps naming any of
-// those, as in Triton; an override may name only the values the
-// repository's config names, or (op_library_filename, EXECUTION_ENV_PATH)
-// an absolute path that resolves inside the model's folder, which
-// --allow-model-file-override=false also takes away: then it may not name
-// libraries or Python code or environments the repository's config does
-// not. docs/repositories.md, "Paths a config may name", says the same.
+// The files of the model a config names are confined to the model's folder
+// whatever the config's source: data files and labels, which the core
+// reads, also after symbolic links (modelfile); the model file, which a
+// backend hands to ONNX Runtime or Python, as written, with links followed
+// as Triton follows them, except that a model file an override names and
+// the repository's config does not is confined after links too
+// (modelFile below). The paths Triton documents as host paths are not
+// confined: op_library_filename ("/path/to/libonnxcustom.so",
+// triton-inference-server/server docs/user_guide/custom_operations.md),
+// EXECUTION_ENV_PATH (an absolute path or $$TRITON_MODEL_DIRECTORY/...,
+// triton-inference-server/python_backend README.md) and the execution
+// accelerators' file and address settings. The repository's own config
+// keeps naming any of those, as in Triton; an override may name only the
+// values the repository's config names, or (op_library_filename,
+// EXECUTION_ENV_PATH) an absolute path that resolves inside the model's
+// folder, which --allow-model-file-override=false also takes away: then it
+// may not name libraries or Python code or environments the repository's
+// config does not. docs/repositories.md, "Paths a config may name", says
+// the same.
 
 const (
 	// errNotOwn: an override names a host path the repository's config
@@ -56,19 +61,24 @@ func (s *Server) checkOverride(m *repo.Model, ov *LoadOverride) error {
 			own = rm.Config
 		}
 	}
-	p := overridePolicy{dir: m.Dir, own: own, locked: s.opts.NoFileOverrides}
+	p := overridePolicy{model: m.Name, dir: m.Dir, own: own, locked: s.opts.NoFileOverrides}
+	for _, v := range m.Versions {
+		p.versions = append(p.versions, m.VersionDir(v))
+	}
 	return p.check(m.Config)
 }
 
 // overridePolicy checks an override's config against the repository's.
 type overridePolicy struct {
-	dir    string // the model folder
-	own    *modelconfig.ModelConfig
-	locked bool // --allow-model-file-override=false
+	model    string
+	dir      string   // the model folder
+	versions []string // its version folders
+	own      *modelconfig.ModelConfig
+	locked   bool // --allow-model-file-override=false
 }
 
 func (p overridePolicy) check(cfg *modelconfig.ModelConfig) error {
-	checks := []func(*modelconfig.ModelConfig) error{p.opLibraries, p.executionEnv, p.pythonFile, p.accelerators, p.sessionFiles}
+	checks := []func(*modelconfig.ModelConfig) error{p.opLibraries, p.executionEnv, p.pythonFile, p.modelFile, p.accelerators, p.sessionFiles}
 	for _, c := range checks {
 		if err := c(cfg); err != nil {
 			return err
@@ -111,12 +121,12 @@ func (p overridePolicy) executionEnv(cfg *modelconfig.ModelConfig) error {
 // an absolute path that resolves (after links) to a regular file, or with
 // folder to a folder too, inside the model folder, and none at all under
 // --allow-model-file-override=false.
-func (p overridePolicy) hostPath(path string, folder bool) error {
+func (p overridePolicy) hostPath(host string, folder bool) error {
 	if p.locked {
 		return errNotOwnLocked
 	}
-	rel, ok := modelfile.Local(p.dir, path)
-	if !filepath.IsAbs(path) || !ok {
+	rel, ok := modelfile.Local(p.dir, host)
+	if !filepath.IsAbs(host) || !ok {
 		return errNotInside
 	}
 	_, st, err := modelfile.Resolve(p.dir, rel)
@@ -144,6 +154,29 @@ func (p overridePolicy) pythonFile(cfg *modelconfig.ModelConfig) error {
 		return nil
 	}
 	return fileError("default_model_filename of a python model", file, errNotOwnLocked)
+}
+
+// modelFile: a model file (default_model_filename) the override names
+// that the repository's config does not must resolve inside each version
+// folder also after symbolic links. The backends follow links for the
+// repository's own names, as Triton does (modelfile.Locate); a client's
+// name may not lead out through them. A folder of that name is checked
+// with the inner model.onnx the ONNX backend reads from it.
+func (p overridePolicy) modelFile(cfg *modelconfig.ModelConfig) error {
+	name := cfg.GetDefaultModelFilename()
+	if name == "" || name == p.own.GetDefaultModelFilename() {
+		return nil
+	}
+	for _, dir := range p.versions {
+		_, st, err := modelfile.Resolve(dir, name)
+		if err == nil && st.IsDir() {
+			_, _, err = modelfile.Resolve(dir, path.Join(name, modelconfig.FilenameONNX))
+		}
+		if errors.Is(err, modelfile.ErrOutside) {
+			return fileError(fmt.Sprintf("model '%s' default_model_filename", p.model), name, err)
+		}
+	}
+	return nil
 }
 
 func pythonFileOf(cfg *modelconfig.ModelConfig) string {

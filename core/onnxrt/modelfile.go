@@ -24,19 +24,20 @@ const defaultModelFile = "model.onnx"
 // modelPath resolves a version's ONNX file as Triton does
 // (triton-inference-server/onnxruntime_backend src/onnxruntime.cc): the
 // configured file name or model.onnx, and for a directory of that name its
-// inner model.onnx. The name resolves through modelfile inside the version
-// folder, also after symbolic links, and must end at a regular file: a
-// default_model_filename such as "../../x" or a link out of the folder
-// fails the load instead of ONNX Runtime opening whatever it names.
+// inner model.onnx. The name must lie inside the version folder
+// (modelfile.Locate: links are followed, as Triton does, and a load
+// override's own names were confined after links too by the core) and end
+// at a regular file: a default_model_filename such as "../../x" fails the
+// load instead of ONNX Runtime opening whatever it names.
 func modelPath(v core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error) {
 	name := cfg.GetDefaultModelFilename()
 	if name == "" {
 		name = defaultModelFile
 	}
-	p, st, err := modelfile.Resolve(v.VersionDir, name)
+	p, st, err := modelfile.Locate(v.VersionDir, name)
 	if err == nil && st.IsDir() {
 		name = path.Join(name, defaultModelFile)
-		p, st, err = modelfile.Resolve(v.VersionDir, name)
+		p, st, err = modelfile.Locate(v.VersionDir, name)
 	}
 	if err == nil && !st.Mode().IsRegular() {
 		err = modelfile.ErrNotRegular

@@ -223,15 +223,16 @@ func (b *Backend) shimDir() (string, error) {
 
 // modelFile is the version folder's code file (default_model_filename or
 // model.py, joined to the version folder as Triton's python backend does).
-// It resolves through modelfile: a name that leaves the version folder,
-// also through a symbolic link, fails the load instead of the worker
-// importing whatever .py it names; so does one that is not a regular file.
+// The name must lie inside the version folder (modelfile.Locate: links are
+// followed, as Triton does, and a load override's own names were confined
+// after links too by the core) and end at a regular file: a name such as
+// "../../x.py" fails the load instead of the worker importing it.
 func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error) {
 	name := cfg.GetDefaultModelFilename()
 	if name == "" {
 		name = "model.py"
 	}
-	p, st, err := modelfile.Resolve(files.VersionDir, name)
+	p, st, err := modelfile.Locate(files.VersionDir, name)
 	if err == nil && !st.Mode().IsRegular() {
 		err = modelfile.ErrNotRegular
 		if st.IsDir() {

@@ -62,8 +62,9 @@ type confined struct {
 }
 
 // startConfined serves, over a loopback listener in explicit mode, a
-// repository of "seq" (state from zero), "simple" (AddSub) and "params" (a
-// Python model), each loaded at start. Outside the model folders lie
+// repository of "seq" (state from zero), "simple" (AddSub, its model.onnx
+// a link to outside.onnx) and "params" (a Python model), each loaded at
+// start. Outside the model folders lie
 // secret.bin, outside.onnx (a valid AddSub) and evil.py (a valid model.py
 // that writes marker when imported); inside seq's initial_state/, a link
 // to the secret and a FIFO. refuse is --allow-model-file-override=false.
@@ -79,6 +80,12 @@ func startConfined(t *testing.T, refuse bool) *confined {
 	must(t, os.WriteFile(filepath.Join(root, "outside.onnx"), addSub, 0o644))
 	evil := fmt.Sprintf("open(%q, 'w').write('imported')\nclass TritonPythonModel:\n    pass\n", c.marker)
 	must(t, os.WriteFile(filepath.Join(root, "evil.py"), []byte(evil), 0o644))
+	// simple's own model file is a link out of its folder, as Triton
+	// repositories may share one; link.onnx beside it is not the
+	// repository's.
+	must(t, os.Remove(filepath.Join(root, "simple", "1", "model.onnx")))
+	must(t, os.Symlink("../../outside.onnx", filepath.Join(root, "simple", "1", "model.onnx")))
+	must(t, os.Symlink("../../outside.onnx", filepath.Join(root, "simple", "1", "link.onnx")))
 	must(t, os.MkdirAll(filepath.Join(root, "seq", "initial_state"), 0o755))
 	must(t, os.Symlink("../../secret.bin", filepath.Join(root, "seq", "initial_state", "link")))
 	must(t, syscall.Mkfifo(filepath.Join(root, "seq", "initial_state", "fifo"), 0o600))
@@ -222,6 +229,8 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 			}{
 				{"onnx dot-dot", "simple", confineSimpleConfig + `default_model_filename: "../../outside.onnx"`,
 					"model 'simple' default_model_filename '../../outside.onnx' " + outside},
+				{"onnx link out", "simple", confineSimpleConfig + `default_model_filename: "link.onnx"`,
+					"model 'simple' default_model_filename 'link.onnx' " + outside},
 				{"onnx absolute", "simple", confineSimpleConfig + `default_model_filename: "` + lib + `"`,
 					"model 'simple' default_model_filename '" + lib + "' " + outside},
 				{"op library", "simple", confineSimpleConfig + `model_operations { op_library_filename: "` + lib + `" }`,
@@ -271,5 +280,39 @@ default_model_filename: "model.py"
 `
 	if status, body := c.load(t, "params", cfg); status != 200 {
 		t.Fatalf("load: %d %s", status, body)
+	}
+}
+
+// A repository's own config may not name a model file out of its version
+// folder either: the backends refuse a default_model_filename with "..",
+// ONNX's and Python's alike, before ONNX Runtime opens it or a worker
+// imports it.
+func TestConfinedRepositoryModelFile(t *testing.T) {
+	c := startConfined(t, false)
+	for _, tc := range []struct{ model, cfg string }{
+		{"simple", confineSimpleConfig + `default_model_filename: "../../outside.onnx"` + "\n"},
+		{"params", `name: "params"
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "PARAMS" data_type: TYPE_STRING dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+default_model_filename: "../../evil.py"
+`},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			must(t, os.WriteFile(filepath.Join(c.root, tc.model, "config.pbtxt"), []byte(tc.cfg), 0o644))
+			status, body := c.post(t, "/v2/repository/models/"+tc.model+"/load", "")
+			want := "model '" + tc.model + "' default_model_filename '../../"
+			if status != 400 || !strings.Contains(body, want) || !strings.Contains(body, "names a path outside the model directory") {
+				t.Fatalf("load: %d %s, want 400 naming %q", status, body, want)
+			}
+			if _, err := os.Stat(c.marker); err == nil {
+				t.Fatal("evil.py was imported")
+			}
+			if resp, err := http.Get(c.base + "/v2/models/" + tc.model + "/ready"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: the serving copy is gone: %v %v", tc.model, resp, err)
+			}
+		})
 	}
 }

@@ -65,6 +65,26 @@ func Resolve(dir, name string) (string, fs.FileInfo, error) {
 	return filepath.Join(dir, filepath.FromSlash(name)), st, nil
 }
 
+// Locate is Resolve for a model's own file as the repository lays it out:
+// name must lie inside dir as written (not absolute, no ".." out of it),
+// but a symbolic link on the way is followed wherever it leads, as Triton
+// does (repositories share a model.py or model.onnx between models so).
+// What a load override names that the repository's config does not goes
+// through Resolve as well (core's checkOverride). Locate only stats: a
+// FIFO does not block it.
+func Locate(dir, name string) (string, fs.FileInfo, error) {
+	rel, ok := Local(dir, filepath.FromSlash(name))
+	if name == "" || filepath.IsAbs(name) || !ok {
+		return "", nil, ErrOutside
+	}
+	p := filepath.Join(dir, rel)
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", nil, err
+	}
+	return p, st, nil
+}
+
 // Open opens the regular file name inside dir for reading and returns it
 // with its Stat, taken from the open file (so the size is the one of what
 // will be read).

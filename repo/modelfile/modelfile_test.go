@@ -126,3 +126,22 @@ func TestLocal(t *testing.T) {
 		}
 	}
 }
+
+// Locate keeps the name inside the folder as written but follows links
+// wherever they lead (a repository's own model file), and only stats.
+func TestLocate(t *testing.T) {
+	dir := folder(t)
+	for _, name := range []string{"data.bin", "abs", "rel", "sub/up"} {
+		if _, st, err := Locate(dir, name); err != nil || !st.Mode().IsRegular() {
+			t.Errorf("Locate(%s) = %v, %v; want the regular file it leads to", name, st, err)
+		}
+	}
+	if _, st, err := Locate(dir, "fifo"); err != nil || st.Mode().IsRegular() {
+		t.Errorf("Locate(fifo) = %v, %v; want a non-regular file", st, err)
+	}
+	for _, name := range []string{"../secret", "sub/../../secret", filepath.Join(filepath.Dir(dir), "secret"), ""} {
+		if _, _, err := Locate(dir, name); !errors.Is(err, ErrOutside) {
+			t.Errorf("Locate(%q) = %v, want ErrOutside", name, err)
+		}
+	}
+}
