@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -12,7 +13,7 @@ import (
 // folder is a model folder beside a secret file outside it: "in/" holds
 // data.bin (8 bytes), a sub-folder, a link to data.bin, a link to the
 // secret, a link to the folder above, a FIFO, and a link to /dev/zero.
-func folder(t *testing.T) string {
+func folder(t testing.TB) string {
 	t.Helper()
 	top := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(top, "secret"), []byte("secret!"), 0o600))
@@ -29,7 +30,7 @@ func folder(t *testing.T) string {
 	return dir
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -144,4 +145,30 @@ func TestLocate(t *testing.T) {
 			t.Errorf("Locate(%q) = %v, want ErrOutside", name, err)
 		}
 	}
+}
+
+// FuzzResolve: whatever the name, Resolve either fails or names something
+// whose real path lies inside the folder's, and ReadFile never returns the
+// secret beside it.
+func FuzzResolve(f *testing.F) {
+	for _, seed := range []string{"data.bin", "../secret", "sub/up", "rel", "abs", "parent/secret", "/etc/passwd", "sub/../../secret", "./inner", "fifo", ""} {
+		f.Add(seed)
+	}
+	dir := folder(f)
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		p, _, err := Resolve(dir, name)
+		if err == nil {
+			got, err := filepath.EvalSymlinks(p)
+			if err == nil && got != real && !strings.HasPrefix(got, real+string(filepath.Separator)) {
+				t.Fatalf("Resolve(%q) = %s, which is %s, outside %s", name, p, got, real)
+			}
+		}
+		if data, err := ReadFile(dir, name, 1<<10); err == nil && strings.Contains(string(data), "secret") {
+			t.Fatalf("ReadFile(%q) read the secret", name)
+		}
+	})
 }
