@@ -32,11 +32,8 @@ type fakeServer struct {
 	inferStatus int  // non-200 makes every infer fail with {"error":"boom"}
 	noConfig    bool // a plain KServe server: no config extension
 	noStats     bool // ... and no statistics extension
-	// delay, when set, is how long the n-th infer request (from 0) takes;
-	// with serial, one request at a time.
-	delay  func(n int64) time.Duration
-	serial bool
-	run    sync.Mutex // held through a request's delay when serial
+	// delay, when set, is how long the n-th infer request (from 0) takes.
+	delay func(n int64) time.Duration
 	// windowDelay, when set, is how long an infer request takes by the
 	// statistics requests made before it came: the tool asks for the
 	// statistics as its first measurement window begins and as each
@@ -174,10 +171,6 @@ func (f *fakeServer) wait() {
 		n := f.served
 		f.served++
 		f.mu.Unlock()
-		if f.serial {
-			f.run.Lock()
-			defer f.run.Unlock()
-		}
 		time.Sleep(f.delay(n))
 	case f.windowDelay != nil:
 		f.mu.Lock()
