@@ -62,7 +62,17 @@ func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	switch m := v.(type) {
 	case *pb.ModelInferRequest:
-		return unmarshalAliased(materialize(data), m, rawInputField, &m.RawInputContents, 0)
+		// A request read as the generated type (a stream behind an
+		// embedder's interceptor) is scanned first all the same.
+		buf := materialize(data)
+		sc, err := scanRequest(buf)
+		if err != nil {
+			return err
+		}
+		if err := sc.refusal(); err != nil {
+			return err
+		}
+		return unmarshalAliased(buf, m, rawInputField, &m.RawInputContents, 0)
 	case *pb.ModelInferResponse:
 		return unmarshalAliased(materialize(data), m, rawOutputField, &m.RawOutputContents, 0)
 	}

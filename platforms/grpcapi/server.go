@@ -254,7 +254,7 @@ func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if err := s.setSendCompressor(ss.Context(), info.FullMethod); err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	return handler(srv, ss)
+	return handler(srv, guardedStream{ss})
 }
 
 // logCall writes Triton's verbose line for a call it starts processing

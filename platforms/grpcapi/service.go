@@ -55,12 +55,26 @@ func modelInferHandler(srv any, ctx context.Context, dec func(any) error, interc
 }
 
 // modelStreamInferHandler is the generated handler of ModelStreamInfer
-// with wireRequests.
+// with wireRequests. A stream interceptor of the embedding program's, set
+// between streamGuard and this handler, may read each request as the
+// generated type, as grpc-go's own handler hands it over: then requests
+// are decoded as ModelInferRequests, after the codec's scan, which refuses
+// them out of band (the stream ends) instead of in-band.
 func modelStreamInferHandler(srv any, stream grpc.ServerStream) error {
 	recv := func() (*wireRequest, error) {
 		w := new(wireRequest)
 		return w, stream.RecvMsg(w)
 	}
+	if _, own := stream.(guardedStream); !own {
+		recv = func() (*wireRequest, error) {
+			m := new(pb.ModelInferRequest)
+			return plainRequest(m), stream.RecvMsg(m)
+		}
+	}
 	send := func(r *pb.ModelStreamInferResponse) error { return stream.SendMsg(r) }
 	return srv.(*Server).serveStream(stream.Context(), recv, send)
 }
+
+// guardedStream is the stream streamGuard hands on; the handler that gets
+// it knows that no other interceptor reads its messages.
+type guardedStream struct{ grpc.ServerStream }
