@@ -28,6 +28,7 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	v2 "github.com/inferd/inferd/platforms/v2"
@@ -73,6 +74,9 @@ type Options struct {
 	// both frontends (--allow-client-shm); nil: the extension is off and
 	// its routes answer as a Triton started without the flag.
 	SharedMemory *shm.Manager
+	// ConnQueueBytes bounds the decoupled responses all the streams of one
+	// client connection hold unread; 0: serve.ConnQueueBytes.
+	ConnQueueBytes int64
 }
 
 // Server implements inference.GRPCInferenceService over the core.
@@ -90,6 +94,7 @@ type Server struct {
 	meta      *pb.ServerMetadataResponse
 	calls     atomic.Uint64 // numbers the calls in the verbose log
 	pipe      infer.Pipeline
+	conns     connBudgets // the unread responses of each connection's streams
 }
 
 // New builds the gRPC API over c.
@@ -115,9 +120,12 @@ func New(c *core.Server, opts Options) *Server {
 	if opts.ResponseCompression == "" || !ValidCompressionLevel(opts.ResponseCompression) {
 		opts.ResponseCompression = CompressionNone
 	}
+	if opts.ConnQueueBytes <= 0 {
+		opts.ConnQueueBytes = serve.ConnQueueBytes
+	}
 	md := v2.ServerMetadata(opts.ServerID)
 	return &Server{
-		core: c, opts: opts, log: opts.Logger, logs: opts.Logs, drain: make(chan struct{}),
+		core: c, opts: opts, log: opts.Logger, logs: opts.Logs, drain: make(chan struct{}), conns: connBudgets{max: opts.ConnQueueBytes},
 		meta: &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions},
 		pipe: infer.Pipeline{Core: c, Trace: opts.Trace, Logs: opts.Logs, Log: opts.Logger, Forward: opts.HeaderForward},
 	}

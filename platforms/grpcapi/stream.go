@@ -95,7 +95,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 // errResponseQueue ends a stream whose decoupled responses overflowed the
 // queue of those the client has not taken.
 var errResponseQueue = status.Errorf(codes.ResourceExhausted,
-	"stream response queue exceeded: more than %d responses or %d bytes were waiting for the client to read them",
+	"stream response queue exceeded: more than %d responses or %d bytes were waiting for the client to read them (or more bytes than its connection's streams may hold together)",
 	serve.StreamQueueItems, serve.StreamQueueBytes)
 
 // serveStream is ModelStreamInfer over recv and send, the stream's
@@ -107,12 +107,14 @@ func (s *Server) serveStream(sctx context.Context, recv func() (*wireRequest, er
 	grpcErrorMode := len(md.Get("triton_grpc_error")) > 0 && md.Get("triton_grpc_error")[0] == "true"
 
 	exceeded := make(chan struct{})
+	budget, release := s.conns.acquire(ctx)
+	defer release()
 	out := &streamOut{ordered: make(chan streamResult, streamWindow),
 		decoupled: serve.NewOutbox[streamResult](serve.StreamQueueItems, serve.StreamQueueBytes, func(err error) {
 			if errors.Is(err, serve.ErrClientBehind) {
 				close(exceeded) // once: the outbox fails once
 			}
-		})}
+		}).Share(budget)}
 	// Once the stream ends, a decoupled model's sends fail.
 	defer out.decoupled.Fail(errStreamEnded)
 	slots := make(chan struct{}, streamWindow)

@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/inferd/inferd/core"
 )
@@ -15,6 +16,10 @@ import (
 const (
 	StreamQueueItems = 1 << 16
 	StreamQueueBytes = 32 << 20
+	// ConnQueueBytes bounds the bytes all the streams of one client
+	// connection hold together (a Budget), which the bounds of each
+	// stream leave unbounded as a client opens more streams.
+	ConnQueueBytes = 2 * StreamQueueBytes
 )
 
 // ErrOutboxFull refuses an item that would take an Outbox past its bounds.
@@ -40,12 +45,53 @@ type Outbox[T any] struct {
 	err    error
 	closed bool
 	onFail func(error)
+	budget *Budget // shared with the other streams of a connection; nil: none
+}
+
+// Budget bounds the bytes that several outboxes hold together. Its zero
+// value holds nothing; a nil *Budget bounds nothing.
+type Budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewBudget returns a budget of max bytes.
+func NewBudget(max int64) *Budget { return &Budget{max: max} }
+
+// Used is the bytes the outboxes sharing b hold now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// take counts n more bytes, unless that passes the budget and force is
+// not set.
+func (b *Budget) take(n int, force bool) bool {
+	if b == nil {
+		return true
+	}
+	if b.used.Add(int64(n)) > b.max && !force {
+		b.used.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+// give returns n bytes to the budget.
+func (b *Budget) give(n int) {
+	if b != nil && n != 0 {
+		b.used.Add(-int64(n))
+	}
 }
 
 // NewOutbox returns an empty outbox. onFail, when not nil, is called once,
 // under the outbox's lock, when it fails, unless it was closed before.
 func NewOutbox[T any](maxItems, maxBytes int, onFail func(error)) *Outbox[T] {
 	return &Outbox[T]{maxItems: maxItems, maxBytes: maxBytes, wake: make(chan struct{}, 1), onFail: onFail}
+}
+
+// Share makes o count what it holds against b too, and returns o; call it
+// before the first Put.
+func (o *Outbox[T]) Share(b *Budget) *Outbox[T] {
+	o.budget = b
+	return o
 }
 
 // Put queues v, of size bytes, without waiting. It returns the outbox's
@@ -58,6 +104,9 @@ func (o *Outbox[T]) Put(v T, size int, force bool) error {
 		return o.err
 	}
 	if !force && len(o.items) > 0 && (len(o.items) >= o.maxItems || o.bytes+size > o.maxBytes) {
+		return ErrOutboxFull
+	}
+	if !o.budget.take(size, force || len(o.items) == 0) {
 		return ErrOutboxFull
 	}
 	o.items = append(o.items, v)
@@ -77,6 +126,7 @@ func (o *Outbox[T]) Take() []T {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	items := o.items
+	o.budget.give(o.bytes)
 	o.items, o.bytes = nil, 0
 	return items
 }
@@ -89,6 +139,7 @@ func (o *Outbox[T]) Fail(err error) {
 	if o.err != nil {
 		return
 	}
+	o.budget.give(o.bytes)
 	o.err, o.items, o.bytes = err, nil, 0
 	if o.onFail != nil && !o.closed {
 		o.onFail(err)

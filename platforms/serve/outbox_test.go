@@ -56,3 +56,43 @@ func TestOutbox(t *testing.T) {
 	closed.Close()
 	closed.Fail(boom)
 }
+
+// TestOutboxBudget: outboxes sharing a Budget hold no more than it
+// together, but for each one's first item (which always fits); what Take
+// and Fail drop goes back to it.
+func TestOutboxBudget(t *testing.T) {
+	b := NewBudget(100)
+	x := NewOutbox[int](10, 1000, nil).Share(b)
+	y := NewOutbox[int](10, 1000, nil).Share(b)
+	steps := []struct {
+		o     *Outbox[int]
+		size  int
+		force bool
+		want  error
+		used  int64
+	}{
+		{x, 60, false, nil, 60},
+		{x, 50, false, ErrOutboxFull, 60}, // past the budget, not x's own bounds
+		{y, 50, false, nil, 110},          // y's first item always fits
+		{y, 10, false, ErrOutboxFull, 110},
+		{y, 10, true, nil, 120}, // a request's last message is forced in
+	}
+	for i, s := range steps {
+		if err := s.o.Put(i, s.size, s.force); !errors.Is(err, s.want) {
+			t.Fatalf("step %d: Put = %v, want %v", i, err, s.want)
+		}
+		if got := b.Used(); got != s.used {
+			t.Fatalf("step %d: budget used %d, want %d", i, got, s.used)
+		}
+	}
+	if got := x.Take(); len(got) != 1 || b.Used() != 60 {
+		t.Fatalf("Take: %v, budget used %d, want 1 item and 60", got, b.Used())
+	}
+	y.Fail(ErrClientBehind)
+	if b.Used() != 0 {
+		t.Fatalf("after Fail the budget holds %d bytes", b.Used())
+	}
+	if err := x.Put(0, 100, false); err != nil {
+		t.Fatalf("Put into the freed budget: %v", err)
+	}
+}
