@@ -21,7 +21,65 @@ import (
 // grpc-go has no such codec; this package registers one.
 const Deflate = "deflate"
 
-func init() { encoding.RegisterCompressor(&deflate{}) }
+// Both message encodings inflate under a bound (boundedInflate): grpc-go
+// inflates a message up to the receive limit, Triton's INT32_MAX, so a
+// 2 MB gzip body of zeros would cost the server 2 GiB before anything
+// looks at it. grpc-go's own gzip has been registered by the import above.
+func init() {
+	encoding.RegisterCompressor(boundedInflate{encoding.GetCompressor("gzip")})
+	encoding.RegisterCompressor(boundedInflate{&deflate{}})
+}
+
+// A compressed message may inflate to at most the larger of minInflate
+// bytes and inflateRatio times its compressed size: tensors compress far
+// less than 32 to 1 (zeros and other constants aside), and a message of
+// tens of MiB takes no ratio at all, while a bomb's 1,000 to 1 costs no
+// more than minInflate. Uncompressed messages are not affected.
+const (
+	minInflate   = 64 << 20
+	inflateRatio = 32
+)
+
+// boundedInflate is a Compressor whose inflated messages stop at their
+// bound with an error (which grpc-go answers INTERNAL "grpc: failed to
+// decompress the received message: ...").
+type boundedInflate struct{ encoding.Compressor }
+
+func (b boundedInflate) Decompress(r io.Reader) (io.Reader, error) {
+	bound := int64(minInflate)
+	// grpc-go hands over the compressed message as a *mem.Reader.
+	if rem, ok := r.(interface{ Remaining() int }); ok {
+		bound = max(bound, inflateRatio*int64(rem.Remaining()))
+	}
+	dr, err := b.Compressor.Decompress(r)
+	if err != nil {
+		return nil, err
+	}
+	return &inflateReader{r: dr, left: bound, bound: bound}, nil
+}
+
+// inflateReader reads an inflating message up to its bound.
+type inflateReader struct {
+	r           io.Reader
+	left, bound int64
+}
+
+func (i *inflateReader) Read(p []byte) (int, error) {
+	if i.left <= 0 {
+		// At the bound: one byte more means the message goes on.
+		var one [1]byte
+		if n, err := i.r.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		return 0, fmt.Errorf("the message inflates to more than %d bytes, inferd's bound for a compressed message (the larger of %d bytes and %d times its compressed size)", i.bound, minInflate, inflateRatio)
+	}
+	if int64(len(p)) > i.left {
+		p = p[:i.left]
+	}
+	n, err := i.r.Read(p)
+	i.left -= int64(n)
+	return n, err
+}
 
 // deflate is an encoding.Compressor for Deflate; writers are pooled.
 type deflate struct{ writers sync.Pool }
