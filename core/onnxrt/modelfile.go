@@ -34,17 +34,10 @@ func modelPath(v core.VersionFiles, cfg *modelconfig.ModelConfig) (string, error
 	if name == "" {
 		name = defaultModelFile
 	}
-	p, st, err := modelfile.Locate(v.VersionDir, name)
-	if err == nil && st.IsDir() {
+	if _, st, err := modelfile.Locate(v.VersionDir, name); err == nil && st.IsDir() {
 		name = path.Join(name, defaultModelFile)
-		p, st, err = modelfile.Locate(v.VersionDir, name)
 	}
-	if err == nil && !st.Mode().IsRegular() {
-		err = modelfile.ErrNotRegular
-		if st.IsDir() {
-			err = fs.ErrNotExist
-		}
-	}
+	p, err := modelfile.LocateFile(v.VersionDir, name)
 	switch {
 	case err == nil:
 		return p, nil

@@ -16,7 +16,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -232,13 +231,7 @@ func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, e
 	if name == "" {
 		name = "model.py"
 	}
-	p, st, err := modelfile.Locate(files.VersionDir, name)
-	if err == nil && !st.Mode().IsRegular() {
-		err = modelfile.ErrNotRegular
-		if st.IsDir() {
-			err = fs.ErrNotExist
-		}
-	}
+	p, err := modelfile.LocateFile(files.VersionDir, name)
 	switch {
 	case err == nil:
 		return p, nil

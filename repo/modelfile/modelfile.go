@@ -85,6 +85,22 @@ func Locate(dir, name string) (string, fs.FileInfo, error) {
 	return p, st, nil
 }
 
+// LocateFile is Locate for a file the backend hands on by its path: a
+// folder is fs.ErrNotExist, anything else but a regular file
+// ErrNotRegular.
+func LocateFile(dir, name string) (string, error) {
+	p, st, err := Locate(dir, name)
+	switch {
+	case err != nil:
+		return "", err
+	case st.IsDir():
+		return "", fs.ErrNotExist
+	case !st.Mode().IsRegular():
+		return "", ErrNotRegular
+	}
+	return p, nil
+}
+
 // Open opens the regular file name inside dir for reading and returns it
 // with its Stat, taken from the open file (so the size is the one of what
 // will be read).
