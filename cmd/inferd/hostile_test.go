@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 )
 
@@ -49,25 +50,7 @@ type hostileServer struct {
 	cmd        *exec.Cmd
 	http, grpc string
 	exited     chan struct{}
-	log        *syncBuffer
-}
-
-// syncBuffer collects the child's log while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	log        *servertest.LogBuffer
 }
 
 // buildServer builds inferd without the race detector (whose shadow
@@ -95,7 +78,7 @@ func startLimited(t *testing.T, bin string, args ...string) *hostileServer {
 	stderr, err := cmd.StderrPipe()
 	must(t, err)
 	must(t, cmd.Start())
-	s := &hostileServer{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
+	s := &hostileServer{cmd: cmd, exited: make(chan struct{}), log: &servertest.LogBuffer{}}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-s.exited
