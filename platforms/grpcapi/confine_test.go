@@ -2,16 +2,10 @@ package grpcapi
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,44 +17,16 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/onnxrt"
-	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// confineSecret lies beside the model folder; no reply may show it.
-const confineSecret = "SECRETSECRETSECRETSECRET!"
-
-// confineSeqConfig is the config of "seq", onnxbuild.Previous over INT32
-// (OUTPUT = the state): the state's initial_state has dims and data.
-func confineSeqConfig(dims, data string) string {
-	return fmt.Sprintf(`name: "seq"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-sequence_batching {
-  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ %[1]s ]
-    initial_state { name: "init" data_type: TYPE_INT32 dims: [ %[1]s ] %[2]s } } ]
-}
-instance_group [ { kind: KIND_CPU count: 1 } ]
-`, dims, data)
-}
-
-// startConfined serves "seq" (state from zero, loaded at start) over gRPC
-// in explicit mode with --allow-model-file-override=false. Beside the
-// model folder lies secret.bin; in its initial_state/, a link to it and a
-// FIFO.
 func startConfined(t *testing.T) pb.GRPCInferenceServiceClient {
 	t.Helper()
 	root := t.TempDir()
-	servertest.WriteModel(t, filepath.Join(root, "seq"), servertest.Model{Config: confineSeqConfig("1", "zero_data: true"), ONNX: onnxbuild.Must(onnxbuild.Previous(onnxbuild.Int32))})
-	servertest.Must(t, os.WriteFile(filepath.Join(root, "secret.bin"), []byte(confineSecret), 0o600))
-	servertest.Must(t, os.MkdirAll(filepath.Join(root, "seq", "initial_state"), 0o755))
-	servertest.Must(t, os.Symlink("../../secret.bin", filepath.Join(root, "seq", "initial_state", "link")))
-	servertest.Must(t, syscall.Mkfifo(filepath.Join(root, "seq", "initial_state", "fifo"), 0o600))
+	servertest.WriteConfineSeq(t, root)
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	lib, err := onnxrt.FindLibrary("")
@@ -91,16 +57,6 @@ func startConfined(t *testing.T) pb.GRPCInferenceServiceClient {
 	return pb.NewGRPCInferenceServiceClient(conn)
 }
 
-func confineNoSecret(t *testing.T, text string) {
-	t.Helper()
-	first := strconv.Itoa(int(int32(binary.LittleEndian.Uint32([]byte(confineSecret)))))
-	for _, s := range []string{"SECRET", first, strconv.Itoa(len(confineSecret)) + " bytes", "root:"} {
-		if strings.Contains(text, s) {
-			t.Fatalf("a reply shows the secret (%q): %s", s, text)
-		}
-	}
-}
-
 // The review's data_file finding over gRPC, with
 // --allow-model-file-override=false: each load override answers
 // INVALID_ARGUMENT naming the field and the path, within two minutes (a
@@ -118,7 +74,7 @@ func TestConfinedDataFileGRPC(t *testing.T) {
 		{"17179869184", `zero_data: true`, "'initial_state' of state input 'STATE_IN' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
 	} {
 		t.Run(tc.data+tc.dims, func(t *testing.T) {
-			cfg, err := modelconfig.Parse([]byte(confineSeqConfig(tc.dims, tc.data)))
+			cfg, err := modelconfig.Parse([]byte(servertest.ConfineSeqConfig(tc.dims, tc.data)))
 			servertest.Must(t, err)
 			js, err := modelconfig.MarshalJSON(cfg)
 			servertest.Must(t, err)
@@ -131,7 +87,7 @@ func TestConfinedDataFileGRPC(t *testing.T) {
 			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.want) || !strings.HasPrefix(st.Message(), "load failed for model 'seq': ") {
 				t.Fatalf("load: %v %q, want INVALID_ARGUMENT naming %q", st.Code(), st.Message(), tc.want)
 			}
-			confineNoSecret(t, st.Message())
+			servertest.NoSecret(t, st.Message())
 
 			resp, err := client.ModelInfer(ctx(t), &pb.ModelInferRequest{ModelName: "seq",
 				Parameters: map[string]*pb.InferParameter{
@@ -143,7 +99,7 @@ func TestConfinedDataFileGRPC(t *testing.T) {
 				RawInputContents: [][]byte{int32s([]int32{5})},
 			})
 			servertest.Must(t, err)
-			confineNoSecret(t, prototext.Format(resp))
+			servertest.NoSecret(t, prototext.Format(resp))
 			if got := decodeInt32s(resp.GetRawOutputContents()[0]); len(got) != 1 || got[0] != 0 {
 				t.Fatalf("seq after the refused load: OUTPUT %v, want [0]", got)
 			}

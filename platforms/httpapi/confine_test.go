@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,26 +22,6 @@ import (
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
-
-// confineSecret lies beside the model folders; no reply may show it: not
-// its bytes, not the int32 of its first four, not its size.
-const confineSecret = "SECRETSECRETSECRETSECRET!"
-
-// confineSeqConfig is the config of "seq", onnxbuild.Previous over INT32
-// (OUTPUT = the state): the state's initial_state has dims and data.
-func confineSeqConfig(dims, data string) string {
-	return fmt.Sprintf(`name: "seq"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-sequence_batching {
-  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ %[1]s ]
-    initial_state { name: "init" data_type: TYPE_INT32 dims: [ %[1]s ] %[2]s } } ]
-}
-instance_group [ { kind: KIND_CPU count: 1 } ]
-`, dims, data)
-}
 
 // confineSimpleConfig is Triton's `simple` (AddSub over INT32 [16]).
 const confineSimpleConfig = `name: "simple"
@@ -73,10 +50,9 @@ func startConfined(t *testing.T, refuse bool) *confined {
 	root := t.TempDir()
 	c := &confined{root: root, marker: filepath.Join(t.TempDir(), "imported")}
 	addSub := onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))
-	servertest.WriteModel(t, filepath.Join(root, "seq"), servertest.Model{Config: confineSeqConfig("1", "zero_data: true"), ONNX: onnxbuild.Must(onnxbuild.Previous(onnxbuild.Int32))})
+	servertest.WriteConfineSeq(t, root)
 	servertest.WriteModel(t, filepath.Join(root, "simple"), servertest.Model{Config: confineSimpleConfig, ONNX: addSub})
 	servertest.WriteParamsModel(t, root, "params")
-	must(t, os.WriteFile(filepath.Join(root, "secret.bin"), []byte(confineSecret), 0o600))
 	must(t, os.WriteFile(filepath.Join(root, "outside.onnx"), addSub, 0o644))
 	evil := fmt.Sprintf("open(%q, 'w').write('imported')\nclass TritonPythonModel:\n    pass\n", c.marker)
 	must(t, os.WriteFile(filepath.Join(root, "evil.py"), []byte(evil), 0o644))
@@ -86,9 +62,6 @@ func startConfined(t *testing.T, refuse bool) *confined {
 	must(t, os.Remove(filepath.Join(root, "simple", "1", "model.onnx")))
 	must(t, os.Symlink("../../outside.onnx", filepath.Join(root, "simple", "1", "model.onnx")))
 	must(t, os.Symlink("../../outside.onnx", filepath.Join(root, "simple", "1", "link.onnx")))
-	must(t, os.MkdirAll(filepath.Join(root, "seq", "initial_state"), 0o755))
-	must(t, os.Symlink("../../secret.bin", filepath.Join(root, "seq", "initial_state", "link")))
-	must(t, syscall.Mkfifo(filepath.Join(root, "seq", "initial_state", "fifo"), 0o600))
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	lib, err := onnxrt.FindLibrary("")
@@ -127,7 +100,7 @@ func (c *confined) post(t *testing.T, path, body string) (int, string) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	must(t, err)
-	noSecret(t, string(b))
+	servertest.NoSecret(t, string(b))
 	return resp.StatusCode, string(b)
 }
 
@@ -141,16 +114,6 @@ func (c *confined) load(t *testing.T, model, cfg string) (int, string) {
 	body, err := json.Marshal(map[string]any{"parameters": map[string]string{"config": string(js)}})
 	must(t, err)
 	return c.post(t, "/v2/repository/models/"+model+"/load", string(body))
-}
-
-func noSecret(t *testing.T, text string) {
-	t.Helper()
-	first := strconv.Itoa(int(int32(binary.LittleEndian.Uint32([]byte(confineSecret)))))
-	for _, s := range []string{"SECRET", first, strconv.Itoa(len(confineSecret)) + " bytes", "root:"} {
-		if strings.Contains(text, s) {
-			t.Fatalf("a reply shows the secret (%q): %s", s, text)
-		}
-	}
 }
 
 // seqServes: seq still answers a fresh sequence from its zero state.
@@ -184,7 +147,7 @@ func TestConfinedDataFileHTTP(t *testing.T) {
 		{"17179869184", `zero_data: true`, "'initial_state' of state input 'STATE_IN' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
 	} {
 		t.Run(tc.data+tc.dims, func(t *testing.T) {
-			status, body := c.load(t, "seq", confineSeqConfig(tc.dims, tc.data))
+			status, body := c.load(t, "seq", servertest.ConfineSeqConfig(tc.dims, tc.data))
 			if status != 400 || !strings.Contains(body, tc.want) || !strings.HasPrefix(body, `{"error":"load failed for model 'seq': `) {
 				t.Fatalf("load: %d %s, want 400 naming %q", status, body, tc.want)
 			}
