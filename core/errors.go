@@ -1,74 +1,39 @@
 package core
 
 import (
-	"context"
 	"errors"
-	"fmt"
+
+	"github.com/inferd/inferd/core/status"
 )
 
-// Code is Triton's error class. Frontends map it to a protocol status
-// (HTTP: INTERNAL 500, NOT_FOUND 404, UNAVAILABLE 503, UNSUPPORTED 501,
-// everything else 400).
-type Code int
+// Code is Triton's error class (status.Code). Frontends map it to a
+// protocol status (HTTP: INTERNAL 500, NOT_FOUND 404, UNAVAILABLE 503,
+// UNSUPPORTED 501, everything else 400).
+type Code = status.Code
 
 // Error classes, as in TRITONSERVER_Error_Code.
 const (
-	CodeUnknown Code = iota
-	CodeInternal
-	CodeNotFound
-	CodeInvalidArg
-	CodeUnavailable
-	CodeUnsupported
-	CodeAlreadyExists
-	CodeCancelled
+	CodeUnknown       = status.CodeUnknown
+	CodeInternal      = status.CodeInternal
+	CodeNotFound      = status.CodeNotFound
+	CodeInvalidArg    = status.CodeInvalidArg
+	CodeUnavailable   = status.CodeUnavailable
+	CodeUnsupported   = status.CodeUnsupported
+	CodeAlreadyExists = status.CodeAlreadyExists
+	CodeCancelled     = status.CodeCancelled
 )
 
-func (c Code) String() string {
-	switch c {
-	case CodeInternal:
-		return "INTERNAL"
-	case CodeNotFound:
-		return "NOT_FOUND"
-	case CodeInvalidArg:
-		return "INVALID_ARG"
-	case CodeUnavailable:
-		return "UNAVAILABLE"
-	case CodeUnsupported:
-		return "UNSUPPORTED"
-	case CodeAlreadyExists:
-		return "ALREADY_EXISTS"
-	case CodeCancelled:
-		return "CANCELLED"
-	}
-	return "UNKNOWN"
-}
+// Error is an error with a Triton error class (status.Error). Its message
+// is what clients see, so it follows Triton's wording.
+type Error = status.Error
 
-// Error is an error with a Triton error class. Its message is what clients
-// see, so it follows Triton's wording.
-type Error struct {
-	Code Code
-	Msg  string
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-// Errorf builds an *Error.
+// Errorf builds an *Error (status.Errorf).
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+	return status.Errorf(code, format, args...)
 }
 
-// CodeOf returns the class of err: the Code of an *Error in its chain,
-// CodeCancelled for a cancelled or expired context, else CodeInternal.
-func CodeOf(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return CodeCancelled
-	}
-	return CodeInternal
-}
+// CodeOf returns the class of err (status.CodeOf).
+func CodeOf(err error) Code { return status.CodeOf(err) }
 
 // rejected marks an error that stopped a request before it was scheduled.
 type rejected struct{ error }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/status"
 )
 
 // Bounds of an Outbox as the frontends use them: a stream's responses
@@ -28,7 +28,7 @@ var ErrOutboxFull = errors.New("the stream's queue is full")
 // ErrClientBehind ends a stream (or a decoupled request on it) whose client
 // does not take the responses as fast as the model produces them: its
 // outbox is full. Both frontends answer with it.
-var ErrClientBehind = core.Errorf(core.CodeUnavailable, "the client is not reading the stream: more than %d responses or %d bytes are waiting to be written", StreamQueueItems, StreamQueueBytes)
+var ErrClientBehind = status.Errorf(status.CodeUnavailable, "the client is not reading the stream: more than %d responses or %d bytes are waiting to be written", StreamQueueItems, StreamQueueBytes)
 
 // Outbox carries one stream's items from producers that must never wait
 // (a model's sends, on a Python worker's goroutines or an instance's) to

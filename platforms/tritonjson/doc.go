@@ -11,7 +11,7 @@
 // bytes, with no allocation per value; ArrayWalk, Pos and End let a reader
 // convert a large array (a tensor's "data") in one pass over it.
 //
-// Every error is a *core.Error of class CodeInternal, as Triton's HTTP
+// Every error is a *status.Error of class CodeInternal, as Triton's HTTP
 // frontend reports JSON failures (HTTP 500). The infer wire format built on
 // this package is platforms/codec; logging, tracing, ORCA reports and the
 // cloud containers write their JSON with it too.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/status"
 )
 
 // FuzzParseJSON checks the parser against encoding/json: every document
@@ -23,8 +23,8 @@ func FuzzParseJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		d, err := ParseJSON(src)
 		if err != nil {
-			var ce *core.Error
-			if !errors.As(err, &ce) || ce.Code != core.CodeInternal {
+			var ce *status.Error
+			if !errors.As(err, &ce) || ce.Code != status.CodeInternal {
 				t.Fatalf("parse error %v", err)
 			}
 		}
@@ -36,7 +36,7 @@ func FuzzParseJSON(f *testing.F) {
 			return // a number beyond float64
 		}
 		if err != nil {
-			var ce *core.Error
+			var ce *status.Error
 			errors.As(err, &ce)
 			if strings.Contains(ce.Msg, reasonNumberTooBig) || strings.Contains(ce.Msg, reasonBadSurrogate) {
 				return

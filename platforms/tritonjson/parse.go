@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/status"
 )
 
 // Kind is the JSON type of a Value.
@@ -89,7 +89,7 @@ const MaxDepth = 10000
 // negatives are accepted, strings are not validated as UTF-8, and a NUL byte
 // ends the input as RapidJSON's memory stream does; nesting beyond MaxDepth
 // is refused. A syntax error is a
-// CodeInternal *core.Error "failed to parse the request JSON buffer: <reason>
+// CodeInternal *status.Error "failed to parse the request JSON buffer: <reason>
 // at <offset>".
 func ParseJSON(src []byte) (*Document, error) {
 	d := &Document{}
@@ -104,7 +104,7 @@ func (d *Document) Root() Value { return Value{d: d, i: 0} }
 
 // parseError builds the TritonJson parse failure message.
 func parseError(reason string, off int) error {
-	return &core.Error{Code: core.CodeInternal, Msg: "failed to parse the request JSON buffer: " + reason + " at " + strconv.Itoa(off)}
+	return &status.Error{Code: status.CodeInternal, Msg: "failed to parse the request JSON buffer: " + reason + " at " + strconv.Itoa(off)}
 }
 
 // Parser states, named after RapidJSON's iterative parser: after a syntax
@@ -187,7 +187,7 @@ func stateError(s pstate, off int) error {
 // none that can be used.
 func (d *Document) Parse(src []byte) error {
 	if uint64(len(src)) >= math.MaxUint32 {
-		return core.Errorf(core.CodeInternal, "failed to parse the request JSON buffer: document of %d bytes is too large", len(src))
+		return status.Errorf(status.CodeInternal, "failed to parse the request JSON buffer: document of %d bytes is too large", len(src))
 	}
 	p := parser{src: src, nodes: d.nodes[:0], arena: d.arena[:0]}
 	if cap(p.nodes) == 0 {

@@ -10,15 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/status"
 )
 
-// wantCode checks err is a *core.Error of class code with message msg.
-func wantError(t *testing.T, err error, code core.Code, msg string) {
+// wantCode checks err is a *status.Error of class code with message msg.
+func wantError(t *testing.T, err error, code status.Code, msg string) {
 	t.Helper()
-	var ce *core.Error
+	var ce *status.Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("error = %v (%T), want *core.Error %s %q", err, err, code, msg)
+		t.Fatalf("error = %v (%T), want *status.Error %s %q", err, err, code, msg)
 	}
 	if ce.Code != code || ce.Msg != msg {
 		t.Fatalf("error = %s %q\nwant    %s %q", ce.Code, ce.Msg, code, msg)
@@ -129,8 +129,8 @@ func TestParseErrors(t *testing.T) {
 			continue
 		}
 		want := "failed to parse the request JSON buffer: " + c.reason + " at " + strconv.Itoa(c.off)
-		var ce *core.Error
-		if !errors.As(err, &ce) || ce.Code != core.CodeInternal || ce.Msg != want {
+		var ce *status.Error
+		if !errors.As(err, &ce) || ce.Code != status.CodeInternal || ce.Msg != want {
 			t.Errorf("%q:\n got %v\nwant %s", c.in, err, want)
 		}
 	}
@@ -208,12 +208,12 @@ func TestNumberClasses(t *testing.T) {
 		if i, err := v.Int64(); c.isInt && (err != nil || i != c.i) {
 			t.Errorf("%s: Int64 = %v, %v", c.in, i, err)
 		} else if !c.isInt {
-			wantError(t, err, core.CodeInternal, MsgNonInt)
+			wantError(t, err, status.CodeInternal, MsgNonInt)
 		}
 		if u, err := v.Uint64(); c.isUint && (err != nil || u != c.u) {
 			t.Errorf("%s: Uint64 = %v, %v", c.in, u, err)
 		} else if !c.isUint {
-			wantError(t, err, core.CodeInternal, MsgNonUint)
+			wantError(t, err, status.CodeInternal, MsgNonUint)
 		}
 	}
 	for in, want := range map[string]float64{"NaN": math.NaN(), "-NaN": math.NaN(), "Inf": math.Inf(1), "-Infinity": math.Inf(-1)} {
@@ -281,7 +281,7 @@ func TestObjectsAndArrays(t *testing.T) {
 	if _, err := a.Index(3); err == nil {
 		t.Fatal("index 3")
 	} else {
-		wantError(t, err, core.CodeInternal, "attempt to access non-existing array index '3'")
+		wantError(t, err, status.CodeInternal, "attempt to access non-existing array index '3'")
 	}
 	var got []int64
 	inner, _ := a.Index(1)
@@ -316,7 +316,7 @@ func TestTypeErrorTexts(t *testing.T) {
 		{func() error { _, err := (Value{}).StringBytes(); return err }(), MsgNonString},
 	}
 	for _, c := range checks {
-		wantError(t, c.err, core.CodeInternal, c.msg)
+		wantError(t, c.err, status.CodeInternal, c.msg)
 	}
 	if f, err := v.MemberFloat64("neg"); err != nil || f != -1 {
 		t.Fatalf("int as double: %v %v", f, err)
@@ -452,14 +452,14 @@ func TestDeepNestingNoStack(t *testing.T) {
 		}
 		tooDeep := "failed to parse the request JSON buffer: The document is nested deeper than 10000 levels. at " + strconv.Itoa(MaxDepth*len(open))
 		_, err = ParseJSON([]byte(strings.Repeat(open, MaxDepth+1) + "1" + strings.Repeat(closer, MaxDepth+1)))
-		wantError(t, err, core.CodeInternal, tooDeep)
+		wantError(t, err, status.CodeInternal, tooDeep)
 		const depth = 1_000_000
 		_, err = ParseJSON([]byte(strings.Repeat(open, depth) + "1" + strings.Repeat(closer, depth)))
-		wantError(t, err, core.CodeInternal, tooDeep)
+		wantError(t, err, status.CodeInternal, tooDeep)
 		_, err = ParseJSON([]byte(strings.Repeat(open, depth)))
-		wantError(t, err, core.CodeInternal, tooDeep)
+		wantError(t, err, status.CodeInternal, tooDeep)
 	}
 	// Below the limit an unclosed document keeps RapidJSON's reason.
 	_, err := ParseJSON([]byte(strings.Repeat("[", 100)))
-	wantError(t, err, core.CodeInternal, "failed to parse the request JSON buffer: Invalid value. at 100")
+	wantError(t, err, status.CodeInternal, "failed to parse the request JSON buffer: Invalid value. at 100")
 }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/status"
 )
 
 // TritonJson's type-access error texts (triton-inference-server/common
@@ -29,7 +29,7 @@ func MsgMissingMember(name string) string {
 	return "attempt to access non-existing object member '" + name + "'"
 }
 
-func typeError(msg string) error { return &core.Error{Code: core.CodeInternal, Msg: msg} }
+func typeError(msg string) error { return &status.Error{Code: status.CodeInternal, Msg: msg} }
 
 // Value is one value of a Document. The zero Value stands for an absent
 // member: it has KindInvalid and every typed accessor fails on it.
