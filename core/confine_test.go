@@ -318,15 +318,17 @@ optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "te
 			envField + " '$$TRITON_MODEL_DIRECTORY/../secret.bin' " + inside, envField + " '$$TRITON_MODEL_DIRECTORY/../secret.bin' " + locked},
 		{"an environment folder outside", func(string) string { return env("/usr") },
 			envField + " '/usr' " + inside, envField + " '/usr' " + locked},
-		{"an accelerator's file", func(string) string {
-			return own + `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" parameters { key: "trt_engine_cache_path" value: "/tmp" } } ] } }`
-		}, "execution accelerator 'tensorrt' parameter trt_engine_cache_path '/tmp' " + notOwn, "execution accelerator 'tensorrt' parameter trt_engine_cache_path '/tmp' " + notOwn},
+		{"an accelerator's file", func(d string) string {
+			return own + `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" parameters { key: "trt_engine_cache_path" value: "` + filepath.Dir(d) + `/cache" } } ] } }`
+		}, "execution accelerator 'tensorrt' parameter trt_engine_cache_path '{root}/cache' " + notOwn, "execution accelerator 'tensorrt' parameter trt_engine_cache_path '{root}/cache' " + notOwn},
 		{"the repository's accelerator file", func(string) string {
 			return own + `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" parameters { key: "trt_engine_cache_path" value: "/opt/inferd-test/cache" } } ] } }`
 		}, "", ""},
-		{"a session file", func(string) string {
-			return own + `parameters { key: "session.collect_node_memory_stats_to_file" value: { string_value: "/tmp/stats" } }`
-		}, "parameters session.collect_node_memory_stats_to_file '/tmp/stats' " + notOwn, "parameters session.collect_node_memory_stats_to_file '/tmp/stats' " + notOwn},
+		{"a session file", func(d string) string {
+			// Outside the model folder but inside the test's: were the
+			// override let through, ONNX Runtime would write there.
+			return own + `parameters { key: "session.collect_node_memory_stats_to_file" value: { string_value: "` + filepath.Dir(d) + `/stats" } }`
+		}, "parameters session.collect_node_memory_stats_to_file '{root}/stats' " + notOwn, "parameters session.collect_node_memory_stats_to_file '{root}/stats' " + notOwn},
 		{"a session setting", func(string) string {
 			return own + `parameters { key: "session.intra_op.allow_spinning" value: { string_value: "1" } }`
 		}, "", ""},
