@@ -83,6 +83,8 @@ type Options struct {
 	// GPUs are the CUDA devices KIND_GPU groups may use (none: such a
 	// group fails to load, as on a host without a GPU).
 	GPUs []int32
+	// NoFileOverrides is --allow-model-file-override=false.
+	NoFileOverrides bool
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -107,7 +109,7 @@ func Start(t testing.TB, o Options) *core.Server {
 	srv := core.NewServer(core.Options{
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
-		ResponseCache: o.ResponseCache, GPUs: o.GPUs,
+		ResponseCache: o.ResponseCache, GPUs: o.GPUs, NoFileOverrides: o.NoFileOverrides,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

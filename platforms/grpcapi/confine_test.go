@@ -2,24 +2,17 @@ package grpcapi
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -27,34 +20,7 @@ func startConfined(t *testing.T) pb.GRPCInferenceServiceClient {
 	t.Helper()
 	root := t.TempDir()
 	servertest.WriteConfineSeq(t, root)
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lib, err := onnxrt.FindLibrary("")
-	servertest.Must(t, err)
-	ort, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, Logger: log})
-	servertest.Must(t, err)
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	servertest.Must(t, err)
-	c := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{ort}, ControlMode: core.ModeExplicit,
-		StartupModels: []string{"seq"}, StrictReadiness: true, Logger: log, NoFileOverrides: true})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Shutdown(ctx)
-		_ = ort.Close()
-	})
-	servertest.Must(t, c.Start(context.Background()))
-	api := New(c, Options{})
-	g := grpc.NewServer(api.ServerOptions()...)
-	api.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	servertest.Must(t, err)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	servertest.Must(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewGRPCInferenceServiceClient(conn)
+	return start(t, servertest.Options{Repo: root, Mode: core.ModeExplicit, Startup: []string{"seq"}, NoFileOverrides: true}, Options{}).client
 }
 
 // The review's data_file finding over gRPC, with

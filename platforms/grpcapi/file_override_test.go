@@ -1,22 +1,15 @@
 package grpcapi
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
-	"github.com/inferd/inferd/repo"
 )
 
 // TestFileOverrideOption: core.Options.NoFileOverrides
@@ -33,25 +26,10 @@ func TestFileOverrideOption(t *testing.T) {
 		root := t.TempDir()
 		servertest.Must(t, os.MkdirAll(filepath.Join(root, "idm", "1"), 0o755))
 		servertest.Must(t, os.WriteFile(filepath.Join(root, "idm", "config.pbtxt"), []byte(`backend: "identity"`), 0o644))
-		repos, err := repo.OpenAll(context.Background(), []string{root})
-		servertest.Must(t, err)
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		c := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{servertest.Identity{}}, ControlMode: core.ModeExplicit, Logger: log, NoFileOverrides: refuse})
-		servertest.Must(t, c.Start(context.Background()))
-		t.Cleanup(func() { c.Shutdown(context.Background()) })
-		api := New(c, Options{})
-		g := grpc.NewServer(api.ServerOptions()...)
-		api.Register(g)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		servertest.Must(t, err)
-		go func() { _ = g.Serve(lis) }()
-		t.Cleanup(g.Stop)
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		servertest.Must(t, err)
-		t.Cleanup(func() { _ = conn.Close() })
-		client := pb.NewGRPCInferenceServiceClient(conn)
+		h := start(t, servertest.Options{Repo: root, Mode: core.ModeExplicit, NoFileOverrides: refuse}, Options{})
+		client, c := h.client, h.core
 
-		_, err = client.RepositoryModelLoad(ctx(t), &pb.RepositoryModelLoadRequest{ModelName: "uploaded", Parameters: map[string]*pb.ModelRepositoryParameter{
+		_, err := client.RepositoryModelLoad(ctx(t), &pb.RepositoryModelLoadRequest{ModelName: "uploaded", Parameters: map[string]*pb.ModelRepositoryParameter{
 			"config":           str(config),
 			"file:1/model.bin": {ParameterChoice: &pb.ModelRepositoryParameter_BytesParam{BytesParam: []byte("w")}},
 		}})

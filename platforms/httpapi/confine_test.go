@@ -1,12 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,11 +12,9 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
-	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -63,30 +58,10 @@ func startConfined(t *testing.T, refuse bool) *confined {
 	must(t, os.Symlink("../../outside.onnx", filepath.Join(root, "simple", "1", "model.onnx")))
 	must(t, os.Symlink("../../outside.onnx", filepath.Join(root, "simple", "1", "link.onnx")))
 
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lib, err := onnxrt.FindLibrary("")
-	must(t, err)
-	ort, err := onnxrt.New(onnxrt.Options{LibraryPath: lib, Logger: log})
-	must(t, err)
-	py := python.New(python.Options{Executable: servertest.Python(t), Logger: log})
-	repos, err := repo.OpenAll(context.Background(), []string{root})
-	must(t, err)
-	srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{ort, py}, ControlMode: core.ModeExplicit,
-		StartupModels: []string{"seq", "simple", "params"}, AutoComplete: true, StrictReadiness: true, Logger: log, NoFileOverrides: refuse})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		_ = py.Close()
-		_ = ort.Close()
-	})
-	must(t, srv.Start(context.Background()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	hs := &http.Server{Handler: New(srv, Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	c.base = "http://" + ln.Addr().String()
+	py := python.New(python.Options{Executable: servertest.Python(t)})
+	t.Cleanup(func() { _ = py.Close() })
+	c.base, _ = startServer(t, root, serverOpts{mode: core.ModeExplicit, startup: []string{"seq", "simple", "params"},
+		backends: []core.Backend{py}, noFileOverrides: refuse})
 	return c
 }
 

@@ -1,21 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/internal/servertest"
-	"github.com/inferd/inferd/repo"
 )
 
 const idmConfig = `{"backend":"identity","max_batch_size":0,"input":[{"name":"INPUT0","data_type":"TYPE_INT32","dims":[1]}],"output":[{"name":"OUTPUT0","data_type":"TYPE_INT32","dims":[1]}]}`
@@ -31,18 +23,7 @@ func TestFileOverrideOption(t *testing.T) {
 		root := t.TempDir()
 		must(t, os.MkdirAll(filepath.Join(root, "idm", "1"), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, "idm", "config.pbtxt"), []byte(`backend: "identity"`), 0o644))
-		repos, err := repo.OpenAll(context.Background(), []string{root})
-		must(t, err)
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{servertest.Identity{}}, ControlMode: core.ModeExplicit, Logger: log, NoFileOverrides: refuse})
-		must(t, srv.Start(context.Background()))
-		t.Cleanup(func() { srv.Shutdown(context.Background()) })
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		must(t, err)
-		hs := &http.Server{Handler: New(srv, Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(ln) }()
-		t.Cleanup(func() { _ = hs.Close() })
-		base := "http://" + ln.Addr().String()
+		base, srv := startServer(t, root, serverOpts{mode: core.ModeExplicit, noFileOverrides: refuse})
 
 		body, _ := json.Marshal(map[string]any{"parameters": map[string]string{"config": idmConfig, "file:1/model.bin": base64.StdEncoding.EncodeToString([]byte("w"))}})
 		status, _, b := post(t, base+"/v2/repository/models/uploaded/load", string(body))

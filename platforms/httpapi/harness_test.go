@@ -126,12 +126,13 @@ func must(t testing.TB, err error) {
 }
 
 type serverOpts struct {
-	mode          core.ControlMode
-	startup       []string
-	api           Options
-	allowFailures bool
-	backends      []core.Backend // beside servertest's (the Python backend)
-	gpus          []int32        // CUDA devices for KIND_GPU groups
+	mode            core.ControlMode
+	startup         []string
+	api             Options
+	allowFailures   bool
+	backends        []core.Backend // beside servertest's (the Python backend)
+	gpus            []int32        // CUDA devices for KIND_GPU groups
+	noFileOverrides bool           // --allow-model-file-override=false
 }
 
 // startServer runs the core and the API on a real loopback listener and
@@ -156,7 +157,7 @@ func startServer(t testing.TB, root string, so serverOpts) (string, *core.Server
 // server, since cleanups run last-in first-out).
 func newAPI(t testing.TB, root string, so serverOpts) (*Server, *core.Server) {
 	t.Helper()
-	srv := servertest.Start(t, servertest.Options{Repo: root, Mode: so.mode, Startup: so.startup, AllowFailures: so.allowFailures, Backends: so.backends, GPUs: so.gpus})
+	srv := servertest.Start(t, servertest.Options{Repo: root, Mode: so.mode, Startup: so.startup, AllowFailures: so.allowFailures, Backends: so.backends, GPUs: so.gpus, NoFileOverrides: so.noFileOverrides})
 	so.api.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return New(srv, so.api), srv
 }
