@@ -17,17 +17,7 @@ import (
 // instancesWithParams is an instances body for id1 whose "parameters"
 // object holds n members "<prefix><i>":<i>, then tail.
 func instancesWithParams(n int, prefix, tail string) []byte {
-	b := []byte(`{"instances":[[1]],"parameters":{`)
-	for i := range n {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, prefix...)
-		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, `":`...)
-		b = strconv.AppendInt(b, int64(i), 10)
-	}
+	b := append([]byte(`{"instances":[[1]],"parameters":{`), servertest.ParamMembers(n, prefix)...)
 	return append(append(b, tail...), "}}"...)
 }
 

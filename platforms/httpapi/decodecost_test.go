@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,17 +18,7 @@ import (
 // manyParamsBody is an infer request for id1 whose "parameters" object
 // holds n members "<prefix><i>":<i>, then tail.
 func manyParamsBody(n int, prefix, tail string) []byte {
-	b := []byte(`{"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"FP32","data":[1]}],"parameters":{`)
-	for i := range n {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, prefix...)
-		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, `":`...)
-		b = strconv.AppendInt(b, int64(i), 10)
-	}
+	b := append([]byte(`{"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"FP32","data":[1]}],"parameters":{`), servertest.ParamMembers(n, prefix)...)
 	return append(append(b, tail...), "}}"...)
 }
 
