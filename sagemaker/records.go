@@ -18,7 +18,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -87,12 +87,12 @@ func (h *handler) records(w http.ResponseWriter, r *http.Request, model, format 
 		if tl := (*httpapi.BodyTooLarge)(nil); errors.As(err, &tl) {
 			err = codec.JSONTooLargeError(tl.Size, limit)
 		}
-		httpapi.WriteError(w, v2.HTTPStatus(v2.ClassOf(err)), err.Error())
+		httpapi.WriteError(w, protocol.HTTPStatus(protocol.ClassOf(err)), err.Error())
 		return
 	}
 	mv, release, err := h.core.Acquire(model, core.LatestVersion)
 	if err != nil {
-		httpapi.WriteError(w, v2.HTTPStatus(v2.ClassOf(err)), err.Error())
+		httpapi.WriteError(w, protocol.HTTPStatus(protocol.ClassOf(err)), err.Error())
 		return
 	}
 	cfg := mv.Config

@@ -19,8 +19,8 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/infer"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -69,7 +69,7 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 	in, err := pipe.Start(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: path, Model: model, Version: core.LatestVersion,
 		Decoupled: httpapi.ErrDecoupled, Meta: header(r.Header),
-	}, func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+	}, func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
 		batching = cfg.GetMaxBatchSize() > 0
 		release := h.api.Work() // --http-thread-count bounds decoding, as on /infer
 		req, err := q.decode(r.Context(), model, cfg, h.api.MaxInputSize())
@@ -111,7 +111,7 @@ func (h *Handler) writePredictions(w http.ResponseWriter, resp *core.InferRespon
 // writeError answers err with {"error": ...}: a badRequest with 400, any
 // other error with its class's status, as the base route does.
 func writeError(w http.ResponseWriter, err error) {
-	status := v2.HTTPStatus(v2.ClassOf(err))
+	status := protocol.HTTPStatus(protocol.ClassOf(err))
 	if errors.As(err, new(badRequest)) {
 		status = http.StatusBadRequest
 	}
@@ -216,11 +216,11 @@ func (q *instancesRequest) decode(ctx context.Context, model string, cfg *modelc
 }
 
 // readParams applies the request's "parameters" (an object, or absent or
-// null) to req by the HTTP infer rules (v2.ParamReader), member by member
+// null) to req by the HTTP infer rules (protocol.ParamReader), member by member
 // in document order, but binary_data_output: the predictions are always
 // JSON.
 func readParams(ctx context.Context, req *core.InferRequest, params tritonjson.Value) error {
-	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: req}
+	pr := protocol.ParamReader{Rules: protocol.HTTPRules, Request: req}
 	// Each name is looked up again, as a v2 body's (platforms/codec): an
 	// index keeps that linear in a client's member count.
 	index := params.IndexMembers()

@@ -22,8 +22,8 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -207,7 +207,7 @@ func status(err error) int {
 	if errors.As(err, new(badRequest)) {
 		return 400
 	}
-	return v2.HTTPStatus(v2.ClassOf(err))
+	return protocol.HTTPStatus(protocol.ClassOf(err))
 }
 
 // TestDecodeSizeLimit: a JSON input's tensor is bounded by
@@ -324,7 +324,7 @@ func TestInstancesReachTheModel(t *testing.T) {
 	py := python.New(python.Options{Executable: servertest.Python(t), ArenaBytes: python.DefaultArenaBytes})
 	t.Cleanup(func() { _ = py.Close() })
 	c := servertest.Start(t, servertest.Options{Repo: root, Backends: []core.Backend{py}})
-	fw, err := v2.NewHeaderForwarder("my-|encoding|inference", "")
+	fw, err := protocol.NewHeaderForwarder("my-|encoding|inference", "")
 	must(t, err)
 	_, base := listen(t, c, httpapi.New(c, httpapi.Options{HeaderForward: fw, Logger: quiet}), "", true)
 

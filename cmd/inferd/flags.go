@@ -17,9 +17,9 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // config holds every command-line setting; the option names are Triton's
@@ -69,7 +69,7 @@ type config struct {
 	restrictedAPI     []string
 	// restricted and grpcRestrictions are the groups of
 	// --http-restricted-api and --grpc-restricted-protocol, read by check.
-	restricted, grpcRestrictions map[string]v2.Restriction
+	restricted, grpcRestrictions map[string]protocol.Restriction
 	// python is the Python backend's --backend-config, read by check.
 	python            python.Options
 	configName        string
@@ -112,7 +112,7 @@ type config struct {
 	// httpForward and grpcForward are --http-header-forward-pattern and
 	// --grpc-header-forward-pattern, compiled by check (nil: off).
 	httpForwardPattern, grpcForwardPattern string
-	httpForward, grpcForward               *v2.HeaderForwarder
+	httpForward, grpcForward               *protocol.HeaderForwarder
 
 	// traceValues and traceDeprecated are --trace-config and the
 	// deprecated --trace-* flags; check reads them into tracing, and run
@@ -307,14 +307,14 @@ func (c *config) check() error {
 	}
 	// Triton reads the restricted groups while parsing the command line,
 	// so a bad one stops the start before any model loads.
-	c.restricted, c.grpcRestrictions = map[string]v2.Restriction{}, map[string]v2.Restriction{}
+	c.restricted, c.grpcRestrictions = map[string]protocol.Restriction{}, map[string]protocol.Restriction{}
 	for _, r := range c.restrictedAPI {
-		if err := v2.ParseRestriction(c.restricted, r, "api"); err != nil {
+		if err := protocol.ParseRestriction(c.restricted, r, "api"); err != nil {
 			return fmt.Errorf("--http-restricted-api: %w", err)
 		}
 	}
 	for _, r := range c.grpcRestricted {
-		if err := v2.ParseRestriction(c.grpcRestrictions, r, "protocol"); err != nil {
+		if err := protocol.ParseRestriction(c.grpcRestrictions, r, "protocol"); err != nil {
 			return fmt.Errorf("--grpc-restricted-protocol: %w", err)
 		}
 	}
@@ -357,10 +357,10 @@ func (c *config) forwarders() error {
 		grpcKeys = append(grpcKeys, "triton-grpc-protocol-"+r.Key)
 	}
 	var err error
-	if c.httpForward, err = v2.NewHeaderForwarder(c.httpForwardPattern, httpKeys...); err != nil {
+	if c.httpForward, err = protocol.NewHeaderForwarder(c.httpForwardPattern, httpKeys...); err != nil {
 		return fmt.Errorf("--http-header-forward-pattern: %w", err)
 	}
-	if c.grpcForward, err = v2.NewHeaderForwarder(c.grpcForwardPattern, grpcKeys...); err != nil {
+	if c.grpcForward, err = protocol.NewHeaderForwarder(c.grpcForwardPattern, grpcKeys...); err != nil {
 		return fmt.Errorf("--grpc-header-forward-pattern: %w", err)
 	}
 	return nil

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // paramsByScan applies a body's request parameters looking each listed
@@ -28,7 +28,7 @@ func paramsByScan(body []byte) (r *InferRequest, err error, ok bool) {
 		return nil, nil, false
 	}
 	r = newInferRequest("m")
-	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: r.Request}
+	pr := protocol.ParamReader{Rules: protocol.HTTPRules, Request: r.Request}
 	for key := range params.Members() {
 		name := cstring(key)
 		if name == "binary_data_output" {

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // OutputKind says how one output travels back in the response.
@@ -297,7 +297,7 @@ func (d *decoder) parameters(ctx context.Context, root tritonjson.Value) error {
 	if !params.IsObject() {
 		return internal("failed to get request params.: attempt to get members for non-object")
 	}
-	pr := v2.ParamReader{Rules: v2.HTTPRules, Request: d.r.Request}
+	pr := protocol.ParamReader{Rules: protocol.HTTPRules, Request: d.r.Request}
 	// Triton lists member names as C strings and looks each one up again,
 	// so a name with a NUL finds the member of its prefix (the first
 	// member of that name, for every occurrence). The index makes those
@@ -354,10 +354,10 @@ const presizeParams = 64
 
 // requestParam is JSONParam with a string cut at a NUL, as Triton passes
 // an infer request's string parameters on as C strings.
-func requestParam(v tritonjson.Value) v2.Param {
+func requestParam(v tritonjson.Value) protocol.Param {
 	if v.IsString() {
 		s, _ := v.CString()
-		return v2.Param{Kind: v2.ParamString, String: s}
+		return protocol.Param{Kind: protocol.ParamString, String: s}
 	}
 	return JSONParam(v)
 }
@@ -366,25 +366,25 @@ func requestParam(v tritonjson.Value) v2.Param {
 // string whole, an integer as an int64 when it fits and a uint64
 // otherwise, any other number as a double, and null, an array or an
 // object as a parameter with nothing set (which every rule refuses).
-func JSONParam(v tritonjson.Value) v2.Param {
+func JSONParam(v tritonjson.Value) protocol.Param {
 	switch v.Kind() {
 	case tritonjson.KindString:
 		s, _ := v.Str()
-		return v2.Param{Kind: v2.ParamString, String: s}
+		return protocol.Param{Kind: protocol.ParamString, String: s}
 	case tritonjson.KindBool:
 		b, _ := v.Bool()
-		return v2.Param{Kind: v2.ParamBool, Bool: b}
+		return protocol.Param{Kind: protocol.ParamBool, Bool: b}
 	case tritonjson.KindNumber:
 		if i, err := v.Int64(); err == nil {
-			return v2.Param{Kind: v2.ParamInt64, Int64: i}
+			return protocol.Param{Kind: protocol.ParamInt64, Int64: i}
 		}
 		if u, err := v.Uint64(); err == nil {
-			return v2.Param{Kind: v2.ParamUint64, Uint64: u}
+			return protocol.Param{Kind: protocol.ParamUint64, Uint64: u}
 		}
 		f, _ := v.Float64()
-		return v2.Param{Kind: v2.ParamDouble, Double: f}
+		return protocol.Param{Kind: protocol.ParamDouble, Double: f}
 	}
-	return v2.Param{}
+	return protocol.Param{}
 }
 
 // inputs decodes the "inputs" array in order.
@@ -408,7 +408,7 @@ func (d *decoder) inputs(ctx context.Context, root tritonjson.Value) error {
 	ptrs := make([]*core.Tensor, 0, n)
 	shapes := make([]int64, 0, dims)
 	req := d.r.Request
-	var names v2.Names
+	var names protocol.Names
 	for i, in := range arr.Elements() {
 		if err := alive(ctx, i); err != nil {
 			return err
@@ -425,7 +425,7 @@ func (d *decoder) inputs(ctx context.Context, root tritonjson.Value) error {
 
 // input decodes one input object into t. names holds the input names decoded so
 // far (for the duplicate-name check).
-func (d *decoder) input(ctx context.Context, in tritonjson.Value, t *core.Tensor, shapes *[]int64, names *v2.Names) error {
+func (d *decoder) input(ctx context.Context, in tritonjson.Value, t *core.Tensor, shapes *[]int64, names *protocol.Names) error {
 	// Exactly one of data / binary_data_size / shared_memory_region.
 	hasData := in.Has("data")
 	params, hasParams := in.Find("parameters")
@@ -474,7 +474,7 @@ func (d *decoder) input(ctx context.Context, in tritonjson.Value, t *core.Tensor
 	}
 	t.Shape = (*shapes)[start:len(*shapes):len(*shapes)]
 	if names.Add(t.Name) {
-		return v2.DuplicateInput(d.r.Request.ID, t.Name)
+		return protocol.DuplicateInput(d.r.Request.ID, t.Name)
 	}
 
 	if hasBinary {
@@ -620,7 +620,7 @@ func (d *decoder) outputs(ctx context.Context, root tritonjson.Value) error {
 	req := d.r.Request
 	req.Outputs = make([]core.RequestedOutput, 0, n)
 	kinds := make([]OutputKind, 0, n)
-	var names v2.Names
+	var names protocol.Names
 	for i, o := range arr.Elements() {
 		if err := alive(ctx, i); err != nil {
 			return err
@@ -646,7 +646,7 @@ func (d *decoder) outputs(ctx context.Context, root tritonjson.Value) error {
 		}
 		out := core.RequestedOutput{Name: cstring(nb)}
 		if names.Add(out.Name) {
-			return v2.DuplicateOutput(out.Name)
+			return protocol.DuplicateOutput(out.Name)
 		}
 		if v, ok := params.Find("classification"); ok {
 			k, err := v.Uint64()

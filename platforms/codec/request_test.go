@@ -13,8 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 const testMax = 64 << 20
@@ -336,19 +336,19 @@ func TestDecodeParameters(t *testing.T) {
 func TestJSONParam(t *testing.T) {
 	for _, tc := range []struct {
 		json string
-		want v2.Param
+		want protocol.Param
 	}{
-		{`"a\u0000b"`, v2.Param{Kind: v2.ParamString, String: "a\x00b"}},
-		{`true`, v2.Param{Kind: v2.ParamBool, Bool: true}},
-		{`-9223372036854775808`, v2.Param{Kind: v2.ParamInt64, Int64: math.MinInt64}},
-		{`-0`, v2.Param{Kind: v2.ParamInt64}},
-		{`9223372036854775808`, v2.Param{Kind: v2.ParamUint64, Uint64: 1 << 63}},
-		{`18446744073709551616`, v2.Param{Kind: v2.ParamDouble, Double: 1 << 64}},
-		{`1.0`, v2.Param{Kind: v2.ParamDouble, Double: 1}},
-		{`-Infinity`, v2.Param{Kind: v2.ParamDouble, Double: math.Inf(-1)}},
-		{`null`, v2.Param{}},
-		{`[1]`, v2.Param{}},
-		{`{}`, v2.Param{}},
+		{`"a\u0000b"`, protocol.Param{Kind: protocol.ParamString, String: "a\x00b"}},
+		{`true`, protocol.Param{Kind: protocol.ParamBool, Bool: true}},
+		{`-9223372036854775808`, protocol.Param{Kind: protocol.ParamInt64, Int64: math.MinInt64}},
+		{`-0`, protocol.Param{Kind: protocol.ParamInt64}},
+		{`9223372036854775808`, protocol.Param{Kind: protocol.ParamUint64, Uint64: 1 << 63}},
+		{`18446744073709551616`, protocol.Param{Kind: protocol.ParamDouble, Double: 1 << 64}},
+		{`1.0`, protocol.Param{Kind: protocol.ParamDouble, Double: 1}},
+		{`-Infinity`, protocol.Param{Kind: protocol.ParamDouble, Double: math.Inf(-1)}},
+		{`null`, protocol.Param{}},
+		{`[1]`, protocol.Param{}},
+		{`{}`, protocol.Param{}},
 	} {
 		doc, err := tritonjson.ParseJSON([]byte(tc.json))
 		if err != nil {

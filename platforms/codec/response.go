@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // EncodeResponse renders resp as Triton does (InferRequestClass::
@@ -30,7 +30,7 @@ func EncodeResponse(resp *core.InferResponse, req *InferRequest) (header []byte,
 // AppendResponse is EncodeResponse appending the header to dst.
 func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, err error) {
 	if req != nil && req.spans != nil {
-		if err := v2.WriteRegions(resp.Outputs, req.outputSpan); err != nil {
+		if err := protocol.WriteRegions(resp.Outputs, req.outputSpan); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -112,20 +112,20 @@ func appendParameters(b []byte, params map[string]any) ([]byte, error) {
 }
 
 // AppendParameterValue writes the JSON value of response parameter name,
-// as v2.ResponseParam reads it (with its errors).
+// as protocol.ResponseParam reads it (with its errors).
 func AppendParameterValue(b []byte, name string, v any) ([]byte, error) {
-	p, err := v2.ResponseParam(name, v)
+	p, err := protocol.ResponseParam(name, v)
 	if err != nil {
 		return nil, err
 	}
 	switch p.Kind {
-	case v2.ParamBool:
+	case protocol.ParamBool:
 		return tritonjson.AppendBool(b, p.Bool), nil
-	case v2.ParamString:
+	case protocol.ParamString:
 		return tritonjson.AppendString(b, p.String), nil
-	case v2.ParamInt64:
+	case protocol.ParamInt64:
 		return tritonjson.AppendInt(b, p.Int64), nil
-	case v2.ParamUint64:
+	case protocol.ParamUint64:
 		return tritonjson.AppendUint(b, p.Uint64), nil
 	}
 	return tritonjson.AppendFloat(b, p.Double), nil

@@ -16,8 +16,8 @@ import (
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/infer"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -67,7 +67,7 @@ func (s *Server) modelInfer(ctx context.Context, in *wireRequest) (*pb.ModelInfe
 // where its conversion would have failed.
 func (s *Server) startInfer(ctx context.Context, method string, w *wireRequest, decoupled error) (inf infer.Inference, emptyFinal bool, regions *outputRegions, err error) {
 	in := w.msg
-	version, err := v2.ParseVersion(in.GetModelVersion())
+	version, err := protocol.ParseVersion(in.GetModelVersion())
 	if err != nil {
 		return inf, false, nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Server) startInfer(ctx context.Context, method string, w *wireRequest, 
 		Protocol: infer.GRPC, Route: method, Model: in.GetModelName(), Version: version,
 		Decoupled: decoupled, Meta: callMetadata{}, Buffered: true,
 	}
-	inf, err = s.pipe.Start(ctx, call, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (req *core.InferRequest, err error) {
+	inf, err = s.pipe.Start(ctx, call, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (req *core.InferRequest, err error) {
 		if w.refused != nil {
 			return nil, w.refused
 		}
@@ -130,7 +130,7 @@ func inferParams(in map[string]*pb.InferParameter, req *core.InferRequest) (empt
 	if len(in) == 0 {
 		return false, nil // most requests: no sort, no allocation
 	}
-	r := v2.ParamReader{Rules: v2.GRPCRules, Request: req}
+	r := protocol.ParamReader{Rules: protocol.GRPCRules, Request: req}
 	if len(in) == 1 {
 		for k, p := range in {
 			if err := r.Read(k, inferParam(p)); err != nil {
@@ -147,20 +147,20 @@ func inferParams(in map[string]*pb.InferParameter, req *core.InferRequest) (empt
 	return r.EmptyFinalResponse, nil
 }
 
-func inferParam(p *pb.InferParameter) v2.Param {
+func inferParam(p *pb.InferParameter) protocol.Param {
 	switch c := p.GetParameterChoice().(type) {
 	case *pb.InferParameter_BoolParam:
-		return v2.Param{Kind: v2.ParamBool, Bool: c.BoolParam}
+		return protocol.Param{Kind: protocol.ParamBool, Bool: c.BoolParam}
 	case *pb.InferParameter_Int64Param:
-		return v2.Param{Kind: v2.ParamInt64, Int64: c.Int64Param}
+		return protocol.Param{Kind: protocol.ParamInt64, Int64: c.Int64Param}
 	case *pb.InferParameter_StringParam:
-		return v2.Param{Kind: v2.ParamString, String: c.StringParam}
+		return protocol.Param{Kind: protocol.ParamString, String: c.StringParam}
 	case *pb.InferParameter_DoubleParam:
-		return v2.Param{Kind: v2.ParamDouble, Double: c.DoubleParam}
+		return protocol.Param{Kind: protocol.ParamDouble, Double: c.DoubleParam}
 	case *pb.InferParameter_Uint64Param:
-		return v2.Param{Kind: v2.ParamUint64, Uint64: c.Uint64Param}
+		return protocol.Param{Kind: protocol.ParamUint64, Uint64: c.Uint64Param}
 	}
-	return v2.Param{}
+	return protocol.Param{}
 }
 
 // inferRequest converts a ModelInferRequest into a core request, in the
@@ -175,13 +175,13 @@ func inferParam(p *pb.InferParameter) v2.Param {
 // triton_enable_empty_final_response, which only ModelStreamInfer uses;
 // outs are the regions in use, held until the caller releases them (nil:
 // none; on an error nothing is held).
-func inferRequest(in *pb.ModelInferRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+func inferRequest(in *pb.ModelInferRequest, fh *protocol.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
 	return wireInferRequest(plainRequest(in), fh, regions)
 }
 
 // wireInferRequest is inferRequest of a request as the codec read it, its
 // bytes_contents flattened.
-func wireInferRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+func wireInferRequest(w *wireRequest, fh *protocol.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
 	req, emptyFinal, outs, err = convertRequest(w, fh, regions)
 	if err != nil {
 		outs.held().Release()
@@ -192,7 +192,7 @@ func wireInferRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Mana
 
 // convertRequest is inferRequest before its error path's release: outs
 // holds whatever regions were taken when it fails.
-func convertRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
+func convertRequest(w *wireRequest, fh *protocol.ForwardedHeaders, regions *shm.Manager) (req *core.InferRequest, emptyFinal bool, outs *outputRegions, err error) {
 	in := w.msg
 	model := in.GetModelName()
 	req = &core.InferRequest{ID: in.GetId(), ModelName: model, ModelVersion: core.LatestVersion}
@@ -203,20 +203,20 @@ func convertRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Manage
 	inputs := in.GetInputs()
 	req.Inputs = make([]*core.Tensor, len(inputs))
 	tensors := make([]core.Tensor, len(inputs)) // one allocation for all inputs
-	var seen v2.Names
+	var seen protocol.Names
 	for i, t := range inputs {
 		if seen.Add(t.GetName()) {
-			return nil, false, outs, v2.DuplicateInput(req.ID, t.GetName())
+			return nil, false, outs, protocol.DuplicateInput(req.ID, t.GetName())
 		}
 		tensors[i] = core.Tensor{Name: t.GetName(), DataType: core.ParseDataType(t.GetDatatype()), Shape: t.GetShape()}
 		req.Inputs[i] = &tensors[i]
 	}
 	if requested := in.GetOutputs(); len(requested) > 0 {
 		req.Outputs = make([]core.RequestedOutput, len(requested))
-		var seen v2.Names
+		var seen protocol.Names
 		for i, o := range requested {
 			if seen.Add(o.GetName()) {
-				return nil, false, outs, v2.DuplicateOutput(o.GetName())
+				return nil, false, outs, protocol.DuplicateOutput(o.GetName())
 			}
 			req.Outputs[i].Name = o.GetName()
 		}
@@ -272,7 +272,7 @@ func convertRequest(w *wireRequest, fh *v2.ForwardedHeaders, regions *shm.Manage
 		}
 		class, hasClass := p["classification"]
 		if hasClass {
-			if req.Outputs[i].ClassCount, err = v2.ClassCount(inferParam(class)); err != nil {
+			if req.Outputs[i].ClassCount, err = protocol.ClassCount(inferParam(class)); err != nil {
 				return nil, false, outs, err
 			}
 		}
@@ -418,24 +418,24 @@ func inferResponse(resp *core.InferResponse, regions *outputRegions) (*pb.ModelI
 }
 
 // responseParameter is one response parameter as gRPC carries it, read by
-// the writer every transport shares (v2.ResponseParam), so one core
+// the writer every transport shares (protocol.ResponseParam), so one core
 // response reads alike over HTTP and gRPC, errors included.
 func responseParameter(name string, v any) (*pb.InferParameter, error) {
-	p, err := v2.ResponseParam(name, v)
+	p, err := protocol.ResponseParam(name, v)
 	if err != nil {
 		return nil, err
 	}
 	var out pb.InferParameter
 	switch p.Kind {
-	case v2.ParamBool:
+	case protocol.ParamBool:
 		out.ParameterChoice = &pb.InferParameter_BoolParam{BoolParam: p.Bool}
-	case v2.ParamString:
+	case protocol.ParamString:
 		out.ParameterChoice = &pb.InferParameter_StringParam{StringParam: p.String}
-	case v2.ParamInt64:
+	case protocol.ParamInt64:
 		out.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: p.Int64}
-	case v2.ParamUint64:
+	case protocol.ParamUint64:
 		out.ParameterChoice = &pb.InferParameter_Uint64Param{Uint64Param: p.Uint64}
-	case v2.ParamDouble:
+	case protocol.ParamDouble:
 		out.ParameterChoice = &pb.InferParameter_DoubleParam{DoubleParam: p.Double}
 	}
 	return &out, nil

@@ -19,7 +19,7 @@ import (
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/logging"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 func boolSetting(v bool) *pb.LogSettingsRequest_SettingValue {
@@ -215,7 +215,7 @@ func forwardHarness(t *testing.T, pattern string) *harness {
 	t.Helper()
 	root := t.TempDir()
 	servertest.WriteParamsModel(t, root, "params")
-	fw, err := v2.NewHeaderForwarder(pattern, "triton-grpc-protocol-infer-key")
+	fw, err := protocol.NewHeaderForwarder(pattern, "triton-grpc-protocol-infer-key")
 	servertest.Must(t, err)
 	py := python.New(python.Options{Executable: servertest.Python(t), ArenaBytes: python.DefaultArenaBytes})
 	t.Cleanup(func() { _ = py.Close() })

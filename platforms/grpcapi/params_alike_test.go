@@ -17,8 +17,8 @@ import (
 	"github.com/inferd/inferd/internal/servertest"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -233,16 +233,16 @@ func TestResponseParametersAlikeOverListeners(t *testing.T) {
 		t.Run(tc.kase, func(t *testing.T) {
 			_, err := p.infer(t, tc.kase)
 			st, _ := status.FromError(err)
-			if int(st.Code()) != int(v2.GRPCStatus(tc.code)) || st.Message() != tc.msg {
-				t.Errorf("gRPC: %v %q, want %v %q", st.Code(), st.Message(), v2.GRPCStatus(tc.code), tc.msg)
+			if int(st.Code()) != int(protocol.GRPCStatus(tc.code)) || st.Message() != tc.msg {
+				t.Errorf("gRPC: %v %q, want %v %q", st.Code(), st.Message(), protocol.GRPCStatus(tc.code), tc.msg)
 			}
 			want := string(tritonjson.AppendString([]byte(`{"error":`), tc.msg)) + "}"
 			for route, body := range map[string]string{
 				"infer":    `{"parameters":{"case":"` + tc.kase + `"},"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}`,
 				"generate": `{"IN":1,"case":"` + tc.kase + `"}`,
 			} {
-				if code, got := p.post(t, route, body); code != v2.HTTPStatus(tc.code) || string(got) != want {
-					t.Errorf("HTTP %s: %d %s, want %d %s", route, code, got, v2.HTTPStatus(tc.code), want)
+				if code, got := p.post(t, route, body); code != protocol.HTTPStatus(tc.code) || string(got) != want {
+					t.Errorf("HTTP %s: %d %s, want %d %s", route, code, got, protocol.HTTPStatus(tc.code), want)
 				}
 			}
 		})

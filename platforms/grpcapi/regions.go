@@ -3,8 +3,8 @@ package grpcapi
 import (
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // regionRef is where a tensor's shared-memory parameters place it.
@@ -111,12 +111,12 @@ func (o *outputRegions) held() *shm.Holds {
 }
 
 // write copies resp's outputs that go to shared memory into their regions
-// (v2.WriteRegions; Triton's response allocator refuses a region too
+// (protocol.WriteRegions; Triton's response allocator refuses a region too
 // small: ResponseAllocatorHelper in triton-inference-server/server
 // src/grpc/infer_handler.cc).
 func (o *outputRegions) write(resp *core.InferResponse) error {
 	if o == nil {
 		return nil
 	}
-	return v2.WriteRegions(resp.Outputs, o.span)
+	return protocol.WriteRegions(resp.Outputs, o.span)
 }

@@ -5,13 +5,13 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 // ServerLive answers the server's liveness (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterServerLive).
 func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
-	live, err := v2.ServerLive(s.core, s.exiting.Load())
+	live, err := protocol.ServerLive(s.core, s.exiting.Load())
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -21,7 +21,7 @@ func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerL
 // ServerReady answers the server's readiness (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterServerReady).
 func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
-	ready, err := v2.ServerReady(s.core, s.exiting.Load())
+	ready, err := protocol.ServerReady(s.core, s.exiting.Load())
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -32,11 +32,11 @@ func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 // ready, and an exiting server is UNAVAILABLE (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterModelReady).
 func (s *Server) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
-	version, err := v2.ParseVersion(req.GetVersion())
+	version, err := protocol.ParseVersion(req.GetVersion())
 	if err != nil {
 		return nil, statusError(err)
 	}
-	ready, err := v2.ModelReadiness(s.core, req.GetName(), version, s.exiting.Load())
+	ready, err := protocol.ModelReadiness(s.core, req.GetName(), version, s.exiting.Load())
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -52,11 +52,11 @@ func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb
 // ModelMetadata answers a model's metadata (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterModelMetadata).
 func (s *Server) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
-	version, err := v2.ParseVersion(req.GetVersion())
+	version, err := protocol.ParseVersion(req.GetVersion())
 	if err != nil {
 		return nil, statusError(err)
 	}
-	md, err := v2.ModelMetadata(s.core, req.GetName(), version)
+	md, err := protocol.ModelMetadata(s.core, req.GetName(), version)
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -66,7 +66,7 @@ func (s *Server) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequest) 
 	}, nil
 }
 
-func tensorMetadata(ts []v2.TensorMeta) []*pb.ModelMetadataResponse_TensorMetadata {
+func tensorMetadata(ts []protocol.TensorMeta) []*pb.ModelMetadataResponse_TensorMetadata {
 	out := make([]*pb.ModelMetadataResponse_TensorMetadata, len(ts))
 	for i, t := range ts {
 		out[i] = &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
@@ -77,11 +77,11 @@ func tensorMetadata(ts []v2.TensorMeta) []*pb.ModelMetadataResponse_TensorMetada
 // ModelConfig answers a model's effective configuration (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterModelConfig).
 func (s *Server) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
-	version, err := v2.ParseVersion(req.GetVersion())
+	version, err := protocol.ParseVersion(req.GetVersion())
 	if err != nil {
 		return nil, statusError(err)
 	}
-	cfg, err := v2.ModelConfig(s.core, req.GetName(), version)
+	cfg, err := protocol.ModelConfig(s.core, req.GetName(), version)
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -91,11 +91,11 @@ func (s *Server) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb
 // ModelStatistics answers the statistics of READY versions (triton-inference-server/server
 // src/grpc/grpc_server.cc, RegisterModelStatistics).
 func (s *Server) ModelStatistics(_ context.Context, req *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
-	version, err := v2.ParseVersion(req.GetVersion())
+	version, err := protocol.ParseVersion(req.GetVersion())
 	if err != nil {
 		return nil, statusError(err)
 	}
-	stats, err := v2.ModelStatistics(s.core, req.GetName(), version)
+	stats, err := protocol.ModelStatistics(s.core, req.GetName(), version)
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -133,9 +133,9 @@ func duration(d core.Duration) *pb.StatisticDuration {
 // src/grpc/grpc_server.cc, RegisterRepositoryIndex).
 func (s *Server) RepositoryIndex(ctx context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
 	if req.GetRepositoryName() != "" {
-		return nil, statusError(v2.ErrRepositoryName)
+		return nil, statusError(protocol.ErrRepositoryName)
 	}
-	entries, err := v2.RepositoryIndex(ctx, s.core, req.GetReady())
+	entries, err := protocol.RepositoryIndex(ctx, s.core, req.GetReady())
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -151,13 +151,13 @@ func (s *Server) RepositoryIndex(ctx context.Context, req *pb.RepositoryIndexReq
 // RegisterRepositoryModelLoad).
 func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
 	if req.GetRepositoryName() != "" {
-		return nil, statusError(v2.ErrRepositoryName)
+		return nil, statusError(protocol.ErrRepositoryName)
 	}
-	ov, err := v2.ReadLoadParams(repositoryParams(req.GetParameters()))
+	ov, err := protocol.ReadLoadParams(repositoryParams(req.GetParameters()))
 	if err != nil {
 		return nil, statusError(err)
 	}
-	if err := v2.Load(ctx, s.core, req.GetModelName(), ov); err != nil {
+	if err := protocol.Load(ctx, s.core, req.GetModelName(), ov); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.RepositoryModelLoadResponse{}, nil
@@ -167,31 +167,31 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryMode
 // src/grpc/grpc_server.cc, RegisterRepositoryModelUnload).
 func (s *Server) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
 	if req.GetRepositoryName() != "" {
-		return nil, statusError(v2.ErrRepositoryName)
+		return nil, statusError(protocol.ErrRepositoryName)
 	}
-	dependents, err := v2.ReadUnloadParams(repositoryParams(req.GetParameters()))
+	dependents, err := protocol.ReadUnloadParams(repositoryParams(req.GetParameters()))
 	if err != nil {
 		return nil, statusError(err)
 	}
-	if err := v2.Unload(ctx, s.core, req.GetModelName(), dependents); err != nil {
+	if err := protocol.Unload(ctx, s.core, req.GetModelName(), dependents); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.RepositoryModelUnloadResponse{}, nil
 }
 
-func repositoryParams(in map[string]*pb.ModelRepositoryParameter) map[string]v2.Param {
-	out := make(map[string]v2.Param, len(in))
+func repositoryParams(in map[string]*pb.ModelRepositoryParameter) map[string]protocol.Param {
+	out := make(map[string]protocol.Param, len(in))
 	for k, p := range in {
-		var v v2.Param
+		var v protocol.Param
 		switch c := p.GetParameterChoice().(type) {
 		case *pb.ModelRepositoryParameter_BoolParam:
-			v = v2.Param{Kind: v2.ParamBool, Bool: c.BoolParam}
+			v = protocol.Param{Kind: protocol.ParamBool, Bool: c.BoolParam}
 		case *pb.ModelRepositoryParameter_Int64Param:
-			v = v2.Param{Kind: v2.ParamInt64, Int64: c.Int64Param}
+			v = protocol.Param{Kind: protocol.ParamInt64, Int64: c.Int64Param}
 		case *pb.ModelRepositoryParameter_StringParam:
-			v = v2.Param{Kind: v2.ParamString, String: c.StringParam}
+			v = protocol.Param{Kind: protocol.ParamString, String: c.StringParam}
 		case *pb.ModelRepositoryParameter_BytesParam:
-			v = v2.Param{Kind: v2.ParamBytes, Bytes: c.BytesParam}
+			v = protocol.Param{Kind: protocol.ParamBytes, Bytes: c.BytesParam}
 		}
 		out[k] = v
 	}

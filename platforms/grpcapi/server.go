@@ -28,15 +28,15 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // Restriction is one --grpc-restricted-protocol group's metadata: the call
 // must carry "triton-grpc-protocol-<Key>" with the first value Value.
-type Restriction = v2.Restriction
+type Restriction = protocol.Restriction
 
 // Options configure the gRPC API.
 type Options struct {
@@ -59,7 +59,7 @@ type Options struct {
 	// (those of Logger's handler); fresh defaults when nil.
 	Logs *logging.Settings
 	// HeaderForward is --grpc-header-forward-pattern; nil forwards nothing.
-	HeaderForward *v2.HeaderForwarder
+	HeaderForward *protocol.HeaderForwarder
 	// Trace holds the trace settings and samples inference requests
 	// (triton-inference-server/server docs/protocol/extension_trace.md); a
 	// manager with tracing OFF when nil.
@@ -123,7 +123,7 @@ func New(c *core.Server, opts Options) *Server {
 	if opts.ConnQueueBytes <= 0 {
 		opts.ConnQueueBytes = serve.ConnQueueBytes
 	}
-	md := v2.ServerMetadata(opts.ServerID)
+	md := protocol.ServerMetadata(opts.ServerID)
 	return &Server{
 		core: c, opts: opts, log: opts.Logger, logs: opts.Logs, drain: make(chan struct{}), conns: connBudgets{max: opts.ConnQueueBytes},
 		meta: &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions},
@@ -180,7 +180,7 @@ func (s *Server) SetExiting() {
 }
 
 // statusError is err as a gRPC status: the code of its Triton error class
-// (v2.GRPCCode, as Triton's GrpcStatusUtil::CodeToStatus in
+// (protocol.GRPCCode, as Triton's GrpcStatusUtil::CodeToStatus in
 // triton-inference-server/server src/grpc/grpc_utils.cc) and its text
 // unchanged. A gRPC status passes through.
 func statusError(err error) error {
@@ -193,7 +193,7 @@ func statusError(err error) error {
 			return err
 		}
 	}
-	return status.Error(codes.Code(v2.GRPCStatus(v2.ClassOf(err))), err.Error())
+	return status.Error(codes.Code(protocol.GRPCStatus(protocol.ClassOf(err))), err.Error())
 }
 
 const servicePrefix = "/inference.GRPCInferenceService/"
@@ -293,7 +293,7 @@ type health struct {
 }
 
 func (h health) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	ready, err := v2.ServerReady(h.s.core, h.s.exiting.Load())
+	ready, err := protocol.ServerReady(h.s.core, h.s.exiting.Load())
 	if err != nil {
 		return nil, statusError(err)
 	}

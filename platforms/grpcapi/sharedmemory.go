@@ -4,8 +4,8 @@ import (
 	"context"
 
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // The shared-memory extension's RPCs (triton-inference-server/server
@@ -18,7 +18,7 @@ import (
 // SystemSharedMemoryStatus answers the system regions, or the one named,
 // keyed by name.
 func (s *Server) SystemSharedMemoryStatus(_ context.Context, req *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
-	regions, err := v2.ShmStatus(s.opts.SharedMemory, shm.System, req.GetName())
+	regions, err := protocol.ShmStatus(s.opts.SharedMemory, shm.System, req.GetName())
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -31,7 +31,7 @@ func (s *Server) SystemSharedMemoryStatus(_ context.Context, req *pb.SystemShare
 
 // SystemSharedMemoryRegister registers a POSIX shared-memory object.
 func (s *Server) SystemSharedMemoryRegister(_ context.Context, req *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
-	if err := v2.ShmRegisterSystem(s.opts.SharedMemory, req.GetName(), req.GetKey(), req.GetOffset(), req.GetByteSize()); err != nil {
+	if err := protocol.ShmRegisterSystem(s.opts.SharedMemory, req.GetName(), req.GetKey(), req.GetOffset(), req.GetByteSize()); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.SystemSharedMemoryRegisterResponse{}, nil
@@ -40,7 +40,7 @@ func (s *Server) SystemSharedMemoryRegister(_ context.Context, req *pb.SystemSha
 // SystemSharedMemoryUnregister unregisters one system region, or all of
 // them when the name is empty; it returns once no request uses them.
 func (s *Server) SystemSharedMemoryUnregister(ctx context.Context, req *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
-	if err := v2.ShmUnregister(ctx, s.opts.SharedMemory, shm.System, req.GetName()); err != nil {
+	if err := protocol.ShmUnregister(ctx, s.opts.SharedMemory, shm.System, req.GetName()); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.SystemSharedMemoryUnregisterResponse{}, nil
@@ -49,7 +49,7 @@ func (s *Server) SystemSharedMemoryUnregister(ctx context.Context, req *pb.Syste
 // CudaSharedMemoryStatus answers the CUDA regions, or the one named, keyed
 // by name.
 func (s *Server) CudaSharedMemoryStatus(_ context.Context, req *pb.CudaSharedMemoryStatusRequest) (*pb.CudaSharedMemoryStatusResponse, error) {
-	regions, err := v2.ShmStatus(s.opts.SharedMemory, shm.CUDA, req.GetName())
+	regions, err := protocol.ShmStatus(s.opts.SharedMemory, shm.CUDA, req.GetName())
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -67,9 +67,9 @@ func (s *Server) CudaSharedMemoryStatus(_ context.Context, req *pb.CudaSharedMem
 // RegisterCudaSharedMemoryRegister).
 func (s *Server) CudaSharedMemoryRegister(_ context.Context, req *pb.CudaSharedMemoryRegisterRequest) (*pb.CudaSharedMemoryRegisterResponse, error) {
 	if s.opts.SharedMemory == nil && len(s.core.GPUs()) > 0 {
-		return nil, statusError(v2.ErrShmDisabled)
+		return nil, statusError(protocol.ErrShmDisabled)
 	}
-	if err := v2.ShmRegisterCUDA(s.opts.SharedMemory, req.GetName(), req.GetRawHandle(), req.GetDeviceId(), req.GetByteSize()); err != nil {
+	if err := protocol.ShmRegisterCUDA(s.opts.SharedMemory, req.GetName(), req.GetRawHandle(), req.GetDeviceId(), req.GetByteSize()); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.CudaSharedMemoryRegisterResponse{}, nil
@@ -78,7 +78,7 @@ func (s *Server) CudaSharedMemoryRegister(_ context.Context, req *pb.CudaSharedM
 // CudaSharedMemoryUnregister unregisters one CUDA region, or all of them
 // when the name is empty.
 func (s *Server) CudaSharedMemoryUnregister(ctx context.Context, req *pb.CudaSharedMemoryUnregisterRequest) (*pb.CudaSharedMemoryUnregisterResponse, error) {
-	if err := v2.ShmUnregister(ctx, s.opts.SharedMemory, shm.CUDA, req.GetName()); err != nil {
+	if err := protocol.ShmUnregister(ctx, s.opts.SharedMemory, shm.CUDA, req.GetName()); err != nil {
 		return nil, statusError(err)
 	}
 	return &pb.CudaSharedMemoryUnregisterResponse{}, nil

@@ -8,8 +8,8 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // TraceSetting answers, and with settings first updates, a trace setting
@@ -21,7 +21,7 @@ import (
 // keys are ignored.
 func (s *Server) TraceSetting(_ context.Context, in *pb.TraceSettingRequest) (*pb.TraceSettingResponse, error) {
 	model := in.GetModelName()
-	if model != "" && !v2.ModelReady(s.core, model, core.LatestVersion) {
+	if model != "" && !protocol.ModelReady(s.core, model, core.LatestVersion) {
 		return nil, statusError(trace.ErrUnknownModel(model))
 	}
 	if settings := in.GetSettings(); len(settings) > 0 {

@@ -4,13 +4,13 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // errorStatus is the HTTP status of err's Triton error class (Triton ≥
 // 2.42; INTERNAL for an error without a class).
-func errorStatus(err error) int { return v2.HTTPStatus(v2.ClassOf(err)) }
+func errorStatus(err error) int { return protocol.HTTPStatus(protocol.ClassOf(err)) }
 
 // writeError writes {"error":"..."}; every error body in the API goes here.
 func writeError(w http.ResponseWriter, err error) {

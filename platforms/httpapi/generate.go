@@ -14,9 +14,9 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/infer"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -45,7 +45,7 @@ const sseContentType = "text/event-stream; charset=utf-8"
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
 	in, err := s.pipe.Start(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version, Meta: header(r.Header),
-	}, func(cfg *modelconfig.ModelConfig, _ *v2.ForwardedHeaders) (*core.InferRequest, error) {
+	}, func(cfg *modelconfig.ModelConfig, _ *protocol.ForwardedHeaders) (*core.InferRequest, error) {
 		// The generate extension forwards no headers: Triton's
 		// HandleGenerate does not (triton-inference-server/server
 		// src/http_server.cc).
@@ -249,7 +249,7 @@ func decodeGenerate(body []byte, cfg *modelconfig.ModelConfig, maxInputSize int6
 	}
 	batching := cfg.GetMaxBatchSize() > 0
 	req := &core.InferRequest{ModelVersion: core.LatestVersion, Parameters: map[string]any{}}
-	params := v2.ParamReader{Rules: v2.GenerateRules, Request: req}
+	params := protocol.ParamReader{Rules: protocol.GenerateRules, Request: req}
 	var total int64
 	for k, v := range root.Members() {
 		key := string(k)

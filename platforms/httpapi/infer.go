@@ -11,7 +11,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/infer"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -24,7 +24,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
 		Decoupled: ErrDecoupled, Meta: header(r.Header),
 	}
-	in, err := s.pipe.Start(r.Context(), call, func(_ *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+	in, err := s.pipe.Start(r.Context(), call, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
 		var err error
 		if env, err = s.decodeInfer(r, name); err != nil {
 			return nil, err

@@ -13,7 +13,7 @@ import (
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/logging"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 // serveAPI serves New(core over root, opts) on a loopback listener.
@@ -153,7 +153,7 @@ func TestHeaderForwarding(t *testing.T) {
 	servertest.WriteParamsModel(t, root, "params")
 	restricted := map[string]Restriction{"inference": {Key: "Infer-Key", Value: "secret"}}
 	serve := func(pattern string) string {
-		fw, err := v2.NewHeaderForwarder(pattern, "Infer-Key")
+		fw, err := protocol.NewHeaderForwarder(pattern, "Infer-Key")
 		must(t, err)
 		return serveAPI(t, root, Options{HeaderForward: fw, Restricted: restricted}, pythonBackendT(t))
 	}

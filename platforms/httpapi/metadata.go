@@ -5,13 +5,13 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // renderServerMeta renders GET /v2's body.
-func renderServerMeta(m v2.ServerMeta) []byte {
+func renderServerMeta(m protocol.ServerMeta) []byte {
 	b := tritonjson.AppendString([]byte(`{"name":`), m.Name)
 	b = append(b, `,"version":`...)
 	b = tritonjson.AppendString(b, m.Version)
@@ -33,7 +33,7 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
-	if _, err := v2.ServerLive(s.core, s.exiting.Load()); err != nil {
+	if _, err := protocol.ServerLive(s.core, s.exiting.Load()); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -41,7 +41,7 @@ func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	ready, err := v2.ServerReady(s.core, s.exiting.Load())
+	ready, err := protocol.ServerReady(s.core, s.exiting.Load())
 	switch {
 	case err != nil:
 		writeError(w, err)
@@ -55,7 +55,7 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) serverMeta(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.meta) }
 
 func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	md, err := v2.ModelMetadata(s.core, name, version)
+	md, err := protocol.ModelMetadata(s.core, name, version)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -73,7 +73,7 @@ func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, 
 	writeJSON(w, append(b, "]}"...))
 }
 
-func appendTensorMetas(b []byte, ts []v2.TensorMeta) []byte {
+func appendTensorMetas(b []byte, ts []protocol.TensorMeta) []byte {
 	for i, t := range ts {
 		if i > 0 {
 			b = append(b, ',')
@@ -101,7 +101,7 @@ func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string,
 		writeError(w, err)
 		return
 	}
-	if v2.ModelReady(s.core, name, version) {
+	if protocol.ModelReady(s.core, name, version) {
 		writeEmpty(w, http.StatusOK)
 		return
 	}
@@ -112,7 +112,7 @@ func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string,
 }
 
 func (s *Server) modelConfig(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	cfg, err := v2.ModelConfig(s.core, name, version)
+	cfg, err := protocol.ModelConfig(s.core, name, version)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -7,8 +7,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
@@ -26,7 +26,7 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 		}
 		readyOnly = present && ready
 	}
-	entries, err := v2.RepositoryIndex(r.Context(), s.core, readyOnly)
+	entries, err := protocol.RepositoryIndex(r.Context(), s.core, readyOnly)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -57,7 +57,7 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "model")
-	if err := v2.CheckExplicit(s.core); err != nil {
+	if err := protocol.CheckExplicit(s.core); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -94,7 +94,7 @@ func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := v2.Load(r.Context(), s.core, name, ov); err != nil {
+	if err := protocol.Load(r.Context(), s.core, name, ov); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -103,7 +103,7 @@ func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "model")
-	if err := v2.CheckExplicit(s.core); err != nil {
+	if err := protocol.CheckExplicit(s.core); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -127,7 +127,7 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := v2.Unload(r.Context(), s.core, name, dependents); err != nil {
+	if err := protocol.Unload(r.Context(), s.core, name, dependents); err != nil {
 		writeError(w, err)
 		return
 	}

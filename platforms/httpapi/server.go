@@ -19,9 +19,9 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/orca"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // DefaultMaxInputSize is --http-max-input-size's default (64 MiB).
@@ -51,7 +51,7 @@ type Options struct {
 	// (those of Logger's handler); fresh defaults when nil.
 	Logs *logging.Settings
 	// HeaderForward is --http-header-forward-pattern; nil forwards nothing.
-	HeaderForward *v2.HeaderForwarder
+	HeaderForward *protocol.HeaderForwarder
 	// Trace holds the trace settings and samples inference requests
 	// (triton-inference-server/server docs/protocol/extension_trace.md); a
 	// manager with tracing OFF when nil.
@@ -63,17 +63,17 @@ type Options struct {
 }
 
 // Restriction is one --http-restricted-api group's header.
-type Restriction = v2.Restriction
+type Restriction = protocol.Restriction
 
 // Categories of --http-restricted-api.
-var Categories = v2.RestrictedCategories
+var Categories = protocol.RestrictedCategories
 
 // ParseRestriction reads one --http-restricted-api value,
-// "<cat>[,<cat>...]:<key>=<value>", into dst (v2.ParseRestriction, worded
+// "<cat>[,<cat>...]:<key>=<value>", into dst (protocol.ParseRestriction, worded
 // "restricted api" as Triton's option parser in triton-inference-server/server
 // src/command_line_parser.cc).
 func ParseRestriction(dst map[string]Restriction, arg string) error {
-	return v2.ParseRestriction(dst, arg, "api")
+	return protocol.ParseRestriction(dst, arg, "api")
 }
 
 // Server serves the v2 API.
@@ -111,7 +111,7 @@ func New(c *core.Server, opts Options) *Server {
 	if opts.Workers > 0 {
 		s.workers = make(chan struct{}, opts.Workers)
 	}
-	s.meta = renderServerMeta(v2.ServerMetadata(opts.ServerID))
+	s.meta = renderServerMeta(protocol.ServerMetadata(opts.ServerID))
 	s.router = s.routes() // also gives Options.Trace its default
 	s.pipe = infer.Pipeline{Core: c, Trace: s.opts.Trace, Logs: s.logs, Log: s.log, Forward: opts.HeaderForward}
 	s.handler = Recover(LogRequests(s.router, s.logs, s.log), s.log, nil)
@@ -220,7 +220,7 @@ func (s *Server) routes() chi.Router {
 			name := chi.URLParam(r, "model")
 			// The route admits only digits: "" (no version) or a
 			// number, out of range at worst.
-			version, err := v2.ParseVersion(chi.URLParam(r, "version"))
+			version, err := protocol.ParseVersion(chi.URLParam(r, "version"))
 			if err != nil {
 				writeError(w, err)
 				return
@@ -243,7 +243,7 @@ func (s *Server) routes() chi.Router {
 	r.HandleFunc("/v2/repository/models/{model}/load", s.handle("model-repository", postOnly, s.repoLoad))
 	r.HandleFunc("/v2/repository/models/{model}/unload", s.handle("model-repository", postOnly, s.repoUnload))
 	named := s.handle("model-repository", postOnly, func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, v2.ErrRepositoryName)
+		writeError(w, protocol.ErrRepositoryName)
 	})
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/load", named)
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)

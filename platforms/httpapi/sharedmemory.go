@@ -7,9 +7,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // The shared-memory extension's routes (triton-inference-server/server
@@ -29,7 +29,7 @@ func (s *Server) sharedMemoryRoutes(r chi.Router) {
 			s.shmRegister(w, r, kind)
 		})
 		unregister := s.handle("shared-memory", postOnly, func(w http.ResponseWriter, r *http.Request) {
-			err := v2.ShmUnregister(r.Context(), s.opts.SharedMemory, kind, chi.URLParam(r, "region"))
+			err := protocol.ShmUnregister(r.Context(), s.opts.SharedMemory, kind, chi.URLParam(r, "region"))
 			if err != nil {
 				writeError(w, err)
 				return
@@ -48,7 +48,7 @@ func (s *Server) sharedMemoryRoutes(r chi.Router) {
 // and byte_size for system regions; name, device_id and byte_size for CUDA
 // ones (SharedMemoryManager::GetStatus in src/shared_memory_manager.cc).
 func (s *Server) shmStatus(w http.ResponseWriter, r *http.Request, kind shm.Kind) {
-	regions, err := v2.ShmStatus(s.opts.SharedMemory, kind, chi.URLParam(r, "region"))
+	regions, err := protocol.ShmStatus(s.opts.SharedMemory, kind, chi.URLParam(r, "region"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -84,13 +84,13 @@ func (s *Server) shmRegister(w http.ResponseWriter, r *http.Request, kind shm.Ki
 	name := chi.URLParam(r, "region")
 	switch {
 	case m == nil:
-		writeError(w, v2.ErrShmDisabled)
+		writeError(w, protocol.ErrShmDisabled)
 		return
 	case name == "":
 		writeError(w, core.Errorf(core.CodeInvalidArg, "'region name' is necessary to register %s shared memory region", kind))
 		return
-	case kind == shm.CUDA && !v2.ShmCUDASupported(m):
-		writeError(w, v2.ShmCUDAUnsupported(name))
+	case kind == shm.CUDA && !protocol.ShmCUDASupported(m):
+		writeError(w, protocol.ShmCUDAUnsupported(name))
 		return
 	}
 	body, err := s.readJSONBody(r)
@@ -143,7 +143,7 @@ func registerSystem(m *shm.Manager, name string, req tritonjson.Value) error {
 	if err != nil {
 		return err
 	}
-	return v2.ShmRegisterSystem(m, name, key, offset, byteSize)
+	return protocol.ShmRegisterSystem(m, name, key, offset, byteSize)
 }
 
 // registerCUDA reads {"raw_handle": {"b64"}, "byte_size", "device_id"}, the
@@ -166,5 +166,5 @@ func registerCUDA(m *shm.Manager, name string, req tritonjson.Value) error {
 	if err != nil {
 		return err
 	}
-	return v2.ShmRegisterCUDA(m, name, lenientBase64(string(b64)), int64(deviceID), byteSize)
+	return protocol.ShmRegisterCUDA(m, name, lenientBase64(string(b64)), int64(deviceID), byteSize)
 }

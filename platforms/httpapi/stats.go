@@ -5,8 +5,8 @@ import (
 	"strconv"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // stats is GET /v2/models/stats: every READY version.
@@ -22,9 +22,9 @@ func (s *Server) modelStats(w http.ResponseWriter, _ *http.Request, name string,
 }
 
 func (s *Server) writeStats(w http.ResponseWriter, name string, version int64, named bool) {
-	stats, err := v2.ModelStatistics(s.core, name, version)
+	stats, err := protocol.ModelStatistics(s.core, name, version)
 	if err == nil && named && len(stats) == 0 {
-		err = v2.ErrModelNotAvailable(name)
+		err = protocol.ErrModelNotAvailable(name)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -33,7 +33,7 @@ func (s *Server) writeStats(w http.ResponseWriter, name string, version int64, n
 	writeJSON(w, statsBody(stats))
 }
 
-func statsBody(stats []v2.ModelStats) []byte {
+func statsBody(stats []protocol.ModelStats) []byte {
 	b := []byte(`{"model_stats":[`)
 	for i, st := range stats {
 		if i > 0 {

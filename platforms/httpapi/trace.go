@@ -7,9 +7,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/platforms/tritonjson"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 // traceRoutes serves the trace extension (triton-inference-server/server
@@ -35,7 +35,7 @@ func (s *Server) traceRoutes(r chi.Router) {
 // the body's keys (trace_file, trace_level, trace_rate, trace_count,
 // log_frequency), the first error winning.
 func (s *Server) traceSetting(w http.ResponseWriter, r *http.Request, model string) {
-	if model != "" && !v2.ModelReady(s.core, model, core.LatestVersion) {
+	if model != "" && !protocol.ModelReady(s.core, model, core.LatestVersion) {
 		writeError(w, trace.ErrUnknownModel(model))
 		return
 	}

@@ -41,9 +41,9 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/logging"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -87,7 +87,7 @@ type Pipeline struct {
 	// Forward selects the headers forwarded as request parameters
 	// (--http-header-forward-pattern, --grpc-header-forward-pattern); nil
 	// forwards nothing.
-	Forward *v2.HeaderForwarder
+	Forward *protocol.HeaderForwarder
 }
 
 // Metadata is a call's headers (HTTP) or metadata (gRPC, which a call's
@@ -101,7 +101,7 @@ type Metadata interface {
 // Decoder builds a call's core request for a model whose configuration is
 // cfg. fh are the headers to forward (nil: none), which the decoder
 // applies where its protocol's order puts them.
-type Decoder func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error)
+type Decoder func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error)
 
 // Call is one inference call as its frontend hands it over.
 type Call struct {
@@ -150,7 +150,7 @@ type Inference struct {
 // that neither allocates in an ordinary call.
 func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inference, error) {
 	recv := p.clock()
-	var fh *v2.ForwardedHeaders
+	var fh *protocol.ForwardedHeaders
 	if p.Forward != nil && c.Meta != nil {
 		sel := p.Forward.Select(c.Meta.Headers(ctx))
 		fh = &sel
@@ -162,7 +162,7 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 		err     error
 	)
 	if c.Buffered {
-		if mv, release, err = v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
+		if mv, release, err = protocol.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
 			return Inference{}, err
 		}
 		if req, err = decode(mv.Config, fh); err != nil {
@@ -171,7 +171,7 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 			return Inference{}, err
 		}
 	} else {
-		cfg, err := v2.Lookup(p.Core, c.Model, c.Version, c.Decoupled)
+		cfg, err := protocol.Lookup(p.Core, c.Model, c.Version, c.Decoupled)
 		if err != nil {
 			return Inference{}, err
 		}
@@ -179,7 +179,7 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 			c.Holds.Release()
 			return Inference{}, err
 		}
-		if mv, release, err = v2.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
+		if mv, release, err = protocol.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
 			c.Holds.Release()
 			return Inference{}, err
 		}

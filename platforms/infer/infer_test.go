@@ -16,8 +16,8 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/infer"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/trace"
-	v2 "github.com/inferd/inferd/platforms/v2"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -49,7 +49,7 @@ func request() *core.InferRequest {
 	return &core.InferRequest{ID: "r1", Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1}, Data: make([]byte, 4)}}}
 }
 
-func decodeRequest(*modelconfig.ModelConfig, *v2.ForwardedHeaders) (*core.InferRequest, error) {
+func decodeRequest(*modelconfig.ModelConfig, *protocol.ForwardedHeaders) (*core.InferRequest, error) {
 	return request(), nil
 }
 
@@ -62,7 +62,7 @@ var errDecoupled = core.Errorf(core.CodeUnsupported, "decoupled refused")
 // the decoder, the load report after the model answered.
 func TestPipelineSteps(t *testing.T) {
 	c := start(t)
-	fwd, err := v2.NewHeaderForwarder("x-.*")
+	fwd, err := protocol.NewHeaderForwarder("x-.*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestPipelineSteps(t *testing.T) {
 					Protocol: infer.HTTP, Route: "/v2/models/" + tc.model + "/infer", Model: tc.model, Version: core.LatestVersion,
 					Decoupled: tc.decoupled, Meta: tc.meta, Buffered: buffered,
 				}
-				decode := func(cfg *modelconfig.ModelConfig, fh *v2.ForwardedHeaders) (*core.InferRequest, error) {
+				decode := func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
 					decoded = true
 					if cfg == nil || len(cfg.GetInput()) != 1 {
 						t.Errorf("decoder got config %v", cfg)

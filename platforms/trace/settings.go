@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/core"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 // Level is a set of trace levels; 0 is OFF.
@@ -454,7 +454,7 @@ const (
 // decimal digits up to the first other byte; no digits, or a value beyond
 // a 32-bit int, is an error.
 func stoi(s string) (int32, error) {
-	neg, mag, digits, overflow := v2.CInteger(s)
+	neg, mag, digits, overflow := protocol.CInteger(s)
 	switch {
 	case !digits:
 		return 0, errNoDigits

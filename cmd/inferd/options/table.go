@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/platforms/httpapi"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/sagemaker"
 )
 
@@ -211,7 +211,7 @@ func oneOf(fold bool, values ...string) func(string) error {
 // used, so a bad expression stops the start (Triton's RE2 would only log
 // it and forward nothing).
 func forwardPattern(v string) error {
-	_, err := v2.NewHeaderForwarder(v)
+	_, err := protocol.NewHeaderForwarder(v)
 	return err
 }
 
@@ -379,7 +379,7 @@ func restricted(v string) error {
 		return fmt.Errorf("%q is not <category>[,<category>...]:<key>=<value>", v)
 	}
 	// The categories are checked with Triton's texts, which name the
-	// flag's noun, when the groups are read (v2.ParseRestriction).
+	// flag's noun, when the groups are read (protocol.ParseRestriction).
 	return nil
 }
 

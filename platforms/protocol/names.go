@@ -1,4 +1,4 @@
-package v2
+package protocol
 
 import "github.com/inferd/inferd/core"
 

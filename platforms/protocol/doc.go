@@ -1,4 +1,4 @@
-// Package v2 is the transport-neutral part of the KServe v2 / Triton
+// Package protocol is the transport-neutral part of the KServe v2 / Triton
 // protocol: what every frontend (HTTP in platforms/httpapi, gRPC in
 // platforms/grpcapi) answers, as plain Go values, and the errors it answers
 // with, each carrying its Triton error class (core.Code). A transport only
@@ -9,4 +9,4 @@
 // The package imports neither net/http nor gRPC: statuses are plain
 // numbers (HTTP status codes, and gRPC code numbers as in
 // google.golang.org/grpc/codes).
-package v2
+package protocol

@@ -1,4 +1,4 @@
-package v2_test
+package protocol_test
 
 import (
 	"math"
@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/core"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
-func i64(v int64) v2.Param   { return v2.Param{Kind: v2.ParamInt64, Int64: v} }
-func u64(v uint64) v2.Param  { return v2.Param{Kind: v2.ParamUint64, Uint64: v} }
-func str(v string) v2.Param  { return v2.Param{Kind: v2.ParamString, String: v} }
-func boolp(v bool) v2.Param  { return v2.Param{Kind: v2.ParamBool, Bool: v} }
-func byts(v []byte) v2.Param { return v2.Param{Kind: v2.ParamBytes, Bytes: v} }
+func i64(v int64) protocol.Param   { return protocol.Param{Kind: protocol.ParamInt64, Int64: v} }
+func u64(v uint64) protocol.Param  { return protocol.Param{Kind: protocol.ParamUint64, Uint64: v} }
+func str(v string) protocol.Param  { return protocol.Param{Kind: protocol.ParamString, String: v} }
+func boolp(v bool) protocol.Param  { return protocol.Param{Kind: protocol.ParamBool, Bool: v} }
+func byts(v []byte) protocol.Param { return protocol.Param{Kind: protocol.ParamBytes, Bytes: v} }
 
 // wantInvalid reports whether the case expects an error (msg is not ""),
 // failing t unless err is then INVALID_ARG with the text msg.
@@ -23,7 +23,7 @@ func wantInvalid(t *testing.T, err error, msg string) bool {
 	if msg == "" {
 		return false
 	}
-	if err == nil || v2.ClassOf(err) != core.CodeInvalidArg || err.Error() != msg {
+	if err == nil || protocol.ClassOf(err) != core.CodeInvalidArg || err.Error() != msg {
 		t.Fatalf("got %v, want INVALID_ARG %q", err, msg)
 	}
 	return true
@@ -38,12 +38,12 @@ func checkResult[T any](t *testing.T, got T, err error, want T, msg string) {
 	}
 }
 
-func dbl(v float64) v2.Param { return v2.Param{Kind: v2.ParamDouble, Double: v} }
+func dbl(v float64) protocol.Param { return protocol.Param{Kind: protocol.ParamDouble, Double: v} }
 
 // kv is one parameter as a transport hands it to the reader.
 type kv struct {
 	key string
-	p   v2.Param
+	p   protocol.Param
 }
 
 // paramResult is what a ParamReader leaves: the request's scheduling
@@ -62,14 +62,14 @@ type paramResult struct {
 // generate extension's.
 func TestParamReader(t *testing.T) {
 	const (
-		g   = v2.GRPCRules
-		h   = v2.HTTPRules
-		gen = v2.GenerateRules
+		g   = protocol.GRPCRules
+		h   = protocol.HTTPRules
+		gen = protocol.GenerateRules
 	)
 	start, end := core.FlagSequenceStart, core.FlagSequenceEnd
 	for _, tc := range []struct {
 		name   string
-		rules  v2.ParamRules
+		rules  protocol.ParamRules
 		params []kv
 		want   paramResult
 		code   core.Code // of the error msg, when msg is set
@@ -105,7 +105,7 @@ func TestParamReader(t *testing.T) {
 		{name: "grpc strings cut at a NUL", rules: g, params: []kv{{"sequence_id", str(strings.Repeat("s", 128) + "\x00more")}, {"k", str("x\x00y")}},
 			want: paramResult{Correlation: core.Correlation{StringID: strings.Repeat("s", 128), IsString: true}, Parameters: map[string]any{"k": "x"}}},
 		{name: "grpc custom uint64", rules: g, params: []kv{{"k", u64(1)}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
-		{name: "grpc custom unset", rules: g, params: []kv{{"k", v2.Param{}}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
+		{name: "grpc custom unset", rules: g, params: []kv{{"k", protocol.Param{}}}, code: core.CodeInvalidArg, msg: "invalid value type for 'k' parameter, expected int64_param, bool_param, or string_param."},
 
 		{name: "http sequence", rules: h, params: []kv{{"sequence_id", u64(math.MaxUint64)}, {"sequence_start", boolp(true)}, {"sequence_end", boolp(true)}},
 			want: paramResult{Correlation: core.Correlation{ID: math.MaxUint64, Flags: start | end}}},
@@ -124,18 +124,18 @@ func TestParamReader(t *testing.T) {
 			msg: "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer"},
 		{name: "http empty final response is reserved", rules: h, params: []kv{{"triton_enable_empty_final_response", boolp(true)}}, code: core.CodeInvalidArg,
 			msg: "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."},
-		{name: "http null", rules: h, params: []kv{{"headers", v2.Param{}}}, code: core.CodeInvalidArg, msg: "parameter 'headers' has invalid type. It should be either 'int', 'bool', or 'string'."},
-		{name: "http stops at the first bad key", rules: h, params: []kv{{"a", i64(1)}, {"b", v2.Param{}}, {"c", i64(3)}}, code: core.CodeInvalidArg,
+		{name: "http null", rules: h, params: []kv{{"headers", protocol.Param{}}}, code: core.CodeInvalidArg, msg: "parameter 'headers' has invalid type. It should be either 'int', 'bool', or 'string'."},
+		{name: "http stops at the first bad key", rules: h, params: []kv{{"a", i64(1)}, {"b", protocol.Param{}}, {"c", i64(3)}}, code: core.CodeInvalidArg,
 			msg: "parameter 'b' has invalid type. It should be either 'int', 'bool', or 'string'."},
 
 		{name: "generate: every key a model parameter", rules: gen,
 			params: []kv{{"sequence_id", str("s")}, {"priority", i64(-1)}, {"triton_x", boolp(true)}, {"big", u64(1 << 63)}, {"binary_data_output", boolp(false)}},
 			want:   paramResult{Parameters: map[string]any{"sequence_id": "s", "priority": int64(-1), "triton_x": true, "big": float64(1 << 63), "binary_data_output": false}}},
-		{name: "generate invalid type", rules: gen, params: []kv{{"x", v2.Param{}}}, code: core.CodeInvalidArg, msg: "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'."},
+		{name: "generate invalid type", rules: gen, params: []kv{{"x", protocol.Param{}}}, code: core.CodeInvalidArg, msg: "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var req core.InferRequest
-			r := v2.ParamReader{Rules: tc.rules, Request: &req}
+			r := protocol.ParamReader{Rules: tc.rules, Request: &req}
 			var err error
 			for _, p := range tc.params {
 				if err = r.Read(p.key, p.p); err != nil {
@@ -159,7 +159,7 @@ func TestParamReader(t *testing.T) {
 // TestParamReaderMissing: HTTP's errors for a listed key its lookup does
 // not find (a JSON name cut at a NUL).
 func TestParamReaderMissing(t *testing.T) {
-	r := v2.ParamReader{Rules: v2.HTTPRules, Request: &core.InferRequest{}}
+	r := protocol.ParamReader{Rules: protocol.HTTPRules, Request: &core.InferRequest{}}
 	for _, tc := range []struct {
 		key  string
 		code core.Code
@@ -182,7 +182,7 @@ func TestParamReaderMissing(t *testing.T) {
 func TestResponseParam(t *testing.T) {
 	for _, tc := range []struct {
 		v    any
-		want v2.Param
+		want protocol.Param
 		code core.Code
 		msg  string
 	}{
@@ -203,7 +203,7 @@ func TestResponseParam(t *testing.T) {
 		{v: []byte("x"), code: core.CodeUnsupported, msg: "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"},
 		{v: struct{}{}, code: core.CodeInternal, msg: "response parameter 'p' has unsupported type struct {}"},
 	} {
-		got, err := v2.ResponseParam("p", tc.v)
+		got, err := protocol.ResponseParam("p", tc.v)
 		if tc.msg != "" {
 			if err == nil || core.CodeOf(err) != tc.code || err.Error() != tc.msg {
 				t.Errorf("%T: %v (%v), want %v %q", tc.v, err, core.CodeOf(err), tc.code, tc.msg)
@@ -219,7 +219,7 @@ func TestResponseParam(t *testing.T) {
 func TestClassCount(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		p    v2.Param
+		p    protocol.Param
 		want uint64
 		msg  string
 	}{
@@ -229,7 +229,7 @@ func TestClassCount(t *testing.T) {
 		{"type", u64(2), 0, "invalid value type for 'classification' parameter, expected int64_param"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := v2.ClassCount(tc.p)
+			got, err := protocol.ClassCount(tc.p)
 			checkResult(t, got, err, tc.want, tc.msg)
 		})
 	}
@@ -240,34 +240,34 @@ func TestClassCount(t *testing.T) {
 func TestReadLoadParams(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		params map[string]v2.Param
+		params map[string]protocol.Param
 		want   *core.LoadOverride
 		msg    string
 	}{
 		{"none", nil, nil, ""},
-		{"config and raw file", map[string]v2.Param{"config": str("{}"), "file:1/model.onnx": byts([]byte{0, 1})},
+		{"config and raw file", map[string]protocol.Param{"config": str("{}"), "file:1/model.onnx": byts([]byte{0, 1})},
 			&core.LoadOverride{ConfigJSON: "{}", Files: map[string][]byte{"1/model.onnx": {0, 1}}}, ""},
-		{"config as bytes", map[string]v2.Param{"config": byts([]byte("{}"))}, nil, "invalid value type for load parameter 'config', expected string_param."},
-		{"file as string", map[string]v2.Param{"file:1/model.onnx": str("AAE=")}, nil, "invalid value type for load parameter 'file:1/model.onnx', expected bytes_param."},
-		{"unknown key", map[string]v2.Param{"foo": str("x")}, nil, "unrecognized load parameter 'foo'."},
+		{"config as bytes", map[string]protocol.Param{"config": byts([]byte("{}"))}, nil, "invalid value type for load parameter 'config', expected string_param."},
+		{"file as string", map[string]protocol.Param{"file:1/model.onnx": str("AAE=")}, nil, "invalid value type for load parameter 'file:1/model.onnx', expected bytes_param."},
+		{"unknown key", map[string]protocol.Param{"foo": str("x")}, nil, "unrecognized load parameter 'foo'."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := v2.ReadLoadParams(tc.params)
+			got, err := protocol.ReadLoadParams(tc.params)
 			checkResult(t, got, err, tc.want, tc.msg)
 		})
 	}
 	for _, tc := range []struct {
 		name   string
-		params map[string]v2.Param
+		params map[string]protocol.Param
 		want   bool
 		msg    string
 	}{
 		{"none", nil, false, ""},
-		{"true", map[string]v2.Param{"unload_dependents": boolp(true), "other": u64(1)}, true, ""},
-		{"string", map[string]v2.Param{"unload_dependents": str("true")}, false, "invalid value type for 'unload_dependents' parameter, expected bool_param."},
+		{"true", map[string]protocol.Param{"unload_dependents": boolp(true), "other": u64(1)}, true, ""},
+		{"string", map[string]protocol.Param{"unload_dependents": str("true")}, false, "invalid value type for 'unload_dependents' parameter, expected bool_param."},
 	} {
 		t.Run("unload/"+tc.name, func(t *testing.T) {
-			got, err := v2.ReadUnloadParams(tc.params)
+			got, err := protocol.ReadUnloadParams(tc.params)
 			checkResult(t, got, err, tc.want, tc.msg)
 		})
 	}

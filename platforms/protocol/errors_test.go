@@ -1,4 +1,4 @@
-package v2_test
+package protocol_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/core"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 // TestStatuses checks the gRPC and HTTP status of every Triton error class.
@@ -15,25 +15,25 @@ func TestStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		code core.Code
 		http int
-		grpc v2.GRPCCode
+		grpc protocol.GRPCCode
 		num  uint32 // google.golang.org/grpc/codes
 	}{
-		{core.CodeUnknown, 400, v2.GRPCUnknown, 2},
-		{core.CodeInternal, 500, v2.GRPCInternal, 13},
-		{core.CodeNotFound, 404, v2.GRPCNotFound, 5},
-		{core.CodeInvalidArg, 400, v2.GRPCInvalidArgument, 3},
-		{core.CodeUnavailable, 503, v2.GRPCUnavailable, 14},
-		{core.CodeUnsupported, 501, v2.GRPCUnimplemented, 12},
-		{core.CodeAlreadyExists, 400, v2.GRPCAlreadyExists, 6},
-		{core.CodeCancelled, 400, v2.GRPCCanceled, 1},
-		{core.Code(99), 400, v2.GRPCUnknown, 2},
-		{core.Code(-1), 400, v2.GRPCUnknown, 2},
+		{core.CodeUnknown, 400, protocol.GRPCUnknown, 2},
+		{core.CodeInternal, 500, protocol.GRPCInternal, 13},
+		{core.CodeNotFound, 404, protocol.GRPCNotFound, 5},
+		{core.CodeInvalidArg, 400, protocol.GRPCInvalidArgument, 3},
+		{core.CodeUnavailable, 503, protocol.GRPCUnavailable, 14},
+		{core.CodeUnsupported, 501, protocol.GRPCUnimplemented, 12},
+		{core.CodeAlreadyExists, 400, protocol.GRPCAlreadyExists, 6},
+		{core.CodeCancelled, 400, protocol.GRPCCanceled, 1},
+		{core.Code(99), 400, protocol.GRPCUnknown, 2},
+		{core.Code(-1), 400, protocol.GRPCUnknown, 2},
 	} {
 		t.Run(tc.code.String(), func(t *testing.T) {
-			if got := v2.HTTPStatus(tc.code); got != tc.http {
+			if got := protocol.HTTPStatus(tc.code); got != tc.http {
 				t.Errorf("HTTP %d, want %d", got, tc.http)
 			}
-			if got := v2.GRPCStatus(tc.code); got != tc.grpc || uint32(got) != tc.num {
+			if got := protocol.GRPCStatus(tc.code); got != tc.grpc || uint32(got) != tc.num {
 				t.Errorf("gRPC %d, want %d", got, tc.num)
 			}
 		})
@@ -52,7 +52,7 @@ func TestClassOf(t *testing.T) {
 		{"context", context.Canceled, core.CodeInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := v2.ClassOf(tc.err); got != tc.want {
+			if got := protocol.ClassOf(tc.err); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -86,14 +86,14 @@ func TestParseVersion(t *testing.T) {
 		{"-9223372036854775809", 0, stol},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := v2.ParseVersion(tc.in)
+			got, err := protocol.ParseVersion(tc.in)
 			if tc.msg == "" {
 				if err != nil || got != tc.want {
 					t.Fatalf("got %d, %v; want %d", got, err, tc.want)
 				}
 				return
 			}
-			if err == nil || v2.ClassOf(err) != core.CodeInvalidArg || err.Error() != fmt.Sprintf(tc.msg, tc.in) {
+			if err == nil || protocol.ClassOf(err) != core.CodeInvalidArg || err.Error() != fmt.Sprintf(tc.msg, tc.in) {
 				t.Fatalf("got %d, %v; want INVALID_ARG %q", got, err, fmt.Sprintf(tc.msg, tc.in))
 			}
 		})

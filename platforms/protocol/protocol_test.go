@@ -1,4 +1,4 @@
-package v2_test
+package protocol_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
-	v2 "github.com/inferd/inferd/platforms/v2"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 const simpleConfig = `name: "simple"
@@ -46,23 +46,23 @@ model_transaction_policy { decoupled: true }
 }
 
 func TestServerMetadata(t *testing.T) {
-	got := v2.ServerMetadata("triton")
-	want := v2.ServerMeta{Name: "triton", Version: v2.TritonVersion, Extensions: []string{
+	got := protocol.ServerMetadata("triton")
+	want := protocol.ServerMeta{Name: "triton", Version: protocol.TritonVersion, Extensions: []string{
 		"classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
 		"system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics", "trace", "logging"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	got.Extensions[0] = "changed" // a caller's copy
-	if v2.ServerMetadata("x").Extensions[0] != "classification" {
+	if protocol.ServerMetadata("x").Extensions[0] != "classification" {
 		t.Fatal("ServerMetadata shares its extension list")
 	}
 }
 
 func TestModelMetadata(t *testing.T) {
 	c := start(t)
-	simpleTensors := func(prefix string) []v2.TensorMeta {
-		return []v2.TensorMeta{
+	simpleTensors := func(prefix string) []protocol.TensorMeta {
+		return []protocol.TensorMeta{
 			{Name: prefix + "0", Datatype: "INT32", Shape: []int64{-1, 16}},
 			{Name: prefix + "1", Datatype: "INT32", Shape: []int64{-1, 16}},
 		}
@@ -71,21 +71,21 @@ func TestModelMetadata(t *testing.T) {
 		name    string
 		model   string
 		version int64
-		want    *v2.ModelMeta
+		want    *protocol.ModelMeta
 	}{
-		{"simple latest", "simple", core.LatestVersion, &v2.ModelMeta{Name: "simple", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
+		{"simple latest", "simple", core.LatestVersion, &protocol.ModelMeta{Name: "simple", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
 			Inputs: simpleTensors("INPUT"), Outputs: simpleTensors("OUTPUT")}},
-		{"simple version 1", "simple", 1, &v2.ModelMeta{Name: "simple", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
+		{"simple version 1", "simple", 1, &protocol.ModelMeta{Name: "simple", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
 			Inputs: simpleTensors("INPUT"), Outputs: simpleTensors("OUTPUT")}},
-		{"two lists its ready versions only", "two", core.LatestVersion, &v2.ModelMeta{Name: "two", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
+		{"two lists its ready versions only", "two", core.LatestVersion, &protocol.ModelMeta{Name: "two", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
 			Inputs: simpleTensors("INPUT"), Outputs: simpleTensors("OUTPUT")}},
-		{"no batching, no leading -1", "id1", core.LatestVersion, &v2.ModelMeta{Name: "id1", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
-			Inputs: []v2.TensorMeta{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{-1}}}, Outputs: []v2.TensorMeta{{Name: "OUTPUT0", Datatype: "FP32", Shape: []int64{-1}}}}},
-		{"platform falls back to the backend", "decoupled", core.LatestVersion, &v2.ModelMeta{Name: "decoupled", Versions: []string{"1"}, Platform: "identity",
-			Inputs: []v2.TensorMeta{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{-1, -1}}}, Outputs: []v2.TensorMeta{{Name: "OUTPUT0", Datatype: "FP32", Shape: []int64{-1, -1}}}}},
+		{"no batching, no leading -1", "id1", core.LatestVersion, &protocol.ModelMeta{Name: "id1", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
+			Inputs: []protocol.TensorMeta{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{-1}}}, Outputs: []protocol.TensorMeta{{Name: "OUTPUT0", Datatype: "FP32", Shape: []int64{-1}}}}},
+		{"platform falls back to the backend", "decoupled", core.LatestVersion, &protocol.ModelMeta{Name: "decoupled", Versions: []string{"1"}, Platform: "identity",
+			Inputs: []protocol.TensorMeta{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{-1, -1}}}, Outputs: []protocol.TensorMeta{{Name: "OUTPUT0", Datatype: "FP32", Shape: []int64{-1, -1}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := v2.ModelMetadata(c, tc.model, tc.version)
+			got, err := protocol.ModelMetadata(c, tc.model, tc.version)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,9 +101,9 @@ func TestLookupErrors(t *testing.T) {
 	c := start(t)
 	errDecoupled := core.Errorf(core.CodeUnsupported, "refused")
 	calls := map[string]func(name string, version int64) error{
-		"ModelMetadata": func(n string, v int64) error { _, err := v2.ModelMetadata(c, n, v); return err },
-		"ModelConfig":   func(n string, v int64) error { _, err := v2.ModelConfig(c, n, v); return err },
-		"Lookup":        func(n string, v int64) error { _, err := v2.Lookup(c, n, v, errDecoupled); return err },
+		"ModelMetadata": func(n string, v int64) error { _, err := protocol.ModelMetadata(c, n, v); return err },
+		"ModelConfig":   func(n string, v int64) error { _, err := protocol.ModelConfig(c, n, v); return err },
+		"Lookup":        func(n string, v int64) error { _, err := protocol.Lookup(c, n, v, errDecoupled); return err },
 	}
 	for _, tc := range []struct {
 		name    string
@@ -119,35 +119,35 @@ func TestLookupErrors(t *testing.T) {
 		for call, f := range calls {
 			t.Run(tc.name+"/"+call, func(t *testing.T) {
 				err := f(tc.model, tc.version)
-				if err == nil || v2.ClassOf(err) != tc.code || err.Error() != tc.msg {
-					t.Fatalf("got %v (%v), want %v %q", err, v2.ClassOf(err), tc.code, tc.msg)
+				if err == nil || protocol.ClassOf(err) != tc.code || err.Error() != tc.msg {
+					t.Fatalf("got %v (%v), want %v %q", err, protocol.ClassOf(err), tc.code, tc.msg)
 				}
 			})
 		}
 		t.Run(tc.name+"/ModelReady", func(t *testing.T) {
-			if v2.ModelReady(c, tc.model, tc.version) {
+			if protocol.ModelReady(c, tc.model, tc.version) {
 				t.Fatal("ready")
 			}
 		})
 	}
 	t.Run("decoupled refused", func(t *testing.T) {
-		if _, err := v2.Lookup(c, "decoupled", core.LatestVersion, errDecoupled); err != errDecoupled {
+		if _, err := protocol.Lookup(c, "decoupled", core.LatestVersion, errDecoupled); err != errDecoupled {
 			t.Fatalf("got %v", err)
 		}
-		_, release, err := v2.Acquire(c, "decoupled", core.LatestVersion, nil)
+		_, release, err := protocol.Acquire(c, "decoupled", core.LatestVersion, nil)
 		if err != nil {
 			t.Fatalf("decoupled allowed: %v", err)
 		}
 		release()
 	})
-	if !v2.ModelReady(c, "two", 1) || !v2.ModelReady(c, "simple", core.LatestVersion) {
+	if !protocol.ModelReady(c, "two", 1) || !protocol.ModelReady(c, "simple", core.LatestVersion) {
 		t.Fatal("ready versions reported not ready")
 	}
 }
 
 func TestModelConfig(t *testing.T) {
 	c := start(t)
-	cfg, err := v2.ModelConfig(c, "simple", core.LatestVersion)
+	cfg, err := protocol.ModelConfig(c, "simple", core.LatestVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestModelConfig(t *testing.T) {
 
 func TestModelStatistics(t *testing.T) {
 	c := start(t)
-	mv, release, err := v2.Acquire(c, "simple", core.LatestVersion, nil)
+	mv, release, err := protocol.Acquire(c, "simple", core.LatestVersion, nil)
 	servertest.Must(t, err)
 	in := func(name string) *core.Tensor {
 		return &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: []int64{1, 16}, Data: make([]byte, 64)}
@@ -168,7 +168,7 @@ func TestModelStatistics(t *testing.T) {
 	servertest.Must(t, err)
 
 	t.Run("after an inference", func(t *testing.T) {
-		stats, err := v2.ModelStatistics(c, "simple", core.LatestVersion)
+		stats, err := protocol.ModelStatistics(c, "simple", core.LatestVersion)
 		servertest.Must(t, err)
 		if len(stats) != 1 {
 			t.Fatalf("%d entries", len(stats))
@@ -181,7 +181,7 @@ func TestModelStatistics(t *testing.T) {
 		}
 	})
 	t.Run("every ready version", func(t *testing.T) {
-		stats, err := v2.ModelStatistics(c, "", core.LatestVersion)
+		stats, err := protocol.ModelStatistics(c, "", core.LatestVersion)
 		servertest.Must(t, err)
 		var got []string
 		for _, st := range stats {
@@ -202,8 +202,8 @@ func TestModelStatistics(t *testing.T) {
 		{"version not ready", "two", 2, "requested model version is not available for model 'two'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := v2.ModelStatistics(c, tc.model, tc.version)
-			if err == nil || v2.ClassOf(err) != core.CodeInvalidArg || err.Error() != tc.msg {
+			_, err := protocol.ModelStatistics(c, tc.model, tc.version)
+			if err == nil || protocol.ClassOf(err) != core.CodeInvalidArg || err.Error() != tc.msg {
 				t.Fatalf("got %v, want INVALID_ARG %q", err, tc.msg)
 			}
 		})
@@ -212,7 +212,7 @@ func TestModelStatistics(t *testing.T) {
 
 func TestRepositoryIndex(t *testing.T) {
 	c := start(t)
-	ready := []v2.IndexEntry{
+	ready := []protocol.IndexEntry{
 		{Name: "decoupled", Version: "1", State: "READY"},
 		{Name: "id1", Version: "1", State: "READY"},
 		{Name: "simple", Version: "1", State: "READY"},
@@ -221,13 +221,13 @@ func TestRepositoryIndex(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		readyOnly bool
-		want      []v2.IndexEntry
+		want      []protocol.IndexEntry
 	}{
 		{"ready only", true, ready},
 		{"all", false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := v2.RepositoryIndex(context.Background(), c, tc.readyOnly)
+			got, err := protocol.RepositoryIndex(context.Background(), c, tc.readyOnly)
 			servertest.Must(t, err)
 			if tc.want != nil {
 				if !reflect.DeepEqual(got, tc.want) {
@@ -243,20 +243,20 @@ func TestRepositoryIndex(t *testing.T) {
 	t.Run("never loaded has only a name", func(t *testing.T) {
 		root := servertest.WriteRepo(t, map[string]servertest.Model{"simple": {Config: simpleConfig, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))}})
 		c := servertest.Start(t, servertest.Options{Repo: root, Mode: core.ModeExplicit})
-		got, err := v2.RepositoryIndex(context.Background(), c, false)
+		got, err := protocol.RepositoryIndex(context.Background(), c, false)
 		servertest.Must(t, err)
-		if want := []v2.IndexEntry{{Name: "simple"}}; !reflect.DeepEqual(got, want) {
+		if want := []protocol.IndexEntry{{Name: "simple"}}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
-		servertest.Must(t, v2.Load(context.Background(), c, "simple", nil))
-		if !v2.ModelReady(c, "simple", 1) {
+		servertest.Must(t, protocol.Load(context.Background(), c, "simple", nil))
+		if !protocol.ModelReady(c, "simple", 1) {
 			t.Fatal("not loaded")
 		}
-		servertest.Must(t, v2.Unload(context.Background(), c, "simple", false))
-		servertest.Must(t, v2.Unload(context.Background(), c, "never", false))
-		got, err = v2.RepositoryIndex(context.Background(), c, false)
+		servertest.Must(t, protocol.Unload(context.Background(), c, "simple", false))
+		servertest.Must(t, protocol.Unload(context.Background(), c, "never", false))
+		got, err = protocol.RepositoryIndex(context.Background(), c, false)
 		servertest.Must(t, err)
-		if want := []v2.IndexEntry{{Name: "simple", Version: "1", State: "UNAVAILABLE", Reason: "unloaded"}}; !reflect.DeepEqual(got, want) {
+		if want := []protocol.IndexEntry{{Name: "simple", Version: "1", State: "UNAVAILABLE", Reason: "unloaded"}}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
 	})
@@ -265,12 +265,12 @@ func TestRepositoryIndex(t *testing.T) {
 func TestLoadNotExplicit(t *testing.T) {
 	c := servertest.Start(t, servertest.Options{})
 	for name, err := range map[string]error{
-		"CheckExplicit": v2.CheckExplicit(c),
-		"Load":          v2.Load(context.Background(), c, "simple", nil),
-		"Unload":        v2.Unload(context.Background(), c, "simple", false),
+		"CheckExplicit": protocol.CheckExplicit(c),
+		"Load":          protocol.Load(context.Background(), c, "simple", nil),
+		"Unload":        protocol.Unload(context.Background(), c, "simple", false),
 	} {
-		if err != v2.ErrNotExplicit {
-			t.Errorf("%s: got %v, want %v", name, err, v2.ErrNotExplicit)
+		if err != protocol.ErrNotExplicit {
+			t.Errorf("%s: got %v, want %v", name, err, protocol.ErrNotExplicit)
 		}
 	}
 }
@@ -284,10 +284,10 @@ func TestHealth(t *testing.T) {
 		want    bool
 		err     error
 	}{
-		{"live", v2.ServerLive, false, true, nil},
-		{"live while exiting", v2.ServerLive, true, false, v2.ErrExiting},
-		{"ready", v2.ServerReady, false, true, nil},
-		{"ready while exiting", v2.ServerReady, true, false, v2.ErrExiting},
+		{"live", protocol.ServerLive, false, true, nil},
+		{"live while exiting", protocol.ServerLive, true, false, protocol.ErrExiting},
+		{"ready", protocol.ServerReady, false, true, nil},
+		{"ready while exiting", protocol.ServerReady, true, false, protocol.ErrExiting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.f(c, tc.exiting)
@@ -296,8 +296,8 @@ func TestHealth(t *testing.T) {
 			}
 		})
 	}
-	if v2.ClassOf(v2.ErrExiting) != core.CodeUnavailable || v2.ErrExiting.Error() != "Server exiting" {
-		t.Fatal(v2.ErrExiting)
+	if protocol.ClassOf(protocol.ErrExiting) != core.CodeUnavailable || protocol.ErrExiting.Error() != "Server exiting" {
+		t.Fatal(protocol.ErrExiting)
 	}
 }
 
@@ -307,14 +307,14 @@ func TestHealth(t *testing.T) {
 // exiting.
 func TestModelReadiness(t *testing.T) {
 	c := start(t)
-	if ready, err := v2.ModelReadiness(c, "simple", core.LatestVersion, false); !ready || err != nil {
+	if ready, err := protocol.ModelReadiness(c, "simple", core.LatestVersion, false); !ready || err != nil {
 		t.Fatalf("serving: %v %v", ready, err)
 	}
-	if ready, err := v2.ModelReadiness(c, "nope", core.LatestVersion, false); ready || err != nil {
+	if ready, err := protocol.ModelReadiness(c, "nope", core.LatestVersion, false); ready || err != nil {
 		t.Fatalf("unknown: %v %v", ready, err)
 	}
-	ready, err := v2.ModelReadiness(c, "simple", core.LatestVersion, true)
-	if ready || err == nil || err.Error() != "Server not ready" || v2.ClassOf(err) != core.CodeUnavailable {
+	ready, err := protocol.ModelReadiness(c, "simple", core.LatestVersion, true)
+	if ready || err == nil || err.Error() != "Server not ready" || protocol.ClassOf(err) != core.CodeUnavailable {
 		t.Fatalf("exiting: %v %v", ready, err)
 	}
 }

@@ -1,4 +1,4 @@
-package v2_test
+package protocol_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/shmtest"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
-	v2 "github.com/inferd/inferd/platforms/v2"
 )
 
 func wantShmError(t *testing.T, what string, err error, code core.Code, msg string) {
@@ -25,20 +25,20 @@ func wantShmError(t *testing.T, what string, err error, code core.Code, msg stri
 func TestShmDisabled(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []shm.Kind{shm.System, shm.CUDA} {
-		st, err := v2.ShmStatus(nil, kind, "")
+		st, err := protocol.ShmStatus(nil, kind, "")
 		if err != nil || st == nil || len(st) != 0 {
 			t.Errorf("%v status: %v, %v", kind, st, err)
 		}
-		_, err = v2.ShmStatus(nil, kind, "r")
+		_, err = protocol.ShmStatus(nil, kind, "r")
 		wantShmError(t, "status r", err, core.CodeNotFound, "Unable to find "+kind.String()+" shared memory region: 'r'")
-		wantShmError(t, "unregister", v2.ShmUnregister(ctx, nil, kind, ""), core.CodeUnsupported, v2.ShmDisabled)
-		wantShmError(t, "unregister r", v2.ShmUnregister(ctx, nil, kind, "r"), core.CodeUnsupported, v2.ShmDisabled)
+		wantShmError(t, "unregister", protocol.ShmUnregister(ctx, nil, kind, ""), core.CodeUnsupported, protocol.ShmDisabled)
+		wantShmError(t, "unregister r", protocol.ShmUnregister(ctx, nil, kind, "r"), core.CodeUnsupported, protocol.ShmDisabled)
 	}
-	wantShmError(t, "register", v2.ShmRegisterSystem(nil, "r", "/k", 0, 64), core.CodeUnsupported,
+	wantShmError(t, "register", protocol.ShmRegisterSystem(nil, "r", "/k", 0, 64), core.CodeUnsupported,
 		"Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.")
-	wantShmError(t, "register cuda", v2.ShmRegisterCUDA(nil, "r", make([]byte, 64), 0, 64), core.CodeInvalidArg,
+	wantShmError(t, "register cuda", protocol.ShmRegisterCUDA(nil, "r", make([]byte, 64), 0, 64), core.CodeInvalidArg,
 		"failed to register CUDA shared memory region: 'r', GPUs not supported")
-	if v2.ShmCUDASupported(nil) || v2.ShmCUDASupported(shm.NewManager(nil)) {
+	if protocol.ShmCUDASupported(nil) || protocol.ShmCUDASupported(shm.NewManager(nil)) {
 		t.Error("CUDA supported without a device")
 	}
 }
@@ -48,21 +48,21 @@ func TestShmEnabled(t *testing.T) {
 	ctx := context.Background()
 	m := shm.NewManager(nil)
 	key := shmtest.Object(t, 128)
-	if err := v2.ShmRegisterSystem(m, "r", key, 16, 64); err != nil {
+	if err := protocol.ShmRegisterSystem(m, "r", key, 16, 64); err != nil {
 		t.Fatal(err)
 	}
-	st, err := v2.ShmStatus(m, shm.System, "")
+	st, err := protocol.ShmStatus(m, shm.System, "")
 	want := []shm.Status{{Name: "r", Kind: shm.System, Key: key, Offset: 16, ByteSize: 64}}
 	if err != nil || !reflect.DeepEqual(st, want) {
 		t.Fatalf("status %+v, %v", st, err)
 	}
-	wantShmError(t, "register twice", v2.ShmRegisterSystem(m, "r", key, 0, 64), core.CodeAlreadyExists, "shared memory region 'r' already in manager")
-	wantShmError(t, "cuda", v2.ShmRegisterCUDA(m, "c", make([]byte, 64), 0, 64), core.CodeInvalidArg,
+	wantShmError(t, "register twice", protocol.ShmRegisterSystem(m, "r", key, 0, 64), core.CodeAlreadyExists, "shared memory region 'r' already in manager")
+	wantShmError(t, "cuda", protocol.ShmRegisterCUDA(m, "c", make([]byte, 64), 0, 64), core.CodeInvalidArg,
 		"failed to register CUDA shared memory region: 'c', GPUs not supported")
-	if err := v2.ShmUnregister(ctx, m, shm.System, "r"); err != nil {
+	if err := protocol.ShmUnregister(ctx, m, shm.System, "r"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := v2.ShmStatus(m, shm.System, ""); err != nil || len(st) != 0 {
+	if st, err := protocol.ShmStatus(m, shm.System, ""); err != nil || len(st) != 0 {
 		t.Fatalf("after unregister: %+v, %v", st, err)
 	}
 }
