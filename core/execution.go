@@ -44,11 +44,27 @@ type Request struct {
 	batch Batch // the one-request batch of Concatenated, without a copy
 	job   *job
 
-	mu       sync.Mutex
-	final    bool
-	err      error       // why the request ended, if it failed
-	detached bool        // still sending after its execution returned
-	stop     func() bool // detaches the cancellation hook of a detached request
+	// mu guards what follows; it is never held while a consumer takes a
+	// response (Send), so the end of an execution, a client going away
+	// and a reschedule never wait for a slow consumer.
+	mu sync.Mutex
+	// final: the request takes no more sends (its final send was taken,
+	// or it ended). closed: it ended, with err (nil: success).
+	final, closed bool
+	err           error
+	// delivering is set while a send hands a response to the consumer
+	// outside mu, and closed when it is done: sends of one request take
+	// turns on it (their order), and a detached request's job is
+	// finished only once it is nil.
+	delivering chan struct{}
+	detached   bool        // still sending after its execution returned
+	settled    bool        // a detached request's job was finished
+	stop       func() bool // detaches the cancellation hook of a detached request
+	// ruled: the execution ended while a send was delivering, and its
+	// verdict ends the request once that send is done (unless it was the
+	// final one).
+	ruled   bool
+	verdict error
 	// rescheduled: the model asked for another execution (Reschedule,
 	// sequence.go); end leaves the request open.
 	rescheduled bool
@@ -82,64 +98,114 @@ var errFinished = Errorf(CodeInternal, "Unable to send response. Response sender
 // request with that error. Send returns an error when the request can
 // take no more responses: it is finished, or its client went away; the
 // backend should then stop producing for it.
+//
+// The consumer takes the response with no lock held: a send waits only for
+// the send of the same request before it, so that responses keep their
+// order; nothing else waits for the consumer.
 func (r *Request) Send(resp *Response, final bool) error {
 	r.mu.Lock()
+	for r.delivering != nil {
+		turn := r.delivering
+		r.mu.Unlock()
+		<-turn
+		r.mu.Lock()
+	}
+	out, err, deliver := r.prepare(resp, final)
+	if !deliver {
+		r.mu.Unlock()
+		return err
+	}
+	turn := make(chan struct{})
+	r.delivering = turn
+	r.final = r.final || final
+	r.mu.Unlock()
+
+	err = r.job.hand(out, final)
+
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.delivering = nil
+	close(turn)
+	switch {
+	case err != nil:
+		r.close(err)
+	case final:
+		r.close(nil)
+	case r.ruled:
+		r.close(r.verdict)
+	}
+	r.settle() // the request may have ended while the consumer held it
+	return err
+}
+
+// prepare does what Send does before the consumer takes resp; r.mu is
+// held. It reports whether out is to be handed to the consumer, and
+// otherwise Send's answer.
+func (r *Request) prepare(resp *Response, final bool) (out *InferResponse, err error, deliver bool) {
 	if r.final {
-		return errFinished
+		return nil, errFinished, false
 	}
 	j := r.job
 	if err := j.ctx.Err(); err != nil {
 		err = &cancelled{context.Cause(j.ctx)}
 		r.close(err)
-		return err
+		return nil, err, false
 	}
 	if resp != nil && resp.Err != nil {
 		r.close(resp.Err)
-		return nil
+		return nil, nil, false
 	}
 	if j.seq != nil {
 		if err := j.seq.keep(j.seqb.cfg, resp, j.asksFor); err != nil {
 			r.close(err)
-			return err
+			return nil, err, false
 		}
 	}
-	var out *InferResponse
 	if resp != nil {
-		var err error
 		if out, err = j.mv.response(j.orig, resp); err != nil {
 			r.close(err)
-			return err
+			return nil, err, false
 		}
 	}
 	if resp == nil && !final {
-		return nil
+		return nil, nil, false
 	}
-	if err := j.deliver(out, final); err != nil {
-		r.close(err)
-		return err
+	if (j.sched != nil && j.sched.cfg.preserve) || (j.seqb != nil && j.seqb.cfg.preserve) {
+		// Held until the job's turn (preserve_ordering): no consumer yet.
+		j.held = append(j.held, heldResponse{out, final})
+		if final {
+			r.close(nil)
+		}
+		return nil, nil, false
 	}
-	if final {
-		r.close(nil)
-	}
-	return nil
+	return out, nil, true
 }
 
-// close ends the request with err (nil: success); r.mu is held. A request
-// left sending after its execution returned finishes its job here.
+// close ends the request with err (nil: success), once; r.mu is held.
 func (r *Request) close(err error) {
-	r.final, r.err = true, err
-	if r.detached {
-		if r.stop != nil {
-			r.stop()
-		}
-		if r.job.seqb != nil {
-			r.job.seqb.stats.endRunning(r.job)
-			r.job.seqb.finish(r.job, err)
-		} else {
-			r.job.sched.stats.endRunning(r.job)
-			r.job.sched.finish(r.job, err)
-		}
+	if r.closed {
+		return
+	}
+	r.final, r.closed, r.err = true, true, err
+	r.settle()
+}
+
+// settle finishes the job of a request left sending after its execution
+// returned, once it has ended and no send is delivering; r.mu is held.
+func (r *Request) settle() {
+	if !r.detached || !r.closed || r.settled || r.delivering != nil {
+		return
+	}
+	r.settled = true
+	if r.stop != nil {
+		r.stop()
+	}
+	if r.job.seqb != nil {
+		r.job.seqb.stats.endRunning(r.job)
+		r.job.seqb.finish(r.job, r.err)
+	} else {
+		r.job.sched.stats.endRunning(r.job)
+		r.job.sched.finish(r.job, r.err)
 	}
 }
 
@@ -147,18 +213,35 @@ func (r *Request) close(err error) {
 // ended, failing one that sent no final response with execErr (or, when
 // the execution succeeded, for never finishing). A decoupled request may
 // go on sending after a successful execution: end reports errPending, and
-// the final send, or the client going away, finishes it.
+// the final send, or the client going away, finishes it. A request whose
+// consumer is taking a response is left to that send in the same way
+// (errPending) rather than waited for: the send ends it once the consumer
+// is done, with the verdict end would have given.
 func (r *Request) end(execErr error, model string, decoupled bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.final {
+	detachable := r.job.sched != nil || r.job.seqb != nil
+	for r.delivering != nil && !detachable {
+		// No scheduler to finish the job later (an ensemble's own
+		// request, whose sends come from the goroutine that ends it):
+		// wait for the send.
+		turn := r.delivering
+		r.mu.Unlock()
+		<-turn
+		r.mu.Lock()
+	}
+	if r.closed {
 		return r.err
 	}
 	if r.rescheduled && execErr == nil {
 		return errRescheduled
 	}
-	if decoupled && execErr == nil && (r.job.sched != nil || r.job.seqb != nil) {
+	pending := decoupled && execErr == nil
+	if detachable && (pending || r.delivering != nil) {
 		r.detached = true
+		if !pending {
+			r.ruled, r.verdict = true, failed(execErr, model)
+		}
 		j := r.job
 		r.stop = context.AfterFunc(j.ctx, func() {
 			r.mu.Lock()
@@ -169,12 +252,17 @@ func (r *Request) end(execErr error, model string, decoupled bool) error {
 		})
 		return errPending
 	}
-	r.final = true
-	r.err = execErr
-	if r.err == nil {
-		r.err = Errorf(CodeInternal, "model '%s' returned from execution without sending a final response", model)
-	}
+	r.final, r.closed, r.err = true, true, failed(execErr, model)
 	return r.err
+}
+
+// failed is the error of a request that ended without a final response:
+// its execution's error, or the model's failure to send one.
+func failed(execErr error, model string) error {
+	if execErr != nil {
+		return execErr
+	}
+	return Errorf(CodeInternal, "model '%s' returned from execution without sending a final response", model)
 }
 
 // errPending says a decoupled request is still sending after its
@@ -185,16 +273,6 @@ var errPending = Errorf(CodeInternal, "request still pending")
 type heldResponse struct {
 	resp  *InferResponse
 	final bool
-}
-
-// deliver hands one response to the job's consumer, or holds it until the
-// job's turn under preserve_ordering.
-func (j *job) deliver(resp *InferResponse, final bool) error {
-	if (j.sched != nil && j.sched.cfg.preserve) || (j.seqb != nil && j.seqb.cfg.preserve) {
-		j.held = append(j.held, heldResponse{resp, final})
-		return nil
-	}
-	return j.hand(resp, final)
 }
 
 // hand gives one response to the consumer: emit, or the job itself when

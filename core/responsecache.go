@@ -110,7 +110,7 @@ func (mv *ModelVersion) serveCached(j *job) (probe cacheProbe, served bool, err 
 		// preserve_ordering: it is answered once the requests already
 		// taken for execution are.
 		j.sched = sched
-		_ = j.deliver(resp, true) // held until the job's turn
+		j.held = append(j.held, heldResponse{resp, true}) // until the job's turn
 		sched.order.taken(j)
 		sched.order.finish(j, nil)
 		err = <-j.done

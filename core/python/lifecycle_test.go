@@ -470,11 +470,13 @@ func TestSlowStreamHoldsOnlyItsRequest(t *testing.T) {
 	var held streamed
 	heldDone := make(chan error, 1)
 	go func() {
-		// Its sends begin 1 s after execute: the core has finished the
-		// execution long before (core.Request.Send holds the request's lock
-		// while the consumer takes a response, and the end of an execution
-		// waits for that lock: this test is about the worker, not that).
-		heldDone <- mv.InferStream(context.Background(), repeatRequest(10, 1000000), func(r *core.InferResponse, final bool) error {
+		// Its sends begin at once and execute returns 200 ms later
+		// (LINGER): the execution ends while the consumer holds the first
+		// response, and neither the worker nor the instance may wait for
+		// that consumer.
+		req := repeatRequest(10, 0)
+		req.Inputs = append(req.Inputs, &core.Tensor{Name: "LINGER", DataType: core.TypeUint32, Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, 200000)})
+		heldDone <- mv.InferStream(context.Background(), req, func(r *core.InferResponse, final bool) error {
 			once.Do(func() { close(entered) })
 			<-unblock
 			return held.emit(r, final)

@@ -7,8 +7,16 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
+        linger = 0
         for request in requests:
             threading.Thread(target=self.stream, args=(request,), daemon=True).start()
+            t = pb_utils.get_input_tensor_by_name(request, "LINGER")
+            if t is not None:
+                linger = max(linger, int(t.as_numpy()[0]) / 1e6)
+        # LINGER: execute returns that long after the streams began, so a
+        # stream's first send reaches its consumer before the execution ends.
+        if linger:
+            time.sleep(linger)
         return None
 
     def stream(self, request):
