@@ -26,7 +26,7 @@ type Backend interface {
 // Triton hands a backend's execute() the list of requests of a batch.
 // Execute is never called concurrently on the same instance.
 //
-// Each request answers through Request.Send, any number of times, from any
+// Each request answers through ExecRequest.Send, any number of times, from any
 // goroutine, until a final send; it may go on after Execute returns (a
 // decoupled model). A non-decoupled model sends exactly one response per
 // request, marked final. If Execute returns an error, every request that
@@ -75,7 +75,7 @@ func (r recovering) Is(target error) bool { return target == ErrRecovering }
 // requests' tensors gathered along the batch dimension (ONNX Runtime)
 // implements it and is served through Concatenated.
 type BatchInstance interface {
-	Execute(ctx context.Context, b *Batch) error
+	Execute(ctx context.Context, b *ConcatBatch) error
 	Close() error
 }
 

@@ -4,15 +4,16 @@
 // (default, dynamic batcher, sequence batcher, ensemble), statistics and
 // load figures, trace hooks and the backend interface that core/onnxrt and
 // core/python implement. It knows nothing of HTTP or gRPC: the frontends reach it
-// through platforms/v2 and platforms/infer (see docs/architecture.md).
+// through platforms/protocol and platforms/infer (see docs/architecture.md).
 //
-// One inference takes these shapes on its way through: an InferRequest
-// (what a frontend decoded, as the client sent it) is validated into a
-// Request (as a backend sees it, carried by the scheduler's job); the
-// requests one instance runs at once are an Execution, which a tensor
-// backend (ONNX Runtime) receives gathered into one Batch; the backend
-// answers each Request with Responses, and the frontend renders each as an
-// InferResponse.
+// One inference takes these shapes on its way through, named as in the
+// glossary of docs/architecture.md: an InferRequest (what a caller hands
+// the core, as the client sent it) is validated into an ExecRequest (as a
+// backend sees it, carried by the scheduler's job); the ExecRequests one
+// instance runs at once are an Execution, which a tensor backend (ONNX
+// Runtime) receives concatenated into one ConcatBatch; the backend answers
+// each ExecRequest with ExecResponses, and the core turns each into an
+// InferResponse for the caller.
 package core
 
 import "strings"

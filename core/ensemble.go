@@ -276,7 +276,7 @@ func (e *ensemble) run(j *job, q *ensembleQueued) {
 		// Triton counts a failed ensemble request as OTHER, whichever
 		// step failed and why (triton-inference-server/core
 		// src/ensemble_scheduler/ensemble_scheduler.cc, FinishEnsemble).
-		_ = r.Send(&Response{Err: responseError{err}}, true)
+		_ = r.Send(&ExecResponse{Err: responseError{err}}, true)
 	} else {
 		// As Triton, a successful ensemble request is one execution of
 		// its batch size; its compute time here is the graph's wall time
@@ -408,7 +408,7 @@ func (e *ensemble) execute(j *job, q *ensembleQueued) error {
 		}
 		if outs := complete(it); outs != nil {
 			emitted[it] = true
-			if err := r.Send(&Response{Outputs: outs}, false); err != nil {
+			if err := r.Send(&ExecResponse{Outputs: outs}, false); err != nil {
 				failed = err
 				cancel()
 			}
@@ -494,7 +494,7 @@ func (e *ensemble) execute(j *job, q *ensembleQueued) error {
 	if outs == nil {
 		return Errorf(CodeInternal, "in ensemble '%s', unexpected deadlock, at least one output is not set while no more ensemble steps can be made", e.name)
 	}
-	return r.Send(&Response{Outputs: outs}, true)
+	return r.Send(&ExecResponse{Outputs: outs}, true)
 }
 
 // runStep sends one step's request to its composing model, under corr,

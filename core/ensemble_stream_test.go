@@ -76,7 +76,7 @@ func (g gate) NewInstance(_ context.Context, spec core.InstanceSpec) (core.Insta
 
 type gateInstance gate
 
-func (g gateInstance) Execute(ctx context.Context, b *core.Batch) error {
+func (g gateInstance) Execute(ctx context.Context, b *core.ConcatBatch) error {
 	select {
 	case <-g.open:
 	case <-ctx.Done():

@@ -8,18 +8,19 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// Execution is what a scheduler hands to one instance: the requests of one
-// batch, in queue order. The instance fills the timestamps, which bracket
+// Execution is what a scheduler hands to one instance: the ExecRequests it
+// runs at once, in queue order. The instance fills the timestamps, which bracket
 // input preparation, the model run and output collection (statistics).
 type Execution struct {
-	Requests                                       []*Request
+	Requests                                       []*ExecRequest
 	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
 }
 
-// Request is one request of an execution as a backend sees it: validated,
-// its inputs shaped as the model expects (batch dimension first when the
-// model batches), the outputs it asked for and its parameters.
-type Request struct {
+// ExecRequest is one request of an execution as a backend sees it: an
+// InferRequest validated, its inputs shaped as the model expects (batch
+// dimension first when the model batches), the outputs it asked for and its
+// parameters. The backend answers it with ExecResponses through Send.
+type ExecRequest struct {
 	ID string
 	// Inputs in config order; Outputs are the requested names, ascending.
 	// For a sequence_batching model the sequence batcher appends, after the
@@ -41,7 +42,7 @@ type Request struct {
 	Correlation             Correlation
 	Priority, TimeoutMicros uint64
 
-	batch Batch // the one-request batch of Concatenated, without a copy
+	batch ConcatBatch // the one-request batch of Concatenated, without a copy
 	job   *job
 
 	// mu guards what follows; it is never held while a consumer takes a
@@ -71,20 +72,44 @@ type Request struct {
 }
 
 // Context is the request's: done when its client goes away.
-func (r *Request) Context() context.Context { return r.job.ctx }
+func (r *ExecRequest) Context() context.Context { return r.job.ctx }
 
 // Into are the destinations of r's outputs (RequestedOutput.Into),
 // Outputs[i]'s at index i; nil when none has one. A backend that answers
 // each request on its own may write an output there and return a prefix
-// of it as the output's Data, as Batch.Into allows.
-func (r *Request) Into() [][]byte { return r.batch.Into }
+// of it as the output's Data, as ConcatBatch.Into allows.
+func (r *ExecRequest) Into() [][]byte { return r.batch.Into }
 
-// Response is one response of a request: its outputs (a subset of the
-// request's Outputs) and parameters, or an error that ends the request.
-type Response struct {
+// ExecResponse is one response a backend sends for one ExecRequest: its
+// outputs (a subset of the request's Outputs) and parameters, or an error
+// that ends the request. The core turns it into the caller's InferResponse.
+type ExecResponse struct {
 	Outputs    []*Tensor
 	Parameters map[string]any
 	Err        error
+}
+
+// ConcatBatch is an execution's requests concatenated along the batch
+// dimension, as a BatchInstance receives them (through Concatenated): the
+// inputs, already validated and shaped as the model expects, and the
+// outputs to produce. The instance fills Results and the timestamps.
+type ConcatBatch struct {
+	Inputs  []*Tensor
+	Outputs []string
+	// Into are the destinations of the outputs (RequestedOutput.Into),
+	// Outputs[i]'s at index i; nil when none has one, as always for a
+	// batch of several requests. A backend may write an output there and
+	// return a prefix of it as the result's Data.
+	Into [][]byte
+	// IntoDevice are the device destinations of the outputs
+	// (RequestedOutput.IntoDevice), indexed as Into; nil when none has
+	// one. An output written there is returned with Device set to it.
+	IntoDevice []DeviceData
+	// Results are the produced outputs, in the order of Outputs.
+	Results []*Tensor
+	// ComputeStart, InferStart, InferEnd and ComputeEnd bracket input
+	// preparation, the model run and output collection (statistics).
+	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
 }
 
 // errFinished answers a send after the request's final response, or after
@@ -102,7 +127,7 @@ var errFinished = Errorf(CodeInternal, "Unable to send response. Response sender
 // The consumer takes the response with no lock held: a send waits only for
 // the send of the same request before it, so that responses keep their
 // order; nothing else waits for the consumer.
-func (r *Request) Send(resp *Response, final bool) error {
+func (r *ExecRequest) Send(resp *ExecResponse, final bool) error {
 	r.mu.Lock()
 	for r.delivering != nil {
 		turn := r.delivering
@@ -141,7 +166,7 @@ func (r *Request) Send(resp *Response, final bool) error {
 // prepare does what Send does before the consumer takes resp; r.mu is
 // held. It reports whether out is to be handed to the consumer, and
 // otherwise Send's answer.
-func (r *Request) prepare(resp *Response, final bool) (out *InferResponse, err error, deliver bool) {
+func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferResponse, err error, deliver bool) {
 	if r.final {
 		return nil, errFinished, false
 	}
@@ -182,7 +207,7 @@ func (r *Request) prepare(resp *Response, final bool) (out *InferResponse, err e
 }
 
 // close ends the request with err (nil: success), once; r.mu is held.
-func (r *Request) close(err error) {
+func (r *ExecRequest) close(err error) {
 	if r.closed {
 		return
 	}
@@ -192,7 +217,7 @@ func (r *Request) close(err error) {
 
 // settle finishes the job of a request left sending after its execution
 // returned, once it has ended and no send is delivering; r.mu is held.
-func (r *Request) settle() {
+func (r *ExecRequest) settle() {
 	if !r.detached || !r.closed || r.settled || r.delivering != nil {
 		return
 	}
@@ -217,7 +242,7 @@ func (r *Request) settle() {
 // consumer is taking a response is left to that send in the same way
 // (errPending) rather than waited for: the send ends it once the consumer
 // is done, with the verdict end would have given.
-func (r *Request) end(execErr error, model string, decoupled bool) error {
+func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	detachable := r.job.sched != nil || r.job.seqb != nil
@@ -324,13 +349,13 @@ func (c *concatenated) Execute(ctx context.Context, e *Execution) error {
 	}
 	e.ComputeStart, e.InferStart, e.InferEnd, e.ComputeEnd = b.ComputeStart, b.InferStart, b.InferEnd, b.ComputeEnd
 	if len(e.Requests) == 1 && b == &e.Requests[0].batch {
-		resp := Response{Outputs: b.Results}
+		resp := ExecResponse{Outputs: b.Results}
 		_ = e.Requests[0].Send(&resp, true)
 		return nil
 	}
 	outs, errs := c.plan.scatter(b, e.Requests)
 	for i, r := range e.Requests {
-		resp := Response{Outputs: outs[i], Err: errs[i]}
+		resp := ExecResponse{Outputs: outs[i], Err: errs[i]}
 		_ = r.Send(&resp, true)
 	}
 	return nil

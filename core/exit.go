@@ -93,7 +93,7 @@ func (mv *ModelVersion) stop() int {
 // does every request (its default scheduler is one too). The sequence
 // batcher refuses only STARTs itself, and an ensemble nothing: Triton's
 // ensemble scheduler's Stop does nothing, its steps refuse.
-func (mv *ModelVersion) stopRefusal(r *Request) error {
+func (mv *ModelVersion) stopRefusal(r *ExecRequest) error {
 	if !mv.stopping.Load() {
 		return nil
 	}

@@ -35,7 +35,7 @@ func newGatherPlan(cfg *modelconfig.ModelConfig) gatherPlan {
 func (g *gatherPlan) direct() bool { return g.ragged == nil && len(g.batchInputs) == 0 }
 
 // gather builds the backend batch for reqs (queue order).
-func (g *gatherPlan) gather(reqs []*Request) (*Batch, error) {
+func (g *gatherPlan) gather(reqs []*ExecRequest) (*ConcatBatch, error) {
 	if len(reqs) == 1 && g.direct() {
 		return &reqs[0].batch, nil
 	}
@@ -47,7 +47,7 @@ func (g *gatherPlan) gather(reqs []*Request) (*Batch, error) {
 		}
 	}
 	first := reqs[0]
-	b := &Batch{Inputs: make([]*Tensor, 0, len(first.Inputs)+len(g.batchInputs))}
+	b := &ConcatBatch{Inputs: make([]*Tensor, 0, len(first.Inputs)+len(g.batchInputs))}
 	for i, t := range first.Inputs {
 		size := 0
 		for _, r := range reqs {
@@ -100,7 +100,7 @@ func unionSorted(a, b []string) []string {
 // scatter cuts each request's rows out of the batch's outputs; a request
 // whose rows cannot be cut gets its own error in errs. The per-request
 // tensors, shapes and result lists come from three shared allocations.
-func (g *gatherPlan) scatter(b *Batch, reqs []*Request) (outs [][]*Tensor, errs []error) {
+func (g *gatherPlan) scatter(b *ConcatBatch, reqs []*ExecRequest) (outs [][]*Tensor, errs []error) {
 	outs, errs = make([][]*Tensor, len(reqs)), make([]error, len(reqs))
 	if len(reqs) == 1 && b == &reqs[0].batch {
 		outs[0] = b.Results
@@ -184,7 +184,7 @@ func sliceRows(dst, t *Tensor, from, n int64) error {
 }
 
 // batchInput computes one batch_input tensor over the requests of a batch.
-func batchInput(bi *modelconfig.BatchInput, reqs []*Request) (*Tensor, error) {
+func batchInput(bi *modelconfig.BatchInput, reqs []*ExecRequest) (*Tensor, error) {
 	name := bi.GetTargetName()[0]
 	dt := DataType(bi.GetDataType())
 	var src []*Tensor

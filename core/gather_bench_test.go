@@ -15,13 +15,13 @@ func BenchmarkGatherScatter(b *testing.B) {
 	for _, r := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("requests=%d", r), func(b *testing.B) {
 			const width = 256
-			reqs := make([]*Request, r)
+			reqs := make([]*ExecRequest, r)
 			for i := range reqs {
-				reqs[i] = &Request{BatchSize: 1,
+				reqs[i] = &ExecRequest{BatchSize: 1,
 					Inputs:  []*Tensor{{Name: "x", DataType: TypeFP32, Shape: []int64{1, width}, Data: make([]byte, 4*width)}},
 					Outputs: []string{"y"},
 				}
-				reqs[i].batch = Batch{Inputs: reqs[i].Inputs, Outputs: reqs[i].Outputs}
+				reqs[i].batch = ConcatBatch{Inputs: reqs[i].Inputs, Outputs: reqs[i].Outputs}
 			}
 			var plan gatherPlan
 			b.ReportAllocs()

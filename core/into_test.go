@@ -17,7 +17,7 @@ import (
 // has one that fits, and records the destinations it was given.
 type intoBackend struct {
 	mu   sync.Mutex
-	seen [][][]byte // each execution's Batch.Into
+	seen [][][]byte // each execution's ConcatBatch.Into
 }
 
 func (*intoBackend) Name() string { return "into" }
@@ -30,7 +30,7 @@ func (b *intoBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instanc
 
 type intoInstance struct{ b *intoBackend }
 
-func (i intoInstance) Execute(_ context.Context, batch *Batch) error {
+func (i intoInstance) Execute(_ context.Context, batch *ConcatBatch) error {
 	i.b.mu.Lock()
 	i.b.seen = append(i.b.seen, batch.Into)
 	i.b.mu.Unlock()

@@ -32,7 +32,7 @@ func (b *gateBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instanc
 
 type gateInstance struct{ b *gateBackend }
 
-func (i *gateInstance) Execute(ctx context.Context, batch *Batch) error {
+func (i *gateInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 	i.b.started <- struct{}{}
 	select {
 	case <-i.b.gate:

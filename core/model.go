@@ -213,7 +213,7 @@ func (r responseError) Unwrap() error { return r.error }
 
 // response builds the client's view of the outputs: config dims for
 // reshaped outputs and classification where asked.
-func (mv *ModelVersion) response(req *InferRequest, r *Response) (*InferResponse, error) {
+func (mv *ModelVersion) response(req *InferRequest, r *ExecResponse) (*InferResponse, error) {
 	var classes map[string]uint64
 	for _, o := range req.Outputs {
 		if o.ClassCount > 0 {

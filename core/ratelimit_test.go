@@ -39,7 +39,7 @@ type limitInstance struct {
 	model string
 }
 
-func (i *limitInstance) Execute(ctx context.Context, batch *Batch) error {
+func (i *limitInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 	x := batch.Inputs[0]
 	i.b.mu.Lock()
 	i.b.rows[i.model] = append(i.b.rows[i.model], len(x.Data)/4)

@@ -1,14 +1,15 @@
 package core
 
 import (
-	"time"
 	"unsafe"
 )
 
 // LatestVersion asks for the highest-numbered READY version.
 const LatestVersion int64 = -1
 
-// InferRequest is one inference request, independent of any protocol.
+// InferRequest is one inference request as a caller (a frontend, an
+// ensemble step, a Python model's BLS call) hands it to the core,
+// independent of any protocol; the core validates it into an ExecRequest.
 type InferRequest struct {
 	ID           string
 	ModelName    string
@@ -68,7 +69,8 @@ type RequestedOutput struct {
 	IntoDevice DeviceData
 }
 
-// InferResponse is the result of one request.
+// InferResponse is one response to an InferRequest, as the caller
+// receives it: the core makes it from a backend's ExecResponse.
 type InferResponse struct {
 	ID           string
 	ModelName    string
@@ -77,28 +79,6 @@ type InferResponse struct {
 	// ascending byte order of output name), restricted to the requested ones.
 	Outputs    []*Tensor
 	Parameters map[string]any
-}
-
-// Batch is what a scheduler hands to one backend instance: the inputs of
-// one execution, already validated and shaped as the model expects, and the
-// outputs to produce. The instance fills Results and the timestamps.
-type Batch struct {
-	Inputs  []*Tensor
-	Outputs []string
-	// Into are the destinations of the outputs (RequestedOutput.Into),
-	// Outputs[i]'s at index i; nil when none has one, as always for a
-	// batch of several requests. A backend may write an output there and
-	// return a prefix of it as the result's Data.
-	Into [][]byte
-	// IntoDevice are the device destinations of the outputs
-	// (RequestedOutput.IntoDevice), indexed as Into; nil when none has
-	// one. An output written there is returned with Device set to it.
-	IntoDevice []DeviceData
-	// Results are the produced outputs, in the order of Outputs.
-	Results []*Tensor
-	// ComputeStart, InferStart, InferEnd and ComputeEnd bracket input
-	// preparation, the model run and output collection (statistics).
-	ComputeStart, InferStart, InferEnd, ComputeEnd time.Time
 }
 
 // destinations are the Into of requested, in the order of names (the

@@ -44,7 +44,7 @@ func TestRunningGauge(t *testing.T) {
 
 // laterBackend is a decoupled backend whose executions return at once,
 // handing their requests to the test, which sends their responses later.
-type laterBackend struct{ reqs chan *Request }
+type laterBackend struct{ reqs chan *ExecRequest }
 
 func (b *laterBackend) Name() string { return "later" }
 func (b *laterBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
@@ -72,7 +72,7 @@ func TestRunningGaugeDecoupled(t *testing.T) {
 		"output [ { name: \"y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n" +
 		"model_transaction_policy { decoupled: true }\n" + oneInstance
 	repos := testRepo(t, map[string]string{"m": cfg})
-	b := &laterBackend{reqs: make(chan *Request, 8)}
+	b := &laterBackend{reqs: make(chan *ExecRequest, 8)}
 	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 		StrictReadiness: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
@@ -90,7 +90,7 @@ func TestRunningGaugeDecoupled(t *testing.T) {
 	ctxs[1], cancel = context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, len(ctxs))
-	var reqs []*Request
+	var reqs []*ExecRequest
 	for _, ctx := range ctxs {
 		req := &InferRequest{ModelName: "m", ModelVersion: LatestVersion, Inputs: []*Tensor{
 			{Name: "x", DataType: TypeInt32, Shape: []int64{1}, Data: []byte{1, 0, 0, 0}}}}
@@ -114,7 +114,7 @@ func TestRunningGaugeDecoupled(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	waitRunning(t, mv, 2)
-	if err := reqs[0].Send(&Response{}, false); err != nil {
+	if err := reqs[0].Send(&ExecResponse{}, false); err != nil {
 		t.Fatal(err)
 	}
 	waitRunning(t, mv, 2)

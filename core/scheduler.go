@@ -32,7 +32,7 @@ const (
 // job is one request travelling through a scheduler.
 type job struct {
 	ctx   context.Context
-	req   Request // the validated request, as its backend sees it
+	req   ExecRequest // the validated request, as its backend sees it
 	times requestTimes
 	done  chan error // the request's end: nil, or the error that ended it
 

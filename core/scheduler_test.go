@@ -51,7 +51,7 @@ func (b *echoBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instanc
 
 type echoInstance struct{ b *echoBackend }
 
-func (i *echoInstance) Execute(ctx context.Context, batch *Batch) error {
+func (i *echoInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 	x := batch.Inputs[0]
 	var vals []int32
 	for k := 0; k+4 <= len(x.Data); k += 4 {
@@ -698,8 +698,8 @@ instance_group [ { kind: KIND_CPU count: 3 } ]
 }
 
 func TestSplitFailureFailsOnlyShortRequests(t *testing.T) {
-	reqs := []*Request{{BatchSize: 1, Outputs: []string{"y"}}, {BatchSize: 2, Outputs: []string{"y"}}}
-	b := &Batch{Outputs: []string{"y"}, Results: []*Tensor{{Name: "y", DataType: TypeInt32, Shape: []int64{2}, Data: make([]byte, 8)}}}
+	reqs := []*ExecRequest{{BatchSize: 1, Outputs: []string{"y"}}, {BatchSize: 2, Outputs: []string{"y"}}}
+	b := &ConcatBatch{Outputs: []string{"y"}, Results: []*Tensor{{Name: "y", DataType: TypeInt32, Shape: []int64{2}, Data: make([]byte, 8)}}}
 	var g gatherPlan
 	_, errs := g.scatter(b, reqs)
 	if errs[0] != nil {

@@ -151,7 +151,7 @@ func newSeqBatcher(sc *seqConfig, insts []Instance, limits limitSlots, stats *St
 // check refuses a request the sequence batcher cannot take, in Triton's
 // words: no correlation id, a correlation id of the wrong type for CORRID,
 // or a batch of more than one.
-func (b *seqBatcher) check(r *Request) error {
+func (b *seqBatcher) check(r *ExecRequest) error {
 	c := r.Correlation
 	model := b.cfg.model
 	if b.cfg.corrid >= 0 {
@@ -278,7 +278,7 @@ func wake(si *seqInstance) {
 // correlation id, in control_input order (READY is always true: every
 // request an execution holds is a ready one), and asks for the state
 // outputs besides the requested ones.
-func (sc *seqConfig) addControls(r *Request) {
+func (sc *seqConfig) addControls(r *ExecRequest) {
 	shape := []int64{1}
 	if sc.batching {
 		shape = []int64{1, 1}
@@ -300,7 +300,7 @@ func (sc *seqConfig) addControls(r *Request) {
 	if len(sc.stateOuts) > 0 {
 		r.Outputs = unionSorted(r.Outputs, sc.stateOuts)
 	}
-	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
+	r.batch = ConcatBatch{Inputs: r.Inputs, Outputs: r.Outputs}
 }
 
 func pick(c seqControl, on bool) []byte {
@@ -652,8 +652,8 @@ func (b *seqBatcher) notReady(rep *job) *job {
 		}
 		out[i] = z
 	}
-	n.req = Request{Inputs: out, Outputs: rep.req.Outputs, BatchSize: rep.req.BatchSize, job: n,
-		batch: Batch{Inputs: out, Outputs: rep.req.Outputs}}
+	n.req = ExecRequest{Inputs: out, Outputs: rep.req.Outputs, BatchSize: rep.req.BatchSize, job: n,
+		batch: ConcatBatch{Inputs: out, Outputs: rep.req.Outputs}}
 	return n
 }
 
@@ -728,7 +728,7 @@ func (b *seqBatcher) compatible(first *job, fst []*Tensor, j *job, st []*Tensor)
 // keep takes the state outputs out of resp and keeps them as the slot's
 // next state; a model that is not decoupled must produce every state
 // output in its response.
-func (s *seqSlot) keep(sc *seqConfig, resp *Response, asked func(string) bool) error {
+func (s *seqSlot) keep(sc *seqConfig, resp *ExecResponse, asked func(string) bool) error {
 	if len(sc.states) == 0 || resp == nil || resp.Err != nil {
 		return nil
 	}
@@ -805,7 +805,7 @@ func (b *seqBatcher) close() {
 // warmup completes a model_warmup request of a sequence model, which runs
 // outside the sequence batcher: a one-request sequence (START and END, id 1)
 // with the initial state.
-func (sc *seqConfig) warmup(r *Request) {
+func (sc *seqConfig) warmup(r *ExecRequest) {
 	r.Correlation = Correlation{ID: 1, StringID: "1", Flags: FlagSequenceStart | FlagSequenceEnd}
 	if sc.corrid >= 0 && sc.controls[sc.corrid].dt == TypeBytes {
 		r.Correlation.IsString = true
@@ -871,7 +871,7 @@ var errRescheduled = errors.New("request rescheduled")
 // iterative_sequence only. The request keeps its sequence, slot and
 // state; it comes back without START. A decoupled model may go on sending
 // its non-final responses.
-func (r *Request) Reschedule() error {
+func (r *ExecRequest) Reschedule() error {
 	j := r.job
 	if j == nil || j.seq == nil || !j.seqb.cfg.iterative {
 		return Errorf(CodeInvalidArg, "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.")

@@ -46,7 +46,7 @@ func (retag) Execute(_ context.Context, e *core.Execution) error {
 		case "float":
 			params["sequence_id"] = 1.5
 		}
-		_ = r.Send(&core.Response{Outputs: []*core.Tensor{{Name: "Y", DataType: x.DataType, Shape: x.Shape, Data: x.Data}}, Parameters: params}, true)
+		_ = r.Send(&core.ExecResponse{Outputs: []*core.Tensor{{Name: "Y", DataType: x.DataType, Shape: x.Shape, Data: x.Data}}, Parameters: params}, true)
 	}
 	return nil
 }

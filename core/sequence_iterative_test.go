@@ -72,14 +72,14 @@ func (i *iterInstance) Execute(_ context.Context, e *Execution) error {
 			{Name: "left_out", DataType: TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(left))},
 		}
 		if left <= 0 {
-			_ = r.Send(&Response{Outputs: outs}, true)
+			_ = r.Send(&ExecResponse{Outputs: outs}, true)
 			continue
 		}
 		if err := r.Reschedule(); err != nil {
-			_ = r.Send(&Response{Err: err}, true)
+			_ = r.Send(&ExecResponse{Err: err}, true)
 			continue
 		}
-		_ = r.Send(&Response{Outputs: outs}, false)
+		_ = r.Send(&ExecResponse{Outputs: outs}, false)
 	}
 	return nil
 }

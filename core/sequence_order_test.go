@@ -42,7 +42,7 @@ func (b *reverseBackend) Execute(_ context.Context, e *Execution) error {
 	send := func() {
 		for _, r := range slices.Backward(reqs) {
 			y := &Tensor{Name: "y", DataType: TypeInt32, Shape: []int64{1, 1}, Data: slices.Clone(r.Inputs[0].Data)}
-			_ = r.Send(&Response{Outputs: []*Tensor{y}}, true)
+			_ = r.Send(&ExecResponse{Outputs: []*Tensor{y}}, true)
 		}
 	}
 	now := time.Now()

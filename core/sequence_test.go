@@ -69,7 +69,7 @@ type accInstance struct {
 	batching bool
 }
 
-func (i *accInstance) Execute(ctx context.Context, batch *Batch) error {
+func (i *accInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 	byName := map[string]*Tensor{}
 	for _, t := range batch.Inputs {
 		byName[t.Name] = t

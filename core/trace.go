@@ -42,7 +42,7 @@ type TraceTimes struct {
 
 // Trace is the trace of the client request r belongs to (nil: not
 // sampled), for a backend that spawns requests on its behalf (BLS).
-func (r *Request) Trace() Trace {
+func (r *ExecRequest) Trace() Trace {
 	if !TracingBuilt || r.job == nil || r.job.orig == nil {
 		return nil
 	}

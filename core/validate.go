@@ -29,7 +29,7 @@ func (p prefix) String() string { return RequestPrefix(string(p)) }
 
 // prepare validates req against the model configuration, in Triton's order,
 // and returns the backend inputs (config order, reshaped) and outputs.
-func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
+func (mv *ModelVersion) prepare(req *InferRequest, r *ExecRequest) error {
 	cfg := mv.Config
 	name := mv.Name
 	pfx := prefix(req.ID)
@@ -162,7 +162,7 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *Request) error {
 	}
 	r.ID, r.Parameters = req.ID, req.Parameters
 	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
-	r.batch = Batch{Inputs: r.Inputs, Outputs: r.Outputs}
+	r.batch = ConcatBatch{Inputs: r.Inputs, Outputs: r.Outputs}
 	if mv.cache == nil {
 		// A response to cache stays in memory of the backend's own: the
 		// caller's destination may change or be lost under it.

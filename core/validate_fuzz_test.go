@@ -61,7 +61,7 @@ func FuzzValidateInputs(f *testing.F) {
 		if raw {
 			tensor = &Tensor{Data: data}
 		}
-		var r Request
+		var r ExecRequest
 		err := mv.prepare(&InferRequest{Raw: raw, Inputs: []*Tensor{tensor}}, &r)
 		if err != nil {
 			if CodeOf(err) != CodeInvalidArg {

@@ -99,7 +99,7 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var r Request
+			var r ExecRequest
 			err := c.mv.prepare(c.req, &r)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
@@ -128,7 +128,7 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]`))
 
 func rawBytesData(t *testing.T, mv *ModelVersion) []byte {
 	req := &InferRequest{Raw: true, Inputs: []*Tensor{{Data: []byte("abc")}}}
-	var r Request
+	var r ExecRequest
 	err := mv.prepare(req, &r)
 	if err != nil {
 		t.Fatal(err)

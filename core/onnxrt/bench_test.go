@@ -19,7 +19,7 @@ func BenchmarkExecuteSimple(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		batch := core.Batch{Inputs: []*core.Tensor{x, y}, Outputs: outputs}
+		batch := core.ConcatBatch{Inputs: []*core.Tensor{x, y}, Outputs: outputs}
 		if err := in.Execute(ctx, &batch); err != nil {
 			b.Fatal(err)
 		}

@@ -82,7 +82,7 @@ func TestExecuteDeviceInput(t *testing.T) {
 	}
 	t.Run("shape past the memory", func(t *testing.T) {
 		in := &core.Tensor{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{32}, Device: mapped(t, data[:64])}
-		err := dynamic.Execute(t.Context(), &core.Batch{Inputs: []*core.Tensor{in}, Outputs: []string{"OUTPUT0"}})
+		err := dynamic.Execute(t.Context(), &core.ConcatBatch{Inputs: []*core.Tensor{in}, Outputs: []string{"OUTPUT0"}})
 		if core.CodeOf(err) != core.CodeInvalidArg {
 			t.Fatalf("err = %v, want invalid argument", err)
 		}
@@ -90,7 +90,7 @@ func TestExecuteDeviceInput(t *testing.T) {
 }
 
 // TestExecuteDeviceOutput: an output with a device destination
-// (core.Batch.IntoDevice) that the instance can write is written there by
+// (core.ConcatBatch.IntoDevice) that the instance can write is written there by
 // ORT and returned with Device set and no Data, on the direct and the raw
 // run (another output left to ORT) alike; one whose shape is known only
 // after the run, or that does not fit, comes back in host memory.
@@ -116,7 +116,7 @@ func TestExecuteDeviceOutput(t *testing.T) {
 				in = &core.Tensor{Name: in.Name, DataType: in.DataType, Shape: in.Shape, Device: mapped(t, data[:tc.size])}
 			}
 			dst := mapped(t, make([]byte, tc.dst))
-			b := &core.Batch{Inputs: []*core.Tensor{in}, Outputs: []string{"OUTPUT0"}, IntoDevice: []core.DeviceData{dst}}
+			b := &core.ConcatBatch{Inputs: []*core.Tensor{in}, Outputs: []string{"OUTPUT0"}, IntoDevice: []core.DeviceData{dst}}
 			if err := tc.inst.Execute(t.Context(), b); err != nil {
 				t.Fatal(err)
 			}

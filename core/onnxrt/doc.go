@@ -1,7 +1,8 @@
 // Package onnxrt is the ONNX Runtime backend: it auto-completes model
 // configurations from .onnx files, checks configurations against the graph
 // when an instance loads, builds session options and execution providers
-// from the config, and runs batches through ORT sessions, as Triton's
+// from the config, and runs each execution's ConcatBatch (its ExecRequests
+// concatenated along the batch dimension) through an ORT session, as Triton's
 // backend does (triton-inference-server/onnxruntime_backend README.md,
 // src/onnxruntime.cc).
 //

@@ -27,7 +27,7 @@ type runScratch struct {
 	shapes [][]int64
 	// auto marks the outputs ORT allocates in this run.
 	auto []bool
-	// into are the outputs' destinations (core.Batch.Into) in session
+	// into are the outputs' destinations (core.ConcatBatch.Into) in session
 	// order, nil where there is none or it may not be used.
 	into [][]byte
 	raw  []rawOutput
@@ -40,7 +40,7 @@ type runScratch struct {
 	// client's CUDA region: core.Tensor.Device), nil elsewhere; their
 	// r.inputs entry is nil.
 	inDev []unsafe.Pointer
-	// intoDev are the outputs' device destinations (core.Batch.IntoDevice)
+	// intoDev are the outputs' device destinations (core.ConcatBatch.IntoDevice)
 	// in session order; outDev the OrtValues ORT writes there, nil where
 	// an output is not written to device memory.
 	intoDev []core.DeviceData
@@ -108,7 +108,7 @@ func (r *runScratch) release() {
 // copying, and larger outputs whose shape is known in advance (fixed graph
 // dims, the batch dim from the inputs) are pre-allocated in Go memory that
 // ORT writes into and that becomes the result. The rest are allocated by ORT
-// and copied once. An output with a destination (core.Batch.Into, set for
+// and copied once. An output with a destination (core.ConcatBatch.Into, set for
 // a batch of one request) goes there instead of Go memory: ORT writes it in
 // place when its shape is known in advance and it is not cached, and
 // the raw run copies it there from ORT's allocation otherwise; the result
@@ -118,7 +118,7 @@ func (r *runScratch) release() {
 // byte per element instead of two, which then fails), so a batch with such
 // an output of unknown shape runs through the ORT C API directly (runRaw),
 // which copies every ORT-allocated output itself.
-func (in *instance) Execute(ctx context.Context, b *core.Batch) error {
+func (in *instance) Execute(ctx context.Context, b *core.ConcatBatch) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	b.ComputeStart = time.Now()
@@ -206,7 +206,7 @@ func (in *instance) setInputs(r *runScratch, inputs []*core.Tensor) (int64, erro
 // destinations fills r.into from b.Into: the fixed-size outputs'
 // destinations that overlap no input (ORT's kernels do not expect an
 // output to alias an input).
-func (in *instance) destinations(r *runScratch, b *core.Batch) {
+func (in *instance) destinations(r *runScratch, b *core.ConcatBatch) {
 	for k, dst := range b.IntoDevice {
 		if dst == nil || k >= len(b.Outputs) {
 			continue

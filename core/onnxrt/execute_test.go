@@ -34,7 +34,7 @@ func ioConfig(mbs int, elem ob.DataType, dims string, inputs, outputs []string) 
 // execute runs one batch, failing the test on error.
 func execute(t testing.TB, in core.BatchInstance, outputs []string, inputs ...*core.Tensor) []*core.Tensor {
 	t.Helper()
-	b := &core.Batch{Inputs: inputs, Outputs: outputs}
+	b := &core.ConcatBatch{Inputs: inputs, Outputs: outputs}
 	if err := in.Execute(context.Background(), b); err != nil {
 		t.Fatalf("execute: %v", err)
 	}
@@ -314,16 +314,16 @@ func TestExecuteErrors(t *testing.T) {
 	x := func(name string) *core.Tensor { return tensor(t, name, ob.Int32, []int64{1, 16}, make([]float64, 16)) }
 	tests := []struct {
 		name    string
-		batch   core.Batch
+		batch   core.ConcatBatch
 		wantErr string
 	}{
-		{"missing input", core.Batch{Inputs: []*core.Tensor{x("INPUT0")}}, "expected input 'INPUT1' for model 'simple' is missing"},
-		{"unknown input", core.Batch{Inputs: []*core.Tensor{x("INPUT0"), x("INPUT1"), x("INPUT9")}}, "unexpected inference input 'INPUT9'"},
-		{"input twice", core.Batch{Inputs: []*core.Tensor{x("INPUT0"), x("INPUT0")}}, "input 'INPUT0' given twice"},
-		{"unknown output", core.Batch{Inputs: []*core.Tensor{x("INPUT0"), x("INPUT1")}, Outputs: []string{"OUTPUT7"}}, "unexpected inference output 'OUTPUT7'"},
-		{"wrong type", core.Batch{Inputs: []*core.Tensor{x("INPUT0"), tensor(t, "INPUT1", ob.Float, []int64{1, 16}, make([]float64, 16))}}, "input 'INPUT1' has datatype FP32, model expects INT32"},
-		{"short data", core.Batch{Inputs: []*core.Tensor{x("INPUT0"), {Name: "INPUT1", DataType: core.TypeInt32, Shape: []int64{1, 16}, Data: make([]byte, 7)}}}, "input 'INPUT1' holds 7 bytes"},
-		{"wrong shape", core.Batch{Inputs: []*core.Tensor{x("INPUT0"), tensor(t, "INPUT1", ob.Int32, []int64{2, 8}, make([]float64, 16))}, Outputs: []string{"OUTPUT0"}}, "onnx runtime error"},
+		{"missing input", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0")}}, "expected input 'INPUT1' for model 'simple' is missing"},
+		{"unknown input", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0"), x("INPUT1"), x("INPUT9")}}, "unexpected inference input 'INPUT9'"},
+		{"input twice", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0"), x("INPUT0")}}, "input 'INPUT0' given twice"},
+		{"unknown output", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0"), x("INPUT1")}, Outputs: []string{"OUTPUT7"}}, "unexpected inference output 'OUTPUT7'"},
+		{"wrong type", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0"), tensor(t, "INPUT1", ob.Float, []int64{1, 16}, make([]float64, 16))}}, "input 'INPUT1' has datatype FP32, model expects INT32"},
+		{"short data", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0"), {Name: "INPUT1", DataType: core.TypeInt32, Shape: []int64{1, 16}, Data: make([]byte, 7)}}}, "input 'INPUT1' holds 7 bytes"},
+		{"wrong shape", core.ConcatBatch{Inputs: []*core.Tensor{x("INPUT0"), tensor(t, "INPUT1", ob.Int32, []int64{2, 8}, make([]float64, 16))}, Outputs: []string{"OUTPUT0"}}, "onnx runtime error"},
 	}
 	for _, tc := range tests {
 		b := tc.batch
@@ -347,7 +347,7 @@ func TestExecuteTimestampsAndClose(t *testing.T) {
 	}
 	x := tensor(t, "INPUT0", ob.Int32, []int64{1, 16}, make([]float64, 16))
 	y := tensor(t, "INPUT1", ob.Int32, []int64{1, 16}, make([]float64, 16))
-	b := &core.Batch{Inputs: []*core.Tensor{x, y}, Outputs: []string{"OUTPUT0"}}
+	b := &core.ConcatBatch{Inputs: []*core.Tensor{x, y}, Outputs: []string{"OUTPUT0"}}
 	if err := in.Execute(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -397,14 +397,14 @@ func TestExecuteCancel(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := in.Execute(ctx, &core.Batch{Inputs: []*core.Tensor{small}, Outputs: []string{"y"}}); !errors.Is(err, context.Canceled) || core.CodeOf(err) != core.CodeCancelled {
+	if err := in.Execute(ctx, &core.ConcatBatch{Inputs: []*core.Tensor{small}, Outputs: []string{"y"}}); !errors.Is(err, context.Canceled) || core.CodeOf(err) != core.CodeCancelled {
 		t.Fatalf("cancelled before: %v", err)
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
-	err := in.Execute(ctx, &core.Batch{Inputs: []*core.Tensor{big}, Outputs: []string{"y"}})
+	err := in.Execute(ctx, &core.ConcatBatch{Inputs: []*core.Tensor{big}, Outputs: []string{"y"}})
 	// An error at all means ONNX Runtime stopped the run: a run left to
 	// finish returns none (run reports the context only after a failure).
 	if !errors.Is(err, context.Canceled) || core.CodeOf(err) != core.CodeCancelled {
@@ -418,14 +418,14 @@ func TestExecuteCancel(t *testing.T) {
 
 	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := in.Execute(ctx, &core.Batch{Inputs: []*core.Tensor{big}, Outputs: []string{"y"}}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := in.Execute(ctx, &core.ConcatBatch{Inputs: []*core.Tensor{big}, Outputs: []string{"y"}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("deadline: %v", err)
 	}
 
 	// The run options are reset: the next run completes.
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	b := &core.Batch{Inputs: []*core.Tensor{small}, Outputs: []string{"y"}}
+	b := &core.ConcatBatch{Inputs: []*core.Tensor{small}, Outputs: []string{"y"}}
 	if err := in.Execute(ctx, b); err != nil {
 		t.Fatalf("run after cancellation: %v", err)
 	}
@@ -446,7 +446,7 @@ func TestExecuteConcurrent(t *testing.T) {
 					a[i], b[i] = float64(k*1000+r), float64(i)
 				}
 				shape := []int64{int64(r%3 + 1), 16}
-				batch := &core.Batch{
+				batch := &core.ConcatBatch{
 					Inputs:  []*core.Tensor{tensor(t, "INPUT0", ob.Int32, shape, a), tensor(t, "INPUT1", ob.Int32, shape, b)},
 					Outputs: []string{"OUTPUT0", "OUTPUT1"},
 				}

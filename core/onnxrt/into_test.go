@@ -10,7 +10,7 @@ import (
 	ob "github.com/inferd/inferd/internal/onnxbuild"
 )
 
-// TestExecuteInto: an output with a destination (core.Batch.Into) is
+// TestExecuteInto: an output with a destination (core.ConcatBatch.Into) is
 // written there, whether ORT writes it in place (shape known before the
 // run) or the raw run copies it from ORT's allocation (shape known after),
 // and the result is a prefix of the destination. A destination too small,
@@ -46,7 +46,7 @@ func TestExecuteInto(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &core.Batch{Inputs: []*core.Tensor{tc.in}, Outputs: []string{"OUTPUT0"}, Into: [][]byte{tc.into}}
+			b := &core.ConcatBatch{Inputs: []*core.Tensor{tc.in}, Outputs: []string{"OUTPUT0"}, Into: [][]byte{tc.into}}
 			if err := tc.inst.Execute(context.Background(), b); err != nil {
 				t.Fatal(err)
 			}

@@ -4,8 +4,11 @@
 // (the API of triton-inference-server/python_backend README.md). The module and the worker script are embedded and
 // written out when the first Python model loads.
 //
+// Each execution goes to the worker as execute()'s list of requests, one per
+// ExecRequest, and the model's responses come back as ExecResponses.
+//
 // Sequences need nothing of their own here: the core's sequence batcher
-// hands a request's control inputs and implicit state as inputs after the
+// hands an ExecRequest's control inputs and implicit state as inputs after the
 // configured ones and lists the state outputs among the requested ones, so
 // they travel as any tensor; the correlation id and flags travel with each
 // request (request.correlation_id(), request.flags()).

@@ -167,7 +167,7 @@ func readN(r io.Reader, n int) ([]byte, error) {
 func (f frameIn) tensor(d tensorDesc) (*core.Tensor, error) { return f.tensorInto(d, nil) }
 
 // tensorInto is tensor, but a tensor in the arena that fits dst (a
-// caller's destination, core.Request.Into) is copied there, and its Data
+// caller's destination, core.ExecRequest.Into) is copied there, and its Data
 // is then a prefix of dst: the frontend sees that and skips its own copy.
 func (f frameIn) tensorInto(d tensorDesc, dst []byte) (*core.Tensor, error) {
 	area := f.blobs

@@ -165,7 +165,7 @@ func (in *instance) Healthy() error {
 
 // openRequest is a request the worker has not finished.
 type openRequest struct {
-	r         *core.Request
+	r         *core.ExecRequest
 	w         *worker // the worker it was sent to
 	responded bool    // a response went out through the sender
 	// sends are the model's sends not yet delivered, in order; a
@@ -285,14 +285,14 @@ func (in *instance) Execute(ctx context.Context, e *core.Execution) error {
 		// Only this execution's requests: another may be running in the
 		// worker meanwhile.
 		for _, rid := range ridOf {
-			in.finish(rid, &core.Response{Err: err})
+			in.finish(rid, &core.ExecResponse{Err: err})
 		}
 		return err
 	}
 	if done.Error != "" {
 		batchErr := core.Errorf(core.CodeInternal, "%s", done.Error)
 		for _, rid := range ridOf {
-			in.finish(rid, &core.Response{Err: batchErr})
+			in.finish(rid, &core.ExecResponse{Err: batchErr})
 		}
 		e.ComputeEnd = time.Now()
 		return nil
@@ -336,12 +336,12 @@ func (in *instance) closeDefault(rid int64) {
 		in.finish(rid, nil)
 		return
 	}
-	in.finish(rid, &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' did not produce a response for the request", in.name)})
+	in.finish(rid, &core.ExecResponse{Err: core.Errorf(core.CodeInternal, "Python model '%s' did not produce a response for the request", in.name)})
 }
 
 // finish sends a request's final response (nil: a final flag alone) and
 // forgets it.
-func (in *instance) finish(rid int64, resp *core.Response) {
+func (in *instance) finish(rid int64, resp *core.ExecResponse) {
 	if o := in.take(rid); o != nil {
 		_ = o.r.Send(resp, true)
 	}
@@ -378,43 +378,43 @@ func (in *instance) failOf(w *worker, err error) {
 	in.mu.Unlock()
 	for _, o := range failed {
 		o.stop()
-		_ = o.r.Send(&core.Response{Err: err}, true)
+		_ = o.r.Send(&core.ExecResponse{Err: err}, true)
 	}
 }
 
 // response converts a worker's response; tensors share the frame's bytes,
 // or, from the arena, go to their destinations in into (by output name,
 // see frameIn.tensorInto) where they fit.
-func (in *instance) response(w *wireResponse, f frameIn, into map[string][]byte) *core.Response {
+func (in *instance) response(w *wireResponse, f frameIn, into map[string][]byte) *core.ExecResponse {
 	if w.Error != nil {
-		return &core.Response{Err: &core.Error{Code: core.Code(w.Error.Code), Msg: w.Error.Message}}
+		return &core.ExecResponse{Err: &core.Error{Code: core.Code(w.Error.Code), Msg: w.Error.Message}}
 	}
-	resp := &core.Response{Outputs: make([]*core.Tensor, 0, len(w.Outputs))}
+	resp := &core.ExecResponse{Outputs: make([]*core.Tensor, 0, len(w.Outputs))}
 	for _, d := range w.Outputs {
 		dst := into[d.Name]
 		delete(into, d.Name) // a second output of that name must not overwrite the first
 		t, err := f.tensorInto(d, dst)
 		if err != nil {
-			return &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent a broken response: %v", in.name, err)}
+			return &core.ExecResponse{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent a broken response: %v", in.name, err)}
 		}
 		resp.Outputs = append(resp.Outputs, t)
 	}
 	if w.Parameters != "" && w.Parameters != "{}" {
 		params, err := responseParameters(w.Parameters)
 		if err != nil {
-			return &core.Response{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent broken response parameters: %v", in.name, err)}
+			return &core.ExecResponse{Err: core.Errorf(core.CodeInternal, "Python model '%s' sent broken response parameters: %v", in.name, err)}
 		}
 		resp.Parameters = params
 	}
 	return resp
 }
 
-// destinations are r's output destinations (core.Request.Into) by output
+// destinations are r's output destinations (core.ExecRequest.Into) by output
 // name, leaving out those that overlap an input: as with ONNX Runtime
 // (core/onnxrt), an output never changes an input of its request. Only a
 // default-mode model's final response uses them: a decoupled model's
 // responses would overwrite each other while the frontend still sends one.
-func destinations(r *core.Request) map[string][]byte {
+func destinations(r *core.ExecRequest) map[string][]byte {
 	var into map[string][]byte
 	for i, dst := range r.Into() {
 		if len(dst) == 0 || i >= len(r.Outputs) || slices.ContainsFunc(r.Inputs, func(t *core.Tensor) bool { return core.Overlap(t.Data, dst) }) {
@@ -470,7 +470,7 @@ func (in *instance) onSend(w *worker, f frameIn) {
 	}
 	reply["seq"] = m.Seq
 	final := m.Flags == 1
-	var resp *core.Response
+	var resp *core.ExecResponse
 	if m.Response != nil {
 		resp = in.response(m.Response, f, nil)
 	}

@@ -13,7 +13,7 @@ func (d *executeDone) rescheduled(i int) bool { return slices.Contains(d.Resched
 // reschedule hands a request its model released with
 // TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (request.set_release_flags) back
 // to the sequence batcher, which runs it again under a new rid
-// (core.Request.Reschedule; triton-inference-server/python_backend
+// (core.ExecRequest.Reschedule; triton-inference-server/python_backend
 // README.md, "Request Rescheduling"). The model's sends went through
 // before execute returned, as Triton asks of a decoupled model. Refused
 // (a model without iterative_sequence), the request ends with the error.
@@ -23,6 +23,6 @@ func (in *instance) reschedule(rid int64) {
 		return
 	}
 	if err := o.r.Reschedule(); err != nil {
-		_ = o.r.Send(&core.Response{Err: err}, true)
+		_ = o.r.Send(&core.ExecResponse{Err: err}, true)
 	}
 }

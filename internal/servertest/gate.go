@@ -37,7 +37,7 @@ func (g *Gate) NewInstance(_ context.Context, spec core.InstanceSpec) (core.Inst
 
 type gateInstance struct{ g *Gate }
 
-func (i gateInstance) Execute(ctx context.Context, b *core.Batch) error {
+func (i gateInstance) Execute(ctx context.Context, b *core.ConcatBatch) error {
 	select {
 	case i.g.Entered <- struct{}{}:
 	default:

@@ -35,7 +35,7 @@ func (Identity) NewInstance(_ context.Context, spec core.InstanceSpec) (core.Ins
 
 type identityInstance struct{}
 
-func (identityInstance) Execute(_ context.Context, b *core.Batch) error {
+func (identityInstance) Execute(_ context.Context, b *core.ConcatBatch) error {
 	now := time.Now()
 	b.ComputeStart, b.InferStart = now, now
 	b.Results = make([]*core.Tensor, 0, len(b.Outputs))

@@ -56,10 +56,10 @@ func (repeatInstance) Execute(_ context.Context, e *core.Execution) error {
 			for i := range len(in) / 4 {
 				time.Sleep(time.Duration(wait) * time.Microsecond)
 				if fail && int64(i) == failAt {
-					_ = r.Send(&core.Response{Err: core.Errorf(core.CodeInternal, "repeat: failing at response %d", i)}, true)
+					_ = r.Send(&core.ExecResponse{Err: core.Errorf(core.CodeInternal, "repeat: failing at response %d", i)}, true)
 					return
 				}
-				resp := &core.Response{}
+				resp := &core.ExecResponse{}
 				for _, name := range r.Outputs {
 					v := in[4*i : 4*i+4]
 					if name == "IDX" {

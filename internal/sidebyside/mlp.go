@@ -116,10 +116,10 @@ func newMLPReference(b *testing.B, root, model, cfgText string, kind modelconfig
 }
 
 // execute runs one batch of x (batch rows) on a free instance.
-func (r *MLPReference) execute(x []byte, batch int) (*core.Batch, error) {
+func (r *MLPReference) execute(x []byte, batch int) (*core.ConcatBatch, error) {
 	inst := <-r.insts
 	defer func() { r.insts <- inst }()
-	bt := &core.Batch{
+	bt := &core.ConcatBatch{
 		Inputs:  []*core.Tensor{{Name: "x", DataType: core.TypeFP32, Shape: []int64{int64(batch), MLPIn}, Data: x}},
 		Outputs: []string{"y"},
 	}

@@ -89,7 +89,7 @@ func (paramsInstance) Execute(_ context.Context, e *core.Execution) error {
 		case "other":
 			params["o"] = struct{}{}
 		}
-		resp := &core.Response{Parameters: params}
+		resp := &core.ExecResponse{Parameters: params}
 		for _, name := range r.Outputs {
 			resp.Outputs = append(resp.Outputs, &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: []int64{1}, Data: r.Inputs[0].Data})
 		}

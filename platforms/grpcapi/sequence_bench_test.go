@@ -480,7 +480,7 @@ func (r *seqReference) execute(step, rows int, state []byte) (out, next []byte, 
 	if state == nil { // a sequence's first step starts from zero
 		state = make([]byte, rows*r.sb.stateBytes)
 	}
-	bt := &core.Batch{
+	bt := &core.ConcatBatch{
 		Inputs: []*core.Tensor{
 			{Name: "INPUT", DataType: r.sb.elem, Shape: []int64{int64(rows), int64(len(r.sb.in[step]) / 4)}, Data: in},
 			{Name: "STATE_IN", DataType: r.sb.elem, Shape: []int64{int64(rows), int64(r.sb.stateBytes / 4)}, Data: state},

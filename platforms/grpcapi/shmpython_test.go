@@ -11,7 +11,7 @@ import (
 
 // TestSharedMemoryPythonOutputInPlaceGRPC: a Python model's output that
 // comes back through the worker's arena is copied once, straight into the
-// client's output region (core/python, core.Request.Into), and the
+// client's output region (core/python, core.ExecRequest.Into), and the
 // frontend then skips its own copy. The proof is a count: the calls
 // allocate far less than one output's worth of bytes each, where a copy
 // out of the arena into Go memory costs a whole output per call. The

@@ -89,7 +89,7 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 		ortCall := func() error {
 			inst := <-insts
 			defer func() { insts <- inst }()
-			batch := &core.Batch{
+			batch := &core.ConcatBatch{
 				Inputs: []*core.Tensor{
 					{Name: "INPUT0", DataType: core.TypeInt32, Shape: []int64{1, 16}, Data: in0},
 					{Name: "INPUT1", DataType: core.TypeInt32, Shape: []int64{1, 16}, Data: in1},

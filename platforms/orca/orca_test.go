@@ -57,7 +57,7 @@ func (g gate) NewInstance(_ context.Context, spec core.InstanceSpec) (core.Insta
 
 type gateInstance gate
 
-func (g gateInstance) Execute(ctx context.Context, b *core.Batch) error {
+func (g gateInstance) Execute(ctx context.Context, b *core.ConcatBatch) error {
 	b.ComputeStart, b.InferStart = time.Now(), time.Now()
 	g.entered <- struct{}{}
 	select {
