@@ -34,3 +34,17 @@ type Object struct {
 // ErrIntegrity marks a download whose bytes did not match the store's
 // checksum.
 var ErrIntegrity = errors.New("integrity check failed")
+
+// Getenv reads the environment variables a store honours, as the binary
+// hands them down (cmd/inferd env.go; docs/environment.md), so that the
+// stores never read the process environment for their settings. A nil
+// Getenv reads none.
+type Getenv func(key string) string
+
+// Get is the variable's value, "" when it is not set or g is nil.
+func (g Getenv) Get(key string) string {
+	if g == nil {
+		return ""
+	}
+	return g(key)
+}

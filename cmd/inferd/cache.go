@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +63,7 @@ func responseCacheSettings(v *options.Values) (responseCacheConfig, error) {
 // newResponseCache builds the configured cache (nil when none): a Redis
 // that cannot be reached stops the start, as in Triton. The local cache
 // also exports its own nv_cache_* gauges, as Triton's local cache does.
-func newResponseCache(ctx context.Context, c responseCacheConfig, log *slog.Logger) (cache.Store, []prometheus.Collector, error) {
+func newResponseCache(ctx context.Context, c responseCacheConfig, env environment, log *slog.Logger) (cache.Store, []prometheus.Collector, error) {
 	if c.deprecated != "" {
 		log.Warn(c.deprecated)
 	}
@@ -79,7 +78,7 @@ func newResponseCache(ctx context.Context, c responseCacheConfig, log *slog.Logg
 		log.Info(fmt.Sprintf("Response Cache is created with size %d", l.Size()))
 		return l, []prometheus.Collector{metrics.LocalCacheCollector(l.Stats)}, nil
 	case "redis":
-		r, err := redis.New(ctx, c.settings, os.Getenv, log.With("cache", "redis"))
+		r, err := redis.New(ctx, c.settings, env.get, log.With("cache", "redis"))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -25,6 +25,8 @@ import (
 // config holds every command-line setting; the option names are Triton's
 // (cmd/inferd/options holds the table and the grammar).
 type config struct {
+	// env is the process environment, read once at start (env.go).
+	env               environment
 	repos             []string
 	serverID          string
 	httpPort          int
@@ -144,9 +146,17 @@ type optionalBool struct{ set, value bool }
 // progName is the name the binary runs under (inferd or tritonserver).
 func progName() string { return filepath.Base(os.Args[0]) }
 
-// parseFlags reads the command line; --help prints the usage to out and
-// returns options.ErrHelp.
+// parseFlags reads the command line with the process environment as it
+// is now (the tests' entry; main reads the environment once and calls
+// parseCommandLine).
 func parseFlags(args []string, out io.Writer) (*config, error) {
+	return parseCommandLine(args, processEnv(), out)
+}
+
+// parseCommandLine reads the command line, with env for the settings
+// whose defaults come from the environment; --help prints the usage to
+// out and returns options.ErrHelp.
+func parseCommandLine(args []string, env environment, out io.Writer) (*config, error) {
 	v, err := options.Parse(args)
 	if errors.Is(err, options.ErrHelp) {
 		options.Usage(out, progName())
@@ -155,7 +165,26 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &config{
+	c := fromOptions(v)
+	c.env = env
+	c.planned, c.noop = v.Inert()
+	if c.responseCache, err = responseCacheSettings(v); err != nil {
+		return nil, err
+	}
+	if c.rateLimit, err = rateLimitSettings(v); err != nil {
+		return nil, err
+	}
+	c.traceSettings(v)
+	c.vertexDefaults(v)
+	if c.controlMode != "poll" {
+		c.pollSecs = 0
+	}
+	return c, c.check()
+}
+
+// fromOptions is the table of the options that are read as they are.
+func fromOptions(v *options.Values) *config {
+	return &config{
 		repos:              dedupe(v.List("model-repository")),
 		serverID:           v.String("id"),
 		httpPort:           v.Int("http-port"),
@@ -230,13 +259,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		vertexDefaultModel: v.String("vertex-ai-default-model"),
 		vertexInvoke:       v.Bool("vertex-ai-invoke-routes"),
 	}
-	c.planned, c.noop = v.Inert()
-	if c.responseCache, err = responseCacheSettings(v); err != nil {
-		return nil, err
-	}
-	if c.rateLimit, err = rateLimitSettings(v); err != nil {
-		return nil, err
-	}
+}
+
+// traceSettings keeps --trace-config and the deprecated --trace-* options
+// for check, which reads them into tracing.
+func (c *config) traceSettings(v *options.Values) {
 	c.traceValues = v.List("trace-config")
 	if v.Given("trace-file") {
 		f := v.String("trace-file")
@@ -252,11 +279,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 			*d.dst = &n
 		}
 	}
-	// Vertex AI (as Triton's Vertex build): AIP_MODE=PREDICTION turns the
-	// Vertex listener on and the plain HTTP one off unless asked, and
-	// AIP_HTTP_PORT and AIP_STORAGE_URI are the defaults of the port and
-	// the repository.
-	if os.Getenv("AIP_MODE") == "PREDICTION" {
+}
+
+// vertexDefaults applies Vertex AI's environment (as Triton's Vertex
+// build): AIP_MODE=PREDICTION turns the Vertex listener on and the plain
+// HTTP one off unless asked, and AIP_HTTP_PORT and AIP_STORAGE_URI are
+// the defaults of the port and the repository.
+func (c *config) vertexDefaults(v *options.Values) {
+	if c.env.get("AIP_MODE") == "PREDICTION" {
 		if !v.Given("allow-vertex-ai") {
 			c.allowVertex = true
 		}
@@ -267,16 +297,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 			c.allowGRPC = false
 		}
 	}
-	if p, err := strconv.Atoi(os.Getenv("AIP_HTTP_PORT")); err == nil && !v.Given("vertex-ai-port") {
+	if p, err := strconv.Atoi(c.env.get("AIP_HTTP_PORT")); err == nil && !v.Given("vertex-ai-port") {
 		c.vertexPort = p
 	}
-	if uri := os.Getenv("AIP_STORAGE_URI"); len(c.repos) == 0 && uri != "" && c.allowVertex {
+	if uri := c.env.get("AIP_STORAGE_URI"); len(c.repos) == 0 && uri != "" && c.allowVertex {
 		c.repos = append(c.repos, uri)
 	}
-	if c.controlMode != "poll" {
-		c.pollSecs = 0
-	}
-	return c, c.check()
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -330,7 +356,7 @@ func (c *config) check() error {
 	c.logs = logging.New(c.logFile, logging.State{Info: c.logInfo, Warning: c.logWarning, Error: c.logError,
 		Verbose: uint32(max(0, c.logVerbose)), Format: format})
 	// Triton quotes and escapes each text line's message unless this is "0".
-	c.logs.SetEscape(os.Getenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES") != "0")
+	c.logs.SetEscape(c.env.get("TRITON_SERVER_ESCAPE_LOG_MESSAGES") != "0")
 	if _, err := c.metrics(); err != nil {
 		return err
 	}
@@ -383,10 +409,10 @@ func (c *config) metrics() (metrics.Config, error) {
 	mc.AllowCPU = c.allowCPUMetrics && c.allowMetrics
 	mc.AllowGPU = c.allowGPUMetrics && c.allowMetrics
 	// Triton's switches of GPU monitoring outside its flags.
-	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+	if v, ok := c.env.lookup("CUDA_VISIBLE_DEVICES"); ok {
 		mc.CUDAVisibleDevices = &v
 	}
-	_, mc.CPUOnly = os.LookupEnv("TRITON_SERVER_CPU_ONLY")
+	_, mc.CPUOnly = c.env.lookup("TRITON_SERVER_CPU_ONLY")
 	mc.Interval = c.metricsInterval
 	mc.PinnedPoolBytes = c.pinnedPoolBytes
 	return mc, nil

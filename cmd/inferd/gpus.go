@@ -12,7 +12,7 @@ import (
 // NVIDIA driver reports (narrowed by CUDA_VISIBLE_DEVICES), and only when
 // the ONNX Runtime CUDA provider sits beside the core library — without it
 // a GPU is not usable by this server, so models fall back to CPU.
-func usableGPUs(ortLib string, log *slog.Logger) []int32 {
+func usableGPUs(ortLib string, env environment, log *slog.Logger) []int32 {
 	entries, err := os.ReadDir("/proc/driver/nvidia/gpus")
 	if err != nil || len(entries) == 0 {
 		return nil
@@ -25,7 +25,7 @@ func usableGPUs(ortLib string, log *slog.Logger) []int32 {
 	for i := range entries {
 		ids = append(ids, int32(i))
 	}
-	if vis, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+	if vis, ok := env.lookup("CUDA_VISIBLE_DEVICES"); ok {
 		// Visible devices are renumbered from 0 by CUDA.
 		n := 0
 		for _, f := range strings.Split(vis, ",") {

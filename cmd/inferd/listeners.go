@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,7 +108,7 @@ func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Se
 		actor, addr, err := newGRPC(cfg, gapi, spec)
 		return actor, addr, gapi.SetExiting, err
 	case "SageMaker":
-		opts := sagemaker.OptionsFromEnv(os.Getenv)
+		opts := sagemaker.OptionsFromEnv(cfg.env.get)
 		opts.Logger, opts.UnloadTimeout, opts.Metrics = log, cfg.sageMakerUnload, metricsHandler
 		h = sagemaker.New(srv, api, opts)
 	default:
@@ -123,7 +122,7 @@ func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Se
 // its environment, and binds its listener.
 func newVertex(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Server, metricsHandler *metrics.Handler,
 	log *slog.Logger) (*vertex.Handler, serve.Actor, string, error) {
-	opts, err := vertex.OptionsFromEnv(os.Getenv, cfg.vertexDefaultModel, cfg.vertexInvoke)
+	opts, err := vertex.OptionsFromEnv(cfg.env.get, cfg.vertexDefaultModel, cfg.vertexInvoke)
 	if err != nil {
 		return nil, serve.Actor{}, "", err
 	}

@@ -55,6 +55,8 @@ func main() {
 		stop()
 		os.Exit(code)
 	}
+	// The environment is read here, once (env.go), and handed down.
+	env := processEnv()
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "tritonserver" {
 		// Triton images run their arguments (`docker run <image>
@@ -66,17 +68,20 @@ func main() {
 		// SageMaker runs `docker run <image> serve`: its environment
 		// becomes flags, as Triton's serve script does
 		// (triton-inference-server/server docker/sagemaker/serve).
-		flags, exports, err := sagemaker.ServeArgs(os.Getenv, sagemaker.ServeConfig{ModelDir: os.Getenv("INFERD_SAGEMAKER_MODEL_DIR")})
+		flags, exports, err := sagemaker.ServeArgs(env.get, sagemaker.ServeConfig{ModelDir: env.get("INFERD_SAGEMAKER_MODEL_DIR")})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		for k, v := range exports {
+			// Into the process environment too: the Python workers
+			// inherit it (workerEnviron).
 			_ = os.Setenv(k, v)
+			env[k] = v
 		}
 		args = append(flags, args[1:]...)
 	}
-	cfg, err := parseFlags(args, os.Stderr)
+	cfg, err := parseCommandLine(args, env, os.Stderr)
 	if errors.Is(err, options.ErrHelp) {
 		os.Exit(0)
 	}
@@ -276,7 +281,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	// the models have loaded; stopped after the exiting mark, each
 	// draining its in-flight requests.
 	exiting := []func(){api.SetExiting}
-	lambda := os.Getenv("AWS_LAMBDA_RUNTIME_API") != ""
+	lambda := cfg.env.get("AWS_LAMBDA_RUNTIME_API") != ""
 	if lambda {
 		g.Go(lambdaActor(api, log))
 	} else {
@@ -353,7 +358,7 @@ func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
 	// With TRITON_CLOUD_CREDENTIAL_PATH only the file's entries are used,
 	// read on the first cloud root so a server of local roots never needs it.
 	var creds *credfile.Lazy
-	if path := os.Getenv("TRITON_CLOUD_CREDENTIAL_PATH"); path != "" {
+	if path := cfg.env.get("TRITON_CLOUD_CREDENTIAL_PATH"); path != "" {
 		creds = credfile.NewLazy(path)
 	}
 	// entry loads the file and returns it with the label of root's entry
@@ -378,7 +383,7 @@ func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
 		Lenient: !cfg.exitOnError,
 		Stores: map[string]func(context.Context, string) (repo.Store, error){
 			"s3": func(ctx context.Context, root string) (repo.Store, error) {
-				opts := s3.Options{Logger: log}
+				opts := s3.Options{Logger: log, Getenv: cfg.env.get}
 				if creds != nil {
 					f, label, err := entry("s3", root, (*credfile.File).S3Prefix)
 					if err != nil {
@@ -391,7 +396,7 @@ func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
 				return s3.Open(ctx, root, opts)
 			},
 			"gs": func(ctx context.Context, root string) (repo.Store, error) {
-				opts := gcs.Options{Logger: log}
+				opts := gcs.Options{Logger: log, Getenv: cfg.env.get}
 				if creds != nil {
 					f, label, err := entry("gs", root, (*credfile.File).GCSPrefix)
 					if err != nil {
@@ -403,7 +408,7 @@ func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
 				return gcs.Open(ctx, root, opts)
 			},
 			"as": func(ctx context.Context, root string) (repo.Store, error) {
-				opts := as.Options{Logger: log}
+				opts := as.Options{Logger: log, Getenv: cfg.env.get}
 				if creds != nil {
 					f, label, err := entry("as", root, (*credfile.File).ASPrefix)
 					if err != nil {
@@ -461,7 +466,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lib, err := onnxrt.FindLibrary(ortOpts.LibraryPath)
+	lib, err := onnxrt.Locate(ortOpts.LibraryPath, cfg.env.get(onnxrt.LibraryEnv))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -473,6 +478,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	pyOpts := cfg.python
 	pyOpts.LogVerbose, pyOpts.Logger = cfg.logVerbose, log
 	pyOpts.Verbose = func() int { return int(cfg.logs.Verbose()) }
+	pyOpts.Environ = workerEnviron
 	// Nothing starts until a Python model loads.
 	pyBackend := python.New(pyOpts)
 	closeBackend = func(ctx context.Context) error {
@@ -498,7 +504,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	if cfg.allowMetrics {
 		observers = mcfg.Observers(log)
 	}
-	respCache, cacheMetrics, err := newResponseCache(ctx, cfg.responseCache, log)
+	respCache, cacheMetrics, err := newResponseCache(ctx, cfg.responseCache, cfg.env, log)
 	if err != nil {
 		_ = closeBackend(context.Background())
 		return nil, nil, nil, err
@@ -517,7 +523,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		StrictReadiness: cfg.strictReadiness,
 		NoFileOverrides: !cfg.allowFileOverride,
 		Namespacing:     cfg.namespacing,
-		GPUs:            usableGPUs(lib, log),
+		GPUs:            usableGPUs(lib, cfg.env, log),
 		LoadThreads:     cfg.loadThreads,
 		LoadRetries:     cfg.loadRetries,
 		Logger:          log,

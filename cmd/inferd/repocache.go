@@ -32,7 +32,7 @@ func openRepoCache(cfg *config) (*repoCache, error) {
 	dir := cfg.cacheDir
 	for _, env := range []string{"TRITON_AWS_MOUNT_DIRECTORY", "TRITON_GCS_MOUNT_DIRECTORY", "TRITON_AZURE_MOUNT_DIRECTORY"} {
 		if dir == "" {
-			dir = os.Getenv(env)
+			dir = cfg.env.get(env)
 		}
 	}
 	if dir == "" {

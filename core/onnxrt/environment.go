@@ -95,7 +95,9 @@ const telemetryEnv = "ORT_DISABLE_TELEMETRY"
 // chiseled and most scratch images): its device-id fallback popen()s a shell
 // and then calls pclose(NULL). microsoft/onnxruntime#32173, fixed by #32226.
 // The variable must be in the C environment before CreateOrtEnv runs; with
-// cgo, os.Setenv writes it there.
+// cgo, os.Setenv writes it there. Whether the user set it is read here,
+// from the process environment, because that environment is what ONNX
+// Runtime itself reads, not a setting of the server.
 func defaultTelemetryOff() {
 	if _, set := os.LookupEnv(telemetryEnv); !set {
 		_ = os.Setenv(telemetryEnv, "1")

@@ -20,18 +20,27 @@ var errNoLibrary = errors.New("ONNX Runtime shared library not found: pass " +
 	"--backend-config=onnxruntime,library-path=<libonnxruntime.so>, set " + LibraryEnv +
 	", or run `make ort` to fetch " + FetchedLibrary)
 
-// FindLibrary locates the ORT shared library. The first of these wins:
-// explicit (from --backend-config=onnxruntime,library-path=...), the
-// ORT_LIB_PATH environment variable, then FetchedLibrary looked up beside the
-// executable and in its parent directories, then from the working directory
-// upward. A path given explicitly or by the variable must exist: a typo there
-// should not silently fall through to another copy.
+// FindLibrary is Locate with ORT_LIB_PATH read from the process
+// environment: the entry of New and of test harnesses, which configure the
+// library by that variable. The binary reads its environment once and
+// calls Locate (cmd/inferd env.go).
 func FindLibrary(explicit string) (string, error) {
+	return Locate(explicit, os.Getenv(LibraryEnv))
+}
+
+// Locate locates the ORT shared library. The first of these wins:
+// explicit (from --backend-config=onnxruntime,library-path=...), fromEnv
+// (the ORT_LIB_PATH environment variable's value), then FetchedLibrary
+// looked up beside the executable and in its parent directories, then from
+// the working directory upward. A path given explicitly or by the variable
+// must exist: a typo there should not silently fall through to another
+// copy.
+func Locate(explicit, fromEnv string) (string, error) {
 	if explicit != "" {
 		return existing(explicit, "library-path")
 	}
-	if p := os.Getenv(LibraryEnv); p != "" {
-		return existing(p, LibraryEnv)
+	if fromEnv != "" {
+		return existing(fromEnv, LibraryEnv)
 	}
 	var starts []string
 	if exe, err := os.Executable(); err == nil {

@@ -63,6 +63,12 @@ type Options struct {
 	// and LogSettings change it at run time); workers learn it with each
 	// execute. Without it LogVerbose holds.
 	Verbose func() int
+	// Environ gives the environment each worker starts from (KEY=value
+	// entries), asked at each worker's start; its PYTHONPATH, PATH and
+	// LD_LIBRARY_PATH are extended, not replaced. The binary hands down
+	// the process's (cmd/inferd env.go). Nil is the process environment
+	// at the worker's start, as exec.Cmd inherits it without Env.
+	Environ func() []string
 	Logger  *slog.Logger
 }
 
@@ -257,12 +263,13 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 	if err != nil {
 		return nil, err
 	}
-	python, extra, err := b.interpreter(files, cfg)
+	inherited := b.environ()
+	python, extra, err := b.interpreter(files, cfg, inherited)
 	if err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), extra...)
-	env = append(env, "PYTHONUNBUFFERED=1", "PYTHONPATH="+joinPath(dir, os.Getenv("PYTHONPATH")))
+	env := append(inherited, extra...)
+	env = append(env, "PYTHONUNBUFFERED=1", "PYTHONPATH="+joinPath(dir, getenv(inherited, "PYTHONPATH")))
 	// A start under way when the backend shuts down ends.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -288,6 +295,25 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 		b.metrics.drop(w)
 	}()
 	return w, nil
+}
+
+// environ is the environment a worker starts from (Options.Environ).
+func (b *Backend) environ() []string {
+	if b.opts.Environ == nil {
+		return os.Environ()
+	}
+	return slices.Clone(b.opts.Environ())
+}
+
+// getenv is os.Getenv over env: the first entry of key wins, as in the
+// process environment.
+func getenv(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 func joinPath(first, rest string) string {
@@ -317,7 +343,7 @@ func checkParameters(cfg *modelconfig.ModelConfig) error {
 // README.md, "Creating Custom Execution Environments"): the
 // model's EXECUTION_ENV_PATH, else the backend's executable, else python3
 // on PATH. It returns the environment additions an environment needs.
-func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, []string, error) {
+func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelConfig, inherited []string) (string, []string, error) {
 	if p, ok := cfg.GetParameters()["EXECUTION_ENV_PATH"]; ok && p.GetStringValue() != "" {
 		// A load override may name only what the repository's own config
 		// names, or a path inside the model folder (the core's
@@ -339,8 +365,8 @@ func (b *Backend) interpreter(files core.VersionFiles, cfg *modelconfig.ModelCon
 			python = filepath.Join(env, "bin", "python")
 		}
 		return python, []string{
-			"PATH=" + joinPath(filepath.Join(env, "bin"), os.Getenv("PATH")),
-			"LD_LIBRARY_PATH=" + joinPath(filepath.Join(env, "lib"), os.Getenv("LD_LIBRARY_PATH")),
+			"PATH=" + joinPath(filepath.Join(env, "bin"), getenv(inherited, "PATH")),
+			"LD_LIBRARY_PATH=" + joinPath(filepath.Join(env, "lib"), getenv(inherited, "LD_LIBRARY_PATH")),
 			"VIRTUAL_ENV=" + env, "CONDA_PREFIX=" + env,
 		}, nil
 	}

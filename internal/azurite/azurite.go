@@ -6,6 +6,9 @@
 // under third_party/azurite (where `make azurite` installs it), then on
 // PATH. A test is skipped only when it cannot be started, with the reason;
 // with INFERD_REQUIRE_AZURITE=1 (CI) that fails the test instead.
+//
+// It reads the process environment itself: its variables configure the
+// test harness, not the server (docs/environment.md).
 package azurite
 
 import (

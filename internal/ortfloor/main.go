@@ -11,6 +11,10 @@
 // count gets for the onnxruntime backend, as in Triton's
 // triton-inference-server/core src/model_config_utils.cc). Once they exist
 // it writes "ready" on stdout and idles until SIGTERM or SIGINT.
+//
+// It reads the process environment itself (ORT_LIB_PATH, the default of
+// -lib; ORT_DISABLE_TELEMETRY, set as inferd sets it): it is a benchmark
+// harness, not the server (docs/environment.md).
 package main
 
 import (

@@ -2,6 +2,9 @@
 // .ci/run and the Makefile's test target install) for the response cache
 // tests. A test is skipped only when the binary is missing, with the
 // reason; with INFERD_REQUIRE_REDIS=1 (CI) that fails the test instead.
+//
+// It reads the process environment itself: its variables configure the
+// test harness, not the server (docs/environment.md).
 package redistest
 
 import (

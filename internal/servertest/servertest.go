@@ -10,6 +10,10 @@
 // a model.py that echoes its request parameters, Python (a python3 with
 // numpy, or the test fails), and client helpers that post bodies, count
 // allocations and list a process's children.
+//
+// It reads the process environment itself (ORT_LIB_PATH, INFERD_PYTHON):
+// its variables configure the test harness, not the server
+// (docs/environment.md).
 package servertest
 
 import (

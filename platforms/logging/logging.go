@@ -5,6 +5,10 @@
 // the slog handler that obeys
 // them, writing Triton's line layouts. The command's logger and both
 // frontends share one *Settings.
+//
+// It imports the core only for the request log (LogRequest reads the
+// frontends' core.InferRequest); its error comes from the leaf
+// core/status.
 package logging
 
 import (
@@ -21,11 +25,13 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/status"
 )
 
 // ErrFileFixed refuses a change of the log file over the network, as
-// Triton does on both protocols.
-var ErrFileFixed = core.Errorf(core.CodeUnsupported, "log file location can not be updated through network protocol")
+// Triton does on both protocols. It is a status error (the core's
+// core.Error is the same type).
+var ErrFileFixed = status.Errorf(status.CodeUnsupported, "log file location can not be updated through network protocol")
 
 // Switches are the logging API's on/off settings, in the order Triton
 // applies them (the first error stops the rest).

@@ -36,7 +36,15 @@ type Options struct {
 	// Creds, when set, replace the credential variables of the environment:
 	// an "as" entry of Triton's credential file. The endpoint still comes
 	// from AZURE_STORAGE_CONNECTION_STRING's BlobEndpoint= when it has one.
-	Creds  *Credentials
+	Creds *Credentials
+	// Getenv reads the variables Open honours as Triton does
+	// (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY, AZURE_STORAGE_AUTH_TYPE,
+	// AZURE_STORAGE_CLIENT_ID, AZURE_STORAGE_CONNECTION_STRING); the
+	// binary hands down its environment's (cmd/inferd env.go). Nil reads
+	// none. The default Azure credential chain (azidentity) reads the
+	// process environment itself, as its documentation says; that is left
+	// to it.
+	Getenv repo.Getenv
 	Logger *slog.Logger
 }
 
@@ -119,7 +127,7 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a, err := resolve(ctx, account, opts.Creds, log)
+	a, err := resolve(ctx, account, opts.Creds, opts.Getenv.Get, log)
 	if err != nil {
 		return nil, fmt.Errorf("as://%s/%s: %w", account, cont, err)
 	}

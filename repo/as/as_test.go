@@ -54,7 +54,7 @@ func emulator(t *testing.T) *azurite.Server {
 
 func open(t *testing.T, root string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), root, Options{})
+	s, err := Open(context.Background(), root, Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", tc.conn)
 			start := time.Now()
-			_, err := Open(context.Background(), tc.root, Options{})
+			_, err := Open(context.Background(), tc.root, Options{Getenv: os.Getenv})
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("err = %v; want it to contain %q", err, w)
@@ -375,7 +375,7 @@ func TestPublicContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The private container is not readable so.
-	_, err = Open(ctx, "as://"+account+"/repo/m", Options{})
+	_, err = Open(ctx, "as://"+account+"/repo/m", Options{Getenv: os.Getenv})
 	if err == nil || !strings.Contains(err.Error(), "anonymous") {
 		t.Fatalf("anonymous open of a private container: %v", err)
 	}

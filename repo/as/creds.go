@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -80,12 +79,12 @@ var transport = func() *http.Client {
 }()
 
 // envCredentials reads Triton's variables.
-func envCredentials() Credentials {
+func envCredentials(getenv func(string) string) Credentials {
 	c := Credentials{
-		Account:  os.Getenv("AZURE_STORAGE_ACCOUNT"),
-		Key:      os.Getenv("AZURE_STORAGE_KEY"),
-		AuthType: os.Getenv("AZURE_STORAGE_AUTH_TYPE"),
-		ClientID: os.Getenv("AZURE_STORAGE_CLIENT_ID"),
+		Account:  getenv("AZURE_STORAGE_ACCOUNT"),
+		Key:      getenv("AZURE_STORAGE_KEY"),
+		AuthType: getenv("AZURE_STORAGE_AUTH_TYPE"),
+		ClientID: getenv("AZURE_STORAGE_CLIENT_ID"),
 	}
 	var set []string
 	for _, v := range []struct{ name, val string }{
@@ -109,12 +108,12 @@ func envCredentials() Credentials {
 // connection string's AccountKey or SharedAccessSignature; with none of
 // these, from the default Azure credential chain when it yields a token,
 // else none (anonymous access, as in Triton).
-func resolve(ctx context.Context, account string, given *Credentials, log *slog.Logger) (auth, error) {
+func resolve(ctx context.Context, account string, given *Credentials, getenv func(string) string, log *slog.Logger) (auth, error) {
 	var c Credentials
 	if given != nil {
 		c = *given
 	} else {
-		c = envCredentials()
+		c = envCredentials(getenv)
 	}
 	if c.Account != "" && c.Account != account {
 		if !accountName().MatchString(c.Account) {
@@ -123,7 +122,7 @@ func resolve(ctx context.Context, account string, given *Credentials, log *slog.
 		log.Info("azure: the storage account from the credentials replaces the one in the URL", "url", account, "account", c.Account, "from", c.Source)
 		account = c.Account
 	}
-	cs, err := parseConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"))
+	cs, err := parseConnectionString(getenv("AZURE_STORAGE_CONNECTION_STRING"))
 	if err != nil {
 		return auth{}, fmt.Errorf("AZURE_STORAGE_CONNECTION_STRING: %w", err)
 	}

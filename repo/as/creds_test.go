@@ -3,6 +3,7 @@ package as
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestResolve(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			a, err := resolve(context.Background(), "acct", tc.given, slog.New(slog.DiscardHandler))
+			a, err := resolve(context.Background(), "acct", tc.given, os.Getenv, slog.New(slog.DiscardHandler))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v; want it to contain %q", err, tc.err)
@@ -164,7 +165,7 @@ func TestKeyAndSASAgainstAzurite(t *testing.T) {
 	}
 	_, query, _ = strings.Cut(sasURL, "?")
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "BlobEndpoint="+srv.Endpoint+";SharedAccessSignature="+query)
-	_, err = Open(context.Background(), "as://"+account+"/repo/m", Options{})
+	_, err = Open(context.Background(), "as://"+account+"/repo/m", Options{Getenv: os.Getenv})
 	if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "shared access signature") {
 		t.Fatalf("Open with a read-only SAS: %v", err)
 	}

@@ -48,7 +48,7 @@ func TestCredentialsFileErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, err := Open(context.Background(), "gs://my-bucket/models", Options{CredentialsFile: path, CredentialsSource: from})
+		_, err := Open(context.Background(), "gs://my-bucket/models", Options{Getenv: os.Getenv, CredentialsFile: path, CredentialsSource: from})
 		if err == nil {
 			t.Errorf("%s: Open succeeded", c.name)
 			continue
@@ -95,7 +95,7 @@ func TestCredentialsFileEmulator(t *testing.T) {
 	isolate(t)
 	srv := newFake(t, obj("repo", "models/m/1/model.onnx", []byte("weights")))
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
-	s, err := Open(context.Background(), "gs://repo/models", Options{CredentialsFile: filepath.Join(t.TempDir(), "missing.json")})
+	s, err := Open(context.Background(), "gs://repo/models", Options{Getenv: os.Getenv, CredentialsFile: filepath.Join(t.TempDir(), "missing.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

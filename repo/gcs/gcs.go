@@ -43,7 +43,15 @@ type Options struct {
 	// CredentialsSource says in messages where CredentialsFile came from,
 	// for instance `credential file /etc/creds.json entry "gs://bucket"`.
 	CredentialsSource string
-	Logger            *slog.Logger
+	// Getenv reads the variables Open honours as Triton does
+	// (STORAGE_EMULATOR_HOST, GOOGLE_APPLICATION_CREDENTIALS); the binary
+	// hands down its environment's (cmd/inferd env.go). Nil reads none.
+	// The storage client and the credentials library read the process
+	// environment themselves too (STORAGE_EMULATOR_HOST, GCE_METADATA_HOST,
+	// the gcloud files under HOME), as their documentation says; that is
+	// left to them.
+	Getenv repo.Getenv
+	Logger *slog.Logger
 }
 
 // Store is one gs:// root.
@@ -116,10 +124,10 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	var source string
 	// The emulator and caller-supplied options keep their precedence over
 	// a credentials file, as they do over GOOGLE_APPLICATION_CREDENTIALS.
-	if opts.CredentialsFile != "" && len(opts.ClientOptions) == 0 && os.Getenv("STORAGE_EMULATOR_HOST") == "" {
+	if opts.CredentialsFile != "" && len(opts.ClientOptions) == 0 && opts.Getenv.Get("STORAGE_EMULATOR_HOST") == "" {
 		copts, source, err = fileOptions(opts.CredentialsFile, opts.CredentialsSource)
 	} else {
-		copts, source, err = clientOptions(ctx, opts.ClientOptions, log)
+		copts, source, err = clientOptions(ctx, opts.ClientOptions, opts.Getenv.Get, log)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("gs://%s: %w", bucket, err)
@@ -173,8 +181,8 @@ func (s *Store) openErr(what string, err error) error {
 // GOOGLE_APPLICATION_CREDENTIALS file, then the metadata server if it hands
 // out a token, then anonymous access. The gcloud application-default file
 // and the storage emulator are honoured too. source says which one won.
-func clientOptions(ctx context.Context, given []option.ClientOption, log *slog.Logger) (opts []option.ClientOption, source string, err error) {
-	if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
+func clientOptions(ctx context.Context, given []option.ClientOption, getenv func(string) string, log *slog.Logger) (opts []option.ClientOption, source string, err error) {
+	if host := getenv("STORAGE_EMULATOR_HOST"); host != "" {
 		// storage.NewClient itself points at the emulator without auth.
 		return given, "emulator STORAGE_EMULATOR_HOST=" + host + ", no authentication", nil
 	}
@@ -183,7 +191,7 @@ func clientOptions(ctx context.Context, given []option.ClientOption, log *slog.L
 	}
 	// No Logger here: at debug level the library logs token exchanges.
 	detect := &credentials.DetectOptions{Scopes: []string{storage.ScopeReadOnly}}
-	if path := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); path != "" {
+	if path := getenv("GOOGLE_APPLICATION_CREDENTIALS"); path != "" {
 		source = "GOOGLE_APPLICATION_CREDENTIALS=" + path
 		// Checked here so a missing file is named plainly rather than
 		// through the credentials library's wording.

@@ -61,7 +61,7 @@ func obj(bucket, name string, content []byte) fakestorage.Object {
 
 // fakeOpts points the real client at a local server.
 func fakeOpts(baseURL string) Options {
-	return Options{ClientOptions: []option.ClientOption{
+	return Options{Getenv: os.Getenv, ClientOptions: []option.ClientOption{
 		option.WithEndpoint(baseURL + "/storage/v1/"),
 		option.WithoutAuthentication(),
 	}}
@@ -378,7 +378,7 @@ func TestOpenMissingCredentials(t *testing.T) {
 	for _, path := range []string{filepath.Join(t.TempDir(), "missing.json"), bad} {
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 		start := time.Now()
-		_, err := Open(context.Background(), "gs://my-bucket/models", Options{})
+		_, err := Open(context.Background(), "gs://my-bucket/models", Options{Getenv: os.Getenv})
 		took := time.Since(start)
 		if err == nil {
 			t.Fatalf("%s: Open succeeded", path)
@@ -469,7 +469,7 @@ func TestEmulatorHost(t *testing.T) {
 	// must not matter.
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
 
-	s, err := Open(context.Background(), "gs://repo/models", Options{})
+	s, err := Open(context.Background(), "gs://repo/models", Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestEmulatorHost(t *testing.T) {
 		t.Errorf("content = %q", got)
 	}
 
-	_, err = Open(context.Background(), "gs://absent/models", Options{})
+	_, err = Open(context.Background(), "gs://absent/models", Options{Getenv: os.Getenv})
 	if err == nil || !strings.Contains(err.Error(), "emulator STORAGE_EMULATOR_HOST=") || !strings.Contains(err.Error(), `"absent"`) {
 		t.Errorf("wrong bucket on the emulator: err = %v", err)
 	}
@@ -503,7 +503,7 @@ func TestCredentialSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", f)
-	opts, source, err := clientOptions(ctx, nil, log)
+	opts, source, err := clientOptions(ctx, nil, os.Getenv, log)
 	if err != nil || len(opts) != 1 || source != "GOOGLE_APPLICATION_CREDENTIALS="+f {
 		t.Errorf("credentials file: %d options, %q, %v", len(opts), source, err)
 	}
@@ -526,12 +526,12 @@ func TestCredentialSources(t *testing.T) {
 	}))
 	defer md.Close()
 	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
-	_, source, err = clientOptions(ctx, nil, log)
+	_, source, err = clientOptions(ctx, nil, os.Getenv, log)
 	if err != nil || source != "metadata server" {
 		t.Errorf("metadata server: %q, %v", source, err)
 	}
 	noTokens.Store(true)
-	_, source, err = clientOptions(ctx, nil, log)
+	_, source, err = clientOptions(ctx, nil, os.Getenv, log)
 	if err != nil || !strings.HasPrefix(source, "none (anonymous") {
 		t.Errorf("metadata server without token: %q, %v", source, err)
 	}

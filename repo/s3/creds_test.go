@@ -47,7 +47,7 @@ func TestExplicitStaticKeys(t *testing.T) {
 	t.Setenv("AWS_PROFILE", "does-not-exist")
 	t.Setenv("AWS_REGION", "us-west-2")
 	rec := &keyRecorder{}
-	s, err := Open(context.Background(), f.root("models"), Options{
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv,
 		HTTPClient: &http.Client{Transport: rec},
 		Creds:      &Credentials{KeyID: "file-key", Secret: "file-secret", SessionToken: "tok", Region: "eu-central-1", Source: fileEntry},
 	})
@@ -66,7 +66,7 @@ func TestExplicitStaticKeys(t *testing.T) {
 
 	// Errors name the entry.
 	root := "s3://" + strings.TrimPrefix(f.url, "http://") + "/no-such-bucket/models"
-	_, err = Open(context.Background(), root, Options{Creds: &Credentials{KeyID: "k", Secret: "s", Source: fileEntry}})
+	_, err = Open(context.Background(), root, Options{Getenv: os.Getenv, Creds: &Credentials{KeyID: "k", Secret: "s", Source: fileEntry}})
 	if err == nil || !strings.Contains(err.Error(), "credentials: "+fileEntry+" (static keys)") {
 		t.Errorf("wrong bucket: err = %v", err)
 	}
@@ -82,7 +82,7 @@ func TestExplicitProfile(t *testing.T) {
 	}
 	rec := &keyRecorder{}
 	// A key id without its secret is not a key: the profile is used.
-	s, err := Open(context.Background(), f.root("models"), Options{
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv,
 		HTTPClient: &http.Client{Transport: rec},
 		Creds:      &Credentials{KeyID: "half", Profile: "team", Source: fileEntry},
 	})
@@ -96,7 +96,7 @@ func TestExplicitProfile(t *testing.T) {
 		t.Errorf("requests signed with %v", rec.keys)
 	}
 
-	_, err = Open(context.Background(), f.root("models"), Options{Creds: &Credentials{Profile: "absent", Source: fileEntry}})
+	_, err = Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv, Creds: &Credentials{Profile: "absent", Source: fileEntry}})
 	if err == nil || !strings.Contains(err.Error(), fileEntry+" (profile absent)") {
 		t.Errorf("err = %v, want one naming the entry and profile absent", err)
 	}
@@ -108,7 +108,7 @@ func TestExplicitProfile(t *testing.T) {
 func TestExplicitEmptyFallsBack(t *testing.T) {
 	f := newFake(t)
 	rec := &keyRecorder{}
-	s, err := Open(context.Background(), f.root("models"), Options{
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv,
 		HTTPClient: &http.Client{Transport: rec},
 		Creds:      &Credentials{Region: "ap-south-1"},
 	})
@@ -129,7 +129,7 @@ func TestExplicitEmptyFallsBack(t *testing.T) {
 	// and where the default chain looked.
 	os.Unsetenv("AWS_ACCESS_KEY_ID")
 	os.Unsetenv("AWS_SECRET_ACCESS_KEY")
-	_, err = Open(context.Background(), f.root("models"), Options{Creds: &Credentials{Source: fileEntry}})
+	_, err = Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv, Creds: &Credentials{Source: fileEntry}})
 	if err == nil {
 		t.Fatal("Open succeeded without credentials")
 	}

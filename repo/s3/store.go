@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +32,14 @@ type Options struct {
 	// Creds, when set, are the root's own credentials (an entry of
 	// Triton's credential file) and come before the environment's.
 	Creds *Credentials
+	// Getenv reads the variables Open honours as Triton does (AWS_REGION,
+	// AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+	// AWS_SESSION_TOKEN, AWS_PROFILE, AWS_EC2_METADATA_DISABLED); the
+	// binary hands down its environment's (cmd/inferd env.go). Nil reads
+	// none. The SDK's default chain (config.LoadDefaultConfig) reads the
+	// process environment itself, as the AWS SDK documents; that is left
+	// to it.
+	Getenv repo.Getenv
 }
 
 // Credentials are explicit credentials for one root. KeyID with Secret
@@ -84,7 +91,7 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg, creds, chain, err := loadConfig(ctx, root, opts.Creds)
+	cfg, creds, chain, err := loadConfig(ctx, root, opts.Creds, opts.Getenv.Get)
 	if err != nil {
 		return nil, err
 	}
@@ -128,10 +135,10 @@ func Open(ctx context.Context, root string, opts Options) (*Store, error) {
 // else AWS_PROFILE, else the SDK default chain. It returns the config, a
 // description of the credential source and whether the default chain is
 // the source (whose provider is then known only once it is asked).
-func loadConfig(ctx context.Context, root string, own *Credentials) (cfg aws.Config, creds string, chain bool, err error) {
-	region := os.Getenv("AWS_REGION")
+func loadConfig(ctx context.Context, root string, own *Credentials, getenv func(string) string) (cfg aws.Config, creds string, chain bool, err error) {
+	region := getenv("AWS_REGION")
 	if region == "" {
-		region = os.Getenv("AWS_DEFAULT_REGION") // Triton's variable; the SDK ignores it
+		region = getenv("AWS_DEFAULT_REGION") // Triton's variable; the SDK ignores it
 	}
 	label := ""
 	if own != nil {
@@ -146,7 +153,7 @@ func loadConfig(ctx context.Context, root string, own *Credentials) (cfg aws.Con
 			return staticConfig(region, own.KeyID, own.Secret, own.SessionToken), label + " (static keys)", false, nil
 		}
 		if own.Profile != "" {
-			cfg, creds, err := sharedConfig(ctx, root, region, own.Profile, label+" (profile "+own.Profile+")")
+			cfg, creds, err := sharedConfig(ctx, getenv, root, region, own.Profile, label+" (profile "+own.Profile+")")
 			return cfg, creds, false, err
 		}
 		// Triton falls back to the default chain here, which reads the
@@ -154,15 +161,15 @@ func loadConfig(ctx context.Context, root string, own *Credentials) (cfg aws.Con
 		label += " (no keys or profile), then "
 	}
 
-	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
 	if id != "" && secret != "" {
-		return staticConfig(region, id, secret, os.Getenv("AWS_SESSION_TOKEN")), label + "static keys from AWS_ACCESS_KEY_ID", false, nil
+		return staticConfig(region, id, secret, getenv("AWS_SESSION_TOKEN")), label + "static keys from AWS_ACCESS_KEY_ID", false, nil
 	}
-	if p := os.Getenv("AWS_PROFILE"); p != "" {
-		cfg, creds, err := sharedConfig(ctx, root, region, p, label+"profile "+p)
+	if p := getenv("AWS_PROFILE"); p != "" {
+		cfg, creds, err := sharedConfig(ctx, getenv, root, region, p, label+"profile "+p)
 		return cfg, creds, false, err
 	}
-	cfg, creds, err = sharedConfig(ctx, root, region, "", label+"default chain")
+	cfg, creds, err = sharedConfig(ctx, getenv, root, region, "", label+"default chain")
 	return cfg, creds, true, err
 }
 
@@ -181,12 +188,12 @@ func staticConfig(region, id, secret, token string) aws.Config {
 
 // sharedConfig loads the SDK configuration for profile, or for the default
 // chain when profile is empty; creds describes the source for messages.
-func sharedConfig(ctx context.Context, root, region, profile, creds string) (aws.Config, string, error) {
+func sharedConfig(ctx context.Context, getenv func(string) string, root, region, profile, creds string) (aws.Config, string, error) {
 	var lopts []func(*config.LoadOptions) error
 	if region != "" {
 		lopts = append(lopts, config.WithRegion(region))
 	}
-	if strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
+	if strings.EqualFold(getenv("AWS_EC2_METADATA_DISABLED"), "true") {
 		lopts = append(lopts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	if profile != "" {

@@ -146,7 +146,7 @@ func TestOpenListNestedAndPaginated(t *testing.T) {
 	want = append([]string{"bert/2/model.onnx"}, want...)
 	want = append(want, "resnet/config.pbtxt")
 
-	s, err := Open(ctx, f.root("//models/"), Options{})
+	s, err := Open(ctx, f.root("//models/"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestOpenListNestedAndPaginated(t *testing.T) {
 	}
 
 	// The bucket root as the repository root.
-	s2, err := Open(ctx, f.root(""), Options{})
+	s2, err := Open(ctx, f.root(""), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestListDefaultPage(t *testing.T) {
 	for i := range 1500 {
 		f.put(fmt.Sprintf("m/1/%04d", i), nil, nil)
 	}
-	s, err := Open(context.Background(), f.root("m"), Options{})
+	s, err := Open(context.Background(), f.root("m"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestDownloadLarge(t *testing.T) {
 	want := sha256.Sum256(data)
 
 	ctx := context.Background()
-	s, err := Open(ctx, f.root("models"), Options{})
+	s, err := Open(ctx, f.root("models"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestDownloadCorrupted(t *testing.T) {
 	f.backend.mu.Unlock()
 
 	ctx := context.Background()
-	s, err := Open(ctx, f.root(""), Options{})
+	s, err := Open(ctx, f.root(""), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestDownloadChecksum(t *testing.T) {
 	f.put("bad/labels.txt", data, map[string]string{"X-Amz-Checksum-Crc32c": bad})
 
 	ctx := context.Background()
-	s, err := Open(ctx, f.root(""), Options{})
+	s, err := Open(ctx, f.root(""), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestDownloadChecksum(t *testing.T) {
 
 func TestDownloadRefusesEscapingKeys(t *testing.T) {
 	f := newFake(t)
-	s, err := Open(context.Background(), f.root("models"), Options{})
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestDownloadRefusesEscapingKeys(t *testing.T) {
 
 func TestDownloadMissingKey(t *testing.T) {
 	f := newFake(t)
-	s, err := Open(context.Background(), f.root("models"), Options{})
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestDownloadMissingKey(t *testing.T) {
 func TestOpenWrongBucket(t *testing.T) {
 	f := newFake(t)
 	root := "s3://" + strings.TrimPrefix(f.url, "http://") + "/no-such-bucket/models"
-	_, err := Open(context.Background(), root, Options{})
+	_, err := Open(context.Background(), root, Options{Getenv: os.Getenv})
 	if err == nil {
 		t.Fatal("Open succeeded")
 	}
@@ -383,7 +383,7 @@ func TestOpenMissingCredentials(t *testing.T) {
 	}))
 	t.Cleanup(imds.Close)
 	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
-	_, err := Open(context.Background(), f.root("models"), Options{})
+	_, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv})
 	if err == nil {
 		t.Fatal("Open succeeded without credentials")
 	}
@@ -403,7 +403,7 @@ func TestOpenMissingCredentials(t *testing.T) {
 func TestStaticKeysBeatProfile(t *testing.T) {
 	f := newFake(t)
 	t.Setenv("AWS_PROFILE", "does-not-exist")
-	s, err := Open(context.Background(), f.root("models"), Options{})
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_PROFILE", "team")
-	s, err := Open(context.Background(), f.root("models"), Options{})
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestProfile(t *testing.T) {
 	}
 
 	t.Setenv("AWS_PROFILE", "absent")
-	_, err = Open(context.Background(), f.root("models"), Options{})
+	_, err = Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv})
 	if err == nil || !strings.Contains(err.Error(), "profile absent") {
 		t.Errorf("err = %v, want one naming profile absent", err)
 	}
@@ -446,7 +446,7 @@ func TestDefaultChainSource(t *testing.T) {
 	if err := os.WriteFile(os.Getenv("AWS_SHARED_CREDENTIALS_FILE"), []byte(creds), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(context.Background(), f.root("models"), Options{HTTPClient: &http.Client{}})
+	s, err := Open(context.Background(), f.root("models"), Options{Getenv: os.Getenv, HTTPClient: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,8 @@ type Cache struct {
 
 // New connects to Redis with the given settings and pings it: a Redis that
 // cannot be reached stops the start, as in Triton. getenv supplies the
-// credential variables (os.Getenv in the binary).
+// credential variables (the binary hands down its environment's,
+// cmd/inferd env.go; docs/environment.md).
 func New(ctx context.Context, settings map[string]string, getenv func(string) string, log *slog.Logger) (*Cache, error) {
 	opts, err := Options(settings, getenv)
 	if err != nil {

@@ -4,6 +4,9 @@
 // a green run without ORT would prove nothing. Init therefore fails the test,
 // naming `make ort`, when neither ORT_LIB_PATH nor the repository's
 // third_party copy exists.
+//
+// It reads the process environment itself: its variables configure the
+// test harness, not the server (docs/environment.md).
 package orttest
 
 import (
