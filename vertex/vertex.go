@@ -14,6 +14,7 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/instances"
 	"github.com/inferd/inferd/platforms/metrics"
 )
 
@@ -337,11 +338,11 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 }
 
 // infer serves an inference on model through the base route path, with
-// Vertex's body framing. instances allows the "instances" translation.
+// Vertex's body framing. translate allows the "instances" translation (platforms/instances).
 // Only a body that may be an "instances" request (JSON, on the predict
 // route) is read here, and no further than --http-max-input-size; any other
 // goes to the base server unread, which reads it within its limits.
-func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, instances bool) {
+func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, translate bool) {
 	if r.Method != http.MethodPost {
 		// The base route answers 403 (restricted) or 405 with JSON.
 		h.api.ServeHTTP(w, rewrite(r, r.Method, path))
@@ -352,7 +353,7 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !instances || jsonLen >= 0 {
+	if !translate || jsonLen >= 0 {
 		req := rewriteStream(r, path)
 		if jsonLen >= 0 {
 			req.Header.Set(codec.HeaderLengthName, strconv.Itoa(jsonLen))
@@ -370,7 +371,7 @@ func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path stri
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if q, ok := parseInstances(body); ok {
+	if q, ok := instances.Parse(body); ok {
 		h.predictInstances(w, r, model, path, q)
 		return
 	}
