@@ -12,7 +12,6 @@
 package sagemaker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -304,7 +303,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 	if present {
 		fwd.Header.Set(codec.HeaderLengthName, strconv.Itoa(size))
 	}
-	reply := &inferWriter{w: w, hold: mme}
+	reply := &baseReply{w: w, hold: mme}
 	h.api.ServeHTTP(reply, fwd)
 	if reply.held {
 		status := http.StatusBadRequest
@@ -345,60 +344,6 @@ func (h *handler) rewrite(r *http.Request, path string) *http.Request {
 // --http-restricted-api requires for category.
 func (h *handler) restricted(w http.ResponseWriter, r *http.Request, category string) bool {
 	return h.api.Restricted(w, r, category)
-}
-
-// inferWriter passes a base-server infer reply through, giving a binary
-// reply the SageMaker content type. With hold it keeps error replies
-// (status >= 400) for the caller to re-status.
-type inferWriter struct {
-	w      http.ResponseWriter
-	hold   bool
-	status int
-	held   bool
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (iw *inferWriter) Header() http.Header { return iw.w.Header() }
-
-func (iw *inferWriter) WriteHeader(status int) {
-	if iw.wrote || iw.held {
-		return
-	}
-	iw.status = status
-	if iw.hold && status >= 400 {
-		iw.held = true
-		return
-	}
-	hdr := iw.w.Header()
-	if n := hdr.Get(codec.HeaderLengthName); n != "" {
-		if v, err := strconv.Atoi(n); err == nil {
-			hdr.Set("Content-Type", binaryContentType(v))
-		}
-		hdr.Del(codec.HeaderLengthName)
-	}
-	iw.wrote = true
-	iw.w.WriteHeader(status)
-}
-
-func (iw *inferWriter) Write(p []byte) (int, error) {
-	if !iw.wrote && !iw.held {
-		iw.WriteHeader(http.StatusOK)
-	}
-	if iw.held {
-		return iw.body.Write(p)
-	}
-	return iw.w.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (iw *inferWriter) Unwrap() http.ResponseWriter { return iw.w }
-
-// flush sends a held reply with the given status.
-func (iw *inferWriter) flush(status int) {
-	iw.w.Header().Set("Content-Length", strconv.Itoa(iw.body.Len()))
-	iw.w.WriteHeader(status)
-	_, _ = iw.w.Write(iw.body.Bytes())
 }
 
 // oomMarkers are the substrings that make an MME load or invoke failure a
