@@ -67,22 +67,22 @@ func acceptsJSONLines(accept string) bool {
 // model. A failed record fails the body: the reply is that record's
 // error, its message prefixed with the line (or row) it came from, so a
 // transform job's log names it.
-func (h *handler) records(w http.ResponseWriter, r *http.Request, model, format string) {
+func (h *handler) records(w http.ResponseWriter, r *http.Request, model, format string) error {
 	if h.restricted(w, r, "inference") {
-		return
+		return nil
 	}
 	contentType, body, err := h.recordsReply(r, model, format)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeBody(w, http.StatusOK, contentType, body)
+	return nil
 }
 
 // recordsReply is the reply to a records body: its content type and body.
 func (h *handler) recordsReply(r *http.Request, model, format string) (string, []byte, error) {
 	if strings.Contains(model, "/") {
-		return "", nil, errorf(h.unknownStatus(false), "Request for unknown model: '%s' is not found", model)
+		return "", nil, h.unknownModel(model, false)
 	}
 	limit := h.api.MaxInputSize()
 	body, err := httpapi.ReadBody(r, limit)
