@@ -1,7 +1,6 @@
 package vertex
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,9 +17,9 @@ import (
 // inference pipeline (platforms/infer) as the base route path would serve
 // its v2 equivalent, decoded and rendered by the instances translator
 // (platforms/instances), in Vertex's {"predictions": [...]} envelope.
-func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model, path string, q *instances.Request) {
+func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model, path string, q *instances.Request) error {
 	if h.api.Restricted(w, r, "inference") {
-		return
+		return nil
 	}
 	pipe := h.api.Pipeline()
 	if pipe.Logs.Verbose() > 0 {
@@ -43,42 +42,29 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		return req, err
 	})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	defer in.End()
 	resp, err := in.Infer(r.Context(), h.api.InferLoadReport(w, r))
 	in.Sending()
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
-	h.writePredictions(w, resp, q.Len(), batching)
+	return h.writePredictions(w, resp, q.Len(), batching)
 }
 
 // writePredictions renders and writes resp's predictions in a worker slot,
 // as /infer writes its response.
-func (h *Handler) writePredictions(w http.ResponseWriter, resp *core.InferResponse, n int, batching bool) {
+func (h *Handler) writePredictions(w http.ResponseWriter, resp *core.InferResponse, n int, batching bool) error {
 	release := h.api.Work()
 	defer release()
 	out, err := instances.AppendPredictions(append(make([]byte, 0, 256), `{"predictions":`...), resp.Outputs, n, batching)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	out = append(out, '}')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	_, _ = w.Write(out)
-}
-
-// writeError answers err with {"error": ...}: a badRequest or an instances
-// mapping failure with 400, any other error with its class's status, as
-// the base route does.
-func writeError(w http.ResponseWriter, err error) {
-	status := protocol.HTTPStatus(protocol.ClassOf(err))
-	if errors.As(err, new(badRequest)) || errors.As(err, new(*instances.Error)) {
-		status = http.StatusBadRequest
-	}
-	httpapi.WriteError(w, status, err.Error())
+	return nil
 }
