@@ -386,3 +386,70 @@ func TestReadManyParams(t *testing.T) {
 		})
 	}
 }
+
+// TestSkipUnknown: with Options.SkipUnknown (SageMaker's records) a member
+// that names no input is left out; without it, it fails as UnknownInput.
+func TestSkipUnknown(t *testing.T) {
+	cfg, err := modelconfig.Parse([]byte(`max_batch_size: 8
+input [ { name: "A" data_type: TYPE_INT32 dims: [ 2 ] } ]`))
+	must(t, err)
+	q, ok := Parse([]byte(`{"instances":[{"A":[1,2],"id":7},{"id":8,"A":[3,4]}]}`))
+	if !ok {
+		t.Fatal("not an instances body")
+	}
+	req, err := q.Decode(context.Background(), "m", cfg, Options{SkipUnknown: true})
+	must(t, err)
+	if len(req.Inputs) != 1 || !bytes.Equal(req.Inputs[0].Data, le(int32(1), int32(2), int32(3), int32(4))) {
+		t.Errorf("inputs %+v", req.Inputs)
+	}
+	_, err = q.Decode(context.Background(), "m", cfg, Options{})
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Kind != UnknownInput || ie.Input != "id" || ie.Instance != 0 {
+		t.Errorf("error %v, want UnknownInput 'id' in instance 0", err)
+	}
+}
+
+// TestErrorFacts: a mapping failure carries what a cloud words it from.
+func TestErrorFacts(t *testing.T) {
+	cfg, err := modelconfig.Parse([]byte(`max_batch_size: 8
+input [ { name: "A" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "B" data_type: TYPE_INT32 dims: [ 1 ] } ]`))
+	must(t, err)
+	for _, c := range []struct {
+		body  string
+		want  Error
+		lacks string
+	}{
+		{`{"instances":[{"A":[1],"B":[1]},{"A":[2]}]}`, Error{Kind: InputsDiffer, Instance: 1, Named: []string{"A"}, FirstNamed: []string{"A", "B"}}, "B"},
+		{`{"instances":[{"A":[1],"B":[1]},{"A":[1,2],"B":[1]}]}`, Error{Kind: ShapeMismatch, Instance: 1, Input: "A", Shape: []int64{2}, First: []int64{1}}, ""},
+		{`{"instances":[{"A":[1]}]}`, Error{Kind: MissingInput, Input: "B"}, ""},
+	} {
+		q, _ := Parse([]byte(c.body))
+		_, err := q.Decode(context.Background(), "m", cfg, Options{})
+		var ie *Error
+		if !errors.As(err, &ie) || ie.Kind != c.want.Kind || ie.Instance != c.want.Instance || ie.Input != c.want.Input ||
+			!slices.Equal(ie.Shape, c.want.Shape) || !slices.Equal(ie.First, c.want.First) ||
+			!slices.Equal(ie.Named, c.want.Named) || !slices.Equal(ie.FirstNamed, c.want.FirstNamed) || ie.Lacks() != c.lacks ||
+			ie.Model != "m" || !slices.Equal(ie.Inputs, []string{"A", "B"}) {
+			t.Errorf("%s: %#v, want %#v lacking %q", c.body, ie, c.want, c.lacks)
+		}
+	}
+}
+
+// TestNextElements: a prediction's elements, output by output, as JSON
+// text.
+func TestNextElements(t *testing.T) {
+	outs := []*core.Tensor{
+		{Name: "A", DataType: core.TypeInt32, Shape: []int64{2, 2}, Data: le(int32(1), int32(2), int32(3), int32(4))},
+		{Name: "B", DataType: core.TypeBytes, Shape: []int64{2}, Data: byteElems("x", "y\"")},
+	}
+	p, err := NewPredictions(outs, 2, true)
+	must(t, err)
+	var got []string
+	for range p.Len() {
+		must(t, p.NextElements(func(e []byte) { got = append(got, string(e)) }))
+		got = append(got, "|")
+	}
+	if want := []string{"1", "2", `"x"`, "|", "3", "4", `"y\""`, "|"}; !slices.Equal(got, want) {
+		t.Errorf("elements %q, want %q", got, want)
+	}
+}
