@@ -8,7 +8,7 @@
 // between the clouds (the envelopes, content types, error bodies and
 // statuses) stays in their packages, vertex and sagemaker.
 //
-// The mapping (docs/vertex.md and docs/sagemaker.md show it to users):
+// The mapping (docs/deploy.md shows it to users):
 //
 //   - Each instance is either the value of the model's only input or an
 //     object keyed by input name. Every instance uses the same form and
