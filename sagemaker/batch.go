@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -76,10 +75,9 @@ type executionParameters struct {
 // executionParameters answers GET /execution-parameters: the job's own
 // settings where it gave them, else values derived from the default model
 // and the machine (deriveParameters).
-func (h *handler) executionParameters(w http.ResponseWriter, r *http.Request) {
+func (h *handler) executionParameters(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
-		httpapi.WriteError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-		return
+		return errorf(http.StatusMethodNotAllowed, "Method Not Allowed")
 	}
 	var cfg *modelconfig.ModelConfig
 	if mv, release, err := h.core.Acquire(h.opts.DefaultModel, core.LatestVersion); err == nil {
@@ -99,6 +97,7 @@ func (h *handler) executionParameters(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := json.Marshal(p)
 	writeJSON(w, http.StatusOK, body)
+	return nil
 }
 
 // deriveParameters proposes transform settings for a model (nil: not

@@ -4,15 +4,20 @@
 // https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html
 // and, for multi-model endpoints,
 // https://docs.aws.amazon.com/sagemaker/latest/dg/mms-container-apis.html.
-// It is a thin translation layer: health and inference requests are
+// It is a thin translation layer: health and v2 inference requests are
 // rewritten onto the base KServe v2 server (httpapi) and its replies
-// adjusted where SageMaker differs; model management goes to the core.
+// adjusted where SageMaker differs (baseReply, reply.go); JSON Lines
+// {"instances"} records and CSV rows are translated by the instances
+// translator shared with Vertex AI (platforms/instances) and run through
+// the inference pipeline (platforms/infer), with SageMaker's envelopes,
+// content types and error wording kept here; model management goes to the
+// core. Handlers return their errors to one renderer, writeError
+// (errors.go).
 // ServeArgs is the container's `serve` entrypoint, which turns the
 // SageMaker environment into inferd's flags.
 package sagemaker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -165,38 +170,45 @@ func (h *handler) modelOf(r *http.Request) string {
 // compared as strings: http.ServeMux would redirect /models and cleaned
 // paths where SageMaker expects 400.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
+	if err := h.route(w, r); err != nil {
+		writeError(w, err)
+	}
+}
+
+// route serves r; its error is the reply's, which serve renders.
+func (h *handler) route(w http.ResponseWriter, r *http.Request) error {
 	switch p := r.URL.Path; {
 	case p == "/ping":
 		h.ping(w, r)
 	case p == "/invocations":
-		h.invocations(w, r)
+		return h.invocations(w, r)
 	case p == "/execution-parameters":
-		h.executionParameters(w, r)
+		return h.executionParameters(w, r)
 	case p == h.opts.MetricsPath:
 		h.opts.Metrics.ServeHTTP(w, r)
 	case p == "/models" || strings.HasPrefix(p, "/models/"):
 		id, invoke, ok := parseModelsPath(p)
 		if !ok {
-			httpapi.WriteEmpty(w, http.StatusBadRequest)
-			return
+			return emptyError(http.StatusBadRequest)
 		}
 		switch {
 		case r.Method == http.MethodGet && id == "" && !invoke:
 			h.list(w, r)
 		case r.Method == http.MethodGet:
-			h.get(w, r, id)
+			return h.get(w, r, id)
 		case r.Method == http.MethodPost && invoke:
-			h.invoke(w, r, id)
+			return h.invoke(w, r, id)
 		case r.Method == http.MethodPost:
-			h.load(w, r) // POST /models/{m} loads too (Triton quirk, mirrored)
+			return h.load(w, r) // POST /models/{m} loads too (Triton quirk, mirrored)
 		case r.Method == http.MethodDelete:
-			h.unload(w, r, id)
+			return h.unload(w, r, id)
 		default:
-			httpapi.WriteEmpty(w, http.StatusBadRequest)
+			return emptyError(http.StatusBadRequest)
 		}
 	default:
-		httpapi.WriteEmpty(w, http.StatusBadRequest)
+		return emptyError(http.StatusBadRequest)
 	}
+	return nil
 }
 
 // parseModelsPath splits /models[/[{m}[/invoke]]]. Unlike Triton's regex
@@ -231,72 +243,68 @@ func (h *handler) ping(w http.ResponseWriter, r *http.Request) {
 }
 
 // invocations runs the default model, by SAGEMAKER_TRITON_INFERENCE_TYPE.
-func (h *handler) invocations(w http.ResponseWriter, r *http.Request) {
+func (h *handler) invocations(w http.ResponseWriter, r *http.Request) error {
 	if t := h.opts.InvocationTimeout; t > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), t)
 		defer cancel()
 		r = r.WithContext(ctx)
 	}
 	if h.opts.InferenceType != "infer" {
-		h.generate(w, r)
-		return
+		return h.generate(w, r)
 	}
 	if format := recordFormat(r.Header.Get("Content-Type")); format != "" && r.Method == http.MethodPost {
-		h.records(w, r, h.opts.DefaultModel, format)
-		return
+		return h.records(w, r, h.opts.DefaultModel, format)
 	}
-	h.infer(w, r, h.opts.DefaultModel, false)
+	return h.infer(w, r, h.opts.DefaultModel, false)
 }
 
 // generate is POST /v2/models/<default>/generate or /generate_stream on the
 // base server, which answers the restriction 403, the 405
 // and every reply, SSE included. Unlike infer, Content-Encoding is kept:
 // the generate routes reject a non-identity one.
-func (h *handler) generate(w http.ResponseWriter, r *http.Request) {
+func (h *handler) generate(w http.ResponseWriter, r *http.Request) error {
 	name := h.opts.DefaultModel
 	if strings.Contains(name, "/") {
 		// Not routable on the base server; core never serves such names.
 		if h.restricted(w, r, "inference") {
-			return
+			return nil
 		}
 		if r.Method != http.MethodPost {
-			httpapi.WriteError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-			return
+			return errorf(http.StatusMethodNotAllowed, "Method Not Allowed")
 		}
-		httpapi.WriteError(w, h.unknownStatus(false), "Request for unknown model: '"+name+"' is not found")
-		return
+		return h.unknownModel(name, false)
 	}
 	fwd := h.rewrite(r, "/v2/models/"+name+"/"+h.opts.InferenceType)
 	if ce, ok := r.Header["Content-Encoding"]; ok {
 		fwd.Header["Content-Encoding"] = ce
 	}
 	h.api.ServeHTTP(w, fwd)
+	return nil
 }
 
 // infer is POST /v2/models/<name>/infer on the base server with the
 // SageMaker body and reply rules. mme folds every error but a restriction
 // 403 into 400, or 507 on an out-of-memory message (as Triton's
 // SageMakerMMECheckOOMError).
-func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme bool) {
+func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme bool) error {
 	if r.Method != http.MethodPost {
 		// The base server answers the restriction 403 or the 405.
 		h.api.ServeHTTP(w, h.rewrite(r, "/v2/models/_/infer"))
-		return
+		return nil
 	}
 	size, present, err := headerSize(r.Header.Get("Content-Type"), r.ContentLength)
 	if err != nil {
-		if !h.restricted(w, r, "inference") {
-			httpapi.WriteError(w, http.StatusBadRequest, err.Error())
+		if h.restricted(w, r, "inference") {
+			return nil
 		}
-		return
+		return errorf(http.StatusBadRequest, "%s", err)
 	}
 	if strings.Contains(name, "/") {
 		// Not routable on the base server; core never serves such names.
 		if h.restricted(w, r, "inference") {
-			return
+			return nil
 		}
-		httpapi.WriteError(w, h.unknownStatus(mme), "Request for unknown model: '"+name+"' is not found")
-		return
+		return h.unknownModel(name, mme)
 	}
 	fwd := h.rewrite(r, "/v2/models/"+name+"/infer")
 	// The vendor content type replaces the base server's header, which
@@ -304,7 +312,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 	if present {
 		fwd.Header.Set(codec.HeaderLengthName, strconv.Itoa(size))
 	}
-	reply := &inferWriter{w: w, hold: mme}
+	reply := &baseReply{w: w, hold: mme}
 	h.api.ServeHTTP(reply, fwd)
 	if reply.held {
 		status := http.StatusBadRequest
@@ -316,6 +324,13 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 		}
 		reply.flush(status)
 	}
+	return nil
+}
+
+// unknownModel is the error of a model name the base server cannot route
+// (it holds a "/"; core never serves such names), with unknownStatus.
+func (h *handler) unknownModel(name string, mme bool) error {
+	return errorf(h.unknownStatus(mme), "Request for unknown model: '%s' is not found", name)
 }
 
 // unknownStatus is the status of an unknown model's error: INVALID_ARG's
@@ -345,60 +360,6 @@ func (h *handler) rewrite(r *http.Request, path string) *http.Request {
 // --http-restricted-api requires for category.
 func (h *handler) restricted(w http.ResponseWriter, r *http.Request, category string) bool {
 	return h.api.Restricted(w, r, category)
-}
-
-// inferWriter passes a base-server infer reply through, giving a binary
-// reply the SageMaker content type. With hold it keeps error replies
-// (status >= 400) for the caller to re-status.
-type inferWriter struct {
-	w      http.ResponseWriter
-	hold   bool
-	status int
-	held   bool
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (iw *inferWriter) Header() http.Header { return iw.w.Header() }
-
-func (iw *inferWriter) WriteHeader(status int) {
-	if iw.wrote || iw.held {
-		return
-	}
-	iw.status = status
-	if iw.hold && status >= 400 {
-		iw.held = true
-		return
-	}
-	hdr := iw.w.Header()
-	if n := hdr.Get(codec.HeaderLengthName); n != "" {
-		if v, err := strconv.Atoi(n); err == nil {
-			hdr.Set("Content-Type", binaryContentType(v))
-		}
-		hdr.Del(codec.HeaderLengthName)
-	}
-	iw.wrote = true
-	iw.w.WriteHeader(status)
-}
-
-func (iw *inferWriter) Write(p []byte) (int, error) {
-	if !iw.wrote && !iw.held {
-		iw.WriteHeader(http.StatusOK)
-	}
-	if iw.held {
-		return iw.body.Write(p)
-	}
-	return iw.w.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (iw *inferWriter) Unwrap() http.ResponseWriter { return iw.w }
-
-// flush sends a held reply with the given status.
-func (iw *inferWriter) flush(status int) {
-	iw.w.Header().Set("Content-Length", strconv.Itoa(iw.body.Len()))
-	iw.w.WriteHeader(status)
-	_, _ = iw.w.Write(iw.body.Bytes())
 }
 
 // oomMarkers are the substrings that make an MME load or invoke failure a

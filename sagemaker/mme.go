@@ -31,20 +31,18 @@ const maxLoadBody = 1 << 20
 var ensemblePlatform = regexp.MustCompile(`platform:\s*"ensemble"`)
 
 // load is POST /models.
-func (h *handler) load(w http.ResponseWriter, r *http.Request) {
+func (h *handler) load(w http.ResponseWriter, r *http.Request) error {
 	if h.restricted(w, r, "model-repository") {
-		return
+		return nil
 	}
 	body, err := httpapi.ReadBody(r, maxLoadBody)
 	if err != nil {
-		httpapi.WriteError(w, http.StatusBadRequest, "failed to read the request body")
-		return
+		return errorf(http.StatusBadRequest, "failed to read the request body")
 	}
 	var id, url string
 	if len(body) > 0 { // an empty body is not parsed: both fields stay ""
 		if id, url, err = loadFields(body); err != nil {
-			httpapi.WriteError(w, http.StatusBadRequest, err.Error())
-			return
+			return errorf(http.StatusBadRequest, "%s", err)
 		}
 	}
 	norm := url
@@ -60,18 +58,15 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range []string{"/dev/", "/proc/", "/sys/"} {
 		if strings.HasPrefix(norm, p) {
-			httpapi.WriteEmpty(w, http.StatusBadRequest)
-			return
+			return emptyError(http.StatusBadRequest)
 		}
 	}
 	if !h.urlPattern().MatchString(norm) {
-		httpapi.WriteError(w, http.StatusBadRequest, `Invalid "url" '`+url+`': expected a path of the form `+h.opts.ModelsRoot+`/<hash>/model[/<subdir>]`)
-		return
+		return errorf(http.StatusBadRequest, `Invalid "url" '%s': expected a path of the form %s/<hash>/model[/<subdir>]`, url, h.opts.ModelsRoot)
 	}
 	repoPath, modelDir, err := resolveModelDir(filepath.Clean(norm), h.log)
 	if err != nil {
-		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
-		return
+		return errorf(http.StatusBadRequest, "%s", err)
 	}
 	name := servedFromHeader(r.Header.Get(targetModelHeader))
 	if name == "" {
@@ -81,8 +76,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	if h.loaded[id] != nil || h.pending[id] {
 		h.mu.Unlock()
-		httpapi.WriteError(w, http.StatusConflict, "Model "+id+" is already loaded.")
-		return
+		return errorf(http.StatusConflict, "Model %s is already loaded.", id)
 	}
 	h.pending[id] = true
 	h.mu.Unlock()
@@ -100,8 +94,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 		if core.CodeOf(err) == core.CodeAlreadyExists {
 			status = http.StatusConflict
 		}
-		httpapi.WriteError(w, status, err.Error())
-		return
+		return errorf(status, "%s", err)
 	}
 	if err := h.core.Load(ctx, name, nil); err != nil {
 		// Clear the failed state (strict readiness would count it) and
@@ -116,14 +109,14 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusInsufficientStorage
 		}
 		h.log.Warn("sagemaker: model load failed", "model", id, "name", name, "url", url, "status", status, "err", err)
-		httpapi.WriteError(w, status, err.Error())
-		return
+		return errorf(status, "%s", err)
 	}
 	h.mu.Lock()
 	h.loaded[id] = &mmeModel{repoPath: repoPath, tritonName: name}
 	h.mu.Unlock()
 	h.log.Info("sagemaker: model loaded", "model", id, "name", name, "repository", repoPath)
 	httpapi.WriteEmpty(w, http.StatusOK)
+	return nil
 }
 
 // urlPattern is Triton's load-url pattern rooted at ModelsRoot.
@@ -234,16 +227,16 @@ func (h *handler) lookup(id string) *mmeModel {
 }
 
 // get is GET /models/{m}.
-func (h *handler) get(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) get(w http.ResponseWriter, r *http.Request, id string) error {
 	if h.restricted(w, r, "model-repository") {
-		return
+		return nil
 	}
 	rec := h.lookup(id)
 	if rec == nil {
-		httpapi.WriteEmpty(w, http.StatusNotFound)
-		return
+		return emptyError(http.StatusNotFound)
 	}
 	writeJSON(w, http.StatusOK, appendModel(nil, id, rec.repoPath))
+	return nil
 }
 
 // servedName is the target-model header, else the name recorded at load
@@ -263,25 +256,23 @@ func servedFromHeader(v string) string { return strings.ReplaceAll(v, "/", "_") 
 
 // invoke is POST /models/{m}/invoke; an unknown id is 404 before the
 // restriction check, so it never yields 403.
-func (h *handler) invoke(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) invoke(w http.ResponseWriter, r *http.Request, id string) error {
 	rec := h.lookup(id)
 	if rec == nil {
-		httpapi.WriteEmpty(w, http.StatusNotFound)
-		return
+		return emptyError(http.StatusNotFound)
 	}
-	h.infer(w, r, servedName(r, rec), true)
+	return h.infer(w, r, servedName(r, rec), true)
 }
 
 // unload is DELETE /models/{m}. It answers only once the model's resources
 // are released, since SageMaker loads the next model right after a 200.
-func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) error {
 	if h.restricted(w, r, "model-repository") {
-		return
+		return nil
 	}
 	rec := h.lookup(id)
 	if rec == nil {
-		httpapi.WriteEmpty(w, http.StatusNotFound)
-		return
+		return emptyError(http.StatusNotFound)
 	}
 	name := servedName(r, rec)
 	// The unload goes on if SageMaker drops the request, but its wait (for
@@ -291,8 +282,7 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
 	defer cancel()
 	err := h.core.Unload(ctx, name)
 	if err != nil && ctx.Err() == nil {
-		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
-		return
+		return errorf(http.StatusBadRequest, "%s", err)
 	}
 	// err != nil: the deadline passed while in-flight requests held the
 	// model; they finish, and the model unloads, in the background.
@@ -303,11 +293,11 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) {
 	delete(h.loaded, id)
 	h.mu.Unlock()
 	if err := h.core.UnregisterRepository(rec.repoPath); err != nil {
-		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
-		return
+		return errorf(http.StatusBadRequest, "%s", err)
 	}
 	h.log.Info("sagemaker: model unloaded", "model", id, "name", name)
 	httpapi.WriteEmpty(w, http.StatusOK)
+	return nil
 }
 
 // waitUnloaded polls the repository index until no version of name is

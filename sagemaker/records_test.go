@@ -61,6 +61,8 @@ func TestJSONLines(t *testing.T) {
 		// A single-input model takes the values themselves, nested by shape.
 		{"instances values", id, ct, `{"instances":[[1.5,2],[3,4]]}` + "\n" + `{"instances":[[5]]}`, 200,
 			`{"predictions":[[1.5,2.0],[3.0,4.0]]}` + "\n" + `{"predictions":[[5.0]]}` + "\n"},
+		// A record's members that name no input are ignored.
+		{"instances extra field", id, ct, `{"instances":[{"INPUT0":[1,2],"id":"a"}]}`, 200, `{"predictions":[[1.0,2.0]]}` + "\n"},
 		// Lines answered in order even though they run at once.
 		{"many lines", id, ct, strings.Repeat(`{"instances":[[1]]}`+"\n", 5) + `{"instances":[[2]]}`, 200,
 			strings.Repeat(`{"predictions":[[1.0]]}`+"\n", 5) + `{"predictions":[[2.0]]}` + "\n"},

@@ -44,11 +44,6 @@ func headerSize(contentType string, bodyLen int64) (int, error) {
 	return int(n), nil
 }
 
-// badRequest is an error answered with 400 before the base server runs.
-type badRequest string
-
-func (e badRequest) Error() string { return string(e) }
-
 // rewrite clones r as a request for the base server: another method and
 // path, and without the encodings the Vertex listener ignores. The chi route
 // context is cleared so the base router routes afresh even when this
@@ -81,36 +76,29 @@ func rewriteBody(r *http.Request, path string, body []byte) *http.Request {
 	return req
 }
 
-// replyBuffer holds a base-server reply that needs a look before it is
-// sent: its header, status and body, until copyTo writes them out.
-type replyBuffer struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
+// unresolved is the health route's reply before Resolve: the base
+// server's readiness answer, but a ready server's 200 becomes 400, since
+// the default model is not known yet. The base route's other answers (its
+// restriction 403, the 405, a drain's 503) pass through as they are. It
+// rewrites a status and records nothing: Vertex keeps no recorder, since
+// instances run in process (platforms/instances) and every other route
+// passes the base reply through.
+type unresolved struct {
+	http.ResponseWriter
+	wrote bool
 }
 
-func newReplyBuffer() *replyBuffer { return &replyBuffer{header: http.Header{}} }
-
-func (r *replyBuffer) Header() http.Header { return r.header }
-
-func (r *replyBuffer) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
+func (u *unresolved) WriteHeader(status int) {
+	if !u.wrote && status == http.StatusOK {
+		status = http.StatusBadRequest
 	}
+	u.wrote = true
+	u.ResponseWriter.WriteHeader(status)
 }
 
-func (r *replyBuffer) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.body.Write(b)
-}
-
-func (r *replyBuffer) copyTo(w http.ResponseWriter) {
-	for k, v := range r.header {
-		w.Header()[k] = v
+func (u *unresolved) Write(b []byte) (int, error) {
+	if !u.wrote {
+		u.WriteHeader(http.StatusOK)
 	}
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	w.WriteHeader(r.status)
-	_, _ = w.Write(r.body.Bytes())
+	return u.ResponseWriter.Write(b)
 }

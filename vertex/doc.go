@@ -6,7 +6,10 @@
 // mapping are the base server's own. Vertex's own {"instances": [...]}
 // request runs through the same inference pipeline as the base /infer
 // route (platforms/infer), decoded from the instances into the core
-// request and rendered from the core response, with no v2 body between.
+// request and rendered from the core response by the instances translator
+// that SageMaker's records share (platforms/instances), with no v2 body
+// between; the {"predictions"} envelope and the error statuses are this
+// package's. Handlers return their errors to one renderer, writeError.
 //
 // Routes, matched against the whole request path (query ignored):
 //
@@ -40,7 +43,7 @@
 // Beyond Triton, the predict route also accepts Vertex's standard
 // {"instances": [...]} request, so `gcloud ai endpoints predict` works. A
 // JSON body whose top-level object has an "instances" member and no
-// "inputs" member is translated:
+// "inputs" member is translated (platforms/instances):
 //
 //   - Each instance is either that input's row (only for one-input models)
 //     or an object keyed by input name (any model). Every instance uses the

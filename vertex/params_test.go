@@ -2,16 +2,12 @@ package vertex
 
 import (
 	"bytes"
-	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
-	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // instancesWithParams is an instances body for id1 whose "parameters"
@@ -58,74 +54,6 @@ func TestPredictManyParameters(t *testing.T) {
 				t.Logf("%d bytes answered in %v", len(tc.body), time.Since(start).Round(time.Millisecond))
 			case <-time.After(time.Minute):
 				t.Fatal("no reply after a minute")
-			}
-		})
-	}
-}
-
-// TestDecodeGivesUpWhenCancelled: decoding a large instances body stops
-// with CodeCancelled once the client has gone; a small one is decoded.
-func TestDecodeGivesUpWhenCancelled(t *testing.T) {
-	cfg, err := modelconfig.Parse([]byte(`max_batch_size: 0
-input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] } ]`))
-	must(t, err)
-	batched, err := modelconfig.Parse([]byte(`max_batch_size: 100000
-input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] } ]`))
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, tc := range []struct {
-		name string
-		cfg  *modelconfig.ModelConfig
-		body string
-	}{
-		{"parameters", cfg, string(instancesWithParams(20000, "p", ""))},
-		{"instances", batched, `{"instances":[` + strings.Repeat(`{"A":[1]},`, 20000) + `{"A":[1]}]}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q, ok := parseInstances([]byte(tc.body))
-			if !ok {
-				t.Fatal("not an instances body")
-			}
-			if _, err := q.decode(context.Background(), "m", tc.cfg, 1<<30); err != nil {
-				t.Fatalf("live decode: %v", err)
-			}
-			if _, err := q.decode(ctx, "m", tc.cfg, 1<<30); core.CodeOf(err) != core.CodeCancelled {
-				t.Fatalf("cancelled decode: %v", err)
-			}
-		})
-	}
-	q, _ := parseInstances([]byte(`{"instances":[[1]],"parameters":{"p":1}}`))
-	if _, err := q.decode(ctx, "m", cfg, 1<<30); err != nil {
-		t.Fatalf("small body: %v", err)
-	}
-}
-
-// TestReadManyParams: a large parameters object reads as a small one
-// does: every model parameter once, names cut at a NUL finding the first
-// member of their prefix, and no map when none is a model parameter.
-func TestReadManyParams(t *testing.T) {
-	nul := make([]string, 100)
-	for i := range nul {
-		nul[i] = `"priority\u0000` + strconv.Itoa(i) + `":"x"`
-	}
-	for _, tc := range []struct {
-		name, body string
-		check      func(*core.InferRequest) bool
-	}{
-		{"distinct names", string(instancesWithParams(100, "p", "")),
-			func(r *core.InferRequest) bool { return len(r.Parameters) == 100 && r.Parameters["p99"] == int64(99) }},
-		{"none a model parameter", `{"instances":[[1]],"parameters":{"priority":3,` + strings.Join(nul, ",") + `}}`,
-			func(r *core.InferRequest) bool { return r.Parameters == nil && r.Priority == 3 }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q, ok := parseInstances([]byte(tc.body))
-			if !ok {
-				t.Fatal("not an instances body")
-			}
-			req := &core.InferRequest{}
-			if err := readParams(context.Background(), req, q.params); err != nil || !tc.check(req) {
-				t.Fatalf("%v: %+v", err, req)
 			}
 		})
 	}

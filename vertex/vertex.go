@@ -14,7 +14,9 @@ import (
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/instances"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/protocol"
 )
 
 // Start-up error texts, Triton's own (tests and users grep for them; the
@@ -169,14 +171,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.recovere
 // both routes are equal), then predict, then the invoke routes when on,
 // else 400.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	if err := h.route(w, r); err != nil {
+		writeError(w, err)
+	}
+}
+
+// route serves r; its error is the reply's, which serve renders.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case r.URL.Path == h.opts.HealthRoute:
 		h.health(w, r)
 	case h.opts.PredictRoute != "" && r.URL.Path == h.opts.PredictRoute:
 		model := h.model.Load()
 		if model == nil {
-			httpapi.WriteError(w, http.StatusServiceUnavailable, "Server not ready")
-			return
+			return protocol.ErrServerNotReady
 		}
 		// Header keys arrive canonicalised, so any spelling matches.
 		if target, ok := r.Header[RedirectHeader]; ok {
@@ -184,20 +192,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			if len(target) > 0 {
 				value = target[0]
 			}
-			h.redirect(w, r, "/"+value)
-			return
+			return h.redirect(w, r, "/"+value)
 		}
 		if wantsEvents(r.Header) {
 			// streamRawPredict: the default model's generate_stream.
 			h.api.ServeHTTP(w, rewrite(r, r.Method, "/v2/models/"+*model+"/generate_stream"))
-			return
+			return nil
 		}
-		h.infer(w, r, *model, "/v2/models/"+*model+"/infer", true)
+		return h.infer(w, r, *model, "/v2/models/"+*model+"/infer", true)
 	case h.opts.InvokeRoutes:
-		h.invoke(w, r)
+		return h.invoke(w, r)
 	default:
-		httpapi.WriteEmpty(w, http.StatusBadRequest)
+		return emptyError(http.StatusBadRequest)
 	}
+	return nil
 }
 
 // wantsEvents reports whether the request accepts server-sent events
@@ -222,7 +230,7 @@ func wantsEvents(header http.Header) bool {
 // Vertex's invoke method is a POST, so a POST to a route that is GET-only
 // and reads (health, metadata, config, ready, stats, shared-memory status,
 // metrics) is served as its GET, as the redirect header does.
-func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) error {
 	p, method := r.URL.Path, r.Method
 	if method == http.MethodPost && readsWithGet(p) {
 		method = http.MethodGet
@@ -231,10 +239,11 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
 	case p == "/metrics":
 		h.metrics.ServeHTTP(w, httpapi.Reroute(r, method, p))
 	case changesServer(method, p):
-		httpapi.WriteEmpty(w, http.StatusForbidden)
+		return emptyError(http.StatusForbidden)
 	default:
 		h.api.ServeHTTP(w, httpapi.Reroute(r, method, p))
 	}
+	return nil
 }
 
 // readsWithGet reports whether path is a GET-only v2 route that only reads.
@@ -269,20 +278,15 @@ func changesServer(method, path string) bool {
 }
 
 // health is the base server's readiness check; before Resolve a ready
-// answer is turned into 400, since the default model is not known yet.
+// answer is turned into 400 (unresolved), since the default model is not
+// known yet.
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	req := rewrite(r, r.Method, "/v2/health/ready")
 	if h.model.Load() != nil {
 		h.api.ServeHTTP(w, req)
 		return
 	}
-	reply := newReplyBuffer()
-	h.api.ServeHTTP(reply, req)
-	if reply.status == http.StatusOK {
-		httpapi.WriteEmpty(w, http.StatusBadRequest)
-		return
-	}
-	reply.copyTo(w)
+	h.api.ServeHTTP(&unresolved{ResponseWriter: w}, req)
 }
 
 // Redirect targets, as Triton's regular expressions match them.
@@ -307,14 +311,12 @@ var targets = sync.OnceValue(func() *redirectTargets {
 // server src/vertex_ai_server.cc). The base
 // handler of the target runs with the target's native method, so it also
 // applies the target's restriction category.
-func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string) {
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string) error {
 	if r.Method != http.MethodPost {
-		httpapi.WriteEmpty(w, http.StatusMethodNotAllowed)
-		return
+		return emptyError(http.StatusMethodNotAllowed)
 	}
 	if m := targets().model.FindStringSubmatch(target); m != nil && m[3] == "infer" {
-		h.infer(w, r, m[1], target, false)
-		return
+		return h.infer(w, r, m[1], target, false)
 	}
 	// Of the other model routes, generate, generate_stream and
 	// trace/setting are not offered on Vertex.
@@ -324,80 +326,78 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 	case readsWithGet(target):
 		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
 	case targets().shm.MatchString(target):
-		httpapi.WriteEmpty(w, http.StatusForbidden) // mutating: refused whatever the headers
+		return emptyError(http.StatusForbidden) // mutating: refused whatever the headers
 	case targets().repo.MatchString(target):
 		if targets().repo.FindStringSubmatch(target)[1] != "index" {
-			httpapi.WriteEmpty(w, http.StatusForbidden) // load/unload: refused whatever the headers
-			return
+			return emptyError(http.StatusForbidden) // load/unload: refused whatever the headers
 		}
 		h.api.ServeHTTP(w, rewrite(r, http.MethodPost, target))
 	default:
-		httpapi.WriteEmpty(w, http.StatusBadRequest)
+		return emptyError(http.StatusBadRequest)
 	}
+	return nil
 }
 
 // infer serves an inference on model through the base route path, with
-// Vertex's body framing. instances allows the "instances" translation.
-// Only a body that may be an "instances" request (JSON, on the predict
-// route) is read here, and no further than --http-max-input-size; any other
-// goes to the base server unread, which reads it within its limits.
-func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, instances bool) {
+// Vertex's body framing. translate allows the "instances" translation
+// (platforms/instances). Only a body that may be an "instances" request
+// (JSON, on the predict route) is read here, and no further than
+// --http-max-input-size; any other goes to the base server unread, which
+// reads it within its limits.
+func (h *Handler) infer(w http.ResponseWriter, r *http.Request, model, path string, translate bool) error {
 	if r.Method != http.MethodPost {
 		// The base route answers 403 (restricted) or 405 with JSON.
 		h.api.ServeHTTP(w, rewrite(r, r.Method, path))
-		return
+		return nil
 	}
 	jsonLen, err := headerSize(r.Header.Get("Content-Type"), r.ContentLength)
 	if err != nil {
-		h.refuse(w, r, http.StatusBadRequest, err.Error())
-		return
+		return h.refuse(w, r, err)
 	}
-	if !instances || jsonLen >= 0 {
+	if !translate || jsonLen >= 0 {
 		req := rewriteStream(r, path)
 		if jsonLen >= 0 {
 			req.Header.Set(codec.HeaderLengthName, strconv.Itoa(jsonLen))
 		}
 		h.api.ServeHTTP(w, req)
-		return
+		return nil
 	}
 	body, err := httpapi.ReadBody(r, h.api.MaxInputSize())
 	var tooLarge *httpapi.BodyTooLarge
 	switch {
 	case errors.As(err, &tooLarge):
-		h.tooLarge(w, r, model, path, tooLarge.Size)
-		return
+		return h.tooLarge(w, r, model, path, tooLarge.Size)
 	case err != nil:
-		h.refuse(w, r, http.StatusBadRequest, err.Error())
-		return
+		return h.refuse(w, r, badRequest(err.Error()))
 	}
-	if q, ok := parseInstances(body); ok {
-		h.predictInstances(w, r, model, path, q)
-		return
+	if q, ok := instances.Parse(body); ok {
+		return h.predictInstances(w, r, model, path, q)
 	}
 	h.api.ServeHTTP(w, rewriteBody(r, path, body))
+	return nil
 }
 
 // tooLarge answers a predict body over --http-max-input-size as the base
 // infer route would: its lookup errors (and the decoupled refusal) first.
-func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, model, path string, size int64) {
+func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, model, path string, size int64) error {
 	mv, release, err := h.core.Acquire(model, core.LatestVersion)
 	if err == nil {
 		decoupled := mv.Config.GetModelTransactionPolicy().GetDecoupled()
 		release()
 		if !decoupled {
-			h.refuse(w, r, http.StatusBadRequest, codec.JSONTooLargeError(size, h.api.MaxInputSize()).Error())
-			return
+			return h.refuse(w, r, badRequest(codec.JSONTooLargeError(size, h.api.MaxInputSize()).Error()))
 		}
 	}
 	// The base route reports the lookup failure with its own status.
 	h.api.ServeHTTP(w, rewriteBody(r, path, nil))
+	return nil
 }
 
-// refuse answers an error found before the base server saw the request,
-// unless the route's restriction applies: Triton checks it (403) first.
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+// refuse returns err, found before the base server saw the request, unless
+// the route's restriction applies: Triton checks it (403) first.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, err error) error {
 	if h.api.Restricted(w, r, "inference") {
-		return
+		return nil
 	}
-	httpapi.WriteError(w, status, msg)
+	return err
 }
