@@ -20,6 +20,7 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/protocol"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -66,10 +67,10 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		pipe.Logs.LogHTTP(r.Context(), pipe.Log, http.MethodPost, (&url.URL{Path: path}).EscapedPath())
 	}
 	var batching bool
-	in, err := pipe.Start(r.Context(), &infer.Call{
+	pipe.Run(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: path, Model: model, Version: core.LatestVersion,
 		Decoupled: httpapi.ErrDecoupled, Meta: header(r.Header),
-	}, func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
+	}, func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 		batching = cfg.GetMaxBatchSize() > 0
 		release := h.api.Work() // --http-thread-count bounds decoding, as on /infer
 		req, err := q.decode(r.Context(), model, cfg, h.api.MaxInputSize())
@@ -77,20 +78,14 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		if err == nil && fh != nil {
 			err = fh.Apply(req) // after the body, as the base route does
 		}
-		return req, err
-	})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer in.End()
-	resp, err := in.Infer(r.Context(), h.api.InferLoadReport(w, r))
-	in.Sending()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	h.writePredictions(w, resp, q.instances.Len(), batching)
+		return req, nil, err
+	}, infer.Reply{Report: h.api.InferLoadReport(w, r), Render: func(resp *core.InferResponse, err error) {
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		h.writePredictions(w, resp, q.instances.Len(), batching)
+	}}, nil)
 }
 
 // writePredictions renders and writes resp's predictions in a worker slot,
