@@ -16,6 +16,7 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/instances"
 	"github.com/inferd/inferd/platforms/protocol"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -221,7 +222,7 @@ func (h *handler) runRecords(model string, n int, run func(i int) error) []error
 // predict runs one record's request, decoded already, on model through
 // the inference pipeline as the base /infer route runs a v2 body, and
 // renders its response in a worker slot before the call ends.
-func (h *handler) predict(r *http.Request, model string, meta instances.Header, req *core.InferRequest, render func(*core.InferResponse) ([]byte, error)) ([]byte, error) {
+func (h *handler) predict(r *http.Request, model string, meta instances.Header, req *core.InferRequest, render func(*core.InferResponse) ([]byte, error)) (out []byte, err error) {
 	ctx := r.Context()
 	path := "/v2/models/" + model + "/infer"
 	pipe := h.api.Pipeline()
@@ -230,28 +231,26 @@ func (h *handler) predict(r *http.Request, model string, meta instances.Header, 
 		// each record was sent to it.
 		pipe.Logs.LogHTTP(ctx, pipe.Log, http.MethodPost, (&url.URL{Path: path}).EscapedPath())
 	}
-	in, err := pipe.Start(ctx, &infer.Call{
+	pipe.Run(ctx, &infer.Call{
 		Protocol: infer.HTTP, Route: path, Model: model, Version: core.LatestVersion,
 		Decoupled: httpapi.ErrDecoupled, Meta: meta,
-	}, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
+	}, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 		if fh != nil {
-			return req, fh.Apply(req) // after the body, as the base route does
+			return req, nil, fh.Apply(req) // after the body, as the base route does
 		}
-		return req, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer in.End()
-	// No load report: one reply answers the body's many requests.
-	resp, err := in.Infer(ctx, nil)
-	in.Sending()
-	if err != nil {
-		return nil, err
-	}
-	release := h.api.Work()
-	defer release()
-	return render(resp)
+		return req, nil, nil
+	}, infer.Reply{
+		// No load report: one reply answers the body's many requests.
+		Render: func(resp *core.InferResponse, rerr error) {
+			if err = rerr; err != nil {
+				return
+			}
+			release := h.api.Work()
+			defer release()
+			out, err = render(resp)
+		},
+	}, nil)
+	return out, err
 }
 
 // forwardLine serves a v2 body line on the base server's /infer route,

@@ -10,6 +10,7 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/instances"
 	"github.com/inferd/inferd/platforms/protocol"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -28,10 +29,11 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		pipe.Logs.LogHTTP(r.Context(), pipe.Log, http.MethodPost, (&url.URL{Path: path}).EscapedPath())
 	}
 	var batching bool
-	in, err := pipe.Start(r.Context(), &infer.Call{
+	var out error
+	pipe.Run(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: path, Model: model, Version: core.LatestVersion,
 		Decoupled: httpapi.ErrDecoupled, Meta: instances.Header(r.Header),
-	}, func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
+	}, func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 		batching = cfg.GetMaxBatchSize() > 0
 		release := h.api.Work() // --http-thread-count bounds decoding, as on /infer
 		req, err := q.Decode(r.Context(), model, cfg, instances.Options{MaxInputSize: h.api.MaxInputSize()})
@@ -39,18 +41,14 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		if err == nil && fh != nil {
 			err = fh.Apply(req) // after the body, as the base route does
 		}
-		return req, err
-	})
-	if err != nil {
-		return err
-	}
-	defer in.End()
-	resp, err := in.Infer(r.Context(), h.api.InferLoadReport(w, r))
-	in.Sending()
-	if err != nil {
-		return err
-	}
-	return h.writePredictions(w, resp, q.Len(), batching)
+		return req, nil, err
+	}, infer.Reply{Report: h.api.InferLoadReport(w, r), Render: func(resp *core.InferResponse, err error) {
+		if err == nil {
+			err = h.writePredictions(w, resp, q.Len(), batching)
+		}
+		out = err
+	}}, nil)
+	return out
 }
 
 // writePredictions renders and writes resp's predictions in a worker slot,

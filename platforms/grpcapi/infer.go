@@ -34,59 +34,65 @@ func (s *Server) ModelInfer(ctx context.Context, in *pb.ModelInferRequest) (*pb.
 }
 
 // modelInfer is ModelInfer of a request as the codec read it.
-func (s *Server) modelInfer(ctx context.Context, in *wireRequest) (*pb.ModelInferResponse, error) {
-	inf, _, regions, err := s.startInfer(ctx, "ModelInfer", in, errDecoupled)
-	if err != nil {
-		return nil, statusError(err)
-	}
-	defer inf.End()
+func (s *Server) modelInfer(ctx context.Context, in *wireRequest) (out *pb.ModelInferResponse, err error) {
+	var conv converted
 	var report infer.Report
 	if s.opts.LoadReports != nil {
 		report = func(mv *core.ModelVersion) { s.opts.LoadReports.SetTrailer(ctx, mv) }
 	}
-	resp, err := inf.Infer(ctx, report)
-	inf.Sending()
-	if err != nil {
-		return nil, statusError(err)
+	render := func(resp *core.InferResponse, rerr error) {
+		if rerr == nil {
+			if out, rerr = inferResponse(resp, conv.regions); rerr == nil {
+				rerr = checkResponseSize(out)
+			}
+		}
+		if rerr != nil {
+			out, err = nil, statusError(rerr)
+		}
 	}
-	out, err := inferResponse(resp, regions)
-	if err == nil {
-		err = checkResponseSize(out)
+	if call, ok := s.inferCall(in, errDecoupled, "ModelInfer", render); ok {
+		s.pipe.Run(ctx, &call, s.decoder(in, &conv), infer.Reply{Report: report, Render: render}, nil)
 	}
-	if err != nil {
-		return nil, statusError(err)
-	}
-	return out, nil
+	return out, err
 }
 
-// startInfer starts request in of method (ModelInfer or ModelStreamInfer)
-// on the pipeline; decoupled, when set, refuses a decoupled model.
-// emptyFinal is the request's triton_enable_empty_final_response;
-// regions its outputs in shared memory, held until inf.End. The version
-// string is gRPC's to parse. A request the codec refused unread fails
-// where its conversion would have failed.
-func (s *Server) startInfer(ctx context.Context, method string, w *wireRequest, decoupled error) (inf infer.Inference, emptyFinal bool, regions *outputRegions, err error) {
-	in := w.msg
-	version, err := protocol.ParseVersion(in.GetModelVersion())
+// converted is what a request's conversion leaves its rendering:
+// triton_enable_empty_final_response, which only ModelStreamInfer uses,
+// and the request's outputs in shared memory (nil: none), held until the
+// call ends.
+type converted struct {
+	emptyFinal bool
+	regions    *outputRegions
+}
+
+// inferCall is the pipeline's call for request w of method (ModelInfer
+// or ModelStreamInfer); decoupled, when set, refuses a decoupled model.
+// The version string is gRPC's to parse: a bad one is rendered, and ok is
+// false.
+func (s *Server) inferCall(w *wireRequest, decoupled error, method string, render func(*core.InferResponse, error)) (call infer.Call, ok bool) {
+	version, err := protocol.ParseVersion(w.msg.GetModelVersion())
 	if err != nil {
-		return inf, false, nil, err
+		render(nil, err)
+		return call, false
 	}
-	call := &infer.Call{
-		Protocol: infer.GRPC, Route: method, Model: in.GetModelName(), Version: version,
+	return infer.Call{
+		Protocol: infer.GRPC, Route: method, Model: w.msg.GetModelName(), Version: version,
 		Decoupled: decoupled, Meta: callMetadata{}, Buffered: true,
-	}
-	inf, err = s.pipe.Start(ctx, call, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (req *core.InferRequest, err error) {
+	}, true
+}
+
+// decoder converts w for the pipeline, leaving what its rendering needs in
+// conv. A request the codec refused unread fails where its conversion
+// would have failed.
+func (s *Server) decoder(w *wireRequest, conv *converted) infer.Decoder {
+	return func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 		if w.refused != nil {
-			return nil, w.refused
+			return nil, nil, w.refused
 		}
-		req, emptyFinal, regions, err = wireInferRequest(w, fh, s.opts.SharedMemory)
-		call.Holds = regions.held()
-		return req, err
-	})
-	if err != nil {
-		return inf, false, nil, err
+		req, emptyFinal, regions, err := wireInferRequest(w, fh, s.opts.SharedMemory)
+		conv.emptyFinal, conv.regions = emptyFinal, regions
+		return req, regions.held(), err
 	}
-	return inf, emptyFinal, regions, nil
 }
 
 // callMetadata is a call's incoming metadata, which its context holds, as

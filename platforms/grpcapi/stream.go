@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	pb "github.com/inferd/inferd/platforms/grpcapi/inferencepb"
+	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/serve"
 )
 
@@ -220,88 +221,120 @@ func (s *Server) readStream(ctx context.Context, recv func() (*wireRequest, erro
 // startStreamRequest answers a synchronous error at once, or starts the
 // inference whose responses the writer receives from out, after the
 // stream's earlier requests of its sequence (order). It reports whether
-// the request took place seq among the ordered responses.
+// the request took place seq among the ordered responses: all but a
+// decoupled model's requests do.
 func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int64, out *streamOut, order *sequenceOrder) bool {
 	in := w.msg
 	if s.exiting.Load() {
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
-	inf, emptyFinal, regions, err := s.startInfer(ctx, "ModelStreamInfer", w, nil)
-	if err != nil {
-		deliver(ctx, out.ordered, syncStreamError(seq, in, err))
+	var (
+		conv               converted
+		started, decoupled bool
+		leave              func()
+		cancel             context.CancelFunc // a decoupled request's run's
+		result             streamResult       // a one-response request's
+	)
+	send := func(resp *core.InferResponse, final bool) error {
+		// A final flag alone writes nothing unless the client asked for
+		// the empty final response; it still frees the slot.
+		r := streamResult{seq: -1}
+		if resp != nil || conv.emptyFinal {
+			r = streamResponse(-1, in, resp, conv.regions, final, !final)
+		}
+		// The request's last message always goes in: one per request,
+		// and the window bounds the requests.
+		err := out.decoupled.Put(r, resultSize(r), !r.more)
+		if errors.Is(err, serve.ErrOutboxFull) {
+			s.log.Warn("ended a ModelStreamInfer stream whose client is not reading: its response queue is full", "model", in.GetModelName(), "id", in.GetId())
+			out.decoupled.Fail(serve.ErrClientBehind)
+			cancel()
+			return serve.ErrClientBehind
+		}
+		return err
+	}
+	reply := infer.Reply{Shape: infer.ByPolicy,
+		Render: func(resp *core.InferResponse, err error) {
+			switch {
+			case !started:
+				deliver(ctx, out.ordered, syncStreamError(seq, in, err))
+			case decoupled:
+				endDecoupled(in, out, err, cancel, leave)
+			default:
+				if leave != nil {
+					leave()
+				}
+				// Rendered before the end: outputs in shared memory are
+				// written into regions the call still holds. Delivered
+				// after it (see the dispatch).
+				result = unaryStreamResult(seq, in, resp, err, conv.regions)
+			}
+		},
+	}
+	call, ok := s.inferCall(w, nil, "ModelStreamInfer", reply.Render)
+	if !ok {
 		return true
 	}
-	wait, leave := order.enter(inf.Model, inf.Request)
-	inf.Request.Queued = leave
-	if !inf.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
+	s.pipe.Dispatch(ctx, &call, s.decoder(w, &conv), reply, send, func(inf *infer.Inference, run func(context.Context)) {
+		var wait <-chan struct{}
+		wait, leave = order.enter(inf.Model, inf.Request)
+		inf.Request.Queued = leave
+		started, decoupled = true, inf.Model.Config.GetModelTransactionPolicy().GetDecoupled()
 		go func() {
 			await(ctx, wait)
-			resp, err := inf.Infer(ctx, nil)
-			if leave != nil {
-				leave()
+			if !decoupled {
+				run(ctx)
+				// Once the call has ended, as its trace has.
+				deliver(ctx, out.ordered, result)
+				return
 			}
-			var r streamResult
-			switch {
-			case err != nil && core.Rejected(err):
-				r = syncStreamError(seq, in, err)
-			case err != nil:
-				r = asyncStreamError(seq, in, err)
-			default:
-				// Rendered before End: outputs in shared memory are
-				// written into regions the call still holds.
-				r = streamResponse(seq, in, resp, regions, true, false)
-			}
-			inf.End()
-			deliver(ctx, out.ordered, r)
+			// The model's send never waits: a response that finds the
+			// stream's outbox full fails the outbox, which ends the stream
+			// (serveStream) and drops what the outbox held, and ends the
+			// request, cancelled, so that a client that does not read
+			// holds back neither a Python worker nor an instance, nor the
+			// server's memory.
+			var reqCtx context.Context
+			reqCtx, cancel = context.WithCancel(ctx)
+			run(reqCtx)
 		}()
-		return true
+	})
+	return !decoupled
+}
+
+// unaryStreamResult is the stream's message for a one-response request's
+// run: its response, or its error (one found before the request was in
+// flight is answered as such).
+func unaryStreamResult(seq int64, in *pb.ModelInferRequest, resp *core.InferResponse, err error, regions *outputRegions) streamResult {
+	switch {
+	case err != nil && core.Rejected(err):
+		return syncStreamError(seq, in, err)
+	case err != nil:
+		return asyncStreamError(seq, in, err)
 	}
-	// A decoupled model's responses are written as they come.
-	// The model's send never waits: a response that finds the stream's
-	// outbox full fails the outbox, which ends the stream (serveStream)
-	// and drops what the outbox held, and ends the request, cancelled, so
-	// that a client that does not read holds back neither a Python worker
-	// nor an instance, nor the server's memory.
-	go func() {
-		defer inf.End()
-		if leave != nil {
-			defer leave()
-		}
-		await(ctx, wait)
-		reqCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		err := inf.Stream(reqCtx, func(resp *core.InferResponse, final bool) error {
-			// A final flag alone writes nothing unless the client asked
-			// for the empty final response; it still frees the slot.
-			r := streamResult{seq: -1}
-			if resp != nil || emptyFinal {
-				r = streamResponse(-1, in, resp, regions, final, !final)
-			}
-			// The request's last message always goes in: one per
-			// request, and the window bounds the requests.
-			err := out.decoupled.Put(r, resultSize(r), !r.more)
-			if errors.Is(err, serve.ErrOutboxFull) {
-				s.log.Warn("ended a ModelStreamInfer stream whose client is not reading: its response queue is full", "model", in.GetModelName(), "id", in.GetId())
-				out.decoupled.Fail(serve.ErrClientBehind)
-				cancel()
-				return serve.ErrClientBehind
-			}
-			return err
-		}, nil)
-		var r streamResult
-		switch {
-		case err == nil:
-			return
-		case core.Rejected(err):
-			r = syncStreamError(-1, in, err)
-		default:
-			r = asyncStreamError(-1, in, err)
-		}
-		// After the request's responses, in the same outbox.
+	return streamResponse(seq, in, resp, regions, true, false)
+}
+
+// endDecoupled ends a decoupled request's run: its error, if any, after
+// its responses in the same outbox; then the run's cancellation and the
+// request's place in its sequence are released.
+func endDecoupled(in *pb.ModelInferRequest, out *streamOut, err error, cancel context.CancelFunc, leave func()) {
+	var r streamResult
+	switch {
+	case err == nil:
+	case core.Rejected(err):
+		r = syncStreamError(-1, in, err)
+	default:
+		r = asyncStreamError(-1, in, err)
+	}
+	if err != nil {
 		_ = out.decoupled.Put(r, resultSize(r), true)
-	}()
-	return false
+	}
+	cancel()
+	if leave != nil {
+		leave()
+	}
 }
 
 // await waits for wait to close (nil: at once), or for the stream to end,

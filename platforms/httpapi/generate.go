@@ -16,6 +16,7 @@ import (
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/serve"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -43,30 +44,26 @@ var errGenerateEncoding = core.Errorf(core.CodeInvalidArg, "Unsupported content-
 const sseContentType = "text/event-stream; charset=utf-8"
 
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name string, version int64, stream bool) {
-	in, err := s.pipe.Start(r.Context(), &infer.Call{
-		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version, Meta: header(r.Header),
-	}, func(cfg *modelconfig.ModelConfig, _ *protocol.ForwardedHeaders) (*core.InferRequest, error) {
+	call := &infer.Call{Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version, Meta: header(r.Header)}
+	decode := func(cfg *modelconfig.ModelConfig, _ *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 		// The generate extension forwards no headers: Triton's
 		// HandleGenerate does not (triton-inference-server/server
 		// src/http_server.cc).
 		switch r.Header.Get("Content-Encoding") {
 		case "", "identity":
 		default:
-			return nil, errGenerateEncoding
+			return nil, nil, errGenerateEncoding
 		}
 		body, err := s.readJSONBody(r)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return decodeGenerate(body, cfg, s.opts.MaxInputSize)
-	})
-	if err != nil {
-		writeError(w, err)
-		return
+		req, err := decodeGenerate(body, cfg, s.opts.MaxInputSize)
+		return req, nil, err
 	}
-	defer in.End()
 	if stream {
-		s.streamGenerate(w, r, &in)
+		reply, send, dispatch := s.streamGenerate(w, r)
+		s.pipe.Dispatch(r.Context(), call, decode, reply, send, dispatch)
 		return
 	}
 	// /generate: the first response decides the status; a model that
@@ -75,7 +72,16 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	// src/http_server.cc).
 	var first *core.InferResponse
 	n := 0
-	err = in.Stream(r.Context(), func(resp *core.InferResponse, _ bool) error {
+	s.pipe.Run(r.Context(), call, decode, infer.Reply{Shape: infer.Streamed,
+		Render: func(_ *core.InferResponse, err error) {
+			// A call that did not start has no response either.
+			if err != nil && n == 0 {
+				writeError(w, err)
+				return
+			}
+			s.writeGenerate(w, r, first, n, err)
+		},
+	}, func(resp *core.InferResponse, _ bool) error {
 		if resp != nil {
 			if n == 0 {
 				first = resp
@@ -83,11 +89,13 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 			n++
 		}
 		return nil
-	}, nil)
-	if err != nil && n == 0 {
-		writeError(w, err)
-		return
-	}
+	})
+}
+
+// writeGenerate writes /generate's one object: first, the first of the
+// run's n responses, when it was the only one and the run succeeded
+// (err nil), Triton's error object otherwise.
+func (s *Server) writeGenerate(w http.ResponseWriter, r *http.Request, first *core.InferResponse, n int, err error) {
 	var obj []byte
 	switch {
 	case n != 1 || err != nil:
@@ -107,37 +115,68 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	_ = http.NewResponseController(w).Flush()
 }
 
-// streamGenerate answers /generate_stream: one SSE event per
+// streamGenerate is /generate_stream's reply: one SSE event per
 // response, sent as it is produced. Errors found before the request runs
 // are ordinary JSON replies; the first event sets the status (an error's
 // own status when the first response is one), and later errors are error
 // events. A final flag alone sends nothing.
 //
 // The model's sends never wait for the client: they go to the stream's
-// bounded queue (streamQueue), which this goroutine writes out, each
-// write bounded by streamWriteTimeout. A client that falls too far behind
-// or stops reading ends the stream: its request is cancelled and the
-// model's further sends fail, so one client can never hold back a Python
-// worker's reader or a model instance.
-func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request, in *infer.Inference) {
-	rc := http.NewResponseController(w)
-	ctx, cancel := context.WithCancelCause(r.Context())
+// bounded queue (streamQueue), which the handler's goroutine writes out
+// while the model runs on another (the pipeline's Dispatch), each write
+// bounded by streamWriteTimeout. A client that falls too far behind or
+// stops reading ends the stream: its request is cancelled and the model's
+// further sends fail, so one client can never hold back a Python worker's
+// reader or a model instance.
+func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request) (infer.Reply, infer.Send, func(*infer.Inference, func(context.Context))) {
+	var (
+		q    *streamQueue
+		done = make(chan error, 1) // the run's end
+		// written is closed once the events are written; the call ends
+		// after it.
+		written = make(chan struct{})
+	)
+	reply := infer.Reply{Shape: infer.Streamed, Render: func(_ *core.InferResponse, err error) {
+		if q == nil { // the call did not start
+			writeError(w, err)
+			return
+		}
+		done <- err
+		<-written
+	}}
+	send := func(resp *core.InferResponse, _ bool) error {
+		if resp == nil {
+			return nil
+		}
+		obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
+		if err != nil {
+			// A response that fails to convert is an error event.
+			return q.put(errorEvent(err))
+		}
+		return q.put(streamEvent{obj: obj, status: http.StatusOK})
+	}
+	dispatch := func(in *infer.Inference, run func(ctx context.Context)) {
+		rc := http.NewResponseController(w)
+		ctx, cancel := context.WithCancelCause(r.Context())
+		q = newStreamQueue(func(t time.Time) { _ = rc.SetWriteDeadline(t) }, cancel)
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			run(ctx)
+		}()
+		s.writeStream(w, r, in, rc, q, cancel, done, written)
+		<-ended
+	}
+	return reply, send, dispatch
+}
+
+// writeStream writes q's events until the run ends (done) and then the
+// stream's end, on the handler's goroutine; it closes written once it has
+// finished with the connection.
+func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, in *infer.Inference, rc *http.ResponseController,
+	q *streamQueue, cancel context.CancelCauseFunc, done <-chan error, written chan<- struct{}) {
+	defer close(written)
 	defer cancel(nil)
-	q := newStreamQueue(func(t time.Time) { _ = rc.SetWriteDeadline(t) }, cancel)
-	done := make(chan error, 1)
-	go func() {
-		done <- in.Stream(ctx, func(resp *core.InferResponse, _ bool) error {
-			if resp == nil {
-				return nil
-			}
-			obj, err := appendGenerateResponse(make([]byte, 0, 256), resp)
-			if err != nil {
-				// A response that fails to convert is an error event.
-				return q.put(errorEvent(err))
-			}
-			return q.put(streamEvent{obj: obj, status: http.StatusOK})
-		}, nil)
-	}()
 	// The connection is the queue's until the request has ended.
 	defer q.Close()
 	defer func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/inferd/inferd/platforms/codec"
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/protocol"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -20,39 +21,32 @@ import (
 // (HandleInfer in triton-inference-server/server src/http_server.cc).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
 	var env *codec.InferRequest
-	call := &infer.Call{
+	s.pipe.Run(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
 		Decoupled: ErrDecoupled, Meta: header(r.Header),
-	}
-	in, err := s.pipe.Start(r.Context(), call, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
+	}, func(_ *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 		var err error
 		if env, err = s.decodeInfer(r, name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		// The outputs' regions are held until the response is written.
-		call.Holds = &env.Holds
 		if fh != nil {
 			// After the body, as in Triton (HandleInfer calls
 			// ForwardHeaders once the body is parsed).
 			err = fh.Apply(env.Request)
 		}
-		return env.Request, err
-	})
-	if err != nil {
-		if errors.Is(err, errUnsupportedEncoding) {
+		// The outputs' regions are held until the response is written.
+		return env.Request, &env.Holds, err
+	}, infer.Reply{Report: s.inferLoadReport(w, r), Render: func(resp *core.InferResponse, err error) {
+		switch {
+		case errors.Is(err, errUnsupportedEncoding):
 			w.Header().Set("Accept-Encoding", "gzip, deflate")
+			writeError(w, err)
+		case err != nil:
+			writeError(w, err)
+		default:
+			s.writeInferResponse(w, r, resp, env)
 		}
-		writeError(w, err)
-		return
-	}
-	defer in.End()
-	resp, err := in.Infer(r.Context(), s.inferLoadReport(w, r))
-	in.Sending()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.writeInferResponse(w, r, resp, env)
+	}}, nil)
 }
 
 // inferLoadReport is the pipeline's load report step for an /infer call: the

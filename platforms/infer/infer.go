@@ -17,19 +17,22 @@
 // The body is read during decode, after the lookup and before the
 // acquisition, so a slow upload never holds a model (Triton's order:
 // HandleInfer in triton-inference-server/server src/http_server.cc, and
-// ModelInferHandler::Execute in src/grpc/infer_handler.cc). A new step
-// that every inference needs (a response cache lookup, a sequence's
-// correlation) is one edit in Start or Run. The decoder reads inputs in
+// ModelInferHandler::Execute in src/grpc/infer_handler.cc). Run is the one
+// entry, which owns a call from its lookup to its end; a frontend hands it
+// a Decoder and a Reply, and calls no step itself. A new step that every
+// inference needs (a response cache lookup, a sequence's correlation) is
+// one edit in start or run. The decoder reads inputs in
 // shared memory in place when their region is guarded against truncation
-// (platforms/shm), and copies them out otherwise; the spans it holds, those
-// inputs' and the outputs' in shared memory (Call.Holds), are held until
-// End, and checked for truncation once the run is over, before a
+// (platforms/shm), and copies them out otherwise; the spans it returns,
+// those inputs' and the outputs' in shared memory, are held until the
+// end, and checked for truncation once the run is over, before a
 // response is rendered (an output that is an input's own bytes is copied
 // out of the region first, so that rendering never reads a region).
 //
-// HTTP /infer and /generate (with SageMaker and Lambda, which route to the
-// same handlers), Vertex AI's "instances" predictions, and gRPC ModelInfer
-// and ModelStreamInfer all call it. See docs/architecture.md.
+// HTTP /infer, /generate and /generate_stream (with SageMaker and Lambda,
+// which route to the same handlers), Vertex AI's "instances" predictions,
+// and gRPC ModelInfer and ModelStreamInfer all call it. See
+// docs/architecture.md.
 package infer
 
 import (
@@ -100,8 +103,12 @@ type Metadata interface {
 
 // Decoder builds a call's core request for a model whose configuration is
 // cfg. fh are the headers to forward (nil: none), which the decoder
-// applies where its protocol's order puts them.
-type Decoder func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error)
+// applies where its protocol's order puts them. It returns the
+// shared-memory spans the call reads its inputs from in place and writes
+// its outputs to (nil: none): the pipeline holds them until End, so that
+// a region being unregistered waits for the call and no longer, and
+// releases them itself when the decoder fails after taking some.
+type Decoder func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error)
 
 // Call is one inference call as its frontend hands it over.
 type Call struct {
@@ -119,21 +126,16 @@ type Call struct {
 	// version, one lookup instead of two (Triton's ModelInferHandler
 	// looks the model up once, then converts the request).
 	Buffered bool
-	// Holds are the shared-memory spans the call reads its inputs from in
-	// place and writes its outputs to, which the decoder sets when it
-	// holds some (nil: none). They are
-	// released when the call fails to start, or at End, so that a region
-	// being unregistered waits for the call and no longer.
-	Holds *shm.Holds
 }
 
 // Report is a frontend's ORCA load report step: it receives the model once
 // the model has answered or refused the request. Nil reports nothing.
 type Report func(mv *core.ModelVersion)
 
-// Inference is a call on its way through the core, from Start to End.
+// Inference is a call on its way through the core, from its start to its
+// end, as Pipeline.Dispatch hands it over.
 type Inference struct {
-	// Model is the version that runs the request, held until End.
+	// Model is the version that runs the request, held until the end.
 	Model   *core.ModelVersion
 	Request *core.InferRequest
 
@@ -144,11 +146,9 @@ type Inference struct {
 	sending  bool
 }
 
-// Start takes c from lookup to trace (see the package documentation),
-// decode building its request. On success the caller runs the inference and
-// must call End. The decoder is an argument and the Inference a value, so
-// that neither allocates in an ordinary call.
-func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inference, error) {
+// start takes c from lookup to trace, decode building its request. On
+// success the call holds the model and its shared memory until end.
+func (p *Pipeline) start(ctx context.Context, c *Call, decode Decoder) (Inference, error) {
 	recv := p.clock()
 	var fh *protocol.ForwardedHeaders
 	if p.Forward != nil && c.Meta != nil {
@@ -159,15 +159,16 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 		mv      *core.ModelVersion
 		release func()
 		req     *core.InferRequest
+		holds   *shm.Holds
 		err     error
 	)
 	if c.Buffered {
 		if mv, release, err = protocol.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
 			return Inference{}, err
 		}
-		if req, err = decode(mv.Config, fh); err != nil {
+		if req, holds, err = decode(mv.Config, fh); err != nil {
 			release()
-			c.Holds.Release()
+			holds.Release()
 			return Inference{}, err
 		}
 	} else {
@@ -175,83 +176,19 @@ func (p *Pipeline) Start(ctx context.Context, c *Call, decode Decoder) (Inferenc
 		if err != nil {
 			return Inference{}, err
 		}
-		if req, err = decode(cfg, fh); err != nil {
-			c.Holds.Release()
+		if req, holds, err = decode(cfg, fh); err != nil {
+			holds.Release()
 			return Inference{}, err
 		}
 		if mv, release, err = protocol.Acquire(p.Core, c.Model, c.Version, c.Decoupled); err != nil {
-			c.Holds.Release()
+			holds.Release()
 			return Inference{}, err
 		}
 	}
 	req.ModelName, req.ModelVersion = c.Model, mv.Version
 	p.Logs.LogRequest(ctx, p.Log, c.Protocol.String(), c.Route, req)
-	return Inference{Model: mv, Request: req, protocol: c.Protocol, release: release, holds: c.Holds,
+	return Inference{Model: mv, Request: req, protocol: c.Protocol, release: release, holds: holds,
 		trace: p.startTrace(ctx, c, recv, req)}, nil
-}
-
-// Infer runs a request that has one response, then the load report. A
-// region of the call truncated during the run fails it (shm.Holds.Err):
-// the inputs read or the outputs written in place were lost.
-func (in *Inference) Infer(ctx context.Context, report Report) (*core.InferResponse, error) {
-	resp, err := in.Model.Infer(ctx, in.Request)
-	if report != nil {
-		report(in.Model)
-	}
-	if err == nil {
-		in.holds.Detach(resp.Outputs)
-		if ferr := in.holds.Err(); ferr != nil {
-			return nil, ferr
-		}
-	}
-	return resp, err
-}
-
-// Stream runs a request whose responses go to send as the model produces
-// them (core.ModelVersion.InferStream), then the load report.
-func (in *Inference) Stream(ctx context.Context, send func(resp *core.InferResponse, final bool) error, report Report) error {
-	if holds := in.holds; holds != nil {
-		plain := send
-		send = func(resp *core.InferResponse, final bool) error {
-			if resp != nil {
-				holds.Detach(resp.Outputs)
-			}
-			if err := holds.Err(); err != nil {
-				return err // a region of the call was truncated
-			}
-			return plain(resp, final)
-		}
-	}
-	err := in.Model.InferStream(ctx, in.Request, send)
-	if report != nil {
-		report(in.Model)
-	}
-	return err
-}
-
-// Sending marks the start of the response's sending, for the trace.
-func (in *Inference) Sending() {
-	if in.trace != nil {
-		_, _, start, _ := in.protocol.stamps()
-		in.trace.Stamp(start, time.Now())
-		in.sending = true
-	}
-}
-
-// End releases the model and the call's shared-memory spans, and ends the
-// trace (with the send's end, after Sending). Call it once the response
-// is written: outputs in shared memory are written while it is rendered.
-func (in *Inference) End() {
-	in.release()
-	in.holds.Release()
-	if in.trace == nil {
-		return
-	}
-	if in.sending {
-		_, _, _, end := in.protocol.stamps()
-		in.trace.Stamp(end, time.Now())
-	}
-	in.trace.Finish()
 }
 
 // clock is the time a call's handling began, when some trace setting is

@@ -17,6 +17,7 @@ import (
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/infer"
 	"github.com/inferd/inferd/platforms/protocol"
+	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -49,8 +50,8 @@ func request() *core.InferRequest {
 	return &core.InferRequest{ID: "r1", Inputs: []*core.Tensor{{Name: "INPUT0", DataType: core.TypeFP32, Shape: []int64{1}, Data: make([]byte, 4)}}}
 }
 
-func decodeRequest(*modelconfig.ModelConfig, *protocol.ForwardedHeaders) (*core.InferRequest, error) {
-	return request(), nil
+func decodeRequest(*modelconfig.ModelConfig, *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
+	return request(), nil, nil
 }
 
 var errDecoupled = core.Errorf(core.CodeUnsupported, "decoupled refused")
@@ -94,47 +95,54 @@ func TestPipelineSteps(t *testing.T) {
 					Protocol: infer.HTTP, Route: "/v2/models/" + tc.model + "/infer", Model: tc.model, Version: core.LatestVersion,
 					Decoupled: tc.decoupled, Meta: tc.meta, Buffered: buffered,
 				}
-				decode := func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, error) {
+				var req *core.InferRequest
+				decode := func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
 					decoded = true
 					if cfg == nil || len(cfg.GetInput()) != 1 {
 						t.Errorf("decoder got config %v", cfg)
 					}
 					if tc.decodeErr != nil {
-						return nil, tc.decodeErr
+						return nil, nil, tc.decodeErr
 					}
-					req := request()
+					req = request()
 					if fh != nil {
 						if err := fh.Apply(req); err != nil {
-							return nil, err
+							return nil, nil, err
 						}
 					}
-					return req, nil
+					return req, nil, nil
 				}
 				report := func(mv *core.ModelVersion) { reported = mv }
-				in, err := p.Start(context.Background(), call, decode)
-				if err == nil {
-					defer in.End()
-					if in.Request.ModelName != tc.model || in.Request.ModelVersion != 1 {
-						t.Errorf("request names %s version %d", in.Request.ModelName, in.Request.ModelVersion)
+				// A frontend that streams runs the decoupled model; the
+				// other runs the identity model's one response.
+				n := 0
+				var err error
+				send := func(resp *core.InferResponse, _ bool) error {
+					if resp != nil {
+						n++
 					}
-					if in.Model.Config.GetModelTransactionPolicy().GetDecoupled() {
-						n := 0
-						err = in.Stream(context.Background(), func(resp *core.InferResponse, _ bool) error {
-							if resp != nil {
-								n++
-							}
-							return nil
-						}, report)
-						if err == nil && n != 1 {
+					return nil
+				}
+				p.Run(context.Background(), call, decode, infer.Reply{
+					Shape: infer.ByPolicy, Report: report,
+					Render: func(resp *core.InferResponse, rerr error) {
+						err = rerr
+						if rerr == nil && tc.model == "decoupled" && n != 1 {
 							t.Errorf("%d responses", n)
 						}
-					} else {
-						_, err = in.Infer(context.Background(), report)
+						if rerr == nil && tc.model == "id" && resp == nil {
+							t.Error("no response")
+						}
+					},
+				}, send)
+				if req != nil && err == nil {
+					if req.ModelName != tc.model || req.ModelVersion != 1 {
+						t.Errorf("request names %s version %d", req.ModelName, req.ModelVersion)
 					}
-					if got, _ := in.Request.Parameters["x-tag"].(string); got != tc.param {
+					if got, _ := req.Parameters["x-tag"].(string); got != tc.param {
 						t.Errorf("forwarded x-tag %q, want %q", got, tc.param)
 					}
-					if _, ok := in.Request.Parameters["other"]; ok {
+					if _, ok := req.Parameters["other"]; ok {
 						t.Error("a header outside the pattern was forwarded")
 					}
 				}
@@ -158,44 +166,51 @@ func TestPipelineSteps(t *testing.T) {
 	}
 }
 
-// TestPipelineReleases checks that End releases the model: an unload
+// TestPipelineReleases checks that the end releases the model: an unload
 // waits for a held version and finishes once the call has ended.
 func TestPipelineReleases(t *testing.T) {
 	c := start(t)
 	p := &infer.Pipeline{Core: c, Log: slog.New(slog.DiscardHandler)}
-	in, err := p.Start(context.Background(), &infer.Call{Model: "id", Version: core.LatestVersion}, decodeRequest)
+	unloaded := make(chan error, 1)
+	var err error
+	p.Dispatch(context.Background(), &infer.Call{Model: "id", Version: core.LatestVersion}, decodeRequest, infer.Reply{
+		Render: func(_ *core.InferResponse, rerr error) { err = rerr },
+	}, nil, func(_ *infer.Inference, run func(context.Context)) {
+		go func() { unloaded <- c.Unload(context.Background(), "id") }()
+		time.Sleep(100 * time.Millisecond) // time for the unload to reach the wait
+		select {
+		case err := <-unloaded:
+			t.Fatalf("unload returned (%v) while the call held the model", err)
+		default:
+		}
+		run(context.Background())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unloaded := make(chan error, 1)
-	go func() { unloaded <- c.Unload(context.Background(), "id") }()
-	time.Sleep(100 * time.Millisecond) // time for the unload to reach the wait
-	select {
-	case err := <-unloaded:
-		t.Fatalf("unload returned (%v) while the call held the model", err)
-	default:
-	}
-	if _, err := in.Infer(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	in.End()
 	if err := <-unloaded; err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestPipelineTraceStamps checks each protocol's timestamp names in a
-// traced request's record (triton mode, rate 1).
+// traced request's record (triton mode, rate 1): a call with one response
+// stamps its send, a stream (and a one-response request of
+// ModelStreamInfer, which its stream's writer sends) does not.
 func TestPipelineTraceStamps(t *testing.T) {
 	c := start(t)
 	for _, tc := range []struct {
 		protocol infer.Protocol
+		shape    infer.Shape
 		want     []string
+		not      []string
 	}{
-		{infer.HTTP, []string{"HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"}},
-		{infer.GRPC, []string{"GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"}},
+		{infer.HTTP, infer.OneResponse, []string{"HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"}, nil},
+		{infer.GRPC, infer.OneResponse, []string{"GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"}, nil},
+		{infer.HTTP, infer.Streamed, []string{"HTTP_RECV_START", "HTTP_RECV_END"}, []string{"HTTP_SEND_START", "HTTP_SEND_END"}},
+		{infer.GRPC, infer.ByPolicy, []string{"GRPC_WAITREAD_START", "GRPC_WAITREAD_END"}, []string{"GRPC_SEND_START", "GRPC_SEND_END"}},
 	} {
-		t.Run(tc.protocol.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d", tc.protocol, tc.shape), func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "trace.json")
 			cfg, err := trace.ParseConfig([]string{"triton,file=" + file, "level=TIMESTAMPS", "rate=1"}, trace.Deprecated{})
 			if err != nil {
@@ -206,18 +221,20 @@ func TestPipelineTraceStamps(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := &infer.Pipeline{Core: c, Trace: m, Log: slog.New(slog.DiscardHandler)}
-			in, err := p.Start(context.Background(), &infer.Call{Protocol: tc.protocol, Model: "id", Version: core.LatestVersion}, decodeRequest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if in.Request.Trace == nil {
-				t.Fatal("a request sampled at rate 1 has no trace")
-			}
-			if _, err := in.Infer(context.Background(), nil); err != nil {
-				t.Fatal(err)
-			}
-			in.Sending()
-			in.End()
+			var req *core.InferRequest
+			p.Run(context.Background(), &infer.Call{Protocol: tc.protocol, Model: "id", Version: core.LatestVersion},
+				func(*modelconfig.ModelConfig, *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error) {
+					req = request()
+					return req, nil, nil
+				}, infer.Reply{Shape: tc.shape,
+					Render: func(_ *core.InferResponse, rerr error) {
+						if rerr != nil {
+							t.Fatal(rerr)
+						}
+						if req.Trace == nil {
+							t.Fatal("a request sampled at rate 1 has no trace")
+						}
+					}}, func(*core.InferResponse, bool) error { return nil })
 			if err := m.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -228,6 +245,11 @@ func TestPipelineTraceStamps(t *testing.T) {
 			for _, name := range tc.want {
 				if !strings.Contains(string(b), `"`+name+`"`) {
 					t.Errorf("trace lacks %s: %s", name, b)
+				}
+			}
+			for _, name := range tc.not {
+				if strings.Contains(string(b), `"`+name+`"`) {
+					t.Errorf("trace has %s: %s", name, b)
 				}
 			}
 		})
