@@ -2,12 +2,7 @@ package python
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"log/slog"
-	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,30 +177,6 @@ var _ core.Instance = (*instance)(nil)
 // the next already in its socket. Waking a sleeping worker for each
 // execution cost more than the model code of a small one.
 func (in *instance) Depth() int { return depth }
-
-type wireRequest struct {
-	RID           int64        `json:"rid"`
-	ID            string       `json:"id"`
-	CorrelationID any          `json:"correlation_id"`
-	Flags         uint32       `json:"flags"`
-	TimeoutUs     uint64       `json:"timeout_us"`
-	Parameters    string       `json:"parameters"`
-	Requested     []string     `json:"requested_outputs"`
-	Inputs        []tensorDesc `json:"inputs"`
-}
-
-// wireResponse is one entry of execute_done, or a send's response.
-type wireResponse struct {
-	Error      *wireError   `json:"error"`
-	Outputs    []tensorDesc `json:"outputs"`
-	Parameters string       `json:"parameters"`
-}
-
-// wireError is a response's error: a TritonError's code and message.
-type wireError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
 
 // Execute runs one batch: execute(requests) in the worker. Each request's
 // inputs travel once, as blobs of the frame.
@@ -428,117 +399,6 @@ func destinations(r *core.ExecRequest) map[string][]byte {
 	return into
 }
 
-// handle serves the worker's own messages; it runs on the reader
-// goroutine, so anything that may wait runs on its own.
-func (in *instance) handle(w *worker, op string, f frameIn) {
-	switch op {
-	case "send":
-		in.onSend(w, f)
-	case "log":
-		in.onLog(w, f)
-	case "bls":
-		go in.onBLS(w, f)
-	case "bls_cancel":
-		in.onBLSCancel(w, f)
-	case "model_control":
-		go in.onModelControl(w, f)
-	case "metric":
-		in.onMetric(w, f)
-	default:
-		w.log.Error("Python worker sent an unknown message", "op", op)
-	}
-}
-
-// onSend delivers a response the model sent through a request's sender.
-// It runs on the reader goroutine, which must not wait for a consumer (a
-// client that stopped reading would hold back every request of the
-// worker): the response is converted here and queued on its request, whose
-// own goroutine delivers it and then answers the model's send, so a slow
-// consumer holds back only the sends of its request, in their order.
-func (in *instance) onSend(w *worker, f frameIn) {
-	var m struct {
-		Seq      int64         `json:"seq"`
-		RID      int64         `json:"rid"`
-		Flags    int           `json:"flags"`
-		Response *wireResponse `json:"response"`
-	}
-	reply := map[string]any{"op": "reply"}
-	if err := decode(f, &m); err != nil {
-		reply["error"] = err.Error()
-		_ = w.send(reply, nil)
-		return
-	}
-	reply["seq"] = m.Seq
-	final := m.Flags == 1
-	var resp *core.ExecResponse
-	if m.Response != nil {
-		resp = in.response(m.Response, f, nil)
-	}
-	in.mu.Lock()
-	o := in.open[m.RID]
-	if o == nil {
-		in.mu.Unlock()
-		reply["error"] = core.Errorf(core.CodeInternal, "Unable to send response. Response sender has been closed.").Error()
-		_ = w.send(reply, nil)
-		return
-	}
-	if final {
-		delete(in.open, m.RID)
-	}
-	if resp != nil {
-		o.responded = true
-	}
-	o.sends = append(o.sends, func() {
-		var err error
-		if resp != nil || final {
-			err = o.r.Send(resp, final)
-		}
-		if final {
-			o.stop()
-		}
-		if err != nil {
-			reply["error"] = err.Error()
-		}
-		_ = w.send(reply, nil)
-	})
-	if !o.sending {
-		o.sending = true
-		go in.deliver(o)
-	}
-	in.mu.Unlock()
-}
-
-// deliver runs o's queued sends in order until none is left.
-func (in *instance) deliver(o *openRequest) {
-	for {
-		in.mu.Lock()
-		if len(o.sends) == 0 {
-			o.sending = false
-			in.mu.Unlock()
-			return
-		}
-		send := o.sends[0]
-		o.sends = o.sends[1:]
-		in.mu.Unlock()
-		send()
-	}
-}
-
-// onLog writes a model's Logger message to the server log.
-func (in *instance) onLog(w *worker, f frameIn) {
-	var m struct {
-		Level   string `json:"level"`
-		File    string `json:"file"`
-		Line    int    `json:"line"`
-		Message string `json:"message"`
-	}
-	if decode(f, &m) != nil {
-		return
-	}
-	level := map[string]slog.Level{"INFO": slog.LevelInfo, "WARNING": slog.LevelWarn, "ERROR": slog.LevelError, "VERBOSE": slog.LevelDebug}[m.Level]
-	w.log.Log(context.Background(), level, m.Message, "file", fmt.Sprintf("%s:%d", m.File, m.Line))
-}
-
 // Close calls finalize and stops the worker, killing it and its children
 // if it has not exited within the stub timeout.
 func (in *instance) Close() error {
@@ -558,109 +418,5 @@ func (in *instance) Close() error {
 	return nil
 }
 
-func decode(f frameIn, v any) error {
-	if err := json.Unmarshal(f.header, v); err != nil {
-		return core.Errorf(core.CodeInternal, "Python worker sent a malformed message: %v", err)
-	}
-	return nil
-}
-
-// correlationID is the request's sequence id as Python sees it: an int, or
-// a str when the client gave a string.
-func correlationID(c core.Correlation) any {
-	if c.IsString {
-		return c.StringID
-	}
-	return c.ID
-}
-
-// parametersJSON renders a request's model parameters as the JSON object
-// text request.parameters() returns (triton-inference-server/python_backend
-// README.md, "Inference Request Parameters").
-func parametersJSON(p map[string]any) (string, error) {
-	if len(p) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return "", core.Errorf(core.CodeInternal, "request parameters: %v", err)
-	}
-	return string(b), nil
-}
-
-// responseParameters reads a response's parameters: bool, int and str.
-func responseParameters(text string) (map[string]any, error) {
-	var raw map[string]any
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return nil, err
-	}
-	out := make(map[string]any, len(raw))
-	for k, v := range raw {
-		switch v := v.(type) {
-		case json.Number:
-			n, err := v.Int64()
-			if err != nil {
-				f, _ := v.Float64()
-				if f != math.Trunc(f) {
-					return nil, fmt.Errorf("parameter '%s' is not an integer", k)
-				}
-				n = int64(f)
-			}
-			out[k] = n
-		case bool, string:
-			out[k] = v
-		default:
-			return nil, fmt.Errorf("parameter '%s' has type %T", k, v)
-		}
-	}
-	return out, nil
-}
-
 // mergeConfig copies src into dst (a completed configuration).
 func mergeConfig(dst, src *modelconfig.ModelConfig) { proto.Merge(dst, src) }
-
-// onMetric serves pb_utils.MetricFamily and Metric: creation and value()
-// answer; increment, set and observe do not (errors are logged).
-func (in *instance) onMetric(w *worker, f frameIn) {
-	var m struct {
-		Seq         int64             `json:"seq"`
-		Action      string            `json:"action"`
-		Name        string            `json:"name"`
-		Description string            `json:"description"`
-		Kind        int               `json:"kind"`
-		Labels      map[string]string `json:"labels"`
-		Buckets     []float64         `json:"buckets"`
-		ID          int64             `json:"id"`
-		Value       float64           `json:"value"`
-	}
-	if err := decode(f, &m); err != nil {
-		w.log.Error("custom metric", "err", err)
-		return
-	}
-	c := in.b.metrics
-	reply := map[string]any{"op": "reply", "seq": m.Seq}
-	var err error
-	switch m.Action {
-	case "family":
-		err = c.family(m.Name, m.Description, m.Kind)
-	case "metric":
-		var id int64
-		id, err = c.metric(w, m.Name, m.Labels, m.Buckets)
-		reply["value"] = id
-	case "value":
-		var v float64
-		v, err = c.value(m.ID)
-		reply["value"] = v
-	default:
-		if err := c.update(m.ID, m.Action, m.Value); err != nil {
-			w.log.Error("custom metric", "err", err)
-		}
-		return
-	}
-	if err != nil {
-		reply["error"] = err.Error()
-	}
-	_ = w.send(reply, nil)
-}

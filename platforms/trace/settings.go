@@ -116,54 +116,111 @@ type Deprecated struct {
 // bsp_schedule_delay, bsp_max_export_batch_size) in opentelemetry mode.
 // Unknown settings are ignored, as Triton.
 func ParseConfig(values []string, dep Deprecated) (Config, error) {
-	c := DefaultConfig()
-	disable := false
-	addLevel := func(v string) error {
-		l, off, err := parseLevelFlag(v)
-		if err != nil {
-			return err
-		}
-		disable = disable || off
-		c.Level |= l
-		return nil
+	b := &configBuilder{c: DefaultConfig()}
+	if err := b.deprecated(dep); err != nil {
+		return b.c, err
 	}
+	modeSettings, err := b.global(values)
+	if err != nil {
+		return b.c, err
+	}
+	if b.c.Mode == ModeTriton {
+		if dep.File != nil {
+			b.c.File = *dep.File
+		}
+		if dep.LogFrequency != nil {
+			b.c.LogFrequency = uint32(*dep.LogFrequency)
+		}
+	}
+	var bsp [3]bool
+	for _, s := range modeSettings {
+		if s.mode != b.c.Mode.String() {
+			continue // another mode's setting: unused, as Triton
+		}
+		if err := b.modeSetting(s, &bsp); err != nil {
+			return b.c, err
+		}
+	}
+	if b.c.Mode == ModeOpenTelemetry {
+		// The batch span processor's settings are listed even when not
+		// given, with their defaults, as Triton does.
+		for i, d := range [3][2]string{{"bsp_max_queue_size", "2048"}, {"bsp_schedule_delay", "5000"}, {"bsp_max_export_batch_size", "512"}} {
+			if !bsp[i] {
+				b.c.Extra = append(b.c.Extra, d)
+			}
+		}
+	}
+	if b.disable {
+		b.c.Level = 0
+	}
+	return b.c, nil
+}
+
+// configBuilder is ParseConfig's configuration while it reads the values.
+type configBuilder struct {
+	c       Config
+	disable bool // OFF was among the levels: it wins at the end
+}
+
+// modeSetting is a "<mode>,<setting>=<value>" value, applied once the mode
+// is known.
+type modeSetting struct{ mode, key, value string }
+
+// addLevel adds a level (the levels add up).
+func (b *configBuilder) addLevel(v string) error {
+	l, off, err := parseLevelFlag(v)
+	if err != nil {
+		return err
+	}
+	b.disable = b.disable || off
+	b.c.Level |= l
+	return nil
+}
+
+// deprecated reads the deprecated flags, which --trace-config overrides.
+func (b *configBuilder) deprecated(dep Deprecated) error {
 	for _, v := range dep.Levels {
-		if err := addLevel(v); err != nil {
-			return c, fmt.Errorf("--trace-level: %w", err)
+		if err := b.addLevel(v); err != nil {
+			return fmt.Errorf("--trace-level: %w", err)
 		}
 	}
 	if dep.Rate != nil {
 		n, err := flagRange(*dep.Rate, 0)
 		if err != nil {
-			return c, fmt.Errorf("bad option --trace-rate: %w", err)
+			return fmt.Errorf("bad option --trace-rate: %w", err)
 		}
-		c.Rate = uint32(n)
+		b.c.Rate = uint32(n)
 	}
 	if dep.Count != nil {
 		n, err := flagRange(*dep.Count, -1)
 		if err != nil {
-			return c, fmt.Errorf("bad option --trace-count: %w", err)
+			return fmt.Errorf("bad option --trace-count: %w", err)
 		}
-		c.Count = int32(n)
+		b.c.Count = int32(n)
 	}
 	if dep.LogFrequency != nil {
 		if _, err := flagRange(*dep.LogFrequency, 0); err != nil {
-			return c, fmt.Errorf("bad option --trace-log-frequency: %w", err)
+			return fmt.Errorf("bad option --trace-log-frequency: %w", err)
 		}
 	}
-	type kv struct{ mode, key, value string }
-	var modeSettings []kv
+	return nil
+}
+
+// global applies the global settings of values in order and returns the
+// mode settings, with their mode's canonical name.
+func (b *configBuilder) global(values []string) ([]modeSetting, error) {
+	var modeSettings []modeSetting
 	for _, v := range values {
 		mode, key, value, err := splitSetting(v)
 		if err != nil {
-			return c, err
+			return nil, err
 		}
 		if mode != "" {
 			m, err := parseMode(mode)
 			if err != nil {
-				return c, err
+				return nil, err
 			}
-			modeSettings = append(modeSettings, kv{m.String(), key, value})
+			modeSettings = append(modeSettings, modeSetting{m.String(), key, value})
 			continue
 		}
 		bad := func(err error) error { return fmt.Errorf("bad option --trace-config %s: %w", key, err) }
@@ -171,99 +228,77 @@ func ParseConfig(values []string, dep Deprecated) (Config, error) {
 		case "rate":
 			n, err := flagInt(value, 0)
 			if err != nil {
-				return c, bad(err)
+				return nil, bad(err)
 			}
-			c.Rate = uint32(n)
+			b.c.Rate = uint32(n)
 		case "count":
 			n, err := flagInt(value, -1)
 			if err != nil {
-				return c, bad(err)
+				return nil, bad(err)
 			}
-			c.Count = int32(n)
+			b.c.Count = int32(n)
 		case "level":
-			if err := addLevel(value); err != nil {
-				return c, bad(err)
+			if err := b.addLevel(value); err != nil {
+				return nil, bad(err)
 			}
 		case "mode":
 			m, err := parseMode(value)
 			if err != nil {
-				return c, bad(err)
+				return nil, bad(err)
 			}
-			c.Mode = m
+			b.c.Mode = m
 		}
 	}
-	if c.Mode == ModeTriton {
-		if dep.File != nil {
-			c.File = *dep.File
-		}
-		if dep.LogFrequency != nil {
-			c.LogFrequency = uint32(*dep.LogFrequency)
-		}
-	}
-	var bsp [3]bool
-	for _, s := range modeSettings {
-		if s.mode != c.Mode.String() {
-			continue // another mode's setting: unused, as Triton
-		}
-		bad := func(err error) error { return fmt.Errorf("bad option --trace-config %s,%s: %w", s.mode, s.key, err) }
-		u32 := func() (uint32, error) {
-			n, err := strconv.ParseUint(s.value, 10, 32)
-			if err != nil {
-				return 0, bad(fmt.Errorf("%q is not an unsigned 32-bit integer", s.value))
-			}
-			return uint32(n), nil
-		}
-		var err error
-		switch c.Mode {
-		case ModeTriton:
-			switch s.key {
-			case "file":
-				c.File = s.value
-			case "log-frequency":
-				var n int
-				if n, err = flagInt(s.value, 0); err == nil {
-					c.LogFrequency = uint32(n)
-				} else {
-					err = bad(err)
-				}
-			}
-		case ModeOpenTelemetry:
-			extra := s.value
-			switch s.key {
-			case "url":
-				c.URL = s.value
-			case "resource":
-				k, v, _ := strings.Cut(s.value, "=")
-				c.Resource = append(c.Resource, [2]string{k, v})
-			case "bsp_max_queue_size":
-				c.BSPMaxQueueSize, err = u32()
-				bsp[0] = true
-			case "bsp_schedule_delay":
-				c.BSPScheduleDelayMs, err = u32()
-				bsp[1] = true
-			case "bsp_max_export_batch_size":
-				c.BSPMaxExportBatchSize, err = u32()
-				bsp[2] = true
-			}
-			c.Extra = append(c.Extra, [2]string{s.key, extra})
-		}
+	return modeSettings, nil
+}
+
+// modeSetting applies a setting of the configured mode; bsp records which
+// batch span processor settings were given.
+func (b *configBuilder) modeSetting(s modeSetting, bsp *[3]bool) error {
+	c := &b.c
+	bad := func(err error) error { return fmt.Errorf("bad option --trace-config %s,%s: %w", s.mode, s.key, err) }
+	u32 := func() (uint32, error) {
+		n, err := strconv.ParseUint(s.value, 10, 32)
 		if err != nil {
-			return c, err
+			return 0, bad(fmt.Errorf("%q is not an unsigned 32-bit integer", s.value))
 		}
+		return uint32(n), nil
 	}
-	if c.Mode == ModeOpenTelemetry {
-		// The batch span processor's settings are listed even when not
-		// given, with their defaults, as Triton does.
-		for i, d := range [3][2]string{{"bsp_max_queue_size", "2048"}, {"bsp_schedule_delay", "5000"}, {"bsp_max_export_batch_size", "512"}} {
-			if !bsp[i] {
-				c.Extra = append(c.Extra, d)
+	var err error
+	switch c.Mode {
+	case ModeTriton:
+		switch s.key {
+		case "file":
+			c.File = s.value
+		case "log-frequency":
+			var n int
+			if n, err = flagInt(s.value, 0); err == nil {
+				c.LogFrequency = uint32(n)
+			} else {
+				err = bad(err)
 			}
 		}
+	case ModeOpenTelemetry:
+		extra := s.value
+		switch s.key {
+		case "url":
+			c.URL = s.value
+		case "resource":
+			k, v, _ := strings.Cut(s.value, "=")
+			c.Resource = append(c.Resource, [2]string{k, v})
+		case "bsp_max_queue_size":
+			c.BSPMaxQueueSize, err = u32()
+			bsp[0] = true
+		case "bsp_schedule_delay":
+			c.BSPScheduleDelayMs, err = u32()
+			bsp[1] = true
+		case "bsp_max_export_batch_size":
+			c.BSPMaxExportBatchSize, err = u32()
+			bsp[2] = true
+		}
+		c.Extra = append(c.Extra, [2]string{s.key, extra})
 	}
-	if disable {
-		c.Level = 0
-	}
-	return c, nil
+	return err
 }
 
 // splitSetting splits "[<mode>,]<setting>=<value>": the mode is what
