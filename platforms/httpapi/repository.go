@@ -11,25 +11,22 @@ import (
 	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
-func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
+func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.readJSONBody(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	readyOnly := false
 	if len(body) > 0 {
 		ready, present, err := indexReady(body)
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		readyOnly = present && ready
 	}
 	entries, err := protocol.RepositoryIndex(r.Context(), s.core, readyOnly)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	b := []byte{'['}
 	for i, e := range entries {
@@ -53,25 +50,23 @@ func (s *Server) repoIndex(w http.ResponseWriter, r *http.Request) {
 		b = append(b, '}')
 	}
 	writeJSON(w, append(b, ']'))
+	return nil
 }
 
-func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
+func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) error {
 	name := chi.URLParam(r, "model")
 	if err := protocol.CheckExplicit(s.core); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	body, err := s.readJSONBody(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	var ov *core.LoadOverride
 	if len(body) > 0 {
 		params, err := loadParameters(body)
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		for k, v := range params {
 			switch {
@@ -89,28 +84,25 @@ func (s *Server) repoLoad(w http.ResponseWriter, r *http.Request) {
 				}
 				ov.Files[strings.TrimPrefix(k, "file:")] = lenientBase64(v)
 			default:
-				writeError(w, core.Errorf(core.CodeInternal, "unexpected error on creating Triton parameter"))
-				return
+				return core.Errorf(core.CodeInternal, "unexpected error on creating Triton parameter")
 			}
 		}
 	}
 	if err := protocol.Load(r.Context(), s.core, name, ov); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, nil)
+	return nil
 }
 
-func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
+func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) error {
 	name := chi.URLParam(r, "model")
 	if err := protocol.CheckExplicit(s.core); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	body, err := s.readJSONBody(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	dependents := false
 	if len(body) > 0 {
@@ -118,8 +110,7 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 		// ignored, as in Triton.
 		doc, err := tritonjson.ParseJSON(body)
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		if params, ok := doc.Root().Find("parameters"); ok {
 			if v, ok := params.Find("unload_dependents"); ok && v.IsBool() {
@@ -128,10 +119,10 @@ func (s *Server) repoUnload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := protocol.Unload(r.Context(), s.core, name, dependents); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, nil)
+	return nil
 }
 
 // lenientBase64 decodes like Triton's decoder: characters outside the
