@@ -161,5 +161,5 @@ func registerCUDA(m *shm.Manager, name string, req tritonjson.Value) error {
 	if err != nil {
 		return err
 	}
-	return protocol.ShmRegisterCUDA(m, name, lenientBase64(string(b64)), int64(deviceID), byteSize)
+	return protocol.ShmRegisterCUDA(m, name, protocol.LenientBase64(string(b64)), int64(deviceID), byteSize)
 }
