@@ -153,7 +153,7 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryMode
 	if req.GetRepositoryName() != "" {
 		return nil, statusError(protocol.ErrRepositoryName)
 	}
-	ov, err := protocol.ReadLoadParams(repositoryParams(req.GetParameters()))
+	ov, err := protocol.ReadLoadParams(repositoryParams(req.GetParameters()), protocol.GRPCRules)
 	if err != nil {
 		return nil, statusError(err)
 	}
@@ -169,7 +169,7 @@ func (s *Server) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryMo
 	if req.GetRepositoryName() != "" {
 		return nil, statusError(protocol.ErrRepositoryName)
 	}
-	dependents, err := protocol.ReadUnloadParams(repositoryParams(req.GetParameters()))
+	dependents, err := protocol.ReadUnloadParams(repositoryParams(req.GetParameters()), protocol.GRPCRules)
 	if err != nil {
 		return nil, statusError(err)
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
@@ -22,9 +23,10 @@ func indexReady(body []byte) (ready, present bool, err error) {
 	return ready, true, nil
 }
 
-// loadParameters reads the "parameters" object of a load body; every value
-// must be a JSON string (a type error is INTERNAL, as in Triton).
-func loadParameters(body []byte) (map[string]string, error) {
+// loadParameters reads the "parameters" object of a load body, for
+// protocol.ReadLoadParams; every value must be a JSON string (a type error
+// is INTERNAL, as in Triton).
+func loadParameters(body []byte) (map[string]protocol.Param, error) {
 	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
 		return nil, err
@@ -34,13 +36,13 @@ func loadParameters(body []byte) (map[string]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	out := map[string]string{}
+	out := map[string]protocol.Param{}
 	for k, v := range params.Members() {
 		s, err := v.Str()
 		if err != nil {
 			return nil, err
 		}
-		out[string(k)] = s
+		out[string(k)] = protocol.Param{Kind: protocol.ParamString, String: s}
 	}
 	return out, nil
 }

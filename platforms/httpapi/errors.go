@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -12,12 +13,46 @@ import (
 // 2.42; INTERNAL for an error without a class).
 func errorStatus(err error) int { return protocol.HTTPStatus(protocol.ClassOf(err)) }
 
-// writeError writes {"error":"..."}; every error body in the API goes here.
-func writeError(w http.ResponseWriter, err error) {
-	writeErrorStatus(w, errorStatus(err), err.Error())
+// handlerFunc is a route's handler: it writes its reply, or returns the
+// error that the route answers, which the route's adapter (Server.handle)
+// renders with writeError, as Caddy's and Prometheus' handlers return
+// theirs to one renderer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// statusError is an error answered with a status of its own rather than
+// its Triton class's: the router's 404 and 405, the restricted API's 403,
+// a model that is not ready.
+type statusError struct {
+	status int
+	msg    string
 }
 
-func writeErrorStatus(w http.ResponseWriter, status int, msg string) { WriteError(w, status, msg) }
+func (e *statusError) Error() string { return e.msg }
+
+// The router's refusals, and a model version that is not ready: every
+// not-ready case, unknown models included, answers 400 as every released
+// Triton does (HandleModelReady in triton-inference-server/server
+// src/http_server.cc).
+var (
+	errNotFound         = &statusError{http.StatusNotFound, "Not Found"}
+	errMethodNotAllowed = &statusError{http.StatusMethodNotAllowed, "Method Not Allowed"}
+	errVersionNotReady  = &statusError{http.StatusBadRequest, "Model version not ready"}
+)
+
+// writeError writes {"error":"..."} with err's status; every error body in
+// the API goes here. A refused Content-Encoding also names the ones
+// accepted, as Triton's HandleInfer does.
+func writeError(w http.ResponseWriter, err error) {
+	status := errorStatus(err)
+	var se *statusError
+	if errors.As(err, &se) {
+		status = se.status
+	}
+	if errors.Is(err, errUnsupportedEncoding) {
+		w.Header().Set("Accept-Encoding", "gzip, deflate")
+	}
+	WriteError(w, status, err.Error())
+}
 
 // WriteError writes Triton's error body {"error":"<msg>"} with status; the
 // platform frontends answer their own errors with it.

@@ -26,14 +26,17 @@ import (
 // JSON object out per response: /generate expects exactly one, and
 // /generate_stream sends each as an SSE event as the model produces it.
 
-// generate is POST /v2/models/{m}[/versions/{v}]/generate.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, name string, version int64) {
+// generate is POST /v2/models/{m}[/versions/{v}]/generate. Like /infer's,
+// its errors are rendered by the pipeline's Render step (see infer).
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, name string, version int64) error {
 	s.serveGenerate(w, r, name, version, false)
+	return nil
 }
 
 // generateStream is POST /v2/models/{m}[/versions/{v}]/generate_stream.
-func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, name string, version int64) {
+func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, name string, version int64) error {
 	s.serveGenerate(w, r, name, version, true)
+	return nil
 }
 
 // errGenerateEncoding refuses a compressed generate body: the extension
@@ -75,11 +78,12 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 	s.pipe.Run(r.Context(), call, decode, infer.Reply{Shape: infer.Streamed,
 		Render: func(_ *core.InferResponse, err error) {
 			// A call that did not start has no response either.
-			if err != nil && n == 0 {
-				writeError(w, err)
-				return
+			if err == nil || n > 0 {
+				err = s.writeGenerate(w, r, first, n, err)
 			}
-			s.writeGenerate(w, r, first, n, err)
+			if err != nil {
+				writeError(w, err)
+			}
 		},
 	}, func(resp *core.InferResponse, _ bool) error {
 		if resp != nil {
@@ -94,16 +98,16 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 
 // writeGenerate writes /generate's one object: first, the first of the
 // run's n responses, when it was the only one and the run succeeded
-// (err nil), Triton's error object otherwise.
-func (s *Server) writeGenerate(w http.ResponseWriter, r *http.Request, first *core.InferResponse, n int, err error) {
+// (err nil), Triton's error object otherwise. It returns the error that
+// keeps the response from being rendered (nothing written then).
+func (s *Server) writeGenerate(w http.ResponseWriter, r *http.Request, first *core.InferResponse, n int, err error) error {
 	var obj []byte
 	switch {
 	case n != 1 || err != nil:
 		obj = []byte(`{"error":"generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}`)
 	default:
 		if obj, err = appendGenerateResponse(make([]byte, 0, 256), first); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 	}
 	// Triton sends the one object chunked; flushing after the write gives
@@ -113,6 +117,7 @@ func (s *Server) writeGenerate(w http.ResponseWriter, r *http.Request, first *co
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(obj)
 	_ = http.NewResponseController(w).Flush()
+	return nil
 }
 
 // streamGenerate is /generate_stream's reply: one SSE event per

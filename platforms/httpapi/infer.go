@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -18,8 +17,11 @@ import (
 
 // infer is POST /v2/models/{m}[/versions/{v}]/infer: decoded and
 // rendered here, run by the pipeline (platforms/infer) in Triton's order
-// (HandleInfer in triton-inference-server/server src/http_server.cc).
-func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) {
+// (HandleInfer in triton-inference-server/server src/http_server.cc). Its
+// errors are rendered by the pipeline's Render step, with writeError, and
+// not returned: an error's reply is written before the call ends, as a
+// response's is, so that the trace's send stamps frame it.
+func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) error {
 	var env *codec.InferRequest
 	s.pipe.Run(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
@@ -37,16 +39,14 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 		// The outputs' regions are held until the response is written.
 		return env.Request, &env.Holds, err
 	}, infer.Reply{Report: s.inferLoadReport(w, r), Render: func(resp *core.InferResponse, err error) {
-		switch {
-		case errors.Is(err, errUnsupportedEncoding):
-			w.Header().Set("Accept-Encoding", "gzip, deflate")
+		if err == nil {
+			err = s.writeInferResponse(w, r, resp, env)
+		}
+		if err != nil {
 			writeError(w, err)
-		case err != nil:
-			writeError(w, err)
-		default:
-			s.writeInferResponse(w, r, resp, env)
 		}
 	}}, nil)
+	return nil
 }
 
 // inferLoadReport is the pipeline's load report step for an /infer call: the
@@ -72,13 +72,14 @@ func (h header) Headers(context.Context) map[string][]string { return h }
 // frontends that run /infer's requests in their own format share.
 var ErrDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't support models with decoupled transaction policy")
 
-func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.InferRequest) {
+// writeInferResponse writes resp, or returns the error that keeps it from
+// being rendered (nothing written then).
+func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.InferRequest) error {
 	release := s.work()
 	defer release()
 	header, blobs, binary, err := codec.EncodeResponse(resp, env)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	h := w.Header()
 	if binary {
@@ -95,7 +96,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp
 			h.Set("Content-Encoding", enc)
 			h.Set("Content-Length", strconv.Itoa(len(body)))
 			_, _ = w.Write(body)
-			return
+			return nil
 		}
 	}
 	total := 0
@@ -105,7 +106,8 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp
 	h.Set("Content-Length", strconv.Itoa(total))
 	for _, p := range parts {
 		if _, err := w.Write(p); err != nil {
-			return
+			return nil // the client has gone: nothing more to write
 		}
 	}
+	return nil
 }

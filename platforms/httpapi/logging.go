@@ -15,18 +15,18 @@ import (
 // A POST body is required JSON; its keys are applied in Triton's order, each null one
 // skipped, and the first error stops the rest (keys already applied stay
 // applied). Either way the answer is every setting.
-func (s *Server) logSettings(w http.ResponseWriter, r *http.Request) {
+func (s *Server) logSettings(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodPost {
 		body, err := s.readJSONBody(r)
 		if err == nil {
 			err = applyLogSettings(s.logs, body)
 		}
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 	}
 	writeJSON(w, renderLogSettings(s.logs))
+	return nil
 }
 
 // applyLogSettings applies a /v2/logging body. Type errors are TritonJson's

@@ -32,33 +32,36 @@ func appendStrings(b []byte, ss []string) []byte {
 	return append(b, ']')
 }
 
-func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) live(w http.ResponseWriter, _ *http.Request) error {
 	if _, err := protocol.ServerLive(s.core, s.exiting.Load()); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeEmpty(w, http.StatusOK)
+	return nil
 }
 
-func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) error {
 	ready, err := protocol.ServerReady(s.core, s.exiting.Load())
 	switch {
 	case err != nil:
-		writeError(w, err)
+		return err
 	case ready:
 		writeEmpty(w, http.StatusOK)
 	default:
 		writeEmpty(w, http.StatusBadRequest)
 	}
+	return nil
 }
 
-func (s *Server) serverMeta(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.meta) }
+func (s *Server) serverMeta(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, s.meta)
+	return nil
+}
 
-func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, version int64) {
+func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, version int64) error {
 	md, err := protocol.ModelMetadata(s.core, name, version)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	b := []byte(`{"name":`)
 	b = tritonjson.AppendString(b, md.Name)
@@ -71,6 +74,7 @@ func (s *Server) modelMeta(w http.ResponseWriter, _ *http.Request, name string, 
 	b = append(b, `],"outputs":[`...)
 	b = appendTensorMetas(b, md.Outputs)
 	writeJSON(w, append(b, "]}"...))
+	return nil
 }
 
 func appendTensorMetas(b []byte, ts []protocol.TensorMeta) []byte {
@@ -94,33 +98,28 @@ func appendTensorMetas(b []byte, ts []protocol.TensorMeta) []byte {
 	return b
 }
 
-func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string, version int64) {
+func (s *Server) modelReady(w http.ResponseWriter, _ *http.Request, name string, version int64) error {
 	// With model namespacing Triton's model lookup answers an unknown,
 	// unloaded or ambiguous name with its own error.
 	if err := s.core.Resolve(name); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if protocol.ModelReady(s.core, name, version) {
 		writeEmpty(w, http.StatusOK)
-		return
+		return nil
 	}
-	// Every not-ready case, unknown models included, answers 400 as every
-	// released Triton does (HandleModelReady in triton-inference-server/server
-	// src/http_server.cc).
-	writeErrorStatus(w, http.StatusBadRequest, "Model version not ready")
+	return errVersionNotReady
 }
 
-func (s *Server) modelConfig(w http.ResponseWriter, _ *http.Request, name string, version int64) {
+func (s *Server) modelConfig(w http.ResponseWriter, _ *http.Request, name string, version int64) error {
 	cfg, err := protocol.ModelConfig(s.core, name, version)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	body, err := modelconfig.MarshalJSON(cfg)
 	if err != nil {
-		writeError(w, core.Errorf(core.CodeInternal, "render config of '%s': %v", name, err))
-		return
+		return core.Errorf(core.CodeInternal, "render config of '%s': %v", name, err)
 	}
 	writeJSON(w, body)
+	return nil
 }

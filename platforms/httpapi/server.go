@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -166,33 +167,42 @@ func Reroute(r *http.Request, method, path string) *http.Request {
 // "model-repository", "health", ...). The platform frontends call it before
 // their own payload errors, which Triton reports only after this check.
 func (s *Server) Restricted(w http.ResponseWriter, r *http.Request, category string) bool {
-	res, ok := s.opts.Restricted[category]
-	if !ok {
-		return false
+	if err := s.restricted(r, category); err != nil {
+		writeError(w, err)
+		return true
 	}
-	if got, present := r.Header[http.CanonicalHeaderKey(res.Key)]; present && len(got) > 0 && got[0] == res.Value {
-		return false
-	}
-	writeErrorStatus(w, http.StatusForbidden, "This API is restricted, expecting header '"+res.Key+"'")
-	return true
+	return false
 }
 
-// handle wraps a handler with the checks Triton runs after routing and
-// before anything else: the restricted-API header (403), then the method (405).
-func (s *Server) handle(category string, methods []string, h http.HandlerFunc) http.HandlerFunc {
+// restricted is Triton's 403 when r lacks the header --http-restricted-api
+// requires for category; nil otherwise.
+func (s *Server) restricted(r *http.Request, category string) error {
+	res, ok := s.opts.Restricted[category]
+	if !ok {
+		return nil
+	}
+	if got, present := r.Header[http.CanonicalHeaderKey(res.Key)]; present && len(got) > 0 && got[0] == res.Value {
+		return nil
+	}
+	return &statusError{http.StatusForbidden, "This API is restricted, expecting header '" + res.Key + "'"}
+}
+
+// handle adapts a route's handler: the checks Triton runs after routing
+// and before anything else, the restricted-API header (403) then the
+// method (405), then the handler; the first error is the route's answer,
+// rendered here.
+func (s *Server) handle(category string, methods []string, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.Restricted(w, r, category) {
-			return
+		err := s.restricted(r, category)
+		if err == nil && !slices.Contains(methods, r.Method) {
+			err = errMethodNotAllowed
 		}
-		allowed := false
-		for _, m := range methods {
-			allowed = allowed || r.Method == m
+		if err == nil {
+			err = h(w, r)
 		}
-		if !allowed {
-			writeErrorStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-			return
+		if err != nil {
+			writeError(w, err)
 		}
-		h(w, r)
 	}
 }
 
@@ -203,29 +213,24 @@ var (
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeErrorStatus(w, http.StatusNotFound, "Not Found")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeErrorStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-	})
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
 	r.HandleFunc("/v2/health/live", s.handle("health", getOnly, s.live))
 	r.HandleFunc("/v2/health/ready", s.handle("health", getOnly, s.ready))
 	r.HandleFunc("/v2", s.handle("metadata", getOnly, s.serverMeta))
 	r.HandleFunc("/v2/models/stats", s.handle("statistics", getOnly, s.stats))
 	r.HandleFunc("/v2/logging", s.handle("logging", []string{http.MethodGet, http.MethodPost}, s.logSettings))
 
-	model := func(suffix, category string, methods []string, h func(http.ResponseWriter, *http.Request, string, int64)) {
-		wrapped := s.handle(category, methods, func(w http.ResponseWriter, r *http.Request) {
+	model := func(suffix, category string, methods []string, h func(http.ResponseWriter, *http.Request, string, int64) error) {
+		wrapped := s.handle(category, methods, func(w http.ResponseWriter, r *http.Request) error {
 			name := chi.URLParam(r, "model")
 			// The route admits only digits: "" (no version) or a
 			// number, out of range at worst.
 			version, err := protocol.ParseVersion(chi.URLParam(r, "version"))
 			if err != nil {
-				writeError(w, err)
-				return
+				return err
 			}
-			h(w, r, name, version)
+			return h(w, r, name, version)
 		})
 		r.HandleFunc("/v2/models/{model}"+suffix, wrapped)
 		r.HandleFunc("/v2/models/{model}/versions/{version:[0-9]+}"+suffix, wrapped)
@@ -242,8 +247,8 @@ func (s *Server) routes() chi.Router {
 	r.HandleFunc("/v2/repository/{repo}/index", s.handle("model-repository", postOnly, s.repoIndex))
 	r.HandleFunc("/v2/repository/models/{model}/load", s.handle("model-repository", postOnly, s.repoLoad))
 	r.HandleFunc("/v2/repository/models/{model}/unload", s.handle("model-repository", postOnly, s.repoUnload))
-	named := s.handle("model-repository", postOnly, func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, protocol.ErrRepositoryName)
+	named := s.handle("model-repository", postOnly, func(http.ResponseWriter, *http.Request) error {
+		return protocol.ErrRepositoryName
 	})
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/load", named)
 	r.HandleFunc("/v2/repository/{repo}/models/{model}/unload", named)

@@ -22,19 +22,19 @@ import (
 func (s *Server) sharedMemoryRoutes(r chi.Router) {
 	for _, kind := range []shm.Kind{shm.System, shm.CUDA} {
 		prefix := "/v2/" + kind.String() + "sharedmemory"
-		status := s.handle("shared-memory", getOnly, func(w http.ResponseWriter, r *http.Request) {
-			s.shmStatus(w, r, kind)
+		status := s.handle("shared-memory", getOnly, func(w http.ResponseWriter, r *http.Request) error {
+			return s.shmStatus(w, r, kind)
 		})
-		register := s.handle("shared-memory", postOnly, func(w http.ResponseWriter, r *http.Request) {
-			s.shmRegister(w, r, kind)
+		register := s.handle("shared-memory", postOnly, func(w http.ResponseWriter, r *http.Request) error {
+			return s.shmRegister(w, r, kind)
 		})
-		unregister := s.handle("shared-memory", postOnly, func(w http.ResponseWriter, r *http.Request) {
+		unregister := s.handle("shared-memory", postOnly, func(w http.ResponseWriter, r *http.Request) error {
 			err := protocol.ShmUnregister(r.Context(), s.opts.SharedMemory, kind, chi.URLParam(r, "region"))
 			if err != nil {
-				writeError(w, err)
-				return
+				return err
 			}
 			writeJSON(w, nil)
+			return nil
 		})
 		for _, p := range []string{prefix, prefix + "/region/{region}"} {
 			r.HandleFunc(p+"/status", status)
@@ -47,11 +47,10 @@ func (s *Server) sharedMemoryRoutes(r chi.Router) {
 // shmStatus answers the regions of kind as a JSON array: name, key, offset
 // and byte_size for system regions; name, device_id and byte_size for CUDA
 // ones (SharedMemoryManager::GetStatus in src/shared_memory_manager.cc).
-func (s *Server) shmStatus(w http.ResponseWriter, r *http.Request, kind shm.Kind) {
+func (s *Server) shmStatus(w http.ResponseWriter, r *http.Request, kind shm.Kind) error {
 	regions, err := protocol.ShmStatus(s.opts.SharedMemory, kind, chi.URLParam(r, "region"))
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	b := []byte{'['}
 	for i, st := range regions {
@@ -74,36 +73,32 @@ func (s *Server) shmStatus(w http.ResponseWriter, r *http.Request, kind shm.Kind
 		b = append(b, '}')
 	}
 	writeJSON(w, append(b, ']'))
+	return nil
 }
 
 // shmRegister registers the region the URL names, from the body's fields;
 // the checks and their order are Triton's: the switch, the region name,
 // (CUDA) the CPU-only refusal before the body is read, then each field.
-func (s *Server) shmRegister(w http.ResponseWriter, r *http.Request, kind shm.Kind) {
+func (s *Server) shmRegister(w http.ResponseWriter, r *http.Request, kind shm.Kind) error {
 	m := s.opts.SharedMemory
 	name := chi.URLParam(r, "region")
 	switch {
 	case m == nil:
-		writeError(w, protocol.ErrShmDisabled)
-		return
+		return protocol.ErrShmDisabled
 	case name == "":
-		writeError(w, core.Errorf(core.CodeInvalidArg, "'region name' is necessary to register %s shared memory region", kind))
-		return
+		return core.Errorf(core.CodeInvalidArg, "'region name' is necessary to register %s shared memory region", kind)
 	case kind == shm.CUDA && !protocol.ShmCUDASupported(m):
-		writeError(w, protocol.ShmCUDAUnsupported(name))
-		return
+		return protocol.ShmCUDAUnsupported(name)
 	}
 	body, err := s.readJSONBody(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	// An empty body is parsed too, and fails as invalid JSON
 	// (EVRequestToJsonAllowsEmpty).
 	doc, err := tritonjson.ParseJSON(body)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if kind == shm.System {
 		err = registerSystem(m, name, doc.Root())
@@ -111,10 +106,10 @@ func (s *Server) shmRegister(w http.ResponseWriter, r *http.Request, kind shm.Ki
 		err = registerCUDA(m, name, doc.Root())
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, nil)
+	return nil
 }
 
 // registerSystem reads {"key", "offset" (optional), "byte_size"}. A type
@@ -166,5 +161,5 @@ func registerCUDA(m *shm.Manager, name string, req tritonjson.Value) error {
 	if err != nil {
 		return err
 	}
-	return protocol.ShmRegisterCUDA(m, name, lenientBase64(string(b64)), int64(deviceID), byteSize)
+	return protocol.ShmRegisterCUDA(m, name, protocol.LenientBase64(string(b64)), int64(deviceID), byteSize)
 }

@@ -10,27 +10,27 @@ import (
 )
 
 // stats is GET /v2/models/stats: every READY version.
-func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
-	s.writeStats(w, "", core.LatestVersion, false)
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) error {
+	return s.writeStats(w, "", core.LatestVersion, false)
 }
 
 // modelStats is GET /v2/models/{m}[/versions/{v}]/stats. The route also
 // matches an empty name ("/v2/models//stats"), which lists every model but,
 // as a named request, fails when there is none.
-func (s *Server) modelStats(w http.ResponseWriter, _ *http.Request, name string, version int64) {
-	s.writeStats(w, name, version, true)
+func (s *Server) modelStats(w http.ResponseWriter, _ *http.Request, name string, version int64) error {
+	return s.writeStats(w, name, version, true)
 }
 
-func (s *Server) writeStats(w http.ResponseWriter, name string, version int64, named bool) {
+func (s *Server) writeStats(w http.ResponseWriter, name string, version int64, named bool) error {
 	stats, err := protocol.ModelStatistics(s.core, name, version)
 	if err == nil && named && len(stats) == 0 {
 		err = protocol.ErrModelNotAvailable(name)
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, statsBody(stats))
+	return nil
 }
 
 func statsBody(stats []protocol.ModelStats) []byte {

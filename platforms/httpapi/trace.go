@@ -22,11 +22,11 @@ func (s *Server) traceRoutes(r chi.Router) {
 		s.opts.Trace, _ = trace.New(trace.DefaultConfig(), slog.New(slog.DiscardHandler))
 	}
 	methods := []string{http.MethodGet, http.MethodPost}
-	r.HandleFunc("/v2/trace/setting", s.handle("trace", methods, func(w http.ResponseWriter, r *http.Request) {
-		s.traceSetting(w, r, "")
+	r.HandleFunc("/v2/trace/setting", s.handle("trace", methods, func(w http.ResponseWriter, r *http.Request) error {
+		return s.traceSetting(w, r, "")
 	}))
-	r.HandleFunc("/v2/models/{model}/trace/setting", s.handle("trace", methods, func(w http.ResponseWriter, r *http.Request) {
-		s.traceSetting(w, r, chi.URLParam(r, "model"))
+	r.HandleFunc("/v2/models/{model}/trace/setting", s.handle("trace", methods, func(w http.ResponseWriter, r *http.Request) error {
+		return s.traceSetting(w, r, chi.URLParam(r, "model"))
 	}))
 }
 
@@ -34,32 +34,29 @@ func (s *Server) traceRoutes(r chi.Router) {
 // ("": the global one), in Triton's order: readiness of the model, then
 // the body's keys (trace_file, trace_level, trace_rate, trace_count,
 // log_frequency), the first error winning.
-func (s *Server) traceSetting(w http.ResponseWriter, r *http.Request, model string) {
+func (s *Server) traceSetting(w http.ResponseWriter, r *http.Request, model string) error {
 	if model != "" && !protocol.ModelReady(s.core, model, core.LatestVersion) {
-		writeError(w, trace.ErrUnknownModel(model))
-		return
+		return trace.ErrUnknownModel(model)
 	}
 	if r.Method == http.MethodPost {
 		body, err := s.readJSONBody(r)
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		if len(body) > 0 {
 			u, err := traceUpdate(body)
 			if err != nil {
-				writeError(w, err)
-				return
+				return err
 			}
 			if !u.Empty() {
 				if err := s.opts.Trace.Update(model, u); err != nil {
-					writeError(w, err)
-					return
+					return err
 				}
 			}
 		}
 	}
 	writeJSON(w, appendTraceSettings(nil, s.opts.Trace.Settings(model)))
+	return nil
 }
 
 // traceUpdate reads a settings body: each key may be null (fall back);

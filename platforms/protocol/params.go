@@ -1,8 +1,6 @@
 package protocol
 
 import (
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/inferd/inferd/core"
@@ -334,50 +332,4 @@ func ClassCount(p Param) (uint64, error) {
 		return 0, invalidArg("invalid value for 'classification' parameter, expected >= 0")
 	}
 	return uint64(p.Int64), nil
-}
-
-// ReadLoadParams reads typed load parameters as gRPC's RepositoryModelLoad does
-// (triton-inference-server/server src/grpc/grpc_server.cc): "config"
-// a string (a ModelConfig's JSON text), "file:<path>" the raw bytes of a
-// file; nil when there are none. Keys are read in sorted order.
-func ReadLoadParams(params map[string]Param) (*core.LoadOverride, error) {
-	var ov *core.LoadOverride
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		p := params[k]
-		if ov == nil {
-			ov = &core.LoadOverride{}
-		}
-		switch {
-		case k == "config":
-			if p.Kind != ParamString {
-				return nil, invalidArg("invalid value type for load parameter 'config', expected string_param.")
-			}
-			ov.ConfigJSON = p.String
-		case strings.HasPrefix(k, "file:"):
-			if p.Kind != ParamBytes {
-				return nil, invalidArg("invalid value type for load parameter '" + k + "', expected bytes_param.")
-			}
-			if ov.Files == nil {
-				ov.Files = map[string][]byte{}
-			}
-			ov.Files[strings.TrimPrefix(k, "file:")] = p.Bytes
-		default:
-			return nil, invalidArg("unrecognized load parameter '" + k + "'.")
-		}
-	}
-	return ov, nil
-}
-
-// ReadUnloadParams reads typed unload parameters as gRPC's RepositoryModelUnload
-// does (triton-inference-server/server src/grpc/grpc_server.cc):
-// "unload_dependents" must be a bool; other keys are ignored.
-func ReadUnloadParams(params map[string]Param) (dependents bool, err error) {
-	p, ok := params["unload_dependents"]
-	if !ok {
-		return false, nil
-	}
-	if p.Kind != ParamBool {
-		return false, wrongType("unload_dependents", "bool_param")
-	}
-	return p.Bool, nil
 }
