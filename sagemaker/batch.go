@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -77,7 +78,7 @@ type executionParameters struct {
 // and the machine (deriveParameters).
 func (h *handler) executionParameters(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
-		return errorf(http.StatusMethodNotAllowed, "Method Not Allowed")
+		return httpapi.Errorf(http.StatusMethodNotAllowed, "Method Not Allowed")
 	}
 	var cfg *modelconfig.ModelConfig
 	if mv, release, err := h.core.Acquire(h.opts.DefaultModel, core.LatestVersion); err == nil {

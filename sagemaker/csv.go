@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/instances"
 	"github.com/inferd/inferd/platforms/tritonjson"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -101,10 +102,10 @@ func csvRecords(in *modelconfig.ModelInput, dims []int64, body []byte) ([][]byte
 		}
 		row := len(rows) + 1
 		if err != nil {
-			return nil, errorf(http.StatusBadRequest, "row %d: %v", row, err)
+			return nil, httpapi.Errorf(http.StatusBadRequest, "row %d: %v", row, err)
 		}
 		if len(fields) != per {
-			return nil, errorf(http.StatusBadRequest, "row %d: input '%s' of shape %v takes %d values, got %d", row, in.GetName(), dims, per, len(fields))
+			return nil, httpapi.Errorf(http.StatusBadRequest, "row %d: input '%s' of shape %v takes %d values, got %d", row, in.GetName(), dims, per, len(fields))
 		}
 		b := []byte{'['}
 		for i, f := range fields {
@@ -112,13 +113,13 @@ func csvRecords(in *modelconfig.ModelInput, dims []int64, body []byte) ([][]byte
 				b = append(b, ',')
 			}
 			if b, err = appendCSVValue(b, f, in.GetDataType()); err != nil {
-				return nil, errorf(http.StatusBadRequest, "row %d, column %d: %v", row, i+1, err)
+				return nil, httpapi.Errorf(http.StatusBadRequest, "row %d, column %d: %v", row, i+1, err)
 			}
 		}
 		rows = append(rows, append(b, ']'))
 	}
 	if len(rows) == 0 {
-		return nil, errorf(http.StatusBadRequest, "no rows in the text/csv body")
+		return nil, httpapi.Errorf(http.StatusBadRequest, "no rows in the text/csv body")
 	}
 	return rows, nil
 }
@@ -174,12 +175,12 @@ func csvReply(outs []*core.Tensor, n int, batching, jsonl bool) ([]byte, error) 
 func csvInput(cfg *modelconfig.ModelConfig) (*modelconfig.ModelInput, []int64, error) {
 	inputs := cfg.GetInput()
 	if len(inputs) != 1 {
-		return nil, nil, errorf(http.StatusBadRequest, "text/csv needs a model with one input; model '%s' has %d", cfg.GetName(), len(inputs))
+		return nil, nil, httpapi.Errorf(http.StatusBadRequest, "text/csv needs a model with one input; model '%s' has %d", cfg.GetName(), len(inputs))
 	}
 	dims := inputs[0].GetDims()
 	for _, d := range dims {
 		if d < 1 {
-			return nil, nil, errorf(http.StatusBadRequest, "text/csv needs an input of fixed shape; input '%s' of model '%s' has shape %v", inputs[0].GetName(), cfg.GetName(), dims)
+			return nil, nil, httpapi.Errorf(http.StatusBadRequest, "text/csv needs an input of fixed shape; input '%s' of model '%s' has shape %v", inputs[0].GetName(), cfg.GetName(), dims)
 		}
 	}
 	return inputs[0], dims, nil

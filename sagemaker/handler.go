@@ -11,8 +11,11 @@
 // translator shared with Vertex AI (platforms/instances) and run through
 // the inference pipeline (platforms/infer), with SageMaker's envelopes,
 // content types and error wording kept here; model management goes to the
-// core. Handlers return their errors to one renderer, writeError
-// (errors.go).
+// core. Handlers return their errors to the base server's one renderer,
+// httpapi.RenderError: SageMaker's own refusals are httpapi.StatusErrors
+// (400 for a bad record, 409 for a second load), the routes Triton answers
+// with a bare status (src/sagemaker_server.cc) httpapi.Empty, and
+// recordError (errors.go) words instances mapping failures as SageMaker's.
 // ServeArgs is the container's `serve` entrypoint, which turns the
 // SageMaker environment into inferd's flags.
 package sagemaker
@@ -171,7 +174,7 @@ func (h *handler) modelOf(r *http.Request) string {
 // paths where SageMaker expects 400.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	if err := h.route(w, r); err != nil {
-		writeError(w, err)
+		httpapi.RenderError(w, err)
 	}
 }
 
@@ -189,7 +192,7 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) error {
 	case p == "/models" || strings.HasPrefix(p, "/models/"):
 		id, invoke, ok := parseModelsPath(p)
 		if !ok {
-			return emptyError(http.StatusBadRequest)
+			return httpapi.Empty(http.StatusBadRequest)
 		}
 		switch {
 		case r.Method == http.MethodGet && id == "" && !invoke:
@@ -203,10 +206,10 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) error {
 		case r.Method == http.MethodDelete:
 			return h.unload(w, r, id)
 		default:
-			return emptyError(http.StatusBadRequest)
+			return httpapi.Empty(http.StatusBadRequest)
 		}
 	default:
-		return emptyError(http.StatusBadRequest)
+		return httpapi.Empty(http.StatusBadRequest)
 	}
 	return nil
 }
@@ -270,7 +273,7 @@ func (h *handler) generate(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		if r.Method != http.MethodPost {
-			return errorf(http.StatusMethodNotAllowed, "Method Not Allowed")
+			return httpapi.Errorf(http.StatusMethodNotAllowed, "Method Not Allowed")
 		}
 		return h.unknownModel(name, false)
 	}
@@ -297,7 +300,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 		if h.restricted(w, r, "inference") {
 			return nil
 		}
-		return errorf(http.StatusBadRequest, "%s", err)
+		return httpapi.Errorf(http.StatusBadRequest, "%s", err)
 	}
 	if strings.Contains(name, "/") {
 		// Not routable on the base server; core never serves such names.
@@ -330,7 +333,7 @@ func (h *handler) infer(w http.ResponseWriter, r *http.Request, name string, mme
 // unknownModel is the error of a model name the base server cannot route
 // (it holds a "/"; core never serves such names), with unknownStatus.
 func (h *handler) unknownModel(name string, mme bool) error {
-	return errorf(h.unknownStatus(mme), "Request for unknown model: '%s' is not found", name)
+	return httpapi.Errorf(h.unknownStatus(mme), "Request for unknown model: '%s' is not found", name)
 }
 
 // unknownStatus is the status of an unknown model's error: INVALID_ARG's

@@ -37,12 +37,12 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, err := httpapi.ReadBody(r, maxLoadBody)
 	if err != nil {
-		return errorf(http.StatusBadRequest, "failed to read the request body")
+		return httpapi.Errorf(http.StatusBadRequest, "failed to read the request body")
 	}
 	var id, url string
 	if len(body) > 0 { // an empty body is not parsed: both fields stay ""
 		if id, url, err = loadFields(body); err != nil {
-			return errorf(http.StatusBadRequest, "%s", err)
+			return httpapi.Errorf(http.StatusBadRequest, "%s", err)
 		}
 	}
 	norm := url
@@ -58,15 +58,15 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, p := range []string{"/dev/", "/proc/", "/sys/"} {
 		if strings.HasPrefix(norm, p) {
-			return emptyError(http.StatusBadRequest)
+			return httpapi.Empty(http.StatusBadRequest)
 		}
 	}
 	if !h.urlPattern().MatchString(norm) {
-		return errorf(http.StatusBadRequest, `Invalid "url" '%s': expected a path of the form %s/<hash>/model[/<subdir>]`, url, h.opts.ModelsRoot)
+		return httpapi.Errorf(http.StatusBadRequest, `Invalid "url" '%s': expected a path of the form %s/<hash>/model[/<subdir>]`, url, h.opts.ModelsRoot)
 	}
 	repoPath, modelDir, err := resolveModelDir(filepath.Clean(norm), h.log)
 	if err != nil {
-		return errorf(http.StatusBadRequest, "%s", err)
+		return httpapi.Errorf(http.StatusBadRequest, "%s", err)
 	}
 	name := servedFromHeader(r.Header.Get(targetModelHeader))
 	if name == "" {
@@ -76,7 +76,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) error {
 	h.mu.Lock()
 	if h.loaded[id] != nil || h.pending[id] {
 		h.mu.Unlock()
-		return errorf(http.StatusConflict, "Model %s is already loaded.", id)
+		return httpapi.Errorf(http.StatusConflict, "Model %s is already loaded.", id)
 	}
 	h.pending[id] = true
 	h.mu.Unlock()
@@ -94,7 +94,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) error {
 		if core.CodeOf(err) == core.CodeAlreadyExists {
 			status = http.StatusConflict
 		}
-		return errorf(status, "%s", err)
+		return httpapi.Errorf(status, "%s", err)
 	}
 	if err := h.core.Load(ctx, name, nil); err != nil {
 		// Clear the failed state (strict readiness would count it) and
@@ -109,7 +109,7 @@ func (h *handler) load(w http.ResponseWriter, r *http.Request) error {
 			status = http.StatusInsufficientStorage
 		}
 		h.log.Warn("sagemaker: model load failed", "model", id, "name", name, "url", url, "status", status, "err", err)
-		return errorf(status, "%s", err)
+		return httpapi.Errorf(status, "%s", err)
 	}
 	h.mu.Lock()
 	h.loaded[id] = &mmeModel{repoPath: repoPath, tritonName: name}
@@ -233,7 +233,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, id string) error {
 	}
 	rec := h.lookup(id)
 	if rec == nil {
-		return emptyError(http.StatusNotFound)
+		return httpapi.Empty(http.StatusNotFound)
 	}
 	writeJSON(w, http.StatusOK, appendModel(nil, id, rec.repoPath))
 	return nil
@@ -259,7 +259,7 @@ func servedFromHeader(v string) string { return strings.ReplaceAll(v, "/", "_") 
 func (h *handler) invoke(w http.ResponseWriter, r *http.Request, id string) error {
 	rec := h.lookup(id)
 	if rec == nil {
-		return emptyError(http.StatusNotFound)
+		return httpapi.Empty(http.StatusNotFound)
 	}
 	return h.infer(w, r, servedName(r, rec), true)
 }
@@ -272,7 +272,7 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) erro
 	}
 	rec := h.lookup(id)
 	if rec == nil {
-		return emptyError(http.StatusNotFound)
+		return httpapi.Empty(http.StatusNotFound)
 	}
 	name := servedName(r, rec)
 	// The unload goes on if SageMaker drops the request, but its wait (for
@@ -282,7 +282,7 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) erro
 	defer cancel()
 	err := h.core.Unload(ctx, name)
 	if err != nil && ctx.Err() == nil {
-		return errorf(http.StatusBadRequest, "%s", err)
+		return httpapi.Errorf(http.StatusBadRequest, "%s", err)
 	}
 	// err != nil: the deadline passed while in-flight requests held the
 	// model; they finish, and the model unloads, in the background.
@@ -293,7 +293,7 @@ func (h *handler) unload(w http.ResponseWriter, r *http.Request, id string) erro
 	delete(h.loaded, id)
 	h.mu.Unlock()
 	if err := h.core.UnregisterRepository(rec.repoPath); err != nil {
-		return errorf(http.StatusBadRequest, "%s", err)
+		return httpapi.Errorf(http.StatusBadRequest, "%s", err)
 	}
 	h.log.Info("sagemaker: model unloaded", "model", id, "name", name)
 	httpapi.WriteEmpty(w, http.StatusOK)

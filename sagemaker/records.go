@@ -169,11 +169,11 @@ func (h *handler) jsonLines(r *http.Request, model string, cfg *modelconfig.Mode
 func lineInstances(text []byte) (*instances.Request, error) {
 	doc, err := tritonjson.ParseJSON(text)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "not a JSON object: %v", err)
+		return nil, httpapi.Errorf(http.StatusBadRequest, "not a JSON object: %v", err)
 	}
 	root := doc.Root()
 	if !root.IsObject() {
-		return nil, errorf(http.StatusBadRequest, "not a JSON object")
+		return nil, httpapi.Errorf(http.StatusBadRequest, "not a JSON object")
 	}
 	q, ok := instances.FromObject(root)
 	if !ok {
@@ -259,9 +259,9 @@ func (h *handler) forwardLine(r *http.Request, model string, body []byte) ([]byt
 	reply := h.forward(r, model, body)
 	switch {
 	case reply.status != http.StatusOK:
-		return nil, errorf(reply.status, "%s", reply.message())
+		return nil, httpapi.Errorf(reply.status, "%s", reply.message())
 	case reply.header.Get(codec.HeaderLengthName) != "":
-		return nil, errorf(http.StatusBadRequest, "binary outputs cannot be returned as %s", jsonLinesMIME)
+		return nil, httpapi.Errorf(http.StatusBadRequest, "binary outputs cannot be returned as %s", jsonLinesMIME)
 	}
 	return reply.body.Bytes(), nil
 }

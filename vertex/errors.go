@@ -6,34 +6,21 @@ import (
 
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/instances"
-	"github.com/inferd/inferd/platforms/protocol"
 )
 
 // badRequest is an error answered with 400 before the base server runs.
-type badRequest string
+func badRequest(msg string) error {
+	return &httpapi.StatusError{Status: http.StatusBadRequest, Msg: msg}
+}
 
-func (e badRequest) Error() string { return string(e) }
-
-// emptyError is answered with its status and no body, as Triton answers
-// Vertex routes it refuses (triton-inference-server/server
-// src/vertex_ai_server.cc).
-type emptyError int
-
-func (e emptyError) Error() string { return http.StatusText(int(e)) }
-
-// writeError is Vertex's one error renderer: an emptyError as its bare
-// status, any other error as Triton's {"error": ...} body, with 400 for a
-// badRequest or an instances mapping failure and the error's class status
-// otherwise, as the base route answers it.
+// writeError is Vertex's one error renderer: the base server's
+// (httpapi.RenderError, which answers an httpapi.Empty with its bare
+// status, as Triton answers the Vertex routes it refuses in
+// triton-inference-server/server src/vertex_ai_server.cc), with 400 for an
+// instances mapping failure.
 func writeError(w http.ResponseWriter, err error) {
-	var empty emptyError
-	if errors.As(err, &empty) {
-		httpapi.WriteEmpty(w, int(empty))
-		return
+	if ie := (*instances.Error)(nil); errors.As(err, &ie) {
+		err = &httpapi.StatusError{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
-	status := protocol.HTTPStatus(protocol.ClassOf(err))
-	if errors.As(err, new(badRequest)) || errors.As(err, new(*instances.Error)) {
-		status = http.StatusBadRequest
-	}
-	httpapi.WriteError(w, status, err.Error())
+	httpapi.RenderError(w, err)
 }

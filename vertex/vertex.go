@@ -203,7 +203,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) error {
 	case h.opts.InvokeRoutes:
 		return h.invoke(w, r)
 	default:
-		return emptyError(http.StatusBadRequest)
+		return httpapi.Empty(http.StatusBadRequest)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) error {
 	case p == "/metrics":
 		h.metrics.ServeHTTP(w, httpapi.Reroute(r, method, p))
 	case changesServer(method, p):
-		return emptyError(http.StatusForbidden)
+		return httpapi.Empty(http.StatusForbidden)
 	default:
 		h.api.ServeHTTP(w, httpapi.Reroute(r, method, p))
 	}
@@ -313,7 +313,7 @@ var targets = sync.OnceValue(func() *redirectTargets {
 // applies the target's restriction category.
 func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string) error {
 	if r.Method != http.MethodPost {
-		return emptyError(http.StatusMethodNotAllowed)
+		return httpapi.Empty(http.StatusMethodNotAllowed)
 	}
 	if m := targets().model.FindStringSubmatch(target); m != nil && m[3] == "infer" {
 		return h.infer(w, r, m[1], target, false)
@@ -326,14 +326,14 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, target string
 	case readsWithGet(target):
 		h.api.ServeHTTP(w, rewrite(r, http.MethodGet, target))
 	case targets().shm.MatchString(target):
-		return emptyError(http.StatusForbidden) // mutating: refused whatever the headers
+		return httpapi.Empty(http.StatusForbidden) // mutating: refused whatever the headers
 	case targets().repo.MatchString(target):
 		if targets().repo.FindStringSubmatch(target)[1] != "index" {
-			return emptyError(http.StatusForbidden) // load/unload: refused whatever the headers
+			return httpapi.Empty(http.StatusForbidden) // load/unload: refused whatever the headers
 		}
 		h.api.ServeHTTP(w, rewrite(r, http.MethodPost, target))
 	default:
-		return emptyError(http.StatusBadRequest)
+		return httpapi.Empty(http.StatusBadRequest)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -15,38 +16,58 @@ func errorStatus(err error) int { return protocol.HTTPStatus(protocol.ClassOf(er
 
 // handlerFunc is a route's handler: it writes its reply, or returns the
 // error that the route answers, which the route's adapter (Server.handle)
-// renders with writeError, as Caddy's and Prometheus' handlers return
+// renders with RenderError, as Caddy's and Prometheus' handlers return
 // theirs to one renderer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// statusError is an error answered with a status of its own rather than
+// StatusError is an error answered with a status of its own rather than
 // its Triton class's: the router's 404 and 405, the restricted API's 403,
-// a model that is not ready.
-type statusError struct {
-	status int
-	msg    string
+// a model that is not ready, and the cloud frontends' own refusals
+// (SageMaker's and Vertex AI's 400s and 409s).
+type StatusError struct {
+	Status int
+	Msg    string
 }
 
-func (e *statusError) Error() string { return e.msg }
+func (e *StatusError) Error() string { return e.Msg }
+
+// Errorf is a StatusError with status.
+func Errorf(status int, format string, args ...any) error {
+	return &StatusError{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Empty is an error answered with its status and no body, as Triton
+// answers the platform routes it refuses (src/sagemaker_server.cc and
+// src/vertex_ai_server.cc in triton-inference-server/server).
+type Empty int
+
+func (e Empty) Error() string { return http.StatusText(int(e)) }
 
 // The router's refusals, and a model version that is not ready: every
 // not-ready case, unknown models included, answers 400 as every released
 // Triton does (HandleModelReady in triton-inference-server/server
 // src/http_server.cc).
 var (
-	errNotFound         = &statusError{http.StatusNotFound, "Not Found"}
-	errMethodNotAllowed = &statusError{http.StatusMethodNotAllowed, "Method Not Allowed"}
-	errVersionNotReady  = &statusError{http.StatusBadRequest, "Model version not ready"}
+	errNotFound         = &StatusError{http.StatusNotFound, "Not Found"}
+	errMethodNotAllowed = &StatusError{http.StatusMethodNotAllowed, "Method Not Allowed"}
+	errVersionNotReady  = &StatusError{http.StatusBadRequest, "Model version not ready"}
 )
 
-// writeError writes {"error":"..."} with err's status; every error body in
-// the API goes here. A refused Content-Encoding also names the ones
-// accepted, as Triton's HandleInfer does.
-func writeError(w http.ResponseWriter, err error) {
+// RenderError is the one renderer of the API's errors, which the cloud
+// frontends (sagemaker/, vertex/) share: an Empty as its bare status, any
+// other error as {"error":"..."} with a StatusError's status, else its
+// Triton class's. A refused Content-Encoding also names the ones accepted,
+// as Triton's HandleInfer does.
+func RenderError(w http.ResponseWriter, err error) {
+	var empty Empty
+	if errors.As(err, &empty) {
+		WriteEmpty(w, int(empty))
+		return
+	}
 	status := errorStatus(err)
-	var se *statusError
+	var se *StatusError
 	if errors.As(err, &se) {
-		status = se.status
+		status = se.Status
 	}
 	if errors.Is(err, errUnsupportedEncoding) {
 		w.Header().Set("Accept-Encoding", "gzip, deflate")

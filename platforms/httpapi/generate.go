@@ -82,7 +82,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 				err = s.writeGenerate(w, r, first, n, err)
 			}
 			if err != nil {
-				writeError(w, err)
+				RenderError(w, err)
 			}
 		},
 	}, func(resp *core.InferResponse, _ bool) error {
@@ -143,7 +143,7 @@ func (s *Server) streamGenerate(w http.ResponseWriter, r *http.Request) (infer.R
 	)
 	reply := infer.Reply{Shape: infer.Streamed, Render: func(_ *core.InferResponse, err error) {
 		if q == nil { // the call did not start
-			writeError(w, err)
+			RenderError(w, err)
 			return
 		}
 		done <- err
@@ -244,7 +244,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, in *infer.I
 	}
 	switch {
 	case err != nil && !started && core.Rejected(err):
-		writeError(w, err)
+		RenderError(w, err)
 	case err != nil:
 		_ = write(errorEvent(err))
 	case !started:

@@ -18,7 +18,7 @@ import (
 // infer is POST /v2/models/{m}[/versions/{v}]/infer: decoded and
 // rendered here, run by the pipeline (platforms/infer) in Triton's order
 // (HandleInfer in triton-inference-server/server src/http_server.cc). Its
-// errors are rendered by the pipeline's Render step, with writeError, and
+// errors are rendered by the pipeline's Render step, with RenderError, and
 // not returned: an error's reply is written before the call ends, as a
 // response's is, so that the trace's send stamps frame it.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) error {
@@ -43,7 +43,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, vers
 			err = s.writeInferResponse(w, r, resp, env)
 		}
 		if err != nil {
-			writeError(w, err)
+			RenderError(w, err)
 		}
 	}}, nil)
 	return nil

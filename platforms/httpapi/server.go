@@ -168,7 +168,7 @@ func Reroute(r *http.Request, method, path string) *http.Request {
 // their own payload errors, which Triton reports only after this check.
 func (s *Server) Restricted(w http.ResponseWriter, r *http.Request, category string) bool {
 	if err := s.restricted(r, category); err != nil {
-		writeError(w, err)
+		RenderError(w, err)
 		return true
 	}
 	return false
@@ -184,7 +184,7 @@ func (s *Server) restricted(r *http.Request, category string) error {
 	if got, present := r.Header[http.CanonicalHeaderKey(res.Key)]; present && len(got) > 0 && got[0] == res.Value {
 		return nil
 	}
-	return &statusError{http.StatusForbidden, "This API is restricted, expecting header '" + res.Key + "'"}
+	return &StatusError{http.StatusForbidden, "This API is restricted, expecting header '" + res.Key + "'"}
 }
 
 // handle adapts a route's handler: the checks Triton runs after routing
@@ -201,7 +201,7 @@ func (s *Server) handle(category string, methods []string, h handlerFunc) http.H
 			err = h(w, r)
 		}
 		if err != nil {
-			writeError(w, err)
+			RenderError(w, err)
 		}
 	}
 }
@@ -213,8 +213,8 @@ var (
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { RenderError(w, errNotFound) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { RenderError(w, errMethodNotAllowed) })
 	r.HandleFunc("/v2/health/live", s.handle("health", getOnly, s.live))
 	r.HandleFunc("/v2/health/ready", s.handle("health", getOnly, s.ready))
 	r.HandleFunc("/v2", s.handle("metadata", getOnly, s.serverMeta))
