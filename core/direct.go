@@ -27,7 +27,7 @@ type lane struct {
 	// The direct caller's execution state (the worker has its own).
 	e    Execution
 	errs []error
-	jobs []*job
+	jobs []*Job
 }
 
 // lanesFor gives each instance a lane where a request may run on its
@@ -64,7 +64,7 @@ func (ln *lane) await() {
 // taken, or nil: the scheduler has no lanes, something is queued (a direct
 // run would overtake it), the scheduler is closed, or every instance is
 // busy. A claimed run counts in s.wg, so close waits for it.
-func (s *scheduler) claim(j *job) *lane {
+func (s *scheduler) claim(j *Job) *lane {
 	if s.lanes == nil || j.orig.Queued != nil {
 		// Queued: the caller waits to see the request queued before it
 		// sends the next one of its sequence; keep that a queue's matter.
@@ -93,7 +93,7 @@ func (s *scheduler) claim(j *job) *lane {
 
 // runDirect executes j, claimed on ln, on the calling goroutine and
 // answers it.
-func (s *scheduler) runDirect(ln *lane, j *job) {
+func (s *scheduler) runDirect(ln *lane, j *Job) {
 	j.traceBegin()
 	j.times.exec = time.Now()
 	ln.jobs = append(ln.jobs[:0], j)

@@ -43,7 +43,7 @@ type ExecRequest struct {
 	Priority, TimeoutMicros uint64
 
 	batch ConcatBatch // the one-request batch of Concatenated, without a copy
-	job   *job
+	job   *Job
 
 	// mu guards what follows; it is never held while a consumer takes a
 	// response (Send), so the end of an execution, a client going away
@@ -302,7 +302,7 @@ type heldResponse struct {
 
 // hand gives one response to the consumer: emit, or the job itself when
 // it collects (Infer).
-func (j *job) hand(resp *InferResponse, final bool) error {
+func (j *Job) hand(resp *InferResponse, final bool) error {
 	if TracingBuilt && resp != nil && j.orig.Trace != nil {
 		j.orig.Trace.Output(resp.Outputs)
 	}
@@ -317,7 +317,7 @@ func (j *job) hand(resp *InferResponse, final bool) error {
 }
 
 // release hands the held responses on, in order.
-func (j *job) release() {
+func (j *Job) release() {
 	for _, h := range j.held {
 		_ = j.hand(h.resp, h.final)
 	}

@@ -158,6 +158,9 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	}
 	backend := s.backends[cfg.GetBackend()]
 	if modelconfig.IsEnsemble(cfg) {
+		if s.opts.Ensembles == nil {
+			return s.failVersions(name, selected, errNoEnsembles.Error())
+		}
 		// The composing models load first, without this model's lock: an
 		// ensemble that (through others) depends on itself then fails
 		// instead of waiting for itself.
@@ -357,7 +360,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		if s.opts.Observers != nil {
 			mv.Stats.obs = s.opts.Observers(mv)
 		}
-		mv.exec = newEnsemble(s, cfg, mv.Stats)
+		mv.exec = external{s.opts.Ensembles.New(ensembleHost{s}, cfg)}
 		return mv, nil
 	}
 	var seq *seqConfig

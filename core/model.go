@@ -116,7 +116,7 @@ func (mv *ModelVersion) InferStream(ctx context.Context, req *InferRequest, emit
 
 // run runs one request to its end; with a nil emit the job collects the
 // responses itself (Infer's case, without a closure per request).
-func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*job, error) {
+func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*Job, error) {
 	if old := mv.handoverFor(req); old != nil {
 		defer old.inflight.Done()
 		return old.run(ctx, req, emit)
@@ -140,7 +140,7 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	if err := mv.deviceInputs(req); err != nil {
 		return nil, err
 	}
-	j := &job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
+	j := &Job{ctx: ctx, done: make(chan error, 1), mv: mv, orig: req, emit: emit}
 	err := mv.prepare(req, &j.req)
 	if err == nil {
 		j.req.job = j

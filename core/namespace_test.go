@@ -28,7 +28,7 @@ func namespacedRepos(t *testing.T) (a, b string) {
 	b = servertest.WriteRepo(t, map[string]servertest.Model{
 		"simple":  simple3,
 		"chain_b": servertest.Chain("chain_b"),
-		"cross": servertest.Ensemble(servertest.EnsembleConfig("cross", 8, io16, []string{"OUT0:TYPE_INT32:[ 16 ]"},
+		"cross": servertest.Ensemble(servertest.EnsembleConfig("cross", 8, servertest.SimpleInputs, []string{"OUT0:TYPE_INT32:[ 16 ]"},
 			servertest.Step{Model: "only_a", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0"}})),
 	})
 	return a, b
@@ -66,12 +66,12 @@ func TestNamespacing(t *testing.T) {
 	ctx := context.Background()
 	infer := func(model string) error {
 		_, err := s.Infer(ctx, &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion,
-			Inputs: []*core.Tensor{int32Tensor("IN0", 1, func(i int) int32 { return int32(i) }), int32Tensor("IN1", 1, func(int) int32 { return 1 })}})
+			Inputs: []*core.Tensor{servertest.Int32Rows("IN0", 1, func(i int) int32 { return int32(i) }), servertest.Int32Rows("IN1", 1, func(int) int32 { return 1 })}})
 		return err
 	}
 	inferSimple := func(model string) error {
 		_, err := s.Infer(ctx, &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion,
-			Inputs: []*core.Tensor{int32Tensor("INPUT0", 1, func(i int) int32 { return int32(i) }), int32Tensor("INPUT1", 1, func(int) int32 { return 1 })}})
+			Inputs: []*core.Tensor{servertest.Int32Rows("INPUT0", 1, func(i int) int32 { return int32(i) }), servertest.Int32Rows("INPUT1", 1, func(int) int32 { return 1 })}})
 		return err
 	}
 
@@ -230,7 +230,7 @@ func TestNamespacingCycles(t *testing.T) {
 		return servertest.Step{Model: model, In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}}
 	}
 	loop := func(name, next string) servertest.Model {
-		return servertest.Ensemble(servertest.EnsembleConfig(name, 8, io16, out16, step(next)))
+		return servertest.Ensemble(servertest.EnsembleConfig(name, 8, servertest.SimpleInputs, out16, step(next)))
 	}
 	a := servertest.WriteRepo(t, map[string]servertest.Model{"loop_a": loop("loop_a", "loop_b"), "loop_b": loop("loop_b", "loop_a"), "x": loop("x", "y")})
 	b := servertest.WriteRepo(t, map[string]servertest.Model{"y": loop("y", "x")})

@@ -13,11 +13,11 @@ import (
 // instance.
 type takenOrder struct {
 	mu    sync.Mutex
-	order []*job
+	order []*Job
 }
 
 // taken appends jobs in the order they were taken.
-func (o *takenOrder) taken(jobs ...*job) {
+func (o *takenOrder) taken(jobs ...*Job) {
 	o.mu.Lock()
 	o.order = append(o.order, jobs...)
 	o.mu.Unlock()
@@ -25,7 +25,7 @@ func (o *takenOrder) taken(jobs ...*job) {
 
 // finish marks j ended with err and answers, in order, the jobs at the
 // head that have ended.
-func (o *takenOrder) finish(j *job, err error) {
+func (o *takenOrder) finish(j *Job, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	j.finished, j.err = true, err

@@ -221,7 +221,7 @@ func (rl *RateLimiter) explicitCount(key int, name string) uint64 {
 // resources. The jobs' queue time runs until then: Triton counts the wait
 // for resources as queue time, as its requests leave the queue when their
 // execution starts.
-func (t *limitSlot) acquire(jobs []*job) {
+func (t *limitSlot) acquire(jobs []*Job) {
 	if t == nil {
 		return
 	}

@@ -87,7 +87,7 @@ func cacheKey(model string, version int64, inputs []*Tensor, outputs []string, c
 // serveCached looks j's request up in the cache. On a hit it delivers the
 // cached response, records the hit and reports served; on a miss it returns
 // the probe that insertCached completes once the model answered.
-func (mv *ModelVersion) serveCached(j *job) (probe cacheProbe, served bool, err error) {
+func (mv *ModelVersion) serveCached(j *Job) (probe cacheProbe, served bool, err error) {
 	probe.key = cacheKey(mv.key(), mv.Version, j.req.Inputs, j.req.Outputs, j.orig.Outputs)
 	start := time.Now()
 	entry, ok := mv.cache.Lookup(j.ctx, probe.key)

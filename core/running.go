@@ -13,7 +13,7 @@ package core
 
 // startRunning counts the clients' requests among jobs, an execution that
 // is about to start.
-func (s *Stats) startRunning(jobs []*job) {
+func (s *Stats) startRunning(jobs []*Job) {
 	var n int64
 	for _, j := range jobs {
 		if j.state == jobTaken {
@@ -28,7 +28,7 @@ func (s *Stats) startRunning(jobs []*job) {
 // endRunning uncounts j, a job whose execution (or, for a decoupled
 // request, whose last response) is over; one startRunning did not count
 // is ignored.
-func (s *Stats) endRunning(j *job) {
+func (s *Stats) endRunning(j *Job) {
 	if j.state == jobTaken {
 		s.running.Add(-1)
 	}

@@ -29,8 +29,10 @@ const (
 	jobRemoved          // cancelled or expired while queued; already answered
 )
 
-// job is one request travelling through a scheduler.
-type job struct {
+// Job is one request travelling through a scheduler, from its submission
+// to its end: the unit a Scheduler receives (see the glossary in
+// docs/architecture.md).
+type Job struct {
 	ctx   context.Context
 	req   ExecRequest // the validated request, as its backend sees it
 	times requestTimes
@@ -74,9 +76,9 @@ type queuePolicy struct {
 // under DELAY kept after the others.
 type level struct {
 	policy  queuePolicy
-	jobs    []*job // queue order from head; removed jobs are skipped and compacted
+	jobs    []*Job // queue order from head; removed jobs are skipped and compacted
 	head    int
-	delayed []*job
+	delayed []*Job
 	count   int // jobs still queued (not removed)
 }
 
@@ -158,7 +160,7 @@ func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 type executor interface {
 	// submit queues j or refuses it synchronously; the job's done channel
 	// reports its end.
-	submit(j *job) error
+	submit(j *Job) error
 	// close stops taking work and waits for the work taken.
 	close()
 }
@@ -234,7 +236,7 @@ func (s *scheduler) poke() {
 
 // submit queues j or refuses it synchronously (queue full); a refused
 // request is not a failed inference.
-func (s *scheduler) submit(j *job) error {
+func (s *scheduler) submit(j *Job) error {
 	lv := s.levels[0]
 	if s.cfg.batching {
 		lv = s.levels[s.cfg.defLevel]
@@ -279,7 +281,7 @@ func (s *scheduler) submit(j *job) error {
 	return nil
 }
 
-func (s *scheduler) enqueue(j *job, lv *level) error {
+func (s *scheduler) enqueue(j *Job, lv *level) error {
 	switch pol := lv.policy; {
 	case len(s.insts) == 0:
 		// Only passive instances: nothing would ever take the request.
@@ -303,7 +305,7 @@ func (s *scheduler) enqueue(j *job, lv *level) error {
 }
 
 // remove answers a still-queued job with err (cancelled or expired).
-func (s *scheduler) remove(j *job, err error) {
+func (s *scheduler) remove(j *Job, err error) {
 	s.mu.Lock()
 	if j.state != jobQueued {
 		s.mu.Unlock()
@@ -326,7 +328,7 @@ func (s *scheduler) remove(j *job, err error) {
 // it, the worker leaves the turn to the others.
 func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 	defer s.wg.Done()
-	var jobs []*job
+	var jobs []*Job
 	var e Execution
 	var errs []error
 	away := s.outOfService(inst)
@@ -355,7 +357,7 @@ func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 		// Take the next batch, if one is due, before answering this one:
 		// the answered handlers would otherwise take the CPU while this
 		// instance sits idle.
-		var next []*job
+		var next []*Job
 		select {
 		case <-s.turn:
 			next, _, _, _ = s.take(nil) // the lane is the worker's still
@@ -411,7 +413,7 @@ func (s *scheduler) outOfService(inst Instance) func() bool {
 // wait (< 0: for an arrival) and whether the scheduler is closed and empty.
 // With a lane, it takes the lane with the batch, or takes nothing and says
 // so (claimed) while a direct caller holds it.
-func (s *scheduler) take(ln *lane) (jobs []*job, wait time.Duration, closed, claimed bool) {
+func (s *scheduler) take(ln *lane) (jobs []*Job, wait time.Duration, closed, claimed bool) {
 	s.mu.Lock()
 	jobs, wait = s.form(time.Now())
 	if jobs == nil {
@@ -451,7 +453,7 @@ func (s *scheduler) take(ln *lane) (jobs []*job, wait time.Duration, closed, cla
 // nextUnless blocks until a batch is due and takes it off the queue (with
 // ln, if any: take); nil once the scheduler is closed and drained, or, with
 // yielded set, as soon as yield (if any) says so or ln is claimed.
-func (s *scheduler) nextUnless(ln *lane, yield func() bool) (jobs []*job, yielded bool) {
+func (s *scheduler) nextUnless(ln *lane, yield func() bool) (jobs []*Job, yielded bool) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -511,8 +513,8 @@ func (s *scheduler) wakeIn(d time.Duration) {
 // src/dynamic_batch_scheduler.cc) to the queue at time now. It returns the batch to run,
 // or nil and how long to wait before looking again (< 0: queue empty, wait
 // for an arrival).
-func (s *scheduler) form(now time.Time) ([]*job, time.Duration) {
-	var batch []*job
+func (s *scheduler) form(now time.Time) ([]*Job, time.Duration) {
+	var batch []*Job
 	var sum int64
 	prefAt := -1     // batch length at the preferred point
 	stopped := false // stopped by max batch size or a shape mismatch
@@ -520,7 +522,7 @@ func (s *scheduler) form(now time.Time) ([]*job, time.Duration) {
 	var soonest time.Time // nearest DELAY deadline among the candidates
 	for _, lv := range s.levels {
 		lv.compact(now)
-		for _, list := range [2][]*job{lv.jobs[lv.head:], lv.delayed} {
+		for _, list := range [2][]*Job{lv.jobs[lv.head:], lv.delayed} {
 			for _, j := range list {
 				if j.state != jobQueued || j.ctx.Err() != nil {
 					continue // a cancelled one is about to be answered by its hook
@@ -630,7 +632,7 @@ func (lv *level) compact(now time.Time) {
 // compatible reports whether j may join a batch started by first: inputs
 // whose dims are variable and not ragged must have the same shape, as in
 // triton-inference-server/core src/dynamic_batch_scheduler.cc.
-func (s *scheduler) compatible(first, j *job) bool {
+func (s *scheduler) compatible(first, j *Job) bool {
 	a, b := first.req.Inputs, j.req.Inputs
 	if s.cfg.sameSet && len(a) != len(b) {
 		return false
@@ -667,7 +669,7 @@ func (s *scheduler) compatible(first, j *job) bool {
 //
 // e and errs are reused from the last call (each worker owns one of each):
 // an instance must not keep e past Execute.
-func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*job, log *slog.Logger, e *Execution, errs []error) []error {
+func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*Job, log *slog.Logger, e *Execution, errs []error) []error {
 	*e = Execution{Requests: e.Requests[:0]}
 	for _, j := range jobs {
 		e.Requests = append(e.Requests, &j.req)
@@ -695,7 +697,7 @@ func runExecution(inst Instance, model string, decoupled bool, stats *Stats, job
 }
 
 // execute runs e on inst, turning a panic into an error.
-func execute(inst Instance, model string, e *Execution, jobs []*job, log *slog.Logger) (err error) {
+func execute(inst Instance, model string, e *Execution, jobs []*Job, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("recovered from a panic while executing a batch", "model", model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
@@ -713,7 +715,7 @@ func execute(inst Instance, model string, e *Execution, jobs []*job, log *slog.L
 // answer finishes the jobs of an execution by how each ended (errs, from
 // runExecution), but for decoupled requests still sending: their final
 // send finishes them.
-func (s *scheduler) answer(jobs []*job, errs []error) {
+func (s *scheduler) answer(jobs []*Job, errs []error) {
 	for i, j := range jobs {
 		if errs[i] != errPending {
 			s.finish(j, errs[i])
@@ -723,7 +725,7 @@ func (s *scheduler) answer(jobs []*job, errs []error) {
 
 // finish answers j, in queue order when preserve_ordering asks for it
 // (with the responses it held back).
-func (s *scheduler) finish(j *job, err error) {
+func (s *scheduler) finish(j *Job, err error) {
 	if !s.cfg.preserve {
 		j.traceEnd(err)
 		j.done <- err

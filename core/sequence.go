@@ -41,7 +41,7 @@ func (k corrKey) String() string {
 type seqSlot struct {
 	inst  *seqInstance
 	idx   int
-	queue []*job
+	queue []*Job
 	// reaped: the reaper ended the sequence; the slot is released once the
 	// requests it had already taken have run.
 	reaped bool
@@ -72,7 +72,7 @@ type seqInstance struct {
 // backlogged is a sequence waiting for a free slot, with its requests.
 type backlogged struct {
 	key  corrKey
-	jobs []*job
+	jobs []*Job
 	// expire is the earliest deadline its requests' timeouts set (zero:
 	// none); a sequence still backlogged then is refused.
 	expire time.Time
@@ -179,7 +179,7 @@ func (b *seqBatcher) check(r *ExecRequest) error {
 
 // submit routes j to its sequence's slot, a free slot (START) or the
 // backlog, or refuses it synchronously.
-func (b *seqBatcher) submit(j *job) error {
+func (b *seqBatcher) submit(j *Job) error {
 	if b.cfg.iterative && j.req.Correlation.Missing() {
 		// A request outside any sequence starts one of its own, as
 		// Triton's IterativeSequencer::SetupSequenceRequest
@@ -248,7 +248,7 @@ func (b *seqBatcher) submit(j *job) error {
 			b.active[key] = slot
 		}
 	default:
-		bl = &backlogged{key: key, jobs: []*job{j}}
+		bl = &backlogged{key: key, jobs: []*Job{j}}
 		b.expireAfter(bl, j)
 		b.backlog = append(b.backlog, bl)
 		if !end {
@@ -262,7 +262,7 @@ func (b *seqBatcher) submit(j *job) error {
 var errNoActive = Errorf(CodeUnavailable, "no active instance to run the request: every instance group is passive")
 
 // enqueue adds j to slot's queue and wakes the slot's worker; b.mu is held.
-func (b *seqBatcher) enqueue(slot *seqSlot, j *job) {
+func (b *seqBatcher) enqueue(slot *seqSlot, j *Job) {
 	slot.queue = append(slot.queue, j)
 	wake(slot.inst)
 }
@@ -329,7 +329,7 @@ func (b *seqBatcher) touch(key corrKey, now time.Time) {
 }
 
 // expireAfter applies j's timeout to its backlogged sequence; b.mu is held.
-func (b *seqBatcher) expireAfter(bl *backlogged, j *job) {
+func (b *seqBatcher) expireAfter(bl *backlogged, j *Job) {
 	if j.req.TimeoutMicros == 0 {
 		return
 	}
@@ -387,7 +387,7 @@ func (b *seqBatcher) reap() {
 		}
 		// A backlogged sequence is watched again once it holds a slot.
 	}
-	var expired []*job
+	var expired []*Job
 	live := b.backlog[:0]
 	for _, bl := range b.backlog {
 		switch {
@@ -475,7 +475,7 @@ func (b *seqBatcher) worker(si *seqInstance) {
 		si.limit.acquire(jobs) // waits for the rate limiter's resources, if any
 		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
 		si.limit.release(false)
-		var lost []*job
+		var lost []*Job
 		b.mu.Lock()
 		for i, j := range jobs {
 			switch {
@@ -503,7 +503,7 @@ func (b *seqBatcher) worker(si *seqInstance) {
 }
 
 type droppedJob struct {
-	j   *job
+	j   *Job
 	err error
 }
 
@@ -511,10 +511,10 @@ type droppedJob struct {
 // wait (0: for a wake-up) and whether the worker is done. It drops the
 // requests whose client went away and releases the slots of sequences the
 // reaper ended once their queues are empty.
-func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped []droppedJob, wait time.Duration, done bool) {
+func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped []droppedJob, wait time.Duration, done bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var heads []*job
+	var heads []*Job
 	var earliest time.Time
 	for _, slot := range si.slots {
 		for len(slot.queue) > 0 {
@@ -557,13 +557,13 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 	waited := now.Sub(earliest)
 	if b.cfg.oldest {
 		// Oldest first, as a dynamic batcher over the candidates' heads.
-		slices.SortStableFunc(heads, func(x, y *job) int { return x.times.queue.Compare(y.times.queue) })
+		slices.SortStableFunc(heads, func(x, y *Job) int { return x.times.queue.Compare(y.times.queue) })
 	} else if b.cfg.delay > 0 && b.cfg.minUtil > 0 && waited <= b.cfg.delay &&
 		float64(len(heads))/float64(limit) < b.cfg.minUtil {
 		return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
 	}
 	states := make([][]*Tensor, 0, len(heads))
-	var batch []*job
+	var batch []*Job
 	for _, j := range heads {
 		if len(batch) == limit {
 			break
@@ -616,11 +616,11 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*job, dropped 
 // src/sequence_batch_scheduler/sequence_batch_scheduler.cc), so a
 // sequence's row is its slot's. The not-ready requests have no slot
 // (job.seq nil): their responses go nowhere and their states are not kept.
-func (b *seqBatcher) pad(batch []*job, top int) []*job {
+func (b *seqBatcher) pad(batch []*Job, top int) []*Job {
 	if len(batch) == top+1 {
 		return batch
 	}
-	out := make([]*job, top+1)
+	out := make([]*Job, top+1)
 	for _, j := range batch {
 		out[j.seq.idx] = j
 	}
@@ -637,10 +637,10 @@ func (b *seqBatcher) pad(batch []*job, top int) []*job {
 // them unset; the model must not read them), START, END and READY false,
 // CORRID 0 ("the model can't assume that any other inputs are meaningful,
 // including CORRID").
-func (b *seqBatcher) notReady(rep *job) *job {
+func (b *seqBatcher) notReady(rep *Job) *Job {
 	// seqb set: a decoupled model's sends after the execution reach it as
 	// a real request's do.
-	n := &job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, seqb: b}
+	n := &Job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, seqb: b}
 	ins := rep.req.Inputs
 	first := len(ins) - len(b.cfg.states) - len(b.cfg.controls) // the first control's index
 	out := make([]*Tensor, len(ins))
@@ -660,7 +660,7 @@ func (b *seqBatcher) notReady(rep *job) *job {
 // stateInputs are the state tensors j runs with: its sequence's current
 // state, or the initial state when j starts the sequence (which also
 // resets the slot's state, so nothing leaks from an earlier sequence).
-func (b *seqBatcher) stateInputs(j *job) []*Tensor {
+func (b *seqBatcher) stateInputs(j *Job) []*Tensor {
 	if len(b.cfg.states) == 0 {
 		return nil
 	}
@@ -704,7 +704,7 @@ func (sc *seqConfig) initialStates() []*Tensor {
 // compatible reports whether j (with states st) may join a batch started
 // by first (with states fst): the same inputs, and the same shapes but for
 // the batch dimension and ragged inputs, so that they concatenate.
-func (b *seqBatcher) compatible(first *job, fst []*Tensor, j *job, st []*Tensor) bool {
+func (b *seqBatcher) compatible(first *Job, fst []*Tensor, j *Job, st []*Tensor) bool {
 	if !b.cfg.batching {
 		return false
 	}
@@ -768,7 +768,7 @@ func (s *seqSlot) keep(sc *seqConfig, resp *ExecResponse, asked func(string) boo
 // finish answers j; under preserve_ordering a request that ran is
 // answered, with the responses it held back, once the requests taken
 // before it on its instance are.
-func (b *seqBatcher) finish(j *job, err error) {
+func (b *seqBatcher) finish(j *Job, err error) {
 	if !b.cfg.preserve || j.state != jobTaken {
 		j.traceEnd(err)
 		j.done <- err
@@ -834,7 +834,7 @@ func (b *seqBatcher) inService(sb Standby) {
 // asksFor reports whether the client asked for output name: by name, or by
 // asking for every output when the configuration lists it (a state output
 // listed under `output` reaches the client only then).
-func (j *job) asksFor(name string) bool {
+func (j *Job) asksFor(name string) bool {
 	if j.orig.Outputs == nil {
 		return j.mv.outputs[name] != nil
 	}
@@ -890,7 +890,7 @@ func (r *ExecRequest) Reschedule() error {
 // IterativeSequencer::RescheduleRequest enqueues it again with flags 0; the
 // state inputs are added again when it is taken. It reports false when j's
 // sequence ended meanwhile (idle timeout); b.mu is held.
-func (b *seqBatcher) requeue(j *job) bool {
+func (b *seqBatcher) requeue(j *Job) bool {
 	key := keyOf(j.req.Correlation)
 	if b.active[key] != j.seq {
 		return false
@@ -913,7 +913,7 @@ func (b *seqBatcher) requeue(j *job) bool {
 // endIterative ends the sequence of j, an iterative request released for
 // good, as Triton's IterativeSequencer does with a cancelled END: its slot
 // is freed once the requests queued there have run; b.mu is held.
-func (b *seqBatcher) endIterative(j *job) {
+func (b *seqBatcher) endIterative(j *Job) {
 	key := keyOf(j.req.Correlation)
 	slot := j.seq
 	if b.active[key] != slot {

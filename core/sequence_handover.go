@@ -86,7 +86,7 @@ func (b *seqBatcher) retire(force bool) bool {
 
 // rerun runs req, a START refused by this retired copy, on the copy
 // serving its version now.
-func (mv *ModelVersion) rerun(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*job, error) {
+func (mv *ModelVersion) rerun(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*Job, error) {
 	b := mv.exec.(*seqBatcher)
 	b.mu.Lock()
 	reacquire := b.reacquire

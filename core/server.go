@@ -73,6 +73,9 @@ type Options struct {
 	// ResponseCache, when set, serves the versions whose config enables
 	// response_cache (--cache-config); nil: no version caches.
 	ResponseCache cache.Store
+	// Ensembles runs the ensemble models (core/ensemble's Scheduling);
+	// nil: an ensemble fails to load.
+	Ensembles Ensembles
 }
 
 // Server is the inference core: the model registry, lifecycle and request

@@ -11,15 +11,6 @@ import (
 	"github.com/inferd/inferd/internal/servertest"
 )
 
-func repeatRequest(n int, params map[string]any) *core.InferRequest {
-	data := make([]byte, 0, 4*n)
-	for i := range n {
-		data = binary.LittleEndian.AppendUint32(data, uint32(100+i))
-	}
-	return &core.InferRequest{ModelName: "repeat", ModelVersion: core.LatestVersion, Parameters: params,
-		Inputs: []*core.Tensor{{Name: "IN", DataType: core.TypeInt32, Shape: []int64{int64(n)}, Data: data}}}
-}
-
 func startRepeat(t *testing.T) *core.ModelVersion {
 	t.Helper()
 	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, map[string]servertest.Model{
@@ -31,39 +22,21 @@ func startRepeat(t *testing.T) *core.ModelVersion {
 	return mv
 }
 
-type streamed struct {
-	resps  []*core.InferResponse
-	finals int
-}
-
-func (s *streamed) emit(r *core.InferResponse, final bool) error {
-	if s.finals > 0 {
-		panic("a response after the final one")
-	}
-	if r != nil {
-		s.resps = append(s.resps, r)
-	}
-	if final {
-		s.finals++
-	}
-	return nil
-}
-
 // TestInferStream: a decoupled model's 0, 1 and 1,000 responses reach the
 // consumer in order, each with its outputs, then exactly one final flag;
 // the request counts as one success.
 func TestInferStream(t *testing.T) {
 	mv := startRepeat(t)
 	for _, n := range []int{0, 1, 1000} {
-		var got streamed
+		var got servertest.Streamed
 		before := mv.Stats.Snapshot().Success.Count
-		if err := mv.InferStream(context.Background(), repeatRequest(n, nil), got.emit); err != nil {
+		if err := mv.InferStream(context.Background(), servertest.RepeatRequest(n, nil), got.Emit); err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
-		if len(got.resps) != n || got.finals != 1 {
-			t.Fatalf("n=%d: %d responses, %d finals", n, len(got.resps), got.finals)
+		if len(got.Resps) != n || got.Finals != 1 {
+			t.Fatalf("n=%d: %d responses, %d finals", n, len(got.Resps), got.Finals)
 		}
-		for i, r := range got.resps {
+		for i, r := range got.Resps {
 			if len(r.Outputs) != 2 || r.ModelName != "repeat" {
 				t.Fatalf("response %d: %+v", i, r)
 			}
@@ -94,7 +67,7 @@ func TestInferStreamCancel(t *testing.T) {
 	n := 0
 	ended := make(chan error, 1)
 	go func() {
-		ended <- mv.InferStream(ctx, repeatRequest(100000, map[string]any{"wait_us": int64(1000)}), func(r *core.InferResponse, final bool) error {
+		ended <- mv.InferStream(ctx, servertest.RepeatRequest(100000, map[string]any{"wait_us": int64(1000)}), func(r *core.InferResponse, final bool) error {
 			if n++; n == 10 {
 				cancel()
 			}
@@ -116,9 +89,9 @@ func TestInferStreamCancel(t *testing.T) {
 	if st := mv.Stats.Snapshot(); st.Failures[core.FailCanceled] != 1 {
 		t.Fatalf("cancelled count %d", st.Failures[core.FailCanceled])
 	}
-	var got streamed
-	if err := mv.InferStream(context.Background(), repeatRequest(3, nil), got.emit); err != nil || len(got.resps) != 3 {
-		t.Fatalf("after a cancel: %d responses, %v", len(got.resps), err)
+	var got servertest.Streamed
+	if err := mv.InferStream(context.Background(), servertest.RepeatRequest(3, nil), got.Emit); err != nil || len(got.Resps) != 3 {
+		t.Fatalf("after a cancel: %d responses, %v", len(got.Resps), err)
 	}
 }
 
@@ -127,16 +100,16 @@ func TestInferStreamCancel(t *testing.T) {
 // response, refuses another count; emit's error ends the request.
 func TestInferStreamErrors(t *testing.T) {
 	mv := startRepeat(t)
-	var got streamed
-	err := mv.InferStream(context.Background(), repeatRequest(5, map[string]any{"fail_at": int64(2)}), got.emit)
-	if err == nil || !strings.Contains(err.Error(), "repeat: failing at response 2") || len(got.resps) != 2 || got.finals != 0 {
-		t.Fatalf("failing stream: %v after %d responses", err, len(got.resps))
+	var got servertest.Streamed
+	err := mv.InferStream(context.Background(), servertest.RepeatRequest(5, map[string]any{"fail_at": int64(2)}), got.Emit)
+	if err == nil || !strings.Contains(err.Error(), "repeat: failing at response 2") || len(got.Resps) != 2 || got.Finals != 0 {
+		t.Fatalf("failing stream: %v after %d responses", err, len(got.Resps))
 	}
-	if _, err := mv.Infer(context.Background(), repeatRequest(2, nil)); err == nil || !strings.Contains(err.Error(), "sent 2 responses to a request that expects exactly one") {
+	if _, err := mv.Infer(context.Background(), servertest.RepeatRequest(2, nil)); err == nil || !strings.Contains(err.Error(), "sent 2 responses to a request that expects exactly one") {
 		t.Fatalf("Infer of two responses: %v", err)
 	}
 	stop := core.Errorf(core.CodeUnavailable, "consumer gone")
-	err = mv.InferStream(context.Background(), repeatRequest(5, nil), func(*core.InferResponse, bool) error { return stop })
+	err = mv.InferStream(context.Background(), servertest.RepeatRequest(5, nil), func(*core.InferResponse, bool) error { return stop })
 	if err == nil || err.Error() != "consumer gone" {
 		t.Fatalf("emit error: %v", err)
 	}

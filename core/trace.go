@@ -58,7 +58,7 @@ func ChildTrace(t Trace) Trace {
 }
 
 // traceBegin starts j's trace, if it has one, as it enters an executor.
-func (j *job) traceBegin() {
+func (j *Job) traceBegin() {
 	if !TracingBuilt || j.orig.Trace == nil {
 		return
 	}
@@ -67,7 +67,7 @@ func (j *job) traceBegin() {
 
 // traceEnd ends j's trace, if it has one, just before its end (err) is
 // reported to the caller.
-func (j *job) traceEnd(err error) {
+func (j *Job) traceEnd(err error) {
 	if !TracingBuilt || j.orig.Trace == nil {
 		return
 	}

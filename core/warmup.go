@@ -47,10 +47,10 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 			return fmt.Errorf("failed to run warmup sample '%s': batch_size %d of its %d bytes would take more than %d bytes, this server's limit", sample.GetName(), bs, total, maxConfigAlloc)
 		}
 		for range max(sample.GetCount(), 1) {
-			jobs := make([]*job, bs)
+			jobs := make([]*Job, bs)
 			for i := range jobs {
 				start := time.Now()
-				j := &job{ctx: ctx, mv: mv, orig: req}
+				j := &Job{ctx: ctx, mv: mv, orig: req}
 				if err := mv.prepare(req, &j.req); err != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
 				}

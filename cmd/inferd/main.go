@@ -25,6 +25,7 @@ import (
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/platforms/httpapi"
@@ -530,6 +531,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		Observers:       observers,
 		ResponseCache:   respCache,
 		RateLimiter:     cfg.rateLimit.limiter,
+		Ensembles:       ensemble.Scheduling{},
 	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 

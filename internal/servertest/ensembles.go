@@ -1,9 +1,11 @@
 package servertest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 )
 
@@ -108,4 +110,16 @@ func BytesChain(name, inner string) Model {
 	return Ensemble(EnsembleConfig(name, 0, []string{"TEXT:TYPE_STRING:[ -1 ]"}, []string{"ECHO:TYPE_STRING:[ -1 ]"},
 		Step{Model: inner, In: []string{"INPUT0=TEXT"}, Out: []string{"OUTPUT0=mid"}},
 		Step{Model: inner, In: []string{"INPUT0=mid"}, Out: []string{"OUTPUT0=ECHO"}}))
+}
+
+// SimpleInputs are an ensemble's inputs IN0 and IN1, shaped as `simple`'s.
+var SimpleInputs = []string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}
+
+// Int32Rows is an INT32 tensor of rows rows of 16 values, f(i) at column i.
+func Int32Rows(name string, rows int, f func(i int) int32) *core.Tensor {
+	data := make([]byte, 0, 64*rows)
+	for i := range 16 * rows {
+		data = binary.LittleEndian.AppendUint32(data, uint32(f(i%16)))
+	}
+	return &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: []int64{int64(rows), 16}, Data: data}
 }

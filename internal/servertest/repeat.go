@@ -78,3 +78,35 @@ func (repeatInstance) Execute(_ context.Context, e *core.Execution) error {
 }
 
 func (repeatInstance) Close() error { return nil }
+
+// RepeatRequest asks the repeat model for n responses (100, 101, ...),
+// with the given parameters (wait_us, fail_at).
+func RepeatRequest(n int, params map[string]any) *core.InferRequest {
+	data := make([]byte, 0, 4*n)
+	for i := range n {
+		data = binary.LittleEndian.AppendUint32(data, uint32(100+i))
+	}
+	return &core.InferRequest{ModelName: "repeat", ModelVersion: core.LatestVersion, Parameters: params,
+		Inputs: []*core.Tensor{{Name: "IN", DataType: core.TypeInt32, Shape: []int64{int64(n)}, Data: data}}}
+}
+
+// Streamed collects a stream's responses (Emit is InferStream's consumer)
+// and counts its final flags, panicking on a response after the final one.
+type Streamed struct {
+	Resps  []*core.InferResponse
+	Finals int
+}
+
+// Emit takes one response of the stream.
+func (s *Streamed) Emit(r *core.InferResponse, final bool) error {
+	if s.Finals > 0 {
+		panic("a response after the final one")
+	}
+	if r != nil {
+		s.Resps = append(s.Resps, r)
+	}
+	if final {
+		s.Finals++
+	}
+	return nil
+}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/cache"
+	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/repo"
 )
@@ -114,6 +115,7 @@ func Start(t testing.TB, o Options) *core.Server {
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
 		ResponseCache: o.ResponseCache, GPUs: o.GPUs, NoFileOverrides: o.NoFileOverrides,
+		Ensembles: ensemble.Scheduling{},
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,16 +1,20 @@
-package core
+package ensemble
 
-import "context"
+import (
+	"context"
+
+	"github.com/inferd/inferd/core"
+)
 
 // stepResult is one message of a step firing: outputs (named as ensemble
 // tensors) at an iteration, and whether the firing is over. at is the
 // iteration the step fired on; decoupled says whether the step's model
 // streams (its outputs then start iterations of their own).
 type stepResult struct {
-	outs []*Tensor
+	outs []*core.Tensor
 	// corr, when set, is the correlation the response's parameters gave
 	// its outputs (see responseCorrelation).
-	corr      *Correlation
+	corr      *core.Correlation
 	iter      int
 	final     bool
 	err       error
@@ -21,21 +25,21 @@ type stepResult struct {
 // flow is one ensemble request's data flow while its graph runs. A
 // tensor's values are keyed by iteration: 0 for a tensor that does not
 // descend from a decoupled step; else one iteration per response of the
-// decoupled step it descends from (its label, see ensembleLabels).
+// decoupled step it descends from (its label, see labelsOf).
 type flow struct {
 	e   *ensemble
-	j   *job
-	q   *ensembleQueued
+	j   *core.Job
+	q   *queued
 	ctx context.Context
 	// cancel stops the steps still running once one failed.
 	cancel  context.CancelFunc
 	results chan stepResult
 
-	vals map[string]map[int]*Tensor // by ensemble tensor, by iteration
+	vals map[string]map[int]*core.Tensor // by ensemble tensor, by iteration
 	// corrs are the correlations that steps' response parameters gave
 	// their outputs, by ensemble tensor and iteration; a step reading one
 	// runs under it instead of the request's.
-	corrs     map[string]map[int]Correlation
+	corrs     map[string]map[int]core.Correlation
 	fired     map[int][]bool // by iteration, by step
 	producing map[int]int    // firings running that are not decoupled, by iteration
 	live      map[int]bool   // iterations after 0 not yet dropped
@@ -56,15 +60,15 @@ type flow struct {
 // is not decoupled runs on it, nor on iteration 0 (whose tensors every
 // iteration may read). So a long stream keeps only the responses in
 // flight, and each response costs the same work however many came before.
-func (e *ensemble) execute(j *job, q *ensembleQueued) error {
-	ctx, cancel := context.WithCancel(j.ctx)
+func (e *ensemble) execute(j *core.Job, q *queued) error {
+	ctx, cancel := context.WithCancel(j.Request().Context())
 	defer cancel()
 	f := &flow{e: e, j: j, q: q, ctx: ctx, cancel: cancel, results: make(chan stepResult, 16),
-		vals: make(map[string]map[int]*Tensor, len(e.labels)), corrs: map[string]map[int]Correlation{},
+		vals: make(map[string]map[int]*core.Tensor, len(e.labels)), corrs: map[string]map[int]core.Correlation{},
 		fired: map[int][]bool{}, producing: map[int]int{}, live: map[int]bool{}, emitted: map[int]bool{}, nextIter: 1}
-	r := &j.req
+	r := j.Request()
 	for _, t := range r.Inputs {
-		f.vals[t.Name] = map[int]*Tensor{0: t}
+		f.vals[t.Name] = map[int]*core.Tensor{0: t}
 	}
 	f.fire(0)
 	for f.running > 0 {
@@ -78,9 +82,9 @@ func (e *ensemble) execute(j *job, q *ensembleQueued) error {
 	}
 	outs := f.complete(0)
 	if outs == nil {
-		return Errorf(CodeInternal, "in ensemble '%s', unexpected deadlock, at least one output is not set while no more ensemble steps can be made", e.name)
+		return core.Errorf(core.CodeInternal, "in ensemble '%s', unexpected deadlock, at least one output is not set while no more ensemble steps can be made", e.name)
 	}
-	return r.Send(&ExecResponse{Outputs: outs}, true)
+	return r.Send(&core.ExecResponse{Outputs: outs}, true)
 }
 
 // take records one message of a step firing: its outputs start or feed
@@ -127,12 +131,12 @@ func (f *flow) store(res stepResult) {
 	}
 	for _, t := range res.outs {
 		if f.vals[t.Name] == nil {
-			f.vals[t.Name] = map[int]*Tensor{}
+			f.vals[t.Name] = map[int]*core.Tensor{}
 		}
 		f.vals[t.Name][it] = t
 		if res.corr != nil {
 			if f.corrs[t.Name] == nil {
-				f.corrs[t.Name] = map[int]Correlation{}
+				f.corrs[t.Name] = map[int]core.Correlation{}
 			}
 			f.corrs[t.Name][it] = *res.corr
 		}
@@ -184,9 +188,9 @@ func (f *flow) fire(it int) {
 
 // inputs are step st's inputs at iteration it, named as its model's, and
 // the correlation it runs under; nil while one is missing.
-func (f *flow) inputs(st *ensembleStep, it int) ([]*Tensor, Correlation) {
-	inputs := make([]*Tensor, 0, len(st.inputs))
-	corr, overridden := f.j.req.Correlation, false
+func (f *flow) inputs(st *step, it int) ([]*core.Tensor, core.Correlation) {
+	inputs := make([]*core.Tensor, 0, len(st.inputs))
+	corr, overridden := f.j.Request().Correlation, false
 	for _, name := range st.inputNames {
 		from := st.inputs[name]
 		key := 0
@@ -197,7 +201,7 @@ func (f *flow) inputs(st *ensembleStep, it int) ([]*Tensor, Correlation) {
 		if t == nil {
 			return nil, corr
 		}
-		inputs = append(inputs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+		inputs = append(inputs, &core.Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
 		if c, ok := f.corrs[from][key]; ok && !overridden {
 			// The first input's wins, as in Triton's InitStep.
 			corr, overridden = c, true
@@ -208,9 +212,9 @@ func (f *flow) inputs(st *ensembleStep, it int) ([]*Tensor, Correlation) {
 
 // complete is iteration it's outputs, in the request's order; nil while
 // one is missing.
-func (f *flow) complete(it int) []*Tensor {
-	r := &f.j.req
-	outs := make([]*Tensor, 0, len(r.Outputs))
+func (f *flow) complete(it int) []*core.Tensor {
+	r := f.j.Request()
+	outs := make([]*core.Tensor, 0, len(r.Outputs))
 	for _, name := range r.Outputs {
 		key := 0
 		if f.e.labels[name] != 0 {
@@ -232,7 +236,7 @@ func (f *flow) answer(it int) {
 	}
 	if outs := f.complete(it); outs != nil {
 		f.emitted[it] = true
-		if err := f.j.req.Send(&ExecResponse{Outputs: outs}, false); err != nil {
+		if err := f.j.Request().Send(&core.ExecResponse{Outputs: outs}, false); err != nil {
 			f.fail(err)
 		}
 	}
@@ -258,7 +262,7 @@ func (f *flow) drop(it int) {
 // runStep sends one step's request to its composing model, under corr,
 // calling queued (if any) once the request is queued there; a decoupled
 // model's responses each start an iteration (iter -1 in the result).
-func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tensor, corr Correlation, it int, j *job, queued func(), results chan<- stepResult) {
+func (e *ensemble) runStep(ctx context.Context, st *step, inputs []*core.Tensor, corr core.Correlation, it int, j *core.Job, queued func(), results chan<- stepResult) {
 	if st.slots != nil {
 		select {
 		case st.slots <- struct{}{}:
@@ -268,17 +272,18 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 			return
 		}
 	}
-	req := &InferRequest{ID: j.req.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
-		Outputs: st.requested, Parameters: j.req.Parameters, Priority: j.req.Priority, Correlation: corr,
-		Trace: ChildTrace(j.orig.Trace), Queued: queued}
-	mv, release, err := e.srv.acquireKey(st.key, st.version)
+	r := j.Request()
+	req := &core.InferRequest{ID: r.ID, ModelName: st.model, ModelVersion: st.version, Inputs: inputs,
+		Outputs: st.requested, Parameters: r.Parameters, Priority: r.Priority, Correlation: corr,
+		Trace: core.ChildTrace(j.Caller().Trace), Queued: queued}
+	mv, release, err := e.host.Acquire(st.key, st.version)
 	if err == nil {
 		defer release()
 		outIter := it
 		if st.decoupled {
 			outIter = -1
 		}
-		err = mv.InferStream(ctx, req, func(resp *InferResponse, _ bool) error {
+		err = mv.InferStream(ctx, req, func(resp *core.InferResponse, _ bool) error {
 			if resp == nil {
 				return nil
 			}
@@ -286,10 +291,10 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 			if err != nil {
 				return err
 			}
-			outs := make([]*Tensor, 0, len(resp.Outputs))
+			outs := make([]*core.Tensor, 0, len(resp.Outputs))
 			for _, t := range resp.Outputs {
 				if name, ok := st.outputs[t.Name]; ok {
-					outs = append(outs, &Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
+					outs = append(outs, &core.Tensor{Name: name, DataType: t.DataType, Shape: t.Shape, Data: t.Data})
 				}
 			}
 			select {
@@ -302,7 +307,7 @@ func (e *ensemble) runStep(ctx context.Context, st *ensembleStep, inputs []*Tens
 	}
 	if err != nil {
 		// Triton names the ensemble, keeping the step's class.
-		err = &Error{Code: CodeOf(err), Msg: "in ensemble '" + e.name + "', " + err.Error()}
+		err = &core.Error{Code: core.CodeOf(err), Msg: "in ensemble '" + e.name + "', " + err.Error()}
 	}
 	results <- stepResult{err: err, final: true, at: it, decoupled: st.decoupled}
 }

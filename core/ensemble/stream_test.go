@@ -1,4 +1,4 @@
-package core_test
+package ensemble_test
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestEnsembleStreamIsLinear(t *testing.T) {
 	servertest.Must(t, err)
 	defer release()
 	perResponse := func(n int) float64 {
-		req := repeatRequest(n, nil)
+		req := servertest.RepeatRequest(n, nil)
 		req.ModelName = "stream"
 		got := 0
 		bytes := servertest.Allocated(func() {
@@ -119,12 +119,12 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OUTPUT1
 	servertest.Must(t, err)
 	defer release()
 	const n = 50
-	req := repeatRequest(n, nil)
+	req := servertest.RepeatRequest(n, nil)
 	req.ModelName = "late"
-	req.Inputs = append(req.Inputs, int32Tensor("K", 1, func(int) int32 { return 1000 }))
+	req.Inputs = append(req.Inputs, servertest.Int32Rows("K", 1, func(int) int32 { return 1000 }))
 	req.Inputs[1].Shape = []int64{1}
 	req.Inputs[1].Data = req.Inputs[1].Data[:4]
-	var got streamed
+	var got servertest.Streamed
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -134,13 +134,13 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OUTPUT1
 		time.Sleep(100 * time.Millisecond)
 		close(g.open)
 	}()
-	servertest.Must(t, mv.InferStream(context.Background(), req, got.emit))
+	servertest.Must(t, mv.InferStream(context.Background(), req, got.Emit))
 	wg.Wait()
-	if len(got.resps) != n || got.finals != 1 {
-		t.Fatalf("%d responses, %d finals", len(got.resps), got.finals)
+	if len(got.Resps) != n || got.Finals != 1 {
+		t.Fatalf("%d responses, %d finals", len(got.Resps), got.Finals)
 	}
 	seen := map[int32]int32{}
-	for _, r := range got.resps {
+	for _, r := range got.Resps {
 		o := outputs(t, r)
 		seen[o["I"][0]] = o["Y"][0]
 	}

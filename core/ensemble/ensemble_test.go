@@ -1,4 +1,4 @@
-package core_test
+package ensemble_test
 
 import (
 	"context"
@@ -19,21 +19,12 @@ import (
 )
 
 var (
-	io16 = []string{"IN0:TYPE_INT32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}
 	// chain: (a+b, a-b) then their sum and difference: (2a, 2b).
 	chainSteps = []servertest.Step{
 		{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=sum", "OUTPUT1=diff"}},
 		{Model: "simple", In: []string{"INPUT0=sum", "INPUT1=diff"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}},
 	}
 )
-
-func int32Tensor(name string, rows int, f func(i int) int32) *core.Tensor {
-	data := make([]byte, 0, 64*rows)
-	for i := range 16 * rows {
-		data = binary.LittleEndian.AppendUint32(data, uint32(f(i%16)))
-	}
-	return &core.Tensor{Name: name, DataType: core.TypeInt32, Shape: []int64{int64(rows), 16}, Data: data}
-}
 
 func outputs(t *testing.T, resp *core.InferResponse) map[string][]int32 {
 	t.Helper()
@@ -52,7 +43,7 @@ func TestEnsembleExecution(t *testing.T) {
 		"chain":  servertest.Chain("chain"),
 		// fan-out, fan-in: a+b and b-a in parallel, then their sum and
 		// difference: (2b, 2a).
-		"fan": servertest.Ensemble(servertest.EnsembleConfig("fan", 8, io16, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
+		"fan": servertest.Ensemble(servertest.EnsembleConfig("fan", 8, servertest.SimpleInputs, []string{"OUT0:TYPE_INT32:[ 16 ]", "OUT1:TYPE_INT32:[ 16 ]"},
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=apb"}},
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN1", "INPUT1=IN0"}, Out: []string{"OUTPUT1=bma"}},
 			servertest.Step{Model: "simple", In: []string{"INPUT0=apb", "INPUT1=bma"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
@@ -71,7 +62,7 @@ func TestEnsembleExecution(t *testing.T) {
 		swap       bool
 	}{{"chain", 0, 2, false}, {"fan", 0, 2, true}, {"outer", 0, 4, false}} {
 		resp, err := s.Infer(context.Background(), &core.InferRequest{ModelName: tc.model, ModelVersion: core.LatestVersion,
-			Inputs: []*core.Tensor{int32Tensor("IN0", 2, a), int32Tensor("IN1", 2, b)}})
+			Inputs: []*core.Tensor{servertest.Int32Rows("IN0", 2, a), servertest.Int32Rows("IN1", 2, b)}})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.model, err)
 		}
@@ -154,17 +145,17 @@ func TestEnsembleValidation(t *testing.T) {
 	good := chainSteps
 	models := map[string]servertest.Model{
 		"simple": servertest.Simple("simple"),
-		"ok":     servertest.Ensemble(servertest.EnsembleConfig("ok", 8, io16, out16, good...)),
-		"no_input": servertest.Ensemble(servertest.EnsembleConfig("no_input", 8, io16, out16,
+		"ok":     servertest.Ensemble(servertest.EnsembleConfig("ok", 8, servertest.SimpleInputs, out16, good...)),
+		"no_input": servertest.Ensemble(servertest.EnsembleConfig("no_input", 8, servertest.SimpleInputs, out16,
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1", "NOPE=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
 		"unmapped": servertest.Ensemble(servertest.EnsembleConfig("unmapped", 8, []string{"IN0:TYPE_INT32:[ 16 ]"}, out16,
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
-		"no_output": servertest.Ensemble(servertest.EnsembleConfig("no_output", 8, io16, out16,
+		"no_output": servertest.Ensemble(servertest.EnsembleConfig("no_output", 8, servertest.SimpleInputs, out16,
 			servertest.Step{Model: "simple", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT9=OUT1"}})),
 		"dtype": servertest.Ensemble(servertest.EnsembleConfig("dtype", 8, []string{"IN0:TYPE_FP32:[ 16 ]", "IN1:TYPE_INT32:[ 16 ]"}, out16, good...)),
 		"shape": servertest.Ensemble(servertest.EnsembleConfig("shape", 8, []string{"IN0:TYPE_INT32:[ 15 ]", "IN1:TYPE_INT32:[ 16 ]"}, out16, good...)),
-		"batch": servertest.Ensemble(servertest.EnsembleConfig("batch", 16, io16, out16, good...)),
-		"missing": servertest.Ensemble(servertest.EnsembleConfig("missing", 8, io16, out16,
+		"batch": servertest.Ensemble(servertest.EnsembleConfig("batch", 16, servertest.SimpleInputs, out16, good...)),
+		"missing": servertest.Ensemble(servertest.EnsembleConfig("missing", 8, servertest.SimpleInputs, out16,
 			servertest.Step{Model: "absent", In: []string{"INPUT0=IN0", "INPUT1=IN1"}, Out: []string{"OUTPUT0=OUT0", "OUTPUT1=OUT1"}})),
 		"repeat": {Config: servertest.RepeatConfig, ONNX: []byte("repeat")},
 		"add1": {Config: `name: "add1"
@@ -177,9 +168,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OUTPUT1
 			servertest.Step{Model: "repeat", In: []string{"IN=IN"}, Out: []string{"OUT=a"}},
 			servertest.Step{Model: "repeat", In: []string{"IN=IN"}, Out: []string{"OUT=b"}},
 			servertest.Step{Model: "add1", In: []string{"INPUT0=a", "INPUT1=b"}, Out: []string{"OUTPUT0=S"}})),
-		"loop_a": servertest.Ensemble(servertest.EnsembleConfig("loop_a", 8, io16, out16,
+		"loop_a": servertest.Ensemble(servertest.EnsembleConfig("loop_a", 8, servertest.SimpleInputs, out16,
 			servertest.Step{Model: "loop_b", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
-		"loop_b": servertest.Ensemble(servertest.EnsembleConfig("loop_b", 8, io16, out16,
+		"loop_b": servertest.Ensemble(servertest.EnsembleConfig("loop_b", 8, servertest.SimpleInputs, out16,
 			servertest.Step{Model: "loop_a", In: []string{"IN0=IN0", "IN1=IN1"}, Out: []string{"OUT0=OUT0", "OUT1=OUT1"}})),
 	}
 	s := servertest.Start(t, servertest.Options{Repo: servertest.WriteRepo(t, models), Mode: core.ModeExplicit})
@@ -279,7 +270,7 @@ func TestEnsembleComposingReload(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				_, err := s.Infer(context.Background(), &core.InferRequest{ModelName: "chain", ModelVersion: core.LatestVersion,
-					Inputs: []*core.Tensor{int32Tensor("IN0", 1, func(i int) int32 { return int32(i) }), int32Tensor("IN1", 1, func(int) int32 { return 1 })}})
+					Inputs: []*core.Tensor{servertest.Int32Rows("IN0", 1, func(i int) int32 { return int32(i) }), servertest.Int32Rows("IN1", 1, func(int) int32 { return 1 })}})
 				if err != nil {
 					failures.Add(1)
 					t.Error(err)
@@ -323,17 +314,17 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
 		t.Fatal("an ensemble with a decoupled step is not decoupled")
 	}
 	for _, n := range []int{0, 1, 50} {
-		req := repeatRequest(n, nil)
+		req := servertest.RepeatRequest(n, nil)
 		req.ModelName = "stream"
-		var got streamed
-		if err := mv.InferStream(context.Background(), req, got.emit); err != nil {
+		var got servertest.Streamed
+		if err := mv.InferStream(context.Background(), req, got.Emit); err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
-		if len(got.resps) != n || got.finals != 1 {
-			t.Fatalf("n=%d: %d responses, %d finals", n, len(got.resps), got.finals)
+		if len(got.Resps) != n || got.Finals != 1 {
+			t.Fatalf("n=%d: %d responses, %d finals", n, len(got.Resps), got.Finals)
 		}
 		seen := map[int32]int32{}
-		for _, r := range got.resps {
+		for _, r := range got.Resps {
 			o := outputs(t, r)
 			seen[o["I"][0]] = o["Y"][0]
 		}
@@ -369,7 +360,7 @@ func TestEnsembleMixedBatches(t *testing.T) {
 				model, in0, in1 = "chain", "IN0", "IN1"
 			}
 			resp, err := s.Infer(context.Background(), &core.InferRequest{ModelName: model, ModelVersion: core.LatestVersion,
-				Inputs: []*core.Tensor{int32Tensor(in0, 1, a), int32Tensor(in1, 1, b)}})
+				Inputs: []*core.Tensor{servertest.Int32Rows(in0, 1, a), servertest.Int32Rows(in1, 1, b)}})
 			if err != nil {
 				t.Error(err)
 				return
