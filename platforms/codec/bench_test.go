@@ -83,7 +83,7 @@ func BenchmarkEncodeSimpleJSON(b *testing.B) {
 
 func BenchmarkEncodeSimpleBinary(b *testing.B) {
 	resp := simpleResponse("1")
-	env := &InferRequest{DefaultKind: OutputBinary}
+	env := &Envelope{DefaultKind: OutputBinary}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, _, err := EncodeResponse(resp, env); err != nil {
@@ -139,7 +139,7 @@ func BenchmarkDecodeFP32Binary1M(b *testing.B) {
 
 func BenchmarkEncodeFP32Binary1M(b *testing.B) {
 	resp := &core.InferResponse{ModelName: "m", ModelVersion: 1, Outputs: []*core.Tensor{{Name: "OUTPUT0", DataType: core.TypeFP32, Shape: []int64{1, 1000000}, Data: fp32Blob(1000000)}}}
-	env := &InferRequest{DefaultKind: OutputBinary}
+	env := &Envelope{DefaultKind: OutputBinary}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, _, err := EncodeResponse(resp, env); err != nil {

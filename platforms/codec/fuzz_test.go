@@ -19,7 +19,7 @@ const fuzzMax = 1 << 20
 // tensors hold exactly shape × element size bytes; JSON-decoded BYTES
 // tensors are well framed; and encoding the inputs back as outputs never
 // panics.
-func checkDecoded(t *testing.T, body []byte, jsonLen int, r *InferRequest, err error) {
+func checkDecoded(t *testing.T, body []byte, jsonLen int, r *Envelope, err error) {
 	t.Helper()
 	if err != nil {
 		var ce *core.Error
@@ -55,7 +55,7 @@ func checkDecoded(t *testing.T, body []byte, jsonLen int, r *InferRequest, err e
 	}
 	for _, kind := range []OutputKind{OutputJSON, OutputBinary} {
 		resp := &core.InferResponse{ID: req.ID, ModelName: req.ModelName, Outputs: req.Inputs, Parameters: req.Parameters}
-		header, _, _, err := EncodeResponse(resp, &InferRequest{DefaultKind: kind})
+		header, _, _, err := EncodeResponse(resp, &Envelope{DefaultKind: kind})
 		if err == nil {
 			if _, perr := tritonjson.ParseJSON(header); perr != nil {
 				t.Fatalf("encoded header does not parse: %v\n%s", perr, header)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,7 +20,7 @@ import (
 // name up with a scan of the object, as Triton does (RapidJSON's
 // FindMember): the reference for the decoder's indexed lookups. ok is
 // false when the body has no parameters object to compare on.
-func paramsByScan(body []byte) (r *InferRequest, err error, ok bool) {
+func paramsByScan(body []byte) (r *Envelope, err error, ok bool) {
 	doc, perr := tritonjson.ParseJSON(body)
 	if perr != nil {
 		return nil, nil, false
@@ -27,7 +29,7 @@ func paramsByScan(body []byte) (r *InferRequest, err error, ok bool) {
 	if !found || !params.IsObject() {
 		return nil, nil, false
 	}
-	r = newInferRequest("m")
+	r = newEnvelope("m")
 	pr := protocol.ParamReader{Rules: protocol.HTTPRules, Request: r.Request}
 	for key := range params.Members() {
 		name := cstring(key)
@@ -54,8 +56,8 @@ func paramsByScan(body []byte) (r *InferRequest, err error, ok bool) {
 }
 
 // paramsByIndex is what the decoder makes of a body's parameters.
-func paramsByIndex(ctx context.Context, body []byte) (*InferRequest, error) {
-	r := newInferRequest("m")
+func paramsByIndex(ctx context.Context, body []byte) (*Envelope, error) {
+	r := newEnvelope("m")
 	r.dec = decoder{model: "m", r: r}
 	if err := r.dec.doc.Parse(body); err != nil {
 		return nil, err
@@ -116,28 +118,28 @@ func nulNames(prefix string, n int) string {
 func TestParametersIndexedAsScanned(t *testing.T) {
 	for _, tc := range []struct {
 		name, params string
-		check        func(*InferRequest) bool
+		check        func(*Envelope) bool
 	}{
-		{"distinct names", manyParams(3000, ""), func(r *InferRequest) bool { return len(r.Request.Parameters) == 3000 }},
+		{"distinct names", manyParams(3000, ""), func(r *Envelope) bool { return len(r.Request.Parameters) == 3000 }},
 		{"NUL names find a later member", nulNames("x", 2000) + `,"x":"last"`,
-			func(r *InferRequest) bool {
+			func(r *Envelope) bool {
 				return r.Request.Parameters["x"] == "last" && len(r.Request.Parameters) == 1
 			}},
 		{"NUL names find an earlier member", `"priority":4,` + nulNames("priority", 50) + `,"priority":"not this"`,
-			func(r *InferRequest) bool { return r.Request.Priority == 4 }},
+			func(r *Envelope) bool { return r.Request.Priority == 4 }},
 		{"first duplicate wins", manyParams(40, `,"p3":"again","sequence_id":"s","sequence_id":9`),
-			func(r *InferRequest) bool {
+			func(r *Envelope) bool {
 				return r.Request.Parameters["p3"] == int64(3) && r.Request.Correlation.StringID == "s"
 			}},
 		{"binary_data_output behind a NUL", manyParams(40, `,"binary_data_output\u0000x":false,"binary_data_output":true`),
-			func(r *InferRequest) bool { return r.DefaultKind == OutputBinary }},
+			func(r *Envelope) bool { return r.DefaultKind == OutputBinary }},
 		{"NUL name without its prefix", manyParams(40, `,"k\u0000x":1`), nil},
 		{"binary_data_output missing behind a NUL", manyParams(40, `,"binary_data_output\u0000":true`), nil},
 		{"scheduling key missing behind a NUL", manyParams(40, `,"timeout\u0000":1`), nil},
 		{"many names, none a model parameter", `"priority":4,` + nulNames("priority", 100) + `,"binary_data_output":true`,
-			func(r *InferRequest) bool { return r.Request.Priority == 4 && r.Request.Parameters == nil }},
+			func(r *Envelope) bool { return r.Request.Priority == 4 && r.Request.Parameters == nil }},
 		{"escaped names", manyParams(40, `,"\u0070\u0031":"escaped p1","q\u0000":1,"q":2`),
-			func(r *InferRequest) bool {
+			func(r *Envelope) bool {
 				return r.Request.Parameters["p1"] == int64(1) && r.Request.Parameters["q"] == int64(2)
 			}},
 	} {
@@ -224,5 +226,77 @@ func TestDecodeGivesUpWhenCancelled(t *testing.T) {
 	cancel()
 	if _, err := DecodeRequest(ctx, "m", []byte(`{"parameters":{"priority":1},"inputs":[]}`), -1, testMax, nil); err != nil {
 		t.Fatalf("small body: %v", err)
+	}
+}
+
+// TestDecodeParameters covers the request-level "parameters" object.
+func TestDecodeParameters(t *testing.T) {
+	env, err := decodeJSON(`{"id":"a\u0000b","parameters":{"sequence_id":7,"sequence_start":true,"sequence_end":false,"priority":3,"timeout":1500,"binary_data_output":true,
+		"s":"v\u0000w","i":-5,"big":18446744073709551615,"f":2.5,"b":false,"headers":"h"},"inputs":[]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := env.Request
+	if req.ID != "a" || req.Priority != 3 || req.TimeoutMicros != 1500 || env.DefaultKind != OutputBinary {
+		t.Fatalf("%+v", req)
+	}
+	if req.Correlation != (core.Correlation{ID: 7, Flags: core.FlagSequenceStart}) {
+		t.Fatalf("%+v", req.Correlation)
+	}
+	want := map[string]any{"s": "v", "i": int64(-5), "big": float64(18446744073709551615), "f": 2.5, "b": false, "headers": "h"}
+	if fmt.Sprint(req.Parameters) != fmt.Sprint(want) {
+		t.Fatalf("parameters %v, want %v", req.Parameters, want)
+	}
+	for k, v := range want {
+		if fmt.Sprintf("%T", req.Parameters[k]) != fmt.Sprintf("%T", v) {
+			t.Fatalf("%s: %T", k, req.Parameters[k])
+		}
+	}
+	env, err = decodeJSON(`{"parameters":{"sequence_id":"abc","sequence_end":true,"binary_data_output":false},"inputs":[]}`)
+	if err != nil || env.Request.Correlation != (core.Correlation{StringID: "abc", IsString: true, Flags: core.FlagSequenceEnd}) || env.DefaultKind != OutputJSON || env.Request.Parameters != nil {
+		t.Fatalf("%v %+v", err, env)
+	}
+	// The first of duplicate members wins, for every occurrence, and a
+	// name cut at a NUL reads the member of its prefix.
+	env, err = decodeJSON(`{"parameters":{"priority":1,"priority":"x","priority\u0000y":"z"},"inputs":[]}`)
+	if err != nil || env.Request.Priority != 1 {
+		t.Fatal(err)
+	}
+	env, err = decodeJSON(`{"parameters":{"sequence_id":18446744073709551615},"inputs":[]}`)
+	if err != nil || env.Request.Correlation != (core.Correlation{ID: math.MaxUint64}) {
+		t.Fatalf("%v %+v", err, env)
+	}
+}
+
+// TestJSONParam: how a JSON parameter value reaches the protocol's reader.
+func TestJSONParam(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want protocol.Param
+	}{
+		{`"a\u0000b"`, protocol.Param{Kind: protocol.ParamString, String: "a\x00b"}},
+		{`true`, protocol.Param{Kind: protocol.ParamBool, Bool: true}},
+		{`-9223372036854775808`, protocol.Param{Kind: protocol.ParamInt64, Int64: math.MinInt64}},
+		{`-0`, protocol.Param{Kind: protocol.ParamInt64}},
+		{`9223372036854775808`, protocol.Param{Kind: protocol.ParamUint64, Uint64: 1 << 63}},
+		{`18446744073709551616`, protocol.Param{Kind: protocol.ParamDouble, Double: 1 << 64}},
+		{`1.0`, protocol.Param{Kind: protocol.ParamDouble, Double: 1}},
+		{`-Infinity`, protocol.Param{Kind: protocol.ParamDouble, Double: math.Inf(-1)}},
+		{`null`, protocol.Param{}},
+		{`[1]`, protocol.Param{}},
+		{`{}`, protocol.Param{}},
+	} {
+		doc, err := tritonjson.ParseJSON([]byte(tc.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := JSONParam(doc.Root()); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.json, got, tc.want)
+		}
+	}
+	// An infer request's string parameters end at a NUL.
+	doc, _ := tritonjson.ParseJSON([]byte(`"a\u0000b"`))
+	if got := requestParam(doc.Root()); got.String != "a" {
+		t.Errorf("infer string parameter %q", got.String)
 	}
 }

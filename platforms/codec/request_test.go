@@ -7,14 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/inferd/inferd/core"
-	"github.com/inferd/inferd/platforms/protocol"
-	"github.com/inferd/inferd/platforms/tritonjson"
 )
 
 const testMax = 64 << 20
@@ -32,12 +29,12 @@ func wantError(t *testing.T, err error, code core.Code, msg string) {
 }
 
 // decodeJSON decodes a JSON-only body without the header-length header.
-func decodeJSON(body string) (*InferRequest, error) {
+func decodeJSON(body string) (*Envelope, error) {
 	return DecodeRequest(context.Background(), "simple", []byte(body), -1, testMax, nil)
 }
 
 // decodeBin decodes header + blobs with the header length set.
-func decodeBin(header string, blobs ...[]byte) (*InferRequest, error) {
+func decodeBin(header string, blobs ...[]byte) (*Envelope, error) {
 	body := []byte(header)
 	for _, b := range blobs {
 		body = append(body, b...)
@@ -293,78 +290,6 @@ func TestDecodeNestedAndEmpty(t *testing.T) {
 	}
 }
 
-// TestDecodeParameters covers the request-level "parameters" object.
-func TestDecodeParameters(t *testing.T) {
-	env, err := decodeJSON(`{"id":"a\u0000b","parameters":{"sequence_id":7,"sequence_start":true,"sequence_end":false,"priority":3,"timeout":1500,"binary_data_output":true,
-		"s":"v\u0000w","i":-5,"big":18446744073709551615,"f":2.5,"b":false,"headers":"h"},"inputs":[]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := env.Request
-	if req.ID != "a" || req.Priority != 3 || req.TimeoutMicros != 1500 || env.DefaultKind != OutputBinary {
-		t.Fatalf("%+v", req)
-	}
-	if req.Correlation != (core.Correlation{ID: 7, Flags: core.FlagSequenceStart}) {
-		t.Fatalf("%+v", req.Correlation)
-	}
-	want := map[string]any{"s": "v", "i": int64(-5), "big": float64(18446744073709551615), "f": 2.5, "b": false, "headers": "h"}
-	if fmt.Sprint(req.Parameters) != fmt.Sprint(want) {
-		t.Fatalf("parameters %v, want %v", req.Parameters, want)
-	}
-	for k, v := range want {
-		if fmt.Sprintf("%T", req.Parameters[k]) != fmt.Sprintf("%T", v) {
-			t.Fatalf("%s: %T", k, req.Parameters[k])
-		}
-	}
-	env, err = decodeJSON(`{"parameters":{"sequence_id":"abc","sequence_end":true,"binary_data_output":false},"inputs":[]}`)
-	if err != nil || env.Request.Correlation != (core.Correlation{StringID: "abc", IsString: true, Flags: core.FlagSequenceEnd}) || env.DefaultKind != OutputJSON || env.Request.Parameters != nil {
-		t.Fatalf("%v %+v", err, env)
-	}
-	// The first of duplicate members wins, for every occurrence, and a
-	// name cut at a NUL reads the member of its prefix.
-	env, err = decodeJSON(`{"parameters":{"priority":1,"priority":"x","priority\u0000y":"z"},"inputs":[]}`)
-	if err != nil || env.Request.Priority != 1 {
-		t.Fatal(err)
-	}
-	env, err = decodeJSON(`{"parameters":{"sequence_id":18446744073709551615},"inputs":[]}`)
-	if err != nil || env.Request.Correlation != (core.Correlation{ID: math.MaxUint64}) {
-		t.Fatalf("%v %+v", err, env)
-	}
-}
-
-// TestJSONParam: how a JSON parameter value reaches v2's reader.
-func TestJSONParam(t *testing.T) {
-	for _, tc := range []struct {
-		json string
-		want protocol.Param
-	}{
-		{`"a\u0000b"`, protocol.Param{Kind: protocol.ParamString, String: "a\x00b"}},
-		{`true`, protocol.Param{Kind: protocol.ParamBool, Bool: true}},
-		{`-9223372036854775808`, protocol.Param{Kind: protocol.ParamInt64, Int64: math.MinInt64}},
-		{`-0`, protocol.Param{Kind: protocol.ParamInt64}},
-		{`9223372036854775808`, protocol.Param{Kind: protocol.ParamUint64, Uint64: 1 << 63}},
-		{`18446744073709551616`, protocol.Param{Kind: protocol.ParamDouble, Double: 1 << 64}},
-		{`1.0`, protocol.Param{Kind: protocol.ParamDouble, Double: 1}},
-		{`-Infinity`, protocol.Param{Kind: protocol.ParamDouble, Double: math.Inf(-1)}},
-		{`null`, protocol.Param{}},
-		{`[1]`, protocol.Param{}},
-		{`{}`, protocol.Param{}},
-	} {
-		doc, err := tritonjson.ParseJSON([]byte(tc.json))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := JSONParam(doc.Root()); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: %+v, want %+v", tc.json, got, tc.want)
-		}
-	}
-	// An infer request's string parameters end at a NUL.
-	doc, _ := tritonjson.ParseJSON([]byte(`"a\u0000b"`))
-	if got := requestParam(doc.Root()); got.String != "a" {
-		t.Errorf("infer string parameter %q", got.String)
-	}
-}
-
 // TestOutputKinds covers how binary_data_output and each requested output's
 // binary_data and shared-memory parameters pick the output's kind.
 func TestOutputKinds(t *testing.T) {
@@ -412,7 +337,7 @@ func TestOutputKinds(t *testing.T) {
 	if err != nil || raw.OutputKind("OUTPUT0") != OutputBinary {
 		t.Fatal(err)
 	}
-	if (*InferRequest)(nil).OutputKind("x") != OutputJSON {
+	if (*Envelope)(nil).OutputKind("x") != OutputJSON {
 		t.Fatal("nil envelope")
 	}
 }

@@ -22,13 +22,13 @@ import (
 // Blobs alias the output tensors' data. An output in shared memory is
 // copied into its region and described in the header without data; a
 // region too small for its output fails the whole response.
-func EncodeResponse(resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, binary bool, err error) {
+func EncodeResponse(resp *core.InferResponse, req *Envelope) (header []byte, blobs [][]byte, binary bool, err error) {
 	header, blobs, err = AppendResponse(make([]byte, 0, estimateResponse(resp, req)), resp, req)
 	return header, blobs, len(blobs) > 0, err
 }
 
 // AppendResponse is EncodeResponse appending the header to dst.
-func AppendResponse(dst []byte, resp *core.InferResponse, req *InferRequest) (header []byte, blobs [][]byte, err error) {
+func AppendResponse(dst []byte, resp *core.InferResponse, req *Envelope) (header []byte, blobs [][]byte, err error) {
 	if req != nil && req.spans != nil {
 		if err := protocol.WriteRegions(resp.Outputs, req.outputSpan); err != nil {
 			return nil, nil, err
@@ -253,7 +253,7 @@ func appendTensorData(b []byte, t *core.Tensor) ([]byte, error) {
 
 // estimateResponse sizes the header buffer so that encoding usually grows it
 // at most once.
-func estimateResponse(resp *core.InferResponse, req *InferRequest) int {
+func estimateResponse(resp *core.InferResponse, req *Envelope) int {
 	n := 96 + len(resp.ID) + len(resp.ModelName) + 32*len(resp.Parameters)
 	for _, t := range resp.Outputs {
 		n += 80 + len(t.Name) + 21*len(t.Shape)

@@ -45,7 +45,7 @@ func simpleResponse(id string) *core.InferResponse {
 	}}
 }
 
-func mustDecode(t *testing.T, body string) *InferRequest {
+func mustDecode(t *testing.T, body string) *Envelope {
 	t.Helper()
 	env, err := decodeJSON(body)
 	if err != nil {
@@ -101,18 +101,18 @@ func TestEncodeKinds(t *testing.T) {
 		t.Fatalf("%s", header)
 	}
 	// Raw requests answer in binary.
-	_, blobs, binary, _ = EncodeResponse(resp, &InferRequest{DefaultKind: OutputBinary})
+	_, blobs, binary, _ = EncodeResponse(resp, &Envelope{DefaultKind: OutputBinary})
 	if !binary || len(blobs) != 2 {
 		t.Fatal("raw")
 	}
 	// A zero-byte binary output: binary_data_size 0 and no blob.
 	empty := &core.InferResponse{ModelName: "m", ModelVersion: 3, Outputs: []*core.Tensor{{Name: "E", DataType: core.TypeFP32, Shape: []int64{0, 4}, Data: nil}}}
-	header, blobs, binary, _ = EncodeResponse(empty, &InferRequest{DefaultKind: OutputBinary})
+	header, blobs, binary, _ = EncodeResponse(empty, &Envelope{DefaultKind: OutputBinary})
 	if binary || blobs != nil || string(header) != `{"model_name":"m","model_version":"3","outputs":[{"name":"E","datatype":"FP32","shape":[0,4],"parameters":{"binary_data_size":0}}]}` {
 		t.Fatalf("%s", header)
 	}
 	// Shared memory: name, datatype and shape only.
-	shm := &InferRequest{Request: &core.InferRequest{Outputs: []core.RequestedOutput{{Name: "OUTPUT1"}}}, Kinds: []OutputKind{OutputSharedMemory}}
+	shm := &Envelope{Request: &core.InferRequest{Outputs: []core.RequestedOutput{{Name: "OUTPUT1"}}}, Kinds: []OutputKind{OutputSharedMemory}}
 	header, _, _, _ = EncodeResponse(resp, shm)
 	if !strings.Contains(string(header), `{"name":"OUTPUT1","datatype":"INT32","shape":[1,16]}`) {
 		t.Fatalf("%s", header)
@@ -146,7 +146,7 @@ func TestEncodeErrors(t *testing.T) {
 	}
 	// FP16 and BF16 travel fine as binary.
 	h := one(&core.Tensor{Name: "H", DataType: core.TypeFP16, Shape: []int64{1}, Data: []byte{0, 0x3c}})
-	if _, blobs, _, err := EncodeResponse(h, &InferRequest{DefaultKind: OutputBinary}); err != nil || len(blobs) != 1 {
+	if _, blobs, _, err := EncodeResponse(h, &Envelope{DefaultKind: OutputBinary}); err != nil || len(blobs) != 1 {
 		t.Fatal(err)
 	}
 }
@@ -186,7 +186,7 @@ func TestEncodeAllTypesGolden(t *testing.T) {
 }
 
 func TestEncodeBinaryGolden(t *testing.T) {
-	header, blobs, binary, err := EncodeResponse(allTypesResponse(), &InferRequest{DefaultKind: OutputBinary})
+	header, blobs, binary, err := EncodeResponse(allTypesResponse(), &Envelope{DefaultKind: OutputBinary})
 	if err != nil || !binary {
 		t.Fatal(err)
 	}

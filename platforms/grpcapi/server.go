@@ -3,7 +3,7 @@
 // protobuf/grpc_service.proto, and grpc.health.v1.Health)
 // over the inference core. Inferences run through the one pipeline of
 // platforms/infer and every other rule shared with HTTP comes from
-// platforms/v2; this package decodes protobuf messages into their calls
+// platforms/protocol; this package decodes protobuf messages into their calls
 // and renders the results.
 package grpcapi
 

@@ -368,7 +368,7 @@ func TestModelStreamInferDecoupledCancel(t *testing.T) {
 // TestModelStreamInferEmptyFinalResponse sends a decoupled request with
 // triton_enable_empty_final_response true, false, absent and of the wrong
 // type on one stream: only true adds the empty final message, and the
-// wrong type is answered in-band with v2's INVALID_ARG text.
+// wrong type is answered in-band with the protocol's INVALID_ARG text.
 func TestModelStreamInferEmptyFinalResponse(t *testing.T) {
 	h := start(t, servertest.Options{Repo: conformanceRepo(t)}, Options{})
 	st, err := h.client.ModelStreamInfer(ctx(t))

@@ -22,7 +22,7 @@ import (
 // not returned: an error's reply is written before the call ends, as a
 // response's is, so that the trace's send stamps frame it.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request, name string, version int64) error {
-	var env *codec.InferRequest
+	var env *codec.Envelope
 	s.pipe.Run(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: r.URL.Path, Model: name, Version: version,
 		Decoupled: ErrDecoupled, Meta: header(r.Header),
@@ -74,7 +74,7 @@ var ErrDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't sup
 
 // writeInferResponse writes resp, or returns the error that keeps it from
 // being rendered (nothing written then).
-func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.InferRequest) error {
+func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.Envelope) error {
 	release := s.work()
 	defer release()
 	header, blobs, binary, err := codec.EncodeResponse(resp, env)

@@ -157,7 +157,7 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
 // goes on (an error whatever follows). Bodies are read before a worker
 // slot is taken, and inflated and decoded in one; decoding stops once the
 // client has gone (r's context is done).
-func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest, error) {
+func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, error) {
 	ctx := r.Context()
 	limit := s.opts.MaxInputSize
 	headerValue, hasHeader := "", false
@@ -171,7 +171,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if err != nil {
 			return nil, err
 		}
-		return s.decode(ctx, func() (*codec.InferRequest, error) {
+		return s.decode(ctx, func() (*codec.Envelope, error) {
 			body, err := s.inflate(compressed, limit)
 			if err != nil {
 				return nil, err
@@ -205,7 +205,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if len(body) == 0 {
 			jsonLen = 0
 		}
-		return s.decode(ctx, func() (*codec.InferRequest, error) {
+		return s.decode(ctx, func() (*codec.Envelope, error) {
 			return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
 		})
 	}
@@ -243,7 +243,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		if b.err != nil {
 			return nil, readError(b.err)
 		}
-		return s.decode(ctx, func() (*codec.InferRequest, error) {
+		return s.decode(ctx, func() (*codec.Envelope, error) {
 			return codec.DecodeRequest(ctx, name, b.buf, 0, limit, s.opts.SharedMemory)
 		})
 	case jsonLen > limit:
@@ -260,12 +260,12 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 		return nil, err
 	}
 	if size == jsonLen {
-		return s.decode(ctx, func() (*codec.InferRequest, error) {
+		return s.decode(ctx, func() (*codec.Envelope, error) {
 			return codec.DecodeRequest(ctx, name, b.buf, int(jsonLen), limit, s.opts.SharedMemory)
 		})
 	}
-	var header *codec.InferRequest
-	_, err := s.decode(ctx, func() (*codec.InferRequest, error) {
+	var header *codec.Envelope
+	_, err := s.decode(ctx, func() (*codec.Envelope, error) {
 		var err error
 		header, err = codec.ParseRequestHeader(name, b.buf[:jsonLen], limit, s.opts.SharedMemory)
 		return nil, err
@@ -281,7 +281,7 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.InferRequest,
 	if b.err != nil {
 		return nil, readError(b.err)
 	}
-	return s.decode(ctx, func() (*codec.InferRequest, error) { return header.Decode(ctx, b.buf) })
+	return s.decode(ctx, func() (*codec.Envelope, error) { return header.Decode(ctx, b.buf) })
 }
 
 // Compressed bodies are read whole before they are inflated, so that a

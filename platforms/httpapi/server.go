@@ -270,7 +270,7 @@ func (s *Server) work() (release func()) {
 // decode runs one decoding step in a worker slot. A request whose client
 // has gone, or goes while it waits for a slot, is not decoded: that would
 // be work for nobody.
-func (s *Server) decode(ctx context.Context, f func() (*codec.InferRequest, error)) (*codec.InferRequest, error) {
+func (s *Server) decode(ctx context.Context, f func() (*codec.Envelope, error)) (*codec.Envelope, error) {
 	gone := func() error {
 		return core.Errorf(core.CodeCancelled, "request cancelled before its body was decoded: %v", ctx.Err())
 	}
