@@ -254,6 +254,8 @@ func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int
 		}
 		return err
 	}
+	// No load report: ModelInfer's goes in the call's trailer, which a
+	// stream sends once, when it ends, not per request.
 	reply := infer.Reply{Shape: infer.ByPolicy,
 		Render: func(resp *core.InferResponse, err error) {
 			switch {

@@ -64,6 +64,9 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, name stri
 		req, err := decodeGenerate(body, cfg, s.opts.MaxInputSize)
 		return req, nil, err
 	}
+	// Neither form has the pipeline's load report: the generate routes
+	// send Triton's KV-cache report with their first answer
+	// (generateLoadReport).
 	if stream {
 		reply, send, dispatch := s.streamGenerate(w, r)
 		s.pipe.Dispatch(r.Context(), call, decode, reply, send, dispatch)

@@ -12,14 +12,17 @@
 //	trace       sampling, the receive timestamps, the W3C trace context
 //	run         core Infer or InferStream
 //	report      the ORCA load report, when the frontend asked for one
-//	send / end  the send timestamps, the trace's end, the model's release
+//	render      the frontend's Render writes the answer, between the send
+//	            timestamps when the call has one response (see Shape)
+//	end         the trace's end, the model's and the shared memory's release
 //
 // The body is read during decode, after the lookup and before the
 // acquisition, so a slow upload never holds a model (Triton's order:
 // HandleInfer in triton-inference-server/server src/http_server.cc, and
 // ModelInferHandler::Execute in src/grpc/infer_handler.cc). Run is the one
-// entry, which owns a call from its lookup to its end; a frontend hands it
-// a Decoder and a Reply, and calls no step itself. A new step that every
+// entry (Dispatch its form for a frontend that runs the started call on a
+// goroutine of its own), which owns a call from its lookup to its end; a
+// frontend hands it a Decoder and a Reply, and calls no step itself. A new step that every
 // inference needs (a response cache lookup, a sequence's correlation) is
 // one edit in start or run. The decoder reads inputs in
 // shared memory in place when their region is guarded against truncation
