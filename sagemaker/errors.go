@@ -9,8 +9,11 @@ import (
 	"github.com/inferd/inferd/platforms/instances"
 )
 
-// recordError words an instances mapping failure (platforms/instances) as
-// SageMaker's records always have, a 400; other errors pass unchanged.
+// recordError answers an instances mapping failure (platforms/instances)
+// with 400, worded as SageMaker's records were before they shared Vertex
+// AI's translator where the two texts differ; other errors pass unchanged.
+// Since they share it, records follow Vertex AI's instance rules
+// (docs/deploy.md).
 func recordError(err error) error {
 	var ie *instances.Error
 	if !errors.As(err, &ie) {

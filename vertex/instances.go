@@ -29,7 +29,6 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		pipe.Logs.LogHTTP(r.Context(), pipe.Log, http.MethodPost, (&url.URL{Path: path}).EscapedPath())
 	}
 	var batching bool
-	var out error
 	pipe.Run(r.Context(), &infer.Call{
 		Protocol: infer.HTTP, Route: path, Model: model, Version: core.LatestVersion,
 		Decoupled: httpapi.ErrDecoupled, Meta: instances.Header(r.Header),
@@ -43,12 +42,17 @@ func (h *Handler) predictInstances(w http.ResponseWriter, r *http.Request, model
 		}
 		return req, nil, err
 	}, infer.Reply{Report: h.api.InferLoadReport(w, r), Render: func(resp *core.InferResponse, err error) {
+		// The error is written here, not returned to the handler: Render
+		// runs before the call ends, so the trace's send stamps frame the
+		// reply, error or predictions, as on /infer.
 		if err == nil {
 			err = h.writePredictions(w, resp, q.Len(), batching)
 		}
-		out = err
+		if err != nil {
+			writeError(w, err)
+		}
 	}}, nil)
-	return out
+	return nil
 }
 
 // writePredictions renders and writes resp's predictions in a worker slot,

@@ -12,14 +12,18 @@ import (
 // environment itself. docs/environment.md lists every variable, its
 // meaning and who reads it.
 //
-// Two reads stay outside it, on purpose:
+// Some reads stay outside it, on purpose:
 //   - the Python workers start from the process environment as it is when
 //     each one starts (workerEnviron), so that what the server sets after
 //     start (ORT_DISABLE_TELEMETRY, set before ONNX Runtime loads, and the
 //     exports of `inferd serve`) reaches them as it always did;
 //   - the cloud SDKs' own discovery (the AWS default credential chain, GCS
 //     Application Default Credentials, the Azure default credential) reads
-//     the environment itself, as each SDK documents.
+//     the environment itself, as each SDK documents;
+//   - core/onnxrt reads ORT_LIB_PATH when it is given no library path
+//     (tests and benchmarks; this command always passes one, from Locate)
+//     and sets ORT_DISABLE_TELEMETRY unless it is set, the variable ONNX
+//     Runtime itself reads.
 type environment map[string]string
 
 // processEnv reads the process environment. As with os.Getenv, the first

@@ -108,7 +108,7 @@ type Metadata interface {
 // cfg. fh are the headers to forward (nil: none), which the decoder
 // applies where its protocol's order puts them. It returns the
 // shared-memory spans the call reads its inputs from in place and writes
-// its outputs to (nil: none): the pipeline holds them until End, so that
+// its outputs to (nil: none): the pipeline holds them until the call ends, so that
 // a region being unregistered waits for the call and no longer, and
 // releases them itself when the decoder fails after taking some.
 type Decoder func(cfg *modelconfig.ModelConfig, fh *protocol.ForwardedHeaders) (*core.InferRequest, *shm.Holds, error)
