@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -368,4 +371,55 @@ func (c *concatenated) Close() error { return c.inst.Close() }
 func (c *concatenated) ReadsDevice(id int64) bool {
 	d, ok := c.inst.(DeviceReader)
 	return ok && d.ReadsDevice(id)
+}
+
+// runExecution runs jobs as one execution on inst and records it; errs[i]
+// is how job i ended (errPending: a decoupled request still sending).
+// A panic anywhere in the execution's path (gather, the backend, scatter)
+// fails the requests that have not finished with an INTERNAL error naming
+// the model and logs the stack once; the instance goes on serving.
+//
+// e and errs are reused from the last call (each worker owns one of each):
+// an instance must not keep e past Execute.
+func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*Job, log *slog.Logger, e *Execution, errs []error) []error {
+	*e = Execution{Requests: e.Requests[:0]}
+	for _, j := range jobs {
+		e.Requests = append(e.Requests, &j.req)
+	}
+	stats.startRunning(jobs)
+	err := execute(inst, model, e, jobs, log)
+	if err == nil {
+		var total uint64
+		for _, j := range jobs {
+			total += uint64(j.size)
+		}
+		stats.recordExecution(total, e.InferStart.Sub(e.ComputeStart).Nanoseconds(),
+			e.InferEnd.Sub(e.InferStart).Nanoseconds(), e.ComputeEnd.Sub(e.InferEnd).Nanoseconds())
+	}
+	errs = errs[:0]
+	for _, j := range jobs {
+		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
+		errs = append(errs, j.req.end(err, model, decoupled))
+		if errs[len(errs)-1] != errPending { // else its final send ends it
+			stats.endRunning(j)
+		}
+	}
+	clear(e.Requests)
+	return errs
+}
+
+// execute runs e on inst, turning a panic into an error.
+func execute(inst Instance, model string, e *Execution, jobs []*Job, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("recovered from a panic while executing a batch", "model", model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = Errorf(CodeInternal, "model '%s' failed to execute the request: internal error: %v", model, r)
+		}
+	}()
+	ctx := context.Background()
+	if len(jobs) == 1 && jobs[0].ctx != nil {
+		// A lone request may be abandoned mid-run; a batch runs for all.
+		ctx = jobs[0].ctx
+	}
+	return inst.Execute(ctx, e)
 }
