@@ -183,8 +183,8 @@ func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferRespons
 		r.close(resp.Err)
 		return nil, nil, false
 	}
-	if j.seq != nil {
-		if err := j.seq.keep(j.seqb.cfg, resp, j.asksFor); err != nil {
+	if j.runner != nil {
+		if err := j.runner.keep(j, resp); err != nil {
 			r.close(err)
 			return nil, err, false
 		}
@@ -198,7 +198,7 @@ func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferRespons
 	if resp == nil && !final {
 		return nil, nil, false
 	}
-	if (j.sched != nil && j.sched.cfg.preserve) || (j.seqb != nil && j.seqb.cfg.preserve) {
+	if j.runner != nil && j.runner.preserves() {
 		// Held until the job's turn (preserve_ordering): no consumer yet.
 		j.held = append(j.held, heldResponse{out, final})
 		if final {
@@ -228,13 +228,7 @@ func (r *ExecRequest) settle() {
 	if r.stop != nil {
 		r.stop()
 	}
-	if r.job.seqb != nil {
-		r.job.seqb.stats.endRunning(r.job)
-		r.job.seqb.finish(r.job, r.err)
-	} else {
-		r.job.sched.stats.endRunning(r.job)
-		r.job.sched.finish(r.job, r.err)
-	}
+	r.job.runner.settle(r.job, r.err)
 }
 
 // end closes the request after its execution: it reports how the request
@@ -248,7 +242,7 @@ func (r *ExecRequest) settle() {
 func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	detachable := r.job.sched != nil || r.job.seqb != nil
+	detachable := r.job.runner != nil
 	for r.delivering != nil && !detachable {
 		// No scheduler to finish the job later (an ensemble's own
 		// request, whose sends come from the goroutine that ends it):

@@ -24,18 +24,18 @@ type Job struct {
 	times requestTimes
 	done  chan error // the request's end: nil, or the error that ended it
 
-	mv    *ModelVersion
-	orig  *InferRequest
-	emit  func(*InferResponse, bool) error // nil: collect into one and n
-	one   *InferResponse
-	n     int
-	sched *scheduler
-	held  []heldResponse // preserve_ordering: responses kept until the job's turn
+	mv   *ModelVersion
+	orig *InferRequest
+	emit func(*InferResponse, bool) error // nil: collect into one and n
+	one  *InferResponse
+	n    int
+	held []heldResponse // preserve_ordering: responses kept until the job's turn
 
-	// seqb is the sequence batcher that runs the job, if any, and seq the
-	// slot of its sequence (set once the job is at the head of the slot).
-	seqb *seqBatcher
-	seq  *seqSlot
+	// runner is the scheduler that runs the job on instances, if any;
+	// seq is the slot of its sequence under the sequence batcher (set once
+	// the job is at the head of the slot).
+	runner runner
+	seq    *seqSlot
 
 	state    jobState
 	size     int64     // max(1, batch size): what the request adds to a batch
@@ -54,3 +54,19 @@ type Job struct {
 type cancelled struct{ cause error }
 
 func (c *cancelled) Error() string { return "request cancelled: " + c.cause.Error() }
+
+// runner is a scheduler that runs jobs on instances: the default scheduler
+// and dynamic batcher, or the sequence batcher. A job's ExecRequest asks it
+// what its scheduler decides; a job without one (an ensemble's, a cached
+// response's) is neither held back nor left sending after its execution.
+type runner interface {
+	// keep sees each response of j before its consumer does: the sequence
+	// batcher takes the state outputs out of it.
+	keep(j *Job, resp *ExecResponse) error
+	// preserves reports whether responses wait for their job's turn
+	// (preserve_ordering).
+	preserves() bool
+	// settle answers j, whose request went on sending after its execution
+	// returned and has now ended with err.
+	settle(j *Job, err error)
+}

@@ -207,7 +207,7 @@ func (s *scheduler) submit(j *Job) error {
 		j.deadline = j.times.queue.Add(t)
 	}
 
-	j.sched = s
+	j.runner = s
 	if ln := s.claim(j); ln != nil {
 		s.runDirect(ln, j)
 		return nil
@@ -498,4 +498,14 @@ func (s *scheduler) close() {
 	for _, inst := range s.insts {
 		_ = inst.Close()
 	}
+}
+
+// keep passes every response on: the scheduler keeps nothing of them.
+func (s *scheduler) keep(*Job, *ExecResponse) error { return nil }
+
+func (s *scheduler) preserves() bool { return s.cfg.preserve }
+
+func (s *scheduler) settle(j *Job, err error) {
+	s.stats.endRunning(j)
+	s.finish(j, err)
 }

@@ -184,7 +184,7 @@ func (b *seqBatcher) submit(j *Job) error {
 		return err
 	}
 	j.size = max(1, int64(j.req.BatchSize))
-	j.seqb = b
+	j.runner = b
 	b.cfg.addControls(&j.req)
 	key := keyOf(j.req.Correlation)
 	start := j.req.Correlation.Flags&FlagSequenceStart != 0
@@ -554,4 +554,20 @@ func (b *seqBatcher) forget(key corrKey) {
 	}
 	// A backlogged sequence is left alone: it ends as usual once it holds
 	// a slot.
+}
+
+// keep takes the state outputs of a sequence's request out of resp (see
+// seqSlot.keep).
+func (b *seqBatcher) keep(j *Job, resp *ExecResponse) error {
+	if j.seq == nil {
+		return nil
+	}
+	return j.seq.keep(b.cfg, resp, j.asksFor)
+}
+
+func (b *seqBatcher) preserves() bool { return b.cfg.preserve }
+
+func (b *seqBatcher) settle(j *Job, err error) {
+	b.stats.endRunning(j)
+	b.finish(j, err)
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// droppedJob is a queued request that form dropped (its client went away),
-// with the error its worker answers it with.
+// droppedJob is a queued request that form dropped, with the error its
+// worker answers it with.
 type droppedJob struct {
 	j   *Job
 	err error
@@ -148,7 +148,7 @@ func (b *seqBatcher) pad(batch []*Job, top int) []*Job {
 func (b *seqBatcher) notReady(rep *Job) *Job {
 	// seqb set: a decoupled model's sends after the execution reach it as
 	// a real request's do.
-	n := &Job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, seqb: b}
+	n := &Job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, runner: b}
 	ins := rep.req.Inputs
 	first := len(ins) - len(b.cfg.states) - len(b.cfg.controls) // the first control's index
 	out := make([]*Tensor, len(ins))

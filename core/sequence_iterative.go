@@ -15,8 +15,7 @@ var errRescheduled = errors.New("request rescheduled")
 // state; it comes back without START. A decoupled model may go on sending
 // its non-final responses.
 func (r *ExecRequest) Reschedule() error {
-	j := r.job
-	if j == nil || j.seq == nil || !j.seqb.cfg.iterative {
+	if !r.iterative() {
 		return Errorf(CodeInvalidArg, "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.")
 	}
 	r.mu.Lock()
@@ -26,6 +25,17 @@ func (r *ExecRequest) Reschedule() error {
 	}
 	r.rescheduled = true
 	return nil
+}
+
+// iterative reports whether r runs in a sequence of a model with
+// iterative_sequence.
+func (r *ExecRequest) iterative() bool {
+	j := r.job
+	if j == nil || j.seq == nil {
+		return false
+	}
+	b, ok := j.runner.(*seqBatcher)
+	return ok && b.cfg.iterative
 }
 
 // requeue puts j, which its model rescheduled, back in its slot's queue
