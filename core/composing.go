@@ -31,6 +31,9 @@ type ensembleChainKey struct{}
 // src/model_repository_manager/model_repository_manager.cc,
 // ConnectDependencyGraph); the step's model_namespace records it.
 func (s *Server) loadComposing(ctx context.Context, namespace string, cfg *modelconfig.ModelConfig) (map[string][]string, error) {
+	if s.opts.Ensembles == nil {
+		return nil, errNoEnsembles
+	}
 	name := repo.Key(namespace, cfg.GetName())
 	chain, _ := ctx.Value(ensembleChainKey{}).([]string)
 	chain = append(slices.Clone(chain), name)

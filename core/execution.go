@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -180,8 +183,8 @@ func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferRespons
 		r.close(resp.Err)
 		return nil, nil, false
 	}
-	if j.seq != nil {
-		if err := j.seq.keep(j.seqb.cfg, resp, j.asksFor); err != nil {
+	if j.runner != nil {
+		if err := j.runner.keep(j, resp); err != nil {
 			r.close(err)
 			return nil, err, false
 		}
@@ -195,7 +198,7 @@ func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferRespons
 	if resp == nil && !final {
 		return nil, nil, false
 	}
-	if (j.sched != nil && j.sched.cfg.preserve) || (j.seqb != nil && j.seqb.cfg.preserve) {
+	if j.runner != nil && j.runner.preserves() {
 		// Held until the job's turn (preserve_ordering): no consumer yet.
 		j.held = append(j.held, heldResponse{out, final})
 		if final {
@@ -225,13 +228,7 @@ func (r *ExecRequest) settle() {
 	if r.stop != nil {
 		r.stop()
 	}
-	if r.job.seqb != nil {
-		r.job.seqb.stats.endRunning(r.job)
-		r.job.seqb.finish(r.job, r.err)
-	} else {
-		r.job.sched.stats.endRunning(r.job)
-		r.job.sched.finish(r.job, r.err)
-	}
+	r.job.runner.settle(r.job, r.err)
 }
 
 // end closes the request after its execution: it reports how the request
@@ -245,7 +242,7 @@ func (r *ExecRequest) settle() {
 func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	detachable := r.job.sched != nil || r.job.seqb != nil
+	detachable := r.job.runner != nil
 	for r.delivering != nil && !detachable {
 		// No scheduler to finish the job later (an ensemble's own
 		// request, whose sends come from the goroutine that ends it):
@@ -368,4 +365,55 @@ func (c *concatenated) Close() error { return c.inst.Close() }
 func (c *concatenated) ReadsDevice(id int64) bool {
 	d, ok := c.inst.(DeviceReader)
 	return ok && d.ReadsDevice(id)
+}
+
+// runExecution runs jobs as one execution on inst and records it; errs[i]
+// is how job i ended (errPending: a decoupled request still sending).
+// A panic anywhere in the execution's path (gather, the backend, scatter)
+// fails the requests that have not finished with an INTERNAL error naming
+// the model and logs the stack once; the instance goes on serving.
+//
+// e and errs are reused from the last call (each worker owns one of each):
+// an instance must not keep e past Execute.
+func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*Job, log *slog.Logger, e *Execution, errs []error) []error {
+	*e = Execution{Requests: e.Requests[:0]}
+	for _, j := range jobs {
+		e.Requests = append(e.Requests, &j.req)
+	}
+	stats.startRunning(jobs)
+	err := execute(inst, model, e, jobs, log)
+	if err == nil {
+		var total uint64
+		for _, j := range jobs {
+			total += uint64(j.size)
+		}
+		stats.recordExecution(total, e.InferStart.Sub(e.ComputeStart).Nanoseconds(),
+			e.InferEnd.Sub(e.InferStart).Nanoseconds(), e.ComputeEnd.Sub(e.InferEnd).Nanoseconds())
+	}
+	errs = errs[:0]
+	for _, j := range jobs {
+		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
+		errs = append(errs, j.req.end(err, model, decoupled))
+		if errs[len(errs)-1] != errPending { // else its final send ends it
+			stats.endRunning(j)
+		}
+	}
+	clear(e.Requests)
+	return errs
+}
+
+// execute runs e on inst, turning a panic into an error.
+func execute(inst Instance, model string, e *Execution, jobs []*Job, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("recovered from a panic while executing a batch", "model", model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = Errorf(CodeInternal, "model '%s' failed to execute the request: internal error: %v", model, r)
+		}
+	}()
+	ctx := context.Background()
+	if len(jobs) == 1 && jobs[0].ctx != nil {
+		// A lone request may be abandoned mid-run; a batch runs for all.
+		ctx = jobs[0].ctx
+	}
+	return inst.Execute(ctx, e)
 }

@@ -109,7 +109,7 @@ func (mv *ModelVersion) serveCached(j *Job) (probe cacheProbe, served bool, err 
 		// As Triton's dynamic batcher delegates a hit's response under
 		// preserve_ordering: it is answered once the requests already
 		// taken for execution are.
-		j.sched = sched
+		j.runner = sched
 		j.held = append(j.held, heldResponse{resp, true}) // until the job's turn
 		sched.order.taken(j)
 		sched.order.finish(j, nil)

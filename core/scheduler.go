@@ -2,9 +2,7 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,51 +16,6 @@ var (
 	errQueueFull = Errorf(CodeUnavailable, "Exceeds maximum queue size")
 	errExpired   = Errorf(CodeUnavailable, "Request timeout expired")
 )
-
-// jobState says where a job is; it changes only under scheduler.mu.
-type jobState uint8
-
-const (
-	jobNew     jobState = iota
-	jobQueued           // waiting in a level
-	jobTaken            // in a batch handed to an instance
-	jobRemoved          // cancelled or expired while queued; already answered
-)
-
-// Job is one request travelling through a scheduler, from its submission
-// to its end: the unit a Scheduler receives (see the glossary in
-// docs/architecture.md).
-type Job struct {
-	ctx   context.Context
-	req   ExecRequest // the validated request, as its backend sees it
-	times requestTimes
-	done  chan error // the request's end: nil, or the error that ended it
-
-	mv    *ModelVersion
-	orig  *InferRequest
-	emit  func(*InferResponse, bool) error // nil: collect into one and n
-	one   *InferResponse
-	n     int
-	sched *scheduler
-	held  []heldResponse // preserve_ordering: responses kept until the job's turn
-
-	// seqb is the sequence batcher that runs the job, if any, and seq the
-	// slot of its sequence (set once the job is at the head of the slot).
-	seqb *seqBatcher
-	seq  *seqSlot
-
-	state    jobState
-	size     int64     // max(1, batch size): what the request adds to a batch
-	deadline time.Time // zero: no queue timeout
-	delayed  bool      // timed out under DELAY: served after the level's others
-	level    *level
-	stop     func() bool // detaches the cancellation hook
-	timer    *time.Timer // REJECT timeout
-
-	// preserve_ordering: the finished result waits for earlier jobs.
-	finished bool
-	err      error
-}
 
 // queuePolicy is one priority level's ModelQueuePolicy.
 type queuePolicy struct {
@@ -254,7 +207,7 @@ func (s *scheduler) submit(j *Job) error {
 		j.deadline = j.times.queue.Add(t)
 	}
 
-	j.sched = s
+	j.runner = s
 	if ln := s.claim(j); ln != nil {
 		s.runDirect(ln, j)
 		return nil
@@ -509,209 +462,6 @@ func (s *scheduler) wakeIn(d time.Duration) {
 	}()
 }
 
-// form applies Triton's batch-forming rules (triton-inference-server/core
-// src/dynamic_batch_scheduler.cc) to the queue at time now. It returns the batch to run,
-// or nil and how long to wait before looking again (< 0: queue empty, wait
-// for an arrival).
-func (s *scheduler) form(now time.Time) ([]*Job, time.Duration) {
-	var batch []*Job
-	var sum int64
-	prefAt := -1     // batch length at the preferred point
-	stopped := false // stopped by max batch size or a shape mismatch
-	var oldest time.Time
-	var soonest time.Time // nearest DELAY deadline among the candidates
-	for _, lv := range s.levels {
-		lv.compact(now)
-		for _, list := range [2][]*Job{lv.jobs[lv.head:], lv.delayed} {
-			for _, j := range list {
-				if j.state != jobQueued || j.ctx.Err() != nil {
-					continue // a cancelled one is about to be answered by its hook
-				}
-				if len(batch) == 0 {
-					batch = append(batch, j)
-					sum, oldest = j.size, j.times.queue
-					if !s.cfg.batching {
-						return batch, 0
-					}
-					if slices.Contains(s.cfg.pref, sum) {
-						prefAt = 1
-					}
-					if j.level.policy.delay && !j.delayed && j.deadline.After(now) {
-						soonest = j.deadline
-					}
-					continue
-				}
-				if sum+j.size > s.cfg.maxPref && prefAt < 0 {
-					prefAt = len(batch)
-				}
-				if sum+j.size > s.cfg.maxBS || !s.compatible(batch[0], j) {
-					stopped = true
-					break
-				}
-				batch = append(batch, j)
-				sum += j.size
-				if j.times.queue.Before(oldest) {
-					oldest = j.times.queue
-				}
-				if j.level.policy.delay && !j.delayed && j.deadline.After(now) && (soonest.IsZero() || j.deadline.Before(soonest)) {
-					soonest = j.deadline
-				}
-				if slices.Contains(s.cfg.pref, sum) {
-					prefAt = len(batch)
-				}
-			}
-			if stopped {
-				break
-			}
-		}
-		if stopped {
-			break
-		}
-	}
-	if len(batch) == 0 {
-		return nil, -1
-	}
-	waited := now.Sub(oldest)
-	d := s.cfg.delay
-	switch {
-	case prefAt > 0 && (d == 0 || waited < d):
-		return batch[:prefAt], 0
-	case stopped || sum >= s.cfg.maxPref, d == 0 || waited >= d:
-		return batch, 0
-	}
-	wait := d - waited
-	if !soonest.IsZero() && soonest.Sub(now) < wait {
-		wait = soonest.Sub(now)
-	}
-	return nil, wait
-}
-
-// compact drops answered jobs from the head of the level and, under a
-// DELAY policy, moves jobs whose timeout passed to the delayed tail. It is
-// O(1) per taken job unless DELAY timeouts are configured.
-func (lv *level) compact(now time.Time) {
-	for lv.head < len(lv.jobs) && lv.jobs[lv.head].state != jobQueued {
-		lv.jobs[lv.head] = nil
-		lv.head++
-	}
-	switch {
-	case lv.head == len(lv.jobs):
-		lv.jobs, lv.head = lv.jobs[:0], 0
-	case lv.head > 64 && lv.head > len(lv.jobs)/2:
-		n := copy(lv.jobs, lv.jobs[lv.head:])
-		clear(lv.jobs[n:])
-		lv.jobs, lv.head = lv.jobs[:n], 0
-	}
-	if lv.policy.delay && lv.policy.timeout > 0 {
-		keep := lv.jobs[:lv.head]
-		for _, j := range lv.jobs[lv.head:] {
-			switch {
-			case j.state != jobQueued:
-			case !j.deadline.IsZero() && !now.Before(j.deadline):
-				j.delayed = true
-				lv.delayed = append(lv.delayed, j)
-			default:
-				keep = append(keep, j)
-			}
-		}
-		clear(lv.jobs[len(keep):])
-		lv.jobs = keep
-	}
-	if len(lv.delayed) > 0 {
-		live := lv.delayed[:0]
-		for _, j := range lv.delayed {
-			if j.state == jobQueued {
-				live = append(live, j)
-			}
-		}
-		clear(lv.delayed[len(live):])
-		lv.delayed = live
-	}
-}
-
-// compatible reports whether j may join a batch started by first: inputs
-// whose dims are variable and not ragged must have the same shape, as in
-// triton-inference-server/core src/dynamic_batch_scheduler.cc.
-func (s *scheduler) compatible(first, j *Job) bool {
-	a, b := first.req.Inputs, j.req.Inputs
-	if s.cfg.sameSet && len(a) != len(b) {
-		return false
-	}
-	for i, t := range b {
-		if s.cfg.sameSet && a[i].Name != t.Name {
-			return false
-		}
-		if !s.cfg.enforced[t.Name] {
-			continue
-		}
-		var ref *Tensor
-		if i < len(a) && a[i].Name == t.Name {
-			ref = a[i]
-		} else {
-			for _, x := range a {
-				if x.Name == t.Name {
-					ref = x
-				}
-			}
-		}
-		if ref == nil || !slices.Equal(ref.Shape[1:], t.Shape[1:]) {
-			return false
-		}
-	}
-	return true
-}
-
-// runExecution runs jobs as one execution on inst and records it; errs[i]
-// is how job i ended (errPending: a decoupled request still sending).
-// A panic anywhere in the execution's path (gather, the backend, scatter)
-// fails the requests that have not finished with an INTERNAL error naming
-// the model and logs the stack once; the instance goes on serving.
-//
-// e and errs are reused from the last call (each worker owns one of each):
-// an instance must not keep e past Execute.
-func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*Job, log *slog.Logger, e *Execution, errs []error) []error {
-	*e = Execution{Requests: e.Requests[:0]}
-	for _, j := range jobs {
-		e.Requests = append(e.Requests, &j.req)
-	}
-	stats.startRunning(jobs)
-	err := execute(inst, model, e, jobs, log)
-	if err == nil {
-		var total uint64
-		for _, j := range jobs {
-			total += uint64(j.size)
-		}
-		stats.recordExecution(total, e.InferStart.Sub(e.ComputeStart).Nanoseconds(),
-			e.InferEnd.Sub(e.InferStart).Nanoseconds(), e.ComputeEnd.Sub(e.InferEnd).Nanoseconds())
-	}
-	errs = errs[:0]
-	for _, j := range jobs {
-		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
-		errs = append(errs, j.req.end(err, model, decoupled))
-		if errs[len(errs)-1] != errPending { // else its final send ends it
-			stats.endRunning(j)
-		}
-	}
-	clear(e.Requests)
-	return errs
-}
-
-// execute runs e on inst, turning a panic into an error.
-func execute(inst Instance, model string, e *Execution, jobs []*Job, log *slog.Logger) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error("recovered from a panic while executing a batch", "model", model, "requests", len(jobs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = Errorf(CodeInternal, "model '%s' failed to execute the request: internal error: %v", model, r)
-		}
-	}()
-	ctx := context.Background()
-	if len(jobs) == 1 && jobs[0].ctx != nil {
-		// A lone request may be abandoned mid-run; a batch runs for all.
-		ctx = jobs[0].ctx
-	}
-	return inst.Execute(ctx, e)
-}
-
 // answer finishes the jobs of an execution by how each ended (errs, from
 // runExecution), but for decoupled requests still sending: their final
 // send finishes them.
@@ -750,7 +500,12 @@ func (s *scheduler) close() {
 	}
 }
 
-// cancelled marks a request whose client went away while it was queued.
-type cancelled struct{ cause error }
+// keep passes every response on: the scheduler keeps nothing of them.
+func (s *scheduler) keep(*Job, *ExecResponse) error { return nil }
 
-func (c *cancelled) Error() string { return "request cancelled: " + c.cause.Error() }
+func (s *scheduler) preserves() bool { return s.cfg.preserve }
+
+func (s *scheduler) settle(j *Job, err error) {
+	s.stats.endRunning(j)
+	s.finish(j, err)
+}

@@ -6,10 +6,11 @@ import (
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// Scheduler queues a version's requests and runs them: core's default
-// scheduler, dynamic batcher and sequence batcher, and the schedulers of
-// its subpackages (core/ensemble), which reach the core through this seam
-// only.
+// Scheduler queues a version's requests and runs them: the scheduler of a
+// core subpackage (core/ensemble's), which reaches the core through this
+// seam only. The default scheduler, dynamic batcher and sequence batcher
+// are still core's own (the unexported executor and runner); they are to
+// move behind this seam too.
 type Scheduler interface {
 	// Submit queues j or refuses it synchronously; j ends once its
 	// scheduler calls one of its ending methods (Complete).

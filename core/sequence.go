@@ -1,18 +1,12 @@
 package core
 
 import (
-	"bytes"
-	"context"
-	"encoding/binary"
-	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // corrKey is a correlation id as a map key: a number or a string.
@@ -190,7 +184,7 @@ func (b *seqBatcher) submit(j *Job) error {
 		return err
 	}
 	j.size = max(1, int64(j.req.BatchSize))
-	j.seqb = b
+	j.runner = b
 	b.cfg.addControls(&j.req)
 	key := keyOf(j.req.Correlation)
 	start := j.req.Correlation.Flags&FlagSequenceStart != 0
@@ -272,54 +266,6 @@ func wake(si *seqInstance) {
 	case si.wake <- struct{}{}:
 	default:
 	}
-}
-
-// addControls appends the control tensors of r's sequence flags and
-// correlation id, in control_input order (READY is always true: every
-// request an execution holds is a ready one), and asks for the state
-// outputs besides the requested ones.
-func (sc *seqConfig) addControls(r *ExecRequest) {
-	shape := []int64{1}
-	if sc.batching {
-		shape = []int64{1, 1}
-	}
-	for _, c := range sc.controls {
-		t := &Tensor{Name: c.name, DataType: c.dt, Shape: shape}
-		switch c.kind {
-		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_START:
-			t.Data = pick(c, r.Correlation.Flags&FlagSequenceStart != 0)
-		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_END:
-			t.Data = pick(c, r.Correlation.Flags&FlagSequenceEnd != 0)
-		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_READY:
-			t.Data = c.on
-		case modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID:
-			t.Data = corridData(c.dt, r.Correlation)
-		}
-		r.Inputs = append(r.Inputs, t)
-	}
-	if len(sc.stateOuts) > 0 {
-		r.Outputs = unionSorted(r.Outputs, sc.stateOuts)
-	}
-	r.batch = ConcatBatch{Inputs: r.Inputs, Outputs: r.Outputs}
-}
-
-func pick(c seqControl, on bool) []byte {
-	if on {
-		return c.on
-	}
-	return c.off
-}
-
-// corridData encodes a correlation id as CORRID's data type; numeric types
-// narrower than 64 bits take the id's low bits, as Triton's cast does.
-func corridData(dt DataType, c Correlation) []byte {
-	switch dt {
-	case TypeBytes:
-		return AppendBytesElement(nil, []byte(c.StringID))
-	case TypeUint32, TypeInt32:
-		return binary.LittleEndian.AppendUint32(nil, uint32(c.ID))
-	}
-	return binary.LittleEndian.AppendUint64(nil, c.ID)
 }
 
 // touch records a request for key at now and arms the reaper; b.mu is held.
@@ -502,269 +448,6 @@ func (b *seqBatcher) worker(si *seqInstance) {
 	}
 }
 
-type droppedJob struct {
-	j   *Job
-	err error
-}
-
-// form takes the next execution of si off its slots, or says how long to
-// wait (0: for a wake-up) and whether the worker is done. It drops the
-// requests whose client went away and releases the slots of sequences the
-// reaper ended once their queues are empty.
-func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped []droppedJob, wait time.Duration, done bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var heads []*Job
-	var earliest time.Time
-	for _, slot := range si.slots {
-		for len(slot.queue) > 0 {
-			j := slot.queue[0]
-			if j.ctx.Err() != nil {
-				// Its client went away: it does not run. An END taken out
-				// this way still ends the sequence.
-				slot.queue = slot.queue[1:]
-				b.stats.addPending(-1)
-				dropped = append(dropped, droppedJob{j, &cancelled{context.Cause(j.ctx)}})
-				switch {
-				case j.req.Correlation.Flags&FlagSequenceEnd != 0:
-					b.release(slot)
-				case b.cfg.iterative:
-					b.endIterative(j)
-				}
-				continue
-			}
-			break
-		}
-		if len(slot.queue) == 0 {
-			if slot.reaped {
-				b.release(slot)
-			}
-			if len(slot.queue) == 0 {
-				continue
-			}
-		}
-		j := slot.queue[0]
-		j.seq = slot
-		heads = append(heads, j)
-		if earliest.IsZero() || j.times.queue.Before(earliest) {
-			earliest = j.times.queue
-		}
-	}
-	if len(heads) == 0 {
-		return nil, dropped, 0, b.closed
-	}
-	limit := int(max(1, b.cfg.maxBS))
-	waited := now.Sub(earliest)
-	if b.cfg.oldest {
-		// Oldest first, as a dynamic batcher over the candidates' heads.
-		slices.SortStableFunc(heads, func(x, y *Job) int { return x.times.queue.Compare(y.times.queue) })
-	} else if b.cfg.delay > 0 && b.cfg.minUtil > 0 && waited <= b.cfg.delay &&
-		float64(len(heads))/float64(limit) < b.cfg.minUtil {
-		return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
-	}
-	states := make([][]*Tensor, 0, len(heads))
-	var batch []*Job
-	for _, j := range heads {
-		if len(batch) == limit {
-			break
-		}
-		st := b.stateInputs(j)
-		if len(batch) > 0 && !b.compatible(batch[0], states[0], j, st) {
-			continue
-		}
-		batch = append(batch, j)
-		states = append(states, st)
-	}
-	if b.cfg.oldest && b.cfg.delay > 0 && len(batch) < limit && waited < b.cfg.delay {
-		// As the dynamic batcher: run at the largest preferred size
-		// reached, else wait for more until the delay is up.
-		k := len(batch)
-		for k > 0 && !slices.Contains(b.cfg.pref, int64(k)) {
-			k--
-		}
-		if k == 0 {
-			return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
-		}
-		batch, states = batch[:k], states[:k]
-	}
-	for i, j := range batch {
-		slot := j.seq
-		slot.queue[0] = nil
-		slot.queue = slot.queue[1:]
-		if len(slot.queue) == 0 {
-			slot.queue = slot.queue[:0:0]
-		}
-		j.req.Inputs = append(j.req.Inputs, states[i]...)
-		j.req.batch.Inputs = j.req.Inputs
-		j.state = jobTaken
-		j.times.exec = now
-	}
-	if b.cfg.preserve {
-		si.order.taken(batch...)
-	}
-	b.stats.addPending(-int64(len(batch)))
-	if !b.cfg.oldest && b.cfg.batching {
-		return b.pad(batch, heads[len(heads)-1].seq.idx), dropped, 0, false
-	}
-	return batch, dropped, 0, false
-}
-
-// pad spreads batch, a direct execution's requests in slot order, over
-// the slots 0 to top (the highest slot with a request ready), a not-ready
-// request in each slot without one of batch's, as Triton's
-// DirectSequenceBatch does (triton-inference-server/core
-// src/sequence_batch_scheduler/sequence_batch_scheduler.cc), so a
-// sequence's row is its slot's. The not-ready requests have no slot
-// (job.seq nil): their responses go nowhere and their states are not kept.
-func (b *seqBatcher) pad(batch []*Job, top int) []*Job {
-	if len(batch) == top+1 {
-		return batch
-	}
-	out := make([]*Job, top+1)
-	for _, j := range batch {
-		out[j.seq.idx] = j
-	}
-	for k, j := range out {
-		if j == nil {
-			out[k] = b.notReady(batch[0])
-		}
-	}
-	return out
-}
-
-// notReady is Triton's null request, a copy of rep for a slot with no
-// request ready: zeroed inputs and states of rep's shapes (Triton leaves
-// them unset; the model must not read them), START, END and READY false,
-// CORRID 0 ("the model can't assume that any other inputs are meaningful,
-// including CORRID").
-func (b *seqBatcher) notReady(rep *Job) *Job {
-	// seqb set: a decoupled model's sends after the execution reach it as
-	// a real request's do.
-	n := &Job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, seqb: b}
-	ins := rep.req.Inputs
-	first := len(ins) - len(b.cfg.states) - len(b.cfg.controls) // the first control's index
-	out := make([]*Tensor, len(ins))
-	for i, t := range ins {
-		z := &Tensor{Name: t.Name, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: zeroData(t.DataType, ElementCount(t.Shape))}
-		if k := i - first; k >= 0 && k < len(b.cfg.controls) &&
-			b.cfg.controls[k].kind != modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID {
-			z.Data = b.cfg.controls[k].off
-		}
-		out[i] = z
-	}
-	n.req = ExecRequest{Inputs: out, Outputs: rep.req.Outputs, BatchSize: rep.req.BatchSize, job: n,
-		batch: ConcatBatch{Inputs: out, Outputs: rep.req.Outputs}}
-	return n
-}
-
-// stateInputs are the state tensors j runs with: its sequence's current
-// state, or the initial state when j starts the sequence (which also
-// resets the slot's state, so nothing leaks from an earlier sequence).
-func (b *seqBatcher) stateInputs(j *Job) []*Tensor {
-	if len(b.cfg.states) == 0 {
-		return nil
-	}
-	slot := j.seq
-	slot.smu.Lock()
-	defer slot.smu.Unlock()
-	if j.req.Correlation.Flags&FlagSequenceStart != 0 || slot.state == nil {
-		slot.state = b.cfg.initialStates()
-	}
-	out := make([]*Tensor, len(slot.state))
-	for i, t := range slot.state {
-		out[i] = &Tensor{Name: b.cfg.states[i].in, DataType: t.DataType, Shape: t.Shape, Data: t.Data}
-	}
-	return out
-}
-
-// initialStates are a fresh sequence's states: initial_state, or zeros
-// with each variable dimension 1 (as Triton's SequenceStates::Initialize).
-func (sc *seqConfig) initialStates() []*Tensor {
-	out := make([]*Tensor, len(sc.states))
-	for i, s := range sc.states {
-		if s.init != nil {
-			out[i] = s.init
-			continue
-		}
-		var shape []int64
-		if sc.batching {
-			shape = append(shape, 1)
-		}
-		for _, d := range s.dims {
-			if d == -1 {
-				d = 1
-			}
-			shape = append(shape, d)
-		}
-		out[i] = &Tensor{Name: s.in, DataType: s.dt, Shape: shape, Data: zeroData(s.dt, ElementCount(shape))}
-	}
-	return out
-}
-
-// compatible reports whether j (with states st) may join a batch started
-// by first (with states fst): the same inputs, and the same shapes but for
-// the batch dimension and ragged inputs, so that they concatenate.
-func (b *seqBatcher) compatible(first *Job, fst []*Tensor, j *Job, st []*Tensor) bool {
-	if !b.cfg.batching {
-		return false
-	}
-	same := func(x, y []*Tensor) bool {
-		if len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if x[i].Name != y[i].Name {
-				return false
-			}
-			if !b.cfg.ragged[x[i].Name] && !slices.Equal(x[i].Shape[1:], y[i].Shape[1:]) {
-				return false
-			}
-		}
-		return true
-	}
-	return same(first.req.Inputs, j.req.Inputs) && same(fst, st)
-}
-
-// keep takes the state outputs out of resp and keeps them as the slot's
-// next state; a model that is not decoupled must produce every state
-// output in its response.
-func (s *seqSlot) keep(sc *seqConfig, resp *ExecResponse, asked func(string) bool) error {
-	if len(sc.states) == 0 || resp == nil || resp.Err != nil {
-		return nil
-	}
-	found := make([]*Tensor, len(sc.states))
-	outs := make([]*Tensor, 0, len(resp.Outputs))
-	for _, t := range resp.Outputs {
-		k := slices.IndexFunc(sc.states, func(st seqState) bool { return st.out == t.Name })
-		if k < 0 {
-			outs = append(outs, t)
-			continue
-		}
-		found[k] = &Tensor{Name: sc.states[k].in, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: bytes.Clone(t.Data)}
-		if asked(t.Name) {
-			// "For debugging purposes, the client can request the output
-			// state" (triton-inference-server/server
-			// docs/user_guide/implicit_state_management.md).
-			outs = append(outs, t)
-		}
-	}
-	resp.Outputs = outs
-	s.smu.Lock()
-	defer s.smu.Unlock()
-	for k, t := range found {
-		if t == nil {
-			if sc.decoupled {
-				continue
-			}
-			return Errorf(CodeInternal, "model '%s' did not produce the output '%s' of state '%s'", sc.model, sc.states[k].out, sc.states[k].in)
-		}
-		if s.state != nil {
-			s.state[k] = t
-		}
-	}
-	return nil
-}
-
 // finish answers j; under preserve_ordering a request that ran is
 // answered, with the responses it held back, once the requests taken
 // before it on its instance are.
@@ -800,19 +483,6 @@ func (b *seqBatcher) close() {
 		}
 		_ = si.inst.Close()
 	}
-}
-
-// warmup completes a model_warmup request of a sequence model, which runs
-// outside the sequence batcher: a one-request sequence (START and END, id 1)
-// with the initial state.
-func (sc *seqConfig) warmup(r *ExecRequest) {
-	r.Correlation = Correlation{ID: 1, StringID: "1", Flags: FlagSequenceStart | FlagSequenceEnd}
-	if sc.corrid >= 0 && sc.controls[sc.corrid].dt == TypeBytes {
-		r.Correlation.IsString = true
-	}
-	sc.addControls(r)
-	r.Inputs = append(r.Inputs, sc.initialStates()...)
-	r.batch.Inputs = r.Inputs
 }
 
 // inService waits while sb (if any) is out of service, or until the
@@ -862,73 +532,6 @@ func (b *seqBatcher) startMissing(key corrKey) error {
 	return Errorf(CodeInvalidArg, "inference request for sequence %s to model '%s' must specify the START flag on the first request of the sequence", key, b.cfg.model)
 }
 
-// errRescheduled is end's report for a request its model rescheduled.
-var errRescheduled = errors.New("request rescheduled")
-
-// Reschedule asks for r to run again in a later execution rather than end
-// with this one: Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
-// (pb_utils' request.set_release_flags), for a model with
-// iterative_sequence only. The request keeps its sequence, slot and
-// state; it comes back without START. A decoupled model may go on sending
-// its non-final responses.
-func (r *ExecRequest) Reschedule() error {
-	j := r.job
-	if j == nil || j.seq == nil || !j.seqb.cfg.iterative {
-		return Errorf(CodeInvalidArg, "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.final {
-		return errFinished
-	}
-	r.rescheduled = true
-	return nil
-}
-
-// requeue puts j, which its model rescheduled, back in its slot's queue
-// with its controls for a request without START, as Triton's
-// IterativeSequencer::RescheduleRequest enqueues it again with flags 0; the
-// state inputs are added again when it is taken. It reports false when j's
-// sequence ended meanwhile (idle timeout); b.mu is held.
-func (b *seqBatcher) requeue(j *Job) bool {
-	key := keyOf(j.req.Correlation)
-	if b.active[key] != j.seq {
-		return false
-	}
-	r := &j.req
-	r.mu.Lock()
-	r.rescheduled = false
-	n := len(r.Inputs) - len(b.cfg.states) - len(b.cfg.controls) // the request's own inputs
-	r.Inputs = r.Inputs[:n:n]
-	r.Correlation.Flags = 0
-	b.cfg.addControls(r)
-	r.mu.Unlock()
-	j.state = jobQueued
-	b.stats.addPending(1)
-	b.touch(key, time.Now())
-	b.enqueue(j.seq, j)
-	return true
-}
-
-// endIterative ends the sequence of j, an iterative request released for
-// good, as Triton's IterativeSequencer does with a cancelled END: its slot
-// is freed once the requests queued there have run; b.mu is held.
-func (b *seqBatcher) endIterative(j *Job) {
-	key := keyOf(j.req.Correlation)
-	slot := j.seq
-	if b.active[key] != slot {
-		return // already ended (idle timeout)
-	}
-	delete(b.active, key)
-	delete(b.lastSeen, key)
-	if len(slot.queue) == 0 {
-		b.release(slot)
-		return
-	}
-	slot.reaped = true
-	wake(slot.inst)
-}
-
 // owns reports whether sequence key is live here.
 func (b *seqBatcher) owns(key corrKey) bool {
 	b.mu.Lock()
@@ -951,4 +554,20 @@ func (b *seqBatcher) forget(key corrKey) {
 	}
 	// A backlogged sequence is left alone: it ends as usual once it holds
 	// a slot.
+}
+
+// keep takes the state outputs of a sequence's request out of resp (see
+// seqSlot.keep).
+func (b *seqBatcher) keep(j *Job, resp *ExecResponse) error {
+	if j.seq == nil {
+		return nil
+	}
+	return j.seq.keep(b.cfg, resp, j.asksFor)
+}
+
+func (b *seqBatcher) preserves() bool { return b.cfg.preserve }
+
+func (b *seqBatcher) settle(j *Job, err error) {
+	b.stats.endRunning(j)
+	b.finish(j, err)
 }

@@ -29,7 +29,7 @@ type stepResult struct {
 type flow struct {
 	e   *ensemble
 	j   *core.Job
-	q   *queued
+	q   *stepsQueued
 	ctx context.Context
 	// cancel stops the steps still running once one failed.
 	cancel  context.CancelFunc
@@ -60,7 +60,7 @@ type flow struct {
 // is not decoupled runs on it, nor on iteration 0 (whose tensors every
 // iteration may read). So a long stream keeps only the responses in
 // flight, and each response costs the same work however many came before.
-func (e *ensemble) execute(j *core.Job, q *queued) error {
+func (e *ensemble) execute(j *core.Job, q *stepsQueued) error {
 	ctx, cancel := context.WithCancel(j.Request().Context())
 	defer cancel()
 	f := &flow{e: e, j: j, q: q, ctx: ctx, cancel: cancel, results: make(chan stepResult, 16),

@@ -38,7 +38,7 @@ type ensemble struct {
 	outLabel int
 	// sequenced: some step's model takes part in sequences (Sequenced);
 	// firstSeq counts those steps that run on iteration 0, which a
-	// request's submit waits to see queued (see submit).
+	// request's Submit waits to see queued (see Submit).
 	sequenced bool
 	firstSeq  int
 
@@ -125,20 +125,20 @@ func newEnsemble(host core.EnsembleHost, cfg *modelconfig.ModelConfig) *ensemble
 	return e
 }
 
-// queued tells an ensemble request's submit when the requests of
+// stepsQueued tells an ensemble request's Submit when the requests of
 // its sequenced steps (those that run on iteration 0) are queued in their
 // models, or the request has ended: its next request in the sequence may
 // then follow without overtaking it at a stateful step. Triton's ensemble
 // scheduler enqueues a request's first steps within its Enqueue
 // (triton-inference-server/core src/ensemble_scheduler/ensemble_scheduler.cc).
-type queued struct {
+type stepsQueued struct {
 	mu   sync.Mutex
 	left int
 	done chan struct{}
 }
 
 // step marks one sequenced step's request queued (or refused).
-func (q *queued) step() {
+func (q *stepsQueued) step() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.left > 0 {
@@ -150,7 +150,7 @@ func (q *queued) step() {
 }
 
 // end marks the request ended.
-func (q *queued) end() {
+func (q *stepsQueued) end() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.left > 0 {
@@ -173,20 +173,20 @@ func (e *ensemble) Submit(j *core.Job) error {
 	e.wg.Add(1)
 	e.mu.Unlock()
 	j.Begin()
-	var q *queued
+	var q *stepsQueued
 	if e.firstSeq > 0 && j.Caller().Queued != nil {
-		q = &queued{left: e.firstSeq, done: make(chan struct{})}
+		q = &stepsQueued{left: e.firstSeq, done: make(chan struct{})}
 	}
 	go e.run(j, q)
 	if q != nil {
-		// The caller's Queued runs once submit returns.
+		// The caller's Queued runs once Submit returns.
 		<-q.done
 	}
 	return nil
 }
 
 // run executes one ensemble request and answers it.
-func (e *ensemble) run(j *core.Job, q *queued) {
+func (e *ensemble) run(j *core.Job, q *stepsQueued) {
 	defer e.wg.Done()
 	err := e.execute(j, q)
 	if q != nil {

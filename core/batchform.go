@@ -1,0 +1,158 @@
+package core
+
+import (
+	"slices"
+	"time"
+)
+
+// form applies Triton's batch-forming rules (triton-inference-server/core
+// src/dynamic_batch_scheduler.cc) to the queue at time now. It returns the batch to run,
+// or nil and how long to wait before looking again (< 0: queue empty, wait
+// for an arrival).
+func (s *scheduler) form(now time.Time) ([]*Job, time.Duration) {
+	var batch []*Job
+	var sum int64
+	prefAt := -1     // batch length at the preferred point
+	stopped := false // stopped by max batch size or a shape mismatch
+	var oldest time.Time
+	var soonest time.Time // nearest DELAY deadline among the candidates
+	for _, lv := range s.levels {
+		lv.compact(now)
+		for _, list := range [2][]*Job{lv.jobs[lv.head:], lv.delayed} {
+			for _, j := range list {
+				if j.state != jobQueued || j.ctx.Err() != nil {
+					continue // a cancelled one is about to be answered by its hook
+				}
+				if len(batch) == 0 {
+					batch = append(batch, j)
+					sum, oldest = j.size, j.times.queue
+					if !s.cfg.batching {
+						return batch, 0
+					}
+					if slices.Contains(s.cfg.pref, sum) {
+						prefAt = 1
+					}
+					if j.level.policy.delay && !j.delayed && j.deadline.After(now) {
+						soonest = j.deadline
+					}
+					continue
+				}
+				if sum+j.size > s.cfg.maxPref && prefAt < 0 {
+					prefAt = len(batch)
+				}
+				if sum+j.size > s.cfg.maxBS || !s.compatible(batch[0], j) {
+					stopped = true
+					break
+				}
+				batch = append(batch, j)
+				sum += j.size
+				if j.times.queue.Before(oldest) {
+					oldest = j.times.queue
+				}
+				if j.level.policy.delay && !j.delayed && j.deadline.After(now) && (soonest.IsZero() || j.deadline.Before(soonest)) {
+					soonest = j.deadline
+				}
+				if slices.Contains(s.cfg.pref, sum) {
+					prefAt = len(batch)
+				}
+			}
+			if stopped {
+				break
+			}
+		}
+		if stopped {
+			break
+		}
+	}
+	if len(batch) == 0 {
+		return nil, -1
+	}
+	waited := now.Sub(oldest)
+	d := s.cfg.delay
+	switch {
+	case prefAt > 0 && (d == 0 || waited < d):
+		return batch[:prefAt], 0
+	case stopped || sum >= s.cfg.maxPref, d == 0 || waited >= d:
+		return batch, 0
+	}
+	wait := d - waited
+	if !soonest.IsZero() && soonest.Sub(now) < wait {
+		wait = soonest.Sub(now)
+	}
+	return nil, wait
+}
+
+// compact drops answered jobs from the head of the level and, under a
+// DELAY policy, moves jobs whose timeout passed to the delayed tail. It is
+// O(1) per taken job unless DELAY timeouts are configured.
+func (lv *level) compact(now time.Time) {
+	for lv.head < len(lv.jobs) && lv.jobs[lv.head].state != jobQueued {
+		lv.jobs[lv.head] = nil
+		lv.head++
+	}
+	switch {
+	case lv.head == len(lv.jobs):
+		lv.jobs, lv.head = lv.jobs[:0], 0
+	case lv.head > 64 && lv.head > len(lv.jobs)/2:
+		n := copy(lv.jobs, lv.jobs[lv.head:])
+		clear(lv.jobs[n:])
+		lv.jobs, lv.head = lv.jobs[:n], 0
+	}
+	if lv.policy.delay && lv.policy.timeout > 0 {
+		keep := lv.jobs[:lv.head]
+		for _, j := range lv.jobs[lv.head:] {
+			switch {
+			case j.state != jobQueued:
+			case !j.deadline.IsZero() && !now.Before(j.deadline):
+				j.delayed = true
+				lv.delayed = append(lv.delayed, j)
+			default:
+				keep = append(keep, j)
+			}
+		}
+		clear(lv.jobs[len(keep):])
+		lv.jobs = keep
+	}
+	if len(lv.delayed) > 0 {
+		live := lv.delayed[:0]
+		for _, j := range lv.delayed {
+			if j.state == jobQueued {
+				live = append(live, j)
+			}
+		}
+		clear(lv.delayed[len(live):])
+		lv.delayed = live
+	}
+}
+
+// compatible reports whether j may join a batch started by first: inputs
+// whose dims are variable and not ragged must have the same shape, as in
+// triton-inference-server/core src/dynamic_batch_scheduler.cc.
+func (s *scheduler) compatible(first, j *Job) bool {
+	a, b := first.req.Inputs, j.req.Inputs
+	if s.cfg.sameSet && len(a) != len(b) {
+		return false
+	}
+	for i, t := range b {
+		if s.cfg.sameSet && a[i].Name != t.Name {
+			return false
+		}
+		if !s.cfg.enforced[t.Name] {
+			continue
+		}
+		var ref *Tensor
+		if i < len(a) && a[i].Name == t.Name {
+			ref = a[i]
+		} else {
+			for _, x := range a {
+				if x.Name == t.Name {
+					ref = x
+				}
+			}
+		}
+		if ref == nil || !slices.Equal(ref.Shape[1:], t.Shape[1:]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,72 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// jobState says where a job is; it changes only under scheduler.mu.
+type jobState uint8
+
+const (
+	jobNew     jobState = iota
+	jobQueued           // waiting in a level
+	jobTaken            // in a batch handed to an instance
+	jobRemoved          // cancelled or expired while queued; already answered
+)
+
+// Job is one request travelling through a scheduler, from its submission
+// to its end: the unit a Scheduler receives (see the glossary in
+// docs/architecture.md).
+type Job struct {
+	ctx   context.Context
+	req   ExecRequest // the validated request, as its backend sees it
+	times requestTimes
+	done  chan error // the request's end: nil, or the error that ended it
+
+	mv   *ModelVersion
+	orig *InferRequest
+	emit func(*InferResponse, bool) error // nil: collect into one and n
+	one  *InferResponse
+	n    int
+	held []heldResponse // preserve_ordering: responses kept until the job's turn
+
+	// runner is the scheduler that runs the job on instances, if any;
+	// seq is the slot of its sequence under the sequence batcher (set once
+	// the job is at the head of the slot).
+	runner runner
+	seq    *seqSlot
+
+	state    jobState
+	size     int64     // max(1, batch size): what the request adds to a batch
+	deadline time.Time // zero: no queue timeout
+	delayed  bool      // timed out under DELAY: served after the level's others
+	level    *level
+	stop     func() bool // detaches the cancellation hook
+	timer    *time.Timer // REJECT timeout
+
+	// preserve_ordering: the finished result waits for earlier jobs.
+	finished bool
+	err      error
+}
+
+// cancelled marks a request whose client went away while it was queued.
+type cancelled struct{ cause error }
+
+func (c *cancelled) Error() string { return "request cancelled: " + c.cause.Error() }
+
+// runner is a scheduler that runs jobs on instances: the default scheduler
+// and dynamic batcher, or the sequence batcher. A job's ExecRequest asks it
+// what its scheduler decides; a job without one (an ensemble's, a cached
+// response's) is neither held back nor left sending after its execution.
+type runner interface {
+	// keep sees each response of j before its consumer does: the sequence
+	// batcher takes the state outputs out of it.
+	keep(j *Job, resp *ExecResponse) error
+	// preserves reports whether responses wait for their job's turn
+	// (preserve_ordering).
+	preserves() bool
+	// settle answers j, whose request went on sending after its execution
+	// returned and has now ended with err.
+	settle(j *Job, err error)
+}
