@@ -22,7 +22,9 @@ func (handOff) AutoComplete(context.Context, core.VersionFiles, *modelconfig.Mod
 	return nil
 }
 
-func (h handOff) NewInstance(context.Context, core.InstanceSpec) (core.Instance, error) { return h, nil }
+func (h handOff) NewInstance(context.Context, core.InstanceSpec) (core.Instance, error) {
+	return h, nil
+}
 
 func (h handOff) Execute(ctx context.Context, e *core.Execution) error {
 	for _, r := range e.Requests {
