@@ -124,6 +124,42 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		return pollFailure(id.name)
 	}
 	m.Namespace = id.namespace
+	selected, err := s.selectVersions(ctx, name, id, m, src)
+	if err != nil {
+		return err
+	}
+	cfg, labels, err := s.checkedConfig(ctx, name, m, ov, selected)
+	if err != nil {
+		return err
+	}
+	if modelconfig.IsEnsemble(cfg) {
+		// The composing models load first, without this model's lock: an
+		// ensemble that (through others) depends on itself then fails
+		// instead of waiting for itself.
+		unlock()
+		labels, err = s.composingLabels(ctx, id.namespace, cfg, labels)
+		unlock = s.lockModel(name)
+		if err != nil {
+			return s.failVersions(name, selected, err.Error())
+		}
+	}
+
+	// Load every selected version beside whatever serves now.
+	s.markLoading(name, selected)
+	fresh, failures := s.loadVersions(ctx, name, m, cfg, labels, selected, files, start)
+	s.commit(name, fresh, failures)
+	if len(failures) > 0 {
+		return versionFailures(name, failures)
+	}
+	s.setFingerprints(name, fp, fp)
+	s.log.Info("loaded model", "model", name, "versions", selected, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// selectVersions are the versions of m its version policy selects, local:
+// a remote repository fetches only those, and the repository agents
+// (checksum) see their files before any backend does.
+func (s *Server) selectVersions(ctx context.Context, name string, id modelID, m *repo.Model, src repo.Source) ([]int64, error) {
 	selected, warnings := modelconfig.SelectVersions(m.Config, m.Versions)
 	for _, w := range warnings {
 		s.log.Error("version policy", "model", name, "warning", w)
@@ -131,56 +167,63 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	if len(selected) == 0 {
 		reason := fmt.Sprintf("at least one version must be available under the version policy of model '%s'", id.name)
 		s.setModelFailure(name, reason)
-		return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, reason)
+		return nil, Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, reason)
 	}
-	// A remote repository fetches only the versions the policy selected.
 	if vl, ok := src.(repo.VersionLocalizer); ok {
 		if err := vl.LocalizeVersions(ctx, id.name, selected); err != nil {
-			return s.failVersions(name, selected, err.Error())
+			return nil, s.failVersions(name, selected, err.Error())
 		}
 	}
-	// The repository agents (checksum) see the local files before any backend does.
 	if err := repo.RunAgents(ctx, m, selected); err != nil {
-		return s.failVersions(name, selected, err.Error())
+		return nil, s.failVersions(name, selected, err.Error())
 	}
+	return selected, nil
+}
+
+// checkedConfig is m's configuration, checked and completed, and its
+// outputs' labels; a failure marks the selected versions failed.
+func (s *Server) checkedConfig(ctx context.Context, name string, m *repo.Model, ov *LoadOverride, selected []int64) (*modelconfig.ModelConfig, map[string][]string, error) {
 	// A load override names no host paths beyond the repository's own
 	// (overridepaths.go), checked before any backend sees its config.
 	if err := s.checkOverride(m, ov); err != nil {
-		return s.failVersions(name, selected, err.Error())
+		return nil, nil, s.failVersions(name, selected, err.Error())
 	}
 	cfg, err := s.completeConfig(ctx, m, selected)
 	if err != nil {
-		return s.failVersions(name, selected, err.Error())
+		return nil, nil, s.failVersions(name, selected, err.Error())
 	}
 	labels, err := m.Labels()
 	if err != nil {
-		return s.failVersions(name, selected, err.Error())
+		return nil, nil, s.failVersions(name, selected, err.Error())
 	}
-	backend := s.backends[cfg.GetBackend()]
-	if modelconfig.IsEnsemble(cfg) {
-		// The composing models load first, without this model's lock: an
-		// ensemble that (through others) depends on itself then fails
-		// instead of waiting for itself.
-		unlock()
-		inherited, err := s.loadComposing(ctx, id.namespace, cfg)
-		unlock = s.lockModel(name)
-		if err != nil {
-			return s.failVersions(name, selected, err.Error())
-		}
-		for _, out := range cfg.GetOutput() {
-			if l := inherited[out.GetName()]; l != nil && labels[out.GetName()] == nil {
-				if labels == nil {
-					labels = map[string][]string{}
-				}
-				labels[out.GetName()] = l
-			}
-		}
-	}
+	return cfg, labels, nil
+}
 
-	// Load every selected version beside whatever serves now.
-	s.markLoading(name, selected)
-	fresh := map[int64]*ModelVersion{}
-	failures := map[int64]string{}
+// composingLabels loads ensemble cfg's composing models and returns labels
+// with the labels its outputs inherit from them (an output's own win).
+func (s *Server) composingLabels(ctx context.Context, namespace string, cfg *modelconfig.ModelConfig, labels map[string][]string) (map[string][]string, error) {
+	inherited, err := s.loadComposing(ctx, namespace, cfg)
+	if err != nil {
+		return labels, err
+	}
+	for _, out := range cfg.GetOutput() {
+		if l := inherited[out.GetName()]; l != nil && labels[out.GetName()] == nil {
+			if labels == nil {
+				labels = map[string][]string{}
+			}
+			labels[out.GetName()] = l
+		}
+	}
+	return labels, nil
+}
+
+// loadVersions loads each selected version of m (retried up to
+// LoadRetries times), each holding files when not nil; failures hold the
+// reasons of those that did not load.
+func (s *Server) loadVersions(ctx context.Context, name string, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, selected []int64, files *overrideDir, start time.Time) (fresh map[int64]*ModelVersion, failures map[int64]string) {
+	backend := s.backends[cfg.GetBackend()]
+	fresh = map[int64]*ModelVersion{}
+	failures = map[int64]string{}
 	for _, v := range selected {
 		mv, err := s.loadVersion(ctx, backend, m, cfg, labels, v)
 		for try := 1; err != nil && try <= s.opts.LoadRetries && ctx.Err() == nil; try++ {
@@ -198,12 +241,11 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		}
 		fresh[v] = mv
 	}
-	s.commit(name, fresh, failures)
-	if len(failures) == 0 {
-		s.setFingerprints(name, fp, fp)
-		s.log.Info("loaded model", "model", name, "versions", selected, "took", time.Since(start).Round(time.Millisecond))
-		return nil
-	}
+	return fresh, failures
+}
+
+// versionFailures is the error of a load whose versions failed, by version.
+func versionFailures(name string, failures map[int64]string) error {
 	var msg strings.Builder
 	for _, v := range slices.Sorted(maps.Keys(failures)) {
 		fmt.Fprintf(&msg, "version %d is at UNAVAILABLE state: %s;", v, failures[v])

@@ -30,35 +30,65 @@ func (p prefix) String() string { return RequestPrefix(string(p)) }
 // prepare validates req against the model configuration, in Triton's order,
 // and returns the backend inputs (config order, reshaped) and outputs.
 func (mv *ModelVersion) prepare(req *InferRequest, r *ExecRequest) error {
-	cfg := mv.Config
-	name := mv.Name
 	pfx := prefix(req.ID)
 	if req.Raw {
 		if err := mv.fillRaw(req, pfx); err != nil {
 			return err
 		}
 	}
+	if err := mv.selectOutputs(req, r, pfx); err != nil {
+		return err
+	}
+	given, err := mv.checkInputNames(req, pfx)
+	if err != nil {
+		return err
+	}
+	zeroBatch, err := mv.checkBatch(req, r, pfx)
+	if err != nil {
+		return err
+	}
+	if err := mv.prepareInputs(req, r, given, zeroBatch, pfx); err != nil {
+		return err
+	}
+	r.ID, r.Parameters = req.ID, req.Parameters
+	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
+	r.batch = ConcatBatch{Inputs: r.Inputs, Outputs: r.Outputs}
+	if mv.cache == nil {
+		// A response to cache stays in memory of the backend's own: the
+		// caller's destination may change or be lost under it.
+		r.batch.Into = destinations(req.Outputs, r.Outputs)
+	}
+	r.batch.IntoDevice = mv.deviceDestinations(req.Outputs, r.Outputs)
+	return nil
+}
 
-	// Requested outputs: unknown names fail, none means all; the backend
-	// returns them in ascending byte order of name (ONNX Runtime backend).
+// selectOutputs sets r's outputs from req's requested ones: unknown names
+// fail, none means all; the backend returns them in ascending byte order of
+// name (ONNX Runtime backend).
+func (mv *ModelVersion) selectOutputs(req *InferRequest, r *ExecRequest, pfx prefix) error {
 	if req.Outputs == nil {
 		r.Outputs = mv.outputOrder
-	} else {
-		seen := make(map[string]bool, len(req.Outputs))
-		for _, o := range req.Outputs {
-			if _, ok := mv.outputs[o.Name]; !ok {
-				return Errorf(CodeInvalidArg, "%sunexpected inference output '%s' for model '%s'", pfx, o.Name, name)
-			}
-			seen[o.Name] = true
+		return nil
+	}
+	seen := make(map[string]bool, len(req.Outputs))
+	for _, o := range req.Outputs {
+		if _, ok := mv.outputs[o.Name]; !ok {
+			return Errorf(CodeInvalidArg, "%sunexpected inference output '%s' for model '%s'", pfx, o.Name, mv.Name)
 		}
-		for _, n := range mv.outputOrder {
-			if seen[n] {
-				r.Outputs = append(r.Outputs, n)
-			}
+		seen[o.Name] = true
+	}
+	for _, n := range mv.outputOrder {
+		if seen[n] {
+			r.Outputs = append(r.Outputs, n)
 		}
 	}
+	return nil
+}
 
-	// Input count and names.
+// checkInputNames checks req's input count and names against the
+// configuration and returns its inputs by name.
+func (mv *ModelVersion) checkInputNames(req *InferRequest, pfx prefix) (map[string]*Tensor, error) {
+	cfg := mv.Config
 	required := 0
 	for _, in := range cfg.GetInput() {
 		if !in.GetOptional() {
@@ -71,87 +101,65 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *ExecRequest) error {
 		given[t.Name] = t
 	}
 	if len(req.Inputs) > total || len(req.Inputs) < required || len(given) != len(req.Inputs) {
-		return mv.inputCountError(req, pfx, required, total)
+		return nil, mv.inputCountError(req, pfx, required, total)
 	}
 	for _, t := range req.Inputs {
 		if _, ok := mv.inputs[t.Name]; !ok {
-			return Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, name)
+			return nil, Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, mv.Name)
 		}
 	}
 	for _, in := range cfg.GetInput() {
 		if !in.GetOptional() && given[in.GetName()] == nil {
-			return mv.inputCountError(req, pfx, required, total)
+			return nil, mv.inputCountError(req, pfx, required, total)
 		}
 	}
+	return given, nil
+}
 
-	// Batch dimension.
-	maxBatch := int64(cfg.GetMaxBatchSize())
-	zeroBatch := false
-	if maxBatch > 0 {
-		var bs int64 = -1
-		for _, t := range req.Inputs {
-			if len(t.Shape) == 0 {
-				return Errorf(CodeInvalidArg, "%sinput '%s' has no shape but model requires batch dimension for '%s'", pfx, t.Name, name)
-			}
-			switch {
-			case bs < 0:
-				bs = t.Shape[0]
-			case t.Shape[0] != bs:
-				return Errorf(CodeInvalidArg, "%sinput '%s' batch size does not match other inputs for '%s'", pfx, t.Name, name)
-			}
-		}
-		if bs > maxBatch {
-			return Errorf(CodeInvalidArg, "%sinference request batch-size must be <= %d for '%s'", pfx, maxBatch, name)
-		}
-		if bs > 0 {
-			r.BatchSize = uint64(bs)
-		}
-		// Triton takes a batch of 0 as no batch dimension at all and
-		// sizes the inputs without it (triton-inference-server/core
-		// src/infer_request.cc, Normalize): [0, 4] of dims [4] is
-		// "Expected 16, got 0", refused before any model runs.
-		zeroBatch = bs == 0
+// checkBatch checks the batch dimension of a batching model's inputs and
+// sets r's batch size; zeroBatch reports a batch of 0.
+func (mv *ModelVersion) checkBatch(req *InferRequest, r *ExecRequest, pfx prefix) (zeroBatch bool, err error) {
+	maxBatch := int64(mv.Config.GetMaxBatchSize())
+	if maxBatch <= 0 {
+		return false, nil
 	}
+	var bs int64 = -1
+	for _, t := range req.Inputs {
+		if len(t.Shape) == 0 {
+			return false, Errorf(CodeInvalidArg, "%sinput '%s' has no shape but model requires batch dimension for '%s'", pfx, t.Name, mv.Name)
+		}
+		switch {
+		case bs < 0:
+			bs = t.Shape[0]
+		case t.Shape[0] != bs:
+			return false, Errorf(CodeInvalidArg, "%sinput '%s' batch size does not match other inputs for '%s'", pfx, t.Name, mv.Name)
+		}
+	}
+	if bs > maxBatch {
+		return false, Errorf(CodeInvalidArg, "%sinference request batch-size must be <= %d for '%s'", pfx, maxBatch, mv.Name)
+	}
+	if bs > 0 {
+		r.BatchSize = uint64(bs)
+	}
+	// Triton takes a batch of 0 as no batch dimension at all and sizes the
+	// inputs without it (triton-inference-server/core src/infer_request.cc,
+	// Normalize): [0, 4] of dims [4] is "Expected 16, got 0", refused
+	// before any model runs.
+	return bs == 0, nil
+}
 
-	// Per input: datatype, shape, byte size; then the shape the model sees.
+// prepareInputs checks each given input (datatype, shape, byte size) and
+// sets r's inputs, in configuration order, in the shape the model sees.
+func (mv *ModelVersion) prepareInputs(req *InferRequest, r *ExecRequest, given map[string]*Tensor, zeroBatch bool, pfx prefix) error {
 	var tensors []Tensor
-	for _, in := range cfg.GetInput() {
+	for _, in := range mv.Config.GetInput() {
 		t := given[in.GetName()]
 		if t == nil {
 			continue
 		}
-		want := DataType(in.GetDataType())
-		if t.DataType != want {
-			return Errorf(CodeInvalidArg, "%sinference input '%s' data-type is '%s', but model '%s' expects '%s'", pfx, t.Name, t.DataType, name, want)
-		}
-		dims := t.Shape
-		if maxBatch > 0 {
-			dims = t.Shape[1:]
-		}
-		if !shapeMatches(dims, in.GetDims()) {
-			expected := in.GetDims()
-			note := ""
-			if maxBatch > 0 {
-				expected = append([]int64{-1}, expected...)
-				note = batchNote
-			}
-			return Errorf(CodeInvalidArg, "%sunexpected shape for input '%s' for model '%s'. Expected %s, got %s.%s", pfx, t.Name, name, ShapeString(expected), ShapeString(t.Shape), note)
-		}
-		for _, d := range t.Shape {
-			if d < 0 {
-				return Errorf(CodeInvalidArg, "%sAll input dimensions should be specified for input '%s' for model '%s', got %s", pfx, t.Name, name, ShapeString(t.Shape))
-			}
-		}
-		sized := t.Shape
-		if zeroBatch {
-			sized = dims
-		}
-		if err := checkByteSize(t, sized, pfx, name); err != nil {
+		shape, err := mv.checkInput(in, t, zeroBatch, pfx)
+		if err != nil {
 			return err
-		}
-		shape := t.Shape
-		if rs := in.GetReshape(); rs != nil {
-			shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
 		}
 		if r.Inputs == nil {
 			// One allocation for all the inputs' tensors, one for the list.
@@ -160,16 +168,48 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *ExecRequest) error {
 		tensors[len(r.Inputs)] = Tensor{Name: t.Name, DataType: t.DataType, Shape: shape, Data: t.Data, Device: t.Device}
 		r.Inputs = append(r.Inputs, &tensors[len(r.Inputs)])
 	}
-	r.ID, r.Parameters = req.ID, req.Parameters
-	r.Correlation, r.Priority, r.TimeoutMicros = req.Correlation, req.Priority, req.TimeoutMicros
-	r.batch = ConcatBatch{Inputs: r.Inputs, Outputs: r.Outputs}
-	if mv.cache == nil {
-		// A response to cache stays in memory of the backend's own: the
-		// caller's destination may change or be lost under it.
-		r.batch.Into = destinations(req.Outputs, r.Outputs)
-	}
-	r.batch.IntoDevice = mv.deviceDestinations(req.Outputs, r.Outputs)
 	return nil
+}
+
+// checkInput checks t against its configuration in (datatype, shape, byte
+// size) and returns the shape the model sees (in's reshape applied).
+func (mv *ModelVersion) checkInput(in *modelconfig.ModelInput, t *Tensor, zeroBatch bool, pfx prefix) ([]int64, error) {
+	name := mv.Name
+	maxBatch := int64(mv.Config.GetMaxBatchSize())
+	want := DataType(in.GetDataType())
+	if t.DataType != want {
+		return nil, Errorf(CodeInvalidArg, "%sinference input '%s' data-type is '%s', but model '%s' expects '%s'", pfx, t.Name, t.DataType, name, want)
+	}
+	dims := t.Shape
+	if maxBatch > 0 {
+		dims = t.Shape[1:]
+	}
+	if !shapeMatches(dims, in.GetDims()) {
+		expected := in.GetDims()
+		note := ""
+		if maxBatch > 0 {
+			expected = append([]int64{-1}, expected...)
+			note = batchNote
+		}
+		return nil, Errorf(CodeInvalidArg, "%sunexpected shape for input '%s' for model '%s'. Expected %s, got %s.%s", pfx, t.Name, name, ShapeString(expected), ShapeString(t.Shape), note)
+	}
+	for _, d := range t.Shape {
+		if d < 0 {
+			return nil, Errorf(CodeInvalidArg, "%sAll input dimensions should be specified for input '%s' for model '%s', got %s", pfx, t.Name, name, ShapeString(t.Shape))
+		}
+	}
+	sized := t.Shape
+	if zeroBatch {
+		sized = dims
+	}
+	if err := checkByteSize(t, sized, pfx, name); err != nil {
+		return nil, err
+	}
+	shape := t.Shape
+	if rs := in.GetReshape(); rs != nil {
+		shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
+	}
+	return shape, nil
 }
 
 // deviceDestinations are the IntoDevice of requested in the order of names,
