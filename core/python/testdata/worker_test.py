@@ -48,10 +48,18 @@ for text in ["", "{", '{"a":1} x', "nope"]:
 # it on; a poll that finds nothing in time turns it off, and the bytes
 # still arrive.
 assert w._spin[0] is False
-ours.sendall(b"abc")
-time.sleep(0.01)
-w._fill()
-assert bytes(w._rbuf[w._rpos[0]:w._rpos[1]]) == b"abc", w._rpos
+# The wait is short, but a loaded machine may deschedule the worker for
+# longer than _SPIN_NS in the middle of it: a few tries, each a wait that
+# should turn polling on.
+for _ in range(20):
+    w._spin[0] = False
+    ours.sendall(b"abc")
+    time.sleep(0.01)
+    w._fill()
+    assert bytes(w._rbuf[w._rpos[0]:w._rpos[1]]) == b"abc", w._rpos
+    w._rpos[0] = w._rpos[1] = 0
+    if w._spin[0]:
+        break
 assert w._spin[0] is True
 w._rpos[0] = w._rpos[1] = 0
 timer = threading.Timer(0.05, ours.sendall, (b"defg",))
