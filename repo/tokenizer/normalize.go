@@ -1,0 +1,132 @@
+package tokenizer
+
+import (
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// normalized is text after normalization, with for each of its bytes the
+// byte range of the original text it came from, so that offsets are
+// reported in the caller's string (as NormalizedString's alignments in
+// huggingface/tokenizers tokenizer/normalizer.rs).
+type normalized struct {
+	s     string
+	align []span
+}
+
+type span struct{ start, end int }
+
+// bertNormalizer is huggingface/tokenizers normalizers/bert.rs.
+type bertNormalizer struct {
+	cleanText, chinese, stripAccents, lowercase bool
+}
+
+// normalize maps text (which starts at byte base of the original input)
+// rune by rune; every output byte of a rune aligns to that rune.
+func (b *bertNormalizer) normalize(text string, base int) normalized {
+	out := make([]byte, 0, len(text)+8)
+	align := make([]span, 0, len(text)+8)
+	var dec [utf8.UTFMax * 8]byte
+	for i, r := range text {
+		_, size := utf8.DecodeRuneInString(text[i:])
+		sp := span{base + i, base + i + size}
+		emit := func(r rune) {
+			n := len(out)
+			out = utf8.AppendRune(out, r)
+			for ; n < len(out); n++ {
+				align = append(align, sp)
+			}
+		}
+		if b.cleanText {
+			if r == 0 || r == utf8.RuneError && size == 1 || r == 0xfffd || isControl(r) {
+				continue
+			}
+			if isWhitespace(r) {
+				r = ' '
+			}
+		}
+		chinese := b.chinese && isChinese(r)
+		if chinese {
+			emit(' ')
+		}
+		if b.stripAccents && r >= 0x80 {
+			for _, d := range string(norm.NFD.AppendString(dec[:0], string(r))) {
+				if !unicode.Is(unicode.Mn, d) {
+					b.emitLower(d, emit)
+				}
+			}
+		} else {
+			b.emitLower(r, emit)
+		}
+		if chinese {
+			emit(' ')
+		}
+	}
+	return normalized{s: string(out), align: align}
+}
+
+func (b *bertNormalizer) emitLower(r rune, emit func(rune)) {
+	switch {
+	case !b.lowercase:
+		emit(r)
+	case r == 'İ': // Rust's char::to_lowercase: U+0130 becomes two chars
+		emit('i')
+		if !b.stripAccents {
+			emit('\u0307')
+		}
+	default:
+		emit(unicode.ToLower(r))
+	}
+}
+
+// isWhitespace is bert.rs is_whitespace: Rust's char::is_whitespace
+// (Unicode White_Space, which unicode.IsSpace follows).
+func isWhitespace(r rune) bool { return unicode.IsSpace(r) }
+
+// isControl is bert.rs is_control: categories Cc, Cf and Co (Cs cannot
+// occur in valid UTF-8), with tab, newline and carriage return counted as
+// whitespace instead. bert.rs's comment also names Cn, but the Rust core
+// keeps unassigned code points (U+0378, U+10FFFF: checked against its npm
+// binding), so they are kept here too.
+func isControl(r rune) bool {
+	switch r {
+	case '\t', '\n', '\r':
+		return false
+	}
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
+}
+
+// isChinese is bert.rs is_chinese_char: the CJK Unified Ideographs blocks.
+func isChinese(r rune) bool {
+	switch {
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0x3400 && r <= 0x4DBF,
+		r >= 0x20000 && r <= 0x2A6DF, r >= 0x2A700 && r <= 0x2B73F,
+		r >= 0x2B740 && r <= 0x2B81F, r >= 0x2B920 && r <= 0x2CEAF,
+		r >= 0xF900 && r <= 0xFAFF, r >= 0x2F800 && r <= 0x2FA1F:
+		return true
+	}
+	return false
+}
+
+// isBertPunct is pre_tokenizers/bert.rs is_bert_punc: ASCII punctuation
+// (which includes symbols such as $ and +) or Unicode punctuation (P*).
+func isBertPunct(r rune) bool {
+	if r < 0x80 {
+		return r >= '!' && r <= '/' || r >= ':' && r <= '@' || r >= '[' && r <= '`' || r >= '{' && r <= '~'
+	}
+	return unicode.IsPunct(r)
+}
+
+// identity wraps text without normalizing it.
+func identity(text string, base int) normalized {
+	align := make([]span, 0, len(text))
+	for i := range text {
+		_, size := utf8.DecodeRuneInString(text[i:])
+		for k := 0; k < size; k++ {
+			align = append(align, span{base + i, base + i + size})
+		}
+	}
+	return normalized{s: text, align: align}
+}
