@@ -4,13 +4,17 @@
 //
 // Supported, matching huggingface/tokenizers' Rust core (checked by golden
 // tests in testdata generated with its npm binding):
-//   - model: WordPiece (continuing_subword_prefix, max_input_chars_per_word,
-//     unk_token);
-//   - normalizer: BertNormalizer (clean_text, handle_chinese_chars,
-//     strip_accents, where null follows lowercase, and lowercase), or none;
-//   - pre-tokenizer: BertPreTokenizer, or none;
-//   - post-processor: TemplateProcessing and BertProcessing (single and
-//     pair, type ids), or none;
+//   - models: WordPiece (continuing_subword_prefix, max_input_chars_per_word,
+//     unk_token) and BPE (merges as "a b" or ["a", "b"], unk_token,
+//     fuse_unk, byte_fallback, ignore_merges; the model's type may be
+//     left out, as in older files);
+//   - normalizers: BertNormalizer (clean_text, handle_chinese_chars,
+//     strip_accents, where null follows lowercase, and lowercase), NFC, or
+//     none;
+//   - pre-tokenizers: BertPreTokenizer, ByteLevel (GPT-2's split pattern,
+//     add_prefix_space, use_regex), or none;
+//   - post-processors: TemplateProcessing, BertProcessing (single and pair,
+//     type ids) and ByteLevel (trim_offsets), or none;
 //   - added_tokens (special, single_word, lstrip, rstrip, normalized),
 //     matched in the text before the model runs;
 //   - truncation (LongestFirst, OnlyFirst, OnlySecond; Right and Left).
@@ -18,9 +22,15 @@
 // Offsets are UTF-8 byte offsets into the caller's string; special tokens
 // added by the post-processor have offsets [0, 0].
 //
+// Added tokens take the ids the Rust core gives them: the vocabulary's id
+// when the content is in the vocabulary, else the next free id after it
+// (tokenizer/added_vocabulary.rs), whatever the file's "id" says.
+//
 // Refused with an error wrapping ErrUnsupported that names the type: any
-// other model (BPE, Unigram, WordLevel), normalizer, pre-tokenizer or
-// post-processor. Files over 64 MiB are refused with ErrTooLarge. The
+// other model (Unigram, WordLevel), normalizer (NFD, NFKC, Lowercase,
+// Precompiled, Sequence, ...), pre-tokenizer (Split, Metaspace, Whitespace,
+// Sequence, ...) or post-processor (RobertaProcessing, Sequence), BPE
+// dropout, continuing_subword_prefix or end_of_word_suffix. Files over 64 MiB are refused with ErrTooLarge. The
 // file's padding section is parsed and reported by Padding, but Encode
 // never pads: a server pads per batch (as Hugging Face Text Embeddings
 // Inference turns padding off, router/src/lib.rs).

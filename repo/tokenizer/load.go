@@ -140,7 +140,7 @@ func componentType(kind string, raw json.RawMessage) (string, error) {
 	return ty.Type, nil
 }
 
-func parseModel(raw json.RawMessage) (*wordPiece, error) {
+func parseModel(raw json.RawMessage) (model, error) {
 	if isNull(raw) {
 		return nil, errors.New("tokenizer: tokenizer.json has no model")
 	}
@@ -148,13 +148,29 @@ func parseModel(raw json.RawMessage) (*wordPiece, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ty != "WordPiece" {
-		return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, ty)
+	if ty == "" {
+		// Older files leave the model's type out; the Rust core then
+		// tells the models apart by their fields (an untagged enum).
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, fmt.Errorf("tokenizer: parsing model: %w", err)
+		}
+		if _, ok := fields["merges"]; ok {
+			ty = "BPE"
+		} else if _, ok := fields["max_input_chars_per_word"]; ok {
+			ty = "WordPiece"
+		}
 	}
-	return parseWordPiece(raw)
+	switch ty {
+	case "WordPiece":
+		return parseWordPiece(raw)
+	case "BPE":
+		return parseBPE(raw)
+	}
+	return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, ty)
 }
 
-func parseNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
+func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -162,9 +178,16 @@ func parseNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ty != "BertNormalizer" {
-		return nil, fmt.Errorf("%w: normalizer type %q", ErrUnsupported, ty)
+	switch ty {
+	case "BertNormalizer":
+		return parseBertNormalizer(raw)
+	case "NFC":
+		return nfc{}, nil
 	}
+	return nil, fmt.Errorf("%w: normalizer type %q", ErrUnsupported, ty)
+}
+
+func parseBertNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
 	var n struct {
 		CleanText          *bool `json:"clean_text"`
 		HandleChineseChars *bool `json:"handle_chinese_chars"`
@@ -192,18 +215,36 @@ func parseNormalizer(raw json.RawMessage) (*bertNormalizer, error) {
 	return b, nil
 }
 
-func parsePreTokenizer(raw json.RawMessage) (bool, error) {
+func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 	if isNull(raw) {
-		return false, nil
+		return nil, nil
 	}
 	ty, err := componentType("pre_tokenizer", raw)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	if ty != "BertPreTokenizer" {
-		return false, fmt.Errorf("%w: pre_tokenizer type %q", ErrUnsupported, ty)
+	switch ty {
+	case "BertPreTokenizer":
+		return bertPre{}, nil
+	case "ByteLevel":
+		// Defaults as pre_tokenizers/byte_level.rs ByteLevel::default.
+		b := struct {
+			AddPrefixSpace *bool `json:"add_prefix_space"`
+			UseRegex       *bool `json:"use_regex"`
+		}{}
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return nil, fmt.Errorf("tokenizer: parsing ByteLevel pre_tokenizer: %w", err)
+		}
+		p := &byteLevel{addPrefixSpace: true, useRegex: true}
+		if b.AddPrefixSpace != nil {
+			p.addPrefixSpace = *b.AddPrefixSpace
+		}
+		if b.UseRegex != nil {
+			p.useRegex = *b.UseRegex
+		}
+		return p, nil
 	}
-	return true, nil
+	return nil, fmt.Errorf("%w: pre_tokenizer type %q", ErrUnsupported, ty)
 }
 
 func checkTruncation(tr *Truncation) (*Truncation, error) {

@@ -30,10 +30,14 @@ func doc(kv ...string) string {
 
 func TestParseRefusesUnknownTypes(t *testing.T) {
 	for _, c := range []struct{ key, val, name string }{
-		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": []}`, `model type "BPE"`},
+		{"MODEL", `{"type": "WordLevel", "vocab": {}}`, `model type "WordLevel"`},
 		{"MODEL", `{"type": "Unigram", "vocab": []}`, `model type "Unigram"`},
 		{"NORM", `{"type": "NFKC"}`, `normalizer type "NFKC"`},
-		{"PRE", `{"type": "ByteLevel"}`, `pre_tokenizer type "ByteLevel"`},
+		{"PRE", `{"type": "Metaspace"}`, `pre_tokenizer type "Metaspace"`},
+		{"PRE", `{"type": "Sequence", "pretokenizers": []}`, `pre_tokenizer type "Sequence"`},
+		{"NORM", `{"type": "Sequence", "normalizers": []}`, `normalizer type "Sequence"`},
+		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
+		{"POST", `{"type": "Sequence", "processors": []}`, `post_processor type "Sequence"`},
 		{"POST", `{"type": "RobertaProcessing"}`, `post_processor type "RobertaProcessing"`},
 	} {
 		_, err := Parse([]byte(doc(c.key, c.val)))

@@ -130,3 +130,47 @@ func identity(text string, base int) normalized {
 	}
 	return normalized{s: text, align: align}
 }
+
+// nfc is the NFC normalizer. Within each segment norm.Iter returns (m
+// input characters composed into k), the first output character aligns to
+// the first input character and absorbs the m-k that follow it; the rest
+// align one to one with the remaining input. That is what the Rust core
+// reports: "e\u0301" becomes "é" over the "e" alone, and "a\u0308\u0323"
+// becomes "\u1EA1\u0308" with the "\u0308" over the input's "\u0323".
+type nfc struct{}
+
+func (nfc) normalize(text string, base int) normalized {
+	if norm.NFC.IsNormalString(text) {
+		return identity(text, base)
+	}
+	out := make([]byte, 0, len(text))
+	align := make([]span, 0, len(text))
+	var it norm.Iter
+	it.InitString(norm.NFC, text)
+	var in []span
+	for !it.Done() {
+		p0 := it.Pos()
+		seg := it.Next()
+		in = in[:0]
+		for i := p0; i < it.Pos(); {
+			_, size := utf8.DecodeRuneInString(text[i:])
+			in = append(in, span{base + i, base + i + size})
+			i += size
+		}
+		k := utf8.RuneCount(seg)
+		for j := 0; len(seg) > 0; j++ {
+			r, size := utf8.DecodeRune(seg)
+			seg = seg[size:]
+			idx := 0
+			if j > 0 {
+				idx = min(j+len(in)-k, len(in)-1)
+				idx = max(idx, min(j, len(in)-1))
+			}
+			out = utf8.AppendRune(out, r)
+			for len(align) < len(out) {
+				align = append(align, in[idx])
+			}
+		}
+	}
+	return normalized{s: string(out), align: align}
+}

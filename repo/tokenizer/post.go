@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 )
 
 // piece is one element of a template: a sequence (A or B) or a special
@@ -19,6 +21,9 @@ type piece struct {
 // [CLS] A [SEP] and [CLS] A [SEP] B [SEP], B's part with type id 1).
 type postProcessor struct {
 	single, pair []piece
+	// trim is the ByteLevel post-processor's trim_offsets, prefixSpace
+	// its add_prefix_space (processors/byte_level.rs process_offsets).
+	trim, prefixSpace bool
 }
 
 // added returns how many special tokens the template adds.
@@ -45,6 +50,26 @@ func parsePostProcessor(raw json.RawMessage) (*postProcessor, error) {
 	switch ty {
 	case "TemplateProcessing":
 		return parseTemplate(raw)
+	case "ByteLevel":
+		b := struct {
+			TrimOffsets    *bool `json:"trim_offsets"`
+			AddPrefixSpace *bool `json:"add_prefix_space"`
+		}{}
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return nil, fmt.Errorf("tokenizer: parsing ByteLevel post_processor: %w", err)
+		}
+		p := &postProcessor{
+			single: []piece{{seq: 0}},
+			pair:   []piece{{seq: 0}, {seq: 1, typeID: 1}},
+			trim:   true, prefixSpace: true,
+		}
+		if b.TrimOffsets != nil {
+			p.trim = *b.TrimOffsets
+		}
+		if b.AddPrefixSpace != nil {
+			p.prefixSpace = *b.AddPrefixSpace
+		}
+		return p, nil
 	case "BertProcessing":
 		var b struct {
 			Sep [2]json.RawMessage `json:"sep"`
@@ -155,6 +180,10 @@ func (p *postProcessor) apply(a, b []token, addSpecial bool) Encoding {
 		tpl = p.pair
 	}
 	seqs := [2][]token{a, b}
+	if p.trim {
+		p.trimOffsets(a)
+		p.trimOffsets(b)
+	}
 	var e Encoding
 	for _, pc := range tpl {
 		if pc.seq >= 0 {
@@ -169,4 +198,51 @@ func (p *postProcessor) apply(a, b []token, addSpecial bool) Encoding {
 		}
 	}
 	return e
+}
+
+// trimOffsets drops from a token's offsets the spaces that begin or end
+// its text: byte-level spaces ("Ġ", one input byte each) and, in added
+// tokens, real whitespace; but not the leading one of the first token when
+// add_prefix_space put it there.
+func (p *postProcessor) trimOffsets(ts []token) {
+	for i := range ts {
+		t := &ts[i]
+		lead, trail := 0, 0
+		for s := t.text; s != ""; {
+			r, size := utf8.DecodeRuneInString(s)
+			if w := spaceBytes(r); w > 0 {
+				lead += w
+				s = s[size:]
+				continue
+			}
+			break
+		}
+		for s := t.text; s != ""; {
+			r, size := utf8.DecodeLastRuneInString(s)
+			if w := spaceBytes(r); w > 0 {
+				trail += w
+				s = s[:len(s)-size]
+				continue
+			}
+			break
+		}
+		if lead > 0 && (!(i == 0 || t.start == 0) || !p.prefixSpace) {
+			t.start = min(t.start+lead, t.end)
+		}
+		if trail > 0 && t.end >= trail {
+			t.end = max(t.end-trail, t.start)
+		}
+	}
+}
+
+// spaceBytes is the input length of r if processors/byte_level.rs trims
+// it (the byte-level space or any whitespace), else 0.
+func spaceBytes(r rune) int {
+	switch {
+	case r == byteChar[' ']:
+		return 1
+	case unicode.IsSpace(r):
+		return utf8.RuneLen(r)
+	}
+	return 0
 }

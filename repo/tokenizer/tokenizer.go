@@ -8,12 +8,28 @@ import (
 	"unicode/utf8"
 )
 
+// model turns one word into tokens.
+type model interface {
+	vocabulary() map[string]int64
+	tokenize(out []token, n *normalized, from, to int, buf []byte) ([]token, []byte)
+}
+
+type normalizer interface {
+	normalize(text string, base int) normalized
+}
+
+// preTokenizer calls fn with each word of n.s[from:to], in w (n itself, or
+// a new text for pre-tokenizers that rewrite it).
+type preTokenizer interface {
+	split(n *normalized, from, to int, fn func(w *normalized, from, to int))
+}
+
 // Tokenizer encodes text as one tokenizer.json describes. It is immutable
 // after Load and safe for concurrent use.
 type Tokenizer struct {
-	model *wordPiece
-	norm  *bertNormalizer
-	pre   bool // BertPreTokenizer
+	model model
+	norm  normalizer   // nil: none
+	pre   preTokenizer // nil: none
 	post  *postProcessor
 	trunc *Truncation
 	pad   *Padding
@@ -93,7 +109,7 @@ func (t *Tokenizer) AddedTokens() []AddedToken {
 // vocabulary or the added tokens.
 func (t *Tokenizer) VocabSize() int {
 	max := int64(-1)
-	for _, id := range t.model.vocab {
+	for _, id := range t.model.vocabulary() {
 		if id > max {
 			max = id
 		}
@@ -113,13 +129,13 @@ func (t *Tokenizer) VocabSize() int {
 // the file's id is ignored (the Rust core only warns when they differ).
 func (t *Tokenizer) build() {
 	var raw, normed []AddedToken
-	next := int64(len(t.model.vocab))
+	next := int64(len(t.model.vocabulary()))
 	assigned := map[string]int64{}
 	for i := range t.added {
 		a := &t.added[i]
 		if id, ok := assigned[a.Content]; ok {
 			a.ID = id
-		} else if id, ok := t.model.vocab[a.Content]; ok {
+		} else if id, ok := t.model.vocabulary()[a.Content]; ok {
 			a.ID = id
 		} else {
 			a.ID, next = next, next+1
@@ -281,24 +297,27 @@ func (t *Tokenizer) encodeSequence(text string) []token {
 				out = append(out, token{id: a.ID, text: n.s[nf:nt], start: n.align[nf].start, end: n.align[nt-1].end})
 				return
 			}
-			t.words(&n, nf, nt, func(wf, wt int) {
-				out, buf = t.model.tokenize(out, &n, wf, wt, buf)
+			if nf >= nt {
+				return
+			}
+			if t.pre == nil {
+				out, buf = t.model.tokenize(out, &n, nf, nt, buf)
+				return
+			}
+			t.pre.split(&n, nf, nt, func(w *normalized, wf, wt int) {
+				out, buf = t.model.tokenize(out, w, wf, wt, buf)
 			})
 		})
 	})
 	return out
 }
 
-// words calls fn for each word of n.s[from:to]: BertPreTokenizer splits on
-// whitespace (dropped) and isolates each punctuation character.
-func (t *Tokenizer) words(n *normalized, from, to int, fn func(from, to int)) {
-	if from >= to {
-		return
-	}
-	if !t.pre {
-		fn(from, to)
-		return
-	}
+// bertPre is BertPreTokenizer: it splits on whitespace (dropped) and
+// isolates each punctuation character (pre_tokenizers/bert.rs).
+type bertPre struct{}
+
+func (bertPre) split(n *normalized, from, to int, emit func(w *normalized, from, to int)) {
+	fn := func(a, b int) { emit(n, a, b) }
 	s := n.s
 	start := -1
 	for i := from; i < to; {

@@ -91,3 +91,5 @@ func (w *wordPiece) tokenize(out []token, n *normalized, from, to int, buf []byt
 func (w *wordPiece) unkToken(n *normalized, from, to int) token {
 	return token{id: w.unkID, text: w.unk, start: n.align[from].start, end: n.align[to-1].end}
 }
+
+func (w *wordPiece) vocabulary() map[string]int64 { return w.vocab }
