@@ -23,61 +23,86 @@ type bertNormalizer struct {
 	cleanText, chinese, stripAccents, lowercase bool
 }
 
+// builder accumulates normalized text and its alignment.
+type builder struct {
+	out   []byte
+	align []span
+}
+
+func (b *builder) add(r rune, sp span) {
+	n := len(b.out)
+	b.out = utf8.AppendRune(b.out, r)
+	for ; n < len(b.out); n++ {
+		b.align = append(b.align, sp)
+	}
+}
+
 // normalize maps text (which starts at byte base of the original input)
 // rune by rune; every output byte of a rune aligns to that rune.
-func (b *bertNormalizer) normalize(text string, base int) normalized {
-	out := make([]byte, 0, len(text)+8)
-	align := make([]span, 0, len(text)+8)
+func (bn *bertNormalizer) normalize(text string, base int) normalized {
+	c := len(text) + len(text)/2 + 8 // CJK characters gain two spaces
+	b := builder{out: make([]byte, 0, c), align: make([]span, 0, c)}
 	var dec [utf8.UTFMax * 8]byte
-	for i, r := range text {
-		_, size := utf8.DecodeRuneInString(text[i:])
+	var enc [utf8.UTFMax]byte
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
 		sp := span{base + i, base + i + size}
-		emit := func(r rune) {
-			n := len(out)
-			out = utf8.AppendRune(out, r)
-			for ; n < len(out); n++ {
-				align = append(align, sp)
-			}
-		}
-		if b.cleanText {
-			if r == 0 || r == utf8.RuneError && size == 1 || r == 0xfffd || isControl(r) {
-				continue
+		i += size
+		if bn.cleanText {
+			if r == 0 || r == utf8.RuneError || isControl(r) {
+				continue // U+FFFD is dropped too, as bert.rs does
 			}
 			if isWhitespace(r) {
 				r = ' '
 			}
 		}
-		chinese := b.chinese && isChinese(r)
+		chinese := bn.chinese && r >= 0x3400 && isChinese(r)
 		if chinese {
-			emit(' ')
+			b.add(' ', sp)
 		}
-		if b.stripAccents && r >= 0x80 {
-			for _, d := range string(norm.NFD.AppendString(dec[:0], string(r))) {
-				if !unicode.Is(unicode.Mn, d) {
-					b.emitLower(d, emit)
+		if bn.stripAccents && r >= 0x80 {
+			e := enc[:utf8.EncodeRune(enc[:], r)]
+			// The tables hold full canonical decompositions; Hangul
+			// syllables decompose algorithmically.
+			d := norm.NFD.Properties(e).Decomposition()
+			if r >= 0xAC00 && r <= 0xD7A3 {
+				d = norm.NFD.Append(dec[:0], e...)
+			} else if d == nil {
+				d = e
+			}
+			for len(d) > 0 {
+				c, n := utf8.DecodeRune(d)
+				d = d[n:]
+				if !unicode.Is(unicode.Mn, c) {
+					bn.addLower(&b, c, sp)
 				}
 			}
 		} else {
-			b.emitLower(r, emit)
+			bn.addLower(&b, r, sp)
 		}
 		if chinese {
-			emit(' ')
+			b.add(' ', sp)
 		}
 	}
-	return normalized{s: string(out), align: align}
+	return normalized{s: string(b.out), align: b.align}
 }
 
-func (b *bertNormalizer) emitLower(r rune, emit func(rune)) {
+func (bn *bertNormalizer) addLower(b *builder, r rune, sp span) {
 	switch {
-	case !b.lowercase:
-		emit(r)
+	case !bn.lowercase:
+		b.add(r, sp)
+	case r < 0x80:
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		b.add(r, sp)
 	case r == 'İ': // Rust's char::to_lowercase: U+0130 becomes two chars
-		emit('i')
-		if !b.stripAccents {
-			emit('\u0307')
+		b.add('i', sp)
+		if !bn.stripAccents {
+			b.add('\u0307', sp)
 		}
 	default:
-		emit(unicode.ToLower(r))
+		b.add(unicode.ToLower(r), sp)
 	}
 }
 
@@ -91,9 +116,8 @@ func isWhitespace(r rune) bool { return unicode.IsSpace(r) }
 // keeps unassigned code points (U+0378, U+10FFFF: checked against its npm
 // binding), so they are kept here too.
 func isControl(r rune) bool {
-	switch r {
-	case '\t', '\n', '\r':
-		return false
+	if r < 0x80 {
+		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f
 	}
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
 }

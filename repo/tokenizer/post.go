@@ -184,7 +184,15 @@ func (p *postProcessor) apply(a, b []token, addSpecial bool) Encoding {
 		p.trimOffsets(a)
 		p.trimOffsets(b)
 	}
-	var e Encoding
+	n := 0
+	for _, pc := range tpl {
+		if pc.seq >= 0 {
+			n += len(seqs[pc.seq])
+		} else if addSpecial {
+			n += len(pc.ids)
+		}
+	}
+	e := newEncoding(n)
 	for _, pc := range tpl {
 		if pc.seq >= 0 {
 			e.appendTokens(seqs[pc.seq], pc.typeID)

@@ -50,6 +50,17 @@ type Encoding struct {
 	Special       []bool
 }
 
+func newEncoding(n int) Encoding {
+	return Encoding{
+		IDs:           make([]int64, 0, n),
+		TypeIDs:       make([]int64, 0, n),
+		AttentionMask: make([]int64, 0, n),
+		Tokens:        make([]string, 0, n),
+		Offsets:       make([][2]int, 0, n),
+		Special:       make([]bool, 0, n),
+	}
+}
+
 // Len is the number of tokens.
 func (e *Encoding) Len() int { return len(e.IDs) }
 
@@ -187,7 +198,7 @@ func (t *Tokenizer) postProcess(a, b []token, addSpecial bool) Encoding {
 	if t.post != nil {
 		return t.post.apply(a, b, addSpecial)
 	}
-	var e Encoding
+	e := newEncoding(len(a) + len(b))
 	e.appendTokens(a, 0)
 	if b != nil {
 		e.appendTokens(b, 1)
@@ -279,7 +290,7 @@ func maxInt(a, b int) int {
 // rest and runs the model over each word (tokenizer/mod.rs
 // encode_single_sequence).
 func (t *Tokenizer) encodeSequence(text string) []token {
-	var out []token
+	out := make([]token, 0, len(text)/3+4)
 	var buf []byte
 	t.raw.split(text, func(from, to int, a *AddedToken) {
 		if a != nil {

@@ -12,6 +12,7 @@ import (
 // long.
 type wordPiece struct {
 	vocab    map[string]int64
+	byID     map[int64]string // the vocabulary's own strings, so tokens share them
 	unk      string
 	unkID    int64
 	prefix   string
@@ -29,7 +30,10 @@ func parseWordPiece(raw json.RawMessage) (*wordPiece, error) {
 		return nil, fmt.Errorf("tokenizer: parsing WordPiece model: %w", err)
 	}
 	// Defaults as models/wordpiece/mod.rs WordPieceBuilder.
-	w := &wordPiece{vocab: m.Vocab, unk: "[UNK]", prefix: "##", maxChars: 100}
+	w := &wordPiece{vocab: m.Vocab, byID: make(map[int64]string, len(m.Vocab)), unk: "[UNK]", prefix: "##", maxChars: 100}
+	for s, id := range m.Vocab {
+		w.byID[id] = s
+	}
 	if m.Unk != nil {
 		w.unk = *m.Unk
 	}
@@ -72,7 +76,7 @@ func (w *wordPiece) tokenize(out []token, n *normalized, from, to int, buf []byt
 			}
 			buf = append(buf, word[start:end]...)
 			if id, ok := w.vocab[string(buf)]; ok {
-				out = append(out, token{id: id, text: string(buf),
+				out = append(out, token{id: id, text: w.byID[id],
 					start: n.align[from+start].start, end: n.align[from+end-1].end})
 				found = true
 				break
