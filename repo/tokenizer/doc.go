@@ -13,8 +13,9 @@
 //     none;
 //   - pre-tokenizers: BertPreTokenizer, ByteLevel (GPT-2's split pattern,
 //     add_prefix_space, use_regex), or none;
-//   - post-processors: TemplateProcessing, BertProcessing (single and pair,
-//     type ids) and ByteLevel (trim_offsets), or none;
+//   - post-processors: TemplateProcessing, BertProcessing, RobertaProcessing
+//     (single and pair, type ids; trim_offsets) and ByteLevel
+//     (trim_offsets), or none;
 //   - added_tokens (special, single_word, lstrip, rstrip, normalized),
 //     matched in the text before the model runs;
 //   - truncation (LongestFirst, OnlyFirst, OnlySecond; Right and Left).
@@ -29,7 +30,7 @@
 // Refused with an error wrapping ErrUnsupported that names the type: any
 // other model (Unigram, WordLevel), normalizer (NFD, NFKC, Lowercase,
 // Precompiled, Sequence, ...), pre-tokenizer (Split, Metaspace, Whitespace,
-// Sequence, ...) or post-processor (RobertaProcessing, Sequence), BPE
+// Sequence, ...) or post-processor (Sequence), BPE
 // dropout, continuing_subword_prefix or end_of_word_suffix. Files over 64 MiB are refused with ErrTooLarge. The
 // file's padding section is parsed and reported by Padding, but Encode
 // never pads: a server pads per batch (as Hugging Face Text Embeddings

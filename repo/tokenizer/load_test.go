@@ -38,7 +38,6 @@ func TestParseRefusesUnknownTypes(t *testing.T) {
 		{"NORM", `{"type": "Sequence", "normalizers": []}`, `normalizer type "Sequence"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
 		{"POST", `{"type": "Sequence", "processors": []}`, `post_processor type "Sequence"`},
-		{"POST", `{"type": "RobertaProcessing"}`, `post_processor type "RobertaProcessing"`},
 	} {
 		_, err := Parse([]byte(doc(c.key, c.val)))
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.name) {

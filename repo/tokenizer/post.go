@@ -70,6 +70,39 @@ func parsePostProcessor(raw json.RawMessage) (*postProcessor, error) {
 			p.prefixSpace = *b.AddPrefixSpace
 		}
 		return p, nil
+	case "RobertaProcessing":
+		var rp struct {
+			Sep            [2]json.RawMessage `json:"sep"`
+			Cls            [2]json.RawMessage `json:"cls"`
+			TrimOffsets    *bool              `json:"trim_offsets"`
+			AddPrefixSpace *bool              `json:"add_prefix_space"`
+		}
+		if err := json.Unmarshal(raw, &rp); err != nil {
+			return nil, fmt.Errorf("tokenizer: parsing RobertaProcessing: %w", err)
+		}
+		cls, err := tokenPair(rp.Cls)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: RobertaProcessing cls: %w", err)
+		}
+		sep, err := tokenPair(rp.Sep)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: RobertaProcessing sep: %w", err)
+		}
+		// processors/roberta.rs: <s> A </s> and <s> A </s> </s> B </s>, all
+		// with type id 0 (B's too, with or without special tokens, as the
+		// Rust core's goldens show).
+		p := &postProcessor{
+			single: []piece{cls, {seq: 0}, sep},
+			pair:   []piece{cls, {seq: 0}, sep, sep, {seq: 1}, sep},
+			trim:   true, prefixSpace: true,
+		}
+		if rp.TrimOffsets != nil {
+			p.trim = *rp.TrimOffsets
+		}
+		if rp.AddPrefixSpace != nil {
+			p.prefixSpace = *rp.AddPrefixSpace
+		}
+		return p, nil
 	case "BertProcessing":
 		var b struct {
 			Sep [2]json.RawMessage `json:"sep"`
