@@ -12,7 +12,9 @@
 //     strip_accents, where null follows lowercase, and lowercase), NFC, or
 //     none;
 //   - pre-tokenizers: BertPreTokenizer, ByteLevel (GPT-2's split pattern,
-//     add_prefix_space, use_regex), or none;
+//     add_prefix_space, use_regex), Split (String or Regex pattern, every
+//     behavior, invert; regexes run by github.com/dlclark/regexp2, since
+//     Llama 3's and Qwen2's patterns use lookahead), Sequence, or none;
 //   - post-processors: TemplateProcessing, BertProcessing, RobertaProcessing
 //     (single and pair, type ids; trim_offsets) and ByteLevel
 //     (trim_offsets), or none;
@@ -29,8 +31,8 @@
 //
 // Refused with an error wrapping ErrUnsupported that names the type: any
 // other model (Unigram, WordLevel), normalizer (NFD, NFKC, Lowercase,
-// Precompiled, Sequence, ...), pre-tokenizer (Split, Metaspace, Whitespace,
-// Sequence, ...) or post-processor (Sequence), BPE
+// Precompiled, Sequence, ...), pre-tokenizer (Metaspace, Whitespace, Digits,
+// Punctuation, ...) or post-processor (Sequence), BPE
 // dropout, continuing_subword_prefix or end_of_word_suffix. Files over 64 MiB are refused with ErrTooLarge. The
 // file's padding section is parsed and reported by Padding, but Encode
 // never pads: a server pads per batch (as Hugging Face Text Embeddings

@@ -226,6 +226,26 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 	switch ty {
 	case "BertPreTokenizer":
 		return bertPre{}, nil
+	case "Split":
+		return parseSplit(raw)
+	case "Sequence":
+		var sj struct {
+			Pre []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := json.Unmarshal(raw, &sj); err != nil {
+			return nil, fmt.Errorf("tokenizer: parsing Sequence pre_tokenizer: %w", err)
+		}
+		var seq sequencePre
+		for _, r := range sj.Pre {
+			p, err := parsePreTokenizer(r)
+			if err != nil {
+				return nil, err
+			}
+			if p != nil {
+				seq = append(seq, p)
+			}
+		}
+		return seq, nil
 	case "ByteLevel":
 		// Defaults as pre_tokenizers/byte_level.rs ByteLevel::default.
 		b := struct {

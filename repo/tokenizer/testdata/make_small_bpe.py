@@ -73,7 +73,23 @@ tpl = {"version": "1.0",
                           "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [eot], "tokens": ["<|endoftext|>"]}}},
        "decoder": None,
        "model": dict(model, merges=[[a, b] for a, b in merges], ignore_merges=True)}
-for name, doc in (("small-bpe.json", gpt2), ("small-bpe-template.json", tpl)):
+# Qwen2's and Llama 3's split patterns (their tokenizer.json files), then
+# ByteLevel without its own regex.
+QWEN2 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+LLAMA3 = QWEN2.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
+def split_doc(pattern, post):
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added[:1],
+            "normalizer": {"type": "NFC"},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+            "post_processor": post, "decoder": None,
+            "model": dict(model, merges=[[a, b] for a, b in merges], ignore_merges=True)}
+qwen = split_doc(QWEN2, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False})
+llama = split_doc(LLAMA3, dict(tpl["post_processor"], pair=tpl["post_processor"]["pair"][:2] + [
+    {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}]))
+for name, doc in (("small-bpe.json", gpt2), ("small-bpe-template.json", tpl),
+                  ("small-bpe-qwen2.json", qwen), ("small-bpe-llama3.json", llama)):
     with open(name, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, indent=0)
         f.write("\n")
