@@ -9,8 +9,8 @@
 //     fuse_unk, byte_fallback, ignore_merges; the model's type may be
 //     left out, as in older files);
 //   - normalizers: BertNormalizer (clean_text, handle_chinese_chars,
-//     strip_accents, where null follows lowercase, and lowercase), NFC, or
-//     none;
+//     strip_accents, where null follows lowercase, and lowercase), NFC, NFD,
+//     NFKC, NFKD, Lowercase, StripAccents, Sequence, or none;
 //   - pre-tokenizers: BertPreTokenizer, ByteLevel (GPT-2's split pattern,
 //     add_prefix_space, use_regex), Split (String or Regex pattern, every
 //     behavior, invert; regexes run by github.com/dlclark/regexp2, since
@@ -30,11 +30,12 @@
 // (tokenizer/added_vocabulary.rs), whatever the file's "id" says.
 //
 // Refused with an error wrapping ErrUnsupported that names the type: any
-// other model (Unigram, WordLevel), normalizer (NFD, NFKC, Lowercase,
-// Precompiled, Sequence, ...), pre-tokenizer (Metaspace, Whitespace, Digits,
-// Punctuation, ...) or post-processor (Sequence), BPE
-// dropout, continuing_subword_prefix or end_of_word_suffix. Files over 64 MiB are refused with ErrTooLarge. The
-// file's padding section is parsed and reported by Padding, but Encode
-// never pads: a server pads per batch (as Hugging Face Text Embeddings
-// Inference turns padding off, router/src/lib.rs).
+// other model (Unigram, WordLevel), normalizer (Precompiled, Replace,
+// Prepend, Strip, ...), pre-tokenizer (Metaspace, Whitespace, Digits,
+// Punctuation, ...) or post-processor (Sequence); BPE dropout,
+// continuing_subword_prefix and end_of_word_suffix. Files over 64 MiB are
+// refused with ErrTooLarge. The file's padding section is parsed and
+// reported by Padding, but Encode never pads: a server pads per batch, as
+// Text Embeddings Inference turns padding off on load
+// (huggingface/text-embeddings-inference router/src/lib.rs).
 package tokenizer

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxFileSize bounds the tokenizer.json Load reads; real files are a few
@@ -182,7 +184,35 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	case "BertNormalizer":
 		return parseBertNormalizer(raw)
 	case "NFC":
-		return nfc{}, nil
+		return newUnicodeNorm(norm.NFC), nil
+	case "NFD":
+		return newUnicodeNorm(norm.NFD), nil
+	case "NFKC":
+		return newUnicodeNorm(norm.NFKC), nil
+	case "NFKD":
+		return newUnicodeNorm(norm.NFKD), nil
+	case "Lowercase":
+		return runeMap{lower: true}, nil
+	case "StripAccents":
+		return runeMap{strip: true}, nil
+	case "Sequence":
+		var sj struct {
+			Norms []json.RawMessage `json:"normalizers"`
+		}
+		if err := json.Unmarshal(raw, &sj); err != nil {
+			return nil, fmt.Errorf("tokenizer: parsing Sequence normalizer: %w", err)
+		}
+		var seq sequenceNorm
+		for _, r := range sj.Norms {
+			n, err := parseNormalizer(r)
+			if err != nil {
+				return nil, err
+			}
+			if n != nil {
+				seq = append(seq, n)
+			}
+		}
+		return seq, nil
 	}
 	return nil, fmt.Errorf("%w: normalizer type %q", ErrUnsupported, ty)
 }

@@ -32,11 +32,11 @@ func TestParseRefusesUnknownTypes(t *testing.T) {
 	for _, c := range []struct{ key, val, name string }{
 		{"MODEL", `{"type": "WordLevel", "vocab": {}}`, `model type "WordLevel"`},
 		{"MODEL", `{"type": "Unigram", "vocab": []}`, `model type "Unigram"`},
-		{"NORM", `{"type": "NFKC"}`, `normalizer type "NFKC"`},
+		{"NORM", `{"type": "Precompiled", "precompiled_charsmap": ""}`, `normalizer type "Precompiled"`},
 		{"PRE", `{"type": "Metaspace"}`, `pre_tokenizer type "Metaspace"`},
 		{"PRE", `{"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}`, `pre_tokenizer type "Digits"`},
 		{"PRE", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Nope"}`, `Split behavior "Nope"`},
-		{"NORM", `{"type": "Sequence", "normalizers": []}`, `normalizer type "Sequence"`},
+		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}`, `normalizer type "Replace"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
 		{"POST", `{"type": "Sequence", "processors": []}`, `post_processor type "Sequence"`},
 	} {

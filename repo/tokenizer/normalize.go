@@ -155,31 +155,89 @@ func identity(text string, base int) normalized {
 	return normalized{s: text, align: align}
 }
 
-// nfc is the NFC normalizer. Within each segment norm.Iter returns (m
-// input characters composed into k), the first output character aligns to
-// the first input character and absorbs the m-k that follow it; the rest
-// align one to one with the remaining input. That is what the Rust core
-// reports: "e\u0301" becomes "é" over the "e" alone, and "a\u0308\u0323"
+// unicodeNorm is the NFC, NFD, NFKC and NFKD normalizers. Within each
+// segment norm.Iter returns (m input characters become k), the first
+// output character aligns to the first input character and absorbs the
+// m-k that follow it; the rest align one to one with the remaining input,
+// and any extra output with the last. That is what the Rust core reports:
+// "e\u0301" becomes NFC "é" over the "e" alone, and "a\u0308\u0323"
 // becomes "\u1EA1\u0308" with the "\u0308" over the input's "\u0323".
-type nfc struct{}
+type unicodeNorm struct{ form norm.Form }
 
-func (nfc) normalize(text string, base int) normalized {
-	if norm.NFC.IsNormalString(text) {
+// newUnicodeNorm builds a form as the Rust core does: every character
+// decomposed on its own (its outputs align to it), then, for NFC and
+// NFKC, recomposed segment by segment.
+func newUnicodeNorm(form norm.Form) normalizer {
+	switch form {
+	case norm.NFC:
+		return sequenceNorm{decompose{norm.NFD}, unicodeNorm{norm.NFC}}
+	case norm.NFKC:
+		return sequenceNorm{decompose{norm.NFKD}, unicodeNorm{norm.NFC}}
+	}
+	return decompose{form}
+}
+
+// decompose is NFD or NFKD, one character at a time (canonical
+// reordering of marks across characters is not applied).
+type decompose struct{ form norm.Form }
+
+func (d decompose) normalize(text string, base int) normalized {
+	if d.form.IsNormalString(text) {
 		return identity(text, base)
 	}
-	out := make([]byte, 0, len(text))
-	align := make([]span, 0, len(text))
+	b := builder{out: make([]byte, 0, len(text)+len(text)/2), align: make([]span, 0, len(text)+len(text)/2)}
+	var dec [utf8.UTFMax * 18]byte
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		sp := span{base + i, base + i + size}
+		e := text[i : i+size]
+		i += size
+		out := d.form.PropertiesString(e).Decomposition()
+		if r >= 0xAC00 && r <= 0xD7A3 {
+			out = d.form.AppendString(dec[:0], e)
+		}
+		if out == nil {
+			b.out = append(b.out, e...)
+			for len(b.align) < len(b.out) {
+				b.align = append(b.align, sp)
+			}
+			continue
+		}
+		for len(out) > 0 {
+			c, n := utf8.DecodeRune(out)
+			out = out[n:]
+			b.add(c, sp)
+		}
+	}
+	return normalized{s: string(b.out), align: b.align}
+}
+
+func (u unicodeNorm) normalize(text string, base int) normalized {
+	if u.form.IsNormalString(text) {
+		return identity(text, base)
+	}
+	out := make([]byte, 0, len(text)+len(text)/4)
+	align := make([]span, 0, cap(out))
 	var it norm.Iter
-	it.InitString(norm.NFC, text)
+	it.InitString(u.form, text)
 	var in []span
 	for !it.Done() {
 		p0 := it.Pos()
 		seg := it.Next()
-		in = in[:0]
+		if it.Pos() == p0 && len(in) > 0 {
+			// The rest of a long expansion (NFKC "½" is "1⁄2"): it
+			// aligns to the character that produced it.
+			in = in[len(in)-1:]
+		} else {
+			in = in[:0]
+		}
 		for i := p0; i < it.Pos(); {
 			_, size := utf8.DecodeRuneInString(text[i:])
 			in = append(in, span{base + i, base + i + size})
 			i += size
+		}
+		if len(in) == 0 {
+			continue
 		}
 		k := utf8.RuneCount(seg)
 		for j := 0; len(seg) > 0; j++ {
@@ -197,4 +255,43 @@ func (nfc) normalize(text string, base int) normalized {
 		}
 	}
 	return normalized{s: string(out), align: align}
+}
+
+// runeMap is a normalizer that maps each character on its own: Lowercase
+// (Rust's char::to_lowercase) or StripAccents (drops every combining mark,
+// Mn, Mc and Me, without decomposing first, as normalizers/strip.rs does;
+// BertNormalizer's strip_accents drops only Mn).
+type runeMap struct{ lower, strip bool }
+
+func (m runeMap) normalize(text string, base int) normalized {
+	b := builder{out: make([]byte, 0, len(text)+8), align: make([]span, 0, len(text)+8)}
+	lower := bertNormalizer{lowercase: true}
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		sp := span{base + i, base + i + size}
+		i += size
+		switch {
+		case m.strip && unicode.Is(unicode.M, r):
+		case m.lower:
+			lower.addLower(&b, r, sp)
+		default:
+			b.add(r, sp)
+		}
+	}
+	return normalized{s: string(b.out), align: b.align}
+}
+
+// sequenceNorm applies normalizers in turn, each aligned through the last.
+type sequenceNorm []normalizer
+
+func (s sequenceNorm) normalize(text string, base int) normalized {
+	n := identity(text, base)
+	for _, step := range s {
+		next := step.normalize(n.s, 0)
+		for i, sp := range next.align {
+			next.align[i] = span{n.align[sp.start].start, n.align[sp.end-1].end}
+		}
+		n = next
+	}
+	return n
 }
