@@ -258,6 +258,8 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 		return bertPre{}, nil
 	case "Split":
 		return parseSplit(raw)
+	case "WhitespaceSplit", "Digits", "Punctuation":
+		return parseCharSplit(ty, raw)
 	case "Sequence":
 		var sj struct {
 			Pre []json.RawMessage `json:"pretokenizers"`

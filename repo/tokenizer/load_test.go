@@ -34,7 +34,7 @@ func TestParseRefusesUnknownTypes(t *testing.T) {
 		{"MODEL", `{"type": "Unigram", "vocab": []}`, `model type "Unigram"`},
 		{"NORM", `{"type": "Precompiled", "precompiled_charsmap": ""}`, `normalizer type "Precompiled"`},
 		{"PRE", `{"type": "Metaspace"}`, `pre_tokenizer type "Metaspace"`},
-		{"PRE", `{"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}`, `pre_tokenizer type "Digits"`},
+		{"PRE", `{"type": "Sequence", "pretokenizers": [{"type": "UnicodeScripts"}]}`, `pre_tokenizer type "UnicodeScripts"`},
 		{"PRE", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Nope"}`, `Split behavior "Nope"`},
 		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}`, `normalizer type "Replace"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},

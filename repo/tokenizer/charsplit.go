@@ -1,0 +1,71 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// charSplit is a pre-tokenizer that splits on a class of characters with a
+// Split behavior: WhitespaceSplit (whitespace, removed), Digits (ASCII
+// digits, each isolated or runs kept together) and Punctuation
+// (pre_tokenizers/whitespace.rs, digits.rs, punctuation.rs).
+type charSplit struct {
+	is       func(rune) bool
+	behavior string
+}
+
+func (c charSplit) split(n *normalized, from, to int, fn func(w *normalized, from, to int)) {
+	var parts []part
+	for i := from; i < to; {
+		r, size := utf8.DecodeRuneInString(n.s[i:to])
+		parts = append(parts, part{i - from, i - from + size, c.is(r)})
+		i += size
+	}
+	// Adjacent non-matching characters form one part, as in the Rust core.
+	var joined []part
+	for _, p := range parts {
+		if k := len(joined) - 1; k >= 0 && !p.match && !joined[k].match {
+			joined[k].end = p.end
+			continue
+		}
+		joined = append(joined, p)
+	}
+	sp := splitPre{behavior: c.behavior}
+	for _, p := range sp.merge(joined) {
+		if p.end > p.start && !(c.behavior == "Removed" && p.match) {
+			fn(n, from+p.start, from+p.end)
+		}
+	}
+}
+
+func parseCharSplit(ty string, raw json.RawMessage) (preTokenizer, error) {
+	var cj struct {
+		IndividualDigits bool   `json:"individual_digits"`
+		Behavior         string `json:"behavior"`
+	}
+	if err := json.Unmarshal(raw, &cj); err != nil {
+		return nil, fmt.Errorf("tokenizer: parsing %s pre_tokenizer: %w", ty, err)
+	}
+	switch ty {
+	case "WhitespaceSplit":
+		return charSplit{is: unicode.IsSpace, behavior: "Removed"}, nil
+	case "Digits":
+		b := "Contiguous"
+		if cj.IndividualDigits {
+			b = "Isolated"
+		}
+		return charSplit{is: func(r rune) bool { return r >= '0' && r <= '9' }, behavior: b}, nil
+	}
+	b := cj.Behavior
+	if b == "" {
+		b = "Isolated"
+	}
+	switch b {
+	case "Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous":
+	default:
+		return nil, fmt.Errorf("%w: Punctuation behavior %q", ErrUnsupported, b)
+	}
+	return charSplit{is: isBertPunct, behavior: b}, nil
+}
