@@ -69,3 +69,39 @@ func parseCharSplit(ty string, raw json.RawMessage) (preTokenizer, error) {
 	}
 	return charSplit{is: isBertPunct, behavior: b}, nil
 }
+
+// isOnigWord is Oniguruma's Unicode \w, which the Whitespace
+// pre-tokenizer's pattern \w+|[^\w\s]+ uses (UTS #18 word characters):
+// Alphabetic, marks, decimal digits, connector punctuation and
+// Join_Control (ZWJ and ZWNJ; the goldens show each).
+func isOnigWord(r rune) bool {
+	return unicode.In(r, unicode.L, unicode.Nl, unicode.Other_Alphabetic, unicode.M, unicode.Nd, unicode.Pc, unicode.Join_Control)
+}
+
+// whitespacePre is the Whitespace pre-tokenizer: runs of word characters
+// and runs of other non-space characters, whitespace dropped.
+type whitespacePre struct{}
+
+func (whitespacePre) split(n *normalized, from, to int, fn func(w *normalized, from, to int)) {
+	start, word := -1, false
+	for i := from; i < to; {
+		r, size := utf8.DecodeRuneInString(n.s[i:to])
+		switch {
+		case unicode.IsSpace(r):
+			if start >= 0 {
+				fn(n, start, i)
+				start = -1
+			}
+		case start >= 0 && isOnigWord(r) == word:
+		default:
+			if start >= 0 {
+				fn(n, start, i)
+			}
+			start, word = i, isOnigWord(r)
+		}
+		i += size
+	}
+	if start >= 0 {
+		fn(n, start, to)
+	}
+}

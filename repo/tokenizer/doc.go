@@ -14,8 +14,8 @@
 //   - pre-tokenizers: BertPreTokenizer, ByteLevel (GPT-2's split pattern,
 //     add_prefix_space, use_regex), Split (String or Regex pattern, every
 //     behavior, invert; regexes run by github.com/dlclark/regexp2, since
-//     Llama 3's and Qwen2's patterns use lookahead), WhitespaceSplit,
-//     Digits, Punctuation, Sequence, or none;
+//     Llama 3's and Qwen2's patterns use lookahead), Whitespace,
+//     WhitespaceSplit, Digits, Punctuation, Sequence, or none;
 //   - post-processors: TemplateProcessing, BertProcessing, RobertaProcessing
 //     (single and pair, type ids; trim_offsets) and ByteLevel
 //     (trim_offsets), or none;
@@ -32,8 +32,8 @@
 //
 // Refused with an error wrapping ErrUnsupported that names the type: any
 // other model (Unigram, WordLevel), normalizer (Precompiled, Replace,
-// Prepend, Strip, ...), pre-tokenizer (Metaspace, Whitespace,
-// UnicodeScripts, ...) or post-processor (Sequence); BPE dropout,
+// Prepend, Strip, ...), pre-tokenizer (Metaspace, UnicodeScripts,
+// CharDelimiterSplit, ...) or post-processor (Sequence); BPE dropout,
 // continuing_subword_prefix and end_of_word_suffix. Files over 64 MiB are
 // refused with ErrTooLarge. The file's padding section is parsed and
 // reported by Padding, but Encode never pads: a server pads per batch, as

@@ -258,6 +258,8 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 		return bertPre{}, nil
 	case "Split":
 		return parseSplit(raw)
+	case "Whitespace":
+		return whitespacePre{}, nil
 	case "WhitespaceSplit", "Digits", "Punctuation":
 		return parseCharSplit(ty, raw)
 	case "Sequence":
