@@ -15,7 +15,8 @@
 //     add_prefix_space, use_regex), Split (String or Regex pattern, every
 //     behavior, invert; regexes run by github.com/dlclark/regexp2, since
 //     Llama 3's and Qwen2's patterns use lookahead), Whitespace,
-//     WhitespaceSplit, Digits, Punctuation, Sequence, or none;
+//     WhitespaceSplit, Digits, Punctuation, Metaspace (prepend_scheme,
+//     split), Sequence, or none;
 //   - post-processors: TemplateProcessing, BertProcessing, RobertaProcessing
 //     (single and pair, type ids; trim_offsets) and ByteLevel
 //     (trim_offsets), or none;
@@ -32,7 +33,7 @@
 //
 // Refused with an error wrapping ErrUnsupported that names the type: any
 // other model (Unigram, WordLevel), normalizer (Precompiled, Replace,
-// Prepend, Strip, ...), pre-tokenizer (Metaspace, UnicodeScripts,
+// Prepend, Strip, ...), pre-tokenizer (UnicodeScripts,
 // CharDelimiterSplit, ...) or post-processor (Sequence); BPE dropout,
 // continuing_subword_prefix and end_of_word_suffix. Files over 64 MiB are
 // refused with ErrTooLarge. The file's padding section is parsed and

@@ -260,6 +260,8 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 		return parseSplit(raw)
 	case "Whitespace":
 		return whitespacePre{}, nil
+	case "Metaspace":
+		return parseMetaspace(raw)
 	case "WhitespaceSplit", "Digits", "Punctuation":
 		return parseCharSplit(ty, raw)
 	case "Sequence":
