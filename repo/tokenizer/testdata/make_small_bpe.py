@@ -3,6 +3,8 @@
 # Run: python3 make_small_bpe.py (from this directory).
 import collections, json, re
 
+from bpe_train import learn
+
 CORPUS = """The quick brown fox jumps over the lazy dog. Inference servers batch requests;
 they pad rows to the longest one. Héllo wörld, café naïve résumé! Tokenizers split text into
 words, then merge bytes into tokens: the the the and and and of of to to in in is is it it.
@@ -24,29 +26,7 @@ bc = byte_chars()
 words = collections.Counter(
     tuple(bc[b] for b in w.encode()) for w in re.findall(r" ?\w+| ?[^\s\w]+|\s+", CORPUS))
 vocab = {bc[b]: i for i, b in enumerate(range(256))}
-merges = []
-for _ in range(300):
-    pairs = collections.Counter()
-    for w, c in words.items():
-        for a, b in zip(w, w[1:]):
-            pairs[a, b] += c
-    if not pairs:
-        break
-    (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
-    merges.append((a, b))
-    vocab.setdefault(a + b, len(vocab))
-    new = collections.Counter()
-    for w, c in words.items():
-        out, i = [], 0
-        while i < len(w):
-            if i + 1 < len(w) and (w[i], w[i + 1]) == (a, b):
-                out.append(a + b)
-                i += 2
-            else:
-                out.append(w[i])
-                i += 1
-        new[tuple(out)] += c
-    words = new
+merges = learn(words, vocab, 300)
 
 eot = len(vocab)
 added = [{"id": eot, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False,

@@ -3,6 +3,8 @@
 # here from CORPUS. Run: python3 make_spm_bpe.py (from this directory).
 import collections, json
 
+from bpe_train import learn
+
 CORPUS = """The quick brown fox jumps over the lazy dog. Inference servers batch requests.
 Héllo wörld, café naïve! the the the and and of of to to in in is is it it.""" * 3
 words = collections.Counter(tuple("▁" + w) for w in CORPUS.split())
@@ -11,29 +13,7 @@ for b in range(256):
     vocab["<0x%02X>" % b] = len(vocab)
 for ch in sorted({c for w in words for c in w}):
     vocab.setdefault(ch, len(vocab))
-merges = []
-for _ in range(120):
-    pairs = collections.Counter()
-    for w, c in words.items():
-        for a, b in zip(w, w[1:]):
-            pairs[a, b] += c
-    if not pairs:
-        break
-    (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
-    merges.append(a + " " + b)
-    vocab.setdefault(a + b, len(vocab))
-    new = collections.Counter()
-    for w, c in words.items():
-        out, i = [], 0
-        while i < len(w):
-            if i + 1 < len(w) and (w[i], w[i + 1]) == (a, b):
-                out.append(a + b)
-                i += 2
-            else:
-                out.append(w[i])
-                i += 1
-        new[tuple(out)] += c
-    words = new
+merges = [a + " " + b for a, b in learn(words, vocab, 120)]
 added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
           "normalized": False, "special": True} for t in ("<unk>", "<s>", "</s>")]
 doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
