@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"container/heap"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -124,20 +125,11 @@ func (b *bpe) tokenize(out []token, n *normalized, from, to int, buf []byte) ([]
 			syms = append(syms, symbol{b.unkID, i, i + size})
 		}
 	}
-	for len(syms) > 1 {
-		best, at := merge{rank: -1}, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if m, ok := b.merges[[2]int64{syms[i].id, syms[i+1].id}]; ok && (at < 0 || m.rank < best.rank) {
-				best, at = m, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] = symbol{best.id, syms[at].start, syms[at+1].end}
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
+	syms = b.mergeAll(syms)
 	for _, s := range syms {
+		if s.end == s.start {
+			continue // merged into the symbol before it
+		}
 		out = append(out, token{id: s.id, text: b.byID[s.id], start: n.align[from+s.start].start, end: n.align[from+s.end-1].end})
 	}
 	return out, buf
@@ -158,4 +150,69 @@ func (b *bpe) appendBytes(syms *[]symbol, word string, i, size int) bool {
 		*syms = append(*syms, symbol{id, i + k, i + k + 1})
 	}
 	return true
+}
+
+// mergeAll applies merges lowest rank first, leftmost first among equal
+// ranks, with a heap of candidate pairs (as models/bpe/word.rs merge_all),
+// so a long word costs O(n log n), not O(n²). Merged-away symbols are left
+// with an empty range.
+func (b *bpe) mergeAll(syms []symbol) []symbol {
+	next := make([]int, len(syms))
+	prev := make([]int, len(syms))
+	for i := range syms {
+		next[i], prev[i] = i+1, i-1
+	}
+	h := pairHeap{}
+	push := func(i int) {
+		if i < 0 || next[i] >= len(syms) {
+			return
+		}
+		if m, ok := b.merges[[2]int64{syms[i].id, syms[next[i]].id}]; ok {
+			heap.Push(&h, candidate{m.rank, i, m.id, syms[next[i]].start})
+		}
+	}
+	for i := range syms {
+		push(i)
+	}
+	for h.Len() > 0 {
+		c := heap.Pop(&h).(candidate)
+		j := next[c.pos]
+		// Stale when either symbol changed since the pair was pushed.
+		if syms[c.pos].end == syms[c.pos].start || j >= len(syms) || syms[j].start != c.right {
+			continue
+		}
+		if m, ok := b.merges[[2]int64{syms[c.pos].id, syms[j].id}]; !ok || m.rank != c.rank {
+			continue
+		}
+		syms[c.pos] = symbol{c.id, syms[c.pos].start, syms[j].end}
+		syms[j].end = syms[j].start
+		next[c.pos] = next[j]
+		if next[j] < len(syms) {
+			prev[next[j]] = c.pos
+		}
+		push(prev[c.pos])
+		push(c.pos)
+	}
+	return syms
+}
+
+type candidate struct {
+	rank, pos int
+	id        int64
+	right     int // start of the right symbol when pushed
+}
+
+type pairHeap []candidate
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	return h[i].rank < h[j].rank || h[i].rank == h[j].rank && h[i].pos < h[j].pos
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(candidate)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
 }
