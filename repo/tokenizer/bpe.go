@@ -1,0 +1,218 @@
+package tokenizer
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// bpe is huggingface/tokenizers models/bpe: each word starts as its
+// characters and the pair with the lowest merge rank is merged until no
+// ranked pair is left (leftmost first among equal ranks).
+type bpe struct {
+	vocab        map[string]int64
+	byID         map[int64]string
+	merges       map[[2]int64]merge
+	unk          string // "" when the file has no unk_token
+	unkID        int64
+	byteFallback bool
+	ignoreMerges bool
+	fuseUnk      bool
+}
+
+type merge struct {
+	rank int
+	id   int64
+}
+
+func parseBPE(raw json.RawMessage) (*bpe, error) {
+	var m struct {
+		Vocab        map[string]int64  `json:"vocab"`
+		Merges       []json.RawMessage `json:"merges"`
+		Unk          *string           `json:"unk_token"`
+		Prefix       *string           `json:"continuing_subword_prefix"`
+		Suffix       *string           `json:"end_of_word_suffix"`
+		Dropout      *float64          `json:"dropout"`
+		ByteFallback bool              `json:"byte_fallback"`
+		IgnoreMerges bool              `json:"ignore_merges"`
+		FuseUnk      bool              `json:"fuse_unk"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("tokenizer: parsing BPE model: %w", err)
+	}
+	switch {
+	case m.Prefix != nil && *m.Prefix != "":
+		return nil, fmt.Errorf("%w: BPE continuing_subword_prefix %q", ErrUnsupported, *m.Prefix)
+	case m.Suffix != nil && *m.Suffix != "":
+		return nil, fmt.Errorf("%w: BPE end_of_word_suffix %q", ErrUnsupported, *m.Suffix)
+	case m.Dropout != nil && *m.Dropout != 0:
+		return nil, fmt.Errorf("%w: BPE dropout %v", ErrUnsupported, *m.Dropout)
+	}
+	b := &bpe{vocab: m.Vocab, byID: make(map[int64]string, len(m.Vocab)), merges: make(map[[2]int64]merge, len(m.Merges)),
+		byteFallback: m.ByteFallback, ignoreMerges: m.IgnoreMerges, fuseUnk: m.FuseUnk}
+	for s, id := range m.Vocab {
+		b.byID[id] = s
+	}
+	if m.Unk != nil {
+		id, ok := m.Vocab[*m.Unk]
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: BPE unk_token %q is not in the vocabulary", *m.Unk)
+		}
+		b.unk, b.unkID = *m.Unk, id
+	}
+	for rank, raw := range m.Merges {
+		// A merge is "a b" (older files) or ["a", "b"].
+		var pair [2]string
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			l, r, ok := strings.Cut(s, " ")
+			if !ok {
+				return nil, fmt.Errorf("tokenizer: BPE merge %d %q has no space", rank, s)
+			}
+			pair = [2]string{l, r}
+		} else if err := json.Unmarshal(raw, &pair); err != nil {
+			return nil, fmt.Errorf("tokenizer: BPE merge %d: %w", rank, err)
+		}
+		l, okl := m.Vocab[pair[0]]
+		r, okr := m.Vocab[pair[1]]
+		id, ok := m.Vocab[pair[0]+pair[1]]
+		if !okl || !okr || !ok {
+			return nil, fmt.Errorf("tokenizer: BPE merge %d %q: token out of the vocabulary", rank, pair)
+		}
+		if _, dup := b.merges[[2]int64{l, r}]; !dup {
+			b.merges[[2]int64{l, r}] = merge{rank: rank, id: id}
+		}
+	}
+	return b, nil
+}
+
+func (b *bpe) vocabulary() map[string]int64 { return b.vocab }
+
+// symbol is a piece of a word being merged: its id and its byte range in
+// the word's normalized text.
+type symbol struct {
+	id         int64
+	start, end int
+}
+
+func (b *bpe) tokenize(out []token, n *normalized, from, to int, buf []byte) ([]token, []byte) {
+	word := n.s[from:to]
+	if b.ignoreMerges {
+		if id, ok := b.vocab[word]; ok {
+			return append(out, token{id: id, text: word, start: n.align[from].start, end: n.align[to-1].end}), buf
+		}
+	}
+	syms := make([]symbol, 0, len(word))
+	for i, r := range word {
+		size := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			_, size = utf8.DecodeRuneInString(word[i:])
+		}
+		if id, ok := b.vocab[word[i:i+size]]; ok {
+			syms = append(syms, symbol{id, i, i + size})
+			continue
+		}
+		if b.byteFallback && b.appendBytes(&syms, word, i, size) {
+			continue
+		}
+		if b.unk != "" {
+			if last := len(syms) - 1; b.fuseUnk && last >= 0 && syms[last].id == b.unkID {
+				syms[last].end = i + size
+				continue
+			}
+			syms = append(syms, symbol{b.unkID, i, i + size})
+		}
+	}
+	syms = b.mergeAll(syms)
+	for _, s := range syms {
+		if s.end == s.start {
+			continue // merged into the symbol before it
+		}
+		out = append(out, token{id: s.id, text: b.byID[s.id], start: n.align[from+s.start].start, end: n.align[from+s.end-1].end})
+	}
+	return out, buf
+}
+
+// appendBytes adds <0xXX> tokens for each byte of word[i:i+size], if the
+// vocabulary has them all (models/bpe/model.rs byte_fallback).
+func (b *bpe) appendBytes(syms *[]symbol, word string, i, size int) bool {
+	ids := make([]int64, 0, size)
+	for k := 0; k < size; k++ {
+		id, ok := b.vocab[fmt.Sprintf("<0x%02X>", word[i+k])]
+		if !ok {
+			return false
+		}
+		ids = append(ids, id)
+	}
+	for k, id := range ids {
+		*syms = append(*syms, symbol{id, i + k, i + k + 1})
+	}
+	return true
+}
+
+// mergeAll applies merges lowest rank first, leftmost first among equal
+// ranks, with a heap of candidate pairs (as models/bpe/word.rs merge_all),
+// so a long word costs O(n log n), not O(n²). Merged-away symbols are left
+// with an empty range.
+func (b *bpe) mergeAll(syms []symbol) []symbol {
+	next := make([]int, len(syms))
+	prev := make([]int, len(syms))
+	for i := range syms {
+		next[i], prev[i] = i+1, i-1
+	}
+	h := pairHeap{}
+	push := func(i int) {
+		if i < 0 || next[i] >= len(syms) {
+			return
+		}
+		if m, ok := b.merges[[2]int64{syms[i].id, syms[next[i]].id}]; ok {
+			heap.Push(&h, candidate{m.rank, i, m.id, syms[next[i]].start})
+		}
+	}
+	for i := range syms {
+		push(i)
+	}
+	for h.Len() > 0 {
+		c := heap.Pop(&h).(candidate)
+		j := next[c.pos]
+		// Stale when either symbol changed since the pair was pushed.
+		if syms[c.pos].end == syms[c.pos].start || j >= len(syms) || syms[j].start != c.right {
+			continue
+		}
+		if m, ok := b.merges[[2]int64{syms[c.pos].id, syms[j].id}]; !ok || m.rank != c.rank {
+			continue
+		}
+		syms[c.pos] = symbol{c.id, syms[c.pos].start, syms[j].end}
+		syms[j].end = syms[j].start
+		next[c.pos] = next[j]
+		if next[j] < len(syms) {
+			prev[next[j]] = c.pos
+		}
+		push(prev[c.pos])
+		push(c.pos)
+	}
+	return syms
+}
+
+type candidate struct {
+	rank, pos int
+	id        int64
+	right     int // start of the right symbol when pushed
+}
+
+type pairHeap []candidate
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	return h[i].rank < h[j].rank || h[i].rank == h[j].rank && h[i].pos < h[j].pos
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(candidate)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}

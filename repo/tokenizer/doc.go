@@ -1,0 +1,43 @@
+// Package tokenizer reads a Hugging Face tokenizer.json (the file that sits
+// beside config.pbtxt in a text model's folder, as exported by the
+// huggingface/tokenizers library) and encodes text with it in pure Go.
+//
+// Supported, matching huggingface/tokenizers' Rust core (checked by golden
+// tests in testdata generated with its npm binding):
+//   - models: WordPiece (continuing_subword_prefix, max_input_chars_per_word,
+//     unk_token) and BPE (merges as "a b" or ["a", "b"], unk_token,
+//     fuse_unk, byte_fallback, ignore_merges; the model's type may be
+//     left out, as in older files);
+//   - normalizers: BertNormalizer (clean_text, handle_chinese_chars,
+//     strip_accents, where null follows lowercase, and lowercase), NFC, NFD,
+//     NFKC, NFKD, Lowercase, StripAccents, Sequence, or none;
+//   - pre-tokenizers: BertPreTokenizer, ByteLevel (GPT-2's split pattern,
+//     add_prefix_space, use_regex), Split (String or Regex pattern, every
+//     behavior, invert; regexes run by github.com/dlclark/regexp2, since
+//     Llama 3's and Qwen2's patterns use lookahead), Whitespace,
+//     WhitespaceSplit, Digits, Punctuation, Metaspace (prepend_scheme,
+//     split), Sequence, or none;
+//   - post-processors: TemplateProcessing, BertProcessing, RobertaProcessing
+//     (single and pair, type ids; trim_offsets) and ByteLevel
+//     (trim_offsets), or none;
+//   - added_tokens (special, single_word, lstrip, rstrip, normalized),
+//     matched in the text before the model runs;
+//   - truncation (LongestFirst, OnlyFirst, OnlySecond; Right and Left).
+//
+// Offsets are UTF-8 byte offsets into the caller's string; special tokens
+// added by the post-processor have offsets [0, 0].
+//
+// Added tokens take the ids the Rust core gives them: the vocabulary's id
+// when the content is in the vocabulary, else the next free id after it
+// (tokenizer/added_vocabulary.rs), whatever the file's "id" says.
+//
+// Refused with an error wrapping ErrUnsupported that names the type: any
+// other model (Unigram, WordLevel), normalizer (Precompiled, Replace,
+// Prepend, Strip, ...), pre-tokenizer (UnicodeScripts,
+// CharDelimiterSplit, ...) or post-processor (Sequence); BPE dropout,
+// continuing_subword_prefix and end_of_word_suffix. Files over 64 MiB are
+// refused with ErrTooLarge. The file's padding section is parsed and
+// reported by Padding, but Encode never pads: a server pads per batch, as
+// Text Embeddings Inference turns padding off on load
+// (huggingface/text-embeddings-inference router/src/lib.rs).
+package tokenizer
