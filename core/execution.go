@@ -46,6 +46,10 @@ type ExecRequest struct {
 	Priority, TimeoutMicros uint64
 
 	batch ConcatBatch // the one-request batch of Concatenated, without a copy
+	// reply is the one response Concatenated sends, kept here so that it
+	// is not allocated per request (Send hands it to the scheduler through
+	// an interface, which would move a local to the heap).
+	reply ExecResponse
 	job   *Job
 
 	// mu guards what follows; it is never held while a consumer takes a
@@ -57,10 +61,12 @@ type ExecRequest struct {
 	final, closed bool
 	err           error
 	// delivering is set while a send hands a response to the consumer
-	// outside mu, and closed when it is done: sends of one request take
-	// turns on it (their order), and a detached request's job is
-	// finished only once it is nil.
-	delivering chan struct{}
+	// outside mu: sends of one request take turns (their order), and a
+	// detached request's job is finished only once it is unset. turn is
+	// made by the first that waits for the delivery, and closed when it
+	// is done: a send that nobody waits for makes no channel.
+	delivering bool
+	turn       chan struct{}
 	detached   bool        // still sending after its execution returned
 	settled    bool        // a detached request's job was finished
 	stop       func() bool // detaches the cancellation hook of a detached request
@@ -132,19 +138,13 @@ var errFinished = Errorf(CodeInternal, "Unable to send response. Response sender
 // order; nothing else waits for the consumer.
 func (r *ExecRequest) Send(resp *ExecResponse, final bool) error {
 	r.mu.Lock()
-	for r.delivering != nil {
-		turn := r.delivering
-		r.mu.Unlock()
-		<-turn
-		r.mu.Lock()
-	}
+	r.awaitDelivery()
 	out, err, deliver := r.prepare(resp, final)
 	if !deliver {
 		r.mu.Unlock()
 		return err
 	}
-	turn := make(chan struct{})
-	r.delivering = turn
+	r.delivering = true
 	r.final = r.final || final
 	r.mu.Unlock()
 
@@ -152,8 +152,11 @@ func (r *ExecRequest) Send(resp *ExecResponse, final bool) error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.delivering = nil
-	close(turn)
+	r.delivering = false
+	if r.turn != nil {
+		close(r.turn)
+		r.turn = nil
+	}
 	switch {
 	case err != nil:
 		r.close(err)
@@ -164,6 +167,20 @@ func (r *ExecRequest) Send(resp *ExecResponse, final bool) error {
 	}
 	r.settle() // the request may have ended while the consumer held it
 	return err
+}
+
+// awaitDelivery waits, with r.mu held and released while it waits, until
+// no send is delivering.
+func (r *ExecRequest) awaitDelivery() {
+	for r.delivering {
+		if r.turn == nil {
+			r.turn = make(chan struct{})
+		}
+		turn := r.turn
+		r.mu.Unlock()
+		<-turn
+		r.mu.Lock()
+	}
 }
 
 // prepare does what Send does before the consumer takes resp; r.mu is
@@ -221,7 +238,7 @@ func (r *ExecRequest) close(err error) {
 // settle finishes the job of a request left sending after its execution
 // returned, once it has ended and no send is delivering; r.mu is held.
 func (r *ExecRequest) settle() {
-	if !r.detached || !r.closed || r.settled || r.delivering != nil {
+	if !r.detached || !r.closed || r.settled || r.delivering {
 		return
 	}
 	r.settled = true
@@ -243,14 +260,11 @@ func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	detachable := r.job.runner != nil
-	for r.delivering != nil && !detachable {
+	if !detachable {
 		// No scheduler to finish the job later (an ensemble's own
 		// request, whose sends come from the goroutine that ends it):
 		// wait for the send.
-		turn := r.delivering
-		r.mu.Unlock()
-		<-turn
-		r.mu.Lock()
+		r.awaitDelivery()
 	}
 	if r.closed {
 		return r.err
@@ -259,7 +273,7 @@ func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 		return errRescheduled
 	}
 	pending := decoupled && execErr == nil
-	if detachable && (pending || r.delivering != nil) {
+	if detachable && (pending || r.delivering) {
 		r.detached = true
 		if !pending {
 			r.ruled, r.verdict = true, failed(execErr, model)
@@ -346,14 +360,15 @@ func (c *concatenated) Execute(ctx context.Context, e *Execution) error {
 	}
 	e.ComputeStart, e.InferStart, e.InferEnd, e.ComputeEnd = b.ComputeStart, b.InferStart, b.InferEnd, b.ComputeEnd
 	if len(e.Requests) == 1 && b == &e.Requests[0].batch {
-		resp := ExecResponse{Outputs: b.Results}
-		_ = e.Requests[0].Send(&resp, true)
+		r := e.Requests[0]
+		r.reply = ExecResponse{Outputs: b.Results}
+		_ = r.Send(&r.reply, true)
 		return nil
 	}
 	outs, errs := c.plan.scatter(b, e.Requests)
 	for i, r := range e.Requests {
-		resp := ExecResponse{Outputs: outs[i], Err: errs[i]}
-		_ = r.Send(&resp, true)
+		r.reply = ExecResponse{Outputs: outs[i], Err: errs[i]}
+		_ = r.Send(&r.reply, true)
 	}
 	return nil
 }

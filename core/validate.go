@@ -39,8 +39,10 @@ func (mv *ModelVersion) prepare(req *InferRequest, r *ExecRequest) error {
 	if err := mv.selectOutputs(req, r, pfx); err != nil {
 		return err
 	}
-	given, err := mv.checkInputNames(req, pfx)
-	if err != nil {
+	// The map is made here and filled by checkInputNames: returned from
+	// it, it would escape to the heap, two allocations a request.
+	given := make(map[string]*Tensor, len(req.Inputs))
+	if err := mv.checkInputNames(req, given, pfx); err != nil {
 		return err
 	}
 	zeroBatch, err := mv.checkBatch(req, r, pfx)
@@ -86,8 +88,8 @@ func (mv *ModelVersion) selectOutputs(req *InferRequest, r *ExecRequest, pfx pre
 }
 
 // checkInputNames checks req's input count and names against the
-// configuration and returns its inputs by name.
-func (mv *ModelVersion) checkInputNames(req *InferRequest, pfx prefix) (map[string]*Tensor, error) {
+// configuration and fills given with its inputs by name.
+func (mv *ModelVersion) checkInputNames(req *InferRequest, given map[string]*Tensor, pfx prefix) error {
 	cfg := mv.Config
 	required := 0
 	for _, in := range cfg.GetInput() {
@@ -96,24 +98,23 @@ func (mv *ModelVersion) checkInputNames(req *InferRequest, pfx prefix) (map[stri
 		}
 	}
 	total := len(cfg.GetInput())
-	given := make(map[string]*Tensor, len(req.Inputs))
 	for _, t := range req.Inputs {
 		given[t.Name] = t
 	}
 	if len(req.Inputs) > total || len(req.Inputs) < required || len(given) != len(req.Inputs) {
-		return nil, mv.inputCountError(req, pfx, required, total)
+		return mv.inputCountError(req, pfx, required, total)
 	}
 	for _, t := range req.Inputs {
 		if _, ok := mv.inputs[t.Name]; !ok {
-			return nil, Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, mv.Name)
+			return Errorf(CodeInvalidArg, "%sunexpected inference input '%s' for model '%s'", pfx, t.Name, mv.Name)
 		}
 	}
 	for _, in := range cfg.GetInput() {
 		if !in.GetOptional() && given[in.GetName()] == nil {
-			return nil, mv.inputCountError(req, pfx, required, total)
+			return mv.inputCountError(req, pfx, required, total)
 		}
 	}
-	return given, nil
+	return nil
 }
 
 // checkBatch checks the batch dimension of a batching model's inputs and

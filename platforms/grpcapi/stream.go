@@ -229,80 +229,105 @@ func (s *Server) startStreamRequest(ctx context.Context, w *wireRequest, seq int
 		deliver(ctx, out.ordered, syncStreamError(seq, in, core.Errorf(core.CodeUnavailable, "%s", streamDraining)))
 		return true
 	}
-	var (
-		conv               converted
-		started, decoupled bool
-		leave              func()
-		cancel             context.CancelFunc // a decoupled request's run's
-		result             streamResult       // a one-response request's
-	)
-	send := func(resp *core.InferResponse, final bool) error {
-		// A final flag alone writes nothing unless the client asked for
-		// the empty final response; it still frees the slot.
-		r := streamResult{seq: -1}
-		if resp != nil || conv.emptyFinal {
-			r = streamResponse(-1, in, resp, conv.regions, final, !final)
-		}
-		// The request's last message always goes in: one per request,
-		// and the window bounds the requests.
-		err := out.decoupled.Put(r, resultSize(r), !r.more)
-		if errors.Is(err, serve.ErrOutboxFull) {
-			s.log.Warn("ended a ModelStreamInfer stream whose client is not reading: its response queue is full", "model", in.GetModelName(), "id", in.GetId())
-			out.decoupled.Fail(serve.ErrClientBehind)
-			cancel()
-			return serve.ErrClientBehind
-		}
-		return err
-	}
+	sc := &streamCall{s: s, ctx: ctx, in: in, seq: seq, out: out, order: order}
 	// No load report: ModelInfer's goes in the call's trailer, which a
 	// stream sends once, when it ends, not per request.
-	reply := infer.Reply{Shape: infer.ByPolicy,
-		Render: func(resp *core.InferResponse, err error) {
-			switch {
-			case !started:
-				deliver(ctx, out.ordered, syncStreamError(seq, in, err))
-			case decoupled:
-				endDecoupled(in, out, err, cancel, leave)
-			default:
-				if leave != nil {
-					leave()
-				}
-				// Rendered before the end: outputs in shared memory are
-				// written into regions the call still holds. Delivered
-				// after it (see the dispatch).
-				result = unaryStreamResult(seq, in, resp, err, conv.regions)
-			}
-		},
-	}
+	reply := infer.Reply{Shape: infer.ByPolicy, Render: sc.render}
 	call, ok := s.inferCall(w, nil, "ModelStreamInfer", reply.Render)
 	if !ok {
 		return true
 	}
-	s.pipe.Dispatch(ctx, &call, s.decoder(w, &conv), reply, send, func(inf *infer.Inference, run func(context.Context)) {
-		var wait <-chan struct{}
-		wait, leave = order.enter(inf.Model, inf.Request)
-		inf.Request.Queued = leave
-		started, decoupled = true, inf.Model.Config.GetModelTransactionPolicy().GetDecoupled()
-		go func() {
-			await(ctx, wait)
-			if !decoupled {
-				run(ctx)
-				// Once the call has ended, as its trace has.
-				deliver(ctx, out.ordered, result)
-				return
-			}
-			// The model's send never waits: a response that finds the
-			// stream's outbox full fails the outbox, which ends the stream
-			// (serveStream) and drops what the outbox held, and ends the
-			// request, cancelled, so that a client that does not read
-			// holds back neither a Python worker nor an instance, nor the
-			// server's memory.
-			var reqCtx context.Context
-			reqCtx, cancel = context.WithCancel(ctx)
-			run(reqCtx)
-		}()
-	})
-	return !decoupled
+	s.pipe.Dispatch(ctx, &call, s.decoder(w, &sc.conv), reply, sc.send, sc.dispatch)
+	return !sc.decoupled
+}
+
+// streamCall is one ModelStreamInfer request's run: the state that its
+// send, render and dispatch share, in one allocation (closures over
+// separate variables would move each to the heap).
+type streamCall struct {
+	s     *Server
+	ctx   context.Context
+	in    *pb.ModelInferRequest
+	seq   int64
+	out   *streamOut
+	order *sequenceOrder
+
+	conv               converted
+	started, decoupled bool
+	leave              func()
+	cancel             context.CancelFunc    // a decoupled request's run's
+	result             streamResult          // a one-response request's
+	run                func(context.Context) // the started call's run
+}
+
+// send writes a decoupled model's response as the model sends it.
+func (sc *streamCall) send(resp *core.InferResponse, final bool) error {
+	// A final flag alone writes nothing unless the client asked for the
+	// empty final response; it still frees the slot.
+	r := streamResult{seq: -1}
+	if resp != nil || sc.conv.emptyFinal {
+		r = streamResponse(-1, sc.in, resp, sc.conv.regions, final, !final)
+	}
+	// The request's last message always goes in: one per request, and
+	// the window bounds the requests.
+	err := sc.out.decoupled.Put(r, resultSize(r), !r.more)
+	if errors.Is(err, serve.ErrOutboxFull) {
+		sc.s.log.Warn("ended a ModelStreamInfer stream whose client is not reading: its response queue is full", "model", sc.in.GetModelName(), "id", sc.in.GetId())
+		sc.out.decoupled.Fail(serve.ErrClientBehind)
+		sc.cancel()
+		return serve.ErrClientBehind
+	}
+	return err
+}
+
+// render answers the call: an error before it started at once, a
+// decoupled run's end after its responses, a one-response run's result
+// kept for delivery once the call has ended.
+func (sc *streamCall) render(resp *core.InferResponse, err error) {
+	switch {
+	case !sc.started:
+		deliver(sc.ctx, sc.out.ordered, syncStreamError(sc.seq, sc.in, err))
+	case sc.decoupled:
+		endDecoupled(sc.in, sc.out, err, sc.cancel, sc.leave)
+	default:
+		if sc.leave != nil {
+			sc.leave()
+		}
+		// Rendered before the end: outputs in shared memory are written
+		// into regions the call still holds. Delivered after it (see
+		// start).
+		sc.result = unaryStreamResult(sc.seq, sc.in, resp, err, sc.conv.regions)
+	}
+}
+
+// dispatch takes the started call's place in its sequence's order and
+// runs it on a goroutine of its own, so the stream reads its next request.
+func (sc *streamCall) dispatch(inf *infer.Inference, run func(context.Context)) {
+	var wait <-chan struct{}
+	wait, sc.leave = sc.order.enter(inf.Model, inf.Request)
+	inf.Request.Queued = sc.leave
+	sc.started, sc.decoupled = true, inf.Model.Config.GetModelTransactionPolicy().GetDecoupled()
+	sc.run = run
+	go sc.start(wait)
+}
+
+// start runs the call once the sequence's earlier requests are queued.
+func (sc *streamCall) start(wait <-chan struct{}) {
+	await(sc.ctx, wait)
+	if !sc.decoupled {
+		sc.run(sc.ctx)
+		// Once the call has ended, as its trace has.
+		deliver(sc.ctx, sc.out.ordered, sc.result)
+		return
+	}
+	// The model's send never waits: a response that finds the stream's
+	// outbox full fails the outbox, which ends the stream (serveStream)
+	// and drops what the outbox held, and ends the request, cancelled, so
+	// that a client that does not read holds back neither a Python worker
+	// nor an instance, nor the server's memory.
+	var reqCtx context.Context
+	reqCtx, sc.cancel = context.WithCancel(sc.ctx)
+	sc.run(reqCtx)
 }
 
 // unaryStreamResult is the stream's message for a one-response request's
