@@ -206,6 +206,15 @@ func (mv *ModelVersion) checkInput(in *modelconfig.ModelInput, t *Tensor, zeroBa
 	if err := checkByteSize(t, sized, pfx, name); err != nil {
 		return nil, err
 	}
+	if zeroBatch {
+		// The data fits the shape without its batch dimension, but the
+		// backend gets the shape as sent, whose batch of 0 holds nothing:
+		// refused against the whole shape (Expected 0) rather than handed
+		// on with more bytes than its shape holds (FuzzValidateInputs).
+		if err := checkByteSize(t, t.Shape, pfx, name); err != nil {
+			return nil, err
+		}
+	}
 	shape := t.Shape
 	if rs := in.GetReshape(); rs != nil {
 		shape = reshape(t.Shape, in.GetDims(), rs.GetShape(), maxBatch > 0)
