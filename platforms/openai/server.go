@@ -46,6 +46,7 @@ func (s *Server) Mount(r chi.Router) {
 	// Each group of routes adds itself here: the encoder routes
 	// (embeddings, rerank, tokenize) and the generation routes (chat and
 	// completions).
+	s.mountEncoders(r)
 }
 
 // route is a handler that writes its answer or returns the error the
@@ -87,4 +88,14 @@ func (s *Server) decode(r *http.Request, v any) error {
 		return invalid("", "the request body is not valid JSON for this route: %v", err)
 	}
 	return nil
+}
+
+// mountEncoders adds the encoder routes: OpenAI's embeddings and rerank,
+// TEI's embed, rerank and tokenize.
+func (s *Server) mountEncoders(r chi.Router) {
+	r.HandleFunc("/v1/embeddings", s.handle(openAI, http.MethodPost, "inference", s.embeddings))
+	r.HandleFunc("/v1/rerank", s.handle(openAI, http.MethodPost, "inference", s.rerank))
+	r.HandleFunc("/embed", s.handle(tei, http.MethodPost, "inference", s.teiEmbed))
+	r.HandleFunc("/rerank", s.handle(tei, http.MethodPost, "inference", s.teiRerank))
+	r.HandleFunc("/tokenize", s.handle(tei, http.MethodPost, "inference", s.teiTokenize))
 }
