@@ -128,10 +128,14 @@ func (s *Server) resolveDefault(ctx context.Context, name string, kinds ...textm
 	for _, t := range found {
 		list = append(list, t.name)
 	}
+	var e *Error
 	if len(found) == 0 {
-		return target{}, invalid("model", "no ready model serves %s", kindList(kinds))
+		e = invalid("model", "no ready model serves %s", kindList(kinds))
+	} else {
+		e = invalid("model", "several models serve %s: name one with \"model\" (%s)", kindList(kinds), strings.Join(list, ", "))
 	}
-	return target{}, invalid("model", "several models serve %s: name one with \"model\" (%s)", kindList(kinds), strings.Join(list, ", "))
+	e.TEIStatus = http.StatusBadRequest // not a validation of the inputs
+	return target{}, e
 }
 
 func kindList(kinds []textmodel.Kind) string {
