@@ -178,7 +178,17 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) error {
 	if in.ids != nil {
 		return invalid("inputs", "`inputs` must be a string or an array of strings")
 	}
+	// Without a model: the one embedding model, else the one reranker.
 	t, err := s.resolveDefault(r.Context(), req.Model, textmodel.EmbeddingTokens, textmodel.Reranker)
+	if err != nil && req.Model == "" {
+		var err2 error
+		if t, err2 = s.resolveDefault(r.Context(), "", textmodel.EmbeddingTokens); err2 != nil {
+			t, err2 = s.resolveDefault(r.Context(), "", textmodel.Reranker)
+		}
+		if err2 == nil {
+			err = nil
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,6 @@ func TestTEIErrors(t *testing.T) {
 		{"rerank no texts", "/rerank", map[string]any{"query": "cat", "texts": []string{}}, 400, "Empty", "~texts"},
 		{"rerank embedding model", "/rerank", map[string]any{"model": "enc", "query": "cat", "texts": []string{"a"}}, 422, "Validation", "~reranker"},
 		{"tokenize ids", "/tokenize", map[string]any{"model": "enc", "inputs": []int{1, 2}}, 422, "Validation", "~string"},
-		{"tokenize no model among several", "/tokenize", map[string]any{"inputs": "a"}, 400, "Validation", "~rerank"},
 		{"method", "/tokenize", nil, 405, "Validation", "Method Not Allowed"},
 	}
 	for _, tc := range tests {
@@ -103,6 +102,14 @@ func TestTEIDefaultModel(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	near(t, "pooled", got[0], expect(t, "hello", textmodel.Mean, true))
+	var toks [][]teiToken
+	if r = do(t, http.MethodPost, base+"/tokenize", map[string]any{"inputs": "hello"}); r.status != http.StatusOK {
+		t.Fatalf("tokenize, one embedding model and one reranker: %d %s", r.status, r.body)
+	}
+	r.decodeJSON(t, &toks)
+	if len(toks) != 1 || len(toks[0]) != 3 || toks[0][1].ID != 12 {
+		t.Fatalf("tokenize: %s", r.body)
+	}
 	var ranks []teiRank
 	r = do(t, http.MethodPost, base+"/rerank", map[string]any{"query": "cat", "texts": []string{"a", "b"}})
 	r.decodeJSON(t, &ranks)
