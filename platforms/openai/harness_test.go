@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
@@ -56,9 +57,9 @@ func encoderModels(t testing.TB) map[string]testModel {
 	}
 }
 
-// startServer serves models on a real listener with opts; it returns the
-// base URL.
-func startServer(t testing.TB, models map[string]testModel, opts Options) string {
+// startServer serves models on a real listener with opts, beside ONNX
+// Runtime's backend the in-Go backends given; it returns the base URL.
+func startServer(t testing.TB, models map[string]testModel, opts Options, backends ...core.Backend) string {
 	t.Helper()
 	root := t.TempDir()
 	for name, m := range models {
@@ -70,7 +71,7 @@ func startServer(t testing.TB, models map[string]testModel, opts Options) string
 			servertest.Must(t, os.WriteFile(p, []byte(content), 0o644))
 		}
 	}
-	srv := servertest.Start(t, servertest.Options{Repo: root})
+	srv := servertest.Start(t, servertest.Options{Repo: root, Backends: backends})
 	api := httpapi.New(srv, httpapi.Options{})
 	New(api, opts).Mount(api.Router())
 	ts := httptest.NewServer(api)
