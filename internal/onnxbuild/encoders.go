@@ -146,3 +146,41 @@ dynamic_batching { }
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `, name, out, dims)
 }
+
+// TextEncoderMLP is TextEncoder with compute behind the lookup, for
+// benchmarks: layers fully connected hidden→hidden layers (MatMul, Add,
+// Relu between them) applied to every token, weights from MLPWeights and
+// MLPBias scaled as MLP's. Its output is last_hidden_state
+// [-1, -1, hidden].
+func TextEncoderMLP(vocab, hidden, layers int64) ([]byte, error) {
+	g, err := encoderGraph("text_encoder_mlp", vocab, hidden)
+	if err != nil {
+		return nil, err
+	}
+	prev := "emb"
+	for l := range layers {
+		w, err := Encode(Float, MLPWeights(l, hidden, hidden))
+		if err != nil {
+			return nil, fmt.Errorf("onnxbuild: TextEncoderMLP weights: %w", err)
+		}
+		b, err := Encode(Float, MLPBias(l, hidden))
+		if err != nil {
+			return nil, fmt.Errorf("onnxbuild: TextEncoderMLP bias: %w", err)
+		}
+		wn, bn, mm, out := fmt.Sprintf("W%d", l), fmt.Sprintf("b%d", l), fmt.Sprintf("mm%d", l), fmt.Sprintf("h%d", l)
+		g.Initializer(wn, Float, []int64{hidden, hidden}, w)
+		g.Initializer(bn, Float, []int64{hidden}, b)
+		g.Node("MatMul", []string{prev, wn}, []string{mm})
+		if l == layers-1 {
+			out = "last_hidden_state"
+		}
+		g.Node("Add", []string{mm, bn}, []string{out})
+		prev = out
+		if l < layers-1 {
+			g.Node("Relu", []string{out}, []string{out + "_relu"})
+			prev = out + "_relu"
+		}
+	}
+	g.Output("last_hidden_state", Float, -1, -1, hidden)
+	return Model(g, DefaultOpset)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,38 @@ func TestEmbeddingsPadding(t *testing.T) {
 			if batched.Data[1].Embedding[i] != x {
 				t.Fatalf("%s: padding changed the vector: %v alone, %v beside a long input", model, alone.Data[0].Embedding, batched.Data[1].Embedding)
 			}
+		}
+	}
+}
+
+// TestEmbeddingsPadMultiple: pad_to_multiple_of widens the padded rows,
+// and the vectors stay those of the unpadded model.
+func TestEmbeddingsPadMultiple(t *testing.T) {
+	all := encoderModels(t)
+	enc8 := all["enc"]
+	enc8.config = strings.Replace(enc8.config, `name: "enc"`, `name: "enc8"`, 1) +
+		`parameters { key: "pad_to_multiple_of" value { string_value: "8" } }`
+	base := startServer(t, map[string]testModel{"enc": all["enc"], "enc8": enc8}, Options{})
+	input := []string{"hello", long, "cat"}
+	var plain, padded embeddingsReply
+	do(t, http.MethodPost, base+"/v1/embeddings", map[string]any{"model": "enc", "input": input}).decodeJSON(t, &plain)
+	do(t, http.MethodPost, base+"/v1/embeddings", map[string]any{"model": "enc8", "input": input}).decodeJSON(t, &padded)
+	if len(plain.Data) != 3 || len(padded.Data) != 3 {
+		t.Fatalf("%+v %+v", plain, padded)
+	}
+	for i := range input {
+		if !slices.Equal(plain.Data[i].Embedding, padded.Data[i].Embedding) {
+			t.Fatalf("row %d: %v padded to a multiple of 8, %v not", i, padded.Data[i].Embedding, plain.Data[i].Embedding)
+		}
+	}
+}
+
+func TestBucket(t *testing.T) {
+	for _, c := range []struct{ n, multiple, limit, want int }{
+		{5, 1, 0, 5}, {5, 8, 0, 8}, {8, 8, 0, 8}, {9, 8, 512, 16}, {13, 8, 14, 14}, {20, 8, 16, 20},
+	} {
+		if got := bucket(c.n, c.multiple, c.limit); got != c.want {
+			t.Errorf("bucket(%d, %d, %d) = %d, want %d", c.n, c.multiple, c.limit, got, c.want)
 		}
 	}
 }

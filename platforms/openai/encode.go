@@ -131,6 +131,7 @@ func tokenRequest(d *textmodel.Model, rows []row) (*core.InferRequest, int) {
 	for _, r := range rows {
 		width = max(width, len(r.ids))
 	}
+	width = bucket(width, d.PadMultiple, d.MaxLength)
 	if d.SeqLen > 0 {
 		width = int(d.SeqLen)
 	}
@@ -206,4 +207,21 @@ func output(resp *core.InferResponse, name string, n, rank int) (*core.Tensor, e
 		return t, nil
 	}
 	return nil, fmt.Errorf("%w: '%s'", errNoOutput, name)
+}
+
+
+// bucket rounds a request's width up to a multiple of multiple (1: none),
+// never past limit (the model's max length; 0: none) unless n is. Requests
+// of nearby lengths then share a shape, which the dynamic batcher needs to
+// batch them: it batches equal shapes only, as Triton's does
+// (core/batchform.go, compatible).
+func bucket(n, multiple, limit int) int {
+	if multiple <= 1 {
+		return n
+	}
+	w := (n + multiple - 1) / multiple * multiple
+	if limit > 0 && w > limit {
+		w = max(limit, n)
+	}
+	return w
 }

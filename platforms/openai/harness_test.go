@@ -61,6 +61,13 @@ func encoderModels(t testing.TB) map[string]testModel {
 // Runtime's backend the in-Go backends given; it returns the base URL.
 func startServer(t testing.TB, models map[string]testModel, opts Options, backends ...core.Backend) string {
 	t.Helper()
+	base, _ := startCore(t, models, opts, backends...)
+	return base
+}
+
+// startCore is startServer that also returns the core.
+func startCore(t testing.TB, models map[string]testModel, opts Options, backends ...core.Backend) (string, *core.Server) {
+	t.Helper()
 	root := t.TempDir()
 	for name, m := range models {
 		dir := filepath.Join(root, name)
@@ -76,7 +83,7 @@ func startServer(t testing.TB, models map[string]testModel, opts Options, backen
 	New(api, opts).Mount(api.Router())
 	ts := httptest.NewServer(api)
 	t.Cleanup(ts.Close)
-	return ts.URL
+	return ts.URL, srv
 }
 
 // reply is one answer: status, body, headers.

@@ -44,6 +44,17 @@ func Describe(dir string, cfg *mc.ModelConfig) (*Model, error) {
 	if err := m.setMaxLength(f, param(ParamMaxLength)); err != nil {
 		return nil, err
 	}
+	m.PadMultiple = 1
+	if p := f.tok; p != nil && p.Padding() != nil && p.Padding().PadToMultipleOf > 1 {
+		m.PadMultiple = p.Padding().PadToMultipleOf
+	}
+	if p := param(ParamPadding); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 1<<16 {
+			return nil, fmt.Errorf("%w: parameter %s %q (want a positive integer)", ErrInvalid, ParamPadding, p)
+		}
+		m.PadMultiple = n
+	}
 	return m, nil
 }
 

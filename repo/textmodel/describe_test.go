@@ -133,6 +133,32 @@ input [ { name: "input_ids" data_type: TYPE_INT32 dims: [ 32 ] } ]
 	}
 }
 
+func TestPadMultiple(t *testing.T) {
+	padded := `{"version": "1.0", "padding": {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": 8,
+		"pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}, "model": {"type": "WordPiece", "unk_token": "[UNK]",
+		"vocab": {"[UNK]": 0, "a": 1}}}`
+	tests := []struct {
+		name   string
+		config string
+		files  map[string]string
+		want   int
+	}{
+		{"none", tokenInputs + tokensOut, map[string]string{"tokenizer.json": ""}, 1},
+		{"tokenizer.json", tokenInputs + tokensOut, map[string]string{"tokenizer.json": padded}, 8},
+		{"parameter wins", tokenInputs + tokensOut + `parameters { key: "pad_to_multiple_of" value { string_value: "16" } }`,
+			map[string]string{"tokenizer.json": padded}, 16},
+	}
+	for _, tc := range tests {
+		m, err := describe(t, tc.config, tc.files)
+		if err != nil || m.PadMultiple != tc.want {
+			t.Fatalf("%s: %+v, %v; want PadMultiple %d", tc.name, m, err, tc.want)
+		}
+	}
+	if _, err := describe(t, tokenInputs+tokensOut+`parameters { key: "pad_to_multiple_of" value { string_value: "0" } }`, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("pad_to_multiple_of 0: %v", err)
+	}
+}
+
 func TestDescribeErrors(t *testing.T) {
 	tests := []struct {
 		name   string

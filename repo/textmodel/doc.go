@@ -39,4 +39,6 @@
 //	pooling           mean, cls, max or lasttoken
 //	max_length        the most tokens a row may have, special tokens included
 //	embedding_output  the output to read when the model has several
+//	pad_to_multiple_of  pad a request's rows to a multiple of this many
+//	                  tokens (default: tokenizer.json's padding section)
 package textmodel

@@ -44,6 +44,7 @@ const (
 	ParamPooling   = "pooling"
 	ParamMaxLength = "max_length"
 	ParamOutput    = "embedding_output"
+	ParamPadding   = "pad_to_multiple_of"
 )
 
 // ErrInvalid marks a file or parameter that is present but unusable.
@@ -60,6 +61,10 @@ type Model struct {
 	// known bound.
 	MaxLength int
 	Pooling   Pooling
+	// PadMultiple rounds a request's padded width up to a multiple of it
+	// (1: pad to the longest row only), so that requests of nearby
+	// lengths share a shape and batch together.
+	PadMultiple int
 
 	// Token inputs (EmbeddingTokens, Reranker): names ("" when absent),
 	// their element type, and the row length (-1: variable).
