@@ -209,7 +209,6 @@ func output(resp *core.InferResponse, name string, n, rank int) (*core.Tensor, e
 	return nil, fmt.Errorf("%w: '%s'", errNoOutput, name)
 }
 
-
 // bucket rounds a request's width up to a multiple of multiple (1: none),
 // never past limit (the model's max length; 0: none) unless n is. Requests
 // of nearby lengths then share a shape, which the dynamic batcher needs to
