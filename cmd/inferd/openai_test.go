@@ -85,3 +85,46 @@ func startONNXExamples(t *testing.T) *running {
 	}
 	return r
 }
+
+// TestOpenAIKeys: --openai-api-key and --openai-api-key-file guard the
+// OpenAI and TEI routes and leave the v2 ones alone; a key file that
+// holds no key stops the start.
+func TestOpenAIKeys(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	if err := os.WriteFile(file, []byte("# rotated\nsk-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := filepath.Abs("../../examples/model_repository")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, "--grpc-address=127.0.0.1", "--model-repository="+repo, "--openai-api-key=sk-flag", "--openai-api-key-file="+file)
+	if r.http == "" {
+		t.Fatalf("the server did not start: %v", <-r.done)
+	}
+	for key, want := range map[string]int{"": 401, "sk-wrong": 401, "sk-flag": 200, "sk-file": 200} {
+		req, _ := http.NewRequest(http.MethodGet, r.http+"/v1/models", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("key %q: %d, want %d", key, resp.StatusCode, want)
+		}
+	}
+	if s, body := post(t, r.http+"/v2/models/simple/infer", readmeExample); s != 200 {
+		t.Errorf("v2 without a key: %d %s", s, body)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFlags([]string{"--model-repository=" + repo, "--openai-api-key-file=" + empty}, io.Discard); err == nil || !strings.Contains(err.Error(), "--openai-api-key-file") {
+		t.Errorf("a key file without keys: %v", err)
+	}
+}

@@ -3,12 +3,14 @@ package openai
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/platforms/httpapi"
 )
 
 func bearer(key string) *http.Request {
@@ -90,5 +92,35 @@ func TestAuthRoutes(t *testing.T) {
 	// The v2 routes keep their own rules.
 	if r = do(t, http.MethodGet, base+"/v2/models/enc/ready", nil); r.status != http.StatusOK {
 		t.Fatalf("v2 ready without a key: %d %s", r.status, r.body)
+	}
+}
+
+// TestRestrictedAPI: --http-restricted-api's inference group guards the
+// encoder routes and its metadata group /v1/models, as on the v2 routes.
+func TestRestrictedAPI(t *testing.T) {
+	root := t.TempDir()
+	m := encoderModels(t)["enc"]
+	dir := filepath.Join(root, "enc")
+	servertest.WriteModel(t, dir, servertest.Model{Config: m.config, ONNX: m.onnx})
+	for f, content := range m.files {
+		servertest.Must(t, os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644))
+	}
+	restricted := map[string]httpapi.Restriction{}
+	servertest.Must(t, httpapi.ParseRestriction(restricted, "inference,metadata:admin=yes"))
+	api := httpapi.New(servertest.Start(t, servertest.Options{Repo: root}), httpapi.Options{Restricted: restricted})
+	New(api, Options{}).Mount(api.Router())
+	ts := httptest.NewServer(api)
+	t.Cleanup(ts.Close)
+	body := map[string]any{"model": "enc", "input": "hello"}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{{http.MethodPost, "/v1/embeddings", body}, {http.MethodPost, "/embed", map[string]any{"inputs": "hello"}}, {http.MethodGet, "/v1/models", nil}} {
+		if r := do(t, c.method, ts.URL+c.path, c.body); r.status != http.StatusForbidden {
+			t.Fatalf("%s without the header: %d %s", c.path, r.status, r.body)
+		}
+		if r := do(t, c.method, ts.URL+c.path, c.body, "admin", "yes"); r.status != http.StatusOK {
+			t.Fatalf("%s with the header: %d %s", c.path, r.status, r.body)
+		}
 	}
 }
