@@ -90,6 +90,9 @@ func (k *Keys) Check(r *http.Request) bool {
 
 // current returns the accepted keys, re-reading a file that changed.
 func (k *Keys) current() []string {
+	if len(k.files) == 0 {
+		return k.static // immutable after NewKeys
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.files) > 0 && (k.recheck <= 0 || time.Since(k.checked) >= k.recheck) {

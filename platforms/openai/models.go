@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"weak"
 
 	"github.com/go-chi/chi/v5"
@@ -111,7 +112,7 @@ func (s *Server) resolveDefault(ctx context.Context, name string, kinds ...textm
 	if name != "" {
 		return s.resolve(name, kinds...)
 	}
-	names, err := s.readyModels(ctx)
+	names, err := s.index.get(ctx, s.readyModels)
 	if err != nil {
 		return target{}, err
 	}
@@ -207,4 +208,32 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, body)
 	return nil
+}
+
+// indexTTL is how long the TEI routes reuse the list of ready models to
+// find their default model: the list is the repository index, a listing
+// of every repository root (a request to the store for a remote one).
+const indexTTL = time.Second
+
+// indexCache keeps the ready models' names for indexTTL.
+type indexCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	names []string
+}
+
+// get returns the cached names, or fresh ones from list once they are
+// older than indexTTL.
+func (c *indexCache) get(ctx context.Context, list func(context.Context) ([]string, error)) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names != nil && time.Since(c.at) < indexTTL {
+		return c.names, nil
+	}
+	names, err := list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.names, c.at = names, time.Now()
+	return names, nil
 }

@@ -25,6 +25,7 @@ type Server struct {
 	keys   *Keys
 	log    *slog.Logger
 	models *descriptions
+	index  indexCache // the TEI routes' default model lookup
 }
 
 // New builds the routes over api; Mount adds them to a router.

@@ -208,8 +208,7 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) error {
 		row := make([]teiToken, enc.Len())
 		for j := range row {
 			row[j] = teiToken{ID: enc.IDs[j], Text: enc.Tokens[j], Special: enc.Special[j]}
-			if !enc.Special[j] {
-				start, stop := enc.Offsets[j][0], enc.Offsets[j][1]
+			if start, stop := enc.Offsets[j][0], enc.Offsets[j][1]; !enc.Special[j] && 0 <= start && start <= stop && stop <= len(text) {
 				row[j].Text, row[j].Start, row[j].Stop = text[start:stop], &start, &stop
 			}
 		}
