@@ -232,6 +232,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 		{"mixed types", map[string]any{"model": "enc", "input": []any{"a", 3}}, 400, "", "input", "mixes"},
 		{"an object", map[string]any{"model": "enc", "input": map[string]string{"a": "b"}}, 400, "", "input", "must be"},
 		{"too long", map[string]any{"model": "enc", "input": strings.Repeat("cat ", 15)}, 400, "", "input", "maximum context length is 16 tokens"},
+		{"too many bytes", map[string]any{"model": "enc", "input": []string{"a", strings.Repeat("b", 1025)}}, 400, "", "input", "input 1 has 1025 bytes"},
 		{"id outside the vocabulary", map[string]any{"model": "enc", "input": []int{2, 39, 3}}, 400, "", "input", "vocabulary"},
 		{"dimensions 0", map[string]any{"model": "enc", "input": "a", "dimensions": 0}, 400, "", "dimensions", "at least 1"},
 		{"dimensions over H", map[string]any{"model": "enc", "input": "a", "dimensions": 5}, 400, "", "dimensions", "between 1 and 4"},

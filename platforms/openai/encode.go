@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -50,7 +51,15 @@ func encodeTexts(d *textmodel.Model, texts []string, query string, pair bool, op
 	}
 	rows := make([]row, len(texts))
 	total := 0
+	if pair {
+		if query, err = bound(d, query, -1, opts); err != nil {
+			return nil, 0, err
+		}
+	}
 	for i, text := range texts {
+		if text, err = bound(d, text, i, opts); err != nil {
+			return nil, 0, err
+		}
 		var enc tokenizer.Encoding
 		if pair {
 			enc, err = tok.EncodePair(query, text, true)
@@ -68,6 +77,46 @@ func encodeTexts(d *textmodel.Model, texts []string, query string, pair bool, op
 		total += enc.Len()
 	}
 	return rows, total, nil
+}
+
+// maxBytesPerToken bounds a text's bytes per token of the model's max
+// length: tokenizing allocates about 100 bytes a token, so a 64 MiB body
+// of one-letter words must not be tokenized whole only to be refused (or
+// truncated) afterwards. Real text has 3 to 6 bytes a token.
+const maxBytesPerToken = 64
+
+// bound keeps text within maxBytesPerToken × the max length: a longer one
+// is refused, or, when the call truncates, cut first (at a character
+// boundary, on the side truncation removes), which keeps every token the
+// truncation keeps unless the kept part averages more than
+// maxBytesPerToken bytes a token. i is the input's index (-1: the query).
+func bound(d *textmodel.Model, text string, i int, opts encodeOpts) (string, error) {
+	limit := d.MaxLength * maxBytesPerToken
+	if d.MaxLength <= 0 || len(text) <= limit {
+		return text, nil
+	}
+	if !opts.truncate {
+		what := fmt.Sprintf("input %d", i)
+		if i < 0 {
+			what = "the query"
+		}
+		if opts.fam == tei {
+			return "", invalid(opts.param, "Input validation error: `inputs` must have less than %d tokens; %s has %d bytes, more than that many tokens hold", d.MaxLength, what, len(text))
+		}
+		return "", invalid(opts.param, "This model's maximum context length is %d tokens; %s has %d bytes, more than that many tokens hold. Shorten the input.", d.MaxLength, what, len(text))
+	}
+	if opts.left {
+		at := len(text) - limit
+		for at < len(text) && !utf8.RuneStart(text[at]) {
+			at++
+		}
+		return text[at:], nil
+	}
+	at := limit
+	for at > 0 && !utf8.RuneStart(text[at]) {
+		at--
+	}
+	return text[:at], nil
 }
 
 // idRows checks rows of token ids given by the caller (used as they are,

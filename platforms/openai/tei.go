@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -143,6 +144,10 @@ func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// MaxTokenizeBytes bounds the text of one /tokenize call (TEI's default
+// payload limit).
+const MaxTokenizeBytes = 2_000_000
+
 type teiTokenizeRequest struct {
 	Inputs           json.RawMessage `json:"inputs"`
 	AddSpecialTokens *bool           `json:"add_special_tokens"`
@@ -177,6 +182,16 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.ids != nil {
 		return invalid("inputs", "`inputs` must be a string or an array of strings")
+	}
+	size := 0
+	for _, t := range in.texts {
+		size += len(t)
+	}
+	if size > MaxTokenizeBytes {
+		// Tokenizing allocates about 100 bytes a token; TEI bounds the
+		// whole body by --payload-limit, 2 MB by default.
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("`inputs` hold %d bytes of text; /tokenize takes at most %d", size, MaxTokenizeBytes),
+			Type: invalidRequest, Param: "inputs", TEIType: "Validation"}
 	}
 	// Without a model: the one embedding model, else the one reranker.
 	t, err := s.resolveDefault(r.Context(), req.Model, textmodel.EmbeddingTokens, textmodel.Reranker)

@@ -15,7 +15,8 @@ func TestTEIEmbed(t *testing.T) {
 	tok, err := tokenizer.Load(fixture)
 	servertest.Must(t, err)
 	text := strings.Repeat("cat dog ", 10) // 22 tokens with [CLS] and [SEP]
-	truncated := func(dir string) []float64 {
+	huge := strings.Repeat("cat dog ", 300) + "é" // 2402 bytes: cut to 1024 (16 tokens × 64) first
+	truncated := func(text, dir string) []float64 {
 		tt, err := tok.WithTruncation(&tokenizer.Truncation{MaxLength: 16, Direction: dir})
 		servertest.Must(t, err)
 		enc, err := tt.Encode(text, true)
@@ -30,8 +31,10 @@ func TestTEIEmbed(t *testing.T) {
 		{"normalised", map[string]any{"model": "enc", "inputs": []string{"hello", long}},
 			[][]float64{expect(t, "hello", textmodel.Mean, true), expect(t, long, textmodel.Mean, true)}},
 		{"raw", map[string]any{"model": "enc", "inputs": "hello", "normalize": false}, [][]float64{expect(t, "hello", textmodel.Mean, false)}},
-		{"truncate", map[string]any{"model": "enc", "inputs": text, "truncate": true}, [][]float64{truncated("Right")}},
-		{"truncate left", map[string]any{"model": "enc", "inputs": text, "truncate": true, "truncation_direction": "Left"}, [][]float64{truncated("Left")}},
+		{"truncate", map[string]any{"model": "enc", "inputs": text, "truncate": true}, [][]float64{truncated(text, "Right")}},
+		{"truncate left", map[string]any{"model": "enc", "inputs": text, "truncate": true, "truncation_direction": "Left"}, [][]float64{truncated(text, "Left")}},
+		{"truncate a huge text", map[string]any{"model": "enc", "inputs": huge, "truncate": true}, [][]float64{truncated(huge, "Right")}},
+		{"truncate a huge text left", map[string]any{"model": "enc", "inputs": huge, "truncate": true, "truncation_direction": "left"}, [][]float64{truncated(huge, "Left")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +62,8 @@ func TestTEIErrors(t *testing.T) {
 	}{
 		{"too long", "/embed", map[string]any{"model": "enc", "inputs": strings.Repeat("cat ", 15)}, 422, "Validation",
 			"Input validation error: `inputs` must have less than 16 tokens. Given: 17"},
+		{"huge without truncate", "/embed", map[string]any{"model": "enc", "inputs": strings.Repeat("a", 1025)}, 422, "Validation", "~1025 bytes"},
+		{"tokenize too much", "/tokenize", map[string]any{"model": "enc", "inputs": []string{strings.Repeat("a", MaxTokenizeBytes), "b"}}, 413, "Validation", "~at most"},
 		{"empty", "/embed", map[string]any{"model": "enc", "inputs": []string{}}, 400, "Empty", "~cannot be empty"},
 		{"no model among several", "/embed", map[string]any{"inputs": "a"}, 400, "Validation", "~(cls, enc, pooled)"},
 		{"unknown model", "/embed", map[string]any{"model": "nope", "inputs": "a"}, 404, "Validation", "~nope"},
