@@ -1,14 +1,19 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/repo/textmodel"
@@ -258,5 +263,63 @@ func TestEmbeddingsErrors(t *testing.T) {
 	}
 	if r := do(t, http.MethodGet, base+"/v1/embeddings", nil); r.status != http.StatusMethodNotAllowed {
 		t.Fatalf("GET /v1/embeddings: %d %s", r.status, r.body)
+	}
+}
+
+// TestEmbeddingsConcurrent: requests of nearby lengths from 16 clients
+// batch together in the model (pad_to_multiple_of 8), and each still gets
+// its own text's vector.
+func TestEmbeddingsConcurrent(t *testing.T) {
+	all := encoderModels(t)
+	enc8 := all["enc"]
+	enc8.config = strings.Replace(enc8.config, `name: "enc"`, `name: "enc8"`, 1) +
+		`parameters { key: "pad_to_multiple_of" value { string_value: "8" } }`
+	base, srv := startCore(t, map[string]testModel{"enc8": enc8}, Options{})
+	texts := benchTexts(32)
+	for i := range texts {
+		texts[i] = strings.Join(strings.Fields(texts[i])[:i%6+1], " ")
+	}
+	want := make([][]float64, len(texts))
+	for i, s := range texts {
+		want[i] = expect(t, s, textmodel.Mean, true)
+	}
+	errs := make(chan error, 16)
+	for c := range 16 {
+		go func() {
+			for k := range 8 {
+				i := (c*8 + k) % len(texts)
+				var got embeddingsReply
+				body, _ := json.Marshal(map[string]any{"model": "enc8", "input": texts[i]})
+				resp, err := http.Post(base+"/v1/embeddings", "application/json", bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				data, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || json.Unmarshal(data, &got) != nil || resp.StatusCode != http.StatusOK || len(got.Data) != 1 {
+					errs <- fmt.Errorf("%q: %d %s %v", texts[i], resp.StatusCode, data, err)
+					return
+				}
+				for j, x := range got.Data[0].Embedding {
+					if math.Abs(float64(x)-want[i][j]) > 1e-5 {
+						errs <- fmt.Errorf("%q: %v, want %v", texts[i], got.Data[0].Embedding, want[i])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mv, release, err := srv.Acquire("enc8", core.LatestVersion)
+	servertest.Must(t, err)
+	defer release()
+	if s := mv.Stats.Snapshot(); s.ExecutionCount >= s.InferenceCount {
+		t.Logf("no batching happened (%d executions for %d inferences): the vectors were still checked", s.ExecutionCount, s.InferenceCount)
 	}
 }
