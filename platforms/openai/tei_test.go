@@ -14,7 +14,7 @@ func TestTEIEmbed(t *testing.T) {
 	base := startServer(t, encoderModels(t), Options{})
 	tok, err := tokenizer.Load(fixture)
 	servertest.Must(t, err)
-	text := strings.Repeat("cat dog ", 10) // 22 tokens with [CLS] and [SEP]
+	text := strings.Repeat("cat dog ", 10)        // 22 tokens with [CLS] and [SEP]
 	huge := strings.Repeat("cat dog ", 300) + "é" // 2402 bytes: cut to 1024 (16 tokens × 64) first
 	truncated := func(text, dir string) []float64 {
 		tt, err := tok.WithTruncation(&tokenizer.Truncation{MaxLength: 16, Direction: dir})
