@@ -1,8 +1,17 @@
 package openai
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/servertest"
+	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/repo/textmodel"
 )
 
 func TestModels(t *testing.T) {
@@ -33,4 +42,35 @@ func TestModels(t *testing.T) {
 	if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != http.MethodGet {
 		t.Fatalf("POST /v1/models: %d %s", r.status, r.body)
 	}
+}
+
+// TestDescriptionFollowsReload: a reload reads the folder again (the
+// description is per loaded copy), so a changed 1_Pooling/config.json
+// takes effect.
+func TestDescriptionFollowsReload(t *testing.T) {
+	root := t.TempDir()
+	m := encoderModels(t)["enc"]
+	dir := filepath.Join(root, "enc")
+	servertest.WriteModel(t, dir, servertest.Model{Config: m.config, ONNX: m.onnx})
+	for f, content := range m.files {
+		servertest.Must(t, os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644))
+	}
+	srv := servertest.Start(t, servertest.Options{Repo: root, Mode: core.ModeExplicit, Startup: []string{"enc"}})
+	api := httpapi.New(srv, httpapi.Options{})
+	New(api, Options{}).Mount(api.Router())
+	ts := httptest.NewServer(api)
+	t.Cleanup(ts.Close)
+	embed := func() []float32 {
+		var got embeddingsReply
+		do(t, http.MethodPost, ts.URL+"/v1/embeddings", map[string]any{"model": "enc", "input": long}).decodeJSON(t, &got)
+		if len(got.Data) != 1 {
+			t.Fatalf("%+v", got)
+		}
+		return got.Data[0].Embedding
+	}
+	near(t, "mean", embed(), expect(t, long, textmodel.Mean, true))
+	servertest.Must(t, os.MkdirAll(filepath.Join(dir, "1_Pooling"), 0o755))
+	servertest.Must(t, os.WriteFile(filepath.Join(dir, "1_Pooling", "config.json"), []byte(`{"pooling_mode_cls_token": true}`), 0o644))
+	servertest.Must(t, srv.Load(context.Background(), "enc", nil))
+	near(t, "cls after the reload", embed(), expect(t, long, textmodel.CLS, true))
 }
