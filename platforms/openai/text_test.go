@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/textmodel"
 )
 
 // textVec is an in-Go backend standing for a model that tokenizes itself
@@ -80,5 +82,43 @@ func TestEmbeddingsTextModel(t *testing.T) {
 	r.decodeJSON(t, &e)
 	if r.status != http.StatusBadRequest || !strings.Contains(e.Error.Message, "takes text") {
 		t.Fatalf("token ids to a text model: %d %s", r.status, r.body)
+	}
+}
+
+// int32Encoder is TextEncoder with INT32 inputs (input_ids and
+// token_type_ids only): the route sends INT32 tensors to such a model.
+func int32Encoder(t *testing.T) []byte {
+	g := onnxbuild.NewGraph("enc32")
+	g.Input("input_ids", onnxbuild.Int32, -1, -1)
+	g.Input("token_type_ids", onnxbuild.Int32, -1, -1)
+	table, err := onnxbuild.Encode(onnxbuild.Float, onnxbuild.EncoderTable(vocab, hidden))
+	servertest.Must(t, err)
+	types, err := onnxbuild.Encode(onnxbuild.Float, onnxbuild.EncoderTypeTable(hidden))
+	servertest.Must(t, err)
+	g.Initializer("table", onnxbuild.Float, []int64{vocab, hidden}, table)
+	g.Initializer("type_table", onnxbuild.Float, []int64{2, hidden}, types)
+	g.Node("Gather", []string{"table", "input_ids"}, []string{"word"})
+	g.Node("Gather", []string{"type_table", "token_type_ids"}, []string{"typed"})
+	g.Output("last_hidden_state", onnxbuild.Float, -1, -1, hidden)
+	g.Node("Add", []string{"word", "typed"}, []string{"last_hidden_state"})
+	return onnxbuild.Must(onnxbuild.Model(g, onnxbuild.DefaultOpset))
+}
+
+func TestEmbeddingsInt32Inputs(t *testing.T) {
+	tok, err := os.ReadFile(fixture)
+	servertest.Must(t, err)
+	base := startServer(t, map[string]testModel{"enc32": {config: `max_batch_size: 4
+platform: "onnxruntime_onnx"
+input [ { name: "input_ids" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "token_type_ids" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "last_hidden_state" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
+`, onnx: int32Encoder(t), files: map[string]string{"tokenizer.json": string(tok)}}}, Options{})
+	var got embeddingsReply
+	r := do(t, http.MethodPost, base+"/v1/embeddings", map[string]any{"model": "enc32", "input": []string{"hello", long, "cat", "dog", "mat"}})
+	r.decodeJSON(t, &got)
+	if r.status != http.StatusOK || len(got.Data) != 5 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	for i, s := range []string{"hello", long, "cat", "dog", "mat"} {
+		near(t, s, got.Data[i].Embedding, expect(t, s, textmodel.Mean, true))
 	}
 }
