@@ -177,7 +177,7 @@ func newModelObject(name string) modelObject {
 
 // listModels is GET /v1/models: every model with a ready version.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	names, err := s.readyModels(r.Context())
+	names, err := s.index.get(r.Context(), s.readyModels)
 	if err != nil {
 		return err
 	}
@@ -210,8 +210,8 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// indexTTL is how long the TEI routes reuse the list of ready models to
-// find their default model: the list is the repository index, a listing
+// indexTTL is how long /v1/models and the TEI routes reuse the list of
+// ready models: the list is the repository index, a listing
 // of every repository root (a request to the store for a remote one).
 const indexTTL = time.Second
 

@@ -25,7 +25,7 @@ type Server struct {
 	keys   *Keys
 	log    *slog.Logger
 	models *descriptions
-	index  indexCache // the TEI routes' default model lookup
+	index  indexCache // the ready models, for /v1/models and the TEI routes' default
 }
 
 // New builds the routes over api; Mount adds them to a router.
