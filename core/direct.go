@@ -36,7 +36,7 @@ type lane struct {
 // outlive the execution) or a max_queue_delay (a lone request then waits
 // to be batched), and not for instances that pipeline or go out of service
 // (Python workers: their own workers track which are idle).
-func lanesFor(sc schedConfig, insts []Instance, limits limitSlots) []*lane {
+func lanesFor(sc schedConfig, insts []Instance, limits LimitSlots) []*lane {
 	if limits != nil || sc.preserve || sc.decoupled || (sc.batching && sc.delay > 0) {
 		return nil
 	}
@@ -94,11 +94,11 @@ func (s *scheduler) claim(j *Job) *lane {
 // runDirect executes j, claimed on ln, on the calling goroutine and
 // answers it.
 func (s *scheduler) runDirect(ln *lane, j *Job) {
-	j.traceBegin()
+	j.TraceBegin()
 	j.times.exec = time.Now()
 	ln.jobs = append(ln.jobs[:0], j)
 	s.busy.Add(1)
-	ln.errs = runExecution(ln.inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, ln.jobs, s.log, &ln.e, ln.errs)
+	ln.errs = RunExecution(ln.inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, ln.jobs, s.log, &ln.e, ln.errs)
 	s.busy.Add(-1)
 	err := ln.errs[0]
 	ln.jobs[0] = nil
@@ -108,7 +108,7 @@ func (s *scheduler) runDirect(ln *lane, j *Job) {
 	default:
 	}
 	s.wg.Done()
-	if err != errPending {
+	if err != ErrPending {
 		s.finish(j, err)
 	}
 }

@@ -83,8 +83,8 @@ func (s *Server) isStopping() bool {
 // stop makes mv refuse new work and returns its live sequences.
 func (mv *ModelVersion) stop() int {
 	mv.stopping.Store(true)
-	if b, ok := mv.exec.(*seqBatcher); ok {
-		return b.stop()
+	if mv.seqs != nil {
+		return mv.seqs.Stop()
 	}
 	return 0
 }
@@ -98,8 +98,7 @@ func (mv *ModelVersion) stopRefusal(r *ExecRequest) error {
 	if !mv.stopping.Load() {
 		return nil
 	}
-	switch mv.exec.(type) {
-	case *seqBatcher, external:
+	if _, ok := mv.exec.(external); ok {
 		return nil
 	}
 	return Errorf(CodeUnavailable, "%s%s", RequestPrefix(r.ID), errStopping)

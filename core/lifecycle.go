@@ -402,10 +402,13 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		mv.exec = external{s.opts.Ensembles.New(ensembleHost{s}, cfg)}
 		return mv, nil
 	}
-	var seq *seqConfig
+	var seq SequenceConfig
 	if cfg.GetSequenceBatching() != nil {
+		if s.opts.Sequences == nil {
+			return nil, errNoSequences
+		}
 		var err error
-		if seq, err = newSeqConfig(cfg, m.Dir); err != nil {
+		if seq, err = s.opts.Sequences.Configure(cfg, m.Dir); err != nil {
 			return nil, err
 		}
 	}
@@ -440,7 +443,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	}
 	// Warmup runs on every instance before the version can serve.
 	for _, inst := range append(slices.Clone(active), passive...) {
-		if err := mv.warmup(ctx, inst, m.Dir); err != nil {
+		if err := mv.warmup(ctx, inst, m.Dir, seq); err != nil {
 			for _, i := range append(active, passive...) {
 				_ = i.Close()
 			}
@@ -457,7 +460,8 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		return nil, err
 	}
 	if seq != nil {
-		mv.exec = newSeqBatcher(seq, active, limits, mv.Stats, mv.log)
+		ss := seq.New(active, limits, mv.Stats, mv.log)
+		mv.exec, mv.seqs = external{ss}, ss
 	} else {
 		mv.exec = newScheduler(cfg, active, limits, mv.Stats, mv.log)
 	}

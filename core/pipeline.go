@@ -33,7 +33,7 @@ func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
 		if jobs == nil {
 			continue
 		}
-		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
+		errs = RunExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.answer(jobs, errs)
 	}
 }

@@ -53,10 +53,10 @@ type RateLimiter struct {
 	explicit resourceMap // empty: counts default to the most needed
 
 	mu     sync.Mutex
-	slots  map[*limitSlot]struct{} // the registered instances
+	slots  map[*LimitSlot]struct{} // the registered instances
 	avail  resourceMap
 	used   resourceMap
-	staged []*limitSlot
+	staged []*LimitSlot
 	stamp  uint64 // staging order: breaks ties between equal priorities
 }
 
@@ -64,7 +64,7 @@ type RateLimiter struct {
 // explicit resource counts. A resource given twice for the same device
 // keeps the smaller count, as Triton's server options do.
 func NewRateLimiter(resources []RateLimitResource) *RateLimiter {
-	rl := &RateLimiter{explicit: resourceMap{}, slots: map[*limitSlot]struct{}{}, avail: resourceMap{}, used: resourceMap{}}
+	rl := &RateLimiter{explicit: resourceMap{}, slots: map[*LimitSlot]struct{}{}, avail: resourceMap{}, used: resourceMap{}}
 	for _, r := range resources {
 		key := r.Device
 		if key < 0 {
@@ -78,10 +78,10 @@ func NewRateLimiter(resources []RateLimitResource) *RateLimiter {
 	return rl
 }
 
-// limitSlot is one instance's place in the rate limiter. A scheduler
+// LimitSlot is one instance's place in the rate limiter. A scheduler
 // worker calls acquire before each execution and release after it; each
 // instance has one worker, so a slot is never staged twice.
-type limitSlot struct {
+type LimitSlot struct {
 	rl       *RateLimiter
 	need     resourceMap
 	priority uint64
@@ -94,12 +94,12 @@ type limitSlot struct {
 	stamp  uint64
 }
 
-// limitSlots are a version's active instances' slots, in instance order;
+// LimitSlots are a version's active instances' slots, in instance order;
 // nil when rate limiting is off.
-type limitSlots []*limitSlot
+type LimitSlots []*LimitSlot
 
-// at returns instance i's slot, nil when rate limiting is off.
-func (l limitSlots) at(i int) *limitSlot {
+// At returns instance i's slot, nil when rate limiting is off.
+func (l LimitSlots) At(i int) *LimitSlot {
 	if l == nil {
 		return nil
 	}
@@ -111,16 +111,16 @@ func (l limitSlots) at(i int) *limitSlot {
 // Triton's words, instances that need more of a resource than
 // --rate-limit-resource gives, and a resource that is global for one
 // instance and per-device for another.
-func (rl *RateLimiter) register(cfg *modelconfig.ModelConfig, refs []modelconfig.InstanceRef) (limitSlots, error) {
+func (rl *RateLimiter) register(cfg *modelconfig.ModelConfig, refs []modelconfig.InstanceRef) (LimitSlots, error) {
 	if rl == nil {
 		return nil, nil
 	}
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	slots := make(limitSlots, 0, len(refs))
+	slots := make(LimitSlots, 0, len(refs))
 	for _, ref := range refs {
 		rc := cfg.GetInstanceGroup()[ref.GroupIndex].GetRateLimiter()
-		t := &limitSlot{rl: rl, need: resourceMap{}, priority: max(1, uint64(rc.GetPriority())), grant: make(chan struct{}, 1)}
+		t := &LimitSlot{rl: rl, need: resourceMap{}, priority: max(1, uint64(rc.GetPriority())), grant: make(chan struct{}, 1)}
 		for _, r := range rc.GetResources() {
 			key := int(ref.DeviceID)
 			if r.GetGlobal() {
@@ -144,9 +144,9 @@ func (rl *RateLimiter) register(cfg *modelconfig.ModelConfig, refs []modelconfig
 	return slots, nil
 }
 
-// unregister removes a closed version's slots; the counts that defaulted
+// Unregister removes a closed version's slots; the counts that defaulted
 // to their needs go down again.
-func (l limitSlots) unregister() {
+func (l LimitSlots) Unregister() {
 	if len(l) == 0 {
 		return
 	}
@@ -156,7 +156,7 @@ func (l limitSlots) unregister() {
 	for _, t := range l {
 		delete(rl.slots, t)
 		if t.staged {
-			rl.staged = slices.DeleteFunc(rl.staged, func(s *limitSlot) bool { return s == t })
+			rl.staged = slices.DeleteFunc(rl.staged, func(s *LimitSlot) bool { return s == t })
 		}
 	}
 	_ = rl.recompute() // removing instances cannot make the counts invalid
@@ -216,12 +216,12 @@ func (rl *RateLimiter) explicitCount(key int, name string) uint64 {
 	return n
 }
 
-// acquire blocks until the slot may run an execution of jobs: it stages
+// Acquire blocks until the slot may run an execution of jobs: it stages
 // the slot (unless release staged it already) and waits for its
 // resources. The jobs' queue time runs until then: Triton counts the wait
 // for resources as queue time, as its requests leave the queue when their
 // execution starts.
-func (t *limitSlot) acquire(jobs []*Job) {
+func (t *LimitSlot) Acquire(jobs []*Job) {
 	if t == nil {
 		return
 	}
@@ -240,12 +240,12 @@ func (t *limitSlot) acquire(jobs []*Job) {
 	}
 }
 
-// release frees the slot's resources after an execution and counts it.
+// Release frees the slot's resources after an execution and counts it.
 // With again set, the worker already holds its next batch: the slot is
 // staged at once, as Triton stages a released instance that has pending
 // work before it hands the resources on, so that it competes by priority
 // with the instances already waiting.
-func (t *limitSlot) release(again bool) {
+func (t *LimitSlot) Release(again bool) {
 	if t == nil {
 		return
 	}
@@ -266,7 +266,7 @@ func (t *limitSlot) release(again bool) {
 }
 
 // stage queues t for allocation. Under rl.mu.
-func (rl *RateLimiter) stage(t *limitSlot) {
+func (rl *RateLimiter) stage(t *LimitSlot) {
 	rl.stamp++
 	t.staged, t.stamp = true, rl.stamp
 	rl.staged = append(rl.staged, t)
@@ -301,7 +301,7 @@ func (rl *RateLimiter) allocate() {
 
 // before orders staged slots: fewer executions × priority first (Triton's
 // ScaledPriority), then the earlier staged.
-func before(a, b *limitSlot) bool {
+func before(a, b *LimitSlot) bool {
 	if c := cmp.Compare(a.count*a.priority, b.count*b.priority); c != 0 {
 		return c < 0
 	}
@@ -309,7 +309,7 @@ func before(a, b *limitSlot) bool {
 }
 
 // fits reports whether t's resources are free. Under rl.mu.
-func (rl *RateLimiter) fits(t *limitSlot) bool {
+func (rl *RateLimiter) fits(t *LimitSlot) bool {
 	for key, names := range t.need {
 		for name, n := range names {
 			if rl.used[key][name]+n > rl.avail[key][name] {
@@ -318,4 +318,11 @@ func (rl *RateLimiter) fits(t *limitSlot) bool {
 		}
 	}
 	return true
+}
+
+// Waiting is how many instances wait for resources now.
+func (rl *RateLimiter) Waiting() int {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.staged)
 }

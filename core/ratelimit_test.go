@@ -161,13 +161,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// stagedCount is how many instances wait for resources.
-func (rl *RateLimiter) stagedCount() int {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return len(rl.staged)
-}
-
 // TestRateLimiterResources runs model a, then model b while a executes:
 // b waits exactly when the resources a holds leave too few for it.
 func TestRateLimiterResources(t *testing.T) {
@@ -328,7 +321,7 @@ func TestRateLimiterPriorityAcrossModels(t *testing.T) {
 		for i := range n {
 			dones = append(dones, inferAsync(s, limitReq(model, int32(i), false)))
 			if i == 0 {
-				waitFor(t, model+" waiting for the resource", func() bool { return rl.stagedCount() == k+1 })
+				waitFor(t, model+" waiting for the resource", func() bool { return rl.Waiting() == k+1 })
 			}
 		}
 		waitFor(t, model+"'s requests queued", func() bool {
@@ -385,7 +378,7 @@ func TestRateLimiterDynamicBatching(t *testing.T) {
 	startedModel(t, b)
 	var dones []<-chan error
 	dones = append(dones, inferAsync(s, limitReq("batched", 1, true)))
-	waitFor(t, "the batch waiting for the resource", func() bool { return rl.stagedCount() == 1 })
+	waitFor(t, "the batch waiting for the resource", func() bool { return rl.Waiting() == 1 })
 	for i := range 5 {
 		dones = append(dones, inferAsync(s, limitReq("batched", int32(i+2), true)))
 	}
@@ -426,45 +419,6 @@ func TestRateLimiterDynamicBatching(t *testing.T) {
 	st := mv.Stats.Snapshot()
 	if st.QueueUs < 300_000 || st.ComputeInputUs >= 300_000 {
 		t.Errorf("queue %d µs, compute input %d µs: the wait for the resource is not queue time", st.QueueUs, st.ComputeInputUs)
-	}
-}
-
-// TestRateLimiterSequenceBatching: a sequence's requests wait for their
-// instance's resources and still run in order on their slot.
-func TestRateLimiterSequenceBatching(t *testing.T) {
-	rl := NewRateLimiter(nil)
-	need := `resources [ { name: "R" global: true count: 1 } ]`
-	s, b, err := limitServer(t, rl, map[string]string{
-		"blocker":  limited("kind: KIND_CPU", need),
-		"sequence": "max_batch_size: 4\nsequence_batching { }\n" + limited("kind: KIND_CPU", need),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker := inferAsync(s, limitReq("blocker", 0, false))
-	startedModel(t, b)
-	flags := []uint32{FlagSequenceStart, 0, FlagSequenceEnd}
-	var dones []<-chan error
-	for i, f := range flags {
-		req := limitReq("sequence", int32(10+i), true)
-		req.Correlation = Correlation{ID: 7, Flags: f}
-		queued := make(chan struct{})
-		req.Queued = func() { close(queued) }
-		dones = append(dones, inferAsync(s, req))
-		<-queued // the sequence's order is the order of arrival
-		if i == 0 {
-			waitFor(t, "the sequence waiting for the resource", func() bool { return rl.stagedCount() == 1 })
-		}
-	}
-	notStarted(t, b)
-	b.gate <- struct{}{}
-	answered(t, blocker)
-	for i := range flags {
-		if m := startedModel(t, b); m != "sequence" {
-			t.Fatalf("%s started", m)
-		}
-		b.gate <- struct{}{}
-		answered(t, dones[i])
 	}
 }
 

@@ -111,12 +111,12 @@ func (mv *ModelVersion) serveCached(j *Job) (probe cacheProbe, served bool, err 
 		// taken for execution are.
 		j.runner = sched
 		j.held = append(j.held, heldResponse{resp, true}) // until the job's turn
-		sched.order.taken(j)
-		sched.order.finish(j, nil)
+		sched.order.Taken(j)
+		sched.order.Finish(j, nil)
 		err = <-j.done
 	} else {
 		err = j.hand(resp, true)
-		j.traceEnd(err)
+		j.TraceEnd(err)
 	}
 	mv.Stats.recordCacheHit(j.times.req, j.times.queue, start, time.Now(), probe.lookupNs)
 	return probe, true, err

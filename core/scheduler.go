@@ -144,16 +144,16 @@ type scheduler struct {
 	quit   chan struct{}   // closed by close: pipeline workers exit
 
 	// preserve_ordering: jobs in the order they left the queue.
-	order takenOrder
+	order TakenOrder
 
 	// limits are the instances' rate limiter slots (nil: rate limiting off).
-	limits limitSlots
+	limits LimitSlots
 	// lanes are the instances' lanes for requests run by their callers
 	// (direct.go), nil where requests always queue.
 	lanes []*lane
 }
 
-func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSlots, stats *Stats, log *slog.Logger) *scheduler {
+func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits LimitSlots, stats *Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
 	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log, limits: limits,
 		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1), quit: make(chan struct{})}
@@ -175,7 +175,7 @@ func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSl
 			ln = s.lanes[i]
 		}
 		s.wg.Add(1)
-		go s.worker(inst, ln, limits.at(i))
+		go s.worker(inst, ln, limits.At(i))
 	}
 	return s
 }
@@ -219,7 +219,7 @@ func (s *scheduler) submit(j *Job) error {
 			s.remove(j, &cancelled{context.Cause(j.ctx)})
 		})
 	}
-	j.traceBegin()
+	j.TraceBegin()
 	s.mu.Lock()
 	err := s.enqueue(j, lv)
 	s.mu.Unlock()
@@ -227,7 +227,7 @@ func (s *scheduler) submit(j *Job) error {
 		if j.stop != nil {
 			j.stop()
 		}
-		j.traceEnd(err)
+		j.TraceEnd(err)
 		return err
 	}
 	s.poke()
@@ -250,7 +250,7 @@ func (s *scheduler) enqueue(j *Job, lv *level) error {
 	j.state = jobQueued
 	lv.jobs = append(lv.jobs, j)
 	lv.count++
-	s.stats.addPending(1)
+	s.stats.AddPending(1)
 	if !j.deadline.IsZero() && !lv.policy.delay {
 		j.timer = time.AfterFunc(time.Until(j.deadline), func() { s.remove(j, errExpired) })
 	}
@@ -266,12 +266,12 @@ func (s *scheduler) remove(j *Job, err error) {
 	}
 	j.state = jobRemoved
 	j.level.count--
-	s.stats.addPending(-1)
+	s.stats.AddPending(-1)
 	s.mu.Unlock()
 	if j.timer != nil {
 		j.timer.Stop()
 	}
-	j.traceEnd(err)
+	j.TraceEnd(err)
 	j.done <- err
 	s.poke() // the batch being formed may have changed
 }
@@ -279,7 +279,7 @@ func (s *scheduler) remove(j *Job, err error) {
 // worker runs inst's executions. With a lane (ln), it holds the lane from
 // taking a batch until it finds no next one; while a direct caller holds
 // it, the worker leaves the turn to the others.
-func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
+func (s *scheduler) worker(inst Instance, ln *lane, limit *LimitSlot) {
 	defer s.wg.Done()
 	var jobs []*Job
 	var e Execution
@@ -303,9 +303,9 @@ func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 			}
 		}
 		s.wakePipelines()
-		limit.acquire(jobs) // waits for the rate limiter's resources, if any
+		limit.Acquire(jobs) // waits for the rate limiter's resources, if any
 		s.busy.Add(1)
-		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
+		errs = RunExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)
 		// Take the next batch, if one is due, before answering this one:
 		// the answered handlers would otherwise take the CPU while this
@@ -320,7 +320,7 @@ func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 		if next == nil && ln != nil {
 			ln.busy.Store(false)
 		}
-		limit.release(next != nil)
+		limit.Release(next != nil)
 		s.answer(jobs, errs)
 		jobs = next
 	}
@@ -387,9 +387,9 @@ func (s *scheduler) take(ln *lane) (jobs []*Job, wait time.Duration, closed, cla
 		j.level.count--
 		j.times.exec = now
 	}
-	s.stats.addPending(-int64(len(jobs)))
+	s.stats.AddPending(-int64(len(jobs)))
 	if s.cfg.preserve {
-		s.order.taken(jobs...)
+		s.order.Taken(jobs...)
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
@@ -463,11 +463,11 @@ func (s *scheduler) wakeIn(d time.Duration) {
 }
 
 // answer finishes the jobs of an execution by how each ended (errs, from
-// runExecution), but for decoupled requests still sending: their final
+// RunExecution), but for decoupled requests still sending: their final
 // send finishes them.
 func (s *scheduler) answer(jobs []*Job, errs []error) {
 	for i, j := range jobs {
-		if errs[i] != errPending {
+		if errs[i] != ErrPending {
 			s.finish(j, errs[i])
 		}
 	}
@@ -477,11 +477,11 @@ func (s *scheduler) answer(jobs []*Job, errs []error) {
 // (with the responses it held back).
 func (s *scheduler) finish(j *Job, err error) {
 	if !s.cfg.preserve {
-		j.traceEnd(err)
+		j.TraceEnd(err)
 		j.done <- err
 		return
 	}
-	s.order.finish(j, err)
+	s.order.Finish(j, err)
 }
 
 // close stops taking work, lets queued jobs finish and closes the instances.
@@ -494,18 +494,18 @@ func (s *scheduler) close() {
 	// and passes the turn on; each later worker checks before it waits.
 	s.poke()
 	s.wg.Wait()
-	s.limits.unregister()
+	s.limits.Unregister()
 	for _, inst := range s.insts {
 		_ = inst.Close()
 	}
 }
 
-// keep passes every response on: the scheduler keeps nothing of them.
-func (s *scheduler) keep(*Job, *ExecResponse) error { return nil }
+// Keep passes every response on: the scheduler keeps nothing of them.
+func (s *scheduler) Keep(*Job, *ExecResponse) error { return nil }
 
-func (s *scheduler) preserves() bool { return s.cfg.preserve }
+func (s *scheduler) Preserves() bool { return s.cfg.preserve }
 
-func (s *scheduler) settle(j *Job, err error) {
-	s.stats.endRunning(j)
+func (s *scheduler) Settle(j *Job, err error) {
+	s.stats.EndRunning(j)
 	s.finish(j, err)
 }

@@ -76,6 +76,9 @@ type Options struct {
 	// Ensembles runs the ensemble models (core/ensemble's Scheduling);
 	// nil: an ensemble fails to load.
 	Ensembles Ensembles
+	// Sequences runs the sequence_batching models (core/sequence's
+	// Batchers); nil: their loads fail.
+	Sequences Sequences
 }
 
 // Server is the inference core: the model registry, lifecycle and request

@@ -28,6 +28,7 @@ import (
 	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/core/python"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/platforms/httpapi"
 	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
@@ -532,6 +533,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		ResponseCache:   respCache,
 		RateLimiter:     cfg.rateLimit.limiter,
 		Ensembles:       ensemble.Scheduling{},
+		Sequences:       sequence.Batchers{},
 	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 
