@@ -66,7 +66,7 @@ func confineServer(t *testing.T, cfg string, opts Options) (*Server, string) {
 	echo := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
 	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []Backend{echo}, ModeExplicit, []string{"m"}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := NewServer(opts)
+	s := newTestServer(opts)
 	must(t, s.Start(context.Background()))
 	t.Cleanup(func() {
 		close(echo.gate)

@@ -91,14 +91,13 @@ func (mv *ModelVersion) stop() int {
 
 // stopRefusal refuses r once mv is stopped, as Triton's dynamic batcher
 // does every request (its default scheduler is one too). The sequence
-// batcher refuses only STARTs itself, and a subpackage's Scheduler (the
-// ensemble's) what it chooses: Triton's ensemble scheduler's Stop does
-// nothing, its steps refuse.
+// batcher refuses only STARTs itself, and the ensemble scheduler nothing:
+// Triton's ensemble scheduler's Stop does nothing, its steps refuse.
 func (mv *ModelVersion) stopRefusal(r *ExecRequest) error {
 	if !mv.stopping.Load() {
 		return nil
 	}
-	if _, ok := mv.exec.(external); ok {
+	if mv.batch == nil {
 		return nil
 	}
 	return Errorf(CodeUnavailable, "%s%s", RequestPrefix(r.ID), errStopping)

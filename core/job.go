@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"time"
 )
 
 // jobState says where a job is; it changes only under scheduler.mu.
@@ -37,13 +36,10 @@ type Job struct {
 	// batcher's slot of its sequence); the core never reads it.
 	Owned any
 
-	state    jobState
-	size     int64     // max(1, batch size): what the request adds to a batch
-	deadline time.Time // zero: no queue timeout
-	delayed  bool      // timed out under DELAY: served after the level's others
-	level    *level
-	stop     func() bool // detaches the cancellation hook
-	timer    *time.Timer // REJECT timeout
+	state jobState
+	size  int64 // max(1, batch size): what the request adds to a batch
+	// Queue is its queueing scheduler's record of it while it waits.
+	Queue QueueState
 
 	// preserve_ordering: the finished result waits for earlier jobs.
 	finished bool

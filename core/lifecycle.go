@@ -412,6 +412,9 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 			return nil, err
 		}
 	}
+	if seq == nil && s.opts.Batching == nil {
+		return nil, errNoBatching
+	}
 	files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
 	// Passive instances are created (and so validated) but never get
 	// requests from the scheduler.
@@ -463,7 +466,8 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		ss := seq.New(active, limits, mv.Stats, mv.log)
 		mv.exec, mv.seqs = external{ss}, ss
 	} else {
-		mv.exec = newScheduler(cfg, active, limits, mv.Stats, mv.log)
+		b := s.opts.Batching.New(cfg, active, limits, mv.Stats, mv.log)
+		mv.exec, mv.batch = external{b}, b
 	}
 	mv.insts = append(slices.Clone(active), passive...)
 	return mv, nil

@@ -46,8 +46,10 @@ type ModelVersion struct {
 	outputOrder []string // ascending byte order of name
 
 	exec executor
-	// seqs is exec when the version is sequence batched, else nil.
+	// seqs is exec when the version is sequence batched, batch when it
+	// runs on the default scheduler or dynamic batcher; else nil.
 	seqs     SequenceScheduler
+	batch    BatchScheduler
 	passive  []Instance
 	insts    []Instance // every instance, active and passive, for health
 	log      *slog.Logger
@@ -181,9 +183,6 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 		var r responseError
 		var x expired
 		switch {
-		case err == errExpired:
-			mv.Stats.recordFailure(tReq, end, FailRejected)
-			return nil, err
 		case errors.As(err, &x):
 			mv.Stats.recordFailure(tReq, end, FailRejected)
 			return nil, x.error

@@ -74,7 +74,7 @@ instance_group [ { kind: KIND_CPU count: ` + string(rune('0'+count)) + ` } ]
 		t.Fatal(err)
 	}
 	b := &pipeBackend{echoBackend: &echoBackend{started: make(chan int, 64), gate: make(chan struct{})}}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func limitServer(t *testing.T, rl *RateLimiter, models map[string]string) (*Serv
 	}
 	repos := testRepo(t, configs)
 	b := &limitBackend{started: make(chan string, 64), gate: make(chan struct{}), rows: map[string][]int{}}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: names, StrictReadiness: true,
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: names, StrictReadiness: true,
 		GPUs: []int32{0, 1}, RateLimiter: rl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(func() {
 		close(b.gate) // lets every execution left finish

@@ -73,7 +73,7 @@ func TestRunningGaugeDecoupled(t *testing.T) {
 		"model_transaction_policy { decoupled: true }\n" + oneInstance
 	repos := testRepo(t, map[string]string{"m": cfg})
 	b := &laterBackend{reqs: make(chan *ExecRequest, 8)}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 		StrictReadiness: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

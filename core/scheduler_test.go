@@ -146,7 +146,7 @@ func startEchoWith(t testing.TB, cfg string, open bool, files map[string][]byte,
 	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: open}
 	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []Backend{b}, ModeExplicit, []string{"m"}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := NewServer(opts)
+	s := newTestServer(opts)
 	if err := s.Start(context.Background()); err != nil {
 		return nil, nil, err
 	}
@@ -541,7 +541,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 		ctx := context.Background()
 		req := batchReq(1, 1, 1)
 		req.TimeoutMicros = 10000
-		if r := a.wait(a.send(ctx, req)); r.err != errExpired {
+		if r := a.wait(a.send(ctx, req)); r.err == nil || r.err.Error() != "Request timeout expired" || CodeOf(r.err) != CodeUnavailable {
 			t.Fatalf("request with a 10 ms timeout: %v", r.err)
 		}
 	})

@@ -22,6 +22,16 @@ type Scheduler interface {
 	Close()
 }
 
+// executor runs one model version's requests: the Scheduler the
+// lifecycle made for it (external).
+type executor interface {
+	// submit queues j or refuses it synchronously; the job's done channel
+	// reports its end.
+	submit(j *Job) error
+	// close stops taking work and waits for the work taken.
+	close()
+}
+
 // Ensembles is the ensemble scheduler's side of the lifecycle: the core
 // loads an ensemble's composing models, then has it checked against their
 // configurations and makes its scheduler (core/ensemble's Scheduling).
@@ -225,3 +235,50 @@ var ErrStopping = Errorf(CodeUnavailable, "%s", errStopping)
 // Sequences is mv's sequence scheduler, nil when mv is not sequence
 // batched.
 func (mv *ModelVersion) Sequences() SequenceScheduler { return mv.seqs }
+
+// Batching makes the default scheduler or dynamic batcher of each version
+// that neither sequence batches nor is an ensemble (core/dynamic's
+// Batchers).
+type Batching interface {
+	// New makes the scheduler of one version over its active instances.
+	New(cfg *modelconfig.ModelConfig, insts []Instance, limits LimitSlots, stats *Stats, log *slog.Logger) BatchScheduler
+}
+
+// BatchScheduler is a version's default scheduler or dynamic batcher: a
+// Scheduler that is the Runner of its jobs, and that the core asks for
+// load figures and, for a cached response, its order.
+type BatchScheduler interface {
+	Scheduler
+	Runner
+	// Load is how many active instances it feeds and how many of them
+	// run an execution now.
+	Load() (instances, busy int)
+	// Order is its preserve_ordering queue, nil when responses need not
+	// wait for earlier requests.
+	Order() *TakenOrder
+}
+
+// errNoBatching fails a model's load on a server made without
+// Options.Batching.
+var errNoBatching = Errorf(CodeUnavailable, "models are not served: the server has no batching scheduler (core.Options.Batching)")
+
+// QueueState is what a queueing scheduler (core/dynamic's) keeps of a job
+// while it waits; the core never reads it. It lives in the Job so that
+// queueing a request allocates nothing more.
+type QueueState struct {
+	Level    int         // the priority level's index in the scheduler's levels
+	Deadline time.Time   // zero: no queue timeout
+	Delayed  bool        // timed out under DELAY: served after the level's others
+	Stop     func() bool // detaches the cancellation hook
+	Timer    *time.Timer // REJECT timeout
+}
+
+// Size is what j adds to a batch: max(1, its batch size), once accepted.
+func (j *Job) Size() int64 { return j.size }
+
+// Waiting reports whether j waits in its scheduler's queue.
+func (j *Job) Waiting() bool { return j.state == jobQueued }
+
+// MarkRemoved records j taken out of the queue unrun (cancelled or
+// expired); its end is reported by End.
+func (j *Job) MarkRemoved() { j.state = jobRemoved }

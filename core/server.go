@@ -76,6 +76,9 @@ type Options struct {
 	// Ensembles runs the ensemble models (core/ensemble's Scheduling);
 	// nil: an ensemble fails to load.
 	Ensembles Ensembles
+	// Batching runs every other model (core/dynamic's Batchers); nil:
+	// their loads fail.
+	Batching Batching
 	// Sequences runs the sequence_batching models (core/sequence's
 	// Batchers); nil: their loads fail.
 	Sequences Sequences

@@ -72,7 +72,7 @@ func (j *Job) TraceEnd(err error) {
 		return
 	}
 	t := TraceTimes{RequestEnd: time.Now()}
-	if _, ok := j.runner.(*scheduler); ok && !j.times.exec.IsZero() {
+	if _, ok := j.runner.(BatchScheduler); ok && !j.times.exec.IsZero() {
 		t.ComputeStart, t.ComputeInputEnd, t.ComputeOutputStart, t.ComputeEnd = j.times.exec, j.times.cin, j.times.cout, j.times.execEnd
 	}
 	j.orig.Trace.End(t, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/core/python"
@@ -534,6 +535,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		RateLimiter:     cfg.rateLimit.limiter,
 		Ensembles:       ensemble.Scheduling{},
 		Sequences:       sequence.Batchers{},
+		Batching:        dynamic.Batchers{},
 	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -174,7 +175,7 @@ func accServer(t testing.TB, b *accBackend, cfg string, files map[string][]byte)
 	if b.started == nil {
 		b.started, b.gate = make(chan int, 64), make(chan struct{})
 	}
-	s := core.NewServer(core.Options{Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		return nil, err

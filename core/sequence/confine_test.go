@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -70,7 +71,7 @@ func confineServer(t *testing.T, cfg string, opts core.Options) (*core.Server, s
 	must(t, err)
 	acc := &accBackend{started: make(chan int, 64), gate: make(chan struct{})}
 	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []core.Backend{acc}, core.ModeExplicit, []string{"m"}
-	opts.Sequences = sequence.Batchers{}
+	opts.Batching, opts.Sequences = dynamic.Batchers{}, sequence.Batchers{}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := core.NewServer(opts)
 	must(t, s.Start(context.Background()))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/sequence"
 )
 
@@ -17,7 +18,7 @@ import (
 func exitServer(t *testing.T, b *accBackend, seq string) *core.Server {
 	t.Helper()
 	repos := testRepo(t, map[string]string{"m": "backend: \"acc\"\n" + seq, "plain": "backend: \"acc\"\nmax_batch_size: 4\n" + oneInstance + accIO})
-	s := core.NewServer(core.Options{Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"*"},
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"*"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

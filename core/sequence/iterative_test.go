@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -90,7 +91,7 @@ func (i *iterInstance) Execute(_ context.Context, e *core.Execution) error {
 func iterServer(t *testing.T, b core.Backend, cfg string) *core.Server {
 	t.Helper()
 	repos := testRepo(t, map[string]string{"m": cfg})
-	s := core.NewServer(core.Options{Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"},
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -85,7 +86,7 @@ func limitServer(t *testing.T, rl *core.RateLimiter, models map[string]string) (
 	repos := testRepo(t, configs)
 	b := &limitBackend{started: make(chan string, 64), gate: make(chan struct{}), rows: map[string][]int{}}
 	s := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: names, StrictReadiness: true,
-		GPUs: []int32{0, 1}, RateLimiter: rl, Sequences: sequence.Batchers{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		GPUs: []int32{0, 1}, RateLimiter: rl, Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(func() {
 		close(b.gate) // lets every execution left finish
 		s.Shutdown(context.Background())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo"
 )
@@ -117,7 +118,7 @@ func reloadServer(t *testing.T, b *genBackend, cfg string) (*core.Server, string
 		t.Fatal(err)
 	}
 	b.started, b.gate = make(chan int, 64), make(chan struct{})
-	s := core.NewServer(core.Options{Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"},
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

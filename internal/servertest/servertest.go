@@ -27,6 +27,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/cache"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/core/sequence"
@@ -118,6 +119,7 @@ func Start(t testing.TB, o Options) *core.Server {
 		ResponseCache: o.ResponseCache, GPUs: o.GPUs, NoFileOverrides: o.NoFileOverrides,
 		Ensembles: ensemble.Scheduling{},
 		Sequences: sequence.Batchers{},
+		Batching:  dynamic.Batchers{},
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
