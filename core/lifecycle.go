@@ -455,7 +455,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	}
 	// Active instances join the rate limiter (passive ones never run
 	// requests), which refuses resource counts that cannot serve them.
-	limits, err := s.opts.RateLimiter.register(cfg, activeRefs)
+	limits, err := s.opts.RateLimiter.Register(cfg, activeRefs)
 	if err != nil {
 		for _, i := range append(active, passive...) {
 			_ = i.Close()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -57,6 +58,11 @@ func (i *limitInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 }
 func (i *limitInstance) Close() error { return nil }
 
+// resourceMap and globalKey spell the rate limiter's Available.
+type resourceMap = map[int]map[string]uint64
+
+const globalKey = ratelimit.GlobalDevice
+
 // limitIO is the tensors of every gate model: x and y, one INT32.
 const limitIO = `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
@@ -71,7 +77,7 @@ func limited(kind, limiter string) string {
 // limitServer starts a server over models (name -> config body; backend
 // and tensors are added) with the rate limiter rl (nil: off), on a host
 // with GPUs 0 and 1 (the gate backend never touches them).
-func limitServer(t *testing.T, rl *RateLimiter, models map[string]string) (*Server, *limitBackend, error) {
+func limitServer(t *testing.T, rl *ratelimit.Limiter, models map[string]string) (*Server, *limitBackend, error) {
 	t.Helper()
 	var names []string
 	configs := map[string]string{}
@@ -167,7 +173,7 @@ func TestRateLimiterResources(t *testing.T) {
 	tests := []struct {
 		name      string
 		off       bool
-		explicit  []RateLimitResource
+		explicit  []ratelimit.Resource
 		a, b      string
 		bWaits    bool
 		wantAvail resourceMap
@@ -182,16 +188,16 @@ func TestRateLimiterResources(t *testing.T) {
 			b: limited("kind: KIND_GPU gpus: [ 1 ]", `resources [ { name: "R" count: 1 } ]`), wantAvail: resourceMap{0: {"R": 1}, 1: {"R": 1}}},
 		{name: "global on two GPUs", a: limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" global: true count: 1 } ]`),
 			b: limited("kind: KIND_GPU gpus: [ 1 ]", `resources [ { name: "R" global: true count: 1 } ]`), bWaits: true, wantAvail: resourceMap{globalKey: {"R": 1}}},
-		{name: "explicit count above the needs", explicit: []RateLimitResource{{Name: "R", Count: 2, Device: -1}},
+		{name: "explicit count above the needs", explicit: []ratelimit.Resource{{Name: "R", Count: 2, Device: -1}},
 			a: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`), b: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
 			wantAvail: resourceMap{0: {"R": 2}}},
-		{name: "explicit count for the device", explicit: []RateLimitResource{{Name: "R", Count: 1, Device: 1}, {Name: "R", Count: 3, Device: 0}},
+		{name: "explicit count for the device", explicit: []ratelimit.Resource{{Name: "R", Count: 1, Device: 1}, {Name: "R", Count: 3, Device: 0}},
 			a: limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" count: 2 } ]`), b: limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" count: 1 } ]`),
 			wantAvail: resourceMap{0: {"R": 3}}},
-		{name: "a repeated explicit count keeps the smaller", explicit: []RateLimitResource{{Name: "R", Count: 3, Device: -1}, {Name: "R", Count: 2, Device: -1}},
+		{name: "a repeated explicit count keeps the smaller", explicit: []ratelimit.Resource{{Name: "R", Count: 3, Device: -1}, {Name: "R", Count: 2, Device: -1}},
 			a: limited("kind: KIND_CPU", `resources [ { name: "R" count: 2 } ]`), b: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
 			bWaits: true, wantAvail: resourceMap{0: {"R": 2}}},
-		{name: "explicit global count from any device", explicit: []RateLimitResource{{Name: "G", Count: 2, Device: 1}},
+		{name: "explicit global count from any device", explicit: []ratelimit.Resource{{Name: "G", Count: 2, Device: 1}},
 			a: limited("kind: KIND_CPU", `resources [ { name: "G" global: true count: 1 } ]`), b: limited("kind: KIND_CPU", `resources [ { name: "G" global: true count: 1 } ]`),
 			wantAvail: resourceMap{globalKey: {"G": 2}}},
 		{name: "no rate_limiter uses nothing", a: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
@@ -199,18 +205,16 @@ func TestRateLimiterResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rl *RateLimiter
+			var rl *ratelimit.Limiter
 			if !tt.off {
-				rl = NewRateLimiter(tt.explicit)
+				rl = ratelimit.New(tt.explicit)
 			}
 			s, b, err := limitServer(t, rl, map[string]string{"a": tt.a, "b": tt.b})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rl != nil {
-				rl.mu.Lock()
-				avail := rl.avail
-				rl.mu.Unlock()
+				avail := rl.Available()
 				if fmt.Sprint(avail) != fmt.Sprint(tt.wantAvail) {
 					t.Errorf("available %v, want %v", avail, tt.wantAvail)
 				}
@@ -248,17 +252,17 @@ func TestRateLimiterResources(t *testing.T) {
 func TestRateLimiterLoadErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		explicit []RateLimitResource
+		explicit []ratelimit.Resource
 		models   map[string]string
 		want     string
 	}{
-		{name: "explicit count below the need", explicit: []RateLimitResource{{Name: "R", Count: 1, Device: -1}},
+		{name: "explicit count below the need", explicit: []ratelimit.Resource{{Name: "R", Count: 1, Device: -1}},
 			models: map[string]string{"a": limited("kind: KIND_CPU", `resources [ { name: "R" count: 2 } ]`)},
 			want:   `Resource count for "R" is limited to 1 which will prevent scheduling of one or more model instances, the minimum required count is 2`},
-		{name: "resource not given once any is", explicit: []RateLimitResource{{Name: "S", Count: 4, Device: -1}},
+		{name: "resource not given once any is", explicit: []ratelimit.Resource{{Name: "S", Count: 4, Device: -1}},
 			models: map[string]string{"a": limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`)},
 			want:   `Resource count for "R" is limited to 0 which will prevent scheduling of one or more model instances, the minimum required count is 1`},
-		{name: "given for another device", explicit: []RateLimitResource{{Name: "R", Count: 4, Device: 1}},
+		{name: "given for another device", explicit: []ratelimit.Resource{{Name: "R", Count: 4, Device: 1}},
 			models: map[string]string{"a": limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" count: 1 } ]`)},
 			want:   `Resource count for "R" is limited to 0 which`},
 		{name: "global and per-device", models: map[string]string{
@@ -268,7 +272,7 @@ func TestRateLimiterLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rl := NewRateLimiter(tt.explicit)
+			rl := ratelimit.New(tt.explicit)
 			s, _, err := limitServer(t, rl, tt.models)
 			if err == nil {
 				t.Fatal("the models loaded")
@@ -283,9 +287,7 @@ func TestRateLimiterLoadErrors(t *testing.T) {
 				if e.State == StateReady {
 					continue
 				}
-				rl.mu.Lock()
-				n := len(rl.slots)
-				rl.mu.Unlock()
+				n := rl.Instances()
 				if len(tt.models) == 1 && n != 0 {
 					t.Errorf("%d instances registered after the failed load", n)
 				}
@@ -301,7 +303,7 @@ func TestRateLimiterLoadErrors(t *testing.T) {
 // the same global resource share it by executions × priority: priority 2
 // gets half the executions of priority 1 while both have work.
 func TestRateLimiterPriorityAcrossModels(t *testing.T) {
-	rl := NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	need := `resources [ { name: "R" global: true count: 1 } ]`
 	s, b, err := limitServer(t, rl, map[string]string{
 		"blocker": limited("kind: KIND_CPU", need),
@@ -365,7 +367,7 @@ func TestRateLimiterPriorityAcrossModels(t *testing.T) {
 // TestRateLimiterDynamicBatching: requests that arrive while a dynamic
 // batching instance waits for its resources batch together once it runs.
 func TestRateLimiterDynamicBatching(t *testing.T) {
-	rl := NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	need := `resources [ { name: "R" global: true count: 1 } ]`
 	s, b, err := limitServer(t, rl, map[string]string{
 		"blocker": limited("kind: KIND_CPU", need),
@@ -425,7 +427,7 @@ func TestRateLimiterDynamicBatching(t *testing.T) {
 // TestRateLimiterUnloadAndReload: the default counts follow the loaded
 // instances: an unload takes its needs away, a load adds them again.
 func TestRateLimiterUnloadAndReload(t *testing.T) {
-	rl := NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	s, _, err := limitServer(t, rl, map[string]string{
 		"big":   limited("kind: KIND_CPU", `resources [ { name: "R" count: 3 } ]`),
 		"small": limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
@@ -433,11 +435,7 @@ func TestRateLimiterUnloadAndReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	avail := func() string {
-		rl.mu.Lock()
-		defer rl.mu.Unlock()
-		return fmt.Sprint(rl.avail)
-	}
+	avail := func() string { return fmt.Sprint(rl.Available()) }
 	if got := avail(); got != fmt.Sprint(resourceMap{0: {"R": 3}}) {
 		t.Fatalf("available %s with both loaded", got)
 	}

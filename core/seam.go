@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -138,7 +139,7 @@ type SequenceConfig interface {
 	// one-request sequence (START and END), as Triton's warmup does.
 	Warmup(r *ExecRequest)
 	// New makes the version's sequence scheduler over its active instances.
-	New(insts []Instance, limits LimitSlots, stats *Stats, log *slog.Logger) SequenceScheduler
+	New(insts []Instance, limits ratelimit.Slots, stats *Stats, log *slog.Logger) SequenceScheduler
 }
 
 // SequenceScheduler is a sequence batcher: a Scheduler that binds each
@@ -241,7 +242,7 @@ func (mv *ModelVersion) Sequences() SequenceScheduler { return mv.seqs }
 // Batchers).
 type Batching interface {
 	// New makes the scheduler of one version over its active instances.
-	New(cfg *modelconfig.ModelConfig, insts []Instance, limits LimitSlots, stats *Stats, log *slog.Logger) BatchScheduler
+	New(cfg *modelconfig.ModelConfig, insts []Instance, limits ratelimit.Slots, stats *Stats, log *slog.Logger) BatchScheduler
 }
 
 // BatchScheduler is a version's default scheduler or dynamic batcher: a

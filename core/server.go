@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/inferd/inferd/core/cache"
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -69,7 +70,7 @@ type Options struct {
 	Namespacing bool
 	// RateLimiter is --rate-limit=execution_count's rate limiter, shared
 	// by every model; nil: --rate-limit=off.
-	RateLimiter *RateLimiter
+	RateLimiter *ratelimit.Limiter
 	// ResponseCache, when set, serves the versions whose config enables
 	// response_cache (--cache-config); nil: no version caches.
 	ResponseCache cache.Store

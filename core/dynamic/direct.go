@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 )
 
 // A lane is one instance's right to execute. When a request arrives with
@@ -38,7 +39,7 @@ type lane struct {
 // outlive the execution) or a max_queue_delay (a lone request then waits
 // to be batched), and not for instances that pipeline or go out of service
 // (Python workers: their own workers track which are idle).
-func lanesFor(sc schedConfig, insts []core.Instance, limits core.LimitSlots) []*lane {
+func lanesFor(sc schedConfig, insts []core.Instance, limits ratelimit.Slots) []*lane {
 	if limits != nil || sc.preserve || sc.decoupled || (sc.batching && sc.delay > 0) {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -19,7 +20,7 @@ type Batchers struct{}
 
 // New makes the scheduler of one version over its active instances
 // (core.Batching).
-func (Batchers) New(cfg *modelconfig.ModelConfig, insts []core.Instance, limits core.LimitSlots, stats *core.Stats, log *slog.Logger) core.BatchScheduler {
+func (Batchers) New(cfg *modelconfig.ModelConfig, insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) core.BatchScheduler {
 	return newScheduler(cfg, insts, limits, stats, log)
 }
 
@@ -148,13 +149,13 @@ type scheduler struct {
 	order core.TakenOrder
 
 	// limits are the instances' rate limiter slots (nil: rate limiting off).
-	limits core.LimitSlots
+	limits ratelimit.Slots
 	// lanes are the instances' lanes for requests run by their callers
 	// (direct.go), nil where requests always queue.
 	lanes []*lane
 }
 
-func newScheduler(cfg *modelconfig.ModelConfig, insts []core.Instance, limits core.LimitSlots, stats *core.Stats, log *slog.Logger) *scheduler {
+func newScheduler(cfg *modelconfig.ModelConfig, insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
 	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log, limits: limits,
 		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1), quit: make(chan struct{})}
@@ -280,7 +281,7 @@ func (s *scheduler) remove(j *core.Job, err error) {
 // worker runs inst's executions. With a lane (ln), it holds the lane from
 // taking a batch until it finds no next one; while a direct caller holds
 // it, the worker leaves the turn to the others.
-func (s *scheduler) worker(inst core.Instance, ln *lane, limit *core.LimitSlot) {
+func (s *scheduler) worker(inst core.Instance, ln *lane, limit *ratelimit.Slot) {
 	defer s.wg.Done()
 	var jobs []*core.Job
 	var e core.Execution
@@ -304,7 +305,12 @@ func (s *scheduler) worker(inst core.Instance, ln *lane, limit *core.LimitSlot) 
 			}
 		}
 		s.wakePipelines()
-		limit.Acquire(jobs) // waits for the rate limiter's resources, if any
+		if at := limit.Acquire(); !at.IsZero() {
+			// The wait for the rate limiter's resources counts as queue time.
+			for _, j := range jobs {
+				j.MarkTaken(at)
+			}
+		}
 		s.busy.Add(1)
 		errs = core.RunExecution(inst, s.cfg.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 )
 
 // corrKey is a correlation id as a map key: a number or a string.
@@ -52,7 +53,7 @@ type seqSlot struct {
 // seqInstance is one instance with its slots and its worker's wake-up.
 type seqInstance struct {
 	inst  core.Instance
-	limit *core.LimitSlot // its rate limiter slot; nil: rate limiting off
+	limit *ratelimit.Slot // its rate limiter slot; nil: rate limiting off
 	slots []*seqSlot
 	wake  chan struct{}
 
@@ -116,7 +117,7 @@ type seqBatcher struct {
 	ids atomic.Uint64
 }
 
-func newSeqBatcher(sc *seqConfig, insts []core.Instance, limits core.LimitSlots, stats *core.Stats, log *slog.Logger) *seqBatcher {
+func newSeqBatcher(sc *seqConfig, insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) *seqBatcher {
 	b := &seqBatcher{cfg: sc, stats: stats, log: log,
 		active: map[corrKey]*seqSlot{}, backlogOf: map[corrKey]*backlogged{}, lastSeen: map[corrKey]time.Time{},
 		quit: make(chan struct{})}
@@ -416,7 +417,12 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			}
 			continue
 		}
-		si.limit.Acquire(jobs) // waits for the rate limiter's resources, if any
+		if at := si.limit.Acquire(); !at.IsZero() {
+			// The wait for the rate limiter's resources counts as queue time.
+			for _, j := range jobs {
+				j.MarkTaken(at)
+			}
+		}
 		errs = core.RunExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
 		si.limit.Release(false)
 		var lost []*core.Job
@@ -476,7 +482,7 @@ func (b *seqBatcher) Close() {
 	b.wg.Wait()
 	for _, si := range b.insts {
 		if si.limit != nil {
-			core.LimitSlots{si.limit}.Unregister()
+			ratelimit.Slots{si.limit}.Unregister()
 		}
 		_ = si.inst.Close()
 	}

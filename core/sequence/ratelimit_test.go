@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/dynamic"
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -75,7 +76,7 @@ func limited(kind, limiter string) string {
 // limitServer starts a server over models (name -> config body; backend
 // and tensors are added) with the rate limiter rl (nil: off), on a host
 // with GPUs 0 and 1 (the gate backend never touches them).
-func limitServer(t *testing.T, rl *core.RateLimiter, models map[string]string) (*core.Server, *limitBackend, error) {
+func limitServer(t *testing.T, rl *ratelimit.Limiter, models map[string]string) (*core.Server, *limitBackend, error) {
 	t.Helper()
 	var names []string
 	configs := map[string]string{}
@@ -168,7 +169,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestRateLimiterSequenceBatching: a sequence's requests wait for their
 // instance's resources and still run in order on their slot.
 func TestRateLimiterSequenceBatching(t *testing.T) {
-	rl := core.NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	need := `resources [ { name: "R" global: true count: 1 } ]`
 	s, b, err := limitServer(t, rl, map[string]string{
 		"blocker":  limited("kind: KIND_CPU", need),

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -32,6 +33,6 @@ func (Batchers) Configure(cfg *modelconfig.ModelConfig, modelDir string) (core.S
 }
 
 // New makes the sequence batcher of one version (core.SequenceConfig).
-func (sc *seqConfig) New(insts []core.Instance, limits core.LimitSlots, stats *core.Stats, log *slog.Logger) core.SequenceScheduler {
+func (sc *seqConfig) New(insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) core.SequenceScheduler {
 	return newSeqBatcher(sc, insts, limits, stats, log)
 }
