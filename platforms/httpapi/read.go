@@ -158,8 +158,6 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, error) {
 // slot is taken, and inflated and decoded in one; decoding stops once the
 // client has gone (r's context is done).
 func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, error) {
-	ctx := r.Context()
-	limit := s.opts.MaxInputSize
 	headerValue, hasHeader := "", false
 	if hv, ok := r.Header[codec.HeaderLengthName]; ok && len(hv) > 0 {
 		headerValue, hasHeader = hv[0], true
@@ -167,49 +165,71 @@ func (s *Server) decodeInfer(r *http.Request, name string) (*codec.Envelope, err
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
 	case "gzip", "deflate":
-		compressed, err := readCompressed(r, limit)
-		if err != nil {
-			return nil, err
-		}
-		return s.decode(ctx, func() (*codec.Envelope, error) {
-			body, err := s.inflate(compressed, limit)
-			if err != nil {
-				return nil, err
-			}
-			jsonLen := -1
-			if hasHeader {
-				if jsonLen, err = codec.ParseHeaderLength(headerValue, len(body)); err != nil {
-					return nil, err
-				}
-			}
-			if jsonLen < 0 && len(body) == 0 {
-				jsonLen = 0 // an empty body without the header is a raw request
-			}
-			return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
-		})
+		return s.decodeCompressed(r, name, headerValue, hasHeader)
 	default:
 		return nil, errUnsupportedEncoding
 	}
-
 	if !hasHeader {
-		// The whole body is JSON; empty, it is a raw request.
-		body, err := ReadBody(r, limit)
-		var tl *BodyTooLarge
-		if errors.As(err, &tl) {
-			return nil, codec.JSONTooLargeError(tl.Size, limit)
-		}
+		return s.decodeJSON(r, name)
+	}
+	return s.decodeBinary(r, name, headerValue)
+}
+
+// decodeCompressed reads a gzip or deflate body whole, then inflates and
+// decodes it in a worker slot.
+func (s *Server) decodeCompressed(r *http.Request, name, headerValue string, hasHeader bool) (*codec.Envelope, error) {
+	ctx := r.Context()
+	limit := s.opts.MaxInputSize
+	compressed, err := readCompressed(r, limit)
+	if err != nil {
+		return nil, err
+	}
+	return s.decode(ctx, func() (*codec.Envelope, error) {
+		body, err := s.inflate(compressed, limit)
 		if err != nil {
 			return nil, err
 		}
 		jsonLen := -1
-		if len(body) == 0 {
-			jsonLen = 0
+		if hasHeader {
+			if jsonLen, err = codec.ParseHeaderLength(headerValue, len(body)); err != nil {
+				return nil, err
+			}
 		}
-		return s.decode(ctx, func() (*codec.Envelope, error) {
-			return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
-		})
-	}
+		if jsonLen < 0 && len(body) == 0 {
+			jsonLen = 0 // an empty body without the header is a raw request
+		}
+		return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
+	})
+}
 
+// decodeJSON decodes a body without Inference-Header-Content-Length: the
+// whole body is JSON; empty, it is a raw request.
+func (s *Server) decodeJSON(r *http.Request, name string) (*codec.Envelope, error) {
+	ctx := r.Context()
+	limit := s.opts.MaxInputSize
+	body, err := ReadBody(r, limit)
+	var tl *BodyTooLarge
+	if errors.As(err, &tl) {
+		return nil, codec.JSONTooLargeError(tl.Size, limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	jsonLen := -1
+	if len(body) == 0 {
+		jsonLen = 0
+	}
+	return s.decode(ctx, func() (*codec.Envelope, error) {
+		return codec.DecodeRequest(ctx, name, body, jsonLen, limit, s.opts.SharedMemory)
+	})
+}
+
+// decodeBinary decodes a body whose Inference-Header-Content-Length
+// (headerValue) announces a JSON header followed by binary tensor data,
+// reading no more of the body than the header asks for.
+func (s *Server) decodeBinary(r *http.Request, name, headerValue string) (*codec.Envelope, error) {
+	ctx := r.Context()
+	limit := s.opts.MaxInputSize
 	jsonLen, ok, inRange := codec.Stoi(headerValue)
 	if !ok || !inRange {
 		_, err := codec.ParseHeaderLength(headerValue, 0)
