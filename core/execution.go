@@ -76,7 +76,7 @@ type ExecRequest struct {
 	ruled   bool
 	verdict error
 	// rescheduled: the model asked for another execution (Reschedule,
-	// sequence.go); end leaves the request open.
+	// core/sequence); end leaves the request open.
 	rescheduled bool
 }
 

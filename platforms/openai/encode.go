@@ -262,7 +262,7 @@ func output(resp *core.InferResponse, name string, n, rank int) (*core.Tensor, e
 // never past limit (the model's max length; 0: none) unless n is. Requests
 // of nearby lengths then share a shape, which the dynamic batcher needs to
 // batch them: it batches equal shapes only, as Triton's does
-// (core/batchform.go, compatible).
+// (core/dynamic/form.go, compatible).
 func bucket(n, multiple, limit int) int {
 	if multiple <= 1 {
 		return n
