@@ -98,7 +98,21 @@ func TestShutdownDeadline(t *testing.T) {
 			log.WriteString(sc.Text() + "\n")
 		}
 	}()
-	go func() { exited <- cmd.Wait() }()
+	termSent := make(chan struct{})
+	go func() {
+		// Wait closes the stderr pipe: read it to its end first, or the
+		// exit's last line can be lost; after SIGTERM, for a bounded time
+		// (a leftover child could hold the pipe).
+		select {
+		case <-logged:
+		case <-termSent:
+			select {
+			case <-logged:
+			case <-time.After(exitTimeout + time.Second):
+			}
+		}
+		exited <- cmd.Wait()
+	}()
 
 	// Three workers and the child of child_finalize. A process caught in
 	// the middle of its exec shows an empty command line for a moment, so
@@ -133,6 +147,7 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	must(t, cmd.Process.Signal(syscall.SIGTERM))
 	stopped := time.Now()
+	close(termSent)
 	// Separate timeouts for the drain, the unload and the backends took
 	// more than twice the deadline.
 	const margin = 5 * time.Second
