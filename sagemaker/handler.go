@@ -252,6 +252,13 @@ func (h *handler) invocations(w http.ResponseWriter, r *http.Request) error {
 		defer cancel()
 		r = r.WithContext(ctx)
 	}
+	if route := customRoute(r.Header.Get(customAttributes)); route != "" {
+		// A route of the base server's text APIs (platforms/openai),
+		// asked for by the caller: served there as it is, with its own
+		// body, errors and streaming.
+		h.api.ServeHTTP(w, h.rewrite(r, route))
+		return nil
+	}
 	if h.opts.InferenceType != "infer" {
 		return h.generate(w, r)
 	}
@@ -259,6 +266,32 @@ func (h *handler) invocations(w http.ResponseWriter, r *http.Request) error {
 		return h.records(w, r, h.opts.DefaultModel, format)
 	}
 	return h.infer(w, r, h.opts.DefaultModel, false)
+}
+
+// customAttributes is the header SageMaker passes InvokeEndpoint's
+// CustomAttributes in, verbatim (docs.aws.amazon.com/sagemaker/latest/
+// APIReference/API_runtime_InvokeEndpoint.html).
+const customAttributes = "X-Amzn-SageMaker-Custom-Attributes"
+
+// textRoutes are the routes a caller may ask /invocations for with
+// CustomAttributes "route=<path>": the OpenAI and TEI routes
+// (docs/openai.md), which SageMaker cannot reach by their own paths.
+var textRoutes = map[string]bool{
+	"/v1/embeddings": true, "/v1/rerank": true, "/v1/chat/completions": true, "/v1/completions": true,
+	"/v1/models": true, "/embed": true, "/rerank": true, "/tokenize": true,
+}
+
+// customRoute is the text route CustomAttributes attrs ask for
+// ("route=/v1/embeddings", among other ';' or ',' separated attributes),
+// or "" when they ask for none of textRoutes.
+func customRoute(attrs string) string {
+	for attr := range strings.FieldsFuncSeq(attrs, func(c rune) bool { return c == ';' || c == ',' }) {
+		k, v, ok := strings.Cut(strings.TrimSpace(attr), "=")
+		if ok && strings.TrimSpace(k) == "route" && textRoutes[strings.TrimSpace(v)] {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // generate is POST /v2/models/<default>/generate or /generate_stream on the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
+	"github.com/inferd/inferd/platforms/openai"
 )
 
 // listenInvoke serves a Vertex handler with invoke routes on a real
@@ -94,6 +95,25 @@ func TestInvokeRoutes(t *testing.T) {
 	}
 	cases = append(cases, routeCase{name: "id1 still served", path: "/v2/models/id1/infer", body: id1Body, status: 200})
 	runRoutes(t, base, cases)
+}
+
+// TestInvokeOpenAIRoutes: the OpenAI and TEI routes mounted on the base
+// API (platforms/openai) answer through invoke routes too, OpenAI's model
+// list on the invoke method's POST as on GET.
+func TestInvokeOpenAIRoutes(t *testing.T) {
+	c, api := startCore(t, map[string]testModel{"id1": id1Model}, httpapi.Options{})
+	openai.New(api, openai.Options{Logger: quiet}).Mount(api.Router())
+	h := New(c, api, Options{HealthRoute: healthRoute, InvokeRoutes: true, Logger: quiet})
+	must(t, h.Resolve())
+	_, base := listenHandler(t, h)
+	runRoutes(t, base, []routeCase{
+		{name: "models list", method: "GET", path: "/v1/models", status: 200, contains: []string{`"object":"list"`, `"id":"id1"`}},
+		{name: "POST models list", path: "/v1/models", status: 200, contains: []string{`"object":"list"`, `"id":"id1"`}},
+		{name: "POST one model", path: "/v1/models/id1", status: 200, contains: []string{`"id":"id1"`, `"object":"model"`}},
+		{name: "embeddings, unknown model", path: "/v1/embeddings", body: `{"model":"nope","input":"hi"}`, status: 404,
+			contains: []string{`"code":"model_not_found"`}},
+		{name: "TEI embed, no text model", path: "/embed", body: `{"inputs":"hi"}`, status: 400, contains: []string{`"error_type"`}},
+	})
 }
 
 // TestInvokeWithPredictRoute: with a predict route too, the predict route

@@ -246,8 +246,12 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readsWithGet reports whether path is a GET-only v2 route that only reads.
+// readsWithGet reports whether path is a GET-only route that only reads:
+// a v2 one, or OpenAI's model list (platforms/openai).
 func readsWithGet(path string) bool {
+	if path == "/v1/models" || strings.HasPrefix(path, "/v1/models/") {
+		return true
+	}
 	if m := targets().model.FindStringSubmatch(path); m != nil {
 		switch m[3] {
 		case "", "ready", "config", "stats":
