@@ -72,7 +72,10 @@ func (j *Job) TraceEnd(err error) {
 		return
 	}
 	t := TraceTimes{RequestEnd: time.Now()}
-	if _, ok := j.runner.(BatchScheduler); ok && !j.times.exec.IsZero() {
+	// A job an instance ran (under any scheduler: the backend stamps its
+	// compute, as Triton's backends report it for every request) has its
+	// compute timestamps; an ensemble's own, or a cached answer, has none.
+	if j.runner != nil && !j.times.exec.IsZero() && !j.times.cin.IsZero() {
 		t.ComputeStart, t.ComputeInputEnd, t.ComputeOutputStart, t.ComputeEnd = j.times.exec, j.times.cin, j.times.cout, j.times.execEnd
 	}
 	j.orig.Trace.End(t, err)

@@ -154,6 +154,31 @@ func TestTraceTritonMode(t *testing.T) {
 	}
 }
 
+// TestTraceSequenceCompute: a request of a sequence model, which the
+// sequence batcher runs on an instance, has the compute timestamps too.
+func TestTraceSequenceCompute(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "trace.json")
+	cfg := trace.DefaultConfig()
+	cfg.File, cfg.Level, cfg.Rate = file, trace.LevelTimestamps, 1
+	m := newTraceManager(t, cfg)
+	base, _ := startServer(t, writeRepo(t, sequenceModels(t)), serverOpts{api: Options{Trace: m}})
+	if status, _, body := post(t, base+"/v2/models/acc/infer", seqBody("s-1", 5, seqParams(1, true, true))); status != 200 {
+		t.Fatalf("acc: %d %s", status, body)
+	}
+	must(t, m.Close(context.Background()))
+	want := []string{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+		"COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END", "HTTP_SEND_START", "HTTP_SEND_END"}
+	groups := group(t, readTrace(t, file))
+	if len(groups) != 1 {
+		t.Fatalf("%d traces, want 1: %+v", len(groups), groups)
+	}
+	for _, g := range groups {
+		if g.model != "acc" || !slices.Equal(g.stamps, want) {
+			t.Errorf("trace %+v, want acc with stamps %v", g, want)
+		}
+	}
+}
+
 // TestTraceRotation sets log_frequency over the settings route and checks
 // the indexed files: every log_frequency traces go to <file>.<n>.
 func TestTraceRotation(t *testing.T) {
