@@ -131,6 +131,10 @@ func valueFor(t *testing.T, o *options.Option, dir string) string {
 		"min-supported-compute-capability": "7.5", "host-policy": "gpu_0,numa-node=0", "model-load-gpu-limit": "0:0.5",
 		"response-cache-byte-size": "1048576", "trace-file": filepath.Join(dir, "trace.json"), "trace-level": "off",
 		"trace-rate": "1000", "trace-count": "-1", "trace-log-frequency": "0", "repository-cache-dir": filepath.Join(dir, "cache"),
+		"openai-api-key": "every-option-key", "openai-api-key-file": filepath.Join(dir, "openai-keys"),
+	}
+	if o.Name == "openai-api-key-file" {
+		must(t, os.WriteFile(special[o.Name], []byte("every-option-file-key\n"), 0o600))
 	}
 	if v, ok := special[o.Name]; ok {
 		return v
