@@ -217,4 +217,3 @@ func pyFloat(f float64) string {
 	}
 	return fmt.Sprintf("%se%s%02d", mant, sign, x)
 }
-
