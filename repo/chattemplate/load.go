@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+
+	"github.com/inferd/inferd/repo/modelfile"
 )
 
 // maxFileSize bounds tokenizer_config.json and chat_template.jinja; real
@@ -24,13 +23,14 @@ var specialNames = []string{"bos_token", "eos_token", "unk_token", "sep_token", 
 // in tokenizer_config.json), else tokenizer_config.json's chat_template, a
 // string or a list of {name, template} from which "default" is taken. The
 // special tokens come from tokenizer_config.json. ErrNoTemplate when the
-// folder has neither.
+// folder has neither. Files are read through repo/modelfile: never from
+// outside dir, never over a bound.
 func Load(dir string, cfg Config) (*Template, error) {
-	tc, err := readConfig(filepath.Join(dir, "tokenizer_config.json"))
+	tc, err := readConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	src, err := readFile(filepath.Join(dir, "chat_template.jinja"))
+	src, err := readFile(dir, "chat_template.jinja")
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
@@ -51,18 +51,15 @@ func Load(dir string, cfg Config) (*Template, error) {
 	return t, nil
 }
 
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
+// readFile reads name in dir: fs.ErrNotExist when absent, ErrConfig
+// when unreadable.
+func readFile(dir, name string) ([]byte, error) {
+	b, err := modelfile.ReadFile(dir, name, maxFileSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %w", ErrConfig, path, err)
-	}
-	if len(b) > maxFileSize {
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrConfig, path, maxFileSize)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s %w", ErrConfig, name, err)
 	}
 	return b, nil
 }
@@ -70,8 +67,8 @@ func readFile(path string) ([]byte, error) {
 type tokenizerConfig map[string]json.RawMessage
 
 // readConfig reads tokenizer_config.json; an absent file is an empty one.
-func readConfig(path string) (tokenizerConfig, error) {
-	b, err := readFile(path)
+func readConfig(dir string) (tokenizerConfig, error) {
+	b, err := readFile(dir, "tokenizer_config.json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return tokenizerConfig{}, nil
 	}
@@ -80,7 +77,7 @@ func readConfig(path string) (tokenizerConfig, error) {
 	}
 	var tc tokenizerConfig
 	if err := json.Unmarshal(b, &tc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
+		return nil, fmt.Errorf("%w: tokenizer_config.json: %w", ErrConfig, err)
 	}
 	return tc, nil
 }

@@ -211,3 +211,19 @@ func TestStrftime(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadOutside: a chat_template.jinja that links outside the model
+// folder is refused, not read.
+func TestLoadOutside(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.jinja")
+	if err := os.WriteFile(outside, []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "chat_template.jinja")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig for a link out of the folder", err)
+	}
+}
