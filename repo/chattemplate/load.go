@@ -18,37 +18,46 @@ const maxFileSize = 32 << 20
 // src/transformers/tokenization_utils_base.py SPECIAL_TOKENS_ATTRIBUTES).
 var specialNames = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
 
-// Load reads the chat template of a model folder: chat_template.jinja when
-// present (what transformers writes since it stopped embedding the template
-// in tokenizer_config.json), else tokenizer_config.json's chat_template, a
-// string or a list of {name, template} from which "default" is taken. The
-// special tokens come from tokenizer_config.json. ErrNoTemplate when the
-// folder has neither. Files are read through repo/modelfile: never from
-// outside dir, never over a bound.
+// Load reads the chat template of a model folder (see Source) and its
+// special tokens from tokenizer_config.json. ErrNoTemplate when the folder
+// has none. Files are read through repo/modelfile: never from outside dir,
+// never over a bound.
 func Load(dir string, cfg Config) (*Template, error) {
 	tc, err := readConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	src, err := readFile(dir, "chat_template.jinja")
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist):
-		if src, err = tc.template(); err != nil {
-			return nil, err
-		}
-	default:
+	file, err := readFile(dir, "chat_template.jinja")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	src, err := Source(string(file), tc["chat_template"])
+	if err != nil {
 		return nil, err
 	}
 	special, err := tc.special()
 	if err != nil {
 		return nil, err
 	}
-	t, err := Parse(string(src), special, cfg)
+	t, err := Parse(src, special, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("chat template of %s: %w", dir, err)
 	}
 	return t, nil
+}
+
+// Source picks a folder's chat template: chat_template.jinja (file, ""
+// when absent) when present, else tokenizer_config.json's chat_template
+// (raw, nil when absent), a string or a list of {name, template} from
+// which "default" is taken. Independent template files take priority over
+// the config's entry, as transformers loads them
+// (huggingface/transformers src/transformers/tokenization_utils_base.py,
+// from_pretrained's chat_template_file).
+func Source(file string, chatTemplate json.RawMessage) (string, error) {
+	if file != "" {
+		return file, nil
+	}
+	return tokenizerConfig{"chat_template": chatTemplate}.template()
 }
 
 // readFile reads name in dir: fs.ErrNotExist when absent, ErrConfig
@@ -82,28 +91,28 @@ func readConfig(dir string) (tokenizerConfig, error) {
 	return tc, nil
 }
 
-func (tc tokenizerConfig) template() ([]byte, error) {
-	raw, ok := tc["chat_template"]
-	if !ok || string(raw) == "null" {
-		return nil, ErrNoTemplate
+func (tc tokenizerConfig) template() (string, error) {
+	raw := tc["chat_template"]
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", ErrNoTemplate
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return []byte(s), nil
+		return s, nil
 	}
 	var named []struct {
 		Name     string `json:"name"`
 		Template string `json:"template"`
 	}
 	if err := json.Unmarshal(raw, &named); err != nil {
-		return nil, fmt.Errorf("%w: tokenizer_config.json chat_template is neither a string nor a list of {name, template}", ErrConfig)
+		return "", fmt.Errorf("%w: tokenizer_config.json chat_template is neither a string nor a list of {name, template}", ErrConfig)
 	}
 	for _, n := range named {
 		if n.Name == "default" {
-			return []byte(n.Template), nil
+			return n.Template, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: tokenizer_config.json has named chat templates but none named \"default\"", ErrNoTemplate)
+	return "", fmt.Errorf("%w: tokenizer_config.json has named chat templates but none named \"default\"", ErrNoTemplate)
 }
 
 // special returns the special tokens as strings; tokenizer_config.json
