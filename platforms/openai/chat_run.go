@@ -32,6 +32,24 @@ type generation struct {
 	addSpecial bool
 	id         string
 	created    int64
+	// roleSent: the chat stream's first chunk, which carries the role,
+	// is out (roleChunk).
+	roleMu   sync.Mutex
+	roleSent bool
+}
+
+// roleChunk is the chat stream's first chunk, whose delta carries the
+// role, the first time it is asked for; nil after that, and for
+// completions. It is sent with the first piece of text, so that a model
+// that fails before any answers with the error's status.
+func (g *generation) roleChunk() []byte {
+	g.roleMu.Lock()
+	defer g.roleMu.Unlock()
+	if !g.chat || g.roleSent {
+		return nil
+	}
+	g.roleSent = true
+	return g.chunk("", &assistantRole, nil)
 }
 
 func newGeneration(t target, gen *generator, chat bool) *generation {
@@ -152,8 +170,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, g *generation)
 }
 
 // stream runs g and answers with server-sent events as the model
-// produces text. Errors before the model runs are ordinary JSON answers;
-// once the stream has started, an error is a data object with "error".
+// produces text. Errors before the first piece of text are ordinary JSON
+// answers; once the stream has started, an error is a data object with
+// "error".
 // The model's sends go to a bounded queue that the handler's goroutine
 // writes out, and a client that goes away or stops reading cancels the
 // model's request (the request's context ends; Python's
@@ -171,6 +190,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		t.add(o)
 		if o.text == "" {
 			return nil
+		}
+		if role := g.roleChunk(); role != nil {
+			if err := q.put(role); err != nil {
+				return err
+			}
 		}
 		return q.put(g.chunk(o.text, nil, nil))
 	}
@@ -196,10 +220,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		q = newSSEQueue(cancel)
-		if g.chat {
-			// The first delta carries the role.
-			_ = q.put(g.chunk("", &assistantRole, nil))
-		}
 		ended := make(chan struct{})
 		go func() {
 			defer close(ended)
@@ -223,14 +243,24 @@ func (s *Server) writeStream(w http.ResponseWriter, g *generation, t *tally, q *
 	if q.failed() != nil && err == q.failed() {
 		return // the client is gone or not reading: nothing more to write
 	}
-	if err != nil {
+	switch {
+	case err != nil && !sw.started:
+		// Nothing sent yet (a model that failed or refused at once): the
+		// error's own status.
+		writeError(w, openAI, err)
+		return
+	case err != nil:
 		_ = sw.write(errorObject(err))
 		_ = sw.write(doneEvent)
 		return
 	}
 	u, completion := g.usage(t)
 	reason := finishReason(g.maxTokens, completion)
-	tail := [][]byte{g.chunk("", nil, &reason)}
+	var tail [][]byte
+	if role := g.roleChunk(); role != nil {
+		tail = append(tail, role)
+	}
+	tail = append(tail, g.chunk("", nil, &reason))
 	if g.includeUsage {
 		if u == nil {
 			u = &usage{}

@@ -315,6 +315,9 @@ func testGenerationErrors(t *testing.T, base string) {
 		{"two prompts", "/v1/completions", map[string]any{"model": "gen_stream", "prompt": []string{"a", "b"}}, 400, "prompt", "", "one string"},
 		{"bad JSON", "/v1/completions", `{"model": "gen_stream", "prompt": `, 400, "", "", "JSON"},
 		{"model fails", "/v1/completions", map[string]any{"model": "gen_stream", "prompt": "FAIL_AFTER_2"}, 500, "", "", "broke down"},
+		// Nothing streamed yet: the error's own status, not an event.
+		{"model fails at once, streaming", "/v1/chat/completions", map[string]any{"model": "gen_stream", "stream": true,
+			"messages": []any{map[string]any{"role": "user", "content": "FAIL_NOW"}}}, 500, "", "", "broke down"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@
 # and each response's pieces. Prompts that hold a command word:
 #   SHOW_PARAMS   the text is a JSON object of the inputs received;
 #   FAIL_AFTER_2  two pieces, then an error response;
+#   FAIL_NOW      an error response at once;
 #   SLOW          a piece every 20 ms for up to 20 s, stopping once the
 #                 request is cancelled, which leaves a file "cancelled"
 #                 beside the model.
@@ -75,8 +76,8 @@ class TritonPythonModel:
                 time.sleep(0.02)
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             return
-        if "FAIL_AFTER_2" in prompt:
-            for p in pieces[:2]:
+        if "FAIL_AFTER_2" in prompt or "FAIL_NOW" in prompt:
+            for p in pieces[:2] if "FAIL_AFTER_2" in prompt else []:
                 sender.send(pb_utils.InferenceResponse(outputs(p, n_in, 1)))
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("the model broke down")),
                         flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
