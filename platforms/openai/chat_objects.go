@@ -1,6 +1,9 @@
 package openai
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // The objects of the chat and completion routes, as openai/openai-python
 // defines them: types/chat/chat_completion.py, chat_completion_chunk.py,
@@ -79,8 +82,7 @@ func (g *generation) chunk(text string, role, finish *string) []byte {
 	if g.includeUsage {
 		o.Usage = jsonNull
 	}
-	b, _ := json.Marshal(o)
-	return b
+	return marshal(o)
 }
 
 // usageChunk is the chunk stream_options.include_usage asks for, after the
@@ -91,6 +93,15 @@ func (g *generation) usageChunk(u *usage) []byte {
 		o.Object = "chat.completion.chunk"
 	}
 	o.Choices, o.Usage = []choice{}, u
-	b, _ := json.Marshal(o)
-	return b
+	return marshal(o)
+}
+
+// marshal is json.Marshal without HTML escaping: OpenAI writes "<" as it
+// is, and so do chat prompts and their answers.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the objects here always encode
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -161,11 +161,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, g *generation)
 		return result
 	}
 	u, completion := g.usage(t)
-	body, err := json.Marshal(g.object(t.text.String(), finishReason(g.maxTokens, completion), u))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, body)
+	writeJSON(w, http.StatusOK, marshal(g.object(t.text.String(), finishReason(g.maxTokens, completion), u)))
 	return nil
 }
 

@@ -66,15 +66,21 @@ class TritonPythonModel:
             pieces[0:0] = [prompt]
         if "SLOW" in prompt:
             deadline = time.time() + 20
-            while time.time() < deadline:
+            try:
+                while time.time() < deadline:
+                    if request.is_cancelled():
+                        open(self.marker, "w").close()
+                        # The server may have closed the sender already.
+                        sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)),
+                                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                        return
+                    sender.send(pb_utils.InferenceResponse(outputs("tick ", n_in, 1)))
+                    time.sleep(0.02)
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            except pb_utils.TritonModelException:
+                # A send the server refused: the request has ended.
                 if request.is_cancelled():
                     open(self.marker, "w").close()
-                    sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)),
-                                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-                    return
-                sender.send(pb_utils.InferenceResponse(outputs("tick ", n_in, 1)))
-                time.sleep(0.02)
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             return
         if "FAIL_AFTER_2" in prompt or "FAIL_NOW" in prompt:
             for p in pieces[:2] if "FAIL_AFTER_2" in prompt else []:
