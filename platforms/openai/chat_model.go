@@ -132,7 +132,10 @@ func (gr *genRequest) coreRequest(cfg *modelconfig.ModelConfig) (*core.InferRequ
 		case inText:
 			data = core.AppendBytesElement(nil, []byte(gr.prompt))
 		case inStream:
-			data = boolData(gr.stream)
+			// Only a decoupled model can stream (the vLLM backend refuses
+			// stream otherwise); another's one response is streamed as one
+			// piece.
+			data = boolData(gr.stream && cfg.GetModelTransactionPolicy().GetDecoupled())
 		case inExclude:
 			data = boolData(!gr.echo)
 		case inReturnInput, inReturnOutput:
