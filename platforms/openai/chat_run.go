@@ -49,7 +49,8 @@ func (g *generation) roleChunk() []byte {
 		return nil
 	}
 	g.roleSent = true
-	return g.chunk("", &assistantRole, nil)
+	role := assistantRole
+	return g.chunk("", &role, nil)
 }
 
 func newGeneration(t target, gen *generator, chat bool) *generation {
@@ -227,7 +228,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 	})
 }
 
-var assistantRole = "assistant"
+// assistantRole is the role of every answer.
+const assistantRole = "assistant"
 
 // writeStream writes the stream until the run ends, then its tail: the
 // finish_reason chunk, the usage chunk when asked, and [DONE]; or the
