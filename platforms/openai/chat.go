@@ -46,6 +46,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	g.req = genRequest{prompt: prompt, stream: req.Stream, sampling: sp}
 	g.maxTokens = maxTokens
 	g.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	if err := g.checkLength("messages"); err != nil {
+		return err
+	}
 	if req.Stream {
 		s.stream(w, r, g)
 		return nil

@@ -30,7 +30,10 @@ type generation struct {
 	// addSpecial counts the prompt with the tokenizer's special tokens
 	// (completions; a chat prompt holds its template's own).
 	addSpecial bool
-	id         string
+	// promptTokens is the prompt's count with the folder's tokenizer, -1
+	// without one (checkLength).
+	promptTokens int
+	id           string
 	created    int64
 	// roleSent: the chat stream's first chunk, which carries the role,
 	// is out (roleChunk).
@@ -60,7 +63,29 @@ func newGeneration(t target, gen *generator, chat bool) *generation {
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return &generation{t: t, gen: gen, chat: chat, addSpecial: !chat, id: prefix + hex.EncodeToString(b[:]), created: time.Now().Unix()}
+	return &generation{t: t, gen: gen, chat: chat, addSpecial: !chat, promptTokens: -1, id: prefix + hex.EncodeToString(b[:]),
+		created: time.Now().Unix()}
+}
+
+// checkLength counts the prompt with the folder's tokenizer and refuses a
+// request the model cannot take: more prompt tokens, plus max_tokens, than
+// the model's maximum length (textmodel's MaxLength), as vLLM refuses it
+// (vllm/entrypoints/openai/serving_engine.py, _validate_input). Without a
+// tokenizer or a known bound there is nothing to check.
+func (g *generation) checkLength(param string) error {
+	g.promptTokens = g.gen.count(g.req.prompt, g.addSpecial)
+	limit := g.t.desc.MaxLength
+	if g.promptTokens < 0 || limit <= 0 {
+		return nil
+	}
+	switch {
+	case g.maxTokens > 0 && int64(g.promptTokens)+g.maxTokens > int64(limit):
+		return invalid(param, "this model's maximum context length is %d tokens, but %d were asked for (%d in the prompt, %d for the completion)",
+			limit, int64(g.promptTokens)+g.maxTokens, g.promptTokens, g.maxTokens)
+	case g.promptTokens >= limit:
+		return invalid(param, "this model's maximum context length is %d tokens, and the prompt has %d", limit, g.promptTokens)
+	}
+	return nil
 }
 
 // tally adds up a run's responses.
@@ -101,7 +126,7 @@ func (g *generation) usage(t *tally) (*usage, int) {
 		completion = t.out
 	}
 	if prompt < 0 {
-		prompt = g.gen.count(g.req.prompt, g.addSpecial)
+		prompt = g.promptTokens
 	}
 	if completion < 0 {
 		text := t.text.String()

@@ -313,6 +313,9 @@ func testGenerationErrors(t *testing.T, base string) {
 		{"no model", "/v1/completions", map[string]any{"prompt": "x"}, 400, "model", "", "model"},
 		{"no prompt", "/v1/completions", map[string]any{"model": "gen_stream"}, 400, "prompt", "", "prompt"},
 		{"two prompts", "/v1/completions", map[string]any{"model": "gen_stream", "prompt": []string{"a", "b"}}, 400, "prompt", "", "one string"},
+		{"prompt too long", "/v1/completions", map[string]any{"model": "gen_plain", "prompt": strings.Repeat("hello ", 40)}, 400, "prompt", "", "maximum context length is 40 tokens, and the prompt has 42"},
+		{"prompt and max_tokens too long", "/v1/chat/completions", map[string]any{"model": "gen_plain", "messages": user, "max_tokens": 36}, 400, "messages", "",
+			"maximum context length is 40 tokens, but 41 were asked for (5 in the prompt, 36 for the completion)"},
 		{"bad JSON", "/v1/completions", `{"model": "gen_stream", "prompt": `, 400, "", "", "JSON"},
 		{"model fails", "/v1/completions", map[string]any{"model": "gen_stream", "prompt": "FAIL_AFTER_2"}, 500, "", "", "broke down"},
 		// Nothing streamed yet: the error's own status, not an event.

@@ -30,6 +30,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	g.req = genRequest{prompt: prompt, stream: req.Stream, echo: req.Echo, sampling: sp}
 	g.maxTokens = maxTokens
 	g.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	if err := g.checkLength("prompt"); err != nil {
+		return err
+	}
 	if req.Stream {
 		s.stream(w, r, g)
 		return nil
