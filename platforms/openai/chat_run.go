@@ -34,7 +34,7 @@ type generation struct {
 	// without one (checkLength).
 	promptTokens int
 	id           string
-	created    int64
+	created      int64
 	// roleSent: the chat stream's first chunk, which carries the role,
 	// is out (roleChunk).
 	roleMu   sync.Mutex
