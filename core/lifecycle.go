@@ -392,7 +392,7 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64) (*ModelVersion, error) {
 	if modelconfig.IsEnsemble(cfg) {
 		mv := newModelVersion(m.Name, v, cfg)
-		mv.Namespace = m.Namespace
+		mv.Namespace, mv.Dir = m.Namespace, m.Dir
 		mv.log = s.log.With("model", m.Name, "version", v)
 		mv.Labels = labels
 		mv.cache = s.responseCache(cfg)
@@ -430,7 +430,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		}
 	}
 	mv := newModelVersion(m.Name, v, cfg)
-	mv.Namespace = m.Namespace
+	mv.Namespace, mv.Dir = m.Namespace, m.Dir
 	mv.log = s.log.With("model", m.Name, "version", v)
 	mv.Labels = labels
 	mv.passive = passive

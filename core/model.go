@@ -40,6 +40,11 @@ type ModelVersion struct {
 	Config    *modelconfig.ModelConfig
 	Labels    map[string][]string
 	Stats     *Stats
+	// Dir is the model's folder on local disk (a remote model's local
+	// copy, a load override's temporary folder), which lives as long as
+	// the version: frontends read the files beside config.pbtxt there
+	// (a text model's tokenizer.json).
+	Dir string
 
 	inputs      map[string]*modelconfig.ModelInput
 	outputs     map[string]*modelconfig.ModelOutput

@@ -2,7 +2,9 @@ package examples
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -45,6 +47,11 @@ type modelSpec struct {
 	maxBatchSize    int64
 	inputs, outputs []tensorSpec
 	onnx            func() ([]byte, error)
+	// files are more generated files beside config.pbtxt (a text model's
+	// tokenizer.json); nil: none.
+	files func() (map[string][]byte, error)
+	// tail is appended to config.pbtxt (dynamic_batching, ...).
+	tail string
 }
 
 // specs lists the example models in the order they are written.
@@ -156,6 +163,7 @@ func (m modelSpec) config() (string, error) {
 		}
 		b.WriteString("]\n")
 	}
+	b.WriteString(m.tail)
 	return b.String(), nil
 }
 
@@ -175,6 +183,16 @@ func Repository() ([]File, error) {
 		files = append(files,
 			File{path.Join(m.repo, m.name, "config.pbtxt"), []byte(cfg)},
 			File{path.Join(m.repo, m.name, "1", "model.onnx"), model})
+		if m.files == nil {
+			continue
+		}
+		extra, err := m.files()
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", m.name, err)
+		}
+		for _, name := range slices.Sorted(maps.Keys(extra)) {
+			files = append(files, File{path.Join(m.repo, m.name, name), extra[name]})
+		}
 	}
 	return files, nil
 }

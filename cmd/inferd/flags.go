@@ -17,6 +17,7 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/openai"
 	"github.com/inferd/inferd/platforms/protocol"
 	"github.com/inferd/inferd/platforms/shm"
 	"github.com/inferd/inferd/platforms/trace"
@@ -69,6 +70,10 @@ type config struct {
 	bodyMinRate       int64
 	backendConfig     []string
 	restrictedAPI     []string
+	openAIKeys        []string // --openai-api-key
+	openAIKeyFiles    []string // --openai-api-key-file
+	// openAIKeyset holds both, read by check (nil: no key needed).
+	openAIKeyset *openai.Keys
 	// restricted and grpcRestrictions are the groups of
 	// --http-restricted-api and --grpc-restricted-protocol, read by check.
 	restricted, grpcRestrictions map[string]protocol.Restriction
@@ -229,6 +234,8 @@ func fromOptions(v *options.Values) *config {
 		bodyMinRate:        v.Int64("http-body-min-rate"),
 		backendConfig:      v.List("backend-config"),
 		restrictedAPI:      v.List("http-restricted-api"),
+		openAIKeys:         v.List("openai-api-key"),
+		openAIKeyFiles:     v.List("openai-api-key-file"),
 		configName:         v.String("model-config-name"),
 		loadThreads:        max(1, v.Int("model-load-thread-count")),
 		showVersionAndBye:  v.Bool("version"),
@@ -344,6 +351,14 @@ func (c *config) check() error {
 			return fmt.Errorf("--grpc-restricted-protocol: %w", err)
 		}
 	}
+	if len(c.openAIKeys)+len(c.openAIKeyFiles) > 0 {
+		// Files are re-read at most once a second, whatever the load.
+		keys, err := openai.NewKeys(c.openAIKeys, c.openAIKeyFiles, time.Second, nil)
+		if err != nil {
+			return fmt.Errorf("--openai-api-key-file: %w", err)
+		}
+		c.openAIKeyset = keys
+	}
 	if err := c.forwarders(); err != nil {
 		return err
 	}
@@ -378,6 +393,10 @@ func (c *config) forwarders() error {
 	var httpKeys, grpcKeys []string
 	for _, r := range c.restricted {
 		httpKeys = append(httpKeys, r.Key)
+	}
+	if c.openAIKeyset != nil {
+		// The API key is never handed to a model.
+		httpKeys = append(httpKeys, "authorization")
 	}
 	for _, r := range c.grpcRestrictions {
 		grpcKeys = append(grpcKeys, "triton-grpc-protocol-"+r.Key)

@@ -31,6 +31,7 @@ import (
 	"github.com/inferd/inferd/platforms/httpapi"
 	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
+	"github.com/inferd/inferd/platforms/openai"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
 	"github.com/inferd/inferd/platforms/shm"
@@ -536,10 +537,14 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 }
 
 // newAPI builds the base v2 API server every frontend goes through.
+// The OpenAI and TEI routes (platforms/openai) are mounted on its router,
+// so they are served wherever the v2 routes are.
 func newAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *httpapi.Server {
-	return httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
+	api := httpapi.New(srv, httpapi.Options{MaxInputSize: cfg.maxInputSize, Restricted: cfg.restricted, ServerID: cfg.serverID,
 		Workers: cfg.httpThreads, Logger: log, Logs: cfg.logs, HeaderForward: cfg.httpForward, LoadReports: loads, Trace: cfg.tracer,
 		SharedMemory: cfg.regions})
+	openai.New(api, openai.Options{Keys: cfg.openAIKeyset, Logger: log}).Mount(api.Router())
+	return api
 }
 
 // loadReporter answers endpoint-load-metrics-format (ORCA load reports),

@@ -95,6 +95,11 @@ func All() []*Option {
 		{Name: "http-body-min-rate", Group: "HTTP", Kind: Int64, Default: strconv.Itoa(httpapi.DefaultBodyMinRate), Inferd: true, Check: atLeast64(0),
 			Usage: "Bytes per second a request body must average once --http-body-read-timeout has passed (0: no minimum)."},
 
+		{Name: "openai-api-key", Group: "HTTP", Kind: String, Repeat: true, Inferd: true, Check: nonEmpty,
+			Usage: "API key the OpenAI (/v1/...) and TEI (/embed, /rerank, /tokenize) routes of the HTTP port require as \"Authorization: Bearer <key>\" (repeatable); the v2 routes keep their own rules."},
+		{Name: "openai-api-key-file", Group: "HTTP", Kind: String, Repeat: true, Inferd: true, Check: nonEmpty,
+			Usage: "File of API keys for the same routes, one a line (# comments), re-read within a second of a change so keys rotate without a restart (repeatable)."},
+
 		{Name: "allow-grpc", Group: "GRPC", Kind: Bool, Default: "true", Usage: "Serve the KServe v2 gRPC API (default false when AIP_MODE=PREDICTION)."},
 		{Name: "grpc-address", Group: "GRPC", Kind: String, Default: "0.0.0.0", Usage: "Address the gRPC API binds to."},
 		{Name: "grpc-port", Group: "GRPC", Kind: Int, Default: "8001", Check: port, Usage: "Port of the gRPC API."},
