@@ -6,9 +6,18 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/inferd/inferd/repo/chattemplate"
 	"github.com/inferd/inferd/repo/textmodel"
 )
+
+// mountGenerators adds the generation routes: OpenAI's chat completions
+// and completions.
+func (s *Server) mountGenerators(r chi.Router) {
+	r.HandleFunc("/v1/chat/completions", s.handle(openAI, http.MethodPost, "inference", s.chatCompletions))
+	r.HandleFunc("/v1/completions", s.handle(openAI, http.MethodPost, "inference", s.completions))
+}
 
 // chatCompletions is POST /v1/chat/completions: the messages rendered with
 // the model's chat template (repo/chattemplate) into text_input, the
