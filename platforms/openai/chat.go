@@ -43,19 +43,25 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if gen.tpl == nil {
 		return templateError(t.name, gen.tplErr)
 	}
-	prompt, err := gen.tpl.Render(r.Context(), chattemplate.Chat{Messages: req.Messages, Tools: req.Tools,
-		AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
-	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		return invalid("messages", "%v", err)
-	}
 	g := newGeneration(t, gen, true)
-	g.req = genRequest{prompt: prompt, stream: req.Stream, sampling: sp}
+	g.req = genRequest{stream: req.Stream, sampling: sp}
 	g.maxTokens = maxTokens
 	g.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	if err := g.checkLength("messages"); err != nil {
+	// Rendering and counting are the call's decoding: they take a
+	// --http-thread-count slot, as /infer's decoding does.
+	release := s.api.Work()
+	g.req.prompt, err = gen.tpl.Render(r.Context(), chattemplate.Chat{Messages: req.Messages, Tools: req.Tools,
+		AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
+	if err == nil {
+		err = g.checkLength("messages")
+	}
+	release()
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, chattemplate.ErrInput) || errors.Is(err, chattemplate.ErrRender) || errors.Is(err, chattemplate.ErrLimit):
+		return invalid("messages", "%v", err)
+	case err != nil:
 		return err
 	}
 	if req.Stream {

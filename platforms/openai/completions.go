@@ -30,7 +30,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	g.req = genRequest{prompt: prompt, stream: req.Stream, echo: req.Echo, sampling: sp}
 	g.maxTokens = maxTokens
 	g.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	if err := g.checkLength("prompt"); err != nil {
+	release := s.api.Work() // counting is the call's decoding (see chatCompletions)
+	err = g.checkLength("prompt")
+	release()
+	if err != nil {
 		return err
 	}
 	if req.Stream {
