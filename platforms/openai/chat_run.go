@@ -70,7 +70,7 @@ func newGeneration(t target, gen *generator, chat bool) *generation {
 // checkLength counts the prompt with the folder's tokenizer and refuses a
 // request the model cannot take: more prompt tokens, plus max_tokens, than
 // the model's maximum length (textmodel's MaxLength), as vLLM refuses it
-// (vllm/entrypoints/openai/serving_engine.py, _validate_input). Without a
+// (vllm-project/vllm vllm/entrypoints/openai/serving_engine.py). Without a
 // tokenizer or a known bound there is nothing to check.
 func (g *generation) checkLength(param string) error {
 	g.promptTokens = g.gen.count(g.req.prompt, g.addSpecial)
