@@ -28,6 +28,7 @@ func TestGeneration(t *testing.T) {
 	t.Run("mid-stream error", func(t *testing.T) { testMidStreamError(t, base) })
 	t.Run("disconnect cancels", func(t *testing.T) { testDisconnect(t, base, root) })
 	t.Run("disconnect cancels, not streaming", func(t *testing.T) { testDisconnectWhole(t, base, root) })
+	t.Run("client not reading cancels", func(t *testing.T) { testStalledClient(t, base, root) })
 }
 
 type chatAnswer struct {
@@ -412,4 +413,21 @@ func waitCancelled(t *testing.T, marker string) {
 			t.Fatal("the model's request was not cancelled 15 s after the client left")
 		}
 	}
+}
+
+// testStalledClient: a client that opens a stream and never reads it
+// cannot keep the model generating: once the queue of unsent events is
+// full, the model's request is cancelled.
+func testStalledClient(t *testing.T, base, root string) {
+	marker := filepath.Join(root, "gen_stream", "cancelled")
+	servertest.Must(t, os.RemoveAll(marker))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	servertest.Must(t, err)
+	// Closing the connection at the end ends the handler's blocked write.
+	defer conn.Close()
+	body := `{"model": "gen_stream", "prompt": "FLOOD", "stream": true}`
+	_, err = conn.Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body))
+	servertest.Must(t, err)
+	waitCancelled(t, marker)
 }

@@ -11,7 +11,9 @@
 #   FAIL_NOW      an error response at once;
 #   SLOW          a piece every 20 ms for up to 20 s, stopping once the
 #                 request is cancelled, which leaves a file "cancelled"
-#                 beside the model.
+#                 beside the model;
+#   FLOOD         pieces of 64 KiB as fast as it can, up to 256 MiB, with
+#                 SLOW's cancellation.
 import json
 import os
 import threading
@@ -64,7 +66,9 @@ class TritonPythonModel:
             pieces = pieces[:int(sampling["max_tokens"])]
         if not exclude:
             pieces[0:0] = [prompt]
-        if "SLOW" in prompt:
+        if "SLOW" in prompt or "FLOOD" in prompt:
+            flood = "FLOOD" in prompt
+            piece, wait, sent = ("x" * 65536, 0, 0) if flood else ("tick ", 0.02, 0)
             deadline = time.time() + 20
             try:
                 while time.time() < deadline:
@@ -74,13 +78,20 @@ class TritonPythonModel:
                         sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)),
                                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                         return
-                    sender.send(pb_utils.InferenceResponse(outputs("tick ", n_in, 1)))
-                    time.sleep(0.02)
+                    if flood and sent >= 4096:
+                        break
+                    sender.send(pb_utils.InferenceResponse(outputs(piece, n_in, 1)))
+                    sent += 1
+                    time.sleep(wait)
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             except pb_utils.TritonModelException:
-                # A send the server refused: the request has ended.
-                if request.is_cancelled():
-                    open(self.marker, "w").close()
+                # A send the server refused: the request has ended, and its
+                # cancellation follows.
+                for _ in range(100):
+                    if request.is_cancelled():
+                        open(self.marker, "w").close()
+                        break
+                    time.sleep(0.02)
             return
         if "FAIL_AFTER_2" in prompt or "FAIL_NOW" in prompt:
             for p in pieces[:2] if "FAIL_AFTER_2" in prompt else []:
