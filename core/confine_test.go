@@ -57,20 +57,18 @@ func confineRepo(t *testing.T, cfg string) (root, modelDir string) {
 }
 
 // confineServer serves confineRepo's model "m", loaded at start, on the
-// acc and echo backends, in explicit mode.
+// echo backend, in explicit mode.
 func confineServer(t *testing.T, cfg string, opts Options) (*Server, string) {
 	t.Helper()
 	root, modelDir := confineRepo(t, cfg)
 	repos, err := repo.OpenAll(context.Background(), []string{root})
 	must(t, err)
-	acc := &accBackend{started: make(chan int, 64), gate: make(chan struct{})}
 	echo := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
-	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []Backend{acc, echo}, ModeExplicit, []string{"m"}
+	opts.Repos, opts.Backends, opts.ControlMode, opts.StartupModels = repos, []Backend{echo}, ModeExplicit, []string{"m"}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := NewServer(opts)
+	s := newTestServer(opts)
 	must(t, s.Start(context.Background()))
 	t.Cleanup(func() {
-		close(acc.gate)
 		close(echo.gate)
 		s.Shutdown(context.Background())
 	})
@@ -139,86 +137,22 @@ func noSecret(t *testing.T, text string) {
 	}
 }
 
-// stateConfig is acc's model config with one state whose initial_state has
-// dims and the given data setting.
-func stateConfig(dims, data string) string {
-	return `backend: "acc"
-max_batch_size: 2
-` + oneInstance + accIO + fmt.Sprintf(`sequence_batching { state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ %[1]s ]
-  initial_state { name: "i" data_type: TYPE_INT32 dims: [ %[1]s ] %[2]s } } ] }
-`, dims, data)
-}
+// goodConfig is the echo model that serves before each refused load.
+const goodConfig = `backend: "echo"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_INT32 dims: [ 2 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 2 ] } ]
+` + oneInstance
 
-// stillServes: the serving copy answers a fresh sequence from its zero
-// state, y = x.
+// stillServes: the serving copy of goodConfig answers, y = x.
 func stillServes(t *testing.T, s *Server) {
 	t.Helper()
-	resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: 9, Flags: FlagSequenceStart | FlagSequenceEnd}, 5, true))
+	resp, err := s.Infer(context.Background(), batchReq(5, 1, 2))
 	if err != nil {
 		t.Fatalf("the serving copy after the refused load: %v", err)
 	}
-	if y := yOf(t, resp); y != 5 {
-		t.Fatalf("y = %d, want 5 from the zero state", y)
-	}
-}
-
-// An initial_state data_file resolves inside the model folder, after
-// links, names a regular file, and is read no further than the state's
-// size; states the config sizes are bounded before they are allocated.
-// Each case fails the load, from the repository's config and from a load
-// override alike; before, the "out" cases served the secret's bytes as
-// the state, /dev/zero read for ever, the FIFO held the load, and the huge
-// dims died allocating.
-func TestConfinedStateDataFile(t *testing.T) {
-	good := stateConfig("1", "zero_data: true")
-	const field = "state input 'acc_in' initial_state data_file"
-	for _, tc := range []struct {
-		name, dims, data, want string
-	}{
-		{"dot-dot", "1", `data_file: "../../secret.bin"`, field + " '../../secret.bin' names a path outside the model directory"},
-		{"etc passwd", "1", `data_file: "../../../../../../../../../etc/passwd"`, field + " '../../../../../../../../../etc/passwd' names a path outside the model directory"},
-		{"absolute", "1", `data_file: "/etc/passwd"`, field + " '/etc/passwd' names a path outside the model directory"},
-		{"link out", "1", `data_file: "out"`, field + " 'out' names a path outside the model directory"},
-		{"dev zero", "1", `data_file: "/dev/zero"`, field + " '/dev/zero' names a path outside the model directory"},
-		{"link to dev zero", "1", `data_file: "zero"`, field + " 'zero' names a path outside the model directory"},
-		{"fifo", "1", `data_file: "fifo"`, field + " 'fifo' is not a regular file"},
-		{"folder", "1", `data_file: "sub"`, field + " 'sub' is not a regular file"},
-		{"missing", "1", `data_file: "nope"`, field + " 'nope': "},
-		{"huge zero data", "17179869184", `zero_data: true`, "'initial_state' of state input 'acc_in' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
-		{"huge data file", "17179869184", `data_file: "in.bin"`, "'initial_state' of state input 'acc_in' with dims [17179869184] would take more than 1073741824 bytes, this server's limit"},
-		{"overflowing dims", "4294967296, 4294967296", `zero_data: true`, "with dims [4294967296,4294967296] would take more than 1073741824 bytes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			refusedBoth(t, good, stateConfig(tc.dims, tc.data), tc.want, stillServes)
-		})
-	}
-}
-
-// A state without initial_state is zeros at each sequence's start: dims
-// past the bound fail the load instead of the first request.
-func TestConfinedZeroState(t *testing.T) {
-	good := stateConfig("1", "zero_data: true")
-	huge := `backend: "acc"
-max_batch_size: 2
-` + oneInstance + accIO + `sequence_batching { state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 17179869184 ] } ] }
-`
-	refusedBoth(t, good, huge, "state input 'acc_in' with dims [17179869184] would take more than 1073741824 bytes, this server's limit", stillServes)
-}
-
-// Files inside the model folder still load, through a link that stays
-// inside too, and a data file larger than the state is read only as far
-// as the state.
-func TestConfinedStateInside(t *testing.T) {
-	for _, file := range []string{"in.bin", "inner", "../initial_state/in.bin"} {
-		t.Run(file, func(t *testing.T) {
-			s, _ := confineServer(t, stateConfig("1", "zero_data: true"), Options{})
-			must(t, loadWithin(t, s, &LoadOverride{ConfigJSON: overrideJSON(t, stateConfig("1", `data_file: "`+file+`"`))}))
-			resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: 1, Flags: FlagSequenceStart}, 1, true))
-			must(t, err)
-			if y := yOf(t, resp); y != 101 {
-				t.Fatalf("y = %d, want 101", y)
-			}
-		})
+	if got := resp.Outputs[0].Data; len(got) != 8 || binary.LittleEndian.Uint32(got) != 5 {
+		t.Fatalf("y = %v, want 5 and 6", got)
 	}
 }
 
@@ -226,7 +160,7 @@ func TestConfinedStateInside(t *testing.T) {
 // and names a regular file: before, a link in warmup/ served the secret
 // as warmup data (or /dev/zero's endless zeros), and a FIFO held the load.
 func TestConfinedWarmupFile(t *testing.T) {
-	good := stateConfig("1", "zero_data: true")
+	good := goodConfig
 	warm := func(file string) string {
 		return `backend: "echo"
 max_batch_size: 8
@@ -252,7 +186,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 2 ] } ]
 // Warmup data sized by the config is bounded before it is made, batch
 // included.
 func TestConfinedWarmupSize(t *testing.T) {
-	good := stateConfig("1", "zero_data: true")
+	good := goodConfig
 	warm := `backend: "echo"
 max_batch_size: 1000
 input [ { name: "x" data_type: TYPE_INT32 dims: [ -1 ] } ]
@@ -368,7 +302,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 default_model_filename: "helper.py"
 `
 	for _, refuse := range []bool{false, true} {
-		s, _ := confineServer(t, stateConfig("1", "zero_data: true"), Options{NoFileOverrides: refuse})
+		s, _ := confineServer(t, goodConfig, Options{NoFileOverrides: refuse})
 		err := loadWithin(t, s, &LoadOverride{ConfigJSON: overrideJSON(t, py)})
 		const want = "default_model_filename of a python model 'helper.py' is not what the repository's own config names, and with --allow-model-file-override=false a load override may name no other"
 		if refuse != strings.Contains(fmt.Sprint(err), want) || err == nil {

@@ -1,8 +1,9 @@
 // Package core is the v2 inference core: datatypes and tensors, requests and
 // responses, validation against the model configuration, the model registry
-// and lifecycle (load, reload, unload, poll, warmup), the schedulers
-// (default, dynamic batcher, sequence batcher) and the Scheduler seam
-// through which core/ensemble's ensemble scheduler runs, statistics and
+// and lifecycle (load, reload, unload, poll, warmup), and the seam
+// (seam.go) through which the schedulers run: core/dynamic's default
+// scheduler and dynamic batcher, core/sequence's sequence batcher and
+// core/ensemble's ensemble scheduler; statistics and
 // load figures, trace hooks and the backend interface that core/onnxrt and
 // core/python implement. It knows nothing of HTTP or gRPC: the frontends reach it
 // through platforms/protocol and platforms/infer (see docs/architecture.md).

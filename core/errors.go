@@ -40,6 +40,17 @@ type rejected struct{ error }
 
 func (r rejected) Unwrap() error { return r.error }
 
+// expired wraps a queued request's end when its timeout passed before it
+// ran.
+type expired struct{ error }
+
+func (e expired) Unwrap() error { return e.error }
+
+// Expired is err as a scheduler's answer to a request whose timeout passed
+// while it was queued (a sequence's backlog): the core counts it as
+// REJECTED, as Triton does, not as a failed inference, and answers err.
+func Expired(err error) error { return expired{err} }
+
 // Rejected reports whether err stopped a request before it was in flight:
 // the request's validation or a full queue, as opposed to an error of its
 // execution. A stream answers the first kind in place of the request and

@@ -201,7 +201,7 @@ func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferRespons
 		return nil, nil, false
 	}
 	if j.runner != nil {
-		if err := j.runner.keep(j, resp); err != nil {
+		if err := j.runner.Keep(j, resp); err != nil {
 			r.close(err)
 			return nil, err, false
 		}
@@ -215,7 +215,7 @@ func (r *ExecRequest) prepare(resp *ExecResponse, final bool) (out *InferRespons
 	if resp == nil && !final {
 		return nil, nil, false
 	}
-	if j.runner != nil && j.runner.preserves() {
+	if j.runner != nil && j.runner.Preserves() {
 		// Held until the job's turn (preserve_ordering): no consumer yet.
 		j.held = append(j.held, heldResponse{out, final})
 		if final {
@@ -245,16 +245,16 @@ func (r *ExecRequest) settle() {
 	if r.stop != nil {
 		r.stop()
 	}
-	r.job.runner.settle(r.job, r.err)
+	r.job.runner.Settle(r.job, r.err)
 }
 
 // end closes the request after its execution: it reports how the request
 // ended, failing one that sent no final response with execErr (or, when
 // the execution succeeded, for never finishing). A decoupled request may
-// go on sending after a successful execution: end reports errPending, and
+// go on sending after a successful execution: end reports ErrPending, and
 // the final send, or the client going away, finishes it. A request whose
 // consumer is taking a response is left to that send in the same way
-// (errPending) rather than waited for: the send ends it once the consumer
+// (ErrPending) rather than waited for: the send ends it once the consumer
 // is done, with the verdict end would have given.
 func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 	r.mu.Lock()
@@ -270,7 +270,7 @@ func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 		return r.err
 	}
 	if r.rescheduled && execErr == nil {
-		return errRescheduled
+		return ErrRescheduled
 	}
 	pending := decoupled && execErr == nil
 	if detachable && (pending || r.delivering) {
@@ -286,7 +286,7 @@ func (r *ExecRequest) end(execErr error, model string, decoupled bool) error {
 				r.close(&cancelled{context.Cause(j.ctx)})
 			}
 		})
-		return errPending
+		return ErrPending
 	}
 	r.final, r.closed, r.err = true, true, failed(execErr, model)
 	return r.err
@@ -301,9 +301,9 @@ func failed(execErr error, model string) error {
 	return Errorf(CodeInternal, "model '%s' returned from execution without sending a final response", model)
 }
 
-// errPending says a decoupled request is still sending after its
+// ErrPending says a decoupled request is still sending after its
 // execution returned; its job is finished by its final send instead.
-var errPending = Errorf(CodeInternal, "request still pending")
+var ErrPending = Errorf(CodeInternal, "request still pending")
 
 // heldResponse is a response kept back for preserve_ordering.
 type heldResponse struct {
@@ -382,15 +382,15 @@ func (c *concatenated) ReadsDevice(id int64) bool {
 	return ok && d.ReadsDevice(id)
 }
 
-// runExecution runs jobs as one execution on inst and records it; errs[i]
-// is how job i ended (errPending: a decoupled request still sending).
+// RunExecution runs jobs as one execution on inst and records it; errs[i]
+// is how job i ended (ErrPending: a decoupled request still sending).
 // A panic anywhere in the execution's path (gather, the backend, scatter)
 // fails the requests that have not finished with an INTERNAL error naming
 // the model and logs the stack once; the instance goes on serving.
 //
 // e and errs are reused from the last call (each worker owns one of each):
 // an instance must not keep e past Execute.
-func runExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*Job, log *slog.Logger, e *Execution, errs []error) []error {
+func RunExecution(inst Instance, model string, decoupled bool, stats *Stats, jobs []*Job, log *slog.Logger, e *Execution, errs []error) []error {
 	*e = Execution{Requests: e.Requests[:0]}
 	for _, j := range jobs {
 		e.Requests = append(e.Requests, &j.req)
@@ -409,8 +409,8 @@ func runExecution(inst Instance, model string, decoupled bool, stats *Stats, job
 	for _, j := range jobs {
 		j.times.cin, j.times.cout, j.times.execEnd = e.InferStart, e.InferEnd, e.ComputeEnd
 		errs = append(errs, j.req.end(err, model, decoupled))
-		if errs[len(errs)-1] != errPending { // else its final send ends it
-			stats.endRunning(j)
+		if errs[len(errs)-1] != ErrPending { // else its final send ends it
+			stats.EndRunning(j)
 		}
 	}
 	clear(e.Requests)

@@ -83,23 +83,21 @@ func (s *Server) isStopping() bool {
 // stop makes mv refuse new work and returns its live sequences.
 func (mv *ModelVersion) stop() int {
 	mv.stopping.Store(true)
-	if b, ok := mv.exec.(*seqBatcher); ok {
-		return b.stop()
+	if mv.seqs != nil {
+		return mv.seqs.Stop()
 	}
 	return 0
 }
 
 // stopRefusal refuses r once mv is stopped, as Triton's dynamic batcher
 // does every request (its default scheduler is one too). The sequence
-// batcher refuses only STARTs itself, and a subpackage's Scheduler (the
-// ensemble's) what it chooses: Triton's ensemble scheduler's Stop does
-// nothing, its steps refuse.
+// batcher refuses only STARTs itself, and the ensemble scheduler nothing:
+// Triton's ensemble scheduler's Stop does nothing, its steps refuse.
 func (mv *ModelVersion) stopRefusal(r *ExecRequest) error {
 	if !mv.stopping.Load() {
 		return nil
 	}
-	switch mv.exec.(type) {
-	case *seqBatcher, external:
+	if mv.batch == nil {
 		return nil
 	}
 	return Errorf(CodeUnavailable, "%s%s", RequestPrefix(r.ID), errStopping)

@@ -49,7 +49,7 @@ func startInto(t *testing.T, cfg string, store cache.Store) (*Server, *intoBacke
 	t.Helper()
 	repos := testRepo(t, map[string]string{"m": "backend: \"into\"\n" + cfg})
 	b := &intoBackend{}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ResponseCache: store})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

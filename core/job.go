@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"time"
 )
 
 // jobState says where a job is; it changes only under scheduler.mu.
@@ -31,19 +30,16 @@ type Job struct {
 	n    int
 	held []heldResponse // preserve_ordering: responses kept until the job's turn
 
-	// runner is the scheduler that runs the job on instances, if any;
-	// seq is the slot of its sequence under the sequence batcher (set once
-	// the job is at the head of the slot).
-	runner runner
-	seq    *seqSlot
+	// runner is the scheduler that runs the job on instances, if any.
+	runner Runner
+	// Owned is its scheduler's own record of the job (the sequence
+	// batcher's slot of its sequence); the core never reads it.
+	Owned any
 
-	state    jobState
-	size     int64     // max(1, batch size): what the request adds to a batch
-	deadline time.Time // zero: no queue timeout
-	delayed  bool      // timed out under DELAY: served after the level's others
-	level    *level
-	stop     func() bool // detaches the cancellation hook
-	timer    *time.Timer // REJECT timeout
+	state jobState
+	size  int64 // max(1, batch size): what the request adds to a batch
+	// Queue is its queueing scheduler's record of it while it waits.
+	Queue QueueState
 
 	// preserve_ordering: the finished result waits for earlier jobs.
 	finished bool
@@ -55,18 +51,26 @@ type cancelled struct{ cause error }
 
 func (c *cancelled) Error() string { return "request cancelled: " + c.cause.Error() }
 
-// runner is a scheduler that runs jobs on instances: the default scheduler
+// Runner is a scheduler that runs jobs on instances: the default scheduler
 // and dynamic batcher, or the sequence batcher. A job's ExecRequest asks it
 // what its scheduler decides; a job without one (an ensemble's, a cached
 // response's) is neither held back nor left sending after its execution.
-type runner interface {
-	// keep sees each response of j before its consumer does: the sequence
+type Runner interface {
+	// Keep sees each response of j before its consumer does: the sequence
 	// batcher takes the state outputs out of it.
-	keep(j *Job, resp *ExecResponse) error
-	// preserves reports whether responses wait for their job's turn
+	Keep(j *Job, resp *ExecResponse) error
+	// Preserves reports whether responses wait for their job's turn
 	// (preserve_ordering).
-	preserves() bool
-	// settle answers j, whose request went on sending after its execution
+	Preserves() bool
+	// Settle answers j, whose request went on sending after its execution
 	// returned and has now ended with err.
-	settle(j *Job, err error)
+	Settle(j *Job, err error)
+}
+
+// Rescheduler is a Runner whose models may reschedule a request
+// (ExecRequest.Reschedule): the sequence batcher of an iterative_sequence
+// model.
+type Rescheduler interface {
+	// Reschedulable reports whether j may be rescheduled.
+	Reschedulable(j *Job) bool
 }

@@ -402,12 +402,18 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		mv.exec = external{s.opts.Ensembles.New(ensembleHost{s}, cfg)}
 		return mv, nil
 	}
-	var seq *seqConfig
+	var seq SequenceConfig
 	if cfg.GetSequenceBatching() != nil {
+		if s.opts.Sequences == nil {
+			return nil, errNoSequences
+		}
 		var err error
-		if seq, err = newSeqConfig(cfg, m.Dir); err != nil {
+		if seq, err = s.opts.Sequences.Configure(cfg, m.Dir); err != nil {
 			return nil, err
 		}
+	}
+	if seq == nil && s.opts.Batching == nil {
+		return nil, errNoBatching
 	}
 	files := VersionFiles{ModelName: m.Name, Version: v, ModelDir: m.Dir, VersionDir: m.VersionDir(v)}
 	// Passive instances are created (and so validated) but never get
@@ -440,7 +446,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	}
 	// Warmup runs on every instance before the version can serve.
 	for _, inst := range append(slices.Clone(active), passive...) {
-		if err := mv.warmup(ctx, inst, m.Dir); err != nil {
+		if err := mv.warmup(ctx, inst, m.Dir, seq); err != nil {
 			for _, i := range append(active, passive...) {
 				_ = i.Close()
 			}
@@ -449,7 +455,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	}
 	// Active instances join the rate limiter (passive ones never run
 	// requests), which refuses resource counts that cannot serve them.
-	limits, err := s.opts.RateLimiter.register(cfg, activeRefs)
+	limits, err := s.opts.RateLimiter.Register(cfg, activeRefs)
 	if err != nil {
 		for _, i := range append(active, passive...) {
 			_ = i.Close()
@@ -457,9 +463,11 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		return nil, err
 	}
 	if seq != nil {
-		mv.exec = newSeqBatcher(seq, active, limits, mv.Stats, mv.log)
+		ss := seq.New(active, limits, mv.Stats, mv.log)
+		mv.exec, mv.seqs = external{ss}, ss
 	} else {
-		mv.exec = newScheduler(cfg, active, limits, mv.Stats, mv.log)
+		b := s.opts.Batching.New(cfg, active, limits, mv.Stats, mv.log)
+		mv.exec, mv.batch = external{b}, b
 	}
 	mv.insts = append(slices.Clone(active), passive...)
 	return mv, nil

@@ -57,7 +57,7 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 `
 	repos := testRepo(t, map[string]string{"m": cfg})
 	b := &gateBackend{gate: make(chan struct{}), started: make(chan struct{}, 16)}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true})
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

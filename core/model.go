@@ -50,7 +50,11 @@ type ModelVersion struct {
 	outputs     map[string]*modelconfig.ModelOutput
 	outputOrder []string // ascending byte order of name
 
-	exec     executor
+	exec executor
+	// seqs is exec when the version is sequence batched, batch when it
+	// runs on the default scheduler or dynamic batcher; else nil.
+	seqs     SequenceScheduler
+	batch    BatchScheduler
 	passive  []Instance
 	insts    []Instance // every instance, active and passive, for health
 	log      *slog.Logger
@@ -60,8 +64,12 @@ type ModelVersion struct {
 	util     utilizationWindow // touched only by Utilization (ORCA reports)
 	// handovers are the copies of this version that reloads replaced while
 	// sequences were live on them, newest first: requests of those
-	// sequences run there (sequence_handover.go). Set before the copy serves.
+	// sequences run there (handover.go). Set before the copy serves.
 	handovers []*handover
+	// reacquire holds the copy serving this version once a reload has
+	// replaced this one (handover.go): a START that still reached this
+	// copy runs there.
+	reacquire atomic.Pointer[func() (*ModelVersion, func(), error)]
 	// files is the load override's folder the version was loaded from
 	// (nil: the repository's), released once the version is closed.
 	files *overrideDir
@@ -164,8 +172,8 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 			err = mv.exec.submit(j)
 		}
 	}
-	if err == errRetired {
-		return mv.rerun(ctx, req, emit) // sequence_handover.go
+	if errors.Is(err, ErrRetired) {
+		return mv.rerun(ctx, req, emit) // handover.go
 	}
 	if req.Queued != nil {
 		req.Queued() // queued, or refused: either way no longer on its way in
@@ -178,10 +186,11 @@ func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*I
 	if err != nil {
 		var c *cancelled
 		var r responseError
+		var x expired
 		switch {
-		case err == errExpired, err == errBacklogExpired:
+		case errors.As(err, &x):
 			mv.Stats.recordFailure(tReq, end, FailRejected)
-			return nil, err
+			return nil, x.error
 		case errors.As(err, &c):
 			mv.Stats.recordFailure(tReq, end, FailCanceled)
 			return nil, Errorf(CodeCancelled, "%s", err.Error())

@@ -33,7 +33,7 @@ func TestNamespacedResponseCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, Namespacing: true,
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, Namespacing: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ResponseCache: cache.NewLocalSize(1 << 20)})
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 	must(t, err)
 	repos := &repo.Set{Sources: []repo.Source{dir, repo.OpenOptions{CacheDir: t.TempDir()}.Remote(st)}}
 	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, Namespacing: true,
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, Namespacing: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	must(t, s.Start(ctx))
 	t.Cleanup(func() { s.Shutdown(context.Background()) })

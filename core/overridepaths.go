@@ -96,7 +96,7 @@ func (p overridePolicy) opLibraries(cfg *modelconfig.ModelConfig) error {
 			continue
 		}
 		if err := p.hostPath(lib, false); err != nil {
-			return fileError("model_operations op_library_filename", lib, err)
+			return FileError("model_operations op_library_filename", lib, err)
 		}
 	}
 	return nil
@@ -112,7 +112,7 @@ func (p overridePolicy) executionEnv(cfg *modelconfig.ModelConfig) error {
 		return nil
 	}
 	if err := p.hostPath(modelfile.ExpandModelDir(env, p.dir), true); err != nil {
-		return fileError("parameters "+key, env, err)
+		return FileError("parameters "+key, env, err)
 	}
 	return nil
 }
@@ -153,7 +153,7 @@ func (p overridePolicy) pythonFile(cfg *modelconfig.ModelConfig) error {
 	if p.own.GetBackend() == modelconfig.BackendPython && pythonFileOf(p.own) == file {
 		return nil
 	}
-	return fileError("default_model_filename of a python model", file, errNotOwnLocked)
+	return FileError("default_model_filename of a python model", file, errNotOwnLocked)
 }
 
 // modelFile: a model file (default_model_filename) the override names
@@ -173,7 +173,7 @@ func (p overridePolicy) modelFile(cfg *modelconfig.ModelConfig) error {
 			_, _, err = modelfile.Resolve(dir, path.Join(name, modelconfig.FilenameONNX))
 		}
 		if errors.Is(err, modelfile.ErrOutside) {
-			return fileError(fmt.Sprintf("model '%s' default_model_filename", p.model), name, err)
+			return FileError(fmt.Sprintf("model '%s' default_model_filename", p.model), name, err)
 		}
 	}
 	return nil
@@ -214,7 +214,7 @@ func (p overridePolicy) accelerators(cfg *modelconfig.ModelConfig) error {
 				continue
 			}
 			if ov, ok := own[ea.GetName()+"\x00"+k]; !ok || ov != v {
-				return fileError(fmt.Sprintf("execution accelerator '%s' parameter %s", ea.GetName(), k), v, errNotOwn)
+				return FileError(fmt.Sprintf("execution accelerator '%s' parameter %s", ea.GetName(), k), v, errNotOwn)
 			}
 		}
 	}
@@ -235,7 +235,7 @@ func (p overridePolicy) sessionFiles(cfg *modelconfig.ModelConfig) error {
 			continue
 		}
 		if ov, ok := p.own.GetParameters()[k]; !ok || ov.GetStringValue() != v.GetStringValue() {
-			return fileError("parameters "+k, v.GetStringValue(), errNotOwn)
+			return FileError("parameters "+k, v.GetStringValue(), errNotOwn)
 		}
 	}
 	return nil

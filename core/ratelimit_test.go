@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -57,6 +58,11 @@ func (i *limitInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 }
 func (i *limitInstance) Close() error { return nil }
 
+// resourceMap and globalKey spell the rate limiter's Available.
+type resourceMap = map[int]map[string]uint64
+
+const globalKey = ratelimit.GlobalDevice
+
 // limitIO is the tensors of every gate model: x and y, one INT32.
 const limitIO = `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
@@ -71,7 +77,7 @@ func limited(kind, limiter string) string {
 // limitServer starts a server over models (name -> config body; backend
 // and tensors are added) with the rate limiter rl (nil: off), on a host
 // with GPUs 0 and 1 (the gate backend never touches them).
-func limitServer(t *testing.T, rl *RateLimiter, models map[string]string) (*Server, *limitBackend, error) {
+func limitServer(t *testing.T, rl *ratelimit.Limiter, models map[string]string) (*Server, *limitBackend, error) {
 	t.Helper()
 	var names []string
 	configs := map[string]string{}
@@ -81,7 +87,7 @@ func limitServer(t *testing.T, rl *RateLimiter, models map[string]string) (*Serv
 	}
 	repos := testRepo(t, configs)
 	b := &limitBackend{started: make(chan string, 64), gate: make(chan struct{}), rows: map[string][]int{}}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: names, StrictReadiness: true,
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: names, StrictReadiness: true,
 		GPUs: []int32{0, 1}, RateLimiter: rl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(func() {
 		close(b.gate) // lets every execution left finish
@@ -161,20 +167,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// stagedCount is how many instances wait for resources.
-func (rl *RateLimiter) stagedCount() int {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return len(rl.staged)
-}
-
 // TestRateLimiterResources runs model a, then model b while a executes:
 // b waits exactly when the resources a holds leave too few for it.
 func TestRateLimiterResources(t *testing.T) {
 	tests := []struct {
 		name      string
 		off       bool
-		explicit  []RateLimitResource
+		explicit  []ratelimit.Resource
 		a, b      string
 		bWaits    bool
 		wantAvail resourceMap
@@ -189,16 +188,16 @@ func TestRateLimiterResources(t *testing.T) {
 			b: limited("kind: KIND_GPU gpus: [ 1 ]", `resources [ { name: "R" count: 1 } ]`), wantAvail: resourceMap{0: {"R": 1}, 1: {"R": 1}}},
 		{name: "global on two GPUs", a: limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" global: true count: 1 } ]`),
 			b: limited("kind: KIND_GPU gpus: [ 1 ]", `resources [ { name: "R" global: true count: 1 } ]`), bWaits: true, wantAvail: resourceMap{globalKey: {"R": 1}}},
-		{name: "explicit count above the needs", explicit: []RateLimitResource{{Name: "R", Count: 2, Device: -1}},
+		{name: "explicit count above the needs", explicit: []ratelimit.Resource{{Name: "R", Count: 2, Device: -1}},
 			a: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`), b: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
 			wantAvail: resourceMap{0: {"R": 2}}},
-		{name: "explicit count for the device", explicit: []RateLimitResource{{Name: "R", Count: 1, Device: 1}, {Name: "R", Count: 3, Device: 0}},
+		{name: "explicit count for the device", explicit: []ratelimit.Resource{{Name: "R", Count: 1, Device: 1}, {Name: "R", Count: 3, Device: 0}},
 			a: limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" count: 2 } ]`), b: limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" count: 1 } ]`),
 			wantAvail: resourceMap{0: {"R": 3}}},
-		{name: "a repeated explicit count keeps the smaller", explicit: []RateLimitResource{{Name: "R", Count: 3, Device: -1}, {Name: "R", Count: 2, Device: -1}},
+		{name: "a repeated explicit count keeps the smaller", explicit: []ratelimit.Resource{{Name: "R", Count: 3, Device: -1}, {Name: "R", Count: 2, Device: -1}},
 			a: limited("kind: KIND_CPU", `resources [ { name: "R" count: 2 } ]`), b: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
 			bWaits: true, wantAvail: resourceMap{0: {"R": 2}}},
-		{name: "explicit global count from any device", explicit: []RateLimitResource{{Name: "G", Count: 2, Device: 1}},
+		{name: "explicit global count from any device", explicit: []ratelimit.Resource{{Name: "G", Count: 2, Device: 1}},
 			a: limited("kind: KIND_CPU", `resources [ { name: "G" global: true count: 1 } ]`), b: limited("kind: KIND_CPU", `resources [ { name: "G" global: true count: 1 } ]`),
 			wantAvail: resourceMap{globalKey: {"G": 2}}},
 		{name: "no rate_limiter uses nothing", a: limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
@@ -206,18 +205,16 @@ func TestRateLimiterResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rl *RateLimiter
+			var rl *ratelimit.Limiter
 			if !tt.off {
-				rl = NewRateLimiter(tt.explicit)
+				rl = ratelimit.New(tt.explicit)
 			}
 			s, b, err := limitServer(t, rl, map[string]string{"a": tt.a, "b": tt.b})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rl != nil {
-				rl.mu.Lock()
-				avail := rl.avail
-				rl.mu.Unlock()
+				avail := rl.Available()
 				if fmt.Sprint(avail) != fmt.Sprint(tt.wantAvail) {
 					t.Errorf("available %v, want %v", avail, tt.wantAvail)
 				}
@@ -255,17 +252,17 @@ func TestRateLimiterResources(t *testing.T) {
 func TestRateLimiterLoadErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		explicit []RateLimitResource
+		explicit []ratelimit.Resource
 		models   map[string]string
 		want     string
 	}{
-		{name: "explicit count below the need", explicit: []RateLimitResource{{Name: "R", Count: 1, Device: -1}},
+		{name: "explicit count below the need", explicit: []ratelimit.Resource{{Name: "R", Count: 1, Device: -1}},
 			models: map[string]string{"a": limited("kind: KIND_CPU", `resources [ { name: "R" count: 2 } ]`)},
 			want:   `Resource count for "R" is limited to 1 which will prevent scheduling of one or more model instances, the minimum required count is 2`},
-		{name: "resource not given once any is", explicit: []RateLimitResource{{Name: "S", Count: 4, Device: -1}},
+		{name: "resource not given once any is", explicit: []ratelimit.Resource{{Name: "S", Count: 4, Device: -1}},
 			models: map[string]string{"a": limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`)},
 			want:   `Resource count for "R" is limited to 0 which will prevent scheduling of one or more model instances, the minimum required count is 1`},
-		{name: "given for another device", explicit: []RateLimitResource{{Name: "R", Count: 4, Device: 1}},
+		{name: "given for another device", explicit: []ratelimit.Resource{{Name: "R", Count: 4, Device: 1}},
 			models: map[string]string{"a": limited("kind: KIND_GPU gpus: [ 0 ]", `resources [ { name: "R" count: 1 } ]`)},
 			want:   `Resource count for "R" is limited to 0 which`},
 		{name: "global and per-device", models: map[string]string{
@@ -275,7 +272,7 @@ func TestRateLimiterLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rl := NewRateLimiter(tt.explicit)
+			rl := ratelimit.New(tt.explicit)
 			s, _, err := limitServer(t, rl, tt.models)
 			if err == nil {
 				t.Fatal("the models loaded")
@@ -290,9 +287,7 @@ func TestRateLimiterLoadErrors(t *testing.T) {
 				if e.State == StateReady {
 					continue
 				}
-				rl.mu.Lock()
-				n := len(rl.slots)
-				rl.mu.Unlock()
+				n := rl.Instances()
 				if len(tt.models) == 1 && n != 0 {
 					t.Errorf("%d instances registered after the failed load", n)
 				}
@@ -308,7 +303,7 @@ func TestRateLimiterLoadErrors(t *testing.T) {
 // the same global resource share it by executions × priority: priority 2
 // gets half the executions of priority 1 while both have work.
 func TestRateLimiterPriorityAcrossModels(t *testing.T) {
-	rl := NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	need := `resources [ { name: "R" global: true count: 1 } ]`
 	s, b, err := limitServer(t, rl, map[string]string{
 		"blocker": limited("kind: KIND_CPU", need),
@@ -328,7 +323,7 @@ func TestRateLimiterPriorityAcrossModels(t *testing.T) {
 		for i := range n {
 			dones = append(dones, inferAsync(s, limitReq(model, int32(i), false)))
 			if i == 0 {
-				waitFor(t, model+" waiting for the resource", func() bool { return rl.stagedCount() == k+1 })
+				waitFor(t, model+" waiting for the resource", func() bool { return rl.Waiting() == k+1 })
 			}
 		}
 		waitFor(t, model+"'s requests queued", func() bool {
@@ -372,7 +367,7 @@ func TestRateLimiterPriorityAcrossModels(t *testing.T) {
 // TestRateLimiterDynamicBatching: requests that arrive while a dynamic
 // batching instance waits for its resources batch together once it runs.
 func TestRateLimiterDynamicBatching(t *testing.T) {
-	rl := NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	need := `resources [ { name: "R" global: true count: 1 } ]`
 	s, b, err := limitServer(t, rl, map[string]string{
 		"blocker": limited("kind: KIND_CPU", need),
@@ -385,7 +380,7 @@ func TestRateLimiterDynamicBatching(t *testing.T) {
 	startedModel(t, b)
 	var dones []<-chan error
 	dones = append(dones, inferAsync(s, limitReq("batched", 1, true)))
-	waitFor(t, "the batch waiting for the resource", func() bool { return rl.stagedCount() == 1 })
+	waitFor(t, "the batch waiting for the resource", func() bool { return rl.Waiting() == 1 })
 	for i := range 5 {
 		dones = append(dones, inferAsync(s, limitReq("batched", int32(i+2), true)))
 	}
@@ -429,49 +424,10 @@ func TestRateLimiterDynamicBatching(t *testing.T) {
 	}
 }
 
-// TestRateLimiterSequenceBatching: a sequence's requests wait for their
-// instance's resources and still run in order on their slot.
-func TestRateLimiterSequenceBatching(t *testing.T) {
-	rl := NewRateLimiter(nil)
-	need := `resources [ { name: "R" global: true count: 1 } ]`
-	s, b, err := limitServer(t, rl, map[string]string{
-		"blocker":  limited("kind: KIND_CPU", need),
-		"sequence": "max_batch_size: 4\nsequence_batching { }\n" + limited("kind: KIND_CPU", need),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker := inferAsync(s, limitReq("blocker", 0, false))
-	startedModel(t, b)
-	flags := []uint32{FlagSequenceStart, 0, FlagSequenceEnd}
-	var dones []<-chan error
-	for i, f := range flags {
-		req := limitReq("sequence", int32(10+i), true)
-		req.Correlation = Correlation{ID: 7, Flags: f}
-		queued := make(chan struct{})
-		req.Queued = func() { close(queued) }
-		dones = append(dones, inferAsync(s, req))
-		<-queued // the sequence's order is the order of arrival
-		if i == 0 {
-			waitFor(t, "the sequence waiting for the resource", func() bool { return rl.stagedCount() == 1 })
-		}
-	}
-	notStarted(t, b)
-	b.gate <- struct{}{}
-	answered(t, blocker)
-	for i := range flags {
-		if m := startedModel(t, b); m != "sequence" {
-			t.Fatalf("%s started", m)
-		}
-		b.gate <- struct{}{}
-		answered(t, dones[i])
-	}
-}
-
 // TestRateLimiterUnloadAndReload: the default counts follow the loaded
 // instances: an unload takes its needs away, a load adds them again.
 func TestRateLimiterUnloadAndReload(t *testing.T) {
-	rl := NewRateLimiter(nil)
+	rl := ratelimit.New(nil)
 	s, _, err := limitServer(t, rl, map[string]string{
 		"big":   limited("kind: KIND_CPU", `resources [ { name: "R" count: 3 } ]`),
 		"small": limited("kind: KIND_CPU", `resources [ { name: "R" count: 1 } ]`),
@@ -479,11 +435,7 @@ func TestRateLimiterUnloadAndReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	avail := func() string {
-		rl.mu.Lock()
-		defer rl.mu.Unlock()
-		return fmt.Sprint(rl.avail)
-	}
+	avail := func() string { return fmt.Sprint(rl.Available()) }
 	if got := avail(); got != fmt.Sprint(resourceMap{0: {"R": 3}}) {
 		t.Fatalf("available %s with both loaded", got)
 	}

@@ -49,7 +49,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`), 0o644))
 			logs := &lockedBuffer{}
 			b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
 			b.panicOn.Store(-7)
-			s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
+			s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
 				Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			must(t, s.Start(context.Background()))
 			defer s.Shutdown(context.Background())

@@ -68,7 +68,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 	cache := t.TempDir()
 	repos := &repo.Set{Sources: []repo.Source{repo.OpenOptions{CacheDir: cache}.Remote(st)}}
 	b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+	s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	must(t, s.Start(context.Background()))
 	copies := func() []string {

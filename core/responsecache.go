@@ -105,18 +105,22 @@ func (mv *ModelVersion) serveCached(j *Job) (probe cacheProbe, served bool, err 
 		return probe, false, nil
 	}
 	resp.ID, resp.ModelName, resp.ModelVersion = j.orig.ID, mv.Name, mv.Version
-	if sched, ok := mv.exec.(*scheduler); ok && sched.cfg.preserve {
+	var order *TakenOrder
+	if mv.batch != nil {
+		order = mv.batch.Order()
+	}
+	if order != nil {
 		// As Triton's dynamic batcher delegates a hit's response under
 		// preserve_ordering: it is answered once the requests already
 		// taken for execution are.
-		j.runner = sched
+		j.runner = mv.batch
 		j.held = append(j.held, heldResponse{resp, true}) // until the job's turn
-		sched.order.taken(j)
-		sched.order.finish(j, nil)
+		order.Taken(j)
+		order.Finish(j, nil)
 		err = <-j.done
 	} else {
 		err = j.hand(resp, true)
-		j.traceEnd(err)
+		j.TraceEnd(err)
 	}
 	mv.Stats.recordCacheHit(j.times.req, j.times.queue, start, time.Now(), probe.lookupNs)
 	return probe, true, err

@@ -33,7 +33,7 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`), 0o644))
 		must(t, err)
 		b := &echoBackend{started: make(chan int, 64), gate: make(chan struct{}), open: true}
 		b.failNew.Store(int32(tt.failures))
-		s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, LoadRetries: tt.retries,
+		s := newTestServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, LoadRetries: tt.retries,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		err = s.Load(context.Background(), "m", nil)
 		if (err == nil) != tt.ready || s.ModelReady("m", LatestVersion) != tt.ready {

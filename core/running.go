@@ -25,10 +25,10 @@ func (s *Stats) startRunning(jobs []*Job) {
 	}
 }
 
-// endRunning uncounts j, a job whose execution (or, for a decoupled
+// EndRunning uncounts j, a job whose execution (or, for a decoupled
 // request, whose last response) is over; one startRunning did not count
 // is ignored.
-func (s *Stats) endRunning(j *Job) {
+func (s *Stats) EndRunning(j *Job) {
 	if j.state == jobTaken {
 		s.running.Add(-1)
 	}

@@ -1,8 +1,12 @@
 package core
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -17,6 +21,16 @@ type Scheduler interface {
 	Submit(j *Job) error
 	// Close stops taking work and waits for the work taken.
 	Close()
+}
+
+// executor runs one model version's requests: the Scheduler the
+// lifecycle made for it (external).
+type executor interface {
+	// submit queues j or refuses it synchronously; the job's done channel
+	// reports its end.
+	submit(j *Job) error
+	// close stops taking work and waits for the work taken.
+	close()
 }
 
 // Ensembles is the ensemble scheduler's side of the lifecycle: the core
@@ -77,7 +91,7 @@ func (j *Job) Caller() *InferRequest { return j.orig }
 func (j *Job) Begin() {
 	j.times.exec = time.Now()
 	j.times.cin = j.times.exec
-	j.traceBegin()
+	j.TraceBegin()
 }
 
 // Complete ends j, which its scheduler ran itself since Begin (an
@@ -97,10 +111,175 @@ func (j *Job) Complete(err error) {
 		j.mv.Stats.recordExecution(max(1, r.BatchSize), 0, j.times.cout.Sub(j.times.cin).Nanoseconds(), 0)
 	}
 	err = r.end(nil, j.mv.Name, false)
-	j.traceEnd(err)
+	j.TraceEnd(err)
 	j.done <- err
 }
+
+// errNoSequences fails a sequence_batching model's load on a server made
+// without Options.Sequences.
+var errNoSequences = Errorf(CodeUnavailable, "sequence batching models are not served: the server has no sequence batcher (core.Options.Sequences)")
 
 // errNoEnsembles fails an ensemble's load on a server made without
 // Options.Ensembles.
 var errNoEnsembles = Errorf(CodeUnavailable, "ensemble models are not served: the server has no ensemble scheduler (core.Options.Ensembles)")
+
+// Sequences is the sequence batcher's side of the lifecycle
+// (core/sequence's Batchers): the core reads a sequence_batching model's
+// configuration through it at load, before its instances are made, and
+// has it make the version's scheduler once they are.
+type Sequences interface {
+	// Configure reads cfg's sequence_batching, refusing what Triton
+	// refuses, and the initial state files under modelDir.
+	Configure(cfg *modelconfig.ModelConfig, modelDir string) (SequenceConfig, error)
+}
+
+// SequenceConfig is one version's read sequence_batching.
+type SequenceConfig interface {
+	// Warmup gives a warmup sample's request the controls of a
+	// one-request sequence (START and END), as Triton's warmup does.
+	Warmup(r *ExecRequest)
+	// New makes the version's sequence scheduler over its active instances.
+	New(insts []Instance, limits ratelimit.Slots, stats *Stats, log *slog.Logger) SequenceScheduler
+}
+
+// SequenceScheduler is a sequence batcher: a Scheduler that binds each
+// sequence to a slot, and that the core asks about its sequences when the
+// server exits or a reload replaces the version (handover.go).
+type SequenceScheduler interface {
+	Scheduler
+	// Stop refuses new STARTs from now on (the live sequences go on) and
+	// returns how many sequences are live.
+	Stop() int
+	// Stopping reports whether Stop was called.
+	Stopping() bool
+	// Owns reports whether the sequence of c is live here.
+	Owns(c Correlation) bool
+	// Forget ends the sequence of c here: it starts over elsewhere.
+	Forget(c Correlation)
+	// Retire marks the scheduler retired once no sequence is live, or at
+	// once with force, and reports whether it is: a START reaching it then
+	// is refused with ErrRetired, and runs on the serving copy instead.
+	Retire(force bool) bool
+}
+
+// ErrRetired is a retired sequence scheduler's answer to a START (Retire):
+// the core runs the request on the copy serving the version now.
+var ErrRetired = errors.New("a reload retired this copy of the model")
+
+// What follows is a Job as the scheduler of a subpackage (core/sequence's)
+// queues and runs it on instances through RunExecution.
+
+// Context is j's: done when its client goes away.
+func (j *Job) Context() context.Context { return j.ctx }
+
+// QueuedAt is when j reached its scheduler.
+func (j *Job) QueuedAt() time.Time { return j.times.queue }
+
+// Accept makes r j's Runner (what its request asks about its responses)
+// and sizes j by its batch size, once r has checked the request.
+func (j *Job) Accept(r Runner) {
+	j.runner = r
+	j.size = max(1, int64(j.req.BatchSize))
+}
+
+// MarkQueued records j waiting in its scheduler's queue (again, after a
+// reschedule).
+func (j *Job) MarkQueued() { j.state = jobQueued }
+
+// MarkTaken records j taken off the queue, at now, for an execution.
+func (j *Job) MarkTaken(now time.Time) {
+	j.state = jobTaken
+	j.times.exec = now
+}
+
+// Taken reports whether j was taken for an execution.
+func (j *Job) Taken() bool { return j.state == jobTaken }
+
+// End reports j's end (nil: success) to its caller, ending its trace.
+func (j *Job) End(err error) {
+	j.TraceEnd(err)
+	j.done <- err
+}
+
+// Filler is a job of nobody's that stands in an execution for a slot with
+// no request ready (the sequence batcher's null request): inputs, j's
+// outputs and batch size, run by j's Runner; its responses go nowhere.
+func (j *Job) Filler(inputs []*Tensor) *Job {
+	n := &Job{ctx: context.Background(), done: make(chan error, 1), mv: j.mv, orig: &InferRequest{}, emit: discard, size: j.size, runner: j.runner}
+	n.req = ExecRequest{Inputs: inputs, Outputs: j.req.Outputs, BatchSize: j.req.BatchSize, job: n,
+		batch: ConcatBatch{Inputs: inputs, Outputs: j.req.Outputs}}
+	return n
+}
+
+// SetInputs replaces r's inputs: its scheduler appends its own (a
+// sequence's state).
+func (r *ExecRequest) SetInputs(inputs []*Tensor) {
+	r.Inputs = inputs
+	r.batch.Inputs = inputs
+}
+
+// Reset replaces r's inputs and outputs as its scheduler changed them (a
+// sequence's controls and state outputs); the destinations its caller gave
+// the outputs (Into) no longer apply.
+func (r *ExecRequest) Reset(inputs []*Tensor, outputs []string) {
+	r.Inputs, r.Outputs = inputs, outputs
+	r.batch = ConcatBatch{Inputs: inputs, Outputs: outputs}
+}
+
+// Cancelled is the end of a queued job whose client went away (ctx, the
+// job's, is done).
+func Cancelled(ctx context.Context) error { return &cancelled{context.Cause(ctx)} }
+
+// ErrStopping refuses new work while the server exits (Server.Stop).
+var ErrStopping = Errorf(CodeUnavailable, "%s", errStopping)
+
+// Sequences is mv's sequence scheduler, nil when mv is not sequence
+// batched.
+func (mv *ModelVersion) Sequences() SequenceScheduler { return mv.seqs }
+
+// Batching makes the default scheduler or dynamic batcher of each version
+// that neither sequence batches nor is an ensemble (core/dynamic's
+// Batchers).
+type Batching interface {
+	// New makes the scheduler of one version over its active instances.
+	New(cfg *modelconfig.ModelConfig, insts []Instance, limits ratelimit.Slots, stats *Stats, log *slog.Logger) BatchScheduler
+}
+
+// BatchScheduler is a version's default scheduler or dynamic batcher: a
+// Scheduler that is the Runner of its jobs, and that the core asks for
+// load figures and, for a cached response, its order.
+type BatchScheduler interface {
+	Scheduler
+	Runner
+	// Load is how many active instances it feeds and how many of them
+	// run an execution now.
+	Load() (instances, busy int)
+	// Order is its preserve_ordering queue, nil when responses need not
+	// wait for earlier requests.
+	Order() *TakenOrder
+}
+
+// errNoBatching fails a model's load on a server made without
+// Options.Batching.
+var errNoBatching = Errorf(CodeUnavailable, "models are not served: the server has no batching scheduler (core.Options.Batching)")
+
+// QueueState is what a queueing scheduler (core/dynamic's) keeps of a job
+// while it waits; the core never reads it. It lives in the Job so that
+// queueing a request allocates nothing more.
+type QueueState struct {
+	Level    int         // the priority level's index in the scheduler's levels
+	Deadline time.Time   // zero: no queue timeout
+	Delayed  bool        // timed out under DELAY: served after the level's others
+	Stop     func() bool // detaches the cancellation hook
+	Timer    *time.Timer // REJECT timeout
+}
+
+// Size is what j adds to a batch: max(1, its batch size), once accepted.
+func (j *Job) Size() int64 { return j.size }
+
+// Waiting reports whether j waits in its scheduler's queue.
+func (j *Job) Waiting() bool { return j.state == jobQueued }
+
+// MarkRemoved records j taken out of the queue unrun (cancelled or
+// expired); its end is reported by End.
+func (j *Job) MarkRemoved() { j.state = jobRemoved }

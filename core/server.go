@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/inferd/inferd/core/cache"
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -69,13 +70,19 @@ type Options struct {
 	Namespacing bool
 	// RateLimiter is --rate-limit=execution_count's rate limiter, shared
 	// by every model; nil: --rate-limit=off.
-	RateLimiter *RateLimiter
+	RateLimiter *ratelimit.Limiter
 	// ResponseCache, when set, serves the versions whose config enables
 	// response_cache (--cache-config); nil: no version caches.
 	ResponseCache cache.Store
 	// Ensembles runs the ensemble models (core/ensemble's Scheduling);
 	// nil: an ensemble fails to load.
 	Ensembles Ensembles
+	// Batching runs every other model (core/dynamic's Batchers); nil:
+	// their loads fail.
+	Batching Batching
+	// Sequences runs the sequence_batching models (core/sequence's
+	// Batchers); nil: their loads fail.
+	Sequences Sequences
 }
 
 // Server is the inference core: the model registry, lifecycle and request

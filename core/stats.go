@@ -226,7 +226,7 @@ func (s *Stats) recordExecution(bs uint64, cin, infer, cout int64) {
 	b.ComputeOutput.add(cout)
 }
 
-func (s *Stats) addPending(d int64) {
+func (s *Stats) AddPending(d int64) {
 	s.mu.Lock()
 	s.snap.Pending += d
 	s.mu.Unlock()

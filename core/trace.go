@@ -57,22 +57,22 @@ func ChildTrace(t Trace) Trace {
 	return t.Child()
 }
 
-// traceBegin starts j's trace, if it has one, as it enters an executor.
-func (j *Job) traceBegin() {
+// TraceBegin starts j's trace, if it has one, as it enters an executor.
+func (j *Job) TraceBegin() {
 	if !TracingBuilt || j.orig.Trace == nil {
 		return
 	}
 	j.orig.Trace.Begin(j.mv.Name, j.mv.Version, j.orig.ID, j.times.req, j.times.queue, j.req.Inputs)
 }
 
-// traceEnd ends j's trace, if it has one, just before its end (err) is
+// TraceEnd ends j's trace, if it has one, just before its end (err) is
 // reported to the caller.
-func (j *Job) traceEnd(err error) {
+func (j *Job) TraceEnd(err error) {
 	if !TracingBuilt || j.orig.Trace == nil {
 		return
 	}
 	t := TraceTimes{RequestEnd: time.Now()}
-	if _, ok := j.runner.(*scheduler); ok && !j.times.exec.IsZero() {
+	if _, ok := j.runner.(BatchScheduler); ok && !j.times.exec.IsZero() {
 		t.ComputeStart, t.ComputeInputEnd, t.ComputeOutputStart, t.ComputeEnd = j.times.exec, j.times.cin, j.times.cout, j.times.execEnd
 	}
 	j.orig.Trace.End(t, err)

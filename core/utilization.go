@@ -60,9 +60,8 @@ func (mv *ModelVersion) utilizationAt(now time.Time) Utilization {
 	cur, pending, loaded := mv.Stats.utilizationSample(now)
 	var u Utilization
 	u.Pending = pending
-	if s, ok := mv.exec.(*scheduler); ok {
-		u.Instances = len(s.insts)
-		u.Busy = int(s.busy.Load())
+	if mv.batch != nil {
+		u.Instances, u.Busy = mv.batch.Load()
 	}
 
 	w := &mv.util

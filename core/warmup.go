@@ -17,17 +17,10 @@ import (
 // (triton-inference-server/server
 // docs/user_guide/model_configuration.md, "Model Warmup"): each sample as batch_size requests of batch 1
 // in one execution, count times. They are recorded like real requests.
-func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir string) error {
+func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir string, seq SequenceConfig) error {
 	samples := mv.Config.GetModelWarmup()
 	if len(samples) == 0 {
 		return nil
-	}
-	var seq *seqConfig
-	if mv.Config.GetSequenceBatching() != nil {
-		var err error
-		if seq, err = newSeqConfig(mv.Config, modelDir); err != nil {
-			return err
-		}
 	}
 	for _, sample := range samples {
 		if sample.GetBatchSize() == 0 {
@@ -43,8 +36,8 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 		}
 		// The execution gathers batch_size copies of the sample into one
 		// batch: that buffer is bounded too.
-		if total := requestBytes(req); total > maxConfigAlloc/int64(bs) {
-			return fmt.Errorf("failed to run warmup sample '%s': batch_size %d of its %d bytes would take more than %d bytes, this server's limit", sample.GetName(), bs, total, maxConfigAlloc)
+		if total := requestBytes(req); total > MaxConfigAlloc/int64(bs) {
+			return fmt.Errorf("failed to run warmup sample '%s': batch_size %d of its %d bytes would take more than %d bytes, this server's limit", sample.GetName(), bs, total, MaxConfigAlloc)
 		}
 		for range max(sample.GetCount(), 1) {
 			jobs := make([]*Job, bs)
@@ -55,7 +48,7 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), err)
 				}
 				if seq != nil {
-					seq.warmup(&j.req)
+					seq.Warmup(&j.req)
 				}
 				j.size, j.req.job = max(1, int64(j.req.BatchSize)), j
 				jobs[i] = j
@@ -63,7 +56,7 @@ func (mv *ModelVersion) warmup(ctx context.Context, inst Instance, modelDir stri
 			}
 			// Warmup runs outside the scheduler: a decoupled model must
 			// finish its warmup requests within the execution.
-			errs := runExecution(inst, mv.Name, false, mv.Stats, jobs, mv.log, &Execution{}, nil)
+			errs := RunExecution(inst, mv.Name, false, mv.Stats, jobs, mv.log, &Execution{}, nil)
 			for i, j := range jobs {
 				if errs[i] != nil {
 					return fmt.Errorf("failed to run warmup sample '%s': %w", sample.GetName(), errs[i])
@@ -103,9 +96,9 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 		// product overflows, or that ask for more than the bound, fail the
 		// load instead of the allocation panicking or taking the machine's
 		// memory.
-		size, ok := configBytes(in.GetDims(), dt)
+		size, ok := ConfigBytes(in.GetDims(), dt)
 		if !ok {
-			return nil, fmt.Errorf("warmup input '%s' with dims %s would take more than %d bytes, this server's limit", name, ShapeString(in.GetDims()), maxConfigAlloc)
+			return nil, fmt.Errorf("warmup input '%s' with dims %s would take more than %d bytes, this server's limit", name, ShapeString(in.GetDims()), MaxConfigAlloc)
 		}
 		var data []byte
 		switch {
@@ -134,17 +127,17 @@ func (mv *ModelVersion) warmupRequest(sample *modelconfig.ModelWarmup, modelDir 
 // folder, as Triton's model warmup) through modelfile: it may not leave
 // the model folder, must be a regular file, and is read no further than
 // the input needs (size bytes; for STRING, the whole file, at most
-// maxConfigAlloc, of which the first n elements are taken).
+// MaxConfigAlloc, of which the first n elements are taken).
 func warmupFile(modelDir, file, input string, dt DataType, n, size int64) ([]byte, error) {
 	field := fmt.Sprintf("warmup input '%s' input_data_file", input)
 	name, err := modelfile.Sub(warmupFolder, file)
 	if err != nil {
-		return nil, fileError(field, file, err)
+		return nil, FileError(field, file, err)
 	}
 	if dt == TypeBytes {
-		raw, err := modelfile.ReadFile(modelDir, name, maxConfigAlloc)
+		raw, err := modelfile.ReadFile(modelDir, name, MaxConfigAlloc)
 		if err != nil {
-			return nil, fileError(field, file, err)
+			return nil, FileError(field, file, err)
 		}
 		pos := bytesOffset(raw, n)
 		if pos < 0 {
@@ -154,7 +147,7 @@ func warmupFile(modelDir, file, input string, dt DataType, n, size int64) ([]byt
 	}
 	raw, have, err := modelfile.ReadHead(modelDir, name, size)
 	if err != nil {
-		return nil, fileError(field, file, err)
+		return nil, FileError(field, file, err)
 	}
 	if have < size {
 		return nil, fmt.Errorf("warmup input '%s' from '%s': file holds %d bytes, the input needs %d", input, file, have, size)

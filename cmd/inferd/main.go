@@ -25,9 +25,11 @@ import (
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/core/python"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/platforms/httpapi"
 	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
@@ -533,6 +535,8 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		ResponseCache:   respCache,
 		RateLimiter:     cfg.rateLimit.limiter,
 		Ensembles:       ensemble.Scheduling{},
+		Sequences:       sequence.Batchers{},
+		Batching:        dynamic.Batchers{},
 	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 

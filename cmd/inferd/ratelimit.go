@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/inferd/inferd/cmd/inferd/options"
-	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 )
 
 // rateLimitConfig is --rate-limit and --rate-limit-resource.
@@ -12,20 +12,20 @@ type rateLimitConfig struct {
 	// limiter is the core's rate limiter; nil for --rate-limit=off (the
 	// default), which ignores every rate_limiter setting and any
 	// --rate-limit-resource, as Triton does.
-	limiter *core.RateLimiter
+	limiter *ratelimit.Limiter
 }
 
 func rateLimitSettings(v *options.Values) (rateLimitConfig, error) {
 	if !strings.EqualFold(v.String("rate-limit"), "execution_count") {
 		return rateLimitConfig{}, nil
 	}
-	var resources []core.RateLimitResource
+	var resources []ratelimit.Resource
 	for _, s := range v.List("rate-limit-resource") {
 		name, count, device, err := options.RateLimitResource(s)
 		if err != nil {
 			return rateLimitConfig{}, err
 		}
-		resources = append(resources, core.RateLimitResource{Name: name, Count: count, Device: device})
+		resources = append(resources, ratelimit.Resource{Name: name, Count: count, Device: device})
 	}
-	return rateLimitConfig{limiter: core.NewRateLimiter(resources)}, nil
+	return rateLimitConfig{limiter: ratelimit.New(resources)}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/repo"
@@ -234,7 +235,7 @@ func TestLoadModelFilesRefused(t *testing.T) {
 		t.Cleanup(func() { _ = b.Close() })
 		repos, err := repo.OpenAll(context.Background(), []string{root})
 		servertest.Must(t, err)
-		srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit,
+		srv := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit,
 			StartupModels: []string{"file_loader"}, AutoComplete: true, Logger: log, NoFileOverrides: refuse})
 		t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 		servertest.Must(t, srv.Start(context.Background()))

@@ -21,6 +21,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/onnxrt"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
@@ -198,7 +199,7 @@ func startCore(t *testing.T, cfg metrics.Config) *core.Server {
 	root := servertest.WriteRepo(t, map[string]servertest.Model{"simple": servertest.Simple("simple")})
 	repos, err := repo.OpenAll(context.Background(), []string{root})
 	servertest.Must(t, err)
-	srv := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{backend}, Observers: cfg.Observers(quiet), Logger: quiet})
+	srv := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Repos: repos, Backends: []core.Backend{backend}, Observers: cfg.Observers(quiet), Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

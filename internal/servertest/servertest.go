@@ -27,8 +27,10 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/cache"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -116,6 +118,8 @@ func Start(t testing.TB, o Options) *core.Server {
 		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
 		ResponseCache: o.ResponseCache, GPUs: o.GPUs, NoFileOverrides: o.NoFileOverrides,
 		Ensembles: ensemble.Scheduling{},
+		Sequences: sequence.Batchers{},
+		Batching:  dynamic.Batchers{},
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

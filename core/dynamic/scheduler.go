@@ -1,4 +1,4 @@
-package core
+package dynamic
 
 import (
 	"context"
@@ -8,13 +8,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
+// Batchers makes the default scheduler or dynamic batcher of each version
+// that neither sequence batches nor is an ensemble: a server's
+// core.Options.Batching.
+type Batchers struct{}
+
+// New makes the scheduler of one version over its active instances
+// (core.Batching).
+func (Batchers) New(cfg *modelconfig.ModelConfig, insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) core.BatchScheduler {
+	return newScheduler(cfg, insts, limits, stats, log)
+}
+
 // Scheduler errors, worded as Triton's.
 var (
-	errQueueFull = Errorf(CodeUnavailable, "Exceeds maximum queue size")
-	errExpired   = Errorf(CodeUnavailable, "Request timeout expired")
+	errQueueFull = core.Errorf(core.CodeUnavailable, "Exceeds maximum queue size")
+	errExpired   = core.Errorf(core.CodeUnavailable, "Request timeout expired")
 )
 
 // queuePolicy is one priority level's ModelQueuePolicy.
@@ -29,9 +42,9 @@ type queuePolicy struct {
 // under DELAY kept after the others.
 type level struct {
 	policy  queuePolicy
-	jobs    []*Job // queue order from head; removed jobs are skipped and compacted
+	jobs    []*core.Job // queue order from head; removed jobs are skipped and compacted
 	head    int
-	delayed []*Job
+	delayed []*core.Job
 	count   int // jobs still queued (not removed)
 }
 
@@ -49,14 +62,14 @@ type schedConfig struct {
 	// inputs, so requests must also bring the same inputs.
 	enforced map[string]bool
 	sameSet  bool
-	gather   gatherPlan
+	model    string
 	// decoupled models may send after their execution returns.
 	decoupled bool
 }
 
 func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 	sc := schedConfig{maxBS: max(1, int64(cfg.GetMaxBatchSize())), enforced: map[string]bool{}}
-	sc.gather = newGatherPlan(cfg)
+	sc.model = cfg.GetName()
 	sc.decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	db := cfg.GetDynamicBatching()
 	if db == nil {
@@ -107,17 +120,6 @@ func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 	return sc, policies
 }
 
-// executor runs one model version's requests: the scheduler of its
-// instances (the default scheduler or the dynamic batcher) or, for an
-// ensemble, the ensemble scheduler. loadVersion chooses it.
-type executor interface {
-	// submit queues j or refuses it synchronously; the job's done channel
-	// reports its end.
-	submit(j *Job) error
-	// close stops taking work and waits for the work taken.
-	close()
-}
-
 // scheduler feeds one model version's instances. Without dynamic_batching
 // it is Triton's default scheduler (FIFO, one request per execution); with
 // it, the dynamic batcher (triton-inference-server/server
@@ -126,8 +128,8 @@ type executor interface {
 // can run it and grows while every instance is busy.
 type scheduler struct {
 	cfg   schedConfig
-	stats *Stats
-	insts []Instance
+	stats *core.Stats
+	insts []core.Instance
 	log   *slog.Logger
 
 	mu     sync.Mutex
@@ -144,16 +146,16 @@ type scheduler struct {
 	quit   chan struct{}   // closed by close: pipeline workers exit
 
 	// preserve_ordering: jobs in the order they left the queue.
-	order takenOrder
+	order core.TakenOrder
 
 	// limits are the instances' rate limiter slots (nil: rate limiting off).
-	limits limitSlots
+	limits ratelimit.Slots
 	// lanes are the instances' lanes for requests run by their callers
 	// (direct.go), nil where requests always queue.
 	lanes []*lane
 }
 
-func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSlots, stats *Stats, log *slog.Logger) *scheduler {
+func newScheduler(cfg *modelconfig.ModelConfig, insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) *scheduler {
 	sc, policies := newSchedConfig(cfg)
 	s := &scheduler{cfg: sc, stats: stats, insts: insts, log: log, limits: limits,
 		arrive: make(chan struct{}, 1), turn: make(chan struct{}, 1), quit: make(chan struct{})}
@@ -175,7 +177,7 @@ func newScheduler(cfg *modelconfig.ModelConfig, insts []Instance, limits limitSl
 			ln = s.lanes[i]
 		}
 		s.wg.Add(1)
-		go s.worker(inst, ln, limits.at(i))
+		go s.worker(inst, ln, limits.At(i))
 	}
 	return s
 }
@@ -187,102 +189,102 @@ func (s *scheduler) poke() {
 	}
 }
 
-// submit queues j or refuses it synchronously (queue full); a refused
+// Submit queues j or refuses it synchronously (queue full); a refused
 // request is not a failed inference.
-func (s *scheduler) submit(j *Job) error {
-	lv := s.levels[0]
+func (s *scheduler) Submit(j *core.Job) error {
+	r := j.Request()
+	idx := 0
 	if s.cfg.batching {
-		lv = s.levels[s.cfg.defLevel]
-		if p := j.req.Priority; p >= 1 && p <= uint64(len(s.levels)) {
-			lv = s.levels[p-1]
+		idx = s.cfg.defLevel
+		if p := r.Priority; p >= 1 && p <= uint64(len(s.levels)) {
+			idx = int(p - 1)
 		}
 	}
-	j.size = max(1, int64(j.req.BatchSize))
-	j.level = lv
+	lv := s.levels[idx]
+	j.Accept(s)
+	j.Queue.Level = idx
 	pol := lv.policy
 	if t := pol.timeout; s.cfg.batching && t > 0 {
-		if r := time.Duration(j.req.TimeoutMicros) * time.Microsecond; pol.override && r != 0 && r < t {
-			t = r
+		if rt := time.Duration(r.TimeoutMicros) * time.Microsecond; pol.override && rt != 0 && rt < t {
+			t = rt
 		}
-		j.deadline = j.times.queue.Add(t)
+		j.Queue.Deadline = j.QueuedAt().Add(t)
 	}
 
-	j.runner = s
 	if ln := s.claim(j); ln != nil {
 		s.runDirect(ln, j)
 		return nil
 	}
 
 	// A client that goes away takes its request out of the queue at once.
-	if j.ctx.Done() != nil {
-		j.stop = context.AfterFunc(j.ctx, func() {
-			s.remove(j, &cancelled{context.Cause(j.ctx)})
+	if ctx := j.Context(); ctx.Done() != nil {
+		j.Queue.Stop = context.AfterFunc(ctx, func() {
+			s.remove(j, core.Cancelled(ctx))
 		})
 	}
-	j.traceBegin()
+	j.TraceBegin()
 	s.mu.Lock()
 	err := s.enqueue(j, lv)
 	s.mu.Unlock()
 	if err != nil {
-		if j.stop != nil {
-			j.stop()
+		if j.Queue.Stop != nil {
+			j.Queue.Stop()
 		}
-		j.traceEnd(err)
+		j.TraceEnd(err)
 		return err
 	}
 	s.poke()
 	return nil
 }
 
-func (s *scheduler) enqueue(j *Job, lv *level) error {
+func (s *scheduler) enqueue(j *core.Job, lv *level) error {
 	switch pol := lv.policy; {
 	case len(s.insts) == 0:
 		// Only passive instances: nothing would ever take the request.
-		return Errorf(CodeUnavailable, "no active instance to run the request: every instance group is passive")
+		return core.Errorf(core.CodeUnavailable, "no active instance to run the request: every instance group is passive")
 	case s.closed:
-		return Errorf(CodeUnavailable, "model is unloading")
-	case j.ctx.Err() != nil:
+		return core.Errorf(core.CodeUnavailable, "model is unloading")
+	case j.Context().Err() != nil:
 		// Cancelled before the hook above could see it queued.
-		return Errorf(CodeCancelled, "request cancelled before it was queued")
+		return core.Errorf(core.CodeCancelled, "request cancelled before it was queued")
 	case pol.maxSize > 0 && lv.count >= pol.maxSize:
 		return errQueueFull
 	}
-	j.state = jobQueued
+	j.MarkQueued()
 	lv.jobs = append(lv.jobs, j)
 	lv.count++
-	s.stats.addPending(1)
-	if !j.deadline.IsZero() && !lv.policy.delay {
-		j.timer = time.AfterFunc(time.Until(j.deadline), func() { s.remove(j, errExpired) })
+	s.stats.AddPending(1)
+	if d := j.Queue.Deadline; !d.IsZero() && !lv.policy.delay {
+		j.Queue.Timer = time.AfterFunc(time.Until(d), func() { s.remove(j, core.Expired(errExpired)) })
 	}
 	return nil
 }
 
 // remove answers a still-queued job with err (cancelled or expired).
-func (s *scheduler) remove(j *Job, err error) {
+func (s *scheduler) remove(j *core.Job, err error) {
 	s.mu.Lock()
-	if j.state != jobQueued {
+	if !j.Waiting() {
 		s.mu.Unlock()
 		return
 	}
-	j.state = jobRemoved
-	j.level.count--
-	s.stats.addPending(-1)
+	j.MarkRemoved()
+	s.levels[j.Queue.Level].count--
+	s.stats.AddPending(-1)
 	s.mu.Unlock()
-	if j.timer != nil {
-		j.timer.Stop()
+	if j.Queue.Timer != nil {
+		j.Queue.Timer.Stop()
 	}
-	j.traceEnd(err)
-	j.done <- err
+	j.End(err)
 	s.poke() // the batch being formed may have changed
 }
 
 // worker runs inst's executions. With a lane (ln), it holds the lane from
 // taking a batch until it finds no next one; while a direct caller holds
 // it, the worker leaves the turn to the others.
-func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
+func (s *scheduler) worker(inst core.Instance, ln *lane, limit *ratelimit.Slot) {
 	defer s.wg.Done()
-	var jobs []*Job
-	var e Execution
+	var jobs []*core.Job
+	var e core.Execution
 	var errs []error
 	away := s.outOfService(inst)
 	for {
@@ -303,14 +305,19 @@ func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 			}
 		}
 		s.wakePipelines()
-		limit.acquire(jobs) // waits for the rate limiter's resources, if any
+		if at := limit.Acquire(); !at.IsZero() {
+			// The wait for the rate limiter's resources counts as queue time.
+			for _, j := range jobs {
+				j.MarkTaken(at)
+			}
+		}
 		s.busy.Add(1)
-		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
+		errs = core.RunExecution(inst, s.cfg.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)
 		// Take the next batch, if one is due, before answering this one:
 		// the answered handlers would otherwise take the CPU while this
 		// instance sits idle.
-		var next []*Job
+		var next []*core.Job
 		select {
 		case <-s.turn:
 			next, _, _, _ = s.take(nil) // the lane is the worker's still
@@ -320,7 +327,7 @@ func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 		if next == nil && ln != nil {
 			ln.busy.Store(false)
 		}
-		limit.release(next != nil)
+		limit.Release(next != nil)
 		s.answer(jobs, errs)
 		jobs = next
 	}
@@ -328,8 +335,8 @@ func (s *scheduler) worker(inst Instance, ln *lane, limit *limitSlot) {
 
 // standby waits while inst is out of service (Standby), or until the
 // scheduler closes: queued work then goes to the other instances.
-func (s *scheduler) standby(inst Instance) {
-	sb, ok := inst.(Standby)
+func (s *scheduler) standby(inst core.Instance) {
+	sb, ok := inst.(core.Standby)
 	if !ok {
 		return
 	}
@@ -347,8 +354,8 @@ func (s *scheduler) standby(inst Instance) {
 // worker passes the turn on instead of taking work it cannot run; nil when
 // the instance never does. Once the scheduler closes it never yields, so
 // the queue drains.
-func (s *scheduler) outOfService(inst Instance) func() bool {
-	sb, ok := inst.(Standby)
+func (s *scheduler) outOfService(inst core.Instance) func() bool {
+	sb, ok := inst.(core.Standby)
 	if !ok {
 		return nil
 	}
@@ -366,7 +373,7 @@ func (s *scheduler) outOfService(inst Instance) func() bool {
 // wait (< 0: for an arrival) and whether the scheduler is closed and empty.
 // With a lane, it takes the lane with the batch, or takes nothing and says
 // so (claimed) while a direct caller holds it.
-func (s *scheduler) take(ln *lane) (jobs []*Job, wait time.Duration, closed, claimed bool) {
+func (s *scheduler) take(ln *lane) (jobs []*core.Job, wait time.Duration, closed, claimed bool) {
 	s.mu.Lock()
 	jobs, wait = s.form(time.Now())
 	if jobs == nil {
@@ -383,21 +390,20 @@ func (s *scheduler) take(ln *lane) (jobs []*Job, wait time.Duration, closed, cla
 	}
 	now := time.Now()
 	for _, j := range jobs {
-		j.state = jobTaken
-		j.level.count--
-		j.times.exec = now
+		j.MarkTaken(now)
+		s.levels[j.Queue.Level].count--
 	}
-	s.stats.addPending(-int64(len(jobs)))
+	s.stats.AddPending(-int64(len(jobs)))
 	if s.cfg.preserve {
-		s.order.taken(jobs...)
+		s.order.Taken(jobs...)
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
-		if j.stop != nil {
-			j.stop()
+		if j.Queue.Stop != nil {
+			j.Queue.Stop()
 		}
-		if j.timer != nil {
-			j.timer.Stop()
+		if j.Queue.Timer != nil {
+			j.Queue.Timer.Stop()
 		}
 	}
 	return jobs, 0, false, false
@@ -406,7 +412,7 @@ func (s *scheduler) take(ln *lane) (jobs []*Job, wait time.Duration, closed, cla
 // nextUnless blocks until a batch is due and takes it off the queue (with
 // ln, if any: take); nil once the scheduler is closed and drained, or, with
 // yielded set, as soon as yield (if any) says so or ln is claimed.
-func (s *scheduler) nextUnless(ln *lane, yield func() bool) (jobs []*Job, yielded bool) {
+func (s *scheduler) nextUnless(ln *lane, yield func() bool) (jobs []*core.Job, yielded bool) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -463,11 +469,11 @@ func (s *scheduler) wakeIn(d time.Duration) {
 }
 
 // answer finishes the jobs of an execution by how each ended (errs, from
-// runExecution), but for decoupled requests still sending: their final
+// RunExecution), but for decoupled requests still sending: their final
 // send finishes them.
-func (s *scheduler) answer(jobs []*Job, errs []error) {
+func (s *scheduler) answer(jobs []*core.Job, errs []error) {
 	for i, j := range jobs {
-		if errs[i] != errPending {
+		if errs[i] != core.ErrPending {
 			s.finish(j, errs[i])
 		}
 	}
@@ -475,17 +481,16 @@ func (s *scheduler) answer(jobs []*Job, errs []error) {
 
 // finish answers j, in queue order when preserve_ordering asks for it
 // (with the responses it held back).
-func (s *scheduler) finish(j *Job, err error) {
+func (s *scheduler) finish(j *core.Job, err error) {
 	if !s.cfg.preserve {
-		j.traceEnd(err)
-		j.done <- err
+		j.End(err)
 		return
 	}
-	s.order.finish(j, err)
+	s.order.Finish(j, err)
 }
 
-// close stops taking work, lets queued jobs finish and closes the instances.
-func (s *scheduler) close() {
+// Close stops taking work, lets queued jobs finish and closes the instances.
+func (s *scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -494,18 +499,30 @@ func (s *scheduler) close() {
 	// and passes the turn on; each later worker checks before it waits.
 	s.poke()
 	s.wg.Wait()
-	s.limits.unregister()
+	s.limits.Unregister()
 	for _, inst := range s.insts {
 		_ = inst.Close()
 	}
 }
 
-// keep passes every response on: the scheduler keeps nothing of them.
-func (s *scheduler) keep(*Job, *ExecResponse) error { return nil }
+// Keep passes every response on: the scheduler keeps nothing of them.
+func (s *scheduler) Keep(*core.Job, *core.ExecResponse) error { return nil }
 
-func (s *scheduler) preserves() bool { return s.cfg.preserve }
+func (s *scheduler) Preserves() bool { return s.cfg.preserve }
 
-func (s *scheduler) settle(j *Job, err error) {
-	s.stats.endRunning(j)
+func (s *scheduler) Settle(j *core.Job, err error) {
+	s.stats.EndRunning(j)
 	s.finish(j, err)
+}
+
+// Load is how many active instances s feeds and how many run an execution
+// now (core.BatchScheduler).
+func (s *scheduler) Load() (instances, busy int) { return len(s.insts), int(s.busy.Load()) }
+
+// Order is s's preserve_ordering queue, nil without preserve_ordering.
+func (s *scheduler) Order() *core.TakenOrder {
+	if !s.cfg.preserve {
+		return nil
+	}
+	return &s.order
 }

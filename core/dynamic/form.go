@@ -1,16 +1,18 @@
-package core
+package dynamic
 
 import (
 	"slices"
 	"time"
+
+	"github.com/inferd/inferd/core"
 )
 
 // form applies Triton's batch-forming rules (triton-inference-server/core
 // src/dynamic_batch_scheduler.cc) to the queue at time now. It returns the batch to run,
 // or nil and how long to wait before looking again (< 0: queue empty, wait
 // for an arrival).
-func (s *scheduler) form(now time.Time) ([]*Job, time.Duration) {
-	var batch []*Job
+func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
+	var batch []*core.Job
 	var sum int64
 	prefAt := -1     // batch length at the preferred point
 	stopped := false // stopped by max batch size or a shape mismatch
@@ -18,39 +20,39 @@ func (s *scheduler) form(now time.Time) ([]*Job, time.Duration) {
 	var soonest time.Time // nearest DELAY deadline among the candidates
 	for _, lv := range s.levels {
 		lv.compact(now)
-		for _, list := range [2][]*Job{lv.jobs[lv.head:], lv.delayed} {
+		for _, list := range [2][]*core.Job{lv.jobs[lv.head:], lv.delayed} {
 			for _, j := range list {
-				if j.state != jobQueued || j.ctx.Err() != nil {
+				if !j.Waiting() || j.Context().Err() != nil {
 					continue // a cancelled one is about to be answered by its hook
 				}
 				if len(batch) == 0 {
 					batch = append(batch, j)
-					sum, oldest = j.size, j.times.queue
+					sum, oldest = j.Size(), j.QueuedAt()
 					if !s.cfg.batching {
 						return batch, 0
 					}
 					if slices.Contains(s.cfg.pref, sum) {
 						prefAt = 1
 					}
-					if j.level.policy.delay && !j.delayed && j.deadline.After(now) {
-						soonest = j.deadline
+					if q := &j.Queue; lv.policy.delay && !q.Delayed && q.Deadline.After(now) {
+						soonest = q.Deadline
 					}
 					continue
 				}
-				if sum+j.size > s.cfg.maxPref && prefAt < 0 {
+				if sum+j.Size() > s.cfg.maxPref && prefAt < 0 {
 					prefAt = len(batch)
 				}
-				if sum+j.size > s.cfg.maxBS || !s.compatible(batch[0], j) {
+				if sum+j.Size() > s.cfg.maxBS || !s.compatible(batch[0], j) {
 					stopped = true
 					break
 				}
 				batch = append(batch, j)
-				sum += j.size
-				if j.times.queue.Before(oldest) {
-					oldest = j.times.queue
+				sum += j.Size()
+				if j.QueuedAt().Before(oldest) {
+					oldest = j.QueuedAt()
 				}
-				if j.level.policy.delay && !j.delayed && j.deadline.After(now) && (soonest.IsZero() || j.deadline.Before(soonest)) {
-					soonest = j.deadline
+				if q := &j.Queue; lv.policy.delay && !q.Delayed && q.Deadline.After(now) && (soonest.IsZero() || q.Deadline.Before(soonest)) {
+					soonest = q.Deadline
 				}
 				if slices.Contains(s.cfg.pref, sum) {
 					prefAt = len(batch)
@@ -86,7 +88,7 @@ func (s *scheduler) form(now time.Time) ([]*Job, time.Duration) {
 // DELAY policy, moves jobs whose timeout passed to the delayed tail. It is
 // O(1) per taken job unless DELAY timeouts are configured.
 func (lv *level) compact(now time.Time) {
-	for lv.head < len(lv.jobs) && lv.jobs[lv.head].state != jobQueued {
+	for lv.head < len(lv.jobs) && !lv.jobs[lv.head].Waiting() {
 		lv.jobs[lv.head] = nil
 		lv.head++
 	}
@@ -102,9 +104,9 @@ func (lv *level) compact(now time.Time) {
 		keep := lv.jobs[:lv.head]
 		for _, j := range lv.jobs[lv.head:] {
 			switch {
-			case j.state != jobQueued:
-			case !j.deadline.IsZero() && !now.Before(j.deadline):
-				j.delayed = true
+			case !j.Waiting():
+			case !j.Queue.Deadline.IsZero() && !now.Before(j.Queue.Deadline):
+				j.Queue.Delayed = true
 				lv.delayed = append(lv.delayed, j)
 			default:
 				keep = append(keep, j)
@@ -116,7 +118,7 @@ func (lv *level) compact(now time.Time) {
 	if len(lv.delayed) > 0 {
 		live := lv.delayed[:0]
 		for _, j := range lv.delayed {
-			if j.state == jobQueued {
+			if j.Waiting() {
 				live = append(live, j)
 			}
 		}
@@ -128,8 +130,8 @@ func (lv *level) compact(now time.Time) {
 // compatible reports whether j may join a batch started by first: inputs
 // whose dims are variable and not ragged must have the same shape, as in
 // triton-inference-server/core src/dynamic_batch_scheduler.cc.
-func (s *scheduler) compatible(first, j *Job) bool {
-	a, b := first.req.Inputs, j.req.Inputs
+func (s *scheduler) compatible(first, j *core.Job) bool {
+	a, b := first.Request().Inputs, j.Request().Inputs
 	if s.cfg.sameSet && len(a) != len(b) {
 		return false
 	}
@@ -140,7 +142,7 @@ func (s *scheduler) compatible(first, j *Job) bool {
 		if !s.cfg.enforced[t.Name] {
 			continue
 		}
-		var ref *Tensor
+		var ref *core.Tensor
 		if i < len(a) && a[i].Name == t.Name {
 			ref = a[i]
 		} else {

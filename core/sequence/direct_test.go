@@ -1,10 +1,12 @@
-package core
+package sequence_test
 
 import (
 	"context"
 	"encoding/binary"
 	"slices"
 	"testing"
+
+	"github.com/inferd/inferd/core"
 )
 
 // The direct strategy runs a batch spanning the slots up to the highest
@@ -34,15 +36,15 @@ func TestSequenceDirectPadsToHighestSlot(t *testing.T) {
 		flags uint32
 		x, y  int32
 	}{
-		{1, FlagSequenceStart, 1, 1},
-		{2, FlagSequenceStart, 10, 10},
-		{3, FlagSequenceStart, 100, 100},
-		{1, FlagSequenceEnd, 2, 3},
+		{1, core.FlagSequenceStart, 1, 1},
+		{2, core.FlagSequenceStart, 10, 10},
+		{3, core.FlagSequenceStart, 100, 100},
+		{1, core.FlagSequenceEnd, 2, 3},
 		{3, 0, 100, 200}, // slot 0 free, slot 1 live and idle
-		{2, FlagSequenceEnd, 10, 20},
-		{3, FlagSequenceEnd, 100, 300},
+		{2, core.FlagSequenceEnd, 10, 20},
+		{3, core.FlagSequenceEnd, 100, 300},
 	} {
-		resp, err := s.Infer(ctx, seqReq(Correlation{ID: step.id, Flags: step.flags}, step.x, true))
+		resp, err := s.Infer(ctx, seqReq(core.Correlation{ID: step.id, Flags: step.flags}, step.x, true))
 		if err != nil || yOf(t, resp) != step.y {
 			t.Fatalf("sequence %d adding %d: %v, %v; want y %d", step.id, step.x, resp, err, step.y)
 		}

@@ -1,4 +1,4 @@
-package core
+package sequence_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -25,15 +28,15 @@ type reverseBackend struct {
 }
 
 func (b *reverseBackend) Name() string { return "reverse" }
-func (b *reverseBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
+func (b *reverseBackend) AutoComplete(context.Context, core.VersionFiles, *modelconfig.ModelConfig) error {
 	return nil
 }
-func (b *reverseBackend) NewInstance(context.Context, InstanceSpec) (Instance, error) {
+func (b *reverseBackend) NewInstance(context.Context, core.InstanceSpec) (core.Instance, error) {
 	return b, nil
 }
 func (b *reverseBackend) Close() error { return nil }
 
-func (b *reverseBackend) Execute(_ context.Context, e *Execution) error {
+func (b *reverseBackend) Execute(_ context.Context, e *core.Execution) error {
 	b.once.Do(func() {
 		b.started <- struct{}{}
 		<-b.gate
@@ -41,8 +44,8 @@ func (b *reverseBackend) Execute(_ context.Context, e *Execution) error {
 	reqs := slices.Clone(e.Requests)
 	send := func() {
 		for _, r := range slices.Backward(reqs) {
-			y := &Tensor{Name: "y", DataType: TypeInt32, Shape: []int64{1, 1}, Data: slices.Clone(r.Inputs[0].Data)}
-			_ = r.Send(&ExecResponse{Outputs: []*Tensor{y}}, true)
+			y := &core.Tensor{Name: "y", DataType: core.TypeInt32, Shape: []int64{1, 1}, Data: slices.Clone(r.Inputs[0].Data)}
+			_ = r.Send(&core.ExecResponse{Outputs: []*core.Tensor{y}}, true)
 		}
 	}
 	now := time.Now()
@@ -56,10 +59,10 @@ func (b *reverseBackend) Execute(_ context.Context, e *Execution) error {
 }
 
 // reverseServer loads model "m" (config body cfg) on b.
-func reverseServer(t *testing.T, b *reverseBackend, cfg string) *Server {
+func reverseServer(t *testing.T, b *reverseBackend, cfg string) *core.Server {
 	t.Helper()
 	repos := testRepo(t, map[string]string{"m": "backend: \"reverse\"\n" + cfg})
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -93,7 +96,7 @@ func TestSequenceOldestPreserveOrdering(t *testing.T) {
 				"model_transaction_policy { decoupled: %v }\n"+
 				"sequence_batching { oldest { max_candidate_sequences: 4 preserve_ordering: %v } }\n",
 				oneInstance, accIO, tc.decoupled, tc.preserve))
-			mv, release, err := s.Acquire("m", LatestVersion)
+			mv, release, err := s.Acquire("m", core.LatestVersion)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,8 +108,8 @@ func TestSequenceOldestPreserveOrdering(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					req := seqReq(Correlation{ID: id, Flags: FlagSequenceStart | FlagSequenceEnd}, x, true)
-					err := mv.InferStream(context.Background(), req, func(resp *InferResponse, _ bool) error {
+					req := seqReq(core.Correlation{ID: id, Flags: core.FlagSequenceStart | core.FlagSequenceEnd}, x, true)
+					err := mv.InferStream(context.Background(), req, func(resp *core.InferResponse, _ bool) error {
 						if resp != nil && x != 0 {
 							mu.Lock()
 							got = append(got, int32(binary.LittleEndian.Uint32(resp.Outputs[0].Data)))

@@ -1,4 +1,4 @@
-package core
+package sequence
 
 import (
 	"encoding/binary"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
 	"github.com/inferd/inferd/repo/modelfile"
 )
@@ -25,7 +26,7 @@ const maxSeqSlots = 1 << 16
 type seqControl struct {
 	name string
 	kind modelconfig.ModelSequenceBatching_Control_Kind
-	dt   DataType
+	dt   core.DataType
 	// off and on are the encoded false and true values of a START, END or
 	// READY control.
 	off, on []byte
@@ -35,9 +36,9 @@ type seqControl struct {
 // docs/user_guide/implicit_state_management.md).
 type seqState struct {
 	in, out string
-	dt      DataType
-	dims    []int64 // config dims, without the batch dimension
-	init    *Tensor // from initial_state; nil: zeros
+	dt      core.DataType
+	dims    []int64      // config dims, without the batch dimension
+	init    *core.Tensor // from initial_state; nil: zeros
 }
 
 // seqConfig is the sequence_batching part of a model configuration.
@@ -61,6 +62,8 @@ type seqConfig struct {
 	// iterative: iterative_sequence; a request without a correlation id
 	// starts a sequence of its own and the model may reschedule it.
 	iterative bool
+	// listed are the outputs the configuration lists (asksFor).
+	listed map[string]bool
 }
 
 // newSeqConfig reads cfg's sequence_batching, checking what Triton checks
@@ -78,6 +81,10 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 		corrid:    -1,
 		decoupled: cfg.GetModelTransactionPolicy().GetDecoupled(),
 		iterative: sb.GetIterativeSequence(),
+		listed:    map[string]bool{},
+	}
+	for _, out := range cfg.GetOutput() {
+		sc.listed[out.GetName()] = true
 	}
 	if sc.idle <= 0 {
 		sc.idle = time.Duration(modelconfig.DefaultSequenceIdleMicroseconds) * time.Microsecond
@@ -109,7 +116,7 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 	sc.slots = max(1, sc.slots)
 	if sc.slots > maxSeqSlots {
 		// Each slot is allocated at load: refuse rather than exhaust memory.
-		return nil, Errorf(CodeInvalidArg, "sequence batching for %s needs %d sequence slots per instance, more than this server's limit of %d", name, sc.slots, maxSeqSlots)
+		return nil, core.Errorf(core.CodeInvalidArg, "sequence batching for %s needs %d sequence slots per instance, more than this server's limit of %d", name, sc.slots, maxSeqSlots)
 	}
 
 	// Controls in control_input order, each tensor carrying its one kind.
@@ -118,24 +125,24 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 			ctl := seqControl{name: ci.GetName(), kind: c.GetKind()}
 			switch {
 			case c.GetKind() == modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID:
-				ctl.dt = DataType(c.GetDataType())
+				ctl.dt = core.DataType(c.GetDataType())
 				sc.corrid = len(sc.controls)
 			case len(c.GetInt32FalseTrue()) == 2:
-				ctl.dt = TypeInt32
+				ctl.dt = core.TypeInt32
 				v := c.GetInt32FalseTrue()
 				ctl.off = binary.LittleEndian.AppendUint32(nil, uint32(v[0]))
 				ctl.on = binary.LittleEndian.AppendUint32(nil, uint32(v[1]))
 			case len(c.GetFp32FalseTrue()) == 2:
-				ctl.dt = TypeFP32
+				ctl.dt = core.TypeFP32
 				v := c.GetFp32FalseTrue()
 				ctl.off = binary.LittleEndian.AppendUint32(nil, math.Float32bits(v[0]))
 				ctl.on = binary.LittleEndian.AppendUint32(nil, math.Float32bits(v[1]))
 			case len(c.GetBoolFalseTrue()) == 2:
-				ctl.dt = TypeBool
+				ctl.dt = core.TypeBool
 				v := c.GetBoolFalseTrue()
 				ctl.off, ctl.on = []byte{boolByte(v[0])}, []byte{boolByte(v[1])}
 			default:
-				return nil, Errorf(CodeInvalidArg, "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for %s for %s", c.GetKind(), name)
+				return nil, core.Errorf(core.CodeInvalidArg, "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for %s for %s", c.GetKind(), name)
 			}
 			sc.controls = append(sc.controls, ctl)
 		}
@@ -143,12 +150,12 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 
 	seen := map[string]bool{}
 	for _, st := range sb.GetState() {
-		s := seqState{in: st.GetInputName(), out: st.GetOutputName(), dt: DataType(st.GetDataType()), dims: st.GetDims()}
+		s := seqState{in: st.GetInputName(), out: st.GetOutputName(), dt: core.DataType(st.GetDataType()), dims: st.GetDims()}
 		if n := len(st.GetInitialState()); n > 1 {
-			return nil, Errorf(CodeInvalidArg, "initial_state field for state input '%s' must contain exactly one or zero element. Found '%d' elements.", s.in, n)
+			return nil, core.Errorf(core.CodeInvalidArg, "initial_state field for state input '%s' must contain exactly one or zero element. Found '%d' elements.", s.in, n)
 		}
 		if seen[s.in] {
-			return nil, Errorf(CodeInvalidArg, "State input name '%s' specified more than once.", s.in)
+			return nil, core.Errorf(core.CodeInvalidArg, "State input name '%s' specified more than once.", s.in)
 		}
 		seen[s.in] = true
 		if len(st.GetInitialState()) == 1 {
@@ -157,9 +164,9 @@ func newSeqConfig(cfg *modelconfig.ModelConfig, modelDir string) (*seqConfig, er
 				return nil, err
 			}
 			s.init = t
-		} else if _, ok := configBytes(zeroStateShape(s.dims), s.dt); !ok {
+		} else if _, ok := core.ConfigBytes(zeroStateShape(s.dims), s.dt); !ok {
 			// Each sequence's start allocates these zeros: refuse now.
-			return nil, Errorf(CodeInvalidArg, "state input '%s' with dims %s would take more than %d bytes, this server's limit", s.in, ShapeString(s.dims), maxConfigAlloc)
+			return nil, core.Errorf(core.CodeInvalidArg, "state input '%s' with dims %s would take more than %d bytes, this server's limit", s.in, core.ShapeString(s.dims), core.MaxConfigAlloc)
 		}
 		sc.states = append(sc.states, s)
 		sc.stateOuts = append(sc.stateOuts, s.out)
@@ -177,16 +184,16 @@ func boolByte(b bool) byte {
 
 // initialState builds a state's initial tensor from its initial_state, with
 // Triton's checks and texts (SequenceBatchScheduler::GenerateInitialStateData).
-func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelconfig.ModelSequenceBatching_State, batching bool, modelDir string) (*Tensor, error) {
+func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelconfig.ModelSequenceBatching_State, batching bool, modelDir string) (*core.Tensor, error) {
 	in := st.GetInputName()
 	if is.GetDataType() != st.GetDataType() {
-		return nil, Errorf(CodeInvalidArg, "The data type used for 'initial_state' field of state '%s' does not match the state data type.", in)
+		return nil, core.Errorf(core.CodeInvalidArg, "The data type used for 'initial_state' field of state '%s' does not match the state data type.", in)
 	}
 	if is.GetName() == "" {
-		return nil, Errorf(CodeInvalidArg, "Field 'name' must be set when using initial_state for state input '%s'.", in)
+		return nil, core.Errorf(core.CodeInvalidArg, "Field 'name' must be set when using initial_state for state input '%s'.", in)
 	}
 	if len(is.GetDims()) != len(st.GetDims()) {
-		return nil, Errorf(CodeInvalidArg, "Number of dimensions in 'initial_state' doesn't match the size of 'state' dimensions for state input '%s'. %d != %d", in, len(is.GetDims()), len(st.GetDims()))
+		return nil, core.Errorf(core.CodeInvalidArg, "Number of dimensions in 'initial_state' doesn't match the size of 'state' dimensions for state input '%s'. %d != %d", in, len(is.GetDims()), len(st.GetDims()))
 	}
 	var shape []int64
 	if batching {
@@ -194,22 +201,22 @@ func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelc
 	}
 	for i, d := range is.GetDims() {
 		if d == -1 {
-			return nil, Errorf(CodeInvalidArg, "'initial_state' field for state input name '%s' contains variable dimensions.", in)
+			return nil, core.Errorf(core.CodeInvalidArg, "'initial_state' field for state input name '%s' contains variable dimensions.", in)
 		}
 		if sd := st.GetDims()[i]; sd != -1 && d != sd {
-			return nil, Errorf(CodeInvalidArg, "'initial_state' dim for input name '%s' doesn't match 'state' dim description. %d != %d", in, d, sd)
+			return nil, core.Errorf(core.CodeInvalidArg, "'initial_state' dim for input name '%s' doesn't match 'state' dim description. %d != %d", in, d, sd)
 		}
 		shape = append(shape, d)
 	}
-	dt := DataType(is.GetDataType())
-	n := ElementCount(shape)
+	dt := core.DataType(is.GetDataType())
+	n := core.ElementCount(shape)
 	// The data is built at load from the config alone: a few bytes of
 	// config must not ask for more memory than the bound.
-	size, ok := configBytes(shape, dt)
+	size, ok := core.ConfigBytes(shape, dt)
 	if !ok {
-		return nil, Errorf(CodeInvalidArg, "'initial_state' of state input '%s' with dims %s would take more than %d bytes, this server's limit", in, ShapeString(is.GetDims()), maxConfigAlloc)
+		return nil, core.Errorf(core.CodeInvalidArg, "'initial_state' of state input '%s' with dims %s would take more than %d bytes, this server's limit", in, core.ShapeString(is.GetDims()), core.MaxConfigAlloc)
 	}
-	t := &Tensor{Name: in, DataType: dt, Shape: shape}
+	t := &core.Tensor{Name: in, DataType: dt, Shape: shape}
 	switch {
 	case is.GetZeroData():
 		t.Data = zeroData(dt, n)
@@ -220,7 +227,7 @@ func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelc
 		}
 		t.Data = data
 	default:
-		return nil, Errorf(CodeInvalidArg, "initial_state setting expects state'%s' to have state_data set", in)
+		return nil, core.Errorf(core.CodeInvalidArg, "initial_state setting expects state'%s' to have state_data set", in)
 	}
 	return t, nil
 }
@@ -229,29 +236,29 @@ func initialState(is *modelconfig.ModelSequenceBatching_InitialState, st *modelc
 // in the model folder, as Triton's GenerateInitialStateData) through
 // modelfile: it may not leave the model folder, must be a regular file,
 // and is read no further than the state needs (size bytes; for BYTES,
-// the whole file, at most maxConfigAlloc).
-func stateFile(file, in string, dt DataType, n, size int64, modelDir string) ([]byte, error) {
+// the whole file, at most core.MaxConfigAlloc).
+func stateFile(file, in string, dt core.DataType, n, size int64, modelDir string) ([]byte, error) {
 	field := fmt.Sprintf("state input '%s' initial_state data_file", in)
 	name, err := modelfile.Sub(initialStateFolder, file)
 	if err != nil {
-		return nil, fileError(field, file, err)
+		return nil, core.FileError(field, file, err)
 	}
-	if dt == TypeBytes {
-		data, err := modelfile.ReadFile(modelDir, name, maxConfigAlloc)
+	if dt == core.TypeBytes {
+		data, err := modelfile.ReadFile(modelDir, name, core.MaxConfigAlloc)
 		if err != nil {
-			return nil, fileError(field, file, err)
+			return nil, core.FileError(field, file, err)
 		}
-		if CountBytesElements(data) != n {
-			return nil, Errorf(CodeInvalidArg, "initial_state setting expects %d string elements, but the data provided from %s does not hold them", n, file)
+		if core.CountBytesElements(data) != n {
+			return nil, core.Errorf(core.CodeInvalidArg, "initial_state setting expects %d string elements, but the data provided from %s does not hold them", n, file)
 		}
 		return data, nil
 	}
 	data, have, err := modelfile.ReadHead(modelDir, name, size)
 	if err != nil {
-		return nil, fileError(field, file, err)
+		return nil, core.FileError(field, file, err)
 	}
 	if have < size {
-		return nil, Errorf(CodeInvalidArg, "initial_state setting expects %d bytes, but the data provided from %sonly has %d bytes.", size, file, have)
+		return nil, core.Errorf(core.CodeInvalidArg, "initial_state setting expects %d bytes, but the data provided from %sonly has %d bytes.", size, file, have)
 	}
 	return data, nil
 }
@@ -271,8 +278,8 @@ func zeroStateShape(dims []int64) []int64 {
 }
 
 // zeroData is n zero elements of dt: empty strings for BYTES.
-func zeroData(dt DataType, n int64) []byte {
-	if dt == TypeBytes {
+func zeroData(dt core.DataType, n int64) []byte {
+	if dt == core.TypeBytes {
 		return make([]byte, 4*n)
 	}
 	return make([]byte, n*int64(dt.ByteSize()))

@@ -1,4 +1,4 @@
-package core
+package sequence_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -34,10 +37,10 @@ type iterRun struct {
 }
 
 func (b *iterBackend) Name() string { return "iter" }
-func (b *iterBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
+func (b *iterBackend) AutoComplete(context.Context, core.VersionFiles, *modelconfig.ModelConfig) error {
 	return nil
 }
-func (b *iterBackend) NewInstance(context.Context, InstanceSpec) (Instance, error) {
+func (b *iterBackend) NewInstance(context.Context, core.InstanceSpec) (core.Instance, error) {
 	return &iterInstance{b: b}, nil
 }
 
@@ -45,12 +48,12 @@ type iterInstance struct{ b *iterBackend }
 
 func (i *iterInstance) Close() error { return nil }
 
-func (i *iterInstance) Execute(_ context.Context, e *Execution) error {
+func (i *iterInstance) Execute(_ context.Context, e *core.Execution) error {
 	now := time.Now()
 	e.ComputeStart, e.InferStart, e.InferEnd, e.ComputeEnd = now, now, now, now
-	le32 := func(t *Tensor) int32 { return int32(binary.LittleEndian.Uint32(t.Data)) }
+	le32 := func(t *core.Tensor) int32 { return int32(binary.LittleEndian.Uint32(t.Data)) }
 	for _, r := range e.Requests {
-		in := map[string]*Tensor{}
+		in := map[string]*core.Tensor{}
 		for _, t := range r.Inputs {
 			in[t.Name] = t
 		}
@@ -67,28 +70,28 @@ func (i *iterInstance) Execute(_ context.Context, e *Execution) error {
 		i.b.runs = append(i.b.runs, iterRun{id: r.Correlation.ID, start: start, left: left, rows: len(e.Requests)})
 		i.b.mu.Unlock()
 		shape := in["N"].Shape
-		outs := []*Tensor{
-			{Name: "OUT", DataType: TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(left))},
-			{Name: "left_out", DataType: TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(left))},
+		outs := []*core.Tensor{
+			{Name: "OUT", DataType: core.TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(left))},
+			{Name: "left_out", DataType: core.TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(left))},
 		}
 		if left <= 0 {
-			_ = r.Send(&ExecResponse{Outputs: outs}, true)
+			_ = r.Send(&core.ExecResponse{Outputs: outs}, true)
 			continue
 		}
 		if err := r.Reschedule(); err != nil {
-			_ = r.Send(&ExecResponse{Err: err}, true)
+			_ = r.Send(&core.ExecResponse{Err: err}, true)
 			continue
 		}
-		_ = r.Send(&ExecResponse{Outputs: outs}, false)
+		_ = r.Send(&core.ExecResponse{Outputs: outs}, false)
 	}
 	return nil
 }
 
 // iterServer serves model "m" on b with configuration cfg.
-func iterServer(t *testing.T, b Backend, cfg string) *Server {
+func iterServer(t *testing.T, b core.Backend, cfg string) *core.Server {
 	t.Helper()
 	repos := testRepo(t, map[string]string{"m": cfg})
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -117,8 +120,8 @@ sequence_batching {
 
 // iterate sends one request asking for n responses, with no correlation
 // id, and returns the OUT of each response.
-func iterate(ctx context.Context, s *Server, n int32, batching bool) ([]int32, error) {
-	mv, release, err := s.Acquire("m", LatestVersion)
+func iterate(ctx context.Context, s *core.Server, n int32, batching bool) ([]int32, error) {
+	mv, release, err := s.Acquire("m", core.LatestVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +131,9 @@ func iterate(ctx context.Context, s *Server, n int32, batching bool) ([]int32, e
 		shape = []int64{1, 1}
 	}
 	var outs []int32
-	err = mv.InferStream(ctx, &InferRequest{ModelName: "m", ModelVersion: LatestVersion, Inputs: []*Tensor{
-		{Name: "N", DataType: TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(n))},
-	}}, func(resp *InferResponse, _ bool) error {
+	err = mv.InferStream(ctx, &core.InferRequest{ModelName: "m", ModelVersion: core.LatestVersion, Inputs: []*core.Tensor{
+		{Name: "N", DataType: core.TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(n))},
+	}}, func(resp *core.InferResponse, _ bool) error {
 		if resp != nil {
 			if len(resp.Outputs) != 1 || resp.Outputs[0].Name != "OUT" {
 				return fmt.Errorf("outputs %+v, want OUT alone", resp.Outputs)
@@ -204,12 +207,12 @@ func TestSequenceIterative(t *testing.T) {
 			if tc.maxBatch == 0 && shared {
 				t.Errorf("runs %+v: an execution of a model without batching held several requests", runs)
 			}
-			mv, release, err := s.Acquire("m", LatestVersion)
+			mv, release, err := s.Acquire("m", core.LatestVersion)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer release()
-			if n := mv.exec.(*seqBatcher).liveSequences(); n != 0 {
+			if n := sequence.LiveSequences(mv); n != 0 {
 				t.Errorf("%d sequences live once every request ended, want 0", n)
 			}
 		})
@@ -220,24 +223,17 @@ func TestSequenceIterative(t *testing.T) {
 // Triton's error, and the request ends with it.
 func TestSequenceRescheduleNotIterative(t *testing.T) {
 	s := iterServer(t, &iterBackend{}, iterConfig(0, ""))
-	mv, release, err := s.Acquire("m", LatestVersion)
+	mv, release, err := s.Acquire("m", core.LatestVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	err = mv.InferStream(context.Background(), &InferRequest{ModelName: "m", ModelVersion: LatestVersion,
-		Correlation: Correlation{ID: 1, Flags: FlagSequenceStart}, Inputs: []*Tensor{
-			{Name: "N", DataType: TypeInt32, Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, 2)},
+	err = mv.InferStream(context.Background(), &core.InferRequest{ModelName: "m", ModelVersion: core.LatestVersion,
+		Correlation: core.Correlation{ID: 1, Flags: core.FlagSequenceStart}, Inputs: []*core.Tensor{
+			{Name: "N", DataType: core.TypeInt32, Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, 2)},
 		}}, nil)
 	const want = "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag."
-	if err == nil || err.Error() != want || CodeOf(err) != CodeInvalidArg {
-		t.Fatalf("err = %v (%v), want INVALID_ARG %q", err, CodeOf(err), want)
+	if err == nil || err.Error() != want || core.CodeOf(err) != core.CodeInvalidArg {
+		t.Fatalf("err = %v (%v), want INVALID_ARG %q", err, core.CodeOf(err), want)
 	}
-}
-
-// liveSequences counts the sequences that hold a slot or wait for one.
-func (b *seqBatcher) liveSequences() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.active) + len(b.backlogOf)
 }

@@ -1,4 +1,4 @@
-package core
+package dynamic_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -21,7 +23,7 @@ type pipeBackend struct {
 	ranOn []int
 }
 
-func (b *pipeBackend) NewInstance(ctx context.Context, spec InstanceSpec) (Instance, error) {
+func (b *pipeBackend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
 	inner, err := b.echoBackend.NewInstance(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -33,14 +35,14 @@ func (b *pipeBackend) NewInstance(ctx context.Context, spec InstanceSpec) (Insta
 }
 
 type pipeInstance struct {
-	Instance
+	core.Instance
 	b  *pipeBackend
 	id int
 }
 
 func (i *pipeInstance) Depth() int { return 2 }
 
-func (i *pipeInstance) Execute(ctx context.Context, e *Execution) error {
+func (i *pipeInstance) Execute(ctx context.Context, e *core.Execution) error {
 	i.b.mu.Lock()
 	i.b.ranOn = append(i.b.ranOn, i.id)
 	i.b.mu.Unlock()
@@ -53,7 +55,7 @@ func (b *pipeBackend) instances() []int {
 	return append([]int(nil), b.ranOn...)
 }
 
-func pipeServer(t *testing.T, count int) (*Server, *pipeBackend) {
+func pipeServer(t *testing.T, count int) (*core.Server, *pipeBackend) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "m")
@@ -74,7 +76,7 @@ instance_group [ { kind: KIND_CPU count: ` + string(rune('0'+count)) + ` } ]
 		t.Fatal(err)
 	}
 	b := &pipeBackend{echoBackend: &echoBackend{started: make(chan int, 64), gate: make(chan struct{})}}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package core
+package sequence_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo"
 )
 
@@ -29,7 +32,7 @@ type genBackend struct {
 	closed map[int]int // generation -> instances closed
 }
 
-func (b *genBackend) NewInstance(ctx context.Context, spec InstanceSpec) (Instance, error) {
+func (b *genBackend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core.Instance, error) {
 	inst, err := b.accBackend.NewInstance(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -49,12 +52,12 @@ func (b *genBackend) NewInstance(ctx context.Context, spec InstanceSpec) (Instan
 }
 
 type genInstance struct {
-	Instance
+	core.Instance
 	b   *genBackend
 	gen int
 }
 
-func (i *genInstance) Execute(ctx context.Context, e *Execution) error {
+func (i *genInstance) Execute(ctx context.Context, e *core.Execution) error {
 	i.b.mu.Lock()
 	for _, r := range e.Requests {
 		id := r.Correlation.ID
@@ -100,7 +103,7 @@ func (b *genBackend) waitClosed(t *testing.T, gen, n int) {
 
 // reloadServer serves model "m" on b from a folder the test can change,
 // returned as the model's config.pbtxt path.
-func reloadServer(t *testing.T, b *genBackend, cfg string) (*Server, string) {
+func reloadServer(t *testing.T, b *genBackend, cfg string) (*core.Server, string) {
 	t.Helper()
 	root := t.TempDir()
 	config := filepath.Join(root, "m", "config.pbtxt")
@@ -115,7 +118,7 @@ func reloadServer(t *testing.T, b *genBackend, cfg string) (*Server, string) {
 		t.Fatal(err)
 	}
 	b.started, b.gate = make(chan int, 64), make(chan struct{})
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"},
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -126,7 +129,7 @@ func reloadServer(t *testing.T, b *genBackend, cfg string) (*Server, string) {
 
 // reload changes the model's files (a comment more in its configuration)
 // and loads it again.
-func reload(t *testing.T, s *Server, config string) {
+func reload(t *testing.T, s *core.Server, config string) {
 	t.Helper()
 	f, err := os.OpenFile(config, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -149,8 +152,8 @@ instance_group [ { kind: KIND_CPU count: 4 } ]
 ` + accIO + `sequence_batching { max_sequence_idle_microseconds: 600000000 ` + accState + ` }`
 
 // seqStep sends one request of sequence id and checks its running sum.
-func seqStep(ctx context.Context, s *Server, id uint64, flags uint32, x, want int32) error {
-	resp, err := s.Infer(ctx, seqReq(Correlation{ID: id, Flags: flags}, x, true))
+func seqStep(ctx context.Context, s *core.Server, id uint64, flags uint32, x, want int32) error {
+	resp, err := s.Infer(ctx, seqReq(core.Correlation{ID: id, Flags: flags}, x, true))
 	if err != nil {
 		return fmt.Errorf("sequence %d (flags %d): %w", id, flags, err)
 	}
@@ -181,10 +184,10 @@ func TestSequenceReloadFinishesLiveSequences(t *testing.T) {
 		for k := from; k < to; k++ {
 			var flags uint32
 			if k == 0 {
-				flags |= FlagSequenceStart
+				flags |= core.FlagSequenceStart
 			}
 			if k == length-1 {
-				flags |= FlagSequenceEnd
+				flags |= core.FlagSequenceEnd
 			}
 			x := int32(id)*10 + int32(k)
 			*sum += x
@@ -254,10 +257,10 @@ func TestSequenceReloadStartMovesToNewCopy(t *testing.T) {
 	s, config := reloadServer(t, b, reloadSeqConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := seqStep(ctx, s, 7, FlagSequenceStart, 5, 5); err != nil {
+	if err := seqStep(ctx, s, 7, core.FlagSequenceStart, 5, 5); err != nil {
 		t.Fatal(err)
 	}
-	if err := seqStep(ctx, s, 8, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 8, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, s, config)
@@ -265,10 +268,10 @@ func TestSequenceReloadStartMovesToNewCopy(t *testing.T) {
 	if err := seqStep(ctx, s, 8, 0, 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := seqStep(ctx, s, 7, FlagSequenceStart, 3, 3); err != nil {
+	if err := seqStep(ctx, s, 7, core.FlagSequenceStart, 3, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := seqStep(ctx, s, 7, FlagSequenceEnd, 4, 7); err != nil {
+	if err := seqStep(ctx, s, 7, core.FlagSequenceEnd, 4, 7); err != nil {
 		t.Fatal(err)
 	}
 	if g := b.generations(7); len(g) != 2 || g[0] != 1 || g[1] != 2 {
@@ -277,7 +280,7 @@ func TestSequenceReloadStartMovesToNewCopy(t *testing.T) {
 	if c := b.closedOf(1); c != 0 {
 		t.Errorf("the old copy closed %d instances while sequence 8 lives on it", c)
 	}
-	if err := seqStep(ctx, s, 8, FlagSequenceEnd, 3, 6); err != nil {
+	if err := seqStep(ctx, s, 8, core.FlagSequenceEnd, 3, 6); err != nil {
 		t.Fatal(err)
 	}
 	b.waitClosed(t, 1, reloadInstances)
@@ -292,13 +295,13 @@ func TestSequenceReloadIdleSequenceEnds(t *testing.T) {
 `+oneInstance+accIO+`sequence_batching { max_sequence_idle_microseconds: 200000 `+accState+` }`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := seqStep(ctx, s, 9, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 9, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, s, config)
 	b.waitClosed(t, 1, 1)
 	err := seqStep(ctx, s, 9, 0, 1, 2)
-	if ce := (*Error)(nil); !errors.As(err, &ce) || ce.Code != CodeInvalidArg ||
+	if ce := (*core.Error)(nil); !errors.As(err, &ce) || ce.Code != core.CodeInvalidArg ||
 		ce.Msg != "inference request for sequence 9 to model 'm' must specify the START flag on the first request of the sequence" {
 		t.Fatalf("err = %v, want Triton's START error", err)
 	}
@@ -313,11 +316,11 @@ func TestSequenceUnloadWithLiveSequences(t *testing.T) {
 	s, config := reloadServer(t, b, reloadSeqConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := seqStep(ctx, s, 1, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 1, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, s, config)
-	if err := seqStep(ctx, s, 2, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 2, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Unload(ctx, "m"); err != nil {
@@ -329,8 +332,8 @@ func TestSequenceUnloadWithLiveSequences(t *testing.T) {
 		}
 	}
 	for _, id := range []uint64{1, 2} {
-		err := seqStep(ctx, s, id, FlagSequenceEnd, 1, 2)
-		if ce := (*Error)(nil); !errors.As(err, &ce) || ce.Code != CodeNotFound ||
+		err := seqStep(ctx, s, id, core.FlagSequenceEnd, 1, 2)
+		if ce := (*core.Error)(nil); !errors.As(err, &ce) || ce.Code != core.CodeNotFound ||
 			ce.Msg != "Request for unknown model: 'm' has no available versions" {
 			t.Errorf("sequence %d after the unload: err = %v, want Triton's unknown model error", id, err)
 		}
@@ -343,7 +346,7 @@ func TestSequenceShutdownWithReplacedCopy(t *testing.T) {
 	s, config := reloadServer(t, b, reloadSeqConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := seqStep(ctx, s, 1, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 1, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, s, config)
@@ -370,16 +373,16 @@ func TestSequenceReloadTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(seqStep(ctx, s, 1, FlagSequenceStart, 1, 1))
+	must(seqStep(ctx, s, 1, core.FlagSequenceStart, 1, 1))
 	reload(t, s, config)
-	must(seqStep(ctx, s, 2, FlagSequenceStart, 10, 10))
+	must(seqStep(ctx, s, 2, core.FlagSequenceStart, 10, 10))
 	reload(t, s, config)
-	must(seqStep(ctx, s, 3, FlagSequenceStart, 100, 100))
+	must(seqStep(ctx, s, 3, core.FlagSequenceStart, 100, 100))
 	must(seqStep(ctx, s, 1, 0, 1, 2))
-	must(seqStep(ctx, s, 2, FlagSequenceEnd, 10, 20))
+	must(seqStep(ctx, s, 2, core.FlagSequenceEnd, 10, 20))
 	b.waitClosed(t, 2, reloadInstances)
-	must(seqStep(ctx, s, 1, FlagSequenceEnd, 1, 3))
-	must(seqStep(ctx, s, 3, FlagSequenceEnd, 100, 200))
+	must(seqStep(ctx, s, 1, core.FlagSequenceEnd, 1, 3))
+	must(seqStep(ctx, s, 3, core.FlagSequenceEnd, 100, 200))
 	b.waitClosed(t, 1, reloadInstances)
 	for id, want := range map[uint64]int{1: 1, 2: 2, 3: 3} {
 		if g := b.generations(id); len(g) != 1 || g[0] != want {
@@ -411,23 +414,19 @@ func TestSequenceReloadStartRacesCommit(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if tc.live {
-				if err := seqStep(ctx, s, 1, FlagSequenceStart, 1, 1); err != nil {
+				if err := seqStep(ctx, s, 1, core.FlagSequenceStart, 1, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
-			old, release, err := s.Acquire("m", LatestVersion)
+			old, release, err := s.Acquire("m", core.LatestVersion)
 			if err != nil {
 				t.Fatal(err)
 			}
 			reload(t, s, config)
 			if !tc.live {
-				sb := old.exec.(*seqBatcher)
 				deadline := time.Now().Add(30 * time.Second)
 				for {
-					sb.mu.Lock()
-					retired := sb.retired
-					sb.mu.Unlock()
-					if retired {
+					if sequence.Retired(old) {
 						break
 					}
 					if time.Now().After(deadline) {
@@ -436,7 +435,7 @@ func TestSequenceReloadStartRacesCommit(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
-			resp, err := old.Infer(ctx, seqReq(Correlation{ID: 9, Flags: FlagSequenceStart}, 4, true))
+			resp, err := old.Infer(ctx, seqReq(core.Correlation{ID: 9, Flags: core.FlagSequenceStart}, 4, true))
 			release()
 			if err != nil || yOf(t, resp) != 4 {
 				t.Fatalf("START on the copy acquired before the reload: %v, %v", resp, err)
@@ -444,11 +443,11 @@ func TestSequenceReloadStartRacesCommit(t *testing.T) {
 			if err := seqStep(ctx, s, 9, 0, 5, 9); err != nil {
 				t.Fatal(err)
 			}
-			if err := seqStep(ctx, s, 9, FlagSequenceEnd, 6, 15); err != nil {
+			if err := seqStep(ctx, s, 9, core.FlagSequenceEnd, 6, 15); err != nil {
 				t.Fatal(err)
 			}
 			if tc.live {
-				if err := seqStep(ctx, s, 1, FlagSequenceEnd, 1, 2); err != nil {
+				if err := seqStep(ctx, s, 1, core.FlagSequenceEnd, 1, 2); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,17 +1,17 @@
-package core
+package sequence
 
 import (
-	"context"
 	"slices"
 	"time"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
 // droppedJob is a queued request that form dropped, with the error its
 // worker answers it with.
 type droppedJob struct {
-	j   *Job
+	j   *core.Job
 	err error
 }
 
@@ -19,22 +19,22 @@ type droppedJob struct {
 // wait (0: for a wake-up) and whether the worker is done. It drops the
 // requests whose client went away and releases the slots of sequences the
 // reaper ended once their queues are empty.
-func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped []droppedJob, wait time.Duration, done bool) {
+func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*core.Job, dropped []droppedJob, wait time.Duration, done bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var heads []*Job
+	var heads []*core.Job
 	var earliest time.Time
 	for _, slot := range si.slots {
 		for len(slot.queue) > 0 {
 			j := slot.queue[0]
-			if j.ctx.Err() != nil {
+			if j.Context().Err() != nil {
 				// Its client went away: it does not run. An END taken out
 				// this way still ends the sequence.
 				slot.queue = slot.queue[1:]
-				b.stats.addPending(-1)
-				dropped = append(dropped, droppedJob{j, &cancelled{context.Cause(j.ctx)}})
+				b.stats.AddPending(-1)
+				dropped = append(dropped, droppedJob{j, core.Cancelled(j.Context())})
 				switch {
-				case j.req.Correlation.Flags&FlagSequenceEnd != 0:
+				case j.Request().Correlation.Flags&core.FlagSequenceEnd != 0:
 					b.release(slot)
 				case b.cfg.iterative:
 					b.endIterative(j)
@@ -52,10 +52,10 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped 
 			}
 		}
 		j := slot.queue[0]
-		j.seq = slot
+		j.Owned = slot
 		heads = append(heads, j)
-		if earliest.IsZero() || j.times.queue.Before(earliest) {
-			earliest = j.times.queue
+		if earliest.IsZero() || j.QueuedAt().Before(earliest) {
+			earliest = j.QueuedAt()
 		}
 	}
 	if len(heads) == 0 {
@@ -65,13 +65,13 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped 
 	waited := now.Sub(earliest)
 	if b.cfg.oldest {
 		// Oldest first, as a dynamic batcher over the candidates' heads.
-		slices.SortStableFunc(heads, func(x, y *Job) int { return x.times.queue.Compare(y.times.queue) })
+		slices.SortStableFunc(heads, func(x, y *core.Job) int { return x.QueuedAt().Compare(y.QueuedAt()) })
 	} else if b.cfg.delay > 0 && b.cfg.minUtil > 0 && waited <= b.cfg.delay &&
 		float64(len(heads))/float64(limit) < b.cfg.minUtil {
 		return nil, dropped, b.cfg.delay - waited + time.Microsecond, false
 	}
-	states := make([][]*Tensor, 0, len(heads))
-	var batch []*Job
+	states := make([][]*core.Tensor, 0, len(heads))
+	var batch []*core.Job
 	for _, j := range heads {
 		if len(batch) == limit {
 			break
@@ -96,23 +96,22 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped 
 		batch, states = batch[:k], states[:k]
 	}
 	for i, j := range batch {
-		slot := j.seq
+		slot := slotOf(j)
 		slot.queue[0] = nil
 		slot.queue = slot.queue[1:]
 		if len(slot.queue) == 0 {
 			slot.queue = slot.queue[:0:0]
 		}
-		j.req.Inputs = append(j.req.Inputs, states[i]...)
-		j.req.batch.Inputs = j.req.Inputs
-		j.state = jobTaken
-		j.times.exec = now
+		r := j.Request()
+		r.SetInputs(append(r.Inputs, states[i]...))
+		j.MarkTaken(now)
 	}
 	if b.cfg.preserve {
-		si.order.taken(batch...)
+		si.order.Taken(batch...)
 	}
-	b.stats.addPending(-int64(len(batch)))
+	b.stats.AddPending(-int64(len(batch)))
 	if !b.cfg.oldest && b.cfg.batching {
-		return b.pad(batch, heads[len(heads)-1].seq.idx), dropped, 0, false
+		return b.pad(batch, slotOf(heads[len(heads)-1]).idx), dropped, 0, false
 	}
 	return batch, dropped, 0, false
 }
@@ -124,13 +123,13 @@ func (b *seqBatcher) form(si *seqInstance, now time.Time) (jobs []*Job, dropped 
 // src/sequence_batch_scheduler/sequence_batch_scheduler.cc), so a
 // sequence's row is its slot's. The not-ready requests have no slot
 // (job.seq nil): their responses go nowhere and their states are not kept.
-func (b *seqBatcher) pad(batch []*Job, top int) []*Job {
+func (b *seqBatcher) pad(batch []*core.Job, top int) []*core.Job {
 	if len(batch) == top+1 {
 		return batch
 	}
-	out := make([]*Job, top+1)
+	out := make([]*core.Job, top+1)
 	for _, j := range batch {
-		out[j.seq.idx] = j
+		out[slotOf(j).idx] = j
 	}
 	for k, j := range out {
 		if j == nil {
@@ -145,22 +144,19 @@ func (b *seqBatcher) pad(batch []*Job, top int) []*Job {
 // them unset; the model must not read them), START, END and READY false,
 // CORRID 0 ("the model can't assume that any other inputs are meaningful,
 // including CORRID").
-func (b *seqBatcher) notReady(rep *Job) *Job {
-	// seqb set: a decoupled model's sends after the execution reach it as
-	// a real request's do.
-	n := &Job{ctx: context.Background(), done: make(chan error, 1), mv: rep.mv, orig: &InferRequest{}, emit: discard, size: rep.size, runner: b}
-	ins := rep.req.Inputs
+func (b *seqBatcher) notReady(rep *core.Job) *core.Job {
+	// Run by rep's Runner: a decoupled model's sends after the execution
+	// reach it as a real request's do.
+	ins := rep.Request().Inputs
 	first := len(ins) - len(b.cfg.states) - len(b.cfg.controls) // the first control's index
-	out := make([]*Tensor, len(ins))
+	out := make([]*core.Tensor, len(ins))
 	for i, t := range ins {
-		z := &Tensor{Name: t.Name, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: zeroData(t.DataType, ElementCount(t.Shape))}
+		z := &core.Tensor{Name: t.Name, DataType: t.DataType, Shape: slices.Clone(t.Shape), Data: zeroData(t.DataType, core.ElementCount(t.Shape))}
 		if k := i - first; k >= 0 && k < len(b.cfg.controls) &&
 			b.cfg.controls[k].kind != modelconfig.ModelSequenceBatching_Control_CONTROL_SEQUENCE_CORRID {
 			z.Data = b.cfg.controls[k].off
 		}
 		out[i] = z
 	}
-	n.req = ExecRequest{Inputs: out, Outputs: rep.req.Outputs, BatchSize: rep.req.BatchSize, job: n,
-		batch: ConcatBatch{Inputs: out, Outputs: rep.req.Outputs}}
-	return n
+	return rep.Filler(out)
 }

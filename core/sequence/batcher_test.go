@@ -1,4 +1,4 @@
-package core
+package sequence_test
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
+	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -38,11 +41,11 @@ type accBackend struct {
 }
 
 func (b *accBackend) Name() string { return "acc" }
-func (b *accBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
+func (b *accBackend) AutoComplete(context.Context, core.VersionFiles, *modelconfig.ModelConfig) error {
 	return nil
 }
-func (b *accBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance, error) {
-	inst := Concatenated(spec.Config, &accInstance{b: b, batching: spec.Config.GetMaxBatchSize() > 0})
+func (b *accBackend) NewInstance(_ context.Context, spec core.InstanceSpec) (core.Instance, error) {
+	inst := core.Concatenated(spec.Config, &accInstance{b: b, batching: spec.Config.GetMaxBatchSize() > 0})
 	if b.standby != nil {
 		return &standbyInstance{Instance: inst, b: b}, nil
 	}
@@ -51,7 +54,7 @@ func (b *accBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance
 
 // standbyInstance is out of service until its backend's standby closes.
 type standbyInstance struct {
-	Instance
+	core.Instance
 	b *accBackend
 }
 
@@ -69,8 +72,8 @@ type accInstance struct {
 	batching bool
 }
 
-func (i *accInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
-	byName := map[string]*Tensor{}
+func (i *accInstance) Execute(ctx context.Context, batch *core.ConcatBatch) error {
+	byName := map[string]*core.Tensor{}
 	for _, t := range batch.Inputs {
 		byName[t.Name] = t
 	}
@@ -87,8 +90,8 @@ func (i *accInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 			if t.Name == "x" {
 				continue
 			}
-			if t.DataType == TypeBytes {
-				elems, _ := BytesElements(t.Data)
+			if t.DataType == core.TypeBytes {
+				elems, _ := core.BytesElements(t.Data)
 				m[t.Name] = elems[r]
 				continue
 			}
@@ -108,7 +111,7 @@ func (i *accInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 		}
 	}
 	y := make([]byte, 0, 4*rows)
-	var accOut *Tensor
+	var accOut *core.Tensor
 	if acc != nil {
 		width := len(acc.Data) / 4 / rows
 		grow := i.b.grow
@@ -132,14 +135,14 @@ func (i *accInstance) Execute(ctx context.Context, batch *ConcatBatch) error {
 		if grow {
 			shape[len(shape)-1]++
 		}
-		accOut = &Tensor{Name: "acc_out", DataType: TypeInt32, Shape: shape, Data: out}
+		accOut = &core.Tensor{Name: "acc_out", DataType: core.TypeInt32, Shape: shape, Data: out}
 	}
 	now := time.Now()
 	batch.ComputeStart, batch.InferStart, batch.InferEnd, batch.ComputeEnd = now, now, now, now
 	for _, name := range batch.Outputs {
 		switch name {
 		case "y":
-			batch.Results = append(batch.Results, &Tensor{Name: "y", DataType: TypeInt32, Shape: slices.Clone(x.Shape), Data: y})
+			batch.Results = append(batch.Results, &core.Tensor{Name: "y", DataType: core.TypeInt32, Shape: slices.Clone(x.Shape), Data: y})
 		case "acc_out":
 			if !dropOut {
 				batch.Results = append(batch.Results, accOut)
@@ -152,7 +155,7 @@ func (i *accInstance) Close() error { return nil }
 
 // accServer loads model "m" on the acc backend with the given config body
 // and extra model files.
-func accServer(t testing.TB, b *accBackend, cfg string, files map[string][]byte) (*Server, error) {
+func accServer(t testing.TB, b *accBackend, cfg string, files map[string][]byte) (*core.Server, error) {
 	t.Helper()
 	root := t.TempDir()
 	files = maps2(files, map[string][]byte{"config.pbtxt": []byte("backend: \"acc\"\n" + cfg), "1/.keep": nil})
@@ -172,7 +175,7 @@ func accServer(t testing.TB, b *accBackend, cfg string, files map[string][]byte)
 	if b.started == nil {
 		b.started, b.gate = make(chan int, 64), make(chan struct{})
 	}
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"m"}, StrictReadiness: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		return nil, err
@@ -205,22 +208,22 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
 const accState = `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ] } ]`
 
 // seqReq is a request of one x for sequence id with flags.
-func seqReq(id Correlation, x int32, batching bool) *InferRequest {
+func seqReq(id core.Correlation, x int32, batching bool) *core.InferRequest {
 	shape := []int64{1}
 	if batching {
 		shape = []int64{1, 1}
 	}
-	return &InferRequest{ModelName: "m", ModelVersion: LatestVersion, Correlation: id, Inputs: []*Tensor{
-		{Name: "x", DataType: TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(x))},
+	return &core.InferRequest{ModelName: "m", ModelVersion: core.LatestVersion, Correlation: id, Inputs: []*core.Tensor{
+		{Name: "x", DataType: core.TypeInt32, Shape: shape, Data: binary.LittleEndian.AppendUint32(nil, uint32(x))},
 	}}
 }
 
-func withFlags(c Correlation, flags uint32) Correlation {
+func withFlags(c core.Correlation, flags uint32) core.Correlation {
 	c.Flags = flags
 	return c
 }
 
-func yOf(t testing.TB, resp *InferResponse) int32 {
+func yOf(t testing.TB, resp *core.InferResponse) int32 {
 	t.Helper()
 	if len(resp.Outputs) != 1 || resp.Outputs[0].Name != "y" {
 		t.Fatalf("outputs = %+v, want y alone (state outputs never reach the client)", resp.Outputs)
@@ -230,15 +233,15 @@ func yOf(t testing.TB, resp *InferResponse) int32 {
 
 // runSequence sends xs as one sequence (START on the first, END on the
 // last) and returns the y of each request.
-func runSequence(ctx context.Context, s *Server, id Correlation, xs []int32, batching bool) ([]int32, error) {
+func runSequence(ctx context.Context, s *core.Server, id core.Correlation, xs []int32, batching bool) ([]int32, error) {
 	var ys []int32
 	for k, x := range xs {
 		var flags uint32
 		if k == 0 {
-			flags |= FlagSequenceStart
+			flags |= core.FlagSequenceStart
 		}
 		if k == len(xs)-1 {
-			flags |= FlagSequenceEnd
+			flags |= core.FlagSequenceEnd
 		}
 		resp, err := s.Infer(ctx, seqReq(withFlags(id, flags), x, batching))
 		if err != nil {
@@ -269,9 +272,9 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
-		id := Correlation{ID: uint64(1000 + i)}
+		id := core.Correlation{ID: uint64(1000 + i)}
 		if i%2 == 1 {
-			id = Correlation{StringID: fmt.Sprintf("seq-%d", i), IsString: true}
+			id = core.Correlation{StringID: fmt.Sprintf("seq-%d", i), IsString: true}
 		}
 		wg.Add(1)
 		go func() {
@@ -326,7 +329,7 @@ instance_group [ { kind: KIND_CPU count: 2 } ]
 	}
 }
 
-func acquireStats(t *testing.T, s *Server) StatsSnapshot { return stats(t, s) }
+func acquireStats(t *testing.T, s *core.Server) core.StatsSnapshot { return stats(t, s) }
 
 // With the instance busy, the heads of four slots wait, and the next
 // execution takes one request from each (never two of one sequence): the
@@ -346,7 +349,7 @@ func TestSequenceSlotBatching(t *testing.T) {
 	send := func(id uint64, flags uint32, x int32) chan res {
 		ch := make(chan res, 1)
 		go func() {
-			resp, err := s.Infer(ctx, seqReq(Correlation{ID: id, Flags: flags}, x, true))
+			resp, err := s.Infer(ctx, seqReq(core.Correlation{ID: id, Flags: flags}, x, true))
 			if err != nil {
 				ch <- res{err: err}
 				return
@@ -355,7 +358,7 @@ func TestSequenceSlotBatching(t *testing.T) {
 		}()
 		return ch
 	}
-	a1 := send(1, FlagSequenceStart, 1)
+	a1 := send(1, core.FlagSequenceStart, 1)
 	if got := <-b.started; got != 1 {
 		t.Fatalf("first execution has %d rows, want 1", got)
 	}
@@ -371,9 +374,9 @@ func TestSequenceSlotBatching(t *testing.T) {
 	}
 	a2 := send(1, 0, 10)
 	waitPending(1)
-	a3 := send(1, FlagSequenceEnd, 100)
+	a3 := send(1, core.FlagSequenceEnd, 100)
 	waitPending(2)
-	others := []chan res{send(2, FlagSequenceStart, 2), send(3, FlagSequenceStart|FlagSequenceEnd, 3), send(4, FlagSequenceStart, 4)}
+	others := []chan res{send(2, core.FlagSequenceStart, 2), send(3, core.FlagSequenceStart|core.FlagSequenceEnd, 3), send(4, core.FlagSequenceStart, 4)}
 	waitPending(5)
 	b.gate <- struct{}{}
 	if got := <-b.started; got != 4 {
@@ -413,40 +416,40 @@ func TestSequenceErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := runSequence(ctx, s, Correlation{ID: 7}, []int32{1, 2}, true); err != nil {
+	if _, err := runSequence(ctx, s, core.Correlation{ID: 7}, []int32{1, 2}, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 8, Flags: FlagSequenceStart}, 1, true)); err != nil {
+	if _, err := s.Infer(ctx, seqReq(core.Correlation{ID: 8, Flags: core.FlagSequenceStart}, 1, true)); err != nil {
 		t.Fatal(err)
 	}
-	two := seqReq(Correlation{ID: 8}, 1, true)
+	two := seqReq(core.Correlation{ID: 8}, 1, true)
 	two.Inputs[0].Shape, two.Inputs[0].Data = []int64{2, 1}, make([]byte, 8)
 	for _, tc := range []struct {
 		name string
-		req  *InferRequest
-		code Code
+		req  *core.InferRequest
+		code core.Code
 		msg  string
 	}{
-		{"no correlation id", seqReq(Correlation{Flags: FlagSequenceStart}, 1, true), CodeInvalidArg,
+		{"no correlation id", seqReq(core.Correlation{Flags: core.FlagSequenceStart}, 1, true), core.CodeInvalidArg,
 			"inference request to model 'm' must specify a non-zero or non-empty correlation ID"},
-		{"no START for an unknown id", seqReq(Correlation{ID: 9}, 1, true), CodeInvalidArg,
+		{"no START for an unknown id", seqReq(core.Correlation{ID: 9}, 1, true), core.CodeInvalidArg,
 			"inference request for sequence 9 to model 'm' must specify the START flag on the first request of the sequence"},
-		{"after the sequence's END", seqReq(Correlation{ID: 7}, 1, true), CodeInvalidArg,
+		{"after the sequence's END", seqReq(core.Correlation{ID: 7}, 1, true), core.CodeInvalidArg,
 			"inference request for sequence 7 to model 'm' must specify the START flag on the first request of the sequence"},
-		{"string id for a UINT64 CORRID", seqReq(Correlation{StringID: "a", IsString: true, Flags: FlagSequenceStart}, 1, true), CodeInvalidArg,
+		{"string id for a UINT64 CORRID", seqReq(core.Correlation{StringID: "a", IsString: true, Flags: core.FlagSequenceStart}, 1, true), core.CodeInvalidArg,
 			"[request id: <id_unknown>] sequence batching control 'CORRID' data-type is 'BYTES', but model 'm' expects 'UINT64'"},
-		{"batch of two", two, CodeInvalidArg,
+		{"batch of two", two, core.CodeInvalidArg,
 			"inference request to model 'm' must specify batch-size 1 due to requirements of sequence batcher"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Infer(ctx, tc.req)
-			if err == nil || err.Error() != tc.msg || CodeOf(err) != tc.code || !Rejected(err) {
-				t.Fatalf("err = %v (%v), want %s %q, rejected", err, CodeOf(err), tc.code, tc.msg)
+			if err == nil || err.Error() != tc.msg || core.CodeOf(err) != tc.code || !core.Rejected(err) {
+				t.Fatalf("err = %v (%v), want %s %q, rejected", err, core.CodeOf(err), tc.code, tc.msg)
 			}
 		})
 	}
 	// The open sequence is unharmed by the refusals.
-	resp, err := s.Infer(ctx, seqReq(Correlation{ID: 8, Flags: FlagSequenceEnd}, 5, true))
+	resp, err := s.Infer(ctx, seqReq(core.Correlation{ID: 8, Flags: core.FlagSequenceEnd}, 5, true))
 	if err != nil || yOf(t, resp) != 6 {
 		t.Fatalf("sequence 8 end: %v, %v; want y 6", resp, err)
 	}
@@ -462,14 +465,14 @@ func TestSequenceControlInputs(t *testing.T) {
 		name     string
 		batching string
 		corrType string
-		id       Correlation
+		id       core.Correlation
 		corr     []byte
 	}{
-		{"uint64 id, UINT64, batching", "max_batch_size: 2", "TYPE_UINT64", Correlation{ID: 1<<40 + 5}, le64(1<<40 + 5)},
-		{"uint64 id, INT32, not batching", "max_batch_size: 0", "TYPE_INT32", Correlation{ID: 1<<40 + 5}, le32(5)},
-		{"uint64 id, UINT32", "max_batch_size: 2", "TYPE_UINT32", Correlation{ID: 77}, le32(77)},
-		{"uint64 id, INT64", "max_batch_size: 2", "TYPE_INT64", Correlation{ID: 77}, le64(77)},
-		{"string id, STRING", "max_batch_size: 2", "TYPE_STRING", Correlation{StringID: "abc", IsString: true}, []byte("abc")},
+		{"uint64 id, UINT64, batching", "max_batch_size: 2", "TYPE_UINT64", core.Correlation{ID: 1<<40 + 5}, le64(1<<40 + 5)},
+		{"uint64 id, INT32, not batching", "max_batch_size: 0", "TYPE_INT32", core.Correlation{ID: 1<<40 + 5}, le32(5)},
+		{"uint64 id, UINT32", "max_batch_size: 2", "TYPE_UINT32", core.Correlation{ID: 77}, le32(77)},
+		{"uint64 id, INT64", "max_batch_size: 2", "TYPE_INT64", core.Correlation{ID: 77}, le64(77)},
+		{"string id, STRING", "max_batch_size: 2", "TYPE_STRING", core.Correlation{StringID: "abc", IsString: true}, []byte("abc")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &accBackend{}
@@ -522,41 +525,38 @@ func TestSequenceIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	resp, err := s.Infer(ctx, seqReq(Correlation{ID: 1, Flags: FlagSequenceStart}, 5, true))
+	resp, err := s.Infer(ctx, seqReq(core.Correlation{ID: 1, Flags: core.FlagSequenceStart}, 5, true))
 	if err != nil || yOf(t, resp) != 5 {
 		t.Fatalf("start: %v, %v", resp, err)
 	}
 	// The only slot is held by sequence 1: sequence 2 waits in the
 	// backlog until the reaper ends sequence 1.
 	begin := time.Now()
-	resp, err = s.Infer(ctx, seqReq(Correlation{ID: 2, Flags: FlagSequenceStart | FlagSequenceEnd}, 7, true))
+	resp, err = s.Infer(ctx, seqReq(core.Correlation{ID: 2, Flags: core.FlagSequenceStart | core.FlagSequenceEnd}, 7, true))
 	if err != nil || yOf(t, resp) != 7 {
 		t.Fatalf("backlogged sequence: %v, %v", resp, err)
 	}
 	if waited := time.Since(begin); waited < 150*time.Millisecond {
 		t.Errorf("backlogged sequence ran after %v, before sequence 1 could have been idle for 200ms", waited)
 	}
-	_, err = s.Infer(ctx, seqReq(Correlation{ID: 1}, 1, true))
+	_, err = s.Infer(ctx, seqReq(core.Correlation{ID: 1}, 1, true))
 	want := "inference request for sequence 1 to model 'm' must specify the START flag on the first request of the sequence"
-	if err == nil || err.Error() != want || CodeOf(err) != CodeInvalidArg {
+	if err == nil || err.Error() != want || core.CodeOf(err) != core.CodeInvalidArg {
 		t.Fatalf("request after the idle end: %v, want %q", err, want)
 	}
-	ys, err := runSequence(ctx, s, Correlation{ID: 1}, []int32{2, 3}, true)
+	ys, err := runSequence(ctx, s, core.Correlation{ID: 1}, []int32{2, 3}, true)
 	if err != nil || !slices.Equal(ys, []int32{2, 5}) {
 		t.Fatalf("restarted sequence: %v, %v; want [2 5] (no state from before)", ys, err)
 	}
 	// With every sequence ended the reaper goes to sleep for good.
-	mv, release, err := s.Acquire("m", LatestVersion)
+	mv, release, err := s.Acquire("m", core.LatestVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	sb := mv.exec.(*seqBatcher)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sb.mu.Lock()
-		armed, watched := sb.armed, len(sb.lastSeen)
-		sb.mu.Unlock()
+		armed, watched := sequence.Reaping(mv)
 		if !armed && watched == 0 {
 			break
 		}
@@ -590,15 +590,15 @@ func TestSequenceImplicitState(t *testing.T) {
 		{name: "data file", state: `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ]
   initial_state { name: "init" data_type: TYPE_INT32 dims: [ 1 ] data_file: "acc.bin" } } ]`,
 			files: map[string][]byte{"initial_state/acc.bin": le(100)},
-			flags: []uint32{FlagSequenceStart, 0, FlagSequenceStart, FlagSequenceEnd},
+			flags: []uint32{core.FlagSequenceStart, 0, core.FlagSequenceStart, core.FlagSequenceEnd},
 			xs:    []int32{1, 2, 3, 4}, ys: []int32{101, 103, 103, 107}},
 		{name: "zero data", state: `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ 1 ]
   initial_state { name: "init" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } ]`,
-			flags: []uint32{FlagSequenceStart, FlagSequenceEnd},
+			flags: []uint32{core.FlagSequenceStart, core.FlagSequenceEnd},
 			xs:    []int32{1, 2}, ys: []int32{1, 3}},
 		{name: "variable shape", state: `state [ { input_name: "acc_in" output_name: "acc_out" data_type: TYPE_INT32 dims: [ -1 ] } ]`,
 			grow:  true,
-			flags: []uint32{FlagSequenceStart, 0, FlagSequenceEnd},
+			flags: []uint32{core.FlagSequenceStart, 0, core.FlagSequenceEnd},
 			xs:    []int32{1, 2, 3}, ys: []int32{1, 3, 6}, lastAcc: le(0, 1, 2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -608,7 +608,7 @@ func TestSequenceImplicitState(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, x := range tc.xs {
-				resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: 3, Flags: tc.flags[k]}, x, true))
+				resp, err := s.Infer(context.Background(), seqReq(core.Correlation{ID: 3, Flags: tc.flags[k]}, x, true))
 				if err != nil || yOf(t, resp) != tc.ys[k] {
 					t.Fatalf("request %d: %v, %v; want y %d", k, resp, err, tc.ys[k])
 				}
@@ -632,9 +632,9 @@ func TestSequenceMissingStateOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Infer(context.Background(), seqReq(Correlation{ID: 3, Flags: FlagSequenceStart}, 1, true))
+	_, err = s.Infer(context.Background(), seqReq(core.Correlation{ID: 3, Flags: core.FlagSequenceStart}, 1, true))
 	want := "model 'm' did not produce the output 'acc_out' of state 'acc_in'"
-	if err == nil || err.Error() != want || CodeOf(err) != CodeInternal {
+	if err == nil || err.Error() != want || core.CodeOf(err) != core.CodeInternal {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
@@ -689,10 +689,10 @@ type seqResult struct {
 	err error
 }
 
-func gatedSend(t *testing.T, s *Server, id uint64, flags uint32, x int32) chan seqResult {
+func gatedSend(t *testing.T, s *core.Server, id uint64, flags uint32, x int32) chan seqResult {
 	ch := make(chan seqResult, 1)
 	go func() {
-		resp, err := s.Infer(context.Background(), seqReq(Correlation{ID: id, Flags: flags}, x, true))
+		resp, err := s.Infer(context.Background(), seqReq(core.Correlation{ID: id, Flags: flags}, x, true))
 		if err != nil {
 			ch <- seqResult{err: err}
 			return
@@ -702,7 +702,7 @@ func gatedSend(t *testing.T, s *Server, id uint64, flags uint32, x int32) chan s
 	return ch
 }
 
-func waitPending(t *testing.T, s *Server, n int64) {
+func waitPending(t *testing.T, s *core.Server, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for stats(t, s).Pending != n {
@@ -742,17 +742,17 @@ func TestSequenceOldestStrategy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a1 := gatedSend(t, s, 1, FlagSequenceStart, 1)
+			a1 := gatedSend(t, s, 1, core.FlagSequenceStart, 1)
 			if got := nextRows(t, b); got != 1 {
 				t.Fatalf("first execution: %d rows, want 1", got)
 			}
 			a2 := gatedSend(t, s, 1, 0, 10)
 			waitPending(t, s, 1)
-			b1 := gatedSend(t, s, 2, FlagSequenceStart|FlagSequenceEnd, 2)
+			b1 := gatedSend(t, s, 2, core.FlagSequenceStart|core.FlagSequenceEnd, 2)
 			waitPending(t, s, 2)
-			c1 := gatedSend(t, s, 3, FlagSequenceStart|FlagSequenceEnd, 3)
+			c1 := gatedSend(t, s, 3, core.FlagSequenceStart|core.FlagSequenceEnd, 3)
 			waitPending(t, s, 3)
-			a3 := gatedSend(t, s, 1, FlagSequenceEnd, 100)
+			a3 := gatedSend(t, s, 1, core.FlagSequenceEnd, 100)
 			waitPending(t, s, 4)
 			var rows []int
 			rows = append(rows, 1)
@@ -788,7 +788,7 @@ func TestSequenceDirectQueueDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	r := <-gatedSend(t, s, 1, FlagSequenceStart|FlagSequenceEnd, 4)
+	r := <-gatedSend(t, s, 1, core.FlagSequenceStart|core.FlagSequenceEnd, 4)
 	if r.err != nil || r.y != 4 {
 		t.Fatalf("lone request: %d, %v", r.y, r.err)
 	}
@@ -805,11 +805,11 @@ func TestSequenceCorridWantsString(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := seqReq(Correlation{ID: 4, Flags: FlagSequenceStart}, 1, true)
+	req := seqReq(core.Correlation{ID: 4, Flags: core.FlagSequenceStart}, 1, true)
 	req.ID = "r1"
 	_, err = s.Infer(context.Background(), req)
 	want := "[request id: r1] sequence batching control 'C' data-type is 'UINT64', but model 'm' expects 'BYTES'"
-	if err == nil || err.Error() != want || CodeOf(err) != CodeInvalidArg {
+	if err == nil || err.Error() != want || core.CodeOf(err) != core.CodeInvalidArg {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
@@ -823,17 +823,17 @@ func TestSequenceCancelledRequestLeavesSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a1 := gatedSend(t, s, 1, FlagSequenceStart, 1)
+	a1 := gatedSend(t, s, 1, core.FlagSequenceStart, 1)
 	nextRows(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	a2 := make(chan error, 1)
 	go func() {
-		_, err := s.Infer(ctx, seqReq(Correlation{ID: 1}, 10, true))
+		_, err := s.Infer(ctx, seqReq(core.Correlation{ID: 1}, 10, true))
 		a2 <- err
 	}()
 	waitPending(t, s, 1)
 	cancel()
-	a3 := gatedSend(t, s, 1, FlagSequenceEnd, 100)
+	a3 := gatedSend(t, s, 1, core.FlagSequenceEnd, 100)
 	waitPending(t, s, 2)
 	b.gate <- struct{}{}
 	if n := nextRows(t, b); n != 1 {
@@ -843,14 +843,14 @@ func TestSequenceCancelledRequestLeavesSlot(t *testing.T) {
 	if r := <-a1; r.err != nil || r.y != 1 {
 		t.Errorf("first: %d, %v", r.y, r.err)
 	}
-	if err := <-a2; CodeOf(err) != CodeCancelled {
+	if err := <-a2; core.CodeOf(err) != core.CodeCancelled {
 		t.Errorf("cancelled request: %v, want CANCELLED", err)
 	}
 	if r := <-a3; r.err != nil || r.y != 101 {
 		t.Errorf("end: %d, %v; want 101", r.y, r.err)
 	}
-	if st := stats(t, s); st.ExecutionCount != 2 || st.Failures[FailCanceled] != 1 {
-		t.Errorf("executions %d, cancelled %d; want 2, 1", st.ExecutionCount, st.Failures[FailCanceled])
+	if st := stats(t, s); st.ExecutionCount != 2 || st.Failures[core.FailCanceled] != 1 {
+		t.Errorf("executions %d, cancelled %d; want 2, 1", st.ExecutionCount, st.Failures[core.FailCanceled])
 	}
 }
 
@@ -882,25 +882,25 @@ func TestSequenceBacklogTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 1, Flags: FlagSequenceStart}, 1, true)); err != nil {
+	if _, err := s.Infer(ctx, seqReq(core.Correlation{ID: 1, Flags: core.FlagSequenceStart}, 1, true)); err != nil {
 		t.Fatal(err)
 	}
-	req := seqReq(Correlation{ID: 2, Flags: FlagSequenceStart}, 2, true)
+	req := seqReq(core.Correlation{ID: 2, Flags: core.FlagSequenceStart}, 2, true)
 	req.TimeoutMicros = 100000
 	_, err = s.Infer(ctx, req)
 	want := "timeout of the corresponding sequence has been expired"
-	if err == nil || err.Error() != want || CodeOf(err) != CodeUnavailable || Rejected(err) {
+	if err == nil || err.Error() != want || core.CodeOf(err) != core.CodeUnavailable || core.Rejected(err) {
 		t.Fatalf("backlogged past its timeout: %v, want %q", err, want)
 	}
-	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 2}, 2, true)); CodeOf(err) != CodeInvalidArg {
+	if _, err := s.Infer(ctx, seqReq(core.Correlation{ID: 2}, 2, true)); core.CodeOf(err) != core.CodeInvalidArg {
 		t.Errorf("request of the refused sequence: %v, want the START error", err)
 	}
-	resp, err := s.Infer(ctx, seqReq(Correlation{ID: 1, Flags: FlagSequenceEnd}, 5, true))
+	resp, err := s.Infer(ctx, seqReq(core.Correlation{ID: 1, Flags: core.FlagSequenceEnd}, 5, true))
 	if err != nil || yOf(t, resp) != 6 {
 		t.Fatalf("sequence 1 end: %v, %v", resp, err)
 	}
-	if st := stats(t, s); st.Failures[FailRejected] != 1 || st.Pending != 0 {
-		t.Errorf("rejected %d, pending %d; want 1, 0", st.Failures[FailRejected], st.Pending)
+	if st := stats(t, s); st.Failures[core.FailRejected] != 1 || st.Pending != 0 {
+		t.Errorf("rejected %d, pending %d; want 1, 0", st.Failures[core.FailRejected], st.Pending)
 	}
 }
 
@@ -912,7 +912,7 @@ func TestSequenceWaitsForInstanceInStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := gatedSend(t, s, 1, FlagSequenceStart|FlagSequenceEnd, 9)
+	ch := gatedSend(t, s, 1, core.FlagSequenceStart|core.FlagSequenceEnd, 9)
 	waitPending(t, s, 1)
 	time.Sleep(50 * time.Millisecond)
 	b.mu.Lock()
@@ -950,15 +950,15 @@ sequence_batching { `+accState+` }
 	}
 	for _, tc := range []struct {
 		name    string
-		outputs []RequestedOutput
+		outputs []core.RequestedOutput
 		want    []string
 	}{
 		{"every output", nil, []string{"acc_out", "y"}},
-		{"by name", []RequestedOutput{{Name: "acc_out"}}, []string{"acc_out"}},
-		{"not asked", []RequestedOutput{{Name: "y"}}, []string{"y"}},
+		{"by name", []core.RequestedOutput{{Name: "acc_out"}}, []string{"acc_out"}},
+		{"not asked", []core.RequestedOutput{{Name: "y"}}, []string{"y"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := seqReq(Correlation{ID: 7, Flags: FlagSequenceStart | FlagSequenceEnd}, 5, false)
+			req := seqReq(core.Correlation{ID: 7, Flags: core.FlagSequenceStart | core.FlagSequenceEnd}, 5, false)
 			req.Outputs = tc.outputs
 			resp, err := s.Infer(context.Background(), req)
 			if err != nil {

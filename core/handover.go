@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -16,7 +15,7 @@ import (
 // of a START.
 type handover struct {
 	mv *ModelVersion
-	b  *seqBatcher
+	b  SequenceScheduler
 
 	mu   sync.Mutex
 	shut bool          // no more requests are routed here
@@ -35,14 +34,12 @@ const handoverPoll = 10 * time.Millisecond
 // model gets a handover even with no live sequence: a START that took mv
 // just before the reload may yet begin one there.
 func retireSequences(mv *ModelVersion, reacquire func() (*ModelVersion, func(), error)) *handover {
-	b, ok := mv.exec.(*seqBatcher)
-	if !ok {
+	b := mv.seqs
+	if b == nil {
 		go mv.close() // in-flight requests finish on the old copy
 		return nil
 	}
-	b.mu.Lock()
-	b.reacquire = reacquire
-	b.mu.Unlock()
+	mv.reacquire.Store(&reacquire)
 	h := &handover{mv: mv, b: b, cut: make(chan struct{}), done: make(chan struct{})}
 	go h.run()
 	return h
@@ -53,11 +50,11 @@ func (h *handover) run() {
 	t := time.NewTicker(handoverPoll)
 	defer t.Stop()
 wait:
-	for !h.b.retire(false) {
+	for !h.b.Retire(false) {
 		select {
 		case <-t.C:
 		case <-h.cut:
-			h.b.retire(true)
+			h.b.Retire(true)
 			break wait
 		}
 	}
@@ -67,31 +64,10 @@ wait:
 	h.mv.close()
 }
 
-// errRetired sends a START that reached a retired copy to the serving one.
-var errRetired = errors.New("a reload retired this copy of the model")
-
-// retire marks b retired once it has no live sequence, or at once with
-// force, and reports whether it is: from then on a START reaching it runs
-// on the serving copy (rerun), so no sequence begins on a copy that is
-// closing. Deciding under b.mu, as submit does, leaves no gap between the
-// two.
-func (b *seqBatcher) retire(force bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if force || len(b.active)+len(b.backlogOf) == 0 {
-		b.retired = true
-	}
-	return b.retired
-}
-
 // rerun runs req, a START refused by this retired copy, on the copy
 // serving its version now.
 func (mv *ModelVersion) rerun(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*Job, error) {
-	b := mv.exec.(*seqBatcher)
-	b.mu.Lock()
-	reacquire := b.reacquire
-	b.mu.Unlock()
-	nv, release, err := reacquire()
+	nv, release, err := (*mv.reacquire.Load())()
 	if err != nil {
 		if req.Queued != nil {
 			req.Queued()
@@ -109,12 +85,12 @@ func (h *handover) stop() <-chan struct{} {
 	return h.done
 }
 
-// acquire holds h's copy for a request of sequence key when the sequence
+// acquire holds h's copy for a request of sequence c when the sequence
 // is live there.
-func (h *handover) acquire(key corrKey) bool {
+func (h *handover) acquire(c Correlation) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.shut || !h.b.owns(key) {
+	if h.shut || !h.b.Owns(c) {
 		return false
 	}
 	h.mv.inflight.Add(1)
@@ -127,32 +103,32 @@ func (mv *ModelVersion) handoverFor(req *InferRequest) *ModelVersion {
 	if len(mv.handovers) == 0 {
 		return nil
 	}
-	key := keyOf(req.Correlation)
-	if req.Correlation.Flags&FlagSequenceStart != 0 {
-		if b, ok := mv.exec.(*seqBatcher); !ok || !b.isStopping() {
-			mv.endReplaced(key) // it starts over on this copy
+	c := req.Correlation
+	if c.Flags&FlagSequenceStart != 0 {
+		if mv.seqs == nil || !mv.seqs.Stopping() {
+			mv.endReplaced(c) // it starts over on this copy
 		}
 		// else the exit refuses the START: the sequence lives on.
 		return nil
 	}
-	if b, ok := mv.exec.(*seqBatcher); ok && b.owns(key) {
+	if mv.seqs != nil && mv.seqs.Owns(c) {
 		return nil
 	}
 	for _, h := range mv.handovers {
-		if h.acquire(key) {
+		if h.acquire(c) {
 			return h.mv
 		}
 	}
 	return nil
 }
 
-// endReplaced ends sequence key on the replaced copies: it starts over on
+// endReplaced ends sequence c on the replaced copies: it starts over on
 // this one.
-func (mv *ModelVersion) endReplaced(key corrKey) {
+func (mv *ModelVersion) endReplaced(c Correlation) {
 	for _, h := range mv.handovers {
 		h.mu.Lock()
 		if !h.shut {
-			h.b.forget(key)
+			h.b.Forget(c)
 		}
 		h.mu.Unlock()
 	}

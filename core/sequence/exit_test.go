@@ -1,4 +1,4 @@
-package core
+package sequence_test
 
 import (
 	"context"
@@ -7,14 +7,18 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
+	"github.com/inferd/inferd/core/sequence"
 )
 
 // exitServer serves the sequence model "m" (configuration seq) and the
 // plain model "plain" on b.
-func exitServer(t *testing.T, b *accBackend, seq string) *Server {
+func exitServer(t *testing.T, b *accBackend, seq string) *core.Server {
 	t.Helper()
 	repos := testRepo(t, map[string]string{"m": "backend: \"acc\"\n" + seq, "plain": "backend: \"acc\"\nmax_batch_size: 4\n" + oneInstance + accIO})
-	s := NewServer(Options{Repos: repos, Backends: []Backend{b}, ControlMode: ModeExplicit, StartupModels: []string{"*"},
+	s := core.NewServer(core.Options{Batching: dynamic.Batchers{}, Sequences: sequence.Batchers{}, Repos: repos, Backends: []core.Backend{b}, ControlMode: core.ModeExplicit, StartupModels: []string{"*"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -35,7 +39,7 @@ func TestSequenceStopLetsLiveSequencesFinish(t *testing.T) {
 		"sequence_batching { max_sequence_idle_microseconds: 600000000 "+accState+" }")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := seqStep(ctx, s, 1, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 1, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	stopped := make(chan error, 1)
@@ -44,19 +48,19 @@ func TestSequenceStopLetsLiveSequencesFinish(t *testing.T) {
 	// Stop runs in the background: STARTs are taken until it begins.
 	var err error
 	for id := uint64(100); err == nil; id++ {
-		_, err = s.Infer(ctx, seqReq(Correlation{ID: id, Flags: FlagSequenceStart | FlagSequenceEnd}, 1, true))
+		_, err = s.Infer(ctx, seqReq(core.Correlation{ID: id, Flags: core.FlagSequenceStart | core.FlagSequenceEnd}, 1, true))
 		if ctx.Err() != nil {
 			t.Fatal("STARTs still taken after a minute")
 		}
 	}
-	if err.Error() != stoppingText || CodeOf(err) != CodeUnavailable || !Rejected(err) {
-		t.Fatalf("START while stopping: %v (%v), want UNAVAILABLE %q", err, CodeOf(err), stoppingText)
+	if err.Error() != stoppingText || core.CodeOf(err) != core.CodeUnavailable || !core.Rejected(err) {
+		t.Fatalf("START while stopping: %v (%v), want UNAVAILABLE %q", err, core.CodeOf(err), stoppingText)
 	}
-	plain := &InferRequest{ModelName: "plain", ModelVersion: LatestVersion, ID: "p1", Inputs: seqReq(Correlation{}, 1, true).Inputs}
-	if _, err := s.Infer(ctx, plain); err == nil || err.Error() != "[request id: p1] "+stoppingText || CodeOf(err) != CodeUnavailable {
-		t.Fatalf("a model without sequences while stopping: %v (%v), want UNAVAILABLE %q", err, CodeOf(err), stoppingText)
+	plain := &core.InferRequest{ModelName: "plain", ModelVersion: core.LatestVersion, ID: "p1", Inputs: seqReq(core.Correlation{}, 1, true).Inputs}
+	if _, err := s.Infer(ctx, plain); err == nil || err.Error() != "[request id: p1] "+stoppingText || core.CodeOf(err) != core.CodeUnavailable {
+		t.Fatalf("a model without sequences while stopping: %v (%v), want UNAVAILABLE %q", err, core.CodeOf(err), stoppingText)
 	}
-	if err := s.Load(ctx, "plain", nil); err == nil || err.Error() != "Server not ready" || CodeOf(err) != CodeUnavailable {
+	if err := s.Load(ctx, "plain", nil); err == nil || err.Error() != "Server not ready" || core.CodeOf(err) != core.CodeUnavailable {
 		t.Fatalf("load while stopping: %v, want UNAVAILABLE Server not ready", err)
 	}
 	if err := seqStep(ctx, s, 1, 0, 2, 3); err != nil {
@@ -67,7 +71,7 @@ func TestSequenceStopLetsLiveSequencesFinish(t *testing.T) {
 		t.Fatalf("Stop returned (%v) with sequence 1 live", err)
 	default:
 	}
-	if err := seqStep(ctx, s, 1, FlagSequenceEnd, 3, 6); err != nil {
+	if err := seqStep(ctx, s, 1, core.FlagSequenceEnd, 3, 6); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-stopped; err != nil {
@@ -95,7 +99,7 @@ func TestSequenceStopEndsLiveSequences(t *testing.T) {
 				"sequence_batching { max_sequence_idle_microseconds: "+tc.idleUs+" "+accState+" }")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if err := seqStep(ctx, s, 1, FlagSequenceStart, 1, 1); err != nil {
+			if err := seqStep(ctx, s, 1, core.FlagSequenceStart, 1, 1); err != nil {
 				t.Fatal(err)
 			}
 			stopCtx, stopCancel := context.WithTimeout(ctx, tc.timeout)
@@ -104,10 +108,10 @@ func TestSequenceStopEndsLiveSequences(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("Stop = %v, want nil once the idle sequence ended", err)
-			case tc.want != "" && (err == nil || err.Error() != tc.want || CodeOf(err) != CodeInternal):
+			case tc.want != "" && (err == nil || err.Error() != tc.want || core.CodeOf(err) != core.CodeInternal):
 				t.Fatalf("Stop = %v, want INTERNAL %q", err, tc.want)
 			}
-			var ce *Error
+			var ce *core.Error
 			if err != nil && !errors.As(err, &ce) {
 				t.Fatalf("Stop's error %T is not a *core.Error", err)
 			}
@@ -123,7 +127,7 @@ func TestSequenceStopWaitsForReplacedCopy(t *testing.T) {
 	s, config := reloadServer(t, b, reloadSeqConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := seqStep(ctx, s, 8, FlagSequenceStart, 1, 1); err != nil {
+	if err := seqStep(ctx, s, 8, core.FlagSequenceStart, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, s, config)
@@ -131,12 +135,12 @@ func TestSequenceStopWaitsForReplacedCopy(t *testing.T) {
 	go func() { stopped <- s.Stop(ctx) }()
 	var err error
 	for id := uint64(100); err == nil; id++ {
-		_, err = s.Infer(ctx, seqReq(Correlation{ID: id, Flags: FlagSequenceStart | FlagSequenceEnd}, 1, true))
+		_, err = s.Infer(ctx, seqReq(core.Correlation{ID: id, Flags: core.FlagSequenceStart | core.FlagSequenceEnd}, 1, true))
 		if ctx.Err() != nil {
 			t.Fatal("STARTs still taken after a minute")
 		}
 	}
-	if _, err := s.Infer(ctx, seqReq(Correlation{ID: 8, Flags: FlagSequenceStart}, 1, true)); err == nil || err.Error() != stoppingText {
+	if _, err := s.Infer(ctx, seqReq(core.Correlation{ID: 8, Flags: core.FlagSequenceStart}, 1, true)); err == nil || err.Error() != stoppingText {
 		t.Fatalf("START for the live id while stopping: %v, want %q", err, stoppingText)
 	}
 	if err := seqStep(ctx, s, 8, 0, 2, 3); err != nil {
@@ -147,7 +151,7 @@ func TestSequenceStopWaitsForReplacedCopy(t *testing.T) {
 		t.Fatalf("Stop returned (%v) with sequence 8 live on the replaced copy", err)
 	default:
 	}
-	if err := seqStep(ctx, s, 8, FlagSequenceEnd, 3, 6); err != nil {
+	if err := seqStep(ctx, s, 8, core.FlagSequenceEnd, 3, 6); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-stopped; err != nil {

@@ -1,8 +1,11 @@
-package core
+package dynamic
 
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 )
 
 // A lane is one instance's right to execute. When a request arrives with
@@ -16,7 +19,7 @@ import (
 // once. The worker keeps the lane while it executes, and for as long as it
 // finds the next batch due, so under load nothing changes.
 type lane struct {
-	inst Instance
+	inst core.Instance
 	// busy is set while the worker or a direct caller executes on inst.
 	// It is set only under scheduler.mu (both claims look at the queue
 	// there), and cleared by its holder alone.
@@ -25,9 +28,9 @@ type lane struct {
 	freed chan struct{}
 
 	// The direct caller's execution state (the worker has its own).
-	e    Execution
+	e    core.Execution
 	errs []error
-	jobs []*Job
+	jobs []*core.Job
 }
 
 // lanesFor gives each instance a lane where a request may run on its
@@ -36,7 +39,7 @@ type lane struct {
 // outlive the execution) or a max_queue_delay (a lone request then waits
 // to be batched), and not for instances that pipeline or go out of service
 // (Python workers: their own workers track which are idle).
-func lanesFor(sc schedConfig, insts []Instance, limits limitSlots) []*lane {
+func lanesFor(sc schedConfig, insts []core.Instance, limits ratelimit.Slots) []*lane {
 	if limits != nil || sc.preserve || sc.decoupled || (sc.batching && sc.delay > 0) {
 		return nil
 	}
@@ -45,7 +48,7 @@ func lanesFor(sc schedConfig, insts []Instance, limits limitSlots) []*lane {
 		if p, ok := inst.(Pipeliner); ok && p.Depth() > 1 {
 			return nil
 		}
-		if _, ok := inst.(Standby); ok {
+		if _, ok := inst.(core.Standby); ok {
 			return nil
 		}
 		lanes[i] = &lane{inst: inst, freed: make(chan struct{}, 1)}
@@ -64,15 +67,15 @@ func (ln *lane) await() {
 // taken, or nil: the scheduler has no lanes, something is queued (a direct
 // run would overtake it), the scheduler is closed, or every instance is
 // busy. A claimed run counts in s.wg, so close waits for it.
-func (s *scheduler) claim(j *Job) *lane {
-	if s.lanes == nil || j.orig.Queued != nil {
+func (s *scheduler) claim(j *core.Job) *lane {
+	if s.lanes == nil || j.Caller().Queued != nil {
 		// Queued: the caller waits to see the request queued before it
 		// sends the next one of its sequence; keep that a queue's matter.
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || j.ctx.Err() != nil {
+	if s.closed || j.Context().Err() != nil {
 		return nil // submit's own checks answer it
 	}
 	for _, lv := range s.levels {
@@ -84,7 +87,6 @@ func (s *scheduler) claim(j *Job) *lane {
 		if !ln.busy.Load() {
 			ln.busy.Store(true)
 			s.wg.Add(1)
-			j.state = jobTaken
 			return ln
 		}
 	}
@@ -93,12 +95,12 @@ func (s *scheduler) claim(j *Job) *lane {
 
 // runDirect executes j, claimed on ln, on the calling goroutine and
 // answers it.
-func (s *scheduler) runDirect(ln *lane, j *Job) {
-	j.traceBegin()
-	j.times.exec = time.Now()
+func (s *scheduler) runDirect(ln *lane, j *core.Job) {
+	j.TraceBegin()
+	j.MarkTaken(time.Now())
 	ln.jobs = append(ln.jobs[:0], j)
 	s.busy.Add(1)
-	ln.errs = runExecution(ln.inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, ln.jobs, s.log, &ln.e, ln.errs)
+	ln.errs = core.RunExecution(ln.inst, s.cfg.model, s.cfg.decoupled, s.stats, ln.jobs, s.log, &ln.e, ln.errs)
 	s.busy.Add(-1)
 	err := ln.errs[0]
 	ln.jobs[0] = nil
@@ -108,7 +110,7 @@ func (s *scheduler) runDirect(ln *lane, j *Job) {
 	default:
 	}
 	s.wg.Done()
-	if err != errPending {
+	if err != core.ErrPending {
 		s.finish(j, err)
 	}
 }

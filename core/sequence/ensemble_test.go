@@ -1,4 +1,4 @@
-package core_test
+package sequence_test
 
 import (
 	"context"

@@ -1,35 +1,16 @@
-package core
+package dynamic_test
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// runnerOf names the goroutine an execution runs on: "worker" (an
-// instance's worker), "direct" (the request's own caller, direct.go) or
-// "other".
-func runnerOf() string {
-	pcs := make([]uintptr, 64)
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
-	for {
-		f, more := frames.Next()
-		switch {
-		case strings.HasSuffix(f.Function, ".(*scheduler).worker"):
-			return "worker"
-		case strings.HasSuffix(f.Function, ".(*scheduler).runDirect"):
-			return "direct"
-		}
-		if !more {
-			return "other"
-		}
-	}
-}
+	"github.com/inferd/inferd/core"
+)
 
 const directModel = `max_batch_size: 8
 input [ { name: "x" data_type: TYPE_INT32 dims: [ 16 ] } ]
@@ -85,7 +66,7 @@ func TestDirectKeepsQueueOrder(t *testing.T) {
 	b.mu.Lock()
 	b.runners = true
 	b.mu.Unlock()
-	mv, release, err := s.Acquire("m", LatestVersion)
+	mv, release, err := s.Acquire("m", core.LatestVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +153,7 @@ func TestDirectUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mv, release, err := s.Acquire("m", LatestVersion)
+	mv, release, err := s.Acquire("m", core.LatestVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package core
+package dynamic
+
+import "github.com/inferd/inferd/core"
 
 // Pipeliner is an Instance that can take its next execution while its last
 // one runs: Depth executions at once, which it runs one after the other
@@ -14,9 +16,9 @@ type Pipeliner interface {
 // do: it takes a batch only while no instance of the model is idle, so an
 // idle instance is never passed over for a busy one. wake receives a value
 // each time any instance starts an execution (all may be busy now).
-func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
+func (s *scheduler) pipeline(inst core.Instance, wake <-chan struct{}) {
 	defer s.wg.Done()
-	var e Execution
+	var e core.Execution
 	var errs []error
 	away := s.outOfService(inst)
 	idle := func() bool { return s.idle.Load() > 0 || (away != nil && away()) }
@@ -33,13 +35,13 @@ func (s *scheduler) pipeline(inst Instance, wake <-chan struct{}) {
 		if jobs == nil {
 			continue
 		}
-		errs = runExecution(inst, s.cfg.gather.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
+		errs = core.RunExecution(inst, s.cfg.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.answer(jobs, errs)
 	}
 }
 
 // pipelined starts inst's second worker if it pipelines.
-func (s *scheduler) pipelined(inst Instance) {
+func (s *scheduler) pipelined(inst core.Instance) {
 	if p, ok := inst.(Pipeliner); !ok || p.Depth() < 2 {
 		return
 	}

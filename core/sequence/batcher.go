@@ -1,4 +1,4 @@
-package core
+package sequence
 
 import (
 	"log/slog"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/ratelimit"
 )
 
 // corrKey is a correlation id as a map key: a number or a string.
@@ -16,7 +19,7 @@ type corrKey struct {
 	str bool
 }
 
-func keyOf(c Correlation) corrKey {
+func keyOf(c core.Correlation) corrKey {
 	if c.IsString {
 		return corrKey{s: c.StringID, str: true}
 	}
@@ -35,7 +38,7 @@ func (k corrKey) String() string {
 type seqSlot struct {
 	inst  *seqInstance
 	idx   int
-	queue []*Job
+	queue []*core.Job
 	// reaped: the reaper ended the sequence; the slot is released once the
 	// requests it had already taken have run.
 	reaped bool
@@ -44,13 +47,13 @@ type seqSlot struct {
 	// order; nil until its START runs. Sends (possibly after the execution,
 	// for a decoupled model) write it under smu.
 	smu   sync.Mutex
-	state []*Tensor
+	state []*core.Tensor
 }
 
 // seqInstance is one instance with its slots and its worker's wake-up.
 type seqInstance struct {
-	inst  Instance
-	limit *limitSlot // its rate limiter slot; nil: rate limiting off
+	inst  core.Instance
+	limit *ratelimit.Slot // its rate limiter slot; nil: rate limiting off
 	slots []*seqSlot
 	wake  chan struct{}
 
@@ -60,13 +63,13 @@ type seqInstance struct {
 	// instance, as Triton's oldest strategy runs a dynamic batcher per
 	// instance (triton-inference-server/core
 	// src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
-	order takenOrder
+	order core.TakenOrder
 }
 
 // backlogged is a sequence waiting for a free slot, with its requests.
 type backlogged struct {
 	key  corrKey
-	jobs []*Job
+	jobs []*core.Job
 	// expire is the earliest deadline its requests' timeouts set (zero:
 	// none); a sequence still backlogged then is refused.
 	expire time.Time
@@ -75,7 +78,7 @@ type backlogged struct {
 // errBacklogExpired answers the requests of a sequence whose timeout
 // passed while it waited for a slot, in Triton's words
 // (triton-inference-server/core src/sequence_batch_scheduler/sequence_batch_scheduler.cc).
-var errBacklogExpired = Errorf(CodeUnavailable, "timeout of the corresponding sequence has been expired")
+var errBacklogExpired = core.Errorf(core.CodeUnavailable, "timeout of the corresponding sequence has been expired")
 
 // seqBatcher is Triton's sequence batcher (triton-inference-server/server
 // docs/user_guide/architecture.md "Stateful Models", core
@@ -86,7 +89,7 @@ var errBacklogExpired = Errorf(CodeUnavailable, "timeout of the corresponding se
 // sequence's requests run one after the other, in order.
 type seqBatcher struct {
 	cfg   *seqConfig
-	stats *Stats
+	stats *core.Stats
 	log   *slog.Logger
 	insts []*seqInstance
 	wg    sync.WaitGroup
@@ -106,22 +109,20 @@ type seqBatcher struct {
 	// refused while the live sequences go on.
 	stopping bool
 	// retired: a reload replaced this copy and its sequences have ended
-	// (sequence_handover.go); a START that reaches it still, having taken
-	// it just before the reload, runs on the serving copy, which
-	// reacquire holds.
-	retired   bool
-	reacquire func() (*ModelVersion, func(), error)
+	// (Retire; the core's handover.go); a START that reaches it still,
+	// having taken it just before the reload, runs on the serving copy.
+	retired bool
 	// ids numbers the sequences iterative_sequence starts for requests
 	// without a correlation id.
 	ids atomic.Uint64
 }
 
-func newSeqBatcher(sc *seqConfig, insts []Instance, limits limitSlots, stats *Stats, log *slog.Logger) *seqBatcher {
+func newSeqBatcher(sc *seqConfig, insts []core.Instance, limits ratelimit.Slots, stats *core.Stats, log *slog.Logger) *seqBatcher {
 	b := &seqBatcher{cfg: sc, stats: stats, log: log,
 		active: map[corrKey]*seqSlot{}, backlogOf: map[corrKey]*backlogged{}, lastSeen: map[corrKey]time.Time{},
 		quit: make(chan struct{})}
 	for i, inst := range insts {
-		si := &seqInstance{inst: inst, limit: limits.at(i), wake: make(chan struct{}, 1)}
+		si := &seqInstance{inst: inst, limit: limits.At(i), wake: make(chan struct{}, 1)}
 		for k := range sc.slots {
 			si.slots = append(si.slots, &seqSlot{inst: si, idx: k})
 		}
@@ -145,81 +146,79 @@ func newSeqBatcher(sc *seqConfig, insts []Instance, limits limitSlots, stats *St
 // check refuses a request the sequence batcher cannot take, in Triton's
 // words: no correlation id, a correlation id of the wrong type for CORRID,
 // or a batch of more than one.
-func (b *seqBatcher) check(r *ExecRequest) error {
+func (b *seqBatcher) check(r *core.ExecRequest) error {
 	c := r.Correlation
 	model := b.cfg.model
 	if b.cfg.corrid >= 0 {
 		want := b.cfg.controls[b.cfg.corrid].dt
 		got := ""
 		switch {
-		case c.IsString && want != TypeBytes:
+		case c.IsString && want != core.TypeBytes:
 			got = "BYTES"
-		case !c.IsString && want == TypeBytes:
+		case !c.IsString && want == core.TypeBytes:
 			got = "UINT64"
 		}
 		if got != "" {
-			return Errorf(CodeInvalidArg, "%ssequence batching control '%s' data-type is '%s', but model '%s' expects '%s'",
-				RequestPrefix(r.ID), b.cfg.controls[b.cfg.corrid].name, got, model, want)
+			return core.Errorf(core.CodeInvalidArg, "%ssequence batching control '%s' data-type is '%s', but model '%s' expects '%s'",
+				core.RequestPrefix(r.ID), b.cfg.controls[b.cfg.corrid].name, got, model, want)
 		}
 	}
 	if r.BatchSize > 1 {
-		return Errorf(CodeInvalidArg, "inference request to model '%s' must specify batch-size 1 due to requirements of sequence batcher", model)
+		return core.Errorf(core.CodeInvalidArg, "inference request to model '%s' must specify batch-size 1 due to requirements of sequence batcher", model)
 	}
 	if c.Missing() {
-		return Errorf(CodeInvalidArg, "inference request to model '%s' must specify a non-zero or non-empty correlation ID", model)
+		return core.Errorf(core.CodeInvalidArg, "inference request to model '%s' must specify a non-zero or non-empty correlation ID", model)
 	}
 	return nil
 }
 
-// submit routes j to its sequence's slot, a free slot (START) or the
+// Submit routes j to its sequence's slot, a free slot (START) or the
 // backlog, or refuses it synchronously.
-func (b *seqBatcher) submit(j *Job) error {
-	if b.cfg.iterative && j.req.Correlation.Missing() {
+func (b *seqBatcher) Submit(j *core.Job) error {
+	if b.cfg.iterative && j.Request().Correlation.Missing() {
 		// A request outside any sequence starts one of its own, as
 		// Triton's IterativeSequencer::SetupSequenceRequest
 		// (triton-inference-server/core src/sequence_batch_scheduler/sequence_utils.h).
-		j.req.Correlation = Correlation{ID: b.ids.Add(1), Flags: FlagSequenceStart}
+		j.Request().Correlation = core.Correlation{ID: b.ids.Add(1), Flags: core.FlagSequenceStart}
 	}
-	if err := b.check(&j.req); err != nil {
+	if err := b.check(j.Request()); err != nil {
 		return err
 	}
-	j.size = max(1, int64(j.req.BatchSize))
-	j.runner = b
-	b.cfg.addControls(&j.req)
-	key := keyOf(j.req.Correlation)
-	start := j.req.Correlation.Flags&FlagSequenceStart != 0
-	end := j.req.Correlation.Flags&FlagSequenceEnd != 0
+	j.Accept(b)
+	b.cfg.addControls(j.Request())
+	key := keyOf(j.Request().Correlation)
+	start := j.Request().Correlation.Flags&core.FlagSequenceStart != 0
+	end := j.Request().Correlation.Flags&core.FlagSequenceEnd != 0
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.retired && start {
 		// Not traced: it runs on the serving copy instead.
-		return errRetired
+		return core.ErrRetired
 	}
-	j.traceBegin()
+	j.TraceBegin()
 	slot, inSlot := b.active[key]
 	bl, inBacklog := b.backlogOf[key]
 	switch {
 	case len(b.insts) == 0:
-		j.traceEnd(errNoActive)
+		j.TraceEnd(errNoActive)
 		return errNoActive
 	case b.closed, b.stopping && start:
-		err := Errorf(CodeUnavailable, "%s", errStopping)
-		j.traceEnd(err)
-		return err
+		j.TraceEnd(core.ErrStopping)
+		return core.ErrStopping
 	case !start && !inSlot && !inBacklog:
 		err := b.startMissing(key)
-		j.traceEnd(err)
+		j.TraceEnd(err)
 		return err
 	}
 	if end {
 		// Nothing left to watch: the reaper need not wake for it.
 		delete(b.lastSeen, key)
 	} else {
-		b.touch(key, j.times.queue)
+		b.touch(key, j.QueuedAt())
 	}
-	j.state = jobQueued
-	b.stats.addPending(1)
+	j.MarkQueued()
+	b.stats.AddPending(1)
 	switch {
 	case inSlot:
 		// A START here restarts the sequence in its slot (Triton logs the
@@ -242,7 +241,7 @@ func (b *seqBatcher) submit(j *Job) error {
 			b.active[key] = slot
 		}
 	default:
-		bl = &backlogged{key: key, jobs: []*Job{j}}
+		bl = &backlogged{key: key, jobs: []*core.Job{j}}
 		b.expireAfter(bl, j)
 		b.backlog = append(b.backlog, bl)
 		if !end {
@@ -253,10 +252,10 @@ func (b *seqBatcher) submit(j *Job) error {
 }
 
 // errNoActive refuses requests to a model whose instances are all passive.
-var errNoActive = Errorf(CodeUnavailable, "no active instance to run the request: every instance group is passive")
+var errNoActive = core.Errorf(core.CodeUnavailable, "no active instance to run the request: every instance group is passive")
 
 // enqueue adds j to slot's queue and wakes the slot's worker; b.mu is held.
-func (b *seqBatcher) enqueue(slot *seqSlot, j *Job) {
+func (b *seqBatcher) enqueue(slot *seqSlot, j *core.Job) {
 	slot.queue = append(slot.queue, j)
 	wake(slot.inst)
 }
@@ -275,11 +274,11 @@ func (b *seqBatcher) touch(key corrKey, now time.Time) {
 }
 
 // expireAfter applies j's timeout to its backlogged sequence; b.mu is held.
-func (b *seqBatcher) expireAfter(bl *backlogged, j *Job) {
-	if j.req.TimeoutMicros == 0 {
+func (b *seqBatcher) expireAfter(bl *backlogged, j *core.Job) {
+	if j.Request().TimeoutMicros == 0 {
 		return
 	}
-	at := j.times.queue.Add(time.Duration(j.req.TimeoutMicros) * time.Microsecond)
+	at := j.QueuedAt().Add(time.Duration(j.Request().TimeoutMicros) * time.Microsecond)
 	if bl.expire.IsZero() || at.Before(bl.expire) {
 		bl.expire = at
 		b.arm(at)
@@ -333,7 +332,7 @@ func (b *seqBatcher) reap() {
 		}
 		// A backlogged sequence is watched again once it holds a slot.
 	}
-	var expired []*Job
+	var expired []*core.Job
 	live := b.backlog[:0]
 	for _, bl := range b.backlog {
 		switch {
@@ -351,13 +350,13 @@ func (b *seqBatcher) reap() {
 	}
 	clear(b.backlog[len(live):])
 	b.backlog = live
-	b.stats.addPending(-int64(len(expired)))
+	b.stats.AddPending(-int64(len(expired)))
 	if !next.IsZero() {
 		b.arm(next)
 	}
 	b.mu.Unlock()
 	for _, j := range expired {
-		b.finish(j, errBacklogExpired)
+		b.finish(j, core.Expired(errBacklogExpired))
 	}
 }
 
@@ -389,10 +388,10 @@ func (b *seqBatcher) release(slot *seqSlot) {
 // drained.
 func (b *seqBatcher) worker(si *seqInstance) {
 	defer b.wg.Done()
-	var e Execution
+	var e core.Execution
 	var errs []error
 	var timer *time.Timer
-	sb, _ := si.inst.(Standby)
+	sb, _ := si.inst.(core.Standby)
 	for {
 		b.inService(sb)
 		jobs, dropped, wait, done := b.form(si, time.Now())
@@ -418,32 +417,37 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			}
 			continue
 		}
-		si.limit.acquire(jobs) // waits for the rate limiter's resources, if any
-		errs = runExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
-		si.limit.release(false)
-		var lost []*Job
+		if at := si.limit.Acquire(); !at.IsZero() {
+			// The wait for the rate limiter's resources counts as queue time.
+			for _, j := range jobs {
+				j.MarkTaken(at)
+			}
+		}
+		errs = core.RunExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
+		si.limit.Release(false)
+		var lost []*core.Job
 		b.mu.Lock()
 		for i, j := range jobs {
 			switch {
-			case j.seq == nil: // a not-ready row
-			case errs[i] == errRescheduled:
+			case slotOf(j) == nil: // a not-ready row
+			case errs[i] == core.ErrRescheduled:
 				if !b.requeue(j) {
 					lost = append(lost, j)
 				}
-			case j.req.Correlation.Flags&FlagSequenceEnd != 0:
-				b.release(j.seq)
+			case j.Request().Correlation.Flags&core.FlagSequenceEnd != 0:
+				b.release(slotOf(j))
 			case b.cfg.iterative:
 				b.endIterative(j)
 			}
 		}
 		b.mu.Unlock()
 		for i, j := range jobs {
-			if j.seq != nil && errs[i] != errPending && errs[i] != errRescheduled {
+			if slotOf(j) != nil && errs[i] != core.ErrPending && errs[i] != core.ErrRescheduled {
 				b.finish(j, errs[i])
 			}
 		}
 		for _, j := range lost {
-			b.finish(j, b.startMissing(keyOf(j.req.Correlation)))
+			b.finish(j, b.startMissing(keyOf(j.Request().Correlation)))
 		}
 	}
 }
@@ -451,18 +455,17 @@ func (b *seqBatcher) worker(si *seqInstance) {
 // finish answers j; under preserve_ordering a request that ran is
 // answered, with the responses it held back, once the requests taken
 // before it on its instance are.
-func (b *seqBatcher) finish(j *Job, err error) {
-	if !b.cfg.preserve || j.state != jobTaken {
-		j.traceEnd(err)
-		j.done <- err
+func (b *seqBatcher) finish(j *core.Job, err error) {
+	if !b.cfg.preserve || !j.Taken() {
+		j.End(err)
 		return
 	}
-	j.seq.inst.order.finish(j, err)
+	slotOf(j).inst.order.Finish(j, err)
 }
 
-// close stops taking work, lets queued requests run and closes the
+// Close stops taking work, lets queued requests run and closes the
 // instances.
-func (b *seqBatcher) close() {
+func (b *seqBatcher) Close() {
 	b.mu.Lock()
 	b.closed = true
 	if b.reaper != nil {
@@ -479,7 +482,7 @@ func (b *seqBatcher) close() {
 	b.wg.Wait()
 	for _, si := range b.insts {
 		if si.limit != nil {
-			limitSlots{si.limit}.unregister()
+			ratelimit.Slots{si.limit}.Unregister()
 		}
 		_ = si.inst.Close()
 	}
@@ -488,7 +491,7 @@ func (b *seqBatcher) close() {
 // inService waits while sb (if any) is out of service, or until the
 // batcher closes: its sequences wait for it, as a sequence cannot move to
 // another instance.
-func (b *seqBatcher) inService(sb Standby) {
+func (b *seqBatcher) inService(sb core.Standby) {
 	if sb == nil {
 		return
 	}
@@ -501,27 +504,48 @@ func (b *seqBatcher) inService(sb Standby) {
 	}
 }
 
-// asksFor reports whether the client asked for output name: by name, or by
-// asking for every output when the configuration lists it (a state output
-// listed under `output` reaches the client only then).
-func (j *Job) asksFor(name string) bool {
-	if j.orig.Outputs == nil {
-		return j.mv.outputs[name] != nil
+// asksFor reports whether the client of j asked for output name: by name,
+// or by asking for every output when the configuration lists it (a state
+// output listed under `output` reaches the client only then).
+func (b *seqBatcher) asksFor(j *core.Job, name string) bool {
+	if asked := j.Caller().Outputs; asked != nil {
+		return slices.ContainsFunc(asked, func(o core.RequestedOutput) bool { return o.Name == name })
 	}
-	return slices.ContainsFunc(j.orig.Outputs, func(o RequestedOutput) bool { return o.Name == name })
+	return b.cfg.listed[name]
 }
 
-// stop refuses new STARTs from now on, as Triton's
+// slotOf is the slot of j's sequence, once j is at the head of its queue
+// (nil before, and for a not-ready row).
+func slotOf(j *core.Job) *seqSlot {
+	s, _ := j.Owned.(*seqSlot)
+	return s
+}
+
+// Retire marks b retired once it has no live sequence, or at once with
+// force, and reports whether it is: from then on a START reaching it is
+// refused with core.ErrRetired and runs on the serving copy, so no
+// sequence begins on a copy that is closing. Deciding under b.mu, as
+// Submit does, leaves no gap between the two.
+func (b *seqBatcher) Retire(force bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if force || len(b.active)+len(b.backlogOf) == 0 {
+		b.retired = true
+	}
+	return b.retired
+}
+
+// Stop refuses new STARTs from now on, as Triton's
 // SequenceBatchScheduler::Stop, and returns the sequences still live.
-func (b *seqBatcher) stop() int {
+func (b *seqBatcher) Stop() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stopping = true
 	return len(b.active) + len(b.backlogOf)
 }
 
-// isStopping reports whether stop was called.
-func (b *seqBatcher) isStopping() bool {
+// Stopping reports whether Stop was called.
+func (b *seqBatcher) Stopping() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.stopping
@@ -529,11 +553,12 @@ func (b *seqBatcher) isStopping() bool {
 
 // startMissing refuses a request of sequence key, which is not live.
 func (b *seqBatcher) startMissing(key corrKey) error {
-	return Errorf(CodeInvalidArg, "inference request for sequence %s to model '%s' must specify the START flag on the first request of the sequence", key, b.cfg.model)
+	return core.Errorf(core.CodeInvalidArg, "inference request for sequence %s to model '%s' must specify the START flag on the first request of the sequence", key, b.cfg.model)
 }
 
-// owns reports whether sequence key is live here.
-func (b *seqBatcher) owns(key corrKey) bool {
+// Owns reports whether sequence c is live here.
+func (b *seqBatcher) Owns(c core.Correlation) bool {
+	key := keyOf(c)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, inSlot := b.active[key]
@@ -541,9 +566,10 @@ func (b *seqBatcher) owns(key corrKey) bool {
 	return inSlot || inBacklog
 }
 
-// forget ends sequence key as the idle reaper would (its requests already
+// Forget ends sequence c as the idle reaper would (its requests already
 // queued still run): it starts over elsewhere.
-func (b *seqBatcher) forget(key corrKey) {
+func (b *seqBatcher) Forget(c core.Correlation) {
+	key := keyOf(c)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.lastSeen, key)
@@ -556,18 +582,23 @@ func (b *seqBatcher) forget(key corrKey) {
 	// a slot.
 }
 
-// keep takes the state outputs of a sequence's request out of resp (see
+// Keep takes the state outputs of a sequence's request out of resp (see
 // seqSlot.keep).
-func (b *seqBatcher) keep(j *Job, resp *ExecResponse) error {
-	if j.seq == nil {
+func (b *seqBatcher) Keep(j *core.Job, resp *core.ExecResponse) error {
+	slot := slotOf(j)
+	if slot == nil {
 		return nil
 	}
-	return j.seq.keep(b.cfg, resp, j.asksFor)
+	return slot.keep(b.cfg, resp, func(name string) bool { return b.asksFor(j, name) })
 }
 
-func (b *seqBatcher) preserves() bool { return b.cfg.preserve }
+// Preserves reports whether responses wait for their request's turn
+// (oldest's preserve_ordering).
+func (b *seqBatcher) Preserves() bool { return b.cfg.preserve }
 
-func (b *seqBatcher) settle(j *Job, err error) {
-	b.stats.endRunning(j)
+// Settle answers j, a decoupled request that went on sending after its
+// execution and has now ended with err.
+func (b *seqBatcher) Settle(j *core.Job, err error) {
+	b.stats.EndRunning(j)
 	b.finish(j, err)
 }

@@ -1,4 +1,9 @@
-package core
+// Package ratelimit is Triton's execution_count rate limiter: resources per
+// device or global, instance priorities, and the staging order of instances
+// waiting for their resources (triton-inference-server/core
+// src/rate_limiter.cc). The schedulers hold one Slot per active instance
+// and Acquire it before each execution.
+package ratelimit
 
 import (
 	"cmp"
@@ -7,13 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferd/inferd/core/status"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
-// RateLimitResource is one --rate-limit-resource: how many of a resource
+// Resource is one --rate-limit-resource: how many of a resource
 // there are on one device, or on every device when Device < 0. For a
 // resource the models declare global the device is ignored.
-type RateLimitResource struct {
+type Resource struct {
 	Name   string
 	Count  uint64
 	Device int
@@ -36,7 +42,7 @@ func (m resourceMap) set(key int, name string, n uint64) {
 	m[key][name] = n
 }
 
-// RateLimiter is Triton's execution_count rate limiter
+// Limiter is Triton's execution_count rate limiter
 // (triton-inference-server/server docs/user_guide/rate_limiter.md, core
 // src/rate_limiter.cc), shared by every model of a server. An instance
 // with a batch to run is staged; the staged instance with the lowest
@@ -47,24 +53,24 @@ func (m resourceMap) set(key int, name string, n uint64) {
 // The available count of a resource is the most any loaded instance needs
 // (per device, or server-wide for a global one) unless --rate-limit-resource
 // gives it; once any count is given, resources it does not give have none.
-// A nil *RateLimiter is --rate-limit=off: instances run as soon as they
+// A nil *Limiter is --rate-limit=off: instances run as soon as they
 // have work and their rate_limiter settings are ignored.
-type RateLimiter struct {
+type Limiter struct {
 	explicit resourceMap // empty: counts default to the most needed
 
 	mu     sync.Mutex
-	slots  map[*limitSlot]struct{} // the registered instances
+	slots  map[*Slot]struct{} // the registered instances
 	avail  resourceMap
 	used   resourceMap
-	staged []*limitSlot
+	staged []*Slot
 	stamp  uint64 // staging order: breaks ties between equal priorities
 }
 
-// NewRateLimiter returns the execution_count rate limiter with the given
+// New returns the execution_count rate limiter with the given
 // explicit resource counts. A resource given twice for the same device
 // keeps the smaller count, as Triton's server options do.
-func NewRateLimiter(resources []RateLimitResource) *RateLimiter {
-	rl := &RateLimiter{explicit: resourceMap{}, slots: map[*limitSlot]struct{}{}, avail: resourceMap{}, used: resourceMap{}}
+func New(resources []Resource) *Limiter {
+	rl := &Limiter{explicit: resourceMap{}, slots: map[*Slot]struct{}{}, avail: resourceMap{}, used: resourceMap{}}
 	for _, r := range resources {
 		key := r.Device
 		if key < 0 {
@@ -78,11 +84,11 @@ func NewRateLimiter(resources []RateLimitResource) *RateLimiter {
 	return rl
 }
 
-// limitSlot is one instance's place in the rate limiter. A scheduler
+// Slot is one instance's place in the rate limiter. A scheduler
 // worker calls acquire before each execution and release after it; each
 // instance has one worker, so a slot is never staged twice.
-type limitSlot struct {
-	rl       *RateLimiter
+type Slot struct {
+	rl       *Limiter
 	need     resourceMap
 	priority uint64
 	grant    chan struct{} // receives once the slot is allocated
@@ -94,33 +100,33 @@ type limitSlot struct {
 	stamp  uint64
 }
 
-// limitSlots are a version's active instances' slots, in instance order;
+// Slots are a version's active instances' slots, in instance order;
 // nil when rate limiting is off.
-type limitSlots []*limitSlot
+type Slots []*Slot
 
-// at returns instance i's slot, nil when rate limiting is off.
-func (l limitSlots) at(i int) *limitSlot {
+// At returns instance i's slot, nil when rate limiting is off.
+func (l Slots) At(i int) *Slot {
 	if l == nil {
 		return nil
 	}
 	return l[i]
 }
 
-// register adds a version's active instances (refs, in order) with the
+// Register adds a version's active instances (refs, in order) with the
 // resources and priority of their instance groups. It refuses, in
 // Triton's words, instances that need more of a resource than
 // --rate-limit-resource gives, and a resource that is global for one
 // instance and per-device for another.
-func (rl *RateLimiter) register(cfg *modelconfig.ModelConfig, refs []modelconfig.InstanceRef) (limitSlots, error) {
+func (rl *Limiter) Register(cfg *modelconfig.ModelConfig, refs []modelconfig.InstanceRef) (Slots, error) {
 	if rl == nil {
 		return nil, nil
 	}
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	slots := make(limitSlots, 0, len(refs))
+	slots := make(Slots, 0, len(refs))
 	for _, ref := range refs {
 		rc := cfg.GetInstanceGroup()[ref.GroupIndex].GetRateLimiter()
-		t := &limitSlot{rl: rl, need: resourceMap{}, priority: max(1, uint64(rc.GetPriority())), grant: make(chan struct{}, 1)}
+		t := &Slot{rl: rl, need: resourceMap{}, priority: max(1, uint64(rc.GetPriority())), grant: make(chan struct{}, 1)}
 		for _, r := range rc.GetResources() {
 			key := int(ref.DeviceID)
 			if r.GetGlobal() {
@@ -144,9 +150,9 @@ func (rl *RateLimiter) register(cfg *modelconfig.ModelConfig, refs []modelconfig
 	return slots, nil
 }
 
-// unregister removes a closed version's slots; the counts that defaulted
+// Unregister removes a closed version's slots; the counts that defaulted
 // to their needs go down again.
-func (l limitSlots) unregister() {
+func (l Slots) Unregister() {
 	if len(l) == 0 {
 		return
 	}
@@ -156,7 +162,7 @@ func (l limitSlots) unregister() {
 	for _, t := range l {
 		delete(rl.slots, t)
 		if t.staged {
-			rl.staged = slices.DeleteFunc(rl.staged, func(s *limitSlot) bool { return s == t })
+			rl.staged = slices.DeleteFunc(rl.staged, func(s *Slot) bool { return s == t })
 		}
 	}
 	_ = rl.recompute() // removing instances cannot make the counts invalid
@@ -167,7 +173,7 @@ func (l limitSlots) unregister() {
 // needs and the explicit counts, checked as
 // triton-inference-server/core src/rate_limiter.cc ResourceManager does.
 // Under rl.mu.
-func (rl *RateLimiter) recompute() error {
+func (rl *Limiter) recompute() error {
 	most := resourceMap{}
 	for t := range rl.slots {
 		for key, names := range t.need {
@@ -186,7 +192,7 @@ func (rl *RateLimiter) recompute() error {
 			if len(rl.explicit) > 0 {
 				n = rl.explicitCount(key, name)
 				if n < need {
-					return Errorf(CodeInvalidArg, "Resource count for \"%s\" is limited to %d which will prevent scheduling of one or more model instances, the minimum required count is %d", name, n, need)
+					return status.Errorf(status.CodeInvalidArg, "Resource count for \"%s\" is limited to %d which will prevent scheduling of one or more model instances, the minimum required count is %d", name, n, need)
 				}
 			}
 			avail.set(key, name, n)
@@ -195,7 +201,7 @@ func (rl *RateLimiter) recompute() error {
 	for _, name := range slices.Sorted(maps.Keys(most[globalKey])) {
 		for _, key := range slices.Sorted(maps.Keys(most)) {
 			if _, ok := most[key][name]; ok && key != globalKey {
-				return Errorf(CodeInvalidArg, "Resource \"%s\" is present as both global and device-specific resource in the model configuration.", name)
+				return status.Errorf(status.CodeInvalidArg, "Resource \"%s\" is present as both global and device-specific resource in the model configuration.", name)
 			}
 		}
 	}
@@ -206,7 +212,7 @@ func (rl *RateLimiter) recompute() error {
 // explicitCount is the given count of a resource: for a global one the
 // largest given on any device, else the largest given for its device or
 // for every device; 0 when none is given.
-func (rl *RateLimiter) explicitCount(key int, name string) uint64 {
+func (rl *Limiter) explicitCount(key int, name string) uint64 {
 	var n uint64
 	for dev, names := range rl.explicit {
 		if c, ok := names[name]; ok && (key == globalKey || dev == key || dev == everyDevice) {
@@ -216,14 +222,15 @@ func (rl *RateLimiter) explicitCount(key int, name string) uint64 {
 	return n
 }
 
-// acquire blocks until the slot may run an execution of jobs: it stages
-// the slot (unless release staged it already) and waits for its
-// resources. The jobs' queue time runs until then: Triton counts the wait
-// for resources as queue time, as its requests leave the queue when their
-// execution starts.
-func (t *limitSlot) acquire(jobs []*Job) {
+// Acquire blocks until the slot may run an execution: it stages the slot
+// (unless Release staged it already) and waits for its resources. It
+// returns when they were granted (zero with rate limiting off): the
+// requests' queue time runs until then, as Triton counts the wait for
+// resources as queue time (its requests leave the queue when their
+// execution starts).
+func (t *Slot) Acquire() (granted time.Time) {
 	if t == nil {
-		return
+		return time.Time{}
 	}
 	rl := t.rl
 	rl.mu.Lock()
@@ -234,18 +241,15 @@ func (t *limitSlot) acquire(jobs []*Job) {
 	t.ahead = false
 	rl.mu.Unlock()
 	<-t.grant
-	now := time.Now()
-	for _, j := range jobs {
-		j.times.exec = now
-	}
+	return time.Now()
 }
 
-// release frees the slot's resources after an execution and counts it.
+// Release frees the slot's resources after an execution and counts it.
 // With again set, the worker already holds its next batch: the slot is
 // staged at once, as Triton stages a released instance that has pending
 // work before it hands the resources on, so that it competes by priority
 // with the instances already waiting.
-func (t *limitSlot) release(again bool) {
+func (t *Slot) Release(again bool) {
 	if t == nil {
 		return
 	}
@@ -266,7 +270,7 @@ func (t *limitSlot) release(again bool) {
 }
 
 // stage queues t for allocation. Under rl.mu.
-func (rl *RateLimiter) stage(t *limitSlot) {
+func (rl *Limiter) stage(t *Slot) {
 	rl.stamp++
 	t.staged, t.stamp = true, rl.stamp
 	rl.staged = append(rl.staged, t)
@@ -276,7 +280,7 @@ func (rl *RateLimiter) stage(t *limitSlot) {
 // resources are free. Triton allocates one instance per staging or
 // release; allocating until the head does not fit also runs instances
 // that a release of several resources freed room for at once. Under rl.mu.
-func (rl *RateLimiter) allocate() {
+func (rl *Limiter) allocate() {
 	for len(rl.staged) > 0 {
 		i := 0
 		for k, t := range rl.staged[1:] {
@@ -301,7 +305,7 @@ func (rl *RateLimiter) allocate() {
 
 // before orders staged slots: fewer executions × priority first (Triton's
 // ScaledPriority), then the earlier staged.
-func before(a, b *limitSlot) bool {
+func before(a, b *Slot) bool {
 	if c := cmp.Compare(a.count*a.priority, b.count*b.priority); c != 0 {
 		return c < 0
 	}
@@ -309,7 +313,7 @@ func before(a, b *limitSlot) bool {
 }
 
 // fits reports whether t's resources are free. Under rl.mu.
-func (rl *RateLimiter) fits(t *limitSlot) bool {
+func (rl *Limiter) fits(t *Slot) bool {
 	for key, names := range t.need {
 		for name, n := range names {
 			if rl.used[key][name]+n > rl.avail[key][name] {
@@ -318,4 +322,33 @@ func (rl *RateLimiter) fits(t *limitSlot) bool {
 		}
 	}
 	return true
+}
+
+// Waiting is how many instances wait for resources now.
+func (rl *Limiter) Waiting() int {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.staged)
+}
+
+// GlobalDevice is the device key of global resources in Available.
+const GlobalDevice = globalKey
+
+// Available is a copy of the resource counts the limiter hands out, by
+// device (GlobalDevice for global resources) and name.
+func (rl *Limiter) Available() map[int]map[string]uint64 {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	out := make(map[int]map[string]uint64, len(rl.avail))
+	for key, names := range rl.avail {
+		out[key] = maps.Clone(names)
+	}
+	return out
+}
+
+// Instances is how many instances are registered.
+func (rl *Limiter) Instances() int {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.slots)
 }
