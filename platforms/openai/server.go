@@ -26,6 +26,7 @@ type Server struct {
 	log    *slog.Logger
 	models *descriptions
 	index  indexCache // the ready models, for /v1/models and the TEI routes' default
+	gens   generators // the generation routes' per-version state (chat_model.go)
 }
 
 // New builds the routes over api; Mount adds them to a router.
@@ -48,6 +49,7 @@ func (s *Server) Mount(r chi.Router) {
 	// (embeddings, rerank, tokenize) and the generation routes (chat and
 	// completions).
 	s.mountEncoders(r)
+	s.mountGenerators(r)
 }
 
 // route is a handler that writes its answer or returns the error the

@@ -1,0 +1,59 @@
+package chattemplate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzRender compiles and renders arbitrary templates over arbitrary
+// messages: any outcome but a panic or an error outside the package's
+// sentinels is a failure. Templates that repeat strings (`*`) or define
+// macros are skipped: the engine bounds neither string repetition nor
+// recursion, so such templates are trusted to come from the model folder
+// (see the package's README).
+func FuzzRender(f *testing.F) {
+	msgs := []string{
+		`[{"role":"system","content":"日本語 😀 \"q\""},{"role":"user","content":"hi\n"}]`,
+		`[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{\"x\":1}"}}]}]`,
+		`[{"role":"user","content":null}]`,
+		`{"role":"user"}`,
+		`[`,
+	}
+	paths, _ := filepath.Glob(filepath.Join("testdata", "templates", "*.jinja"))
+	for i, p := range paths {
+		if b, err := os.ReadFile(p); err == nil && len(b) < 5000 {
+			f.Add(string(b), msgs[i%len(msgs)])
+		}
+	}
+	for _, src := range []string{`{{ messages[0].content | tojson(indent=2) }}`, `{% for m in messages %}{{ m.role | upper }}{% break %}{% endfor %}`,
+		`{{ raise_exception('x') }}`, `{% if messages[0]['role'] == 'user' %}{{ range(3) | list }}{% endif %}`, `{{ strftime_now('%d %b') }}`} {
+		for _, m := range msgs {
+			f.Add(src, m)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src, messages string) {
+		if strings.Contains(src, "*") || strings.Contains(src, "macro") {
+			t.Skip()
+		}
+		tpl, err := Parse(src, map[string]any{"bos_token": "<s>"}, Config{MaxOutput: 1 << 16, Timeout: 200 * time.Millisecond})
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("Parse error %v does not wrap ErrConfig", err)
+			}
+			return
+		}
+		out, err := tpl.Render(context.Background(), Chat{Messages: json.RawMessage(messages), AddGenerationPrompt: true})
+		switch {
+		case err == nil && len(out) > 1<<16:
+			t.Fatalf("output of %d bytes passed the 64 KiB limit", len(out))
+		case err != nil && !errors.Is(err, ErrInput) && !errors.Is(err, ErrRender) && !errors.Is(err, ErrLimit):
+			t.Fatalf("Render error %v wraps no sentinel", err)
+		}
+	})
+}
