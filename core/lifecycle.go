@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferd/inferd/core/padbatch"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 	"github.com/inferd/inferd/repo/tempdir"
@@ -384,6 +385,9 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 		}
 	}
 	if err := modelconfig.NormalizeInstanceGroups(cfg, s.opts.GPUs); err != nil {
+		return nil, err
+	}
+	if _, err := padbatch.Parse(cfg); err != nil {
 		return nil, err
 	}
 	return cfg, nil
