@@ -1,0 +1,141 @@
+package dynamic_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/inferd/inferd/core"
+)
+
+// budgetCfg is a batching model whose INT32 input x [-1] is padded with -1
+// (padbatch), with extra dynamic_batching fields and parameters.
+func budgetCfg(batching, params string) string {
+	return `max_batch_size: 8
+dynamic_batching { ` + batching + ` }
+input [ { name: "x" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ -1 ] } ]
+parameters { key: "pad_inputs" value { string_value: "x=-1" } }
+` + params + oneInstance
+}
+
+func budget(n int) string {
+	return fmt.Sprintf(`parameters { key: "token_budget" value { string_value: "%d" } }`+"\n", n)
+}
+
+// int32s reads little-endian INT32 data.
+func int32s(data []byte) []int32 {
+	out := make([]int32, 0, len(data)/4)
+	for k := 0; k+4 <= len(data); k += 4 {
+		out = append(out, int32(binary.LittleEndian.Uint32(data[k:])))
+	}
+	return out
+}
+
+func TestTokenBudgetBatching(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		batching, params string
+		widths           []int // queued behind a running width-2 request, one row each
+		want             [][]int64
+	}{
+		// Padding alone: different lengths share an execution, formed as
+		// usual (queue order, max_batch_size), padded to the longest.
+		{"pad to the longest", "", "", []int{2, 3, 16, 2}, [][]int64{{4, 16}}},
+		{"pad, max batch size", "", "", []int{2, 3, 4, 5, 6, 7, 8, 9, 10}, [][]int64{{8, 9}, {1, 10}}},
+		// With a budget, rows within 2× of each other batch; the others
+		// stay queued, in order, for the next batch.
+		{"group by length", "", budget(1000), []int{2, 3, 16, 2, 12}, [][]int64{{3, 3}, {2, 16}}},
+		{"skipped keep order", "", budget(1000), []int{2, 16, 3, 17, 2, 9}, [][]int64{{3, 3}, {3, 17}}},
+		// The budget bounds rows × longest: it closes the batch.
+		{"budget closes", "", budget(8), []int{2, 2, 2, 2, 2}, [][]int64{{4, 2}, {1, 2}}},
+		{"longer row closes", "", budget(11), []int{2, 2, 4, 4, 4}, [][]int64{{2, 2}, {2, 4}, {1, 4}}},
+		// The head goes first even when it alone passes the budget.
+		{"head never starved", "", budget(4), []int{8, 2, 2}, [][]int64{{1, 8}, {2, 2}}},
+		// preserve_ordering: a request is never passed; a length far off
+		// the batch's closes it instead.
+		{"preserve ordering", "preserve_ordering: true", budget(1000), []int{2, 3, 16, 2}, [][]int64{{2, 3}, {1, 16}, {1, 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, b, a := busy(t, budgetCfg(tc.batching, tc.params), 2)
+			ctx := context.Background()
+			for i, w := range tc.widths {
+				a.send(ctx, batchReq(int32(100*(i+1)), 1, w))
+			}
+			for range tc.want {
+				step(t, b)
+			}
+			b.gate <- struct{}{}
+			for i, w := range tc.widths {
+				r := a.wait(i + 1)
+				if r.err != nil {
+					t.Fatalf("request %d: %v", i, r.err)
+				}
+				// Each gets its own row back, padded to its batch's length.
+				y := r.resp.Outputs[0]
+				got := int32s(y.Data)
+				if len(got) < w || y.Shape[0] != 1 || int64(len(got)) != y.Shape[1] {
+					t.Fatalf("request %d (width %d): y %v %v", i, w, y.Shape, got)
+				}
+				for k, v := range got {
+					want := int32(100*(i+1) + k)
+					if k >= w {
+						want = -1
+					}
+					if v != want {
+						t.Fatalf("request %d (width %d): y %v, want its own values then -1", i, w, got)
+					}
+				}
+			}
+			_, shapes := b.executions()
+			if got := shapes[1:]; !slices.EqualFunc(got, tc.want, slices.Equal) {
+				t.Fatalf("execution shapes %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTokenBudgetCancelledSkippedRequest(t *testing.T) {
+	s, b, a := busy(t, budgetCfg("", budget(1000)), 2)
+	cctx, cancel := context.WithCancel(context.Background())
+	short := a.send(context.Background(), batchReq(1, 1, 2))
+	long := a.send(cctx, batchReq(2, 1, 16))
+	short2 := a.send(context.Background(), batchReq(3, 1, 3))
+	cancel()
+	if r := a.wait(long); core.CodeOf(r.err) != core.CodeCancelled {
+		t.Fatalf("cancelled request answered %v, want CANCELLED", r.err)
+	}
+	if n := step(t, b); n != 2 {
+		t.Fatalf("next execution has %d rows, want the two short ones", n)
+	}
+	b.gate <- struct{}{}
+	for _, i := range []int{short, short2} {
+		if r := a.wait(i); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if p := stats(t, s).Pending; p != 0 {
+		t.Fatalf("%d still pending", p)
+	}
+}
+
+func TestPaddedBatchingRefusedAtLoad(t *testing.T) {
+	for _, tc := range []struct{ name, cfg, want string }{
+		{"unknown input", strings.Replace(budgetCfg("", ""), "x=-1", "ids=0", 1), "unknown input 'ids'"},
+		{"no dynamic batching", "max_batch_size: 8\n" + `input [ { name: "x" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ -1 ] } ]
+parameters { key: "pad_inputs" value { string_value: "x=0" } }
+`, "dynamic_batching"},
+		{"budget without pads", strings.Replace(budgetCfg("", budget(8)), `key: "pad_inputs"`, `key: "other"`, 1), "needs pad_inputs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := startEcho(t, tc.cfg, true, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("load: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
