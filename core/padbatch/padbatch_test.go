@@ -84,3 +84,50 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse: any pad_inputs and token_budget text gives a spec whose
+// inputs are the config's padable ones, or ErrInvalid; never a panic.
+func FuzzParse(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"input_ids=0,attention_mask=0", "4096"}, {"input_ids=3,mask8=255", ""}, {"", "64"},
+		{"input_ids", "x"}, {"=,=,", "-1"}, {"mask8=256", "99999999999999999999"}, {"input_ids=0,input_ids=0", "1"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, pads, budget string) {
+		extra := "max_batch_size: 8\ndynamic_batching { }\n"
+		cfg, err := modelconfig.Parse([]byte(base + extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := map[string]*modelconfig.ModelParameter{}
+		if pads != "" {
+			params["pad_inputs"] = &modelconfig.ModelParameter{StringValue: pads}
+		}
+		if budget != "" {
+			params["token_budget"] = &modelconfig.ModelParameter{StringValue: budget}
+		}
+		cfg.Parameters = params
+		spec, err := padbatch.Parse(cfg)
+		if err != nil {
+			if !errors.Is(err, padbatch.ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		if spec == nil {
+			if pads != "" || budget != "" {
+				t.Fatalf("no spec and no error for %q %q", pads, budget)
+			}
+			return
+		}
+		for name := range spec.Pad {
+			if name != "input_ids" && name != "attention_mask" && name != "mask8" {
+				t.Fatalf("input %q accepted", name)
+			}
+		}
+		if budget != "" && spec.Budget < 1 {
+			t.Fatalf("budget %q gave %d", budget, spec.Budget)
+		}
+	})
+}
