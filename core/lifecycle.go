@@ -364,7 +364,11 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 	cfg := m.Config
 	if modelconfig.IsEnsemble(cfg) {
 		// No backend, no instances: the composing models are checked once
-		// they are loaded (loadComposing).
+		// they are loaded (loadComposing). An ensemble has no dynamic
+		// batcher to pad with.
+		if _, err := padbatch.Parse(cfg); err != nil {
+			return nil, err
+		}
 		return cfg, nil
 	}
 	backend := s.backends[cfg.GetBackend()]
@@ -387,7 +391,7 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 	if err := modelconfig.NormalizeInstanceGroups(cfg, s.opts.GPUs); err != nil {
 		return nil, err
 	}
-	if _, err := padbatch.Parse(cfg); err != nil {
+	if _, err := padbatch.Parse(cfg); err != nil { // after auto-complete: its inputs
 		return nil, err
 	}
 	return cfg, nil
