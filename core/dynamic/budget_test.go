@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 )
@@ -137,5 +138,98 @@ parameters { key: "pad_inputs" value { string_value: "x=0" } }
 				t.Fatalf("load: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTokenBudgetPolicies: priority levels and queue timeouts apply to
+// a token-budget batch as to any: the highest level's head starts it, a
+// skipped request still times out while it waits.
+func TestTokenBudgetPolicies(t *testing.T) {
+	t.Run("priority", func(t *testing.T) {
+		_, b, a := busy(t, budgetCfg("priority_levels: 2 default_priority_level: 2", budget(1000)), 2)
+		ctx := context.Background()
+		for _, r := range []struct {
+			base     int32
+			width    int
+			priority uint64
+		}{{100, 2, 2}, {200, 16, 1}, {300, 3, 2}, {400, 12, 2}, {500, 2, 1}} {
+			req := batchReq(r.base, 1, r.width)
+			req.Priority = r.priority
+			a.send(ctx, req)
+		}
+		step(t, b)
+		step(t, b)
+		b.gate <- struct{}{}
+		for i := range a.res {
+			if r := a.wait(i); r.err != nil {
+				t.Fatal(r.err)
+			}
+		}
+		// Level 1's head (16) starts; the 12 of level 2 joins it; then
+		// level 1's 2 with level 2's short ones.
+		_, shapes := b.executions()
+		want := [][]int64{{1, 2}, {2, 16}, {3, 3}}
+		if !slices.EqualFunc(shapes, want, slices.Equal) {
+			t.Fatalf("execution shapes %v, want %v", shapes, want)
+		}
+	})
+	t.Run("timeout of a skipped request", func(t *testing.T) {
+		_, b, a := busy(t, budgetCfg("default_queue_policy { default_timeout_microseconds: 60000000 allow_timeout_override: true }", budget(1000)), 2)
+		ctx := context.Background()
+		a.send(ctx, batchReq(100, 1, 2))
+		late := batchReq(200, 1, 16)
+		late.TimeoutMicros = 10000
+		skipped := a.send(ctx, late)
+		if r := a.wait(skipped); core.CodeOf(r.err) != core.CodeUnavailable || r.err.Error() != "Request timeout expired" {
+			t.Fatalf("skipped request with a 10 ms timeout: %v", r.err)
+		}
+		if n := step(t, b); n != 1 {
+			t.Fatalf("next execution has %d rows, want 1", n)
+		}
+		b.gate <- struct{}{}
+		if r := a.wait(1); r.err != nil {
+			t.Fatal(r.err)
+		}
+	})
+}
+
+// TestTokenBudgetQueueDelay: a batch the budget fills leaves at once; one
+// it does not waits the queue delay for more, as any batch.
+func TestTokenBudgetQueueDelay(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	s, b := echoServer(t, budgetCfg(fmt.Sprintf("max_queue_delay_microseconds: %d", delay.Microseconds()), budget(4)))
+	b.mu.Lock()
+	b.open = true
+	b.mu.Unlock()
+	a := &async{t: t, s: s, b: b}
+	first := time.Now()
+	a.send(context.Background(), batchReq(100, 1, 2))
+	a.send(context.Background(), batchReq(200, 1, 2))
+	// The third fills the budget and leaves queued (a.send would wait for
+	// it to be counted, which the batch it closes hides).
+	third := make(chan error, 1)
+	go func() {
+		_, err := s.Infer(context.Background(), batchReq(300, 1, 2))
+		third <- err
+	}()
+	if n := started(t, b); n != 2 {
+		t.Fatalf("first execution has %d rows, want the 2 the budget holds", n)
+	}
+	if waited := time.Since(first); waited >= delay {
+		t.Fatalf("a full batch waited %v, the whole queue delay", waited)
+	}
+	if n := started(t, b); n != 1 {
+		t.Fatalf("second execution has %d rows, want 1", n)
+	}
+	if waited := time.Since(first); waited < delay {
+		t.Fatalf("a batch with room left after %v, before the %v delay", waited, delay)
+	}
+	for i := range a.res {
+		if r := a.wait(i); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if err := <-third; err != nil {
+		t.Fatal(err)
 	}
 }
