@@ -233,3 +233,32 @@ func TestTokenBudgetQueueDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTokenBudgetExactlyFull: a batch that holds the whole budget leaves
+// without waiting the queue delay: no row could join it.
+func TestTokenBudgetExactlyFull(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	s, b := echoServer(t, budgetCfg(fmt.Sprintf("max_queue_delay_microseconds: %d", delay.Microseconds()), budget(6)))
+	b.mu.Lock()
+	b.open = true
+	b.mu.Unlock()
+	first := time.Now()
+	done := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := s.Infer(context.Background(), batchReq(int32(100*i), 1, 3))
+			done <- err
+		}()
+	}
+	if n := started(t, b); n == 2 && time.Since(first) >= delay {
+		t.Fatalf("a batch of 2 rows × 3 under a budget of 6 waited %v", time.Since(first))
+	} else if n == 1 {
+		// The two arrived far apart: the first left alone after the delay.
+		started(t, b)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

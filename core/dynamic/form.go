@@ -88,7 +88,7 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 	switch {
 	case prefAt > 0 && (d == 0 || waited < d):
 		return batch[:prefAt], 0
-	case stopped || sum >= s.cfg.maxPref, d == 0 || waited >= d:
+	case stopped || sum >= s.cfg.maxPref || s.budgetFull(&toks), d == 0 || waited >= d:
 		return batch, 0
 	}
 	wait := d - waited
@@ -131,6 +131,12 @@ func (t *tokens) admit(length, rows, budget int64) fit {
 	}
 	t.lo, t.hi, t.rows = lo, hi, t.rows+rows
 	return join
+}
+
+// budgetFull reports whether a token-budget batch can take no further row:
+// one more, however short, would pass the budget.
+func (s *scheduler) budgetFull(t *tokens) bool {
+	return s.cfg.pad != nil && s.cfg.pad.Budget > 0 && (t.rows+1)*t.hi > s.cfg.pad.Budget
 }
 
 // length is j's padded length: the longest last dim of its paddable inputs.
