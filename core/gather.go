@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/inferd/inferd/core/padbatch"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -16,10 +17,14 @@ type gatherPlan struct {
 	model       string // for errors
 	ragged      map[string]bool
 	batchInputs []*modelconfig.BatchInput
+	// pad: the inputs padded to the batch's longest (padbatch), nil when
+	// the model does not opt in.
+	pad *padbatch.Spec
 }
 
 func newGatherPlan(cfg *modelconfig.ModelConfig) gatherPlan {
 	g := gatherPlan{model: cfg.GetName(), batchInputs: cfg.GetBatchInput()}
+	g.pad, _ = padbatch.Parse(cfg) // checked at load (completeConfig)
 	for _, in := range cfg.GetInput() {
 		if in.GetAllowRaggedBatch() {
 			if g.ragged == nil {
@@ -48,7 +53,16 @@ func (g *gatherPlan) gather(reqs []*ExecRequest) (*ConcatBatch, error) {
 	}
 	first := reqs[0]
 	b := &ConcatBatch{Inputs: make([]*Tensor, 0, len(first.Inputs)+len(g.batchInputs))}
+	width := g.padWidth(reqs)
 	for i, t := range first.Inputs {
+		if v, ok := g.pad.Pads(t.Name); ok && len(reqs) > 1 {
+			pt, err := padded(reqs, i, width, v)
+			if err != nil {
+				return nil, err
+			}
+			b.Inputs = append(b.Inputs, pt)
+			continue
+		}
 		size := 0
 		for _, r := range reqs {
 			size += len(r.Inputs[i].Data)
@@ -88,6 +102,68 @@ func (g *gatherPlan) gather(reqs []*ExecRequest) (*ConcatBatch, error) {
 		}
 	}
 	return b, nil
+}
+
+// padWidth is the longest last dim of the paddable inputs of reqs: every
+// paddable input of the batch is padded to it, so that they keep agreeing
+// with each other (ids and mask of one length). -1: the model pads none.
+func (g *gatherPlan) padWidth(reqs []*ExecRequest) int64 {
+	if g.pad == nil {
+		return -1
+	}
+	var width int64
+	for _, r := range reqs {
+		for _, t := range r.Inputs {
+			if _, ok := g.pad.Pads(t.Name); ok && len(t.Shape) > 0 {
+				width = max(width, t.Shape[len(t.Shape)-1])
+			}
+		}
+	}
+	return width
+}
+
+// padded concatenates input i of reqs along dim 0 with every row's last
+// dim padded with v to width (padbatch): one allocation, as the plain
+// concatenation.
+func padded(reqs []*ExecRequest, i int, width, v int64) (*Tensor, error) {
+	first := reqs[0].Inputs[i]
+	size := int64(first.DataType.ByteSize())
+	if size <= 0 || size > 8 || len(first.Shape) < 2 {
+		return nil, Errorf(CodeInvalidArg, "input '%s' (%s %v) cannot be padded", first.Name, first.DataType, first.Shape)
+	}
+	var lines int64 // rows × inner dims: the runs of the last dim
+	for _, r := range reqs {
+		t := r.Inputs[i]
+		lines += ElementCount(t.Shape[:len(t.Shape)-1])
+	}
+	data := make([]byte, lines*width*size)
+	var pv [8]byte
+	binary.LittleEndian.PutUint64(pv[:], uint64(v)) // little-endian: the low bytes are the narrower type's
+	fill := v != 0
+	at := int64(0)
+	var rows int64
+	for _, r := range reqs {
+		t := r.Inputs[i]
+		w := t.Shape[len(t.Shape)-1]
+		n := ElementCount(t.Shape[:len(t.Shape)-1])
+		if int64(len(t.Data)) != n*w*size || w > width {
+			return nil, Errorf(CodeInvalidArg, "input '%s': %d bytes do not hold shape %v", t.Name, len(t.Data), t.Shape)
+		}
+		rows += t.Shape[0]
+		for k := range n {
+			copy(data[at:], t.Data[k*w*size:(k+1)*w*size])
+			if fill {
+				for p := at + w*size; p < at+width*size; p += size {
+					copy(data[p:p+size], pv[:size])
+				}
+			}
+			at += width * size
+		}
+	}
+	shape := make([]int64, len(first.Shape))
+	copy(shape, first.Shape)
+	shape[0], shape[len(shape)-1] = rows, width
+	return &Tensor{Name: first.Name, DataType: first.DataType, Shape: shape, Data: data}, nil
 }
 
 // unionSorted merges two ascending name lists.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/inferd/inferd/core/padbatch"
 )
 
 // BenchmarkGatherScatter measures building one execution from R requests
@@ -24,6 +26,37 @@ func BenchmarkGatherScatter(b *testing.B) {
 				reqs[i].batch = ConcatBatch{Inputs: reqs[i].Inputs, Outputs: reqs[i].Outputs}
 			}
 			var plan gatherPlan
+			b.ReportAllocs()
+			for b.Loop() {
+				batch, err := plan.gather(reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				in := batch.Inputs[0]
+				batch.Results = []*Tensor{{Name: "y", DataType: in.DataType, Shape: in.Shape, Data: in.Data}}
+				plan.scatter(batch, reqs)
+			}
+		})
+	}
+}
+
+// BenchmarkGatherPadded is BenchmarkGatherScatter for a padded batch
+// (core/padbatch): R requests of one INT64 row each, of lengths 8 to 15,
+// padded to the longest; it allocates as the plain concatenation does:
+//
+//	go test ./core -run '^$' -bench GatherPadded -benchmem
+func BenchmarkGatherPadded(b *testing.B) {
+	for _, r := range []int{8, 32} {
+		b.Run(fmt.Sprintf("requests=%d", r), func(b *testing.B) {
+			reqs := make([]*ExecRequest, r)
+			for i := range reqs {
+				w := int64(8 + i%8)
+				reqs[i] = &ExecRequest{BatchSize: 1,
+					Inputs:  []*Tensor{{Name: "ids", DataType: TypeInt64, Shape: []int64{1, w}, Data: make([]byte, 8*w)}},
+					Outputs: []string{"y"},
+				}
+			}
+			plan := gatherPlan{pad: &padbatch.Spec{Pad: map[string]int64{"ids": 0}}}
 			b.ReportAllocs()
 			for b.Loop() {
 				batch, err := plan.gather(reqs)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferd/inferd/core/padbatch"
 	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 	"github.com/inferd/inferd/repo/tempdir"
@@ -363,7 +364,11 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 	cfg := m.Config
 	if modelconfig.IsEnsemble(cfg) {
 		// No backend, no instances: the composing models are checked once
-		// they are loaded (loadComposing).
+		// they are loaded (loadComposing). An ensemble has no dynamic
+		// batcher to pad with.
+		if _, err := padbatch.Parse(cfg); err != nil {
+			return nil, err
+		}
 		return cfg, nil
 	}
 	backend := s.backends[cfg.GetBackend()]
@@ -384,6 +389,9 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 		}
 	}
 	if err := modelconfig.NormalizeInstanceGroups(cfg, s.opts.GPUs); err != nil {
+		return nil, err
+	}
+	if _, err := padbatch.Parse(cfg); err != nil { // after auto-complete: its inputs
 		return nil, err
 	}
 	return cfg, nil

@@ -97,7 +97,11 @@ var textSpecs = []modelSpec{
 		outputs:      []tensorSpec{{"last_hidden_state", onnxbuild.Float, []int64{-1, exampleHidden}}},
 		onnx:         func() ([]byte, error) { return onnxbuild.TextEncoder(exampleVocab(), exampleHidden) },
 		files:        textFiles("BertModel", ""),
-		tail:         "dynamic_batching { max_queue_delay_microseconds: 500 }\n",
+		// Token-budget batching (docs/openai.md): texts of similar
+		// length share an execution, padded to the longest of it.
+		tail: "dynamic_batching { max_queue_delay_microseconds: 500 }\n" +
+			"parameters { key: \"pad_inputs\" value { string_value: \"input_ids=0,attention_mask=0,token_type_ids=0\" } }\n" +
+			"parameters { key: \"token_budget\" value { string_value: \"1024\" } }\n",
 	},
 	{
 		repo:         RepositoryDir,

@@ -18,6 +18,7 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 	stopped := false // stopped by max batch size or a shape mismatch
 	var oldest time.Time
 	var soonest time.Time // nearest DELAY deadline among the candidates
+	var toks tokens       // the token budget's account (padbatch)
 	for _, lv := range s.levels {
 		lv.compact(now)
 		for _, list := range [2][]*core.Job{lv.jobs[lv.head:], lv.delayed} {
@@ -28,6 +29,9 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 				if len(batch) == 0 {
 					batch = append(batch, j)
 					sum, oldest = j.Size(), j.QueuedAt()
+					if s.cfg.pad != nil {
+						toks.start(s.length(j), j.Size())
+					}
 					if !s.cfg.batching {
 						return batch, 0
 					}
@@ -38,6 +42,16 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 						soonest = q.Deadline
 					}
 					continue
+				}
+				if s.cfg.pad != nil && s.cfg.pad.Budget > 0 {
+					fit := toks.admit(s.length(j), j.Size(), s.cfg.pad.Budget)
+					if fit == skip && !s.cfg.preserve {
+						continue // stays queued, in order, for a batch of its length
+					}
+					if fit != join {
+						stopped = true // full, or (preserve_ordering) not to be passed
+						break
+					}
 				}
 				if sum+j.Size() > s.cfg.maxPref && prefAt < 0 {
 					prefAt = len(batch)
@@ -74,7 +88,7 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 	switch {
 	case prefAt > 0 && (d == 0 || waited < d):
 		return batch[:prefAt], 0
-	case stopped || sum >= s.cfg.maxPref, d == 0 || waited >= d:
+	case stopped || sum >= s.cfg.maxPref || s.budgetFull(&toks), d == 0 || waited >= d:
 		return batch, 0
 	}
 	wait := d - waited
@@ -82,6 +96,58 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 		wait = soonest.Sub(now)
 	}
 	return nil, wait
+}
+
+// maxSpread is how much longer than the shortest the longest row of a
+// token-budget batch may be: rows within 2× of each other waste at most half
+// of the padded tokens, and in a mix of short and long texts the short
+// ones still batch with each other.
+const maxSpread = 2
+
+// tokens is the account of a token-budget batch being formed: the
+// shortest and longest padded length and the rows so far.
+type tokens struct{ lo, hi, rows int64 }
+
+// fit is what admit says of a candidate.
+type fit int
+
+const (
+	join fit = iota // joins the batch
+	skip            // too far from the batch's lengths: left queued
+	full            // would pass the budget or max_batch_size: the batch is done
+)
+
+func (t *tokens) start(length, rows int64) { t.lo, t.hi, t.rows = length, length, rows }
+
+// admit decides on a candidate of length and rows, and takes it in when it
+// joins.
+func (t *tokens) admit(length, rows, budget int64) fit {
+	lo, hi := min(t.lo, length), max(t.hi, length)
+	if hi > maxSpread*max(lo, 1) {
+		return skip
+	}
+	if (t.rows+rows)*hi > budget {
+		return full
+	}
+	t.lo, t.hi, t.rows = lo, hi, t.rows+rows
+	return join
+}
+
+// budgetFull reports whether a token-budget batch can take no further row:
+// one more, however short, would pass the budget.
+func (s *scheduler) budgetFull(t *tokens) bool {
+	return s.cfg.pad != nil && s.cfg.pad.Budget > 0 && (t.rows+1)*t.hi > s.cfg.pad.Budget
+}
+
+// length is j's padded length: the longest last dim of its paddable inputs.
+func (s *scheduler) length(j *core.Job) int64 {
+	var n int64
+	for _, t := range j.Request().Inputs {
+		if _, ok := s.cfg.pad.Pads(t.Name); ok && len(t.Shape) > 0 {
+			n = max(n, t.Shape[len(t.Shape)-1])
+		}
+	}
+	return n
 }
 
 // compact drops answered jobs from the head of the level and, under a
@@ -152,7 +218,17 @@ func (s *scheduler) compatible(first, j *core.Job) bool {
 				}
 			}
 		}
-		if ref == nil || !slices.Equal(ref.Shape[1:], t.Shape[1:]) {
+		if ref == nil {
+			return false
+		}
+		if _, ok := s.cfg.pad.Pads(t.Name); ok {
+			// The gather pads the last dim; the others must agree.
+			if len(ref.Shape) != len(t.Shape) || len(t.Shape) < 2 || !slices.Equal(ref.Shape[1:len(ref.Shape)-1], t.Shape[1:len(t.Shape)-1]) {
+				return false
+			}
+			continue
+		}
+		if !slices.Equal(ref.Shape[1:], t.Shape[1:]) {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/padbatch"
 	"github.com/inferd/inferd/core/ratelimit"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
@@ -65,6 +66,9 @@ type schedConfig struct {
 	model    string
 	// decoupled models may send after their execution returns.
 	decoupled bool
+	// pad: inputs whose last dim may differ inside a batch (the gather
+	// pads them) and the token budget (padbatch); nil: none.
+	pad *padbatch.Spec
 }
 
 func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
@@ -77,6 +81,7 @@ func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 		return sc, []queuePolicy{{}}
 	}
 	sc.batching = true
+	sc.pad, _ = padbatch.Parse(cfg) // checked at load (core's completeConfig)
 	for _, p := range db.GetPreferredBatchSize() {
 		sc.pref = append(sc.pref, int64(p))
 	}

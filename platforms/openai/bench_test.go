@@ -67,6 +67,13 @@ func benchTexts(n int) []string {
 	return out
 }
 
+// padParams opts a bench model in to padded batching (core/padbatch).
+const padParams = `parameters { key: "pad_inputs" value { string_value: "input_ids=0,attention_mask=0,token_type_ids=0" } }` + "\n"
+
+func budgetParam(n int) string {
+	return fmt.Sprintf(`parameters { key: "token_budget" value { string_value: "%d" } }`+"\n", n)
+}
+
 // inProcess is the same work as /v1/embeddings without HTTP or the
 // scheduler: tokenize, build the padded tensors, run one ORT instance of
 // the same config, pool and normalise.
@@ -123,8 +130,9 @@ func BenchmarkEmbeddings(b *testing.B) {
 	model := onnxbuild.Must(onnxbuild.TextEncoderMLP(vocab, benchHidden, benchLayers))
 	files := map[string]string{"tokenizer.json": string(tok)}
 	base, srv := startCore(b, map[string]testModel{
-		"bench":  {benchConfig("bench", ""), model, files},
-		"bench8": {benchConfig("bench8", `parameters { key: "pad_to_multiple_of" value { string_value: "8" } }`), model, files},
+		"bench":   {benchConfig("bench", ""), model, files},
+		"bench8":  {benchConfig("bench8", `parameters { key: "pad_to_multiple_of" value { string_value: "8" } }`), model, files},
+		"benchtb": {benchConfig("benchtb", padParams+budgetParam(512)), model, files},
 	}, Options{})
 	dir := b.TempDir()
 	servertest.WriteModel(b, dir, servertest.Model{Config: benchConfig("bench", ""), ONNX: model})
@@ -163,7 +171,7 @@ func BenchmarkEmbeddings(b *testing.B) {
 	// Both paths compute the same vectors.
 	want, err := ref.embed(texts[:benchBatch])
 	servertest.Must(b, err)
-	for _, m := range []string{"bench", "bench8"} {
+	for _, m := range []string{"bench", "bench8", "benchtb"} {
 		for i := range benchBatch {
 			got, err := post(m, texts[i], true)
 			servertest.Must(b, err)
@@ -180,7 +188,8 @@ func BenchmarkEmbeddings(b *testing.B) {
 		_, err := ref.embed(texts[i : i+benchBatch])
 		return err
 	})
-	for _, c := range []struct{ name, model string }{{"http-v1-embeddings/c16", "bench"}, {"http-v1-embeddings/c16/pad8", "bench8"}} {
+	for _, c := range []struct{ name, model string }{{"http-v1-embeddings/c16", "bench"}, {"http-v1-embeddings/c16/pad8", "bench8"},
+		{"http-v1-embeddings/c16/budget", "benchtb"}} {
 		rs.RunExecutions(b, c.name, benchConc, srv, c.model, func() error {
 			_, err := post(c.model, texts[int(next.Add(1))%len(texts)], false)
 			return err
@@ -189,6 +198,7 @@ func BenchmarkEmbeddings(b *testing.B) {
 	rs.Report(b,
 		sidebyside.Ratio{Unit: "http/in-process-thru", Num: "http-v1-embeddings/c16", Den: "in-process/batch8", Of: sidebyside.InferOf},
 		sidebyside.Ratio{Unit: "pad8/in-process-thru", Num: "http-v1-embeddings/c16/pad8", Den: "in-process/batch8", Of: sidebyside.InferOf},
+		sidebyside.Ratio{Unit: "budget/in-process-thru", Num: "http-v1-embeddings/c16/budget", Den: "in-process/batch8", Of: sidebyside.InferOf},
 	)
 }
 

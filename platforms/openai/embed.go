@@ -49,6 +49,15 @@ func (s *Server) embed(r *http.Request, c embedCall) (vecs [][]float32, tokens i
 	n := c.in.len()
 	vecs = make([][]float32, n)
 	parts := chunks(n, d.MaxBatch)
+	var order []int // rows sorted by length (PaddedBatch); nil: as given
+	if d.PaddedBatch && d.Kind != textmodel.EmbeddingText && n > 1 {
+		order, parts = lengthGroups(rows, d.MaxBatch)
+		sorted := make([]row, n)
+		for k, i := range order {
+			sorted[k] = rows[i]
+		}
+		rows = sorted
+	}
 	reqs := make([]*core.InferRequest, len(parts))
 	for i, p := range parts {
 		if d.Kind == textmodel.EmbeddingText {
@@ -74,6 +83,13 @@ func (s *Server) embed(r *http.Request, c embedCall) (vecs [][]float32, tokens i
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if order != nil {
+		byInput := make([][]float32, n)
+		for k, i := range order {
+			byInput[i] = vecs[k]
+		}
+		vecs = byInput
 	}
 	if c.dims > len(vecs[0]) {
 		return nil, 0, invalid("dimensions", "`dimensions` must be between 1 and %d for model `%s`, not %d", len(vecs[0]), c.t.name, c.dims)

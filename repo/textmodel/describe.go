@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/inferd/inferd/core/padbatch"
 	mc "github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -43,6 +44,9 @@ func Describe(dir string, cfg *mc.ModelConfig) (*Model, error) {
 	m.Kind, m.Reason = classify(m, cfg, forced, param(ParamOutput))
 	if err := m.setMaxLength(f, param(ParamMaxLength)); err != nil {
 		return nil, err
+	}
+	if spec, err := padbatch.Parse(cfg); err == nil && m.InputIDs != "" {
+		_, m.PaddedBatch = spec.Pads(m.InputIDs) // an error is the load's to report
 	}
 	m.PadMultiple = 1
 	if p := f.tok; p != nil && p.Padding() != nil && p.Padding().PadToMultipleOf > 1 {

@@ -217,3 +217,27 @@ output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
 		t.Fatalf("template rag: %v", err)
 	}
 }
+
+func TestPaddedBatch(t *testing.T) {
+	const batching = "dynamic_batching { }\n"
+	pads := func(v string) string {
+		return `parameters { key: "pad_inputs" value { string_value: "` + v + `" } }` + "\n"
+	}
+	tests := []struct {
+		name   string
+		config string
+		want   bool
+	}{
+		{"no parameters", tokenInputs + tokensOut + batching, false},
+		{"input_ids padded", tokenInputs + tokensOut + batching + pads("input_ids=0,attention_mask=0"), true},
+		{"input_ids not padded", tokenInputs + tokensOut + batching + pads("attention_mask=0"), false},
+		// Invalid (no dynamic_batching): the load refuses it, not Describe.
+		{"invalid", tokenInputs + tokensOut + pads("input_ids=0"), false},
+	}
+	for _, tc := range tests {
+		m, err := describe(t, tc.config, map[string]string{"tokenizer.json": ""})
+		if err != nil || m.PaddedBatch != tc.want {
+			t.Fatalf("%s: %+v, %v; want PaddedBatch %v", tc.name, m, err, tc.want)
+		}
+	}
+}

@@ -65,6 +65,10 @@ type Model struct {
 	// (1: pad to the longest row only), so that requests of nearby
 	// lengths share a shape and batch together.
 	PadMultiple int
+	// PaddedBatch says the dynamic batcher pads input_ids across requests
+	// (core/padbatch's pad_inputs names it): rows of different lengths
+	// may go as separate requests and still share an execution.
+	PaddedBatch bool
 
 	// Token inputs (EmbeddingTokens, Reranker): names ("" when absent),
 	// their element type, and the row length (-1: variable).
