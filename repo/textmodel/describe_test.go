@@ -207,15 +207,6 @@ output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
 	if m.TokenizerConfig.BOS() != "<s>" || m.TokenizerConfig.EOS() != "</s>" {
 		t.Fatalf("bos %q eos %q", m.TokenizerConfig.BOS(), m.TokenizerConfig.EOS())
 	}
-	for name, want := range map[string]string{"": "{{ messages }}", "tool_use": "T"} {
-		got, err := m.Template(name)
-		if err != nil || got != want {
-			t.Fatalf("template %q: %q, %v; want %q", name, got, err, want)
-		}
-	}
-	if _, err := m.Template("rag"); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("template rag: %v", err)
-	}
 }
 
 func TestPaddedBatch(t *testing.T) {

@@ -5,7 +5,8 @@
 //   - tokenizer.json, the Hugging Face tokenizer (repo/tokenizer);
 //   - config.json: architectures, max_position_embeddings, id2label;
 //   - tokenizer_config.json: model_max_length, chat_template, bos_token,
-//     eos_token (kept raw for the chat routes), and chat_template.jinja;
+//     eos_token (kept raw for the chat routes, where repo/chattemplate
+//     chooses between chat_template and chat_template.jinja);
 //   - sentence_bert_config.json: max_seq_length, which Text Embeddings
 //     Inference reads first (huggingface/text-embeddings-inference
 //     router/src/lib.rs);

@@ -34,7 +34,6 @@ func FuzzDescribe(f *testing.F) {
 		default:
 			t.Fatalf("kind %q", m.Kind)
 		}
-		_, _ = m.Template("")
 		_, _ = m.TokenizerConfig.BOS(), m.TokenizerConfig.EOS()
 	})
 }

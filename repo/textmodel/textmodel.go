@@ -3,7 +3,6 @@ package textmodel
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -167,32 +166,4 @@ func (c TokenizerConfig) maxLength() int {
 		return 0
 	}
 	return int(n)
-}
-
-// Template returns the chat template named name ("" or "default": the
-// default one) from chat_template, else chat_template.jinja.
-func (m *Model) Template(name string) (string, error) {
-	raw := m.TokenizerConfig.ChatTemplate
-	if len(raw) > 0 && string(raw) != "null" {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s, nil
-		}
-		var named []struct{ Name, Template string }
-		if err := json.Unmarshal(raw, &named); err != nil {
-			return "", fmt.Errorf("%w: tokenizer_config.json chat_template: %v", ErrInvalid, err)
-		}
-		if name == "" {
-			name = "default"
-		}
-		for _, t := range named {
-			if t.Name == name {
-				return t.Template, nil
-			}
-		}
-	}
-	if m.ChatTemplateFile != "" && (name == "" || name == "default") {
-		return m.ChatTemplateFile, nil
-	}
-	return "", fmt.Errorf("%w: no chat template %q", ErrInvalid, name)
 }
