@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +199,48 @@ func TestExamplesOverGRPC(t *testing.T) {
 	for i, want := range []float32{10.25, 5} {
 		if got := math.Float32frombits(binary.LittleEndian.Uint32(scores[0][4*i:])); got != want {
 			t.Errorf("pipeline SCORES[%d] = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// TestREADMEChatExamples runs the README's chat and completions lines
+// against the example `chat` model (python_repository): the answer, the
+// stream's deltas, usage chunk and [DONE], and max_tokens.
+func TestREADMEChatExamples(t *testing.T) {
+	readme := readREADME(t)
+	start := strings.Index(readme, "### OpenAI chat and completions")
+	if start < 0 {
+		t.Fatal(`README.md has no "### OpenAI chat and completions"`)
+	}
+	section := readme[start:]
+	section = section[:strings.Index(section[4:], "\n### ")+4]
+	row := regexp.MustCompile("(?m)^\\| `chat` .*$").FindString(readme)
+	lines := regexp.MustCompile(`curl -sN? localhost:8000(/v1/[a-z/]+) -d '([^']*)'`).FindAllStringSubmatch(row+"\n"+section, -1)
+	if len(lines) != 4 {
+		t.Fatalf("%d chat curl lines found, want 4 (the table's and three)", len(lines))
+	}
+	r := startExamples(t)
+	for _, l := range lines {
+		path, body := l[1], l[2]
+		status, got := post(t, r.http+path, body)
+		if status != 200 {
+			t.Errorf("POST %s %s: %d %s", path, body, status, got)
+			continue
+		}
+		var want []string
+		switch {
+		case strings.Contains(body, `"stream": true`):
+			want = []string{`"delta":{"role":"assistant","content":""}`, `"delta":{"content":"You"}`, `"delta":{"content":" there"}`,
+				`"finish_reason":"stop"`, `"choices":[],`, `"usage":{"prompt_tokens":`, "data: [DONE]\n\n"}
+		case path == "/v1/chat/completions":
+			want = []string{`"object":"chat.completion"`, `"content":"You said: hello there"`, `"finish_reason":"stop"`}
+		default:
+			want = []string{`"object":"text_completion"`, `"text":"You said: good"`, `"finish_reason":"length"`}
+		}
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("POST %s %s: %s\nwant it to hold %s", path, body, got, w)
+			}
 		}
 	}
 }
