@@ -1,7 +1,10 @@
 package perf
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -64,7 +67,7 @@ func testEmbeddingsRun(t *testing.T, base string) {
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 			}
-			for _, want := range []string{"Service Kind: OPENAI", "Text throughput: ", "texts/sec", "mean 12.0 tokens"} {
+			for _, want := range []string{"Service Kind: OPENAI", "Text throughput: ", "texts/sec", "synthetic: " + strconv.Itoa(maxGenRequests*tc.batch) + " texts of 12±0 tokens, mean 12.0 tokens (counted with "} {
 				if !strings.Contains(out, want) {
 					t.Errorf("stdout lacks %q:\n%s", want, out)
 				}
@@ -161,7 +164,7 @@ func testEmbeddingsInputData(t *testing.T, base string) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
-	if !strings.Contains(out, "(2 texts, mean 7.0 tokens, counted with the server's /tokenize)") {
+	if !strings.Contains(out, "texts.jsonl: 2 texts, mean 7.0 tokens (counted with the server's /tokenize)") {
 		t.Errorf("stdout lacks the input description:\n%s", out)
 	}
 	rep, raw := readReport(t, jsonPath)
@@ -287,4 +290,60 @@ func FuzzParseTexts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEmbeddingsAnswerCheck runs against a fake server without /tokenize
+// whose answers are wrong in the ways check looks for: the lengths go
+// unchecked (with a warning), and a short or miscounted answer fails the
+// run before measuring.
+func TestEmbeddingsAnswerCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer, want string
+		code               int
+		tokenize           bool // the fake has /tokenize: one token a word
+	}{
+		{"ok", `{"data": [{}, {}], "usage": {"prompt_tokens": 99}}`, "", 0, false},
+		{"short", `{"data": [{}], "usage": {"prompt_tokens": 8}}`, "the server answered 1 vectors for 2 texts", 1, false},
+		{"not json", `[`, "decoding the answer", 1, false},
+		{"counted", `{"data": [{}, {}], "usage": {"prompt_tokens": 10}}`, "", 0, true},
+		{"miscounted", `{"data": [{}, {}], "usage": {"prompt_tokens": 12}}`, "the server counted 12 prompt tokens where the texts have 10", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/tokenize" && tc.tokenize {
+					var req struct{ Inputs []string }
+					_ = json.NewDecoder(r.Body).Decode(&req)
+					lists := make([][]struct{}, len(req.Inputs))
+					for i, in := range req.Inputs {
+						lists[i] = make([]struct{}, len(strings.Fields(in)))
+					}
+					_ = json.NewEncoder(w).Encode(lists)
+					return
+				}
+				if r.URL.Path != "/v1/embeddings" {
+					http.NotFound(w, r)
+					return
+				}
+				var req struct{ Input []string }
+				if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Input) != 1 && len(req.Input) != 2 {
+					http.Error(w, `{"error": {"message": "bad body"}}`, http.StatusBadRequest)
+					return
+				}
+				if len(req.Input) == 1 { // the probe
+					io.WriteString(w, `{"data": [{}]}`)
+					return
+				}
+				io.WriteString(w, tc.answer)
+			}))
+			defer ts.Close()
+			code, out, stderr := runPerf(t, append([]string{"-m", "m", "-u", ts.URL, "--service-kind=openai", "--endpoint=v1/embeddings",
+				"--batch-size-text", "2", "--synthetic-input-tokens-mean", "5", "--request-count", "4"}, fast...)...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "token lengths are not checked") == tc.tokenize {
+				t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s\nwant %q", code, out, stderr, tc.want)
+			}
+			if tc.code == 0 && !tc.tokenize && !strings.Contains(out, "synthetic: 128 texts of 5±0 words (token lengths unchecked)") {
+				t.Errorf("stdout:\n%s", out)
+			}
+		})
+	}
 }

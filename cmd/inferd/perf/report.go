@@ -15,26 +15,26 @@ import (
 
 // report is the --json output.
 type report struct {
-	Model               string   `json:"model"`
-	Version             string   `json:"version,omitempty"`
-	URL                 string   `json:"url"`
-	Protocol            string   `json:"protocol"` // http or grpc
-	Streaming           bool     `json:"streaming,omitempty"`
-	BatchSize           int      `json:"batch_size"`
-	Mode                string   `json:"mode"` // concurrency or request_rate
-	Distribution        string   `json:"request_distribution,omitempty"`
-	Tensors             string   `json:"tensors"` // binary or json
-	InputData           string   `json:"input_data"`
-	MeasurementInterval int64    `json:"measurement_interval_ms"`
-	StabilityPercentage float64  `json:"stability_percentage"`
-	MaxTrials           int      `json:"max_trials"`
-	StabilityLatency    string   `json:"stability_latency"` // avg or pN
+	Model               string  `json:"model"`
+	Version             string  `json:"version,omitempty"`
+	URL                 string  `json:"url"`
+	Protocol            string  `json:"protocol"` // http or grpc
+	Streaming           bool    `json:"streaming,omitempty"`
+	BatchSize           int     `json:"batch_size"`
+	Mode                string  `json:"mode"` // concurrency or request_rate
+	Distribution        string  `json:"request_distribution,omitempty"`
+	Tensors             string  `json:"tensors"` // binary or json
+	InputData           string  `json:"input_data"`
+	MeasurementInterval int64   `json:"measurement_interval_ms"`
+	StabilityPercentage float64 `json:"stability_percentage"`
+	MaxTrials           int     `json:"max_trials"`
+	StabilityLatency    string  `json:"stability_latency"` // avg or pN
 	// ServiceKind, Endpoint and TextsPerRequest describe the embeddings
 	// mode (openai.go); empty for v2 infer.
-	ServiceKind     string `json:"service_kind,omitempty"`
-	Endpoint        string `json:"endpoint,omitempty"`
-	TextsPerRequest int    `json:"texts_per_request,omitempty"`
-	Results             []result `json:"results"`
+	ServiceKind     string   `json:"service_kind,omitempty"`
+	Endpoint        string   `json:"endpoint,omitempty"`
+	TextsPerRequest int      `json:"texts_per_request,omitempty"`
+	Results         []result `json:"results"`
 }
 
 func tensorsName(o *options) string {

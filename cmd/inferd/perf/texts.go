@@ -154,10 +154,6 @@ func buildTexts(ctx context.Context, o *options, hc *http.Client, warn func(stri
 	if err != nil {
 		return textSet{}, err
 	}
-	source := "unchecked"
-	if counter != nil {
-		source = "counted with " + counter.String()
-	}
 	var set textSet
 	if len(o.dataPaths) > 0 {
 		texts, err := loadTexts(o.dataPaths)
@@ -165,28 +161,30 @@ func buildTexts(ctx context.Context, o *options, hc *http.Client, warn func(stri
 			return textSet{}, usageError{err}
 		}
 		set.reqs = groupTexts(texts, o.textBatch)
-		set.desc = fmt.Sprintf("%s (%d texts", strings.Join(o.dataPaths, ","), len(texts))
+		set.desc = fmt.Sprintf("%s: %d texts", strings.Join(o.dataPaths, ","), len(texts))
 	} else {
 		rng := rand.New(rand.NewPCG(5, 6))
 		if set.reqs, err = generateTexts(ctx, o, counter, rng); err != nil {
 			return textSet{}, err
 		}
-		set.desc = fmt.Sprintf("synthetic (%d texts of %d±%d tokens", len(set.reqs)*o.textBatch, o.tokensMean, o.tokensStddev)
+		unit := "tokens"
 		if counter == nil {
-			set.desc = fmt.Sprintf("synthetic (%d texts of %d±%d words", len(set.reqs)*o.textBatch, o.tokensMean, o.tokensStddev)
+			unit = "words"
 		}
+		set.desc = fmt.Sprintf("synthetic: %d texts of %d±%d %s", len(set.reqs)*o.textBatch, o.tokensMean, o.tokensStddev, unit)
 	}
-	if counter != nil {
-		if set.tokens, err = requestTokens(ctx, counter, set.reqs); err != nil {
-			return textSet{}, err
-		}
-		sum := 0
-		for _, n := range set.tokens {
-			sum += n
-		}
-		set.desc += fmt.Sprintf(", mean %.1f tokens", float64(sum)/float64(len(set.reqs)*o.textBatch))
+	if counter == nil {
+		set.desc += " (token lengths unchecked)"
+		return set, nil
 	}
-	set.desc += ", " + source + ")"
+	if set.tokens, err = requestTokens(ctx, counter, set.reqs); err != nil {
+		return textSet{}, err
+	}
+	sum := 0
+	for _, n := range set.tokens {
+		sum += n
+	}
+	set.desc += fmt.Sprintf(", mean %.1f tokens (counted with %s)", float64(sum)/float64(len(set.reqs)*o.textBatch), counter)
 	return set, nil
 }
 
