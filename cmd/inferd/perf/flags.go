@@ -74,6 +74,8 @@ type options struct {
 	tokensMean    int    // --synthetic-input-tokens-mean
 	tokensStddev  int    // --synthetic-input-tokens-stddev
 	tokenizerPath string // --tokenizer: a tokenizer.json, or a folder holding one
+	entries       int    // --num-dataset-entries: distinct generated requests
+	seed          uint64 // --random-seed: of the generated texts
 }
 
 // usageError marks bad command-line input (exit code 2).
@@ -284,6 +286,17 @@ over HTTP or gRPC, or of an OpenAI /v1/embeddings or TEI /embed route
   -m MODEL                        model name (required)
   -x VERSION                      model version (default: the server's choice)
   -u HOST:PORT|URL                server (default localhost:8000, gRPC localhost:8001)
+  --service-kind triton|openai    openai: measure an embeddings route instead of /v2 infer (default triton)
+  --endpoint ROUTE                openai: v1/embeddings (OpenAI) or embed (TEI)
+  --endpoint-type embeddings      openai: genai-perf's spelling of --endpoint v1/embeddings
+  --batch-size-text N             openai: texts per request (default 1)
+  --synthetic-input-tokens-mean N openai: tokens of each generated text, special tokens included (default 100)
+  --synthetic-input-tokens-stddev N
+                                  openai: their standard deviation (default 0)
+  --num-dataset-entries N         openai: distinct generated requests (default 100, at most 16384 texts)
+  --random-seed N                 openai: seed of the generated texts (default 0)
+  --tokenizer PATH                openai: tokenizer.json (or its folder) that counts the tokens
+                                  (default: the server's /tokenize)
   -i, --protocol http|grpc        protocol (default http)
   --streaming                     gRPC: one ModelStreamInfer stream per concurrent sender
   -b N                            batch size (default 1)
@@ -360,6 +373,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 // options, and which flags were given.
 type rawArgs struct {
 	rawURL, protocol, concArg, rateArg, mode string
+	endpointType                             string
 	intervalMS, latencyMS                    int
 	stabilityPct                             float64
 	protocolJSON, sync, zeroInput            bool
@@ -378,6 +392,9 @@ func defineFlags(fs *flag.FlagSet, o *options, r *rawArgs) {
 	fs.IntVar(&o.tokensMean, "synthetic-input-tokens-mean", 100, "tokens per text")
 	fs.IntVar(&o.tokensStddev, "synthetic-input-tokens-stddev", 0, "their standard deviation")
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "tokenizer.json")
+	fs.StringVar(&r.endpointType, "endpoint-type", "", "genai-perf's endpoint type")
+	fs.IntVar(&o.entries, "num-dataset-entries", 0, "distinct generated requests")
+	fs.Uint64Var(&o.seed, "random-seed", 0, "seed of generated texts")
 	for _, n := range []string{"i", "protocol"} {
 		fs.StringVar(&r.protocol, n, "http", "protocol")
 	}

@@ -32,7 +32,8 @@ var openaiEndpoints = []string{"v1/embeddings", "embed"}
 // flags, refusing the tensor flags that have no meaning there.
 func (o *options) checkService(r *rawArgs) error {
 	o.serviceKind = strings.ToLower(o.serviceKind)
-	openaiOnly := []string{"endpoint", "batch-size-text", "synthetic-input-tokens-mean", "synthetic-input-tokens-stddev", "tokenizer"}
+	openaiOnly := []string{"endpoint", "endpoint-type", "batch-size-text", "synthetic-input-tokens-mean", "synthetic-input-tokens-stddev",
+		"tokenizer", "num-dataset-entries", "random-seed"}
 	switch o.serviceKind {
 	case "triton":
 		for _, f := range openaiOnly {
@@ -51,6 +52,16 @@ func (o *options) checkService(r *rawArgs) error {
 		return usagef("--service-kind=openai speaks HTTP: -i %s does not apply", o.protocol)
 	}
 	o.endpoint = strings.Trim(o.endpoint, "/")
+	switch r.endpointType {
+	case "":
+	case "embeddings":
+		if o.endpoint != "" && o.endpoint != "v1/embeddings" {
+			return usagef("--endpoint-type embeddings is --endpoint v1/embeddings, not %s", o.endpoint)
+		}
+		o.endpoint = "v1/embeddings"
+	default:
+		return usagef("--endpoint-type %q: inferd perf measures embeddings", r.endpointType)
+	}
 	if o.endpoint == "" {
 		return usagef("--service-kind=openai needs --endpoint: %s", strings.Join(openaiEndpoints, " or "))
 	}
@@ -79,12 +90,21 @@ func (o *options) checkService(r *rawArgs) error {
 	if o.tokensStddev < 0 {
 		return usagef("--synthetic-input-tokens-stddev %d: must not be negative", o.tokensStddev)
 	}
+	if r.set["num-dataset-entries"] && (o.entries < 1 || o.entries > maxGenTexts/o.textBatch) {
+		return usagef("--num-dataset-entries %d: want 1 to %d requests of %d texts (%d texts in all)", o.entries, max(1, maxGenTexts/o.textBatch), o.textBatch, maxGenTexts)
+	}
+	if o.entries == 0 {
+		o.entries = max(1, min(defaultEntries, maxGenTexts/o.textBatch))
+	}
 	if slices.Contains(o.dataPaths, "zero") {
 		return usagef("--input-data zero: the embeddings mode sends texts (random or a file)")
 	}
-	if len(o.dataPaths) > 0 && !slices.Contains(o.dataPaths, "random") &&
-		(r.set["synthetic-input-tokens-mean"] || r.set["synthetic-input-tokens-stddev"]) {
-		return usagef("--synthetic-input-tokens-mean and -stddev shape generated texts, not --input-data's")
+	if len(o.dataPaths) > 0 && !slices.Contains(o.dataPaths, "random") {
+		for _, f := range []string{"synthetic-input-tokens-mean", "synthetic-input-tokens-stddev", "num-dataset-entries", "random-seed"} {
+			if r.set[f] {
+				return usagef("--%s shapes generated texts, not --input-data's", f)
+			}
+		}
 	}
 	return nil
 }
@@ -115,13 +135,40 @@ func (p *openaiProtocol) model(ctx context.Context) (*modelInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := call(ctx, p.hc, http.MethodPost, p.url.String(), body, 64<<20); err != nil {
+	if _, err := postJSONWith(ctx, p.hc, p.url.String(), p.o.headers, body, 64<<20); err != nil {
 		if rejected(err) {
 			return nil, fmt.Errorf("model %q: POST /%s: %w", p.o.model, p.o.endpoint, err)
 		}
 		return nil, fmt.Errorf("POST /%s: %w", p.o.endpoint, err)
 	}
 	return &modelInfo{name: p.o.model}, nil
+}
+
+// postJSONWith posts a JSON body with header's fields added (-H: an API
+// key) and returns up to limit bytes of a 200 answer; any other status
+// becomes a *serverError.
+func postJSONWith(ctx context.Context, hc *http.Client, url string, header http.Header, body []byte, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for name, values := range header {
+		req.Header[name] = values
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, errorFromBody(resp.StatusCode, data)
+	}
+	return data, nil
 }
 
 // prepare is the tensor path's; the embeddings mode prepares texts.
@@ -165,22 +212,12 @@ func (p *openaiProtocol) prepareTexts(reqs [][]string) error {
 // text, and on OpenAI's route the usage the server counted, which must be
 // tokens when the tool counted them (tokens < 0: not counted).
 func (p *openaiProtocol) check(ctx context.Context, i, texts, tokens int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url.String(), bytes.NewReader(p.bodies[i].data))
+	data, err := postJSONWith(ctx, p.hc, p.url.String(), p.o.headers, p.bodies[i].data, 1<<30)
 	if err != nil {
-		return err
-	}
-	req.Header = p.bodies[i].header.Clone()
-	resp, err := p.hc.Do(req)
-	if err != nil {
+		if rejected(err) {
+			return fmt.Errorf("the server rejects the request: %w", err)
+		}
 		return fmt.Errorf("POST /%s: %w", p.o.endpoint, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
-	if err != nil {
-		return fmt.Errorf("POST /%s: reading the answer: %w", p.o.endpoint, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the server rejects the request: %w", errorFromBody(resp.StatusCode, data))
 	}
 	got, usage, err := countVectors(p.o.endpoint, data)
 	if err != nil {

@@ -24,13 +24,13 @@ var embedderDir = filepath.Join("..", "..", "..", "examples", "model_repository"
 
 // startEmbedder serves the example embedder with the v2 and OpenAI/TEI
 // routes on a real listener; it returns the base URL.
-func startEmbedder(t *testing.T) string {
+func startEmbedder(t *testing.T, opts openai.Options) string {
 	t.Helper()
 	root := t.TempDir()
 	must(t, os.CopyFS(filepath.Join(root, "embedder"), os.DirFS(embedderDir)))
 	srv := servertest.Start(t, servertest.Options{Repo: root})
 	api := httpapi.New(srv, httpapi.Options{})
-	openai.New(api, openai.Options{}).Mount(api.Router())
+	openai.New(api, opts).Mount(api.Router())
 	ts := httptest.NewServer(api)
 	t.Cleanup(ts.Close)
 	return ts.URL
@@ -39,11 +39,27 @@ func startEmbedder(t *testing.T) string {
 // TestEmbeddings runs the embeddings mode against one server; the
 // subtests only read it.
 func TestEmbeddings(t *testing.T) {
-	base := startEmbedder(t)
+	base := startEmbedder(t, openai.Options{})
 	t.Run("run", func(t *testing.T) { testEmbeddingsRun(t, base) })
 	t.Run("lengths", func(t *testing.T) { testGeneratedTokenLengths(t, base) })
 	t.Run("input-data", func(t *testing.T) { testEmbeddingsInputData(t, base) })
 	t.Run("errors", func(t *testing.T) { testEmbeddingsErrors(t, base) })
+}
+
+// TestEmbeddingsAPIKey: -H carries the key to the route and to /tokenize.
+func TestEmbeddingsAPIKey(t *testing.T) {
+	keys, err := openai.NewKeys([]string{"k1"}, nil, 0, nil)
+	must(t, err)
+	base := startEmbedder(t, openai.Options{Keys: keys})
+	args := append([]string{"-m", "embedder", "-u", base, "--service-kind=openai", "--endpoint=embed", "--request-count", "5"}, fast...)
+	code, out, stderr := runPerf(t, append(args, "-H", "Authorization: Bearer k1")...)
+	if code != 0 || !strings.Contains(out, "counted with the server's /tokenize") {
+		t.Errorf("with the key: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	code, _, stderr = runPerf(t, args...)
+	if code != 1 || !strings.Contains(stderr, "HTTP 401") {
+		t.Errorf("without the key: exit %d, stderr:\n%s", code, stderr)
+	}
 }
 
 // testEmbeddingsRun measures both routes with generated texts and checks
@@ -67,7 +83,7 @@ func testEmbeddingsRun(t *testing.T, base string) {
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 			}
-			for _, want := range []string{"Service Kind: OPENAI", "Text throughput: ", "texts/sec", "synthetic: " + strconv.Itoa(maxGenRequests*tc.batch) + " texts of 12±0 tokens, mean 12.0 tokens (counted with "} {
+			for _, want := range []string{"Service Kind: OPENAI", "Text throughput: ", "texts/sec", "synthetic: " + strconv.Itoa(defaultEntries*tc.batch) + " texts of 12±0 tokens, mean 12.0 tokens (counted with "} {
 				if !strings.Contains(out, want) {
 					t.Errorf("stdout lacks %q:\n%s", want, out)
 				}
@@ -115,7 +131,7 @@ func testGeneratedTokenLengths(t *testing.T, base string) {
 		{"spread", 40, 10, filepath.Join(embedderDir, "tokenizer.json")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &options{model: "embedder", baseURL: base, endpoint: "v1/embeddings", textBatch: 4,
+			o := &options{model: "embedder", baseURL: base, endpoint: "v1/embeddings", textBatch: 4, entries: 50,
 				tokensMean: tc.mean, tokensStddev: tc.stddev, tokenizerPath: tc.tokenizer}
 			var warned []string
 			set, err := buildTexts(t.Context(), o, newHTTPClient(1), func(s string) { warned = append(warned, s) })
@@ -123,7 +139,7 @@ func testGeneratedTokenLengths(t *testing.T, base string) {
 			if len(warned) > 0 {
 				t.Fatalf("warnings: %v", warned)
 			}
-			if len(set.reqs) != maxGenRequests || len(set.tokens) != len(set.reqs) {
+			if len(set.reqs) != 50 || len(set.tokens) != len(set.reqs) {
 				t.Fatalf("%d requests, %d counts", len(set.reqs), len(set.tokens))
 			}
 			lengths := map[int]int{}
@@ -226,6 +242,13 @@ func TestServiceKindFlags(t *testing.T) {
 		{append([]string{"--synthetic-input-tokens-stddev", "-1"}, base...), "must not be negative"},
 		{append([]string{"--input-data", "zero"}, base...), "random or a file"},
 		{append([]string{"--input-data", "f.json", "--synthetic-input-tokens-mean", "5"}, base...), "not --input-data's"},
+		{append([]string{"--input-data", "f.json", "--random-seed", "5"}, base...), "not --input-data's"},
+		{[]string{"-m", "m", "--service-kind=openai", "--endpoint-type=embeddings"}, ""},
+		{[]string{"-m", "m", "--service-kind=openai", "--endpoint-type=rankings"}, "measures embeddings"},
+		{[]string{"-m", "m", "--service-kind=openai", "--endpoint-type=embeddings", "--endpoint=embed"}, "not embed"},
+		{append([]string{"--num-dataset-entries", "0"}, base...), "want 1 to 16384 requests"},
+		{append([]string{"--num-dataset-entries", "9", "--batch-size-text", "2048"}, base...), "want 1 to 8 requests of 2048 texts"},
+		{[]string{"-m", "m", "--random-seed", "1"}, "--random-seed applies to --service-kind=openai"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			o, err := parseArgs(tc.args, &strings.Builder{})
@@ -337,7 +360,7 @@ func TestEmbeddingsAnswerCheck(t *testing.T) {
 			}))
 			defer ts.Close()
 			code, out, stderr := runPerf(t, append([]string{"-m", "m", "-u", ts.URL, "--service-kind=openai", "--endpoint=v1/embeddings",
-				"--batch-size-text", "2", "--synthetic-input-tokens-mean", "5", "--request-count", "4"}, fast...)...)
+				"--batch-size-text", "2", "--synthetic-input-tokens-mean", "5", "--num-dataset-entries", "64", "--request-count", "4"}, fast...)...)
 			if code != tc.code || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "token lengths are not checked") == tc.tokenize {
 				t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s\nwant %q", code, out, stderr, tc.want)
 			}

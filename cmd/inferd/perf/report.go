@@ -99,7 +99,8 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 		fmt.Fprintf(w, "  Using synchronous calls for inference\n")
 	}
 	if o.serviceKind == "openai" {
-		fmt.Fprintf(w, "  Model: %s at %s/%s, %d text(s) a request\n", o.model, o.baseURL, o.endpoint, o.textBatch)
+		fmt.Fprintf(w, "  Model: %s at %s/%s\n", o.model, o.baseURL, o.endpoint)
+		fmt.Fprintf(w, "  Texts per request: %d\n", o.textBatch)
 		fmt.Fprintf(w, "  Input data: %s\n\n", o.inputData)
 		return
 	}

@@ -23,10 +23,11 @@ import (
 // included), and words are added or dropped until it is right.
 
 const (
-	// maxGenTexts and maxGenRequests bound how many distinct texts and
-	// requests are generated; the senders cycle through them.
-	maxGenTexts    = 4096
-	maxGenRequests = 64
+	// maxGenTexts bounds the distinct texts generated; defaultEntries is
+	// --num-dataset-entries' default (genai-perf's). The senders cycle
+	// through the requests.
+	maxGenTexts    = 16384
+	defaultEntries = 100
 	// fixRounds bounds the rounds of adding or dropping words.
 	fixRounds = 8
 	// countChunk is how many texts one /tokenize call counts.
@@ -82,6 +83,7 @@ func (l *localCounter) String() string { return l.path }
 type remoteCounter struct {
 	hc         *http.Client
 	url, model string
+	header     http.Header // -H
 }
 
 func (r *remoteCounter) count(ctx context.Context, texts []string) ([]int, error) {
@@ -96,7 +98,7 @@ func (r *remoteCounter) count(ctx context.Context, texts []string) ([]int, error
 		if err != nil {
 			return nil, err
 		}
-		data, err := call(ctx, r.hc, http.MethodPost, r.url, body, 256<<20)
+		data, err := postJSONWith(ctx, r.hc, r.url, r.header, body, 256<<20)
 		if err != nil {
 			return nil, fmt.Errorf("POST /tokenize: %w", err)
 		}
@@ -130,7 +132,7 @@ func newCounter(ctx context.Context, o *options, hc *http.Client, warn func(stri
 		}
 		return &localCounter{tok: tok, path: path}, nil
 	}
-	r := &remoteCounter{hc: hc, url: o.baseURL + "/tokenize", model: o.model}
+	r := &remoteCounter{hc: hc, url: o.baseURL + "/tokenize", model: o.model, header: o.headers}
 	if _, err := r.count(ctx, []string{"hello"}); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -163,7 +165,7 @@ func buildTexts(ctx context.Context, o *options, hc *http.Client, warn func(stri
 		set.reqs = groupTexts(texts, o.textBatch)
 		set.desc = fmt.Sprintf("%s: %d texts", strings.Join(o.dataPaths, ","), len(texts))
 	} else {
-		rng := rand.New(rand.NewPCG(5, 6))
+		rng := rand.New(rand.NewPCG(o.seed, 6))
 		if set.reqs, err = generateTexts(ctx, o, counter, rng); err != nil {
 			return textSet{}, err
 		}
@@ -227,7 +229,7 @@ func groupTexts(texts []string, b int) [][]string {
 // distribution of --synthetic-input-tokens-mean and -stddev, rounded, at
 // least one word and at most the tokenizer's truncation length.
 func generateTexts(ctx context.Context, o *options, c tokenCounter, rng *rand.Rand) ([][]string, error) {
-	nReq := max(1, min(maxGenRequests, maxGenTexts/o.textBatch))
+	nReq := max(o.entries, 1)
 	n := nReq * o.textBatch
 	words, specials := candidateWords, 0
 	if c != nil {
