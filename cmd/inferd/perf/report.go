@@ -38,6 +38,9 @@ type report struct {
 }
 
 func tensorsName(o *options) string {
+	if o.serviceKind == "openai" {
+		return "json" // the embeddings routes' bodies
+	}
 	if o.protocol == "grpc" {
 		return "raw"
 	}
@@ -469,7 +472,7 @@ func newReport(o *options, results []result) report {
 		rep.Mode, rep.Distribution = "request_rate", o.distribution
 	}
 	if o.serviceKind == "openai" {
-		rep.ServiceKind, rep.Endpoint, rep.TextsPerRequest, rep.Tensors = o.serviceKind, o.endpoint, o.textBatch, "json"
+		rep.ServiceKind, rep.Endpoint, rep.TextsPerRequest = o.serviceKind, o.endpoint, o.textBatch
 	}
 	if rep.Results == nil {
 		rep.Results = []result{}
