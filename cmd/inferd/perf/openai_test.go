@@ -76,10 +76,10 @@ func testEmbeddingsRun(t *testing.T, base string) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			jsonPath, csvPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.csv")
+			jsonPath, csvPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.html")
 			args := append([]string{"-m", "embedder", "-u", base, "--service-kind=openai", "--endpoint=" + tc.endpoint,
 				"--batch-size-text", strconv.Itoa(tc.batch), "--synthetic-input-tokens-mean", "12",
-				"--json", jsonPath, "-f", csvPath}, fast...)
+				"--json", jsonPath, "-f", csvPath, "--report", htmlPath}, fast...)
 			code, out, stderr := runPerf(t, append(args, tc.extra...)...)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
@@ -106,6 +106,9 @@ func testEmbeddingsRun(t *testing.T, base string) {
 				t.Errorf("no server split: %s", raw)
 			} else if r.Server.InferenceCount != int64(tc.batch)*r.Server.Requests {
 				t.Errorf("server: %d inferences for %d requests of %d texts", r.Server.InferenceCount, r.Server.Requests, tc.batch)
+			}
+			if page, err := os.ReadFile(htmlPath); err != nil || !strings.Contains(string(page), "embedder") {
+				t.Errorf("--report: %v", err)
 			}
 			rows := readCSV(t, csvPath)
 			if len(rows) != 1 || rows[0]["Texts/Second"] == "" || rows[0]["Concurrency"] != "2" && rows[0]["Request Rate"] != "200" {
@@ -187,6 +190,17 @@ func testEmbeddingsInputData(t *testing.T, base string) {
 	rep, raw := readReport(t, jsonPath)
 	if len(rep.Results) != 1 || rep.Results[0].Requests < 10 {
 		t.Errorf("report: %s", raw)
+	}
+	// Every other request is too long for the model: counted as errors
+	// and named, as the v2 mode does, without stopping the run.
+	mixed := filepath.Join(dir, "mixed.json")
+	must(t, os.WriteFile(mixed, []byte(`["hello world", "`+strings.Repeat("cat ", 200)+`"]`), 0o644))
+	code, out, stderr = runPerf(t, append([]string{"-m", "embedder", "-u", base, "--service-kind=openai", "--endpoint=v1/embeddings",
+		"--input-data", mixed, "--request-count", "20", "--json", jsonPath}, fast...)...)
+	rep, raw = readReport(t, jsonPath)
+	if code != 0 || len(rep.Results) != 1 || rep.Results[0].Errors < 5 || rep.Results[0].Errors == rep.Results[0].Requests ||
+		!strings.Contains(stderr, "requests failed, last: HTTP 400: ") {
+		t.Errorf("exit %d, report %s\nstderr:\n%s", code, raw, stderr)
 	}
 	code, _, stderr = runPerf(t, "-m", "embedder", "-u", base, "--service-kind=openai", "--endpoint=embed", "--input-data", bad)
 	if code != 2 || !strings.Contains(stderr, "bad.json: text 2 is empty") {
