@@ -30,8 +30,10 @@ const (
 	defaultEntries = 100
 	// fixRounds bounds the rounds of adding or dropping words.
 	fixRounds = 8
-	// countChunk is how many texts one /tokenize call counts.
-	countChunk = 256
+	// countChunk is how many texts one /tokenize call counts: TEI
+	// refuses more inputs a call than its --max-client-batch-size, 32 by
+	// default (huggingface/text-embeddings-inference router/src/main.rs).
+	countChunk = 32
 )
 
 // candidateWords are common English words (and those of the example
