@@ -199,8 +199,8 @@ func testEmbeddingsInputData(t *testing.T, base string) {
 		"--input-data", mixed, "--request-count", "20", "--json", jsonPath}, fast...)...)
 	rep, raw = readReport(t, jsonPath)
 	if code != 0 || len(rep.Results) != 1 || rep.Results[0].Errors < 5 || rep.Results[0].Errors == rep.Results[0].Requests ||
-		!strings.Contains(stderr, "requests failed, last: HTTP 400: ") {
-		t.Errorf("exit %d, report %s\nstderr:\n%s", code, raw, stderr)
+		!strings.Contains(stderr, "requests failed, last: HTTP 400: ") || !strings.Contains(out, "mixed.json: 2 texts, mean ") {
+		t.Errorf("exit %d, report %s\nstdout:\n%s\nstderr:\n%s", code, raw, out, stderr)
 	}
 	code, _, stderr = runPerf(t, "-m", "embedder", "-u", base, "--service-kind=openai", "--endpoint=embed", "--input-data", bad)
 	if code != 2 || !strings.Contains(stderr, "bad.json: text 2 is empty") {
