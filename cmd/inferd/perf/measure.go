@@ -138,6 +138,9 @@ type result struct {
 	Concurrency int     `json:"concurrency,omitempty"`
 	RequestRate float64 `json:"request_rate,omitempty"`
 	Throughput  float64 `json:"throughput_infer_per_sec"`
+	// TextsPerSec is the embeddings mode's throughput in texts: requests
+	// a second times --batch-size-text.
+	TextsPerSec float64 `json:"throughput_texts_per_sec,omitempty"`
 	P50         float64 `json:"p50_latency_us"`
 	P90         float64 `json:"p90_latency_us"`
 	P95         float64 `json:"p95_latency_us"`

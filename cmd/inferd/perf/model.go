@@ -64,17 +64,38 @@ func (e *serverError) Error() string {
 
 // errorFromBody builds a serverError from a failed response body.
 func errorFromBody(status int, body []byte) *serverError {
-	var e struct {
-		Error string `json:"error"`
-	}
 	msg := string(bytes.TrimSpace(body))
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		msg = e.Error
+	if m := errorMessage(body); m != "" {
+		msg = m
 	}
 	if len(msg) > 500 {
 		msg = msg[:500] + "..."
 	}
 	return &serverError{status: status, msg: msg}
+}
+
+// errorMessage reads the message of an error body in KServe v2's and
+// TEI's shape, {"error": "..."}, or OpenAI's, {"error": {"message": ...}}
+// (openai/openai-python src/openai/_exceptions.py reads it there); "" when
+// the body is neither.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error) == 0 {
+		return ""
+	}
+	var text string
+	if json.Unmarshal(e.Error, &text) == nil {
+		return text
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(e.Error, &obj) == nil {
+		return obj.Message
+	}
+	return ""
 }
 
 // getJSON fetches url into v; a non-200 answer becomes a *serverError.

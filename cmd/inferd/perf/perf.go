@@ -193,7 +193,13 @@ func openSession(ctx context.Context, o *options, stderr io.Writer) (*session, e
 		conns = o.concurrency[len(o.concurrency)-1]
 	}
 	var proto protocol
-	if o.protocol == "grpc" {
+	if o.serviceKind == "openai" {
+		p, err := newOpenAIProtocol(o, conns)
+		if err != nil {
+			return nil, err
+		}
+		proto = p
+	} else if o.protocol == "grpc" {
 		g, err := newGRPCProtocol(o)
 		if err != nil {
 			return nil, err
@@ -220,6 +226,9 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	s.info = info
+	if p, ok := s.proto.(*openaiProtocol); ok {
+		return s.openTexts(ctx, p)
+	}
 	if info.noConfig {
 		s.warn("the server has no model config endpoint; treating the model as non-batching")
 	}
@@ -252,9 +261,15 @@ func (s *session) open(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	s.m = &measurer{opts: s.o, sender: s.send, progress: s.prog, warn: s.warn,
-		model: modelRef{name: s.o.model, version: s.o.version}, composing: info.composing}
+	s.m = s.newMeasurer()
 	return nil
+}
+
+// newMeasurer measures the session's model (and an ensemble's composing
+// models) through its sender.
+func (s *session) newMeasurer() *measurer {
+	return &measurer{opts: s.o, sender: s.send, progress: s.prog, warn: s.warn,
+		model: modelRef{name: s.o.model, version: s.o.version}, composing: s.info.composing}
 }
 
 func (s *session) warn(msg string) { s.prog.println("inferd perf: warning: " + msg) }
@@ -273,8 +288,12 @@ func (s *session) close() {
 	s.proto.shutdown()
 }
 
-// note adds what the model's config says to a result.
+// note adds what the model's config says to a result, and the
+// embeddings mode's texts a second.
 func (s *session) note(r *result) {
+	if s.o.serviceKind == "openai" {
+		r.TextsPerSec = r.Throughput * float64(s.o.textBatch)
+	}
 	if r.Server != nil {
 		r.Server.ResponseCache = s.info.responseCache
 	}

@@ -15,24 +15,32 @@ import (
 
 // report is the --json output.
 type report struct {
-	Model               string   `json:"model"`
-	Version             string   `json:"version,omitempty"`
-	URL                 string   `json:"url"`
-	Protocol            string   `json:"protocol"` // http or grpc
-	Streaming           bool     `json:"streaming,omitempty"`
-	BatchSize           int      `json:"batch_size"`
-	Mode                string   `json:"mode"` // concurrency or request_rate
-	Distribution        string   `json:"request_distribution,omitempty"`
-	Tensors             string   `json:"tensors"` // binary or json
-	InputData           string   `json:"input_data"`
-	MeasurementInterval int64    `json:"measurement_interval_ms"`
-	StabilityPercentage float64  `json:"stability_percentage"`
-	MaxTrials           int      `json:"max_trials"`
-	StabilityLatency    string   `json:"stability_latency"` // avg or pN
-	Results             []result `json:"results"`
+	Model               string  `json:"model"`
+	Version             string  `json:"version,omitempty"`
+	URL                 string  `json:"url"`
+	Protocol            string  `json:"protocol"` // http or grpc
+	Streaming           bool    `json:"streaming,omitempty"`
+	BatchSize           int     `json:"batch_size"`
+	Mode                string  `json:"mode"` // concurrency or request_rate
+	Distribution        string  `json:"request_distribution,omitempty"`
+	Tensors             string  `json:"tensors"` // binary or json
+	InputData           string  `json:"input_data"`
+	MeasurementInterval int64   `json:"measurement_interval_ms"`
+	StabilityPercentage float64 `json:"stability_percentage"`
+	MaxTrials           int     `json:"max_trials"`
+	StabilityLatency    string  `json:"stability_latency"` // avg or pN
+	// ServiceKind, Endpoint and TextsPerRequest describe the embeddings
+	// mode (openai.go); empty for v2 infer.
+	ServiceKind     string   `json:"service_kind,omitempty"`
+	Endpoint        string   `json:"endpoint,omitempty"`
+	TextsPerRequest int      `json:"texts_per_request,omitempty"`
+	Results         []result `json:"results"`
 }
 
 func tensorsName(o *options) string {
+	if o.serviceKind == "openai" {
+		return "json" // the embeddings routes' bodies
+	}
 	if o.protocol == "grpc" {
 		return "raw"
 	}
@@ -47,8 +55,12 @@ func tensorsName(o *options) string {
 // and inferd perf's own lines on the model and the protocol.
 func writeSettings(w io.Writer, o *options, info *modelInfo) {
 	fmt.Fprintf(w, "*** Measurement Settings ***\n")
-	fmt.Fprintf(w, "  Batch size: %d\n", o.batch)
-	fmt.Fprintf(w, "  Service Kind: Triton\n")
+	if o.serviceKind == "openai" {
+		fmt.Fprintf(w, "  Service Kind: OPENAI\n")
+	} else {
+		fmt.Fprintf(w, "  Batch size: %d\n", o.batch)
+		fmt.Fprintf(w, "  Service Kind: Triton\n")
+	}
 	plural := func(n int) string {
 		if n > 1 {
 			return "s"
@@ -88,6 +100,12 @@ func writeSettings(w io.Writer, o *options, info *modelInfo) {
 		fmt.Fprintf(w, "  Using asynchronous calls for inference\n")
 	} else {
 		fmt.Fprintf(w, "  Using synchronous calls for inference\n")
+	}
+	if o.serviceKind == "openai" {
+		fmt.Fprintf(w, "  Model: %s at %s/%s\n", o.model, o.baseURL, o.endpoint)
+		fmt.Fprintf(w, "  Texts per request: %d\n", o.textBatch)
+		fmt.Fprintf(w, "  Input data: %s\n\n", o.inputData)
+		return
 	}
 	version := o.version
 	if version == "" {
@@ -153,6 +171,9 @@ func writeSettingReport(w io.Writer, o *options, r result) {
 		fmt.Fprintf(w, "%.2f%% of the requests were delayed. \n", float64(r.Delayed)/float64(ok)*100)
 	}
 	fmt.Fprintf(w, "    Throughput: %s infer/sec\n", cppDouble(r.Throughput))
+	if o.serviceKind == "openai" {
+		fmt.Fprintf(w, "    Text throughput: %s texts/sec\n", cppDouble(r.TextsPerSec))
+	}
 	if o.percentile == 0 {
 		fmt.Fprintf(w, "    Avg latency: %d usec (standard deviation %d usec)\n", usec(r.Avg), usec(r.StdDev))
 	}
@@ -267,7 +288,11 @@ func writeSummary(w io.Writer, o *options, results []result) {
 		} else {
 			fmt.Fprintf(w, "Concurrency: %d, ", r.Concurrency)
 		}
-		fmt.Fprintf(w, "throughput: %s infer/sec, latency %d usec\n", cppDouble(r.Throughput), usec(r.StabilityLatency))
+		fmt.Fprintf(w, "throughput: %s infer/sec, ", cppDouble(r.Throughput))
+		if o.serviceKind == "openai" {
+			fmt.Fprintf(w, "%s texts/sec, ", cppDouble(r.TextsPerSec))
+		}
+		fmt.Fprintf(w, "latency %d usec\n", usec(r.StabilityLatency))
 	}
 }
 
@@ -314,7 +339,11 @@ func withServer(results []result) bool {
 // GenerateReport); the server columns only when the server gave
 // statistics, the verbose ones with --verbose-csv.
 func csvHeader(o *options, server, cached bool) []string {
-	h := []string{settingName(o), "Inferences/Second", "Client Send"}
+	h := []string{settingName(o), "Inferences/Second"}
+	if o.serviceKind == "openai" {
+		h = append(h, "Texts/Second")
+	}
+	h = append(h, "Client Send")
 	if server {
 		h = append(h, "Network+Server Send/Recv", "Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output")
 		if cached {
@@ -348,7 +377,11 @@ func writeCSV(w io.Writer, o *options, results []result) error {
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, r := range rows {
 		send, recv := usec(r.ClientSendUS), usec(r.ClientRecvUS)
-		row := []string{settingValue(r), cppDouble(r.Throughput), itoa(send)}
+		row := []string{settingValue(r), cppDouble(r.Throughput)}
+		if o.serviceKind == "openai" {
+			row = append(row, cppDouble(r.TextsPerSec))
+		}
+		row = append(row, itoa(send))
 		if s := r.Server; server {
 			// What the client waited for that the server does not account
 			// for: the network and the server's own sending and receiving.
@@ -437,6 +470,9 @@ func newReport(o *options, results []result) report {
 	}
 	if len(o.rates) > 0 {
 		rep.Mode, rep.Distribution = "request_rate", o.distribution
+	}
+	if o.serviceKind == "openai" {
+		rep.ServiceKind, rep.Endpoint, rep.TextsPerRequest = o.serviceKind, o.endpoint, o.textBatch
 	}
 	if rep.Results == nil {
 		rep.Results = []result{}

@@ -146,6 +146,9 @@ func parseSearchArgs(args []string, stderr io.Writer) (*options, *searchOptions,
 	if o.protocol != "http" {
 		return nil, nil, usagef("search loads configurations over HTTP: use -i http")
 	}
+	if o.serviceKind != "triton" {
+		return nil, nil, usagef("search measures /v2 infer: --service-kind=%s does not apply", o.serviceKind)
+	}
 	if len(o.rates) > 0 {
 		return nil, nil, usagef("search sweeps concurrency: --request-rate-range does not apply")
 	}
