@@ -90,6 +90,11 @@ func parseBPE(raw json.RawMessage) (*bpe, error) {
 
 func (b *bpe) vocabulary() map[string]int64 { return b.vocab }
 
+func (b *bpe) idToToken(id int64) (string, bool) {
+	s, ok := b.byID[id]
+	return s, ok
+}
+
 // symbol is a piece of a word being merged: its id and its byte range in
 // the word's normalized text.
 type symbol struct {

@@ -68,6 +68,7 @@ type fileJSON struct {
 	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
 	Model         json.RawMessage `json:"model"`
 }
 
@@ -119,6 +120,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if t.post, err = parsePostProcessor(fj.PostProcessor); err != nil {
 		return nil, err
 	}
+	if t.dec, err = parseDecoder(fj.Decoder); err != nil {
+		return nil, err
+	}
 	if t.trunc, err = checkTruncation(fj.Truncation); err != nil {
 		return nil, err
 	}
@@ -161,6 +165,8 @@ func parseModel(raw json.RawMessage) (model, error) {
 			ty = "BPE"
 		} else if _, ok := fields["max_input_chars_per_word"]; ok {
 			ty = "WordPiece"
+		} else if _, ok := fields["unk_id"]; ok {
+			ty = "Unigram"
 		}
 	}
 	switch ty {
@@ -168,6 +174,8 @@ func parseModel(raw json.RawMessage) (model, error) {
 		return parseWordPiece(raw)
 	case "BPE":
 		return parseBPE(raw)
+	case "Unigram":
+		return parseUnigram(raw)
 	}
 	return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, ty)
 }
@@ -195,6 +203,10 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return runeMap{lower: true}, nil
 	case "StripAccents":
 		return runeMap{strip: true}, nil
+	case "Replace":
+		return parseReplace("normalizer", raw)
+	case "Strip", "Prepend", "Precompiled":
+		return parseNormalizerArgs(ty, raw)
 	case "Sequence":
 		var sj struct {
 			Norms []json.RawMessage `json:"normalizers"`
@@ -347,6 +359,36 @@ func parsePadding(pj *paddingJSON) (*Padding, error) {
 		p.Fixed = *fixed.Fixed
 	default:
 		return nil, fmt.Errorf("%w: padding strategy %s", ErrUnsupported, pj.Strategy)
+	}
+	return p, nil
+}
+
+// parseNormalizerArgs reads the normalizers with arguments other than
+// Replace: Strip, Prepend and Precompiled.
+func parseNormalizerArgs(ty string, raw json.RawMessage) (normalizer, error) {
+	var a struct {
+		Left    *bool   `json:"strip_left"`
+		Right   *bool   `json:"strip_right"`
+		Prepend string  `json:"prepend"`
+		Charmap *string `json:"precompiled_charsmap"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("tokenizer: parsing %s normalizer: %w", ty, err)
+	}
+	switch ty {
+	case "Strip":
+		// Both default to true (normalizers/strip.rs serialization).
+		s := stripNorm{left: a.Left == nil || *a.Left, right: a.Right == nil || *a.Right}
+		return s, nil
+	case "Prepend":
+		return prependNorm{s: a.Prepend}, nil
+	}
+	if a.Charmap == nil || *a.Charmap == "" {
+		return nil, nil // no rules: nothing to do
+	}
+	p, err := parsePrecompiled(*a.Charmap)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: Precompiled normalizer: %w", err)
 	}
 	return p, nil
 }

@@ -10,7 +10,7 @@ import (
 
 const minimal = `{
  "added_tokens": [{"id": 0, "content": "[UNK]", "special": true}],
- "normalizer": NORM, "pre_tokenizer": PRE, "post_processor": POST,
+ "normalizer": NORM, "pre_tokenizer": PRE, "post_processor": POST, "decoder": DEC,
  "model": MODEL
 }`
 
@@ -21,6 +21,7 @@ func doc(kv ...string) string {
 		"NORM", `{"type": "BertNormalizer", "strip_accents": null, "lowercase": true}`,
 		"PRE", `{"type": "BertPreTokenizer"}`,
 		"POST", `null`,
+		"DEC", `null`,
 		"MODEL", `{"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "a": 1}}`)
 	for i := 0; i+1 < len(kv); i += 2 {
 		out = strings.Replace(out, kv[i], kv[i+1], 1)
@@ -31,13 +32,15 @@ func doc(kv ...string) string {
 func TestParseRefusesUnknownTypes(t *testing.T) {
 	for _, c := range []struct{ key, val, name string }{
 		{"MODEL", `{"type": "WordLevel", "vocab": {}}`, `model type "WordLevel"`},
-		{"MODEL", `{"type": "Unigram", "vocab": []}`, `model type "Unigram"`},
-		{"NORM", `{"type": "Precompiled", "precompiled_charsmap": ""}`, `normalizer type "Precompiled"`},
+		{"MODEL", `{"type": "Unigram", "vocab": [["a", 0]]}`, `Unigram without unk_id`},
+		{"NORM", `{"type": "Nmt"}`, `normalizer type "Nmt"`},
+		{"DEC", `{"type": "CTC"}`, `decoder type "CTC"`},
+		{"DEC", `{"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Nope"}]}`, `decoder type "Nope"`},
 		{"PRE", `{"type": "CharDelimiterSplit", "delimiter": "x"}`, `pre_tokenizer type "CharDelimiterSplit"`},
 		{"PRE", `{"type": "Metaspace", "prepend_scheme": "sometimes"}`, `Metaspace prepend_scheme "sometimes"`},
 		{"PRE", `{"type": "Sequence", "pretokenizers": [{"type": "UnicodeScripts"}]}`, `pre_tokenizer type "UnicodeScripts"`},
 		{"PRE", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Nope"}`, `Split behavior "Nope"`},
-		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}`, `normalizer type "Replace"`},
+		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "ByteLevel"}]}`, `normalizer type "ByteLevel"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
 		{"POST", `{"type": "Sequence", "processors": []}`, `post_processor type "Sequence"`},
 	} {
@@ -53,6 +56,16 @@ func TestParseErrors(t *testing.T) {
 		{"not json", `{`},
 		{"no model", `{"model": null}`},
 		{"unk not in vocab", doc("MODEL", `{"type": "WordPiece", "unk_token": "<unk>", "vocab": {"a": 0}}`)},
+		{"empty Unigram vocabulary", doc("MODEL", `{"type": "Unigram", "unk_id": 0, "vocab": []}`)},
+		{"Unigram unk_id outside", doc("MODEL", `{"type": "Unigram", "unk_id": 1, "vocab": [["a", -1.5]]}`)},
+		{"Unigram score not a number", doc("MODEL", `{"type": "Unigram", "unk_id": 0, "vocab": [["a", "x"]]}`)},
+		{"charsmap not base64", doc("NORM", `{"type": "Precompiled", "precompiled_charsmap": "%%%"}`)},
+		{"charsmap too short", doc("NORM", `{"type": "Precompiled", "precompiled_charsmap": "AAA="}`)},
+		{"charsmap trie past the end", doc("NORM", `{"type": "Precompiled", "precompiled_charsmap": "/////wAAAAA="}`)},
+		{"Replace without pattern", doc("NORM", `{"type": "Replace", "content": "x"}`)},
+		{"Replace bad regex", doc("NORM", `{"type": "Replace", "pattern": {"Regex": "("}, "content": "x"}`)},
+		{"Strip decoder of two characters", doc("DEC", `{"type": "Strip", "content": "ab", "start": 1, "stop": 0}`)},
+		{"Metaspace decoder of two characters", doc("DEC", `{"type": "Metaspace", "replacement": "ab"}`)},
 		{"template names undefined token", doc("POST", `{"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}], "pair": [], "special_tokens": {}}`)},
 	} {
 		if _, err := Parse([]byte(c.data)); err == nil {

@@ -289,7 +289,14 @@ func (s sequenceNorm) normalize(text string, base int) normalized {
 	for _, step := range s {
 		next := step.normalize(n.s, 0)
 		for i, sp := range next.align {
-			next.align[i] = span{n.align[sp.start].start, n.align[sp.end-1].end}
+			switch {
+			case sp.end > sp.start:
+				next.align[i] = span{n.align[sp.start].start, n.align[sp.end-1].end}
+			case sp.start < len(n.align): // an insertion aligned to nothing
+				next.align[i] = span{n.align[sp.start].start, n.align[sp.start].start}
+			case len(n.align) > 0:
+				next.align[i] = span{n.align[len(n.align)-1].end, n.align[len(n.align)-1].end}
+			}
 		}
 		n = next
 	}

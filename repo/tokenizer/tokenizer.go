@@ -11,6 +11,7 @@ import (
 // model turns one word into tokens.
 type model interface {
 	vocabulary() map[string]int64
+	idToToken(id int64) (string, bool)
 	tokenize(out []token, n *normalized, from, to int, buf []byte) ([]token, []byte)
 }
 
@@ -34,6 +35,10 @@ type Tokenizer struct {
 	trunc *Truncation
 	pad   *Padding
 	added []AddedToken
+	dec   decoder // nil: none
+
+	addedByID map[int64]string // added tokens' contents by id
+	special   map[string]bool  // contents of the special added tokens
 
 	raw, normed *matcher // added tokens matched before / after normalization
 }
@@ -152,6 +157,13 @@ func (t *Tokenizer) build() {
 			a.ID, next = next, next+1
 		}
 		assigned[a.Content] = a.ID
+	}
+	t.addedByID, t.special = make(map[int64]string, len(t.added)), make(map[string]bool)
+	for _, a := range t.added {
+		t.addedByID[a.ID] = a.Content
+		if a.Special {
+			t.special[a.Content] = true
+		}
 	}
 	for _, a := range t.added {
 		if a.Content == "" {
