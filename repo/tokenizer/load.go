@@ -41,8 +41,8 @@ type Truncation struct {
 	Stride    int    `json:"stride"`
 }
 
-// Padding is tokenizer.json's padding section. Fixed is 0 for
-// BatchLongest.
+// Padding is tokenizer.json's padding section, or what Pad is asked to
+// do. Fixed is 0 for BatchLongest; Direction is "Right" or "Left".
 type Padding struct {
 	Fixed           int
 	Direction       string
@@ -346,6 +346,13 @@ func parsePadding(pj *paddingJSON) (*Padding, error) {
 		return nil, nil
 	}
 	p := &Padding{Direction: pj.Direction, PadID: pj.PadID, PadTypeID: pj.PadTypeID, PadToken: pj.PadToken}
+	switch p.Direction {
+	case "Right", "Left":
+	case "":
+		p.Direction = "Right"
+	default:
+		return nil, fmt.Errorf("%w: padding direction %q", ErrUnsupported, p.Direction)
+	}
 	if pj.PadToMultipleOf != nil {
 		p.PadToMultipleOf = *pj.PadToMultipleOf
 	}
