@@ -281,12 +281,24 @@ func (m runeMap) normalize(text string, base int) normalized {
 	return normalized{s: string(b.out), align: b.align}
 }
 
+// keeper is a normalizer that can tell cheaply that it would leave a text
+// as it is.
+type keeper interface {
+	keeps(text string) bool
+}
+
+func (d decompose) keeps(text string) bool   { return d.form.IsNormalString(text) }
+func (u unicodeNorm) keeps(text string) bool { return u.form.IsNormalString(text) }
+
 // sequenceNorm applies normalizers in turn, each aligned through the last.
 type sequenceNorm []normalizer
 
 func (s sequenceNorm) normalize(text string, base int) normalized {
 	n := identity(text, base)
 	for _, step := range s {
+		if k, ok := step.(keeper); ok && k.keeps(n.s) {
+			continue // nothing to change (already in NFC, say)
+		}
 		next := step.normalize(n.s, 0)
 		for i, sp := range next.align {
 			switch {
