@@ -17,7 +17,7 @@ type bpe struct {
 	vocab        map[string]int64
 	byID         map[int64]string
 	merges       map[uint64]merge // by pairKey of the two ids
-	unk          string // "" when the file has no unk_token
+	unk          string           // "" when the file has no unk_token
 	unkID        int64
 	byteFallback bool
 	ignoreMerges bool

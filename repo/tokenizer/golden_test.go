@@ -27,6 +27,7 @@ type goldenCase struct {
 	Offsets     [][2]int `json:"offsets"`
 	Decoded     *string  `json:"decoded"`
 	DecodedSkip *string  `json:"decoded_skip"`
+	DecodedOdd  *string  `json:"decoded_odd"`
 }
 
 func loadGolden(t testing.TB) map[string][]goldenCase {
@@ -107,6 +108,13 @@ func TestGolden(t *testing.T) {
 				}
 				if got := tk.Decode(enc.IDs, true); got != *c.DecodedSkip {
 					t.Errorf("%s #%d %q: Decode(skip special) = %q, want %q", file, i, c.A, got, *c.DecodedSkip)
+				}
+				var odd []int64
+				for k := 1; k < len(enc.IDs); k += 2 {
+					odd = append(odd, enc.IDs[k])
+				}
+				if got := tk.Decode(odd, false); got != *c.DecodedOdd {
+					t.Errorf("%s #%d %q: Decode(every other id) = %q, want %q", file, i, c.A, got, *c.DecodedOdd)
 				}
 			}
 			for k, m := range enc.AttentionMask {

@@ -72,6 +72,9 @@ func TestParseErrors(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 	}
+	if _, err := Parse([]byte(doc("POST", `null, "padding": {"strategy": "BatchLongest", "direction": "Up"}`))); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("bad padding direction: err %v", err)
+	}
 	if _, err := Parse([]byte(`{"model": null, "truncation": {"max_length": 4, "strategy": "Nope"}}`)); err == nil {
 		t.Error("bad truncation strategy: no error")
 	}

@@ -40,6 +40,8 @@ for (const [file, list] of Object.entries(cases)) {
       offsets: enc.getOffsets().map(([s, e], i) => (seq[i] == null ? [0, 0] : [idx[seq[i]][s], idx[seq[i]][e]])),
       decoded: await tok.decode(enc.getIds(), false),
       decoded_skip: await tok.decode(enc.getIds(), true),
+      // Every other id: cuts characters that span tokens (byte-level, byte fallback).
+      decoded_odd: await tok.decode(enc.getIds().filter((_, i) => i % 2 === 1), false),
     });
     out[file].push(rec);
   }

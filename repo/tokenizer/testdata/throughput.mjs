@@ -3,12 +3,24 @@
 // padding off, best of RUNS. Run from a directory where
 // `npm install tokenizers@0.23.2` was done, with RAYON_NUM_THREADS=1.
 // Usage: node throughput.mjs CORPUS FILE...
+//        node throughput.mjs train OUT.json TEXT...  (trains the byte-level BPE
+//        the benchmark uses: NFC, ByteLevel, the Rust core's default BpeTrainer)
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
 
 const require = createRequire(path.join(process.cwd(), "x.js"));
 const { Tokenizer } = require("tokenizers");
+if (process.argv[2] === "train") {
+  const hf = require("tokenizers");
+  const tok = new hf.Tokenizer(hf.BPE.empty());
+  tok.setNormalizer(hf.nfcNormalizer());
+  tok.setPreTokenizer(hf.byteLevelPreTokenizer(false, true));
+  tok.setPostProcessor(hf.byteLevelProcessing(false));
+  tok.train(process.argv.slice(4));
+  tok.save(process.argv[3]);
+  process.exit(0);
+}
 const [corpus, ...files] = process.argv.slice(2);
 const texts = fs.readFileSync(corpus, "utf8").replaceAll("\r\n", "\n").split("\n\n").map((p) => p.trim()).filter((p) => p !== "");
 const bytes = texts.reduce((a, t) => a + Buffer.byteLength(t), 0);

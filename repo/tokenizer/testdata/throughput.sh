@@ -1,0 +1,40 @@
+#!/bin/sh
+# Single-thread encode throughput of this package beside Hugging Face's Rust
+# core (npm tokenizers@0.23.2, through its Node binding: the baseline
+# includes the binding's overhead), on the same corpus and tokenizers, run
+# alternately ROUNDS times; the best figure of each side is kept.
+#
+#   sh repo/tokenizer/testdata/throughput.sh [EXTRA_TOKENIZER.json ...]
+#
+# Needs node 20+ and `npm install tokenizers@0.23.2` in $HFTOK (default
+# /tmp/hftok). Corpus: README.md and docs/*.md of this repository, one
+# input per paragraph. Tokenizers: all-MiniLM-L6-v2 (WordPiece), a
+# byte-level BPE the Rust core trains on docs/[a-m]*.md (written under
+# $WORK), the XLM-R-style Unigram fixture, and any extra files given.
+set -eu
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+TD=$ROOT/repo/tokenizer/testdata
+HFTOK=${HFTOK:-/tmp/hftok}
+WORK=${WORK:-$(mktemp -d)}
+ROUNDS=${ROUNDS:-3}
+cat "$ROOT"/README.md "$ROOT"/docs/*.md > "$WORK/corpus.txt"
+(cd "$HFTOK" && node "$TD/throughput.mjs" train "$WORK/bench-bpe.json" "$ROOT"/docs/[a-m]*.md)
+FILES="$TD/all-minilm-l6-v2.json $WORK/bench-bpe.json $TD/small-unigram-xlmr.json $*"
+(cd "$ROOT" && go test -c -o "$WORK/tokenizer.test" ./repo/tokenizer/)
+: > "$WORK/rust.txt"; : > "$WORK/go.txt"
+for r in $(seq "$ROUNDS"); do
+  (cd "$HFTOK" && RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false UV_THREADPOOL_SIZE=1 \
+    node "$TD/throughput.mjs" "$WORK/corpus.txt" $FILES) >> "$WORK/rust.txt"
+  (cd "$ROOT/repo/tokenizer" && GOMAXPROCS=1 TOKENIZER_BENCH_CORPUS="$WORK/corpus.txt" \
+    TOKENIZER_BENCH_FILES=$(echo $FILES | tr ' ' ',') "$WORK/tokenizer.test" \
+    -test.run '^$' -test.bench Throughput -test.benchtime 20x) | grep '^BenchmarkThroughput' >> "$WORK/go.txt"
+done
+echo "tokenizer | inputs | bytes | tokens (Rust) | Rust core via Node MB/s | Go MB/s | Go ÷ Rust"
+echo "---|---|---|---|---|---|---"
+for f in $FILES; do
+  b=$(basename "$f")
+  rust=$(awk -F'\t' -v b="$b" '$1 == b { sub(/ MB\/s/, "", $5); if ($5 > m) m = $5 } END { print m }' "$WORK/rust.txt")
+  info=$(awk -F'\t' -v b="$b" '$1 == b { print $2 " | " $3 " | " $4; exit }' "$WORK/rust.txt")
+  gomb=$(awk -v b="BenchmarkThroughput/$b" 'index($1, b) == 1 { for (i = 1; i < NF; i++) if ($(i+1) == "MB/s" && $i > m) m = $i } END { print m }' "$WORK/go.txt")
+  echo "$b | $info | $rust | $gomb | $(awk -v g="$gomb" -v r="$rust" 'BEGIN { printf "%.2f", g / r }')"
+done
