@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -65,7 +66,9 @@ func (bn *bertNormalizer) normalize(text string, base int) normalized {
 			// The tables hold full canonical decompositions; Hangul
 			// syllables decompose algorithmically.
 			d := norm.NFD.Properties(e).Decomposition()
-			if r >= 0xAC00 && r <= 0xD7A3 {
+			if o, ok := rustNFD[r]; ok {
+				d = []byte(o)
+			} else if r >= 0xAC00 && r <= 0xD7A3 {
 				d = norm.NFD.Append(dec[:0], e...)
 			} else if d == nil {
 				d = e
@@ -73,7 +76,7 @@ func (bn *bertNormalizer) normalize(text string, base int) normalized {
 			for len(d) > 0 {
 				c, n := utf8.DecodeRune(d)
 				d = d[n:]
-				if !unicode.Is(unicode.Mn, c) {
+				if !isRustMn(c) {
 					bn.addLower(&b, c, sp)
 				}
 			}
@@ -119,7 +122,7 @@ func isControl(r rune) bool {
 	if r < 0x80 {
 		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f
 	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
+	return isRustOtherControl(r)
 }
 
 // isChinese is bert.rs is_chinese_char: the CJK Unified Ideographs blocks.
@@ -140,7 +143,7 @@ func isBertPunct(r rune) bool {
 	if r < 0x80 {
 		return r >= '!' && r <= '/' || r >= ':' && r <= '@' || r >= '[' && r <= '`' || r >= '{' && r <= '~'
 	}
-	return unicode.IsPunct(r)
+	return isRustPunct(r)
 }
 
 // identity wraps text without normalizing it.
@@ -193,7 +196,9 @@ func (d decompose) normalize(text string, base int) normalized {
 		e := text[i : i+size]
 		i += size
 		out := d.form.PropertiesString(e).Decomposition()
-		if r >= 0xAC00 && r <= 0xD7A3 {
+		if o, ok := d.override(r); ok {
+			out = []byte(o)
+		} else if r >= 0xAC00 && r <= 0xD7A3 {
 			out = d.form.AppendString(dec[:0], e)
 		}
 		if out == nil {
@@ -239,6 +244,9 @@ func (u unicodeNorm) normalize(text string, base int) normalized {
 		if len(in) == 0 {
 			continue
 		}
+		if unknownComposite(seg, text[p0:it.Pos()]) {
+			seg = []byte(text[p0:it.Pos()])
+		}
 		k := utf8.RuneCount(seg)
 		for j := 0; len(seg) > 0; j++ {
 			r, size := utf8.DecodeRune(seg)
@@ -257,6 +265,20 @@ func (u unicodeNorm) normalize(text string, base int) normalized {
 	return normalized{s: string(out), align: align}
 }
 
+// unknownComposite reports whether NFC made of in a character the Rust
+// core's tables do not compose (one added to Unicode since them): it then
+// leaves the segment as it is.
+func unknownComposite(seg []byte, in string) bool {
+	for len(seg) > 0 {
+		r, size := utf8.DecodeRune(seg)
+		seg = seg[size:]
+		if _, ok := rustNFD[r]; ok && !strings.ContainsRune(in, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // runeMap is a normalizer that maps each character on its own: Lowercase
 // (Rust's char::to_lowercase) or StripAccents (drops every combining mark,
 // Mn, Mc and Me, without decomposing first, as normalizers/strip.rs does;
@@ -271,7 +293,7 @@ func (m runeMap) normalize(text string, base int) normalized {
 		sp := span{base + i, base + i + size}
 		i += size
 		switch {
-		case m.strip && unicode.Is(unicode.M, r):
+		case m.strip && isRustMark(r):
 		case m.lower:
 			lower.addLower(&b, r, sp)
 		default:
@@ -287,7 +309,18 @@ type keeper interface {
 	keeps(text string) bool
 }
 
-func (d decompose) keeps(text string) bool   { return d.form.IsNormalString(text) }
+func (d decompose) keeps(text string) bool { return d.form.IsNormalString(text) }
+
+// override is the Rust core's decomposition of r where it differs from
+// Go's.
+func (d decompose) override(r rune) (string, bool) {
+	m := rustNFD
+	if d.form == norm.NFKD {
+		m = rustNFKD
+	}
+	o, ok := m[r]
+	return o, ok
+}
 func (u unicodeNorm) keeps(text string) bool { return u.form.IsNormalString(text) }
 
 // sequenceNorm applies normalizers in turn, each aligned through the last.
