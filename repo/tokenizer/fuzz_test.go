@@ -200,7 +200,7 @@ func FuzzPrecompiled(f *testing.F) {
 			}
 			return
 		}
-		n := p.normalize(text, 3)
+		n := aligned(p.normalize(text, 3), 3)
 		if len(n.align) != len(n.s) {
 			t.Fatalf("%d alignments for %d bytes", len(n.align), len(n.s))
 		}

@@ -15,6 +15,20 @@ import (
 type normalized struct {
 	s     string
 	align []span
+	ident bool // made by identity or unchanged: s is the step's input
+}
+
+// unchanged is what a normalizer that changed nothing returns: the text
+// with no alignment yet (aligned makes it).
+func unchanged(text string) normalized { return normalized{s: text, ident: true} }
+
+// aligned gives n its alignment if it has none: it is then text from
+// byte base on, unchanged.
+func aligned(n normalized, base int) normalized {
+	if n.align == nil && n.s != "" {
+		return identity(n.s, base)
+	}
+	return n
 }
 
 type span struct{ start, end int }
@@ -155,7 +169,7 @@ func identity(text string, base int) normalized {
 			align = append(align, span{base + i, base + i + size})
 		}
 	}
-	return normalized{s: text, align: align}
+	return normalized{s: text, align: align, ident: true}
 }
 
 // unicodeNorm is the NFC, NFD, NFKC and NFKD normalizers. Within each
@@ -186,7 +200,7 @@ type decompose struct{ form norm.Form }
 
 func (d decompose) normalize(text string, base int) normalized {
 	if d.form.IsNormalString(text) {
-		return identity(text, base)
+		return unchanged(text)
 	}
 	b := builder{out: make([]byte, 0, len(text)+len(text)/2), align: make([]span, 0, len(text)+len(text)/2)}
 	var dec [utf8.UTFMax * 18]byte
@@ -219,7 +233,7 @@ func (d decompose) normalize(text string, base int) normalized {
 
 func (u unicodeNorm) normalize(text string, base int) normalized {
 	if u.form.IsNormalString(text) {
-		return identity(text, base)
+		return unchanged(text)
 	}
 	out := make([]byte, 0, len(text)+len(text)/4)
 	align := make([]span, 0, cap(out))
@@ -327,12 +341,24 @@ func (u unicodeNorm) keeps(text string) bool { return u.form.IsNormalString(text
 type sequenceNorm []normalizer
 
 func (s sequenceNorm) normalize(text string, base int) normalized {
-	n := identity(text, base)
+	n := unchanged(text)
 	for _, step := range s {
 		if k, ok := step.(keeper); ok && k.keeps(n.s) {
 			continue // nothing to change (already in NFC, say)
 		}
 		next := step.normalize(n.s, 0)
+		if next.ident {
+			continue
+		}
+		if n.align == nil {
+			// The first change: the steps before changed nothing.
+			for i := range next.align {
+				next.align[i].start += base
+				next.align[i].end += base
+			}
+			n = next
+			continue
+		}
 		for i, sp := range next.align {
 			switch {
 			case sp.end > sp.start:
@@ -345,5 +371,5 @@ func (s sequenceNorm) normalize(text string, base int) normalized {
 		}
 		n = next
 	}
-	return n
+	return aligned(n, base)
 }

@@ -24,6 +24,10 @@ var ErrCharsmap = errors.New("tokenizer: bad precompiled_charsmap")
 type precompiled struct {
 	units []uint32
 	repl  string
+	ascii [utf8.RuneSelf]struct { // lookup of each ASCII character alone
+		s  string
+		ok bool
+	}
 }
 
 func parsePrecompiled(b64 string) (*precompiled, error) {
@@ -41,6 +45,9 @@ func parsePrecompiled(b64 string) (*precompiled, error) {
 	p := &precompiled{units: make([]uint32, size/4), repl: string(data[4+size:])}
 	for i := range p.units {
 		p.units[i] = binary.LittleEndian.Uint32(data[4+4*i:])
+	}
+	for c := range p.ascii {
+		p.ascii[c].s, p.ascii[c].ok = p.lookup(string(rune(c)))
 	}
 	return p, nil
 }
@@ -93,15 +100,33 @@ func (p *precompiled) lookup(chunk string) (string, bool) {
 // looked up on its own; the changes are aligned as NormalizedString's
 // transform does.
 func (p *precompiled) normalize(text string, base int) normalized {
-	n := identity(text, base)
 	var cs []change
 	modified := false
 	state := -1
 	for rest := text; rest != ""; {
 		var g string
+		if c := rest[0]; c < utf8.RuneSelf && (len(rest) == 1 || rest[1] < utf8.RuneSelf && !(c == '\r' && rest[1] == '\n')) {
+			// An ASCII character before another is a grapheme of its own
+			// (except CR LF): skip the segmenter.
+			if r := p.ascii[c]; r.ok {
+				if !modified {
+					cs = p.changesSoFar(text, len(text)-len(rest))
+				}
+				modified = true
+				cs = replaceChanges(cs, rest[:1], r.s)
+			} else if modified {
+				cs = append(cs, change{rune(c), 0})
+			}
+			rest, state = rest[1:], -1
+			continue
+		}
 		g, rest, _, state = uniseg.FirstGraphemeClusterInString(rest, state)
+		at := len(text) - len(rest) - len(g)
 		if len(g) < 6 {
 			if r, ok := p.lookup(g); ok {
+				if !modified {
+					cs = p.changesSoFar(text, at)
+				}
 				modified = true
 				cs = replaceChanges(cs, g, r)
 				continue
@@ -110,18 +135,31 @@ func (p *precompiled) normalize(text string, base int) normalized {
 		for i := 0; i < len(g); {
 			c, size := utf8.DecodeRuneInString(g[i:])
 			if r, ok := p.lookup(g[i : i+size]); ok {
+				if !modified {
+					cs = p.changesSoFar(text, at+i)
+				}
 				modified = true
 				cs = replaceChanges(cs, g[i:i+size], r)
-			} else {
+			} else if modified {
 				cs = append(cs, change{c, 0})
 			}
 			i += size
 		}
 	}
 	if !modified {
-		return n
+		return unchanged(text)
 	}
+	n := identity(text, base)
 	return transform(&n, cs, 0)
+}
+
+// changesSoFar is the list of changes that keeps text[:at] as it is.
+func (p *precompiled) changesSoFar(text string, at int) []change {
+	cs := make([]change, 0, len(text))
+	for _, c := range text[:at] {
+		cs = append(cs, change{c, 0})
+	}
+	return cs
 }
 
 // replaceChanges is precompiled.rs replace: the new characters replace

@@ -71,7 +71,8 @@ func emptyStart(n *normalized) span {
 // match of a literal or a regex becomes content; the new characters align
 // to the matched text's last character.
 type replaceNorm struct {
-	lit     string // literal pattern, or "" when re is set
+	lit     string         // literal pattern, or "" when a regex is set
+	std     *regexp.Regexp // a plain regex
 	re      *regexp2.Regexp
 	content string
 }
@@ -100,6 +101,14 @@ func parseReplace(kind string, raw json.RawMessage) (*replaceNorm, error) {
 	default:
 		return nil, fmt.Errorf("tokenizer: Replace %s has no pattern", kind)
 	}
+	if plainRegex(expr) {
+		// No escapes, classes or groups' extensions: Go's regexp means the
+		// same as Oniguruma here, and is much faster than regexp2.
+		if re, err := regexp.Compile(expr); err == nil {
+			r.std = re
+			return r, nil
+		}
+	}
 	re, err := regexp2.Compile(expr, regexp2.None)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: Replace %s pattern %q: %w", kind, expr, err)
@@ -108,9 +117,18 @@ func parseReplace(kind string, raw json.RawMessage) (*replaceNorm, error) {
 	return r, nil
 }
 
+// plainRegex reports whether expr uses only literal characters,
+// repetition, alternation, plain groups and bracketed ranges (" {2,}").
+func plainRegex(expr string) bool {
+	return !strings.ContainsAny(expr, "\\.$^") && !strings.Contains(expr, "(?") && !strings.Contains(expr, "[:")
+}
+
 // matches returns the byte ranges of the pattern's non-overlapping
 // matches in s, leftmost first.
 func (r *replaceNorm) matches(s string) [][]int {
+	if r.std != nil {
+		return r.std.FindAllStringIndex(s, -1)
+	}
 	if r.re != nil {
 		// An error is a match timeout, and none is set.
 		idx, _ := r.re.FindAllStringIndex(s, -1)
@@ -128,11 +146,11 @@ func (r *replaceNorm) matches(s string) [][]int {
 }
 
 func (r *replaceNorm) normalize(text string, base int) normalized {
-	n := identity(text, base)
 	m := r.matches(text)
 	if len(m) == 0 {
-		return n
+		return unchanged(text)
 	}
+	n := identity(text, base)
 	b := builder{out: make([]byte, 0, len(text)+8), align: make([]span, 0, len(text)+8)}
 	last := 0
 	for _, mt := range m {
@@ -178,7 +196,6 @@ func (r *replaceNorm) decodeChain(tokens []string) []string {
 type stripNorm struct{ left, right bool }
 
 func (s stripNorm) normalize(text string, base int) normalized {
-	n := identity(text, base)
 	from, to := 0, len(text)
 	if s.left {
 		from = len(text) - len(strings.TrimLeftFunc(text, unicode.IsSpace))
@@ -186,6 +203,10 @@ func (s stripNorm) normalize(text string, base int) normalized {
 	if s.right {
 		to = from + len(strings.TrimRightFunc(text[from:], unicode.IsSpace))
 	}
+	if from == 0 && to == len(text) {
+		return unchanged(text)
+	}
+	n := identity(text, base)
 	return normalized{s: text[from:to], align: n.align[from:to]}
 }
 
@@ -194,10 +215,10 @@ func (s stripNorm) normalize(text string, base int) normalized {
 type prependNorm struct{ s string }
 
 func (p prependNorm) normalize(text string, base int) normalized {
-	n := identity(text, base)
 	if text == "" {
-		return n
+		return unchanged(text)
 	}
+	n := identity(text, base)
 	b := builder{out: make([]byte, 0, len(text)+len(p.s)), align: make([]span, 0, len(text)+len(p.s))}
 	for _, c := range p.s {
 		b.add(c, n.align[0])

@@ -311,7 +311,7 @@ func (t *Tokenizer) encodeSequence(text string) []token {
 		}
 		var n normalized
 		if t.norm != nil {
-			n = t.norm.normalize(text[from:to], from)
+			n = aligned(t.norm.normalize(text[from:to], from), from)
 		} else {
 			n = identity(text[from:to], from)
 		}

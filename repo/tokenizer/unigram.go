@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -25,6 +28,12 @@ type unigram struct {
 	unkID    int64
 	byteFall bool
 	byteIDs  [256]int64 // -1 where <0xXX> is missing
+
+	// cache maps a word to its tokens (offsets relative to the word), as
+	// models/unigram/model.rs caches up to 10,000 words.
+	cache  sync.Map
+	cached atomic.Int64
+	nodes  sync.Pool // *[]node scratch for the lattice
 }
 
 func parseUnigram(raw json.RawMessage) (*unigram, error) {
@@ -97,24 +106,70 @@ func (u *unigram) tokenize(out []token, n *normalized, from, to int, buf []byte)
 	if word == "" {
 		return out, buf
 	}
-	best := make([]node, len(word)+1)
+	if v, ok := u.cache.Load(word); ok {
+		for _, p := range v.([]cachedPiece) {
+			out = append(out, token{id: p.id, text: p.text, start: n.align[from+int(p.start)].start, end: n.align[from+int(p.end)-1].end})
+		}
+		return out, buf
+	}
+	mark := len(out)
+	out = u.viterbi(out, word)
+	if len(word) <= bpeCacheMaxWord && u.cached.Load() < bpeCacheWords {
+		ps := make([]cachedPiece, len(out)-mark)
+		for i, t := range out[mark:] {
+			ps[i] = cachedPiece{id: t.id, text: t.text, start: int32(t.start), end: int32(t.end)}
+		}
+		if _, loaded := u.cache.LoadOrStore(strings.Clone(word), ps); !loaded {
+			u.cached.Add(1)
+		}
+	}
+	// The pieces hold offsets in word: map them to the original text.
+	for i := mark; i < len(out); i++ {
+		out[i].start, out[i].end = n.align[from+out[i].start].start, n.align[from+out[i].end-1].end
+	}
+	return out, buf
+}
+
+// viterbi appends the pieces of word with offsets into word: the best
+// path through the lattice of vocabulary pieces (model.rs
+// encode_optimized), runs of unk fused.
+func (u *unigram) viterbi(out []token, word string) []token {
+	bp, _ := u.nodes.Get().(*[]node)
+	if bp == nil {
+		bp = new([]node)
+	}
+	defer u.nodes.Put(bp)
+	if cap(*bp) < len(word)+1 {
+		*bp = make([]node, len(word)+1)
+	}
+	best := (*bp)[:len(word)+1]
+	best[0] = node{}
 	for i := 1; i < len(best); i++ {
-		best[i].start = -1
+		best[i] = node{start: -1}
 	}
 	unkScore := u.minScore - unigramUnkPenalty
 	for at := 0; at < len(word); {
 		_, mblen := utf8.DecodeRuneInString(word[at:])
 		base := best[at].score
 		single := false
-		u.trie.prefixes(word, at, func(end int, id int64) {
-			cand := base + u.scores[id]
-			if t := &best[end]; t.start < 0 || cand > t.score {
-				*t = node{cand, at, id}
+		// The trie walk, inline (a closure would cost a call per piece).
+		cur := int32(0)
+		for i := at; i < len(word); i++ {
+			next, ok := u.trie.edges[uint64(cur)<<8|uint64(word[i])]
+			if !ok {
+				break
 			}
-			if end-at == mblen {
-				single = true
+			cur = next
+			id := u.trie.ids[cur]
+			if id < 0 {
+				continue
 			}
-		})
+			end := i + 1
+			if cand := base + u.scores[id]; best[end].start < 0 || cand > best[end].score {
+				best[end] = node{cand, at, id}
+			}
+			single = single || end-at == mblen
+		}
 		if !single {
 			if t := &best[at+mblen]; t.start < 0 || unkScore+base > t.score {
 				*t = node{unkScore + base, at, u.unkID}
@@ -122,7 +177,7 @@ func (u *unigram) tokenize(out []token, n *normalized, from, to int, buf []byte)
 		}
 		at += mblen
 	}
-	// Walk back, fusing runs of unk; then emit in order.
+	// Walk back, fusing runs of unk; then put the pieces in order.
 	mark := len(out)
 	for end := len(word); end > 0; {
 		nd := best[end]
@@ -131,21 +186,24 @@ func (u *unigram) tokenize(out []token, n *normalized, from, to int, buf []byte)
 			for start > 0 && best[start].id == u.unkID {
 				start = best[start].start
 			}
+			out = u.appendUnknown(out, word, start, end)
+		} else {
+			out = append(out, token{id: nd.id, text: u.pieces[nd.id], start: start, end: end})
 		}
-		out = u.appendPiece(out, n, from, start, end)
 		end = start
 	}
 	reverse(out[mark:])
-	return out, buf
+	return out
 }
 
-// appendPiece adds word[start:end] (tokens in reverse order: the caller
-// reverses them), as model.rs tokenize maps a piece to ids.
-func (u *unigram) appendPiece(out []token, n *normalized, from, start, end int) []token {
-	s := n.s[from+start : from+end]
-	off := [2]int{n.align[from+start].start, n.align[from+end-1].end}
+// appendUnknown adds word[start:end], a run of unk (tokens in reverse
+// order: the caller reverses them), as model.rs tokenize maps it: its id
+// if the run is a piece after all, else <0xXX> pieces with byte_fallback,
+// else unk_id with the text itself.
+func (u *unigram) appendUnknown(out []token, word string, start, end int) []token {
+	s := word[start:end]
 	if id, ok := u.vocab[s]; ok {
-		return append(out, token{id: id, text: u.pieces[id], start: off[0], end: off[1]})
+		return append(out, token{id: id, text: u.pieces[id], start: start, end: end})
 	}
 	if u.byteFall {
 		ok := true
@@ -155,12 +213,12 @@ func (u *unigram) appendPiece(out []token, n *normalized, from, start, end int) 
 		if ok {
 			for i := len(s) - 1; i >= 0; i-- {
 				id := u.byteIDs[s[i]]
-				out = append(out, token{id: id, text: u.pieces[id], start: off[0], end: off[1]})
+				out = append(out, token{id: id, text: u.pieces[id], start: start, end: end})
 			}
 			return out
 		}
 	}
-	return append(out, token{id: u.unkID, text: s, start: off[0], end: off[1]})
+	return append(out, token{id: u.unkID, text: strings.Clone(s), start: start, end: end})
 }
 
 func reverse(ts []token) {
@@ -194,21 +252,5 @@ func (t *pieceTrie) add(piece string, id int64) {
 	}
 	if len(piece) > 0 {
 		t.ids[cur] = id
-	}
-}
-
-// prefixes calls fn(end, id) for each piece that s[at:end] is, shortest
-// first.
-func (t *pieceTrie) prefixes(s string, at int, fn func(end int, id int64)) {
-	cur := int32(0)
-	for i := at; i < len(s); i++ {
-		next, ok := t.edges[uint64(cur)<<8|uint64(s[i])]
-		if !ok {
-			return
-		}
-		cur = next
-		if id := t.ids[cur]; id >= 0 {
-			fn(i+1, id)
-		}
 	}
 }
