@@ -351,3 +351,24 @@ func invalidSubpart(b []byte) int {
 	}
 	return n
 }
+
+// TokenToID returns the id of a token's text: an added token's, else the
+// vocabulary's (for finding a pad or stop token by its text).
+func (t *Tokenizer) TokenToID(token string) (int64, bool) {
+	for _, a := range t.added {
+		if a.Content == token {
+			return a.ID, true
+		}
+	}
+	id, ok := t.model.vocabulary()[token]
+	return id, ok
+}
+
+// IDToToken returns the text of an id's token: the added token's, else the
+// vocabulary's.
+func (t *Tokenizer) IDToToken(id int64) (string, bool) {
+	if s, ok := t.addedByID[id]; ok {
+		return s, true
+	}
+	return t.model.idToToken(id)
+}

@@ -118,3 +118,28 @@ func TestPadPairsAndDirections(t *testing.T) {
 	}
 	Pad(nil, Padding{Fixed: 3}) // no batch: nothing to do, no panic
 }
+
+func TestTokenToID(t *testing.T) {
+	tok, err := Load(filepath.Join("testdata", "small-unigram-xlmr.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tok string
+		id  int64
+		ok  bool
+	}{{"<pad>", 1, true}, {"<mask>", int64(tok.VocabSize() - 1), true}, {"▁the", -1, true}, {"no such piece", 0, false}} {
+		id, ok := tok.TokenToID(c.tok)
+		if ok != c.ok || c.id >= 0 && id != c.id {
+			t.Errorf("TokenToID(%q) = %d, %v; want %d, %v", c.tok, id, ok, c.id, c.ok)
+		}
+		if ok {
+			if back, ok := tok.IDToToken(id); !ok || back != c.tok {
+				t.Errorf("IDToToken(%d) = %q, %v; want %q", id, back, ok, c.tok)
+			}
+		}
+	}
+	if _, ok := tok.IDToToken(1 << 40); ok {
+		t.Error("IDToToken of an id out of the vocabulary: ok")
+	}
+}
