@@ -24,20 +24,24 @@ cat "$ROOT"/README.md "$ROOT"/docs/*.md > "$WORK/corpus.txt"
 (cd "$HFTOK" && node "$TD/throughput.mjs" train "$WORK/bench-bpe.json" "$ROOT"/docs/[a-m]*.md)
 FILES="$TD/all-minilm-l6-v2.json $WORK/bench-bpe.json $TD/small-unigram-xlmr.json $*"
 (cd "$ROOT" && go test -c -o "$WORK/tokenizer.test" ./repo/tokenizer/)
-: > "$WORK/rust.txt"; : > "$WORK/go.txt"
 for r in $(seq "$ROUNDS"); do
   (cd "$HFTOK" && RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false UV_THREADPOOL_SIZE=1 \
-    node "$TD/throughput.mjs" "$WORK/corpus.txt" $FILES) >> "$WORK/rust.txt"
+    node "$TD/throughput.mjs" "$WORK/corpus.txt" $FILES) > "$WORK/rust.$r"
   (cd "$ROOT/repo/tokenizer" && GOMAXPROCS=1 TOKENIZER_BENCH_CORPUS="$WORK/corpus.txt" \
     TOKENIZER_BENCH_FILES=$(echo $FILES | tr ' ' ',') "$WORK/tokenizer.test" \
-    -test.run '^$' -test.bench Throughput -test.benchtime 3x -test.count 5) | grep '^BenchmarkThroughput' >> "$WORK/go.txt"
+    -test.run '^$' -test.bench Throughput -test.benchtime 3x -test.count 5) | grep '^BenchmarkThroughput' > "$WORK/go.$r"
 done
-echo "tokenizer | inputs | bytes | tokens (Rust) | Rust core via Node MB/s | Go MB/s | Go ÷ Rust"
-echo "---|---|---|---|---|---|---"
+# rustmb FILE NAME and gomb FILE NAME: the best MB/s of NAME in a result file.
+rustmb() { awk -F'\t' -v b="$2" '$1 == b { sub(/ MB\/s/, "", $5); if ($5 > m) m = $5 } END { print m + 0 }' "$1"; }
+gomb() { awk -v b="BenchmarkThroughput/$2" 'index($1, b) == 1 { for (i = 1; i < NF; i++) if ($(i+1) == "MB/s" && $i > m) m = $i } END { print m + 0 }' "$1"; }
+cat "$WORK"/rust.[0-9]* > "$WORK/all-rust.txt"; cat "$WORK"/go.[0-9]* > "$WORK/all-go.txt"
+echo "tokenizer | inputs, bytes, tokens (Rust) | Rust core via Node, MB/s (best) | Go, MB/s (best) | Go ÷ Rust (best ÷ best) | Go ÷ Rust per round (min–max of $ROUNDS)"
+echo "---|---|---|---|---|---"
 for f in $FILES; do
   b=$(basename "$f")
-  rust=$(awk -F'\t' -v b="$b" '$1 == b { sub(/ MB\/s/, "", $5); if ($5 > m) m = $5 } END { print m }' "$WORK/rust.txt")
-  info=$(awk -F'\t' -v b="$b" '$1 == b { print $2 " | " $3 " | " $4; exit }' "$WORK/rust.txt")
-  gomb=$(awk -v b="BenchmarkThroughput/$b" 'index($1, b) == 1 { for (i = 1; i < NF; i++) if ($(i+1) == "MB/s" && $i > m) m = $i } END { print m }' "$WORK/go.txt")
-  echo "$b | $info | $rust | $gomb | $(awk -v g="$gomb" -v r="$rust" 'BEGIN { printf "%.2f", g / r }')"
+  info=$(awk -F'\t' -v b="$b" '$1 == b { print $2 ", " $3 ", " $4; exit }' "$WORK/rust.1")
+  rust=$(rustmb "$WORK/all-rust.txt" "$b"); go=$(gomb "$WORK/all-go.txt" "$b")
+  ratios=$(for r in $(seq "$ROUNDS"); do echo "$(gomb "$WORK/go.$r" "$b") $(rustmb "$WORK/rust.$r" "$b")"; done |
+    awk '{ x = $1 / $2; if (NR == 1 || x < lo) lo = x; if (x > hi) hi = x } END { printf "%.2f–%.2f", lo, hi }')
+  echo "$b | $info | $rust | $go | $(awk -v g="$go" -v r="$rust" 'BEGIN { printf "%.2f", g / r }') | $ratios"
 done
