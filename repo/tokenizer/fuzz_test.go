@@ -37,7 +37,7 @@ func FuzzEncode(f *testing.F) {
 	f.Add("\xff\xfe invalid \xc3", "\xe2\x82", true)
 	var toks []*Tokenizer
 	for _, name := range []string{"small-wordpiece.json", "all-minilm-l6-v2.json", "small-bpe.json", "small-bpe-template.json", "small-roberta.json", "small-bpe-qwen2.json", "small-bpe-llama3.json", "small-wordpiece-seq.json", "small-bpe-nfkc.json", "small-wordpiece-split.json", "small-wordpiece-ws.json", "small-bpe-metaspace.json", "small-bpe-metaspace-split.json",
-		"small-unigram-xlmr.json", "small-unigram-bytefb.json", "small-bpe-llama2.json"} {
+		"small-unigram-xlmr.json", "small-unigram-xlmr-legacy.json", "small-unigram-bytefb.json", "small-bpe-llama2.json"} {
 		tok, err := Load(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -180,13 +180,21 @@ func BenchmarkEncode(b *testing.B) {
 // load with ErrCharsmap or normalizes any text without panicking, with an
 // alignment for every output byte inside the input.
 func FuzzPrecompiled(f *testing.F) {
-	data, err := os.ReadFile(filepath.Join("testdata", "nmt-nfkc-charsmap.b64"))
+	data, err := os.ReadFile(filepath.Join("testdata", "small-unigram-xlmr-legacy.json"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	real, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-	if err != nil {
+	var doc struct {
+		Normalizer struct {
+			Charsmap string `json:"precompiled_charsmap"`
+		} `json:"normalizer"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
 		f.Fatal(err)
+	}
+	real, err := base64.StdEncoding.DecodeString(doc.Normalizer.Charsmap)
+	if err != nil || len(real) < 4096 {
+		f.Fatalf("charsmap of %d bytes: %v", len(real), err)
 	}
 	f.Add(real, "ﬁ½ＡＢＣ e\u0301 \u200b x")
 	f.Add(real[:4096], "abc")

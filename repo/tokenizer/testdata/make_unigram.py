@@ -1,7 +1,6 @@
 # Writes small-unigram-xlmr.json (XLM-R's layout, as transformers'
 # convert_slow_tokenizer.py SpmConverter/XLMRobertaConverter build it: a
-# Sequence of Precompiled (SentencePiece's nmt_nfkc rules, from
-# nmt-nfkc-charsmap.b64), Strip right and Replace " {2,}" -> "▁"; Metaspace;
+# Sequence of Precompiled (SentencePiece's nmt_nfkc rules), Strip right and Replace " {2,}" -> "▁"; Metaspace;
 # <s> A </s> </s> B </s>; Metaspace decoder), small-unigram-bytefb.json
 # (byte_fallback with <0xXX> pieces, NFKC, Metaspace "first", Llama 2's
 # decoder chain) and small-bpe-llama2.json (small-bpe-metaspace.json under
@@ -35,7 +34,9 @@ def added(tok, **kw):
     a.update(kw)
     return a
 
-charsmap = open("nmt-nfkc-charsmap.b64").read().strip()
+# The charsmap lives in small-unigram-xlmr.json itself (see README.md for
+# where it was copied from); it is read back from there.
+charsmap = json.load(open("small-unigram-xlmr.json"))["normalizer"]["normalizers"][0]["precompiled_charsmap"]
 special = lambda t, type_id=0: {"SpecialToken": {"id": t, "type_id": type_id}}
 seq = lambda s, type_id=0: {"Sequence": {"id": s, "type_id": type_id}}
 xlmr = {"version": "1.0", "truncation": None, "padding": None,
@@ -70,7 +71,15 @@ llama2["normalizer"] = {"type": "Sequence", "normalizers": [
     {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
 llama2["pre_tokenizer"] = None
 
-for name, doc in (("small-unigram-xlmr.json", xlmr), ("small-unigram-bytefb.json", fb), ("small-bpe-llama2.json", llama2)):
+# The older export of the same (xlm-roberta-base's tokenizer.json, 2020):
+# Precompiled alone, Metaspace with add_prefix_space instead of
+# prepend_scheme and split.
+legacy = json.loads(json.dumps(xlmr))
+legacy["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": charsmap}
+legacy["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True}
+legacy["decoder"] = {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True}
+
+for name, doc in (("small-unigram-xlmr.json", xlmr), ("small-unigram-xlmr-legacy.json", legacy), ("small-unigram-bytefb.json", fb), ("small-bpe-llama2.json", llama2)):
     with open(name, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, indent=0)
         f.write("\n")
