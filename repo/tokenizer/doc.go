@@ -22,8 +22,9 @@
 //     WhitespaceSplit, Digits, Punctuation, Metaspace (prepend_scheme,
 //     split), Sequence, or none;
 //   - post-processors: TemplateProcessing, BertProcessing, RobertaProcessing
-//     (single and pair, type ids; trim_offsets) and ByteLevel
-//     (trim_offsets), or none;
+//     (single and pair, type ids; trim_offsets), ByteLevel (trim_offsets)
+//     and a Sequence of ByteLevel and one of the others (Llama 3's), or
+//     none;
 //   - added_tokens (special, single_word, lstrip, rstrip, normalized),
 //     matched in the text before the model runs;
 //   - truncation (LongestFirst, OnlyFirst, OnlySecond; Right and Left);
@@ -43,8 +44,8 @@
 //
 // Refused with an error wrapping ErrUnsupported that names the type: any
 // other model (WordLevel), normalizer (Nmt, ByteLevel, ...), pre-tokenizer
-// (UnicodeScripts, CharDelimiterSplit, ...), post-processor (Sequence) or
-// decoder (CTC); BPE dropout, continuing_subword_prefix and
+// (UnicodeScripts, CharDelimiterSplit, ...), post-processor (a Sequence of
+// two that add tokens) or decoder (CTC); BPE dropout, continuing_subword_prefix and
 // end_of_word_suffix; a Unigram model without unk_id (the Rust core would
 // fail every text with an unknown character). An empty
 // precompiled_charsmap is taken as no rules. Files over 64 MiB are refused

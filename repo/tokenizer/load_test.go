@@ -42,7 +42,8 @@ func TestParseRefusesUnknownTypes(t *testing.T) {
 		{"PRE", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Nope"}`, `Split behavior "Nope"`},
 		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "ByteLevel"}]}`, `normalizer type "ByteLevel"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
-		{"POST", `{"type": "Sequence", "processors": []}`, `post_processor type "Sequence"`},
+		{"POST", `{"type": "Sequence", "processors": [{"type": "BertProcessing", "sep": ["a", 1], "cls": ["a", 1]}, {"type": "BertProcessing", "sep": ["a", 1], "cls": ["a", 1]}]}`, `two that add tokens`},
+		{"POST", `{"type": "Sequence", "processors": [{"type": "Nope"}]}`, `post_processor type "Nope"`},
 	} {
 		_, err := Parse([]byte(doc(c.key, c.val)))
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.name) {

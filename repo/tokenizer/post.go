@@ -103,6 +103,8 @@ func parsePostProcessor(raw json.RawMessage) (*postProcessor, error) {
 			p.prefixSpace = *rp.AddPrefixSpace
 		}
 		return p, nil
+	case "Sequence":
+		return parseSequencePost(raw)
 	case "BertProcessing":
 		var b struct {
 			Sep [2]json.RawMessage `json:"sep"`
@@ -286,4 +288,46 @@ func spaceBytes(r rune) int {
 		return utf8.RuneLen(r)
 	}
 	return 0
+}
+
+// parseSequencePost reads a Sequence of post-processors as Llama 3's
+// tokenizer.json has it: ByteLevel (offsets only) and at most one
+// processor that adds special tokens. Run in turn they come to the same as
+// the template with ByteLevel's offset trimming (processors/sequence.rs).
+func parseSequencePost(raw json.RawMessage) (*postProcessor, error) {
+	var sj struct {
+		Processors []json.RawMessage `json:"processors"`
+	}
+	if err := json.Unmarshal(raw, &sj); err != nil {
+		return nil, fmt.Errorf("tokenizer: parsing Sequence post_processor: %w", err)
+	}
+	var out *postProcessor
+	trim, prefixSpace, byteLevel := false, false, false
+	for _, r := range sj.Processors {
+		ty, err := componentType("post_processor", r)
+		if err != nil {
+			return nil, err
+		}
+		p, err := parsePostProcessor(r)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case p == nil:
+		case ty == "ByteLevel":
+			byteLevel = true
+			trim, prefixSpace = trim || p.trim, p.prefixSpace
+		case out != nil:
+			return nil, fmt.Errorf("%w: Sequence post_processor with two that add tokens", ErrUnsupported)
+		default:
+			out = p
+		}
+	}
+	if out == nil {
+		out = &postProcessor{single: []piece{{seq: 0}}, pair: []piece{{seq: 0}, {seq: 1, typeID: 1}}}
+	}
+	if byteLevel && trim {
+		out.trim, out.prefixSpace = true, prefixSpace
+	}
+	return out, nil
 }
