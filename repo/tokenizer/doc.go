@@ -33,7 +33,8 @@
 //     as the file's padding section says;
 //   - decoders, for Decode(ids, skipSpecial): WordPiece, ByteLevel,
 //     Metaspace, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence,
-//     or none (tokens joined with spaces).
+//     or none (tokens joined with spaces); DecodeStream decodes one id at a
+//     time for streamed generation, as the Rust core's DecodeStream;
 //
 // Offsets are UTF-8 byte offsets into the caller's string; special tokens
 // added by the post-processor have offsets [0, 0].
