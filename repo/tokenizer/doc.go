@@ -34,7 +34,7 @@
 //   - decoders, for Decode(ids, skipSpecial): WordPiece, ByteLevel,
 //     Metaspace, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence,
 //     or none (tokens joined with spaces); DecodeStream decodes one id at a
-//     time for streamed generation, as the Rust core's DecodeStream;
+//     time for streamed generation, as the Rust core's DecodeStream.
 //
 // Offsets are UTF-8 byte offsets into the caller's string; special tokens
 // added by the post-processor have offsets [0, 0].

@@ -70,6 +70,12 @@ func FuzzEncode(f *testing.F) {
 					ids = append(ids, int64(a[i])<<8|int64(a[i+1])-300)
 				}
 				_ = tok.Decode(ids, special)
+				ds := tok.NewDecodeStream(special)
+				for _, id := range append(enc.IDs, ids...) {
+					if _, _, err := ds.Step(id); err != nil && !errors.Is(err, ErrStreamPrefix) {
+						t.Fatalf("Step(%d): %v", id, err)
+					}
+				}
 			}
 		}
 	})
