@@ -70,8 +70,10 @@ func FuzzEncode(f *testing.F) {
 					ids = append(ids, int64(a[i])<<8|int64(a[i+1])-300)
 				}
 				_ = tok.Decode(ids, special)
+				// Unknown ids emit nothing and grow the stream's window
+				// (quadratic, as in the Rust core): only a few of them.
 				ds := tok.NewDecodeStream(special)
-				for _, id := range append(enc.IDs, ids...) {
+				for _, id := range append(enc.IDs, ids[:min(len(ids), 32)]...) {
 					if _, _, err := ds.Step(id); err != nil && !errors.Is(err, ErrStreamPrefix) {
 						t.Fatalf("Step(%d): %v", id, err)
 					}
