@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -106,7 +107,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &fj); err != nil {
 		return nil, fmt.Errorf("tokenizer: parsing tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{added: fj.AddedTokens}
+	t := &Tokenizer{added: fj.AddedTokens, scratch: &sync.Pool{}}
 	var err error
 	if t.model, err = parseModel(fj.Model); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -41,6 +42,19 @@ type Tokenizer struct {
 	special   map[string]bool  // contents of the special added tokens
 
 	raw, normed *matcher // added tokens matched before / after normalization
+
+	// scratch holds *[]token buffers for a sequence's tokens, which live
+	// only until postProcess copies them into the Encoding.
+	scratch *sync.Pool
+}
+
+// tokenBuf returns a token buffer from the pool.
+func (t *Tokenizer) tokenBuf() *[]token {
+	if b, ok := t.scratch.Get().(*[]token); ok {
+		return b
+	}
+	b := make([]token, 0, 64)
+	return &b
 }
 
 // Encoding is one encoded input (or pair). Offsets are UTF-8 byte offsets
@@ -184,8 +198,10 @@ func (t *Tokenizer) build() {
 // Encode encodes one text; addSpecial applies the post-processor's special
 // tokens (and counts them against truncation).
 func (t *Tokenizer) Encode(text string, addSpecial bool) (Encoding, error) {
-	a := t.encodeSequence(text)
-	a, _, err := t.truncate(a, nil, addSpecial)
+	buf := t.tokenBuf()
+	defer t.scratch.Put(buf)
+	*buf = t.encodeSequence((*buf)[:0], text)
+	a, _, err := t.truncate(*buf, nil, addSpecial)
 	if err != nil {
 		return Encoding{}, err
 	}
@@ -195,10 +211,12 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) (Encoding, error) {
 // EncodePair encodes a pair (a query and a document, for a cross-encoder):
 // b's tokens get the pair template's type id and offsets into b.
 func (t *Tokenizer) EncodePair(a, b string, addSpecial bool) (Encoding, error) {
-	ta, tb := t.encodeSequence(a), t.encodeSequence(b)
-	if tb == nil {
-		tb = []token{}
-	}
+	bufA, bufB := t.tokenBuf(), t.tokenBuf()
+	defer t.scratch.Put(bufA)
+	defer t.scratch.Put(bufB)
+	*bufA = t.encodeSequence((*bufA)[:0], a)
+	*bufB = t.encodeSequence((*bufB)[:0], b)
+	ta, tb := *bufA, *bufB
 	ta, tb, err := t.truncate(ta, tb, addSpecial)
 	if err != nil {
 		return Encoding{}, err
@@ -301,8 +319,7 @@ func maxInt(a, b int) int {
 // encodeSequence splits out added tokens, normalizes and pre-tokenizes the
 // rest and runs the model over each word (tokenizer/mod.rs
 // encode_single_sequence).
-func (t *Tokenizer) encodeSequence(text string) []token {
-	out := make([]token, 0, len(text)/3+4)
+func (t *Tokenizer) encodeSequence(out []token, text string) []token {
 	var buf []byte
 	t.raw.split(text, func(from, to int, a *AddedToken) {
 		if a != nil {

@@ -35,13 +35,14 @@ done
 rustmb() { awk -F'\t' -v b="$2" '$1 == b { sub(/ MB\/s/, "", $5); if ($5 > m) m = $5 } END { print m + 0 }' "$1"; }
 gomb() { awk -v b="BenchmarkThroughput/$2" 'index($1, b) == 1 { for (i = 1; i < NF; i++) if ($(i+1) == "MB/s" && $i > m) m = $i } END { print m + 0 }' "$1"; }
 cat "$WORK"/rust.[0-9]* > "$WORK/all-rust.txt"; cat "$WORK"/go.[0-9]* > "$WORK/all-go.txt"
-echo "tokenizer | inputs, bytes, tokens (Rust) | Rust core via Node, MB/s (best) | Go, MB/s (best) | Go ÷ Rust (best ÷ best) | Go ÷ Rust per round (min–max of $ROUNDS)"
-echo "---|---|---|---|---|---"
+gotokens() { awk -v b="BenchmarkThroughput/$2" 'index($1, b) == 1 { for (i = 1; i < NF; i++) if ($(i+1) == "tokens") t = $i } END { print t + 0 }' "$1"; }
+echo "tokenizer | inputs, bytes, tokens (Rust) | tokens (Go) | Rust core via Node, MB/s (best) | Go, MB/s (best) | Go ÷ Rust (best ÷ best) | Go ÷ Rust per round (min–max of $ROUNDS)"
+echo "---|---|---|---|---|---|---"
 for f in $FILES; do
   b=$(basename "$f")
   info=$(awk -F'\t' -v b="$b" '$1 == b { print $2 ", " $3 ", " $4; exit }' "$WORK/rust.1")
   rust=$(rustmb "$WORK/all-rust.txt" "$b"); go=$(gomb "$WORK/all-go.txt" "$b")
   ratios=$(for r in $(seq "$ROUNDS"); do echo "$(gomb "$WORK/go.$r" "$b") $(rustmb "$WORK/rust.$r" "$b")"; done |
     awk '{ x = $1 / $2; if (NR == 1 || x < lo) lo = x; if (x > hi) hi = x } END { printf "%.2f–%.2f", lo, hi }')
-  echo "$b | $info | $rust | $go | $(awk -v g="$go" -v r="$rust" 'BEGIN { printf "%.2f", g / r }') | $ratios"
+  echo "$b | $info | $(gotokens "$WORK/all-go.txt" "$b") | $rust | $go | $(awk -v g="$go" -v r="$rust" 'BEGIN { printf "%.2f", g / r }') | $ratios"
 done
