@@ -8,8 +8,8 @@
 //     unk_token), BPE (merges as "a b" or ["a", "b"], unk_token,
 //     fuse_unk, byte_fallback, ignore_merges; a cache of 10,000 words, as
 //     the Rust core keeps) and Unigram (Viterbi over the pieces' scores,
-//     unk_id with runs of unknown characters fused, byte_fallback); the
-//     model's type may be left out, as in older files;
+//     unk_id with runs of unknown characters fused, byte_fallback) and
+//     WordLevel; the model's type may be left out, as in older files;
 //   - normalizers: BertNormalizer (clean_text, handle_chinese_chars,
 //     strip_accents, where null follows lowercase, and lowercase), NFC, NFD,
 //     NFKC, NFKD, Lowercase, StripAccents, Precompiled (SentencePiece's
@@ -44,11 +44,12 @@
 // (tokenizer/added_vocabulary.rs), whatever the file's "id" says.
 //
 // Refused with an error wrapping ErrUnsupported that names the type: any
-// other model (WordLevel), normalizer (Nmt, ByteLevel, ...), pre-tokenizer
+// other model, normalizer (Nmt, ByteLevel, ...), pre-tokenizer
 // (UnicodeScripts, CharDelimiterSplit, ...), post-processor (a Sequence of
 // two that add tokens) or decoder (CTC); BPE dropout, continuing_subword_prefix and
-// end_of_word_suffix; a Unigram model without unk_id (the Rust core would
-// fail every text with an unknown character). An empty
+// end_of_word_suffix; a Unigram model without unk_id, a WordLevel one whose
+// unk_token is not in its vocabulary (the Rust core would fail every text
+// with an unknown character or word). An empty
 // precompiled_charsmap is taken as no rules. Files over 64 MiB are refused
 // with ErrTooLarge. Encode and EncodePair never pad: a server pads per
 // batch, as Text Embeddings Inference turns padding off on load

@@ -177,6 +177,8 @@ func parseModel(raw json.RawMessage) (model, error) {
 		return parseBPE(raw)
 	case "Unigram":
 		return parseUnigram(raw)
+	case "WordLevel":
+		return parseWordLevel(raw)
 	}
 	return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, ty)
 }

@@ -31,7 +31,8 @@ func doc(kv ...string) string {
 
 func TestParseRefusesUnknownTypes(t *testing.T) {
 	for _, c := range []struct{ key, val, name string }{
-		{"MODEL", `{"type": "WordLevel", "vocab": {}}`, `model type "WordLevel"`},
+		{"MODEL", `{"type": "WordLevel", "vocab": {"a": 0}}`, `WordLevel unk_token "<unk>" not in the vocabulary`},
+		{"MODEL", `{"type": "Nope", "vocab": {}}`, `model type "Nope"`},
 		{"MODEL", `{"type": "Unigram", "vocab": [["a", 0]]}`, `Unigram without unk_id`},
 		{"NORM", `{"type": "Nmt"}`, `normalizer type "Nmt"`},
 		{"DEC", `{"type": "CTC"}`, `decoder type "CTC"`},
