@@ -22,6 +22,8 @@ type bpe struct {
 	byteFallback bool
 	ignoreMerges bool
 	fuseUnk      bool
+	prefix       string // continuing_subword_prefix: before every character but a word's first
+	suffix       string // end_of_word_suffix: after a word's last character
 
 	// cache maps a word to its pieces, as models/bpe/model.rs caches up
 	// to 10,000 words; once full it only serves what it holds.
@@ -65,16 +67,23 @@ func parseBPE(raw json.RawMessage) (*bpe, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("tokenizer: parsing BPE model: %w", err)
 	}
+	var prefix, suffix string
+	if m.Prefix != nil {
+		prefix = *m.Prefix
+	}
+	if m.Suffix != nil {
+		suffix = *m.Suffix
+	}
 	switch {
-	case m.Prefix != nil && *m.Prefix != "":
-		return nil, fmt.Errorf("%w: BPE continuing_subword_prefix %q", ErrUnsupported, *m.Prefix)
-	case m.Suffix != nil && *m.Suffix != "":
-		return nil, fmt.Errorf("%w: BPE end_of_word_suffix %q", ErrUnsupported, *m.Suffix)
 	case m.Dropout != nil && *m.Dropout != 0:
 		return nil, fmt.Errorf("%w: BPE dropout %v", ErrUnsupported, *m.Dropout)
+	case m.ByteFallback && (prefix != "" || suffix != ""):
+		// The Rust core spells the prefix and suffix as bytes too, with
+		// offsets past the character: not followed here.
+		return nil, fmt.Errorf("%w: BPE byte_fallback with continuing_subword_prefix or end_of_word_suffix", ErrUnsupported)
 	}
 	b := &bpe{vocab: m.Vocab, byID: make(map[int64]string, len(m.Vocab)), merges: make(map[uint64]merge, len(m.Merges)),
-		byteFallback: m.ByteFallback, ignoreMerges: m.IgnoreMerges, fuseUnk: m.FuseUnk}
+		byteFallback: m.ByteFallback, ignoreMerges: m.IgnoreMerges, fuseUnk: m.FuseUnk, prefix: prefix, suffix: suffix}
 	for s, id := range m.Vocab {
 		if id < 0 || id > math.MaxUint32 {
 			return nil, fmt.Errorf("tokenizer: BPE id %d of %q outside 0..2^32-1", id, s)
@@ -103,8 +112,11 @@ func parseBPE(raw json.RawMessage) (*bpe, error) {
 		}
 		l, okl := m.Vocab[pair[0]]
 		r, okr := m.Vocab[pair[1]]
-		id, ok := m.Vocab[pair[0]+pair[1]]
-		if !okl || !okr || !ok {
+		// The right part loses the continuing prefix in the merged token
+		// (models/bpe/model.rs from_merges).
+		right, cut := strings.CutPrefix(pair[1], prefix)
+		id, ok := m.Vocab[pair[0]+right]
+		if !okl || !okr || !ok || !cut {
 			return nil, fmt.Errorf("tokenizer: BPE merge %d %q: token out of the vocabulary", rank, pair)
 		}
 		if _, dup := b.merges[pairKey(l, r)]; !dup {
@@ -149,7 +161,22 @@ func (b *bpe) tokenize(out []token, n *normalized, from, to int, buf []byte) ([]
 		if r == utf8.RuneError {
 			_, size = utf8.DecodeRuneInString(word[i:])
 		}
-		if id, ok := b.vocab[word[i:i+size]]; ok {
+		var id int64
+		var ok bool
+		if b.prefix == "" && b.suffix == "" {
+			id, ok = b.vocab[word[i:i+size]]
+		} else {
+			buf = buf[:0]
+			if i > 0 {
+				buf = append(buf, b.prefix...)
+			}
+			buf = append(buf, word[i:i+size]...)
+			if i+size == len(word) {
+				buf = append(buf, b.suffix...)
+			}
+			id, ok = b.vocab[string(buf)]
+		}
+		if ok {
 			syms = append(syms, symbol{id, i, i + size})
 			continue
 		}

@@ -6,8 +6,9 @@
 // tests in testdata generated with its npm binding):
 //   - models: WordPiece (continuing_subword_prefix, max_input_chars_per_word,
 //     unk_token), BPE (merges as "a b" or ["a", "b"], unk_token,
-//     fuse_unk, byte_fallback, ignore_merges; a cache of 10,000 words, as
-//     the Rust core keeps) and Unigram (Viterbi over the pieces' scores,
+//     fuse_unk, byte_fallback, ignore_merges, continuing_subword_prefix,
+//     end_of_word_suffix as CLIP's; a cache of 10,000 words, as the Rust
+//     core keeps) and Unigram (Viterbi over the pieces' scores,
 //     unk_id with runs of unknown characters fused, byte_fallback) and
 //     WordLevel; the model's type may be left out, as in older files;
 //   - normalizers: BertNormalizer (clean_text, handle_chinese_chars,
@@ -46,12 +47,15 @@
 // Refused with an error wrapping ErrUnsupported that names the type: any
 // other model, normalizer (Nmt, ByteLevel, ...), pre-tokenizer
 // (UnicodeScripts, CharDelimiterSplit, ...), post-processor (a Sequence of
-// two that add tokens) or decoder (CTC); BPE dropout, continuing_subword_prefix and
-// end_of_word_suffix; a Unigram model without unk_id, a WordLevel one whose
-// unk_token is not in its vocabulary (the Rust core would fail every text
-// with an unknown character or word). An empty
-// precompiled_charsmap is taken as no rules. Files over 64 MiB are refused
-// with ErrTooLarge. Encode and EncodePair never pad: a server pads per
-// batch, as Text Embeddings Inference turns padding off on load
+// two that add tokens) or decoder (CTC); BPE dropout, and byte_fallback
+// with a prefix or suffix; a Unigram model without unk_id, a WordLevel one
+// whose unk_token is not in its vocabulary (the Rust core would fail every
+// text with an unknown character or word). An empty precompiled_charsmap
+// is taken as no rules. Files over 64 MiB are refused with ErrTooLarge.
+// Encode and EncodePair never pad: a server pads per batch, as Text
+// Embeddings Inference turns padding off on load
 // (huggingface/text-embeddings-inference router/src/lib.rs).
+//
+// Characters are classified as the Rust core's own (older) Unicode tables
+// do, where they differ from Go's: see rust_unicode.go.
 package tokenizer

@@ -37,7 +37,7 @@ func FuzzEncode(f *testing.F) {
 	f.Add("\xff\xfe invalid \xc3", "\xe2\x82", true)
 	var toks []*Tokenizer
 	for _, name := range []string{"small-wordpiece.json", "all-minilm-l6-v2.json", "small-bpe.json", "small-bpe-template.json", "small-roberta.json", "small-bpe-qwen2.json", "small-bpe-llama3.json", "small-wordpiece-seq.json", "small-bpe-nfkc.json", "small-wordpiece-split.json", "small-wordpiece-ws.json", "small-bpe-metaspace.json", "small-bpe-metaspace-split.json",
-		"small-unigram-xlmr.json", "small-unigram-xlmr-legacy.json", "small-unigram-bytefb.json", "small-bpe-llama2.json", "small-bpe-llama3-seq.json", "small-bpe-seq-trim.json", "small-wordlevel.json"} {
+		"small-unigram-xlmr.json", "small-unigram-xlmr-legacy.json", "small-unigram-bytefb.json", "small-bpe-llama2.json", "small-bpe-llama3-seq.json", "small-bpe-seq-trim.json", "small-wordlevel.json", "small-bpe-clip.json", "small-bpe-wp.json"} {
 		tok, err := Load(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)

@@ -43,6 +43,7 @@ func TestParseRefusesUnknownTypes(t *testing.T) {
 		{"PRE", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Nope"}`, `Split behavior "Nope"`},
 		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "ByteLevel"}]}`, `normalizer type "ByteLevel"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
+		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "byte_fallback": true, "end_of_word_suffix": "</w>"}`, `byte_fallback with`},
 		{"POST", `{"type": "Sequence", "processors": [{"type": "BertProcessing", "sep": ["a", 1], "cls": ["a", 1]}, {"type": "BertProcessing", "sep": ["a", 1], "cls": ["a", 1]}]}`, `two that add tokens`},
 		{"POST", `{"type": "Sequence", "processors": [{"type": "Nope"}]}`, `post_processor type "Nope"`},
 	} {
