@@ -232,6 +232,15 @@ func (d decompose) normalize(text string, base int) normalized {
 }
 
 func (u unicodeNorm) normalize(text string, base int) normalized {
+	return u.compose(text, base, nil)
+}
+
+// compose is normalize where inserted(p) says whether the character at
+// byte p of text is not the first that its source character decomposed
+// into. Such a character, composed with the marks after it, takes the
+// place of the first mark, as the Rust core's alignments show: NFKC of
+// "₨\u030C" is "Rš" with "š" over the "\u030C".
+func (u unicodeNorm) compose(text string, base int, inserted func(p int) bool) normalized {
 	if u.form.IsNormalString(text) {
 		return unchanged(text)
 	}
@@ -262,10 +271,14 @@ func (u unicodeNorm) normalize(text string, base int) normalized {
 			seg = []byte(text[p0:it.Pos()])
 		}
 		k := utf8.RuneCount(seg)
+		shift := inserted != nil && k < len(in) && inserted(p0)
 		for j := 0; len(seg) > 0; j++ {
 			r, size := utf8.DecodeRune(seg)
 			seg = seg[size:]
 			idx := 0
+			if j == 0 && shift {
+				idx = 1
+			}
 			if j > 0 {
 				idx = min(j+len(in)-k, len(in)-1)
 				idx = max(idx, min(j, len(in)-1))
@@ -346,7 +359,13 @@ func (s sequenceNorm) normalize(text string, base int) normalized {
 		if k, ok := step.(keeper); ok && k.keeps(n.s) {
 			continue // nothing to change (already in NFC, say)
 		}
-		next := step.normalize(n.s, 0)
+		var next normalized
+		if un, ok := step.(unicodeNorm); ok && n.align != nil {
+			prev := n.align
+			next = un.compose(n.s, 0, func(p int) bool { return p > 0 && prev[p] == prev[p-1] })
+		} else {
+			next = step.normalize(n.s, 0)
+		}
 		if next.ident {
 			continue
 		}
