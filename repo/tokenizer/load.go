@@ -195,13 +195,13 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	case "BertNormalizer":
 		return parseBertNormalizer(raw)
 	case "NFC":
-		return newUnicodeNorm(norm.NFC), nil
+		return newUnicodeForm(norm.NFC), nil
 	case "NFD":
-		return newUnicodeNorm(norm.NFD), nil
+		return newUnicodeForm(norm.NFD), nil
 	case "NFKC":
-		return newUnicodeNorm(norm.NFKC), nil
+		return newUnicodeForm(norm.NFKC), nil
 	case "NFKD":
-		return newUnicodeNorm(norm.NFKD), nil
+		return newUnicodeForm(norm.NFKD), nil
 	case "Lowercase":
 		return runeMap{lower: true}, nil
 	case "StripAccents":

@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -172,140 +171,6 @@ func identity(text string, base int) normalized {
 	return normalized{s: text, align: align, ident: true}
 }
 
-// unicodeNorm is the NFC, NFD, NFKC and NFKD normalizers. Within each
-// segment norm.Iter returns (m input characters become k), the first
-// output character aligns to the first input character and absorbs the
-// m-k that follow it; the rest align one to one with the remaining input,
-// and any extra output with the last. That is what the Rust core reports:
-// "e\u0301" becomes NFC "é" over the "e" alone, and "a\u0308\u0323"
-// becomes "\u1EA1\u0308" with the "\u0308" over the input's "\u0323".
-type unicodeNorm struct{ form norm.Form }
-
-// newUnicodeNorm builds a form as the Rust core does: every character
-// decomposed on its own (its outputs align to it), then, for NFC and
-// NFKC, recomposed segment by segment.
-func newUnicodeNorm(form norm.Form) normalizer {
-	switch form {
-	case norm.NFC:
-		return sequenceNorm{decompose{norm.NFD}, unicodeNorm{norm.NFC}}
-	case norm.NFKC:
-		return sequenceNorm{decompose{norm.NFKD}, unicodeNorm{norm.NFC}}
-	}
-	return decompose{form}
-}
-
-// decompose is NFD or NFKD, one character at a time (canonical
-// reordering of marks across characters is not applied).
-type decompose struct{ form norm.Form }
-
-func (d decompose) normalize(text string, base int) normalized {
-	if d.form.IsNormalString(text) {
-		return unchanged(text)
-	}
-	b := builder{out: make([]byte, 0, len(text)+len(text)/2), align: make([]span, 0, len(text)+len(text)/2)}
-	var dec [utf8.UTFMax * 18]byte
-	for i := 0; i < len(text); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		sp := span{base + i, base + i + size}
-		e := text[i : i+size]
-		i += size
-		out := d.form.PropertiesString(e).Decomposition()
-		if o, ok := d.override(r); ok {
-			out = []byte(o)
-		} else if r >= 0xAC00 && r <= 0xD7A3 {
-			out = d.form.AppendString(dec[:0], e)
-		}
-		if out == nil {
-			b.out = append(b.out, e...)
-			for len(b.align) < len(b.out) {
-				b.align = append(b.align, sp)
-			}
-			continue
-		}
-		for len(out) > 0 {
-			c, n := utf8.DecodeRune(out)
-			out = out[n:]
-			b.add(c, sp)
-		}
-	}
-	return normalized{s: string(b.out), align: b.align}
-}
-
-func (u unicodeNorm) normalize(text string, base int) normalized {
-	return u.compose(text, base, nil)
-}
-
-// compose is normalize where inserted(p) says whether the character at
-// byte p of text is not the first that its source character decomposed
-// into. Such a character, composed with the marks after it, takes the
-// place of the first mark, as the Rust core's alignments show: NFKC of
-// "₨\u030C" is "Rš" with "š" over the "\u030C".
-func (u unicodeNorm) compose(text string, base int, inserted func(p int) bool) normalized {
-	if u.form.IsNormalString(text) {
-		return unchanged(text)
-	}
-	out := make([]byte, 0, len(text)+len(text)/4)
-	align := make([]span, 0, cap(out))
-	var it norm.Iter
-	it.InitString(u.form, text)
-	var in []span
-	for !it.Done() {
-		p0 := it.Pos()
-		seg := it.Next()
-		if it.Pos() == p0 && len(in) > 0 {
-			// The rest of a long expansion (NFKC "½" is "1⁄2"): it
-			// aligns to the character that produced it.
-			in = in[len(in)-1:]
-		} else {
-			in = in[:0]
-		}
-		for i := p0; i < it.Pos(); {
-			_, size := utf8.DecodeRuneInString(text[i:])
-			in = append(in, span{base + i, base + i + size})
-			i += size
-		}
-		if len(in) == 0 {
-			continue
-		}
-		if unknownComposite(seg, text[p0:it.Pos()]) {
-			seg = []byte(text[p0:it.Pos()])
-		}
-		k := utf8.RuneCount(seg)
-		shift := inserted != nil && k < len(in) && inserted(p0)
-		for j := 0; len(seg) > 0; j++ {
-			r, size := utf8.DecodeRune(seg)
-			seg = seg[size:]
-			idx := 0
-			if j == 0 && shift {
-				idx = 1
-			}
-			if j > 0 {
-				idx = min(j+len(in)-k, len(in)-1)
-				idx = max(idx, min(j, len(in)-1))
-			}
-			out = utf8.AppendRune(out, r)
-			for len(align) < len(out) {
-				align = append(align, in[idx])
-			}
-		}
-	}
-	return normalized{s: string(out), align: align}
-}
-
-// unknownComposite reports whether NFC made of in a character the Rust
-// core's tables do not compose (one added to Unicode since them): it then
-// leaves the segment as it is.
-func unknownComposite(seg []byte, in string) bool {
-	for len(seg) > 0 {
-		r, size := utf8.DecodeRune(seg)
-		seg = seg[size:]
-		if _, ok := rustNFD[r]; ok && !strings.ContainsRune(in, r) {
-			return true
-		}
-	}
-	return false
-}
-
 // runeMap is a normalizer that maps each character on its own: Lowercase
 // (Rust's char::to_lowercase) or StripAccents (drops every combining mark,
 // Mn, Mc and Me, without decomposing first, as normalizers/strip.rs does;
@@ -336,20 +201,6 @@ type keeper interface {
 	keeps(text string) bool
 }
 
-func (d decompose) keeps(text string) bool { return d.form.IsNormalString(text) }
-
-// override is the Rust core's decomposition of r where it differs from
-// Go's.
-func (d decompose) override(r rune) (string, bool) {
-	m := rustNFD
-	if d.form == norm.NFKD {
-		m = rustNFKD
-	}
-	o, ok := m[r]
-	return o, ok
-}
-func (u unicodeNorm) keeps(text string) bool { return u.form.IsNormalString(text) }
-
 // sequenceNorm applies normalizers in turn, each aligned through the last.
 type sequenceNorm []normalizer
 
@@ -359,13 +210,7 @@ func (s sequenceNorm) normalize(text string, base int) normalized {
 		if k, ok := step.(keeper); ok && k.keeps(n.s) {
 			continue // nothing to change (already in NFC, say)
 		}
-		var next normalized
-		if un, ok := step.(unicodeNorm); ok && n.align != nil {
-			prev := n.align
-			next = un.compose(n.s, 0, func(p int) bool { return p > 0 && prev[p] == prev[p-1] })
-		} else {
-			next = step.normalize(n.s, 0)
-		}
+		next := step.normalize(n.s, 0)
 		if next.ident {
 			continue
 		}
