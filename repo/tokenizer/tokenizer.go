@@ -57,6 +57,14 @@ func (t *Tokenizer) tokenBuf() *[]token {
 	return &b
 }
 
+// putTokenBuf returns a buffer to the pool, unless a very long text made
+// it too big to keep.
+func (t *Tokenizer) putTokenBuf(b *[]token) {
+	if cap(*b) <= 1<<14 {
+		t.scratch.Put(b)
+	}
+}
+
 // Encoding is one encoded input (or pair). Offsets are UTF-8 byte offsets
 // into the text the token came from (the first or the second of a pair);
 // tokens the post-processor adds have [0, 0] and Special true.
@@ -199,7 +207,7 @@ func (t *Tokenizer) build() {
 // tokens (and counts them against truncation).
 func (t *Tokenizer) Encode(text string, addSpecial bool) (Encoding, error) {
 	buf := t.tokenBuf()
-	defer t.scratch.Put(buf)
+	defer t.putTokenBuf(buf)
 	*buf = t.encodeSequence((*buf)[:0], text)
 	a, _, err := t.truncate(*buf, nil, addSpecial)
 	if err != nil {
@@ -212,8 +220,8 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) (Encoding, error) {
 // b's tokens get the pair template's type id and offsets into b.
 func (t *Tokenizer) EncodePair(a, b string, addSpecial bool) (Encoding, error) {
 	bufA, bufB := t.tokenBuf(), t.tokenBuf()
-	defer t.scratch.Put(bufA)
-	defer t.scratch.Put(bufB)
+	defer t.putTokenBuf(bufA)
+	defer t.putTokenBuf(bufB)
 	*bufA = t.encodeSequence((*bufA)[:0], a)
 	*bufB = t.encodeSequence((*bufB)[:0], b)
 	ta, tb := *bufA, *bufB
