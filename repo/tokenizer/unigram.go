@@ -140,7 +140,11 @@ func (u *unigram) viterbi(out []token, word string) []token {
 	if bp == nil {
 		bp = new([]node)
 	}
-	defer u.nodes.Put(bp)
+	defer func() {
+		if cap(*bp) <= 1<<16 { // a lattice for a very long word is not kept
+			u.nodes.Put(bp)
+		}
+	}()
 	if cap(*bp) < len(word)+1 {
 		*bp = make([]node, len(word)+1)
 	}
