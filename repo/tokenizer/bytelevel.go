@@ -36,12 +36,11 @@ func (p *byteLevel) split(n *normalized, from, to int, fn func(w *normalized, fr
 	}
 	src := n
 	if p.addPrefixSpace && n.s[from] != ' ' {
-		// pre_tokenizers/byte_level.rs prepends a space, over the first
-		// byte of the text (what the Rust core's offsets show), to each part that added tokens left that does
-		// not start with one.
+		// pre_tokenizers/byte_level.rs prepends a space to each part that
+		// added tokens left that does not start with one; as
+		// NormalizedString::prepend, it aligns to the first character.
 		pre := normalized{s: " " + n.s[from:to], align: make([]span, 0, to-from+1)}
-		first := n.align[from].start
-		pre.align = append(append(pre.align, span{first, first + 1}), n.align[from:to]...)
+		pre.align = append(append(pre.align, n.align[from]), n.align[from:to]...)
 		src, from, to = &pre, 0, len(pre.s)
 	}
 	// One word is handed to fn at a time, and what fn keeps of it is the

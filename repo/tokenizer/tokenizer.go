@@ -213,7 +213,7 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) (Encoding, error) {
 	if err != nil {
 		return Encoding{}, err
 	}
-	return t.postProcess(a, nil, addSpecial), nil
+	return t.postProcess(a, nil, addSpecial, [2]string{text}), nil
 }
 
 // EncodePair encodes a pair (a query and a document, for a cross-encoder):
@@ -229,12 +229,12 @@ func (t *Tokenizer) EncodePair(a, b string, addSpecial bool) (Encoding, error) {
 	if err != nil {
 		return Encoding{}, err
 	}
-	return t.postProcess(ta, tb, addSpecial), nil
+	return t.postProcess(ta, tb, addSpecial, [2]string{a, b}), nil
 }
 
-func (t *Tokenizer) postProcess(a, b []token, addSpecial bool) Encoding {
+func (t *Tokenizer) postProcess(a, b []token, addSpecial bool, texts [2]string) Encoding {
 	if t.post != nil {
-		return t.post.apply(a, b, addSpecial)
+		return t.post.apply(a, b, addSpecial, texts)
 	}
 	e := newEncoding(len(a) + len(b))
 	e.appendTokens(a, 0)
