@@ -132,7 +132,8 @@ func checkEncoding(t *testing.T, tok *Tokenizer, enc Encoding, texts [2]string, 
 	vocab := int64(tok.VocabSize())
 	// Ends never go back, nor do the starts of non-empty tokens. An empty
 	// one may start past the next: the Rust core trims a lone byte-level
-	// prefix space after an added token to [n+1, n+1] before a token at n.
+	// prefix space after an added token to the end of the character at n,
+	// before a token at n.
 	lastStart, lastEnd := [2]int{}, [2]int{}
 	for i, id := range enc.IDs {
 		if id < 0 || id >= vocab {
