@@ -30,6 +30,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rivo/uniseg v0.4.7
 	github.com/yalue/onnxruntime_go v1.27.0
 	github.com/yannh/kubeconform v0.8.0
 	go.opentelemetry.io/otel v1.45.0

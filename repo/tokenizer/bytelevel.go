@@ -36,24 +36,31 @@ func (p *byteLevel) split(n *normalized, from, to int, fn func(w *normalized, fr
 	}
 	src := n
 	if p.addPrefixSpace && n.s[from] != ' ' {
-		// pre_tokenizers/byte_level.rs prepends a space, over the first
-		// byte of the text (what the Rust core's offsets show), to each part that added tokens left that does
-		// not start with one.
+		// pre_tokenizers/byte_level.rs prepends a space to each part that
+		// added tokens left that does not start with one; as
+		// NormalizedString::prepend, it aligns to the first character.
 		pre := normalized{s: " " + n.s[from:to], align: make([]span, 0, to-from+1)}
-		first := n.align[from].start
-		pre.align = append(append(pre.align, span{first, first + 1}), n.align[from:to]...)
+		pre.align = append(append(pre.align, n.align[from]), n.align[from:to]...)
 		src, from, to = &pre, 0, len(pre.s)
 	}
+	// One word is handed to fn at a time, and what fn keeps of it is the
+	// string (tokens copy offsets out), so the buffers are reused.
+	var buf []byte
+	w := &normalized{}
 	emit := func(a, b int) {
-		buf := make([]byte, 0, 2*(b-a))
-		align := make([]span, 0, 2*(b-a))
+		buf, w.align = buf[:0], w.align[:0]
 		for i := a; i < b; i++ {
-			buf = utf8.AppendRune(buf, byteChar[src.s[i]])
-			for len(align) < len(buf) {
-				align = append(align, src.align[i])
+			c := byteChar[src.s[i]]
+			if c < utf8.RuneSelf {
+				buf = append(buf, byte(c))
+				w.align = append(w.align, src.align[i])
+				continue
 			}
+			buf = utf8.AppendRune(buf, c)
+			w.align = append(w.align, src.align[i], src.align[i])
 		}
-		fn(&normalized{s: string(buf), align: align}, 0, len(buf))
+		w.s = string(buf)
+		fn(w, 0, len(buf))
 	}
 	if !p.useRegex {
 		emit(from, to)

@@ -8,8 +8,8 @@ import (
 )
 
 // charSplit is a pre-tokenizer that splits on a class of characters with a
-// Split behavior: WhitespaceSplit (whitespace, removed), Digits (ASCII
-// digits, each isolated or runs kept together) and Punctuation
+// Split behavior: WhitespaceSplit (whitespace, removed), Digits (numeric
+// characters, each isolated or runs kept together) and Punctuation
 // (pre_tokenizers/whitespace.rs, digits.rs, punctuation.rs).
 type charSplit struct {
 	is       func(rune) bool
@@ -56,7 +56,9 @@ func parseCharSplit(ty string, raw json.RawMessage) (preTokenizer, error) {
 		if cj.IndividualDigits {
 			b = "Isolated"
 		}
-		return charSplit{is: func(r rune) bool { return r >= '0' && r <= '9' }, behavior: b}, nil
+		// digits.rs splits on char::is_numeric: any Nd, Nl or No
+		// character ("４", "①"), not only ASCII digits.
+		return charSplit{is: unicode.IsNumber, behavior: b}, nil
 	}
 	b := cj.Behavior
 	if b == "" {

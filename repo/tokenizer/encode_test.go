@@ -2,8 +2,10 @@ package tokenizer
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 )
 
@@ -49,5 +51,50 @@ func TestTruncationErrors(t *testing.T) {
 	}
 	if enc, err := cp.EncodePair("a", "b", true); err != nil || enc.Len() != 5 {
 		t.Errorf("under max_length: %v %v", enc.Tokens, err)
+	}
+}
+
+// TestConcurrentEncode encodes from many goroutines at once with the BPE
+// word cache filling up underneath, and checks each result against a
+// sequential encoding by a fresh tokenizer (go test -race checks the
+// cache's synchronization).
+func TestConcurrentEncode(t *testing.T) {
+	texts := []string{"Hello there, general Kenobi!", "the the the quick quick fox", "naïve café 日本語 😀", "x"}
+	for _, name := range []string{"small-bpe.json", "small-bpe-qwen2.json", "small-unigram-xlmr.json"} {
+		fresh, err := Load(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]Encoding, len(texts))
+		for i, s := range texts {
+			if want[i], err = fresh.Encode(s, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		shared, err := Load(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 8*len(texts))
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < 20; k++ {
+					i := (g + k) % len(texts)
+					got, err := shared.Encode(texts[i], true)
+					if err != nil || !reflect.DeepEqual(got, want[i]) {
+						errs <- fmt.Sprintf("%s %q: got %v %v, want %v", name, texts[i], got.Tokens, err, want[i].Tokens)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
 	}
 }

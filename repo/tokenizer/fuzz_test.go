@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +36,8 @@ func FuzzEncode(f *testing.F) {
 	}
 	f.Add("\xff\xfe invalid \xc3", "\xe2\x82", true)
 	var toks []*Tokenizer
-	for _, name := range []string{"small-wordpiece.json", "all-minilm-l6-v2.json", "small-bpe.json", "small-bpe-template.json", "small-roberta.json", "small-bpe-qwen2.json", "small-bpe-llama3.json", "small-wordpiece-seq.json", "small-bpe-nfkc.json", "small-wordpiece-split.json", "small-wordpiece-ws.json", "small-bpe-metaspace.json", "small-bpe-metaspace-split.json"} {
+	for _, name := range []string{"small-wordpiece.json", "all-minilm-l6-v2.json", "small-bpe.json", "small-bpe-template.json", "small-roberta.json", "small-bpe-qwen2.json", "small-bpe-llama3.json", "small-wordpiece-seq.json", "small-bpe-nfkc.json", "small-wordpiece-split.json", "small-wordpiece-ws.json", "small-bpe-metaspace.json", "small-bpe-metaspace-split.json",
+		"small-unigram-xlmr.json", "small-unigram-xlmr-legacy.json", "small-unigram-bytefb.json", "small-bpe-llama2.json", "small-bpe-llama3-seq.json", "small-bpe-seq-trim.json", "small-wordlevel.json", "small-bpe-clip.json", "small-bpe-wp.json"} {
 		tok, err := Load(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -55,6 +58,26 @@ func FuzzEncode(f *testing.F) {
 					continue // ErrSequenceTooShort cannot happen with LongestFirst
 				}
 				checkEncoding(t, tok, enc, [2]string{a, b}, sequences(tok, enc, pair, special))
+				// Decode takes any ids: the encoding's, and ids made of the
+				// input's bytes (some out of the vocabulary).
+				for _, skip := range []bool{false, true} {
+					if out := tok.Decode(enc.IDs, skip); !utf8.ValidString(out) && utf8.ValidString(a) && utf8.ValidString(b) {
+						t.Fatalf("Decode of %v gives invalid UTF-8 %q", enc.IDs, out)
+					}
+				}
+				ids := make([]int64, 0, len(a))
+				for i := 0; i+1 < len(a); i += 2 {
+					ids = append(ids, int64(a[i])<<8|int64(a[i+1])-300)
+				}
+				_ = tok.Decode(ids, special)
+				// Unknown ids emit nothing and grow the stream's window
+				// (quadratic, as in the Rust core): only a few of them.
+				ds := tok.NewDecodeStream(special)
+				for _, id := range append(enc.IDs, ids[:min(len(ids), 32)]...) {
+					if _, _, err := ds.Step(id); err != nil && !errors.Is(err, ErrStreamPrefix) {
+						t.Fatalf("Step(%d): %v", id, err)
+					}
+				}
 			}
 		}
 	})
@@ -109,7 +132,8 @@ func checkEncoding(t *testing.T, tok *Tokenizer, enc Encoding, texts [2]string, 
 	vocab := int64(tok.VocabSize())
 	// Ends never go back, nor do the starts of non-empty tokens. An empty
 	// one may start past the next: the Rust core trims a lone byte-level
-	// prefix space after an added token to [n+1, n+1] before a token at n.
+	// prefix space after an added token to the end of the character at n,
+	// before a token at n.
 	lastStart, lastEnd := [2]int{}, [2]int{}
 	for i, id := range enc.IDs {
 		if id < 0 || id >= vocab {
@@ -159,4 +183,48 @@ func BenchmarkEncode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzPrecompiled checks that any precompiled_charsmap either fails to
+// load with ErrCharsmap or normalizes any text without panicking, with an
+// alignment for every output byte inside the input.
+func FuzzPrecompiled(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "small-unigram-xlmr-legacy.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var doc struct {
+		Normalizer struct {
+			Charsmap string `json:"precompiled_charsmap"`
+		} `json:"normalizer"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		f.Fatal(err)
+	}
+	real, err := base64.StdEncoding.DecodeString(doc.Normalizer.Charsmap)
+	if err != nil || len(real) < 4096 {
+		f.Fatalf("charsmap of %d bytes: %v", len(real), err)
+	}
+	f.Add(real, "ﬁ½ＡＢＣ e\u0301 \u200b x")
+	f.Add(real[:4096], "abc")
+	f.Add([]byte{8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 'a', 0}, "a\x00b")
+	f.Add([]byte{4, 0, 0, 0}, "")
+	f.Fuzz(func(t *testing.T, charsmap []byte, text string) {
+		p, err := parsePrecompiled(base64.StdEncoding.EncodeToString(charsmap))
+		if err != nil {
+			if !errors.Is(err, ErrCharsmap) {
+				t.Fatalf("error %v does not wrap ErrCharsmap", err)
+			}
+			return
+		}
+		n := aligned(p.normalize(text, 3), 3)
+		if len(n.align) != len(n.s) {
+			t.Fatalf("%d alignments for %d bytes", len(n.align), len(n.s))
+		}
+		for _, sp := range n.align {
+			if sp.start < 3 || sp.end > len(text)+3 || sp.start > sp.end {
+				t.Fatalf("alignment %v outside [3, %d]", sp, len(text)+3)
+			}
+		}
+	})
 }

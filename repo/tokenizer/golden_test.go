@@ -25,6 +25,9 @@ type goldenCase struct {
 	Tokens      []string `json:"tokens"`
 	SpecialMask []int    `json:"special_mask"`
 	Offsets     [][2]int `json:"offsets"`
+	Decoded     *string  `json:"decoded"`
+	DecodedSkip *string  `json:"decoded_skip"`
+	DecodedOdd  *string  `json:"decoded_odd"`
 }
 
 func loadGolden(t testing.TB) map[string][]goldenCase {
@@ -47,7 +50,10 @@ func withTruncation(tok *Tokenizer, c goldenCase) *Tokenizer {
 		return tok
 	}
 	cp := *tok
-	tr := *tok.trunc
+	tr := Truncation{Strategy: "LongestFirst", Direction: "Right"}
+	if tok.trunc != nil {
+		tr = *tok.trunc
+	}
 	if c.Truncation.MaxLength != nil {
 		tr.MaxLength = *c.Truncation.MaxLength
 	}
@@ -95,6 +101,21 @@ func TestGolden(t *testing.T) {
 			want := goldenCase{IDs: c.IDs, TypeIDs: c.TypeIDs, Tokens: c.Tokens, SpecialMask: c.SpecialMask, Offsets: c.Offsets}
 			if !reflect.DeepEqual(normEmpty(got), normEmpty(want)) {
 				t.Errorf("%s #%d %q / %v:\n got %+v\nwant %+v", file, i, c.A, c.B, got, want)
+			}
+			if c.Decoded != nil {
+				if got := tk.Decode(enc.IDs, false); got != *c.Decoded {
+					t.Errorf("%s #%d %q: Decode = %q, want %q", file, i, c.A, got, *c.Decoded)
+				}
+				if got := tk.Decode(enc.IDs, true); got != *c.DecodedSkip {
+					t.Errorf("%s #%d %q: Decode(skip special) = %q, want %q", file, i, c.A, got, *c.DecodedSkip)
+				}
+				var odd []int64
+				for k := 1; k < len(enc.IDs); k += 2 {
+					odd = append(odd, enc.IDs[k])
+				}
+				if got := tk.Decode(odd, false); got != *c.DecodedOdd {
+					t.Errorf("%s #%d %q: Decode(every other id) = %q, want %q", file, i, c.A, got, *c.DecodedOdd)
+				}
 			}
 			for k, m := range enc.AttentionMask {
 				if m != 1 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -41,8 +42,8 @@ type Truncation struct {
 	Stride    int    `json:"stride"`
 }
 
-// Padding is tokenizer.json's padding section. Fixed is 0 for
-// BatchLongest.
+// Padding is tokenizer.json's padding section, or what Pad is asked to
+// do. Fixed is 0 for BatchLongest; Direction is "Right" or "Left".
 type Padding struct {
 	Fixed           int
 	Direction       string
@@ -68,6 +69,7 @@ type fileJSON struct {
 	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
 	Model         json.RawMessage `json:"model"`
 }
 
@@ -105,7 +107,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &fj); err != nil {
 		return nil, fmt.Errorf("tokenizer: parsing tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{added: fj.AddedTokens}
+	t := &Tokenizer{added: fj.AddedTokens, scratch: &sync.Pool{}}
 	var err error
 	if t.model, err = parseModel(fj.Model); err != nil {
 		return nil, err
@@ -117,6 +119,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	if t.post, err = parsePostProcessor(fj.PostProcessor); err != nil {
+		return nil, err
+	}
+	if t.dec, err = parseDecoder(fj.Decoder); err != nil {
 		return nil, err
 	}
 	if t.trunc, err = checkTruncation(fj.Truncation); err != nil {
@@ -161,6 +166,8 @@ func parseModel(raw json.RawMessage) (model, error) {
 			ty = "BPE"
 		} else if _, ok := fields["max_input_chars_per_word"]; ok {
 			ty = "WordPiece"
+		} else if _, ok := fields["unk_id"]; ok {
+			ty = "Unigram"
 		}
 	}
 	switch ty {
@@ -168,6 +175,10 @@ func parseModel(raw json.RawMessage) (model, error) {
 		return parseWordPiece(raw)
 	case "BPE":
 		return parseBPE(raw)
+	case "Unigram":
+		return parseUnigram(raw)
+	case "WordLevel":
+		return parseWordLevel(raw)
 	}
 	return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, ty)
 }
@@ -184,17 +195,21 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	case "BertNormalizer":
 		return parseBertNormalizer(raw)
 	case "NFC":
-		return newUnicodeNorm(norm.NFC), nil
+		return newUnicodeForm(norm.NFC), nil
 	case "NFD":
-		return newUnicodeNorm(norm.NFD), nil
+		return newUnicodeForm(norm.NFD), nil
 	case "NFKC":
-		return newUnicodeNorm(norm.NFKC), nil
+		return newUnicodeForm(norm.NFKC), nil
 	case "NFKD":
-		return newUnicodeNorm(norm.NFKD), nil
+		return newUnicodeForm(norm.NFKD), nil
 	case "Lowercase":
 		return runeMap{lower: true}, nil
 	case "StripAccents":
 		return runeMap{strip: true}, nil
+	case "Replace":
+		return parseReplace("normalizer", raw)
+	case "Strip", "Prepend", "Precompiled":
+		return parseNormalizerArgs(ty, raw)
 	case "Sequence":
 		var sj struct {
 			Norms []json.RawMessage `json:"normalizers"`
@@ -334,6 +349,13 @@ func parsePadding(pj *paddingJSON) (*Padding, error) {
 		return nil, nil
 	}
 	p := &Padding{Direction: pj.Direction, PadID: pj.PadID, PadTypeID: pj.PadTypeID, PadToken: pj.PadToken}
+	switch p.Direction {
+	case "Right", "Left":
+	case "":
+		p.Direction = "Right"
+	default:
+		return nil, fmt.Errorf("%w: padding direction %q", ErrUnsupported, p.Direction)
+	}
 	if pj.PadToMultipleOf != nil {
 		p.PadToMultipleOf = *pj.PadToMultipleOf
 	}
@@ -347,6 +369,36 @@ func parsePadding(pj *paddingJSON) (*Padding, error) {
 		p.Fixed = *fixed.Fixed
 	default:
 		return nil, fmt.Errorf("%w: padding strategy %s", ErrUnsupported, pj.Strategy)
+	}
+	return p, nil
+}
+
+// parseNormalizerArgs reads the normalizers with arguments other than
+// Replace: Strip, Prepend and Precompiled.
+func parseNormalizerArgs(ty string, raw json.RawMessage) (normalizer, error) {
+	var a struct {
+		Left    *bool   `json:"strip_left"`
+		Right   *bool   `json:"strip_right"`
+		Prepend string  `json:"prepend"`
+		Charmap *string `json:"precompiled_charsmap"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("tokenizer: parsing %s normalizer: %w", ty, err)
+	}
+	switch ty {
+	case "Strip":
+		// Both default to true (normalizers/strip.rs serialization).
+		s := stripNorm{left: a.Left == nil || *a.Left, right: a.Right == nil || *a.Right}
+		return s, nil
+	case "Prepend":
+		return prependNorm{s: a.Prepend}, nil
+	}
+	if a.Charmap == nil || *a.Charmap == "" {
+		return nil, nil // no rules: nothing to do
+	}
+	p, err := parsePrecompiled(*a.Charmap)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: Precompiled normalizer: %w", err)
 	}
 	return p, nil
 }

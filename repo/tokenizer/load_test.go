@@ -10,7 +10,7 @@ import (
 
 const minimal = `{
  "added_tokens": [{"id": 0, "content": "[UNK]", "special": true}],
- "normalizer": NORM, "pre_tokenizer": PRE, "post_processor": POST,
+ "normalizer": NORM, "pre_tokenizer": PRE, "post_processor": POST, "decoder": DEC,
  "model": MODEL
 }`
 
@@ -21,6 +21,7 @@ func doc(kv ...string) string {
 		"NORM", `{"type": "BertNormalizer", "strip_accents": null, "lowercase": true}`,
 		"PRE", `{"type": "BertPreTokenizer"}`,
 		"POST", `null`,
+		"DEC", `null`,
 		"MODEL", `{"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "a": 1}}`)
 	for i := 0; i+1 < len(kv); i += 2 {
 		out = strings.Replace(out, kv[i], kv[i+1], 1)
@@ -30,16 +31,21 @@ func doc(kv ...string) string {
 
 func TestParseRefusesUnknownTypes(t *testing.T) {
 	for _, c := range []struct{ key, val, name string }{
-		{"MODEL", `{"type": "WordLevel", "vocab": {}}`, `model type "WordLevel"`},
-		{"MODEL", `{"type": "Unigram", "vocab": []}`, `model type "Unigram"`},
-		{"NORM", `{"type": "Precompiled", "precompiled_charsmap": ""}`, `normalizer type "Precompiled"`},
+		{"MODEL", `{"type": "WordLevel", "vocab": {"a": 0}}`, `WordLevel unk_token "<unk>" not in the vocabulary`},
+		{"MODEL", `{"type": "Nope", "vocab": {}}`, `model type "Nope"`},
+		{"MODEL", `{"type": "Unigram", "vocab": [["a", 0]]}`, `Unigram without unk_id`},
+		{"NORM", `{"type": "Nmt"}`, `normalizer type "Nmt"`},
+		{"DEC", `{"type": "CTC"}`, `decoder type "CTC"`},
+		{"DEC", `{"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Nope"}]}`, `decoder type "Nope"`},
 		{"PRE", `{"type": "CharDelimiterSplit", "delimiter": "x"}`, `pre_tokenizer type "CharDelimiterSplit"`},
 		{"PRE", `{"type": "Metaspace", "prepend_scheme": "sometimes"}`, `Metaspace prepend_scheme "sometimes"`},
 		{"PRE", `{"type": "Sequence", "pretokenizers": [{"type": "UnicodeScripts"}]}`, `pre_tokenizer type "UnicodeScripts"`},
 		{"PRE", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Nope"}`, `Split behavior "Nope"`},
-		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}`, `normalizer type "Replace"`},
+		{"NORM", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "ByteLevel"}]}`, `normalizer type "ByteLevel"`},
 		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}`, `BPE dropout`},
-		{"POST", `{"type": "Sequence", "processors": []}`, `post_processor type "Sequence"`},
+		{"MODEL", `{"type": "BPE", "vocab": {}, "merges": [], "byte_fallback": true, "end_of_word_suffix": "</w>"}`, `byte_fallback with`},
+		{"POST", `{"type": "Sequence", "processors": [{"type": "BertProcessing", "sep": ["a", 1], "cls": ["a", 1]}, {"type": "BertProcessing", "sep": ["a", 1], "cls": ["a", 1]}]}`, `two that add tokens`},
+		{"POST", `{"type": "Sequence", "processors": [{"type": "Nope"}]}`, `post_processor type "Nope"`},
 	} {
 		_, err := Parse([]byte(doc(c.key, c.val)))
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.name) {
@@ -53,11 +59,24 @@ func TestParseErrors(t *testing.T) {
 		{"not json", `{`},
 		{"no model", `{"model": null}`},
 		{"unk not in vocab", doc("MODEL", `{"type": "WordPiece", "unk_token": "<unk>", "vocab": {"a": 0}}`)},
+		{"empty Unigram vocabulary", doc("MODEL", `{"type": "Unigram", "unk_id": 0, "vocab": []}`)},
+		{"Unigram unk_id outside", doc("MODEL", `{"type": "Unigram", "unk_id": 1, "vocab": [["a", -1.5]]}`)},
+		{"Unigram score not a number", doc("MODEL", `{"type": "Unigram", "unk_id": 0, "vocab": [["a", "x"]]}`)},
+		{"charsmap not base64", doc("NORM", `{"type": "Precompiled", "precompiled_charsmap": "%%%"}`)},
+		{"charsmap too short", doc("NORM", `{"type": "Precompiled", "precompiled_charsmap": "AAA="}`)},
+		{"charsmap trie past the end", doc("NORM", `{"type": "Precompiled", "precompiled_charsmap": "/////wAAAAA="}`)},
+		{"Replace without pattern", doc("NORM", `{"type": "Replace", "content": "x"}`)},
+		{"Replace bad regex", doc("NORM", `{"type": "Replace", "pattern": {"Regex": "("}, "content": "x"}`)},
+		{"Strip decoder of two characters", doc("DEC", `{"type": "Strip", "content": "ab", "start": 1, "stop": 0}`)},
+		{"Metaspace decoder of two characters", doc("DEC", `{"type": "Metaspace", "replacement": "ab"}`)},
 		{"template names undefined token", doc("POST", `{"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}], "pair": [], "special_tokens": {}}`)},
 	} {
 		if _, err := Parse([]byte(c.data)); err == nil {
 			t.Errorf("%s: no error", c.name)
 		}
+	}
+	if _, err := Parse([]byte(doc("POST", `null, "padding": {"strategy": "BatchLongest", "direction": "Up"}`))); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("bad padding direction: err %v", err)
 	}
 	if _, err := Parse([]byte(`{"model": null, "truncation": {"max_length": 4, "strategy": "Nope"}}`)); err == nil {
 		t.Error("bad truncation strategy: no error")

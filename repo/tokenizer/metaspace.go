@@ -52,7 +52,8 @@ func (m *metaspace) split(n *normalized, from, to int, fn func(w *normalized, fr
 	if from >= to {
 		return
 	}
-	b := builder{out: make([]byte, 0, to-from+8), align: make([]span, 0, to-from+8)}
+	c := to - from + 2*strings.Count(n.s[from:to], " ") + len(m.repl) // spaces grow to the replacement
+	b := builder{out: make([]byte, 0, c), align: make([]span, 0, c)}
 	first := n.align[from].start
 	if m.prepend == "always" || m.prepend == "first" && first == 0 {
 		if !strings.HasPrefix(n.s[from:to], m.repl) && n.s[from] != ' ' {

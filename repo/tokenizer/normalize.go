@@ -14,6 +14,20 @@ import (
 type normalized struct {
 	s     string
 	align []span
+	ident bool // made by identity or unchanged: s is the step's input
+}
+
+// unchanged is what a normalizer that changed nothing returns: the text
+// with no alignment yet (aligned makes it).
+func unchanged(text string) normalized { return normalized{s: text, ident: true} }
+
+// aligned gives n its alignment if it has none: it is then text from
+// byte base on, unchanged.
+func aligned(n normalized, base int) normalized {
+	if n.align == nil && n.s != "" {
+		return identity(n.s, base)
+	}
+	return n
 }
 
 type span struct{ start, end int }
@@ -65,7 +79,9 @@ func (bn *bertNormalizer) normalize(text string, base int) normalized {
 			// The tables hold full canonical decompositions; Hangul
 			// syllables decompose algorithmically.
 			d := norm.NFD.Properties(e).Decomposition()
-			if r >= 0xAC00 && r <= 0xD7A3 {
+			if o, ok := rustNFD[r]; ok {
+				d = []byte(o)
+			} else if r >= 0xAC00 && r <= 0xD7A3 {
 				d = norm.NFD.Append(dec[:0], e...)
 			} else if d == nil {
 				d = e
@@ -73,7 +89,7 @@ func (bn *bertNormalizer) normalize(text string, base int) normalized {
 			for len(d) > 0 {
 				c, n := utf8.DecodeRune(d)
 				d = d[n:]
-				if !unicode.Is(unicode.Mn, c) {
+				if !isRustMn(c) {
 					bn.addLower(&b, c, sp)
 				}
 			}
@@ -119,7 +135,7 @@ func isControl(r rune) bool {
 	if r < 0x80 {
 		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f
 	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
+	return isRustOtherControl(r)
 }
 
 // isChinese is bert.rs is_chinese_char: the CJK Unified Ideographs blocks.
@@ -140,7 +156,7 @@ func isBertPunct(r rune) bool {
 	if r < 0x80 {
 		return r >= '!' && r <= '/' || r >= ':' && r <= '@' || r >= '[' && r <= '`' || r >= '{' && r <= '~'
 	}
-	return unicode.IsPunct(r)
+	return isRustPunct(r)
 }
 
 // identity wraps text without normalizing it.
@@ -152,109 +168,7 @@ func identity(text string, base int) normalized {
 			align = append(align, span{base + i, base + i + size})
 		}
 	}
-	return normalized{s: text, align: align}
-}
-
-// unicodeNorm is the NFC, NFD, NFKC and NFKD normalizers. Within each
-// segment norm.Iter returns (m input characters become k), the first
-// output character aligns to the first input character and absorbs the
-// m-k that follow it; the rest align one to one with the remaining input,
-// and any extra output with the last. That is what the Rust core reports:
-// "e\u0301" becomes NFC "é" over the "e" alone, and "a\u0308\u0323"
-// becomes "\u1EA1\u0308" with the "\u0308" over the input's "\u0323".
-type unicodeNorm struct{ form norm.Form }
-
-// newUnicodeNorm builds a form as the Rust core does: every character
-// decomposed on its own (its outputs align to it), then, for NFC and
-// NFKC, recomposed segment by segment.
-func newUnicodeNorm(form norm.Form) normalizer {
-	switch form {
-	case norm.NFC:
-		return sequenceNorm{decompose{norm.NFD}, unicodeNorm{norm.NFC}}
-	case norm.NFKC:
-		return sequenceNorm{decompose{norm.NFKD}, unicodeNorm{norm.NFC}}
-	}
-	return decompose{form}
-}
-
-// decompose is NFD or NFKD, one character at a time (canonical
-// reordering of marks across characters is not applied).
-type decompose struct{ form norm.Form }
-
-func (d decompose) normalize(text string, base int) normalized {
-	if d.form.IsNormalString(text) {
-		return identity(text, base)
-	}
-	b := builder{out: make([]byte, 0, len(text)+len(text)/2), align: make([]span, 0, len(text)+len(text)/2)}
-	var dec [utf8.UTFMax * 18]byte
-	for i := 0; i < len(text); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		sp := span{base + i, base + i + size}
-		e := text[i : i+size]
-		i += size
-		out := d.form.PropertiesString(e).Decomposition()
-		if r >= 0xAC00 && r <= 0xD7A3 {
-			out = d.form.AppendString(dec[:0], e)
-		}
-		if out == nil {
-			b.out = append(b.out, e...)
-			for len(b.align) < len(b.out) {
-				b.align = append(b.align, sp)
-			}
-			continue
-		}
-		for len(out) > 0 {
-			c, n := utf8.DecodeRune(out)
-			out = out[n:]
-			b.add(c, sp)
-		}
-	}
-	return normalized{s: string(b.out), align: b.align}
-}
-
-func (u unicodeNorm) normalize(text string, base int) normalized {
-	if u.form.IsNormalString(text) {
-		return identity(text, base)
-	}
-	out := make([]byte, 0, len(text)+len(text)/4)
-	align := make([]span, 0, cap(out))
-	var it norm.Iter
-	it.InitString(u.form, text)
-	var in []span
-	for !it.Done() {
-		p0 := it.Pos()
-		seg := it.Next()
-		if it.Pos() == p0 && len(in) > 0 {
-			// The rest of a long expansion (NFKC "½" is "1⁄2"): it
-			// aligns to the character that produced it.
-			in = in[len(in)-1:]
-		} else {
-			in = in[:0]
-		}
-		for i := p0; i < it.Pos(); {
-			_, size := utf8.DecodeRuneInString(text[i:])
-			in = append(in, span{base + i, base + i + size})
-			i += size
-		}
-		if len(in) == 0 {
-			continue
-		}
-		k := utf8.RuneCount(seg)
-		for j := 0; len(seg) > 0; j++ {
-			r, size := utf8.DecodeRune(seg)
-			seg = seg[size:]
-			idx := 0
-			if j > 0 {
-				idx = min(j+len(in)-k, len(in)-1)
-				idx = max(idx, min(j, len(in)-1))
-			}
-			out = utf8.AppendRune(out, r)
-			for len(align) < len(out) {
-				align = append(align, in[idx])
-			}
-		}
-	}
-	return normalized{s: string(out), align: align}
+	return normalized{s: text, align: align, ident: true}
 }
 
 // runeMap is a normalizer that maps each character on its own: Lowercase
@@ -271,7 +185,7 @@ func (m runeMap) normalize(text string, base int) normalized {
 		sp := span{base + i, base + i + size}
 		i += size
 		switch {
-		case m.strip && unicode.Is(unicode.M, r):
+		case m.strip && isRustMark(r):
 		case m.lower:
 			lower.addLower(&b, r, sp)
 		default:
@@ -281,17 +195,45 @@ func (m runeMap) normalize(text string, base int) normalized {
 	return normalized{s: string(b.out), align: b.align}
 }
 
+// keeper is a normalizer that can tell cheaply that it would leave a text
+// as it is.
+type keeper interface {
+	keeps(text string) bool
+}
+
 // sequenceNorm applies normalizers in turn, each aligned through the last.
 type sequenceNorm []normalizer
 
 func (s sequenceNorm) normalize(text string, base int) normalized {
-	n := identity(text, base)
+	n := unchanged(text)
 	for _, step := range s {
+		if k, ok := step.(keeper); ok && k.keeps(n.s) {
+			continue // nothing to change (already in NFC, say)
+		}
 		next := step.normalize(n.s, 0)
+		if next.ident {
+			continue
+		}
+		if n.align == nil {
+			// The first change: the steps before changed nothing.
+			for i := range next.align {
+				next.align[i].start += base
+				next.align[i].end += base
+			}
+			n = next
+			continue
+		}
 		for i, sp := range next.align {
-			next.align[i] = span{n.align[sp.start].start, n.align[sp.end-1].end}
+			switch {
+			case sp.end > sp.start:
+				next.align[i] = span{n.align[sp.start].start, n.align[sp.end-1].end}
+			case sp.start < len(n.align): // an insertion aligned to nothing
+				next.align[i] = span{n.align[sp.start].start, n.align[sp.start].start}
+			case len(n.align) > 0:
+				next.align[i] = span{n.align[len(n.align)-1].end, n.align[len(n.align)-1].end}
+			}
 		}
 		n = next
 	}
-	return n
+	return aligned(n, base)
 }

@@ -103,6 +103,8 @@ func parsePostProcessor(raw json.RawMessage) (*postProcessor, error) {
 			p.prefixSpace = *rp.AddPrefixSpace
 		}
 		return p, nil
+	case "Sequence":
+		return parseSequencePost(raw)
 	case "BertProcessing":
 		var b struct {
 			Sep [2]json.RawMessage `json:"sep"`
@@ -207,15 +209,15 @@ func parseTemplate(raw json.RawMessage) (*postProcessor, error) {
 
 // apply lays out the sequences per the template. Without special tokens
 // only the type ids apply, as in processors/template.rs.
-func (p *postProcessor) apply(a, b []token, addSpecial bool) Encoding {
+func (p *postProcessor) apply(a, b []token, addSpecial bool, texts [2]string) Encoding {
 	tpl := p.single
 	if b != nil {
 		tpl = p.pair
 	}
 	seqs := [2][]token{a, b}
 	if p.trim {
-		p.trimOffsets(a)
-		p.trimOffsets(b)
+		p.trimOffsets(a, texts[0])
+		p.trimOffsets(b, texts[1])
 	}
 	n := 0
 	for _, pc := range tpl {
@@ -242,48 +244,100 @@ func (p *postProcessor) apply(a, b []token, addSpecial bool) Encoding {
 }
 
 // trimOffsets drops from a token's offsets the spaces that begin or end
-// its text: byte-level spaces ("Ġ", one input byte each) and, in added
-// tokens, real whitespace; but not the leading one of the first token when
-// add_prefix_space put it there.
-func (p *postProcessor) trimOffsets(ts []token) {
+// its text (byte-level spaces and whitespace), but not the leading one of
+// the first token when add_prefix_space put it there
+// (processors/byte_level.rs process_offsets). The Rust core counts them in
+// characters of text, as its npm binding's offsets show: a lone prefix
+// space before "ප" (aligned to the whole character) trims to the end of
+// it, not to one byte in.
+func (p *postProcessor) trimOffsets(ts []token, text string) {
+	isSpace := func(r rune) bool { return r == byteChar[' '] || unicode.IsSpace(r) }
 	for i := range ts {
 		t := &ts[i]
 		lead, trail := 0, 0
-		for s := t.text; s != ""; {
-			r, size := utf8.DecodeRuneInString(s)
-			if w := spaceBytes(r); w > 0 {
-				lead += w
-				s = s[size:]
-				continue
+		for _, r := range t.text {
+			if !isSpace(r) {
+				break
 			}
-			break
+			lead++
 		}
 		for s := t.text; s != ""; {
 			r, size := utf8.DecodeLastRuneInString(s)
-			if w := spaceBytes(r); w > 0 {
-				trail += w
-				s = s[:len(s)-size]
-				continue
+			if !isSpace(r) {
+				break
 			}
-			break
+			trail++
+			s = s[:len(s)-size]
 		}
-		if lead > 0 && (!(i == 0 || t.start == 0) || !p.prefixSpace) {
-			t.start = min(t.start+lead, t.end)
+		if lead == 1 && p.prefixSpace && (i == 0 || t.start == 0) {
+			lead = 0 // the space add_prefix_space put there
 		}
-		if trail > 0 && t.end >= trail {
-			t.end = max(t.end-trail, t.start)
+		if lead > 0 {
+			t.start = min(forward(text, t.start, lead), t.end)
+		}
+		if trail > 0 && utf8.RuneCountInString(text[:min(t.end, len(text))]) >= trail {
+			t.end = max(back(text, t.end, trail), t.start)
 		}
 	}
 }
 
-// spaceBytes is the input length of r if processors/byte_level.rs trims
-// it (the byte-level space or any whitespace), else 0.
-func spaceBytes(r rune) int {
-	switch {
-	case r == byteChar[' ']:
-		return 1
-	case unicode.IsSpace(r):
-		return utf8.RuneLen(r)
+// forward moves byte offset i of text on by n characters; back moves it
+// back by n.
+func forward(text string, i, n int) int {
+	for ; n > 0 && i < len(text); n-- {
+		_, size := utf8.DecodeRuneInString(text[i:])
+		i += size
 	}
-	return 0
+	return i + n
+}
+
+func back(text string, i, n int) int {
+	i = min(i, len(text))
+	for ; n > 0 && i > 0; n-- {
+		_, size := utf8.DecodeLastRuneInString(text[:i])
+		i -= size
+	}
+	return i
+}
+
+// parseSequencePost reads a Sequence of post-processors as Llama 3's
+// tokenizer.json has it: ByteLevel (offsets only) and at most one
+// processor that adds special tokens. Run in turn they come to the same as
+// the template with ByteLevel's offset trimming (processors/sequence.rs).
+func parseSequencePost(raw json.RawMessage) (*postProcessor, error) {
+	var sj struct {
+		Processors []json.RawMessage `json:"processors"`
+	}
+	if err := json.Unmarshal(raw, &sj); err != nil {
+		return nil, fmt.Errorf("tokenizer: parsing Sequence post_processor: %w", err)
+	}
+	var out *postProcessor
+	trim, prefixSpace, byteLevel := false, false, false
+	for _, r := range sj.Processors {
+		ty, err := componentType("post_processor", r)
+		if err != nil {
+			return nil, err
+		}
+		p, err := parsePostProcessor(r)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case p == nil:
+		case ty == "ByteLevel":
+			byteLevel = true
+			trim, prefixSpace = trim || p.trim, p.prefixSpace
+		case out != nil:
+			return nil, fmt.Errorf("%w: Sequence post_processor with two that add tokens", ErrUnsupported)
+		default:
+			out = p
+		}
+	}
+	if out == nil {
+		out = &postProcessor{single: []piece{{seq: 0}}, pair: []piece{{seq: 0}, {seq: 1, typeID: 1}}}
+	}
+	if byteLevel && trim {
+		out.trim, out.prefixSpace = true, prefixSpace
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -11,6 +12,7 @@ import (
 // model turns one word into tokens.
 type model interface {
 	vocabulary() map[string]int64
+	idToToken(id int64) (string, bool)
 	tokenize(out []token, n *normalized, from, to int, buf []byte) ([]token, []byte)
 }
 
@@ -34,8 +36,33 @@ type Tokenizer struct {
 	trunc *Truncation
 	pad   *Padding
 	added []AddedToken
+	dec   decoder // nil: none
+
+	addedByID map[int64]string // added tokens' contents by id
+	special   map[string]bool  // contents of the special added tokens
 
 	raw, normed *matcher // added tokens matched before / after normalization
+
+	// scratch holds *[]token buffers for a sequence's tokens, which live
+	// only until postProcess copies them into the Encoding.
+	scratch *sync.Pool
+}
+
+// tokenBuf returns a token buffer from the pool.
+func (t *Tokenizer) tokenBuf() *[]token {
+	if b, ok := t.scratch.Get().(*[]token); ok {
+		return b
+	}
+	b := make([]token, 0, 64)
+	return &b
+}
+
+// putTokenBuf returns a buffer to the pool, unless a very long text made
+// it too big to keep.
+func (t *Tokenizer) putTokenBuf(b *[]token) {
+	if cap(*b) <= 1<<14 {
+		t.scratch.Put(b)
+	}
 }
 
 // Encoding is one encoded input (or pair). Offsets are UTF-8 byte offsets
@@ -153,6 +180,13 @@ func (t *Tokenizer) build() {
 		}
 		assigned[a.Content] = a.ID
 	}
+	t.addedByID, t.special = make(map[int64]string, len(t.added)), make(map[string]bool)
+	for _, a := range t.added {
+		t.addedByID[a.ID] = a.Content
+		if a.Special {
+			t.special[a.Content] = true
+		}
+	}
 	for _, a := range t.added {
 		if a.Content == "" {
 			continue
@@ -172,31 +206,35 @@ func (t *Tokenizer) build() {
 // Encode encodes one text; addSpecial applies the post-processor's special
 // tokens (and counts them against truncation).
 func (t *Tokenizer) Encode(text string, addSpecial bool) (Encoding, error) {
-	a := t.encodeSequence(text)
-	a, _, err := t.truncate(a, nil, addSpecial)
+	buf := t.tokenBuf()
+	defer t.putTokenBuf(buf)
+	*buf = t.encodeSequence((*buf)[:0], text)
+	a, _, err := t.truncate(*buf, nil, addSpecial)
 	if err != nil {
 		return Encoding{}, err
 	}
-	return t.postProcess(a, nil, addSpecial), nil
+	return t.postProcess(a, nil, addSpecial, [2]string{text}), nil
 }
 
 // EncodePair encodes a pair (a query and a document, for a cross-encoder):
 // b's tokens get the pair template's type id and offsets into b.
 func (t *Tokenizer) EncodePair(a, b string, addSpecial bool) (Encoding, error) {
-	ta, tb := t.encodeSequence(a), t.encodeSequence(b)
-	if tb == nil {
-		tb = []token{}
-	}
+	bufA, bufB := t.tokenBuf(), t.tokenBuf()
+	defer t.putTokenBuf(bufA)
+	defer t.putTokenBuf(bufB)
+	*bufA = t.encodeSequence((*bufA)[:0], a)
+	*bufB = t.encodeSequence((*bufB)[:0], b)
+	ta, tb := *bufA, *bufB
 	ta, tb, err := t.truncate(ta, tb, addSpecial)
 	if err != nil {
 		return Encoding{}, err
 	}
-	return t.postProcess(ta, tb, addSpecial), nil
+	return t.postProcess(ta, tb, addSpecial, [2]string{a, b}), nil
 }
 
-func (t *Tokenizer) postProcess(a, b []token, addSpecial bool) Encoding {
+func (t *Tokenizer) postProcess(a, b []token, addSpecial bool, texts [2]string) Encoding {
 	if t.post != nil {
-		return t.post.apply(a, b, addSpecial)
+		return t.post.apply(a, b, addSpecial, texts)
 	}
 	e := newEncoding(len(a) + len(b))
 	e.appendTokens(a, 0)
@@ -289,8 +327,7 @@ func maxInt(a, b int) int {
 // encodeSequence splits out added tokens, normalizes and pre-tokenizes the
 // rest and runs the model over each word (tokenizer/mod.rs
 // encode_single_sequence).
-func (t *Tokenizer) encodeSequence(text string) []token {
-	out := make([]token, 0, len(text)/3+4)
+func (t *Tokenizer) encodeSequence(out []token, text string) []token {
 	var buf []byte
 	t.raw.split(text, func(from, to int, a *AddedToken) {
 		if a != nil {
@@ -299,7 +336,7 @@ func (t *Tokenizer) encodeSequence(text string) []token {
 		}
 		var n normalized
 		if t.norm != nil {
-			n = t.norm.normalize(text[from:to], from)
+			n = aligned(t.norm.normalize(text[from:to], from), from)
 		} else {
 			n = identity(text[from:to], from)
 		}

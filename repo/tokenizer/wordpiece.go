@@ -97,3 +97,8 @@ func (w *wordPiece) unkToken(n *normalized, from, to int) token {
 }
 
 func (w *wordPiece) vocabulary() map[string]int64 { return w.vocab }
+
+func (w *wordPiece) idToToken(id int64) (string, bool) {
+	s, ok := w.byID[id]
+	return s, ok
+}

@@ -38,8 +38,28 @@ for (const [file, list] of Object.entries(cases)) {
       ids: enc.getIds(), type_ids: enc.getTypeIds(), tokens: enc.getTokens(),
       special_mask: enc.getSpecialTokensMask(),
       offsets: enc.getOffsets().map(([s, e], i) => (seq[i] == null ? [0, 0] : [idx[seq[i]][s], idx[seq[i]][e]])),
+      decoded: await tok.decode(enc.getIds(), false),
+      decoded_skip: await tok.decode(enc.getIds(), true),
+      // Every other id: cuts characters that span tokens (byte-level, byte fallback).
+      decoded_odd: await tok.decode(enc.getIds().filter((_, i) => i % 2 === 1), false),
     });
     out[file].push(rec);
   }
 }
 fs.writeFileSync(path.join(dir, "golden.json"), JSON.stringify(out, null, 0).replace(/\},\{/g, "},\n{") + "\n");
+
+// Batches (batch_cases.json -> golden_batch.json): encodeBatch pads with the
+// file's padding section, or with the case's padding when it gives one.
+const batches = JSON.parse(fs.readFileSync(path.join(dir, "batch_cases.json"), "utf8"));
+const bout = [];
+for (const c of batches) {
+  const tok = Tokenizer.fromFile(path.join(dir, c.file));
+  if (c.padding === null) tok.disablePadding();
+  else if (c.padding) tok.setPadding(c.padding);
+  const encs = await tok.encodeBatch(c.inputs, { addSpecialTokens: c.special ?? true });
+  bout.push({ ...c, encodings: encs.map((e) => ({
+    ids: e.getIds(), type_ids: e.getTypeIds(), tokens: e.getTokens(),
+    special_mask: e.getSpecialTokensMask(), attention_mask: e.getAttentionMask(),
+  })) });
+}
+fs.writeFileSync(path.join(dir, "golden_batch.json"), JSON.stringify(bout, null, 0).replace(/\},\{/g, "},\n{") + "\n");

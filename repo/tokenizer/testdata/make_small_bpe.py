@@ -51,7 +51,7 @@ tpl = {"version": "1.0",
                           "pair": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
                                    {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
                           "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [eot], "tokens": ["<|endoftext|>"]}}},
-       "decoder": None,
+       "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
        "model": dict(model, merges=[[a, b] for a, b in merges], ignore_merges=True)}
 # Qwen2's and Llama 3's split patterns (their tokenizer.json files), then
 # ByteLevel without its own regex.
@@ -63,7 +63,8 @@ def split_doc(pattern, post):
             "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
                 {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-            "post_processor": post, "decoder": None,
+            "post_processor": post,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
             "model": dict(model, merges=[[a, b] for a, b in merges], ignore_merges=True)}
 qwen = split_doc(QWEN2, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False})
 llama = split_doc(LLAMA3, dict(tpl["post_processor"], pair=tpl["post_processor"]["pair"][:2] + [

@@ -24,7 +24,10 @@ doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": ad
                           "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
                                    {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
-       "decoder": None,
+       # Llama 2's decoder (its tokenizer.json).
+       "decoder": {"type": "Sequence", "decoders": [
+           {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
+           {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
                  "vocab": vocab, "merges": merges}}
@@ -33,6 +36,10 @@ with open("small-bpe-metaspace.json", "w", encoding="utf-8") as f:
     f.write("\n")
 split = json.loads(json.dumps(doc))
 split["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+# Not a real model's decoder: it runs ByteFallback, BPEDecoder and Metaspace.
+split["decoder"] = {"type": "Sequence", "decoders": [
+    {"type": "ByteFallback"}, {"type": "BPEDecoder", "suffix": "s"},
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}]}
 with open("small-bpe-metaspace-split.json", "w", encoding="utf-8") as f:
     json.dump(split, f, ensure_ascii=False, indent=0)
     f.write("\n")
