@@ -184,10 +184,7 @@ func tokenRequest(d *textmodel.Model, rows []row) (*core.InferRequest, int) {
 	if d.SeqLen > 0 {
 		width = int(d.SeqLen)
 	}
-	var pad int64
-	if p := d.Tokenizer.Padding(); p != nil {
-		pad = p.PadID
-	}
+	pad := d.PadID
 	dt, size := core.TypeInt64, 8
 	if d.IDType == modelconfig.DataType_TYPE_INT32 {
 		dt, size = core.TypeInt32, 4

@@ -7,6 +7,7 @@ import (
 
 	"github.com/inferd/inferd/core/padbatch"
 	mc "github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/tokenizer"
 )
 
 // Describe reads the text-model files of the model folder dir and
@@ -48,6 +49,7 @@ func Describe(dir string, cfg *mc.ModelConfig) (*Model, error) {
 	if spec, err := padbatch.Parse(cfg); err == nil && m.InputIDs != "" {
 		_, m.PaddedBatch = spec.Pads(m.InputIDs) // an error is the load's to report
 	}
+	m.PadID = padID(f.tok)
 	m.PadMultiple = 1
 	if p := f.tok; p != nil && p.Padding() != nil && p.Padding().PadToMultipleOf > 1 {
 		m.PadMultiple = p.Padding().PadToMultipleOf
@@ -234,4 +236,23 @@ func tokMax(m *Model) int {
 		return 0
 	}
 	return m.Tokenizer.MaxLength()
+}
+
+// padID is the id rows are padded with: the tokenizer's padding section's,
+// else its "[PAD]" (BERT) or "<pad>" (RoBERTa, XLM-R: 1) token's, else 0.
+// The attention mask hides padding from the model; the id still matters
+// to a model that embeds positions by it, as RoBERTa's do.
+func padID(tok *tokenizer.Tokenizer) int64 {
+	if tok == nil {
+		return 0
+	}
+	if p := tok.Padding(); p != nil {
+		return p.PadID
+	}
+	for _, s := range []string{"[PAD]", "<pad>"} {
+		if id, ok := tok.TokenToID(s); ok {
+			return id
+		}
+	}
+	return 0
 }

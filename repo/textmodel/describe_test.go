@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	mc "github.com/inferd/inferd/repo/modelconfig"
+	"github.com/inferd/inferd/repo/tokenizer"
 )
 
 const (
@@ -230,5 +231,24 @@ func TestPaddedBatch(t *testing.T) {
 		if err != nil || m.PaddedBatch != tc.want {
 			t.Fatalf("%s: %+v, %v; want PaddedBatch %v", tc.name, m, err, tc.want)
 		}
+	}
+}
+
+// TestPadID: the padding section's id, else the [PAD] or <pad> token's
+// (XLM-R's is 1), else 0.
+func TestPadID(t *testing.T) {
+	for file, want := range map[string]int64{
+		"all-minilm-l6-v2.json":     0, // [PAD]
+		"small-unigram-xlmr.json":   1, // <pad>
+		"small-bpe-llama3-seq.json": 0,
+	} {
+		tok, err := tokenizer.Load(filepath.Join("..", "tokenizer", "testdata", file))
+		must(t, err)
+		if got := padID(tok); got != want {
+			t.Errorf("%s: pad id %d, want %d", file, got, want)
+		}
+	}
+	if padID(nil) != 0 {
+		t.Error("no tokenizer: want 0")
 	}
 }

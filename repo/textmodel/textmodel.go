@@ -60,6 +60,8 @@ type Model struct {
 	// known bound.
 	MaxLength int
 	Pooling   Pooling
+	// PadID is the id padding rows carry (padID).
+	PadID int64
 	// PadMultiple rounds a request's padded width up to a multiple of it
 	// (1: pad to the longest row only), so that requests of nearby
 	// lengths share a shape and batch together.
