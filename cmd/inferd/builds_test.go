@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cloudBuilds are the per-cloud builds (builds.go) with what their
+// dependency lists must lack and keep, and what each must refuse.
+var cloudBuilds = []struct {
+	name, tag string
+	// absent and present are import paths in `go list -deps`.
+	absent, present []string
+	// args start the smoke server beside the repository and ports.
+	args []string
+	// refused are command lines, each alone, that must fail naming the
+	// build; env, when set, is added to the refused runs' environment.
+	refused [][]string
+	env     []string
+}{
+	{
+		name: "inferd-sagemaker", tag: "inferd_sagemaker",
+		absent: []string{"cloud.google.com/go/storage", "google.golang.org/grpc/xds", "github.com/Azure/azure-sdk-for-go/sdk/azcore",
+			"github.com/inferd/inferd/platforms/grpcapi", "github.com/inferd/inferd/vertex", "github.com/inferd/inferd/platforms/lambda",
+			"github.com/inferd/inferd/cmd/inferd/perf", "github.com/inferd/inferd/repo/gcs", "github.com/inferd/inferd/repo/as"},
+		present: []string{"github.com/inferd/inferd/repo/s3", "github.com/inferd/inferd/sagemaker"},
+		args:    []string{"--allow-grpc=false"}, // what Triton's SageMaker serve script passes
+		refused: [][]string{{"--model-repository=gs://bucket/models"}, {"--model-repository=as://account/container/models"},
+			{"--grpc-port=8001"}, {"--allow-vertex-ai=true"}, {"perf"}},
+	},
+	{
+		name: "inferd-vertex", tag: "inferd_vertex",
+		absent: []string{"github.com/aws/aws-sdk-go-v2/service/s3", "github.com/Azure/azure-sdk-for-go/sdk/azcore",
+			"github.com/inferd/inferd/platforms/lambda", "github.com/inferd/inferd/cmd/inferd/perf", "github.com/inferd/inferd/repo/s3",
+			"github.com/inferd/inferd/repo/as"},
+		present: []string{"github.com/inferd/inferd/repo/gcs", "github.com/inferd/inferd/platforms/grpcapi", "github.com/inferd/inferd/vertex"},
+		args:    []string{"--grpc-port=0", "--grpc-address=127.0.0.1"},
+		refused: [][]string{{"--model-repository=s3://bucket/models"}, {"--model-repository=as://account/container/models"},
+			{"--allow-sagemaker=true"}, {"serve"}},
+	},
+	{
+		name: "inferd-lambda", tag: "inferd_lambda",
+		absent: []string{"cloud.google.com/go/storage", "google.golang.org/grpc/xds", "github.com/Azure/azure-sdk-for-go/sdk/azcore",
+			"github.com/inferd/inferd/platforms/grpcapi", "github.com/inferd/inferd/vertex", "github.com/inferd/inferd/cmd/inferd/perf",
+			"github.com/inferd/inferd/repo/gcs", "github.com/inferd/inferd/repo/as"},
+		present: []string{"github.com/inferd/inferd/repo/s3", "github.com/inferd/inferd/platforms/lambda"},
+		args:    []string{"--allow-grpc=false"},
+		refused: [][]string{{"--model-repository=gs://bucket/models"}, {"--grpc-port=8001"}, {"--allow-sagemaker=true"}, {"serve"}},
+	},
+}
+
+func goTool(t *testing.T) string {
+	t.Helper()
+	g, err := exec.LookPath("go")
+	if err != nil {
+		g = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	return g
+}
+
+// TestBuildDependencies checks that each per-cloud build really leaves
+// its parts out: the packages are gone from its dependency list, not
+// merely unused.
+func TestBuildDependencies(t *testing.T) {
+	for _, b := range cloudBuilds {
+		t.Run(b.name, func(t *testing.T) {
+			out, err := exec.Command(goTool(t), "list", "-deps", "-tags", b.tag, ".").Output()
+			if err != nil {
+				t.Fatalf("go list -deps -tags %s: %v", b.tag, err)
+			}
+			deps := strings.Fields(string(out))
+			for _, p := range b.absent {
+				if slices.Contains(deps, p) {
+					t.Errorf("%s is in the %s build", p, b.name)
+				}
+			}
+			for _, p := range b.present {
+				if !slices.Contains(deps, p) {
+					t.Errorf("%s is not in the %s build", p, b.name)
+				}
+			}
+		})
+	}
+}
+
+// TestBuildSmoke builds each per-cloud binary and checks it starts, gets
+// ready and answers an inference on the example repository, and refuses
+// what it leaves out with an error naming the build, never a panic.
+func TestBuildSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds three binaries")
+	}
+	repo, err := filepath.Abs("../../examples/model_repository")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, b := range cloudBuilds {
+		t.Run(b.name, func(t *testing.T) {
+			bin := filepath.Join(dir, b.name)
+			if out, err := exec.Command(goTool(t), "build", "-tags", b.tag, "-o", bin, ".").CombinedOutput(); err != nil {
+				t.Fatalf("go build -tags %s: %v\n%s", b.tag, err, out)
+			}
+			for _, args := range b.refused {
+				checkRefused(t, bin, b.name, append(args, "--model-repository="+repo))
+			}
+			cmd := exec.Command(bin, "--model-repository="+repo, "--version")
+			if out, err := cmd.Output(); err != nil || !strings.HasPrefix(string(out), "inferd ") {
+				t.Errorf("--version: %q, %v", out, err)
+			}
+			smokeServe(t, bin, append([]string{"--model-repository=" + repo, "--http-address=127.0.0.1", "--http-port=0", "--metrics-port=0"}, b.args...))
+		})
+	}
+}
+
+// checkRefused runs bin with args and wants a clean failure whose message
+// names the build.
+func checkRefused(t *testing.T, bin, build string, args []string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || exit.ExitCode() > 2 {
+		t.Errorf("%v: want exit 1 or 2, got %v\n%s", args, err, stderr.String())
+		return
+	}
+	msg := stderr.String()
+	if !strings.Contains(msg, "is not in this build: the "+build+" build leaves it out") || strings.Contains(msg, "panic") {
+		t.Errorf("%v: stderr does not name the build:\n%s", args, msg)
+	}
+}
+
+// smokeServe starts bin with args, waits for readiness and posts one
+// inference to `simple` (OUTPUT0 = INPUT0 + INPUT1).
+func smokeServe(t *testing.T, bin string, args []string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	found := make(chan string, 1)
+	var log strings.Builder
+	go func() {
+		addr := regexp.MustCompile(`"serving" .*http=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := addr.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+			log.WriteString(sc.Text() + "\n")
+		}
+		close(found)
+	}()
+	var base string
+	select {
+	case a, ok := <-found:
+		if !ok {
+			t.Fatalf("exited before serving:\n%s", log.String())
+		}
+		base = "http://" + a
+	case <-time.After(time.Minute):
+		t.Fatal("not serving after a minute")
+	}
+	resp, err := http.Get(base + "/v2/health/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("ready: %s", resp.Status)
+	}
+	body := `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},` +
+		`{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+	resp, err = http.Post(base+"/v2/models/simple/infer", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Outputs []struct {
+			Name string  `json:"name"`
+			Data []int32 `json:"data"`
+		} `json:"outputs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("infer: %s, %v", resp.Status, err)
+	}
+	for _, o := range got.Outputs {
+		if o.Name == "OUTPUT0" {
+			if len(o.Data) != 16 || o.Data[0] != 1 || o.Data[15] != 16 {
+				t.Errorf("OUTPUT0 = %v, want 1..16", o.Data)
+			}
+			return
+		}
+	}
+	t.Errorf("no OUTPUT0 in %+v", got)
+}
