@@ -213,6 +213,11 @@ func measureFootprint(dir string, fb footprintBuild) (fp footprint, err error) {
 		return fp, err
 	}
 	fp.readyMs = float64(time.Since(start).Microseconds()) / 1e3
+	// The listeners bind one after another (HTTP first), so the metrics
+	// one may not be there the moment HTTP answers ready.
+	if err := waitReady("http://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics", exited); err != nil {
+		return fp, err
+	}
 	if fp.loadMs, fp.loadSumMs, err = loadDurations("http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"); err != nil {
 		return fp, err
 	}
