@@ -60,6 +60,7 @@ ort-gpu: $(ORT_LIB)
 build: $(ORT_LIB)
 	$(GO) build -o $(BIN) ./cmd/inferd
 
+CLOUD_TAGS := inferd_sagemaker inferd_vertex inferd_lambda
 # The per-cloud builds (docs/deploy.md): the same source with a build tag
 # that leaves out the repository drivers and frontends the cloud does not
 # use; written beside bin/inferd.
@@ -101,10 +102,13 @@ run: build
 vet:
 	$(GO) vet ./...
 
-# gofmt and staticcheck must both be silent.
+# gofmt and staticcheck must both be silent, on the per-cloud builds too (their
+# files in cmd/inferd compile only with their tag).
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
+	@set -e; for t in $(CLOUD_TAGS); do echo "vet, staticcheck -tags $$t ./cmd/inferd"; \
+	  $(GO) vet -tags $$t ./cmd/inferd; $(GO) run $(STATICCHECK) -tags $$t ./cmd/inferd; done
 
 # The Redis response cache tests start a real redis-server (Debian's package
 # redis-server); as root on Debian it is installed, elsewhere they skip with
