@@ -5,7 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +31,8 @@ var cloudBuilds = []struct {
 	// refused are command lines, each alone, that must fail naming the
 	// build; env, when set, is added to the refused runs' environment.
 	refused [][]string
-	env     []string
+	// mode serves the example's request in the build's platform mode.
+	mode func(t *testing.T, bin, repo string)
 }{
 	{
 		name: "inferd-sagemaker", tag: "inferd_sagemaker",
@@ -38,6 +43,7 @@ var cloudBuilds = []struct {
 		args:    []string{"--allow-grpc=false"}, // what Triton's SageMaker serve script passes
 		refused: [][]string{{"--model-repository=gs://bucket/models"}, {"--model-repository=as://account/container/models"},
 			{"--grpc-port=8001"}, {"--allow-vertex-ai=true"}, {"perf"}},
+		mode: smokeSageMaker,
 	},
 	{
 		name: "inferd-vertex", tag: "inferd_vertex",
@@ -48,6 +54,7 @@ var cloudBuilds = []struct {
 		args:    []string{"--grpc-port=0", "--grpc-address=127.0.0.1"},
 		refused: [][]string{{"--model-repository=s3://bucket/models"}, {"--model-repository=as://account/container/models"},
 			{"--allow-sagemaker=true"}, {"serve"}},
+		mode: smokeVertex,
 	},
 	{
 		name: "inferd-lambda", tag: "inferd_lambda",
@@ -57,6 +64,7 @@ var cloudBuilds = []struct {
 		present: []string{"github.com/inferd/inferd/repo/s3", "github.com/inferd/inferd/platforms/lambda"},
 		args:    []string{"--allow-grpc=false"},
 		refused: [][]string{{"--model-repository=gs://bucket/models"}, {"--grpc-port=8001"}, {"--allow-sagemaker=true"}, {"serve"}},
+		mode:    smokeLambda,
 	},
 }
 
@@ -119,7 +127,9 @@ func TestBuildSmoke(t *testing.T) {
 			if out, err := cmd.Output(); err != nil || !strings.HasPrefix(string(out), "inferd ") {
 				t.Errorf("--version: %q, %v", out, err)
 			}
-			smokeServe(t, bin, append([]string{"--model-repository=" + repo, "--http-address=127.0.0.1", "--http-port=0", "--metrics-port=0"}, b.args...))
+			base := smokeStart(t, bin, nil, "http", append([]string{"--model-repository=" + repo, "--http-address=127.0.0.1", "--http-port=0", "--metrics-port=0"}, b.args...)...)
+			smokeInfer(t, base+"/v2/health/ready", base+"/v2/models/simple/infer")
+			b.mode(t, bin, repo)
 		})
 	}
 }
@@ -143,11 +153,12 @@ func checkRefused(t *testing.T, bin, build string, args []string) {
 	}
 }
 
-// smokeServe starts bin with args, waits for readiness and posts one
-// inference to `simple` (OUTPUT0 = INPUT0 + INPUT1).
-func smokeServe(t *testing.T, bin string, args []string) {
+// smokeStart starts bin with args and env and returns the base URL of the
+// listener named key in its "serving" log line.
+func smokeStart(t *testing.T, bin string, env []string, key string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +170,7 @@ func smokeServe(t *testing.T, bin string, args []string) {
 	found := make(chan string, 1)
 	var log strings.Builder
 	go func() {
-		addr := regexp.MustCompile(`"serving" .*http=(\S+)`)
+		addr := regexp.MustCompile(`"serving" .*\b` + key + `=(\S+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if m := addr.FindStringSubmatch(sc.Text()); m != nil {
@@ -169,17 +180,30 @@ func smokeServe(t *testing.T, bin string, args []string) {
 		}
 		close(found)
 	}()
-	var base string
 	select {
 	case a, ok := <-found:
 		if !ok {
 			t.Fatalf("exited before serving:\n%s", log.String())
 		}
-		base = "http://" + a
+		go func() { // keep the pipe drained
+			for range found {
+			}
+		}()
+		return "http://" + strings.Replace(a, "0.0.0.0", "127.0.0.1", 1)
 	case <-time.After(time.Minute):
 		t.Fatal("not serving after a minute")
 	}
-	resp, err := http.Get(base + "/v2/health/ready")
+	return ""
+}
+
+const smokeRequest = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},` +
+	`{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
+
+// smokeInfer wants ready to answer 200 and infer to answer smokeRequest
+// with `simple`'s sum (OUTPUT0 = INPUT0 + INPUT1).
+func smokeInfer(t *testing.T, ready, infer string) {
+	t.Helper()
+	resp, err := http.Get(ready)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,21 +211,29 @@ func smokeServe(t *testing.T, bin string, args []string) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("ready: %s", resp.Status)
 	}
-	body := `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},` +
-		`{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}`
-	resp, err = http.Post(base+"/v2/models/simple/infer", "application/json", strings.NewReader(body))
+	resp, err = http.Post(infer, "application/json", strings.NewReader(smokeRequest))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("infer: %s, %v: %s", resp.Status, err, body)
+	}
+	checkSum(t, string(body))
+}
+
+// checkSum wants body to be `simple`'s answer to smokeRequest.
+func checkSum(t *testing.T, body string) {
+	t.Helper()
 	var got struct {
 		Outputs []struct {
 			Name string  `json:"name"`
 			Data []int32 `json:"data"`
 		} `json:"outputs"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("infer: %s, %v", resp.Status, err)
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("infer: %v: %s", err, body)
 	}
 	for _, o := range got.Outputs {
 		if o.Name == "OUTPUT0" {
@@ -212,4 +244,72 @@ func smokeServe(t *testing.T, bin string, args []string) {
 		}
 	}
 	t.Errorf("no OUTPUT0 in %+v", got)
+}
+
+// freeTCPPort is a port nothing listens on now.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// smokeSageMaker runs `serve` as SageMaker does, on repo as the model
+// folder: /ping, then /invocations.
+func smokeSageMaker(t *testing.T, bin, repo string) {
+	port := freeTCPPort(t)
+	base := smokeStart(t, bin, []string{"SAGEMAKER_BIND_TO_PORT=" + fmt.Sprint(port), "INFERD_SAGEMAKER_MODEL_DIR=" + repo,
+		"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME=simple"}, "sagemaker", "serve")
+	smokeInfer(t, base+"/ping", base+"/invocations")
+}
+
+// smokeVertex runs in Vertex AI's environment: the health and predict
+// routes on AIP_HTTP_PORT, the repository from AIP_STORAGE_URI.
+func smokeVertex(t *testing.T, bin, repo string) {
+	port := freeTCPPort(t)
+	base := smokeStart(t, bin, []string{"AIP_MODE=PREDICTION", "AIP_HTTP_PORT=" + fmt.Sprint(port), "AIP_STORAGE_URI=" + repo,
+		"AIP_HEALTH_ROUTE=/health", "AIP_PREDICT_ROUTE=/predict"}, "vertex_ai", "--vertex-ai-default-model=simple", "--metrics-port=0")
+	smokeInfer(t, base+"/health", base+"/predict")
+}
+
+// smokeLambda runs under a fake Lambda Runtime API (lambda_test.go) that
+// hands out one Function URL event carrying smokeRequest.
+func smokeLambda(t *testing.T, bin, repo string) {
+	event, err := json.Marshal(map[string]any{
+		"version": "2.0", "rawPath": "/v2/models/simple/infer", "rawQueryString": "",
+		"headers": map[string]string{"content-type": "application/json"},
+		"requestContext": map[string]any{
+			"domainName": "abc.lambda-url.us-east-1.on.aws",
+			"http":       map[string]string{"method": "POST", "path": "/v2/models/simple/infer"},
+		},
+		"body": smokeRequest, "isBase64Encoded": false,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &fakeRuntimeAPI{events: []string{string(event)}, responses: make(chan string, 4)}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cmd := exec.Command(bin, "--model-repository="+repo, "--log-info=false")
+	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	select {
+	case resp := <-api.responses:
+		var got struct {
+			StatusCode int    `json:"statusCode"`
+			Body       string `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(resp), &got); err != nil || got.StatusCode != http.StatusOK {
+			t.Fatalf("Lambda answered %q (%v)", resp, err)
+		}
+		checkSum(t, got.Body)
+	case <-time.After(time.Minute):
+		t.Fatal("no response reached the Runtime API")
+	}
 }
