@@ -1,7 +1,8 @@
 // Command inferd serves Triton model repositories (ONNX, Python and
 // ensemble models, from local folders, s3://, gs:// or as://) over the KServe v2
 // HTTP and gRPC APIs, with Prometheus metrics; the same binary is the
-// SageMaker (`inferd serve`), Vertex AI and AWS Lambda container.
+// SageMaker (`inferd serve`), Vertex AI and AWS Lambda container. Build tags
+// give smaller per-cloud binaries from the same source (builds.go).
 // `inferd perf` is a load tool for any KServe v2 server, over HTTP or gRPC.
 package main
 
