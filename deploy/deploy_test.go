@@ -972,8 +972,8 @@ func TestDockerfiles(t *testing.T) {
 				if user != "" {
 					t.Errorf("USER %q: Lambda picks the user itself", user)
 				}
-				if !strings.Contains(bt, "-tags lambda.norpc") || !strings.Contains(bt, "-o /out/bootstrap") {
-					t.Error("build stage: want -tags lambda.norpc and a bootstrap binary")
+				if !strings.Contains(bt, "-tags lambda.norpc,inferd_lambda") || !strings.Contains(bt, "-o /out/bootstrap") {
+					t.Error("build stage: want -tags lambda.norpc,inferd_lambda (the Lambda build) and a bootstrap binary")
 				}
 				ft := final.text()
 				for _, want := range []string{"/var/runtime/bootstrap", "COPY examples/model_repository /opt/models", "TRITON_AWS_MOUNT_DIRECTORY=/tmp"} {

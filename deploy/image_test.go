@@ -511,6 +511,7 @@ func TestImage(t *testing.T) {
 	imgCopyFile(t, ortLib, filepath.Join(root, spec.ortLib), 0o644)
 	t.Logf("tree built in %v", time.Since(start).Round(time.Millisecond))
 
+	var fullTree int64 // measured by "contents"
 	t.Run("contents", func(t *testing.T) {
 		for _, p := range []string{"/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/bash", "/bin/dash", "/usr/bin/dash", "/busybox", "/etc/machine-id", "/var/lib/dbus/machine-id"} {
 			if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
@@ -537,6 +538,7 @@ func TestImage(t *testing.T) {
 		}
 
 		total, top := imgTreeSize(t, root)
+		fullTree = total
 		t.Logf("uncompressed tree: %.1f MB (%d bytes); largest: %s", float64(total)/1e6, total, top)
 		if total >= imageMaxBytes {
 			t.Errorf("uncompressed tree is %d bytes, over the %d budget", total, imageMaxBytes)
@@ -608,6 +610,8 @@ func TestImage(t *testing.T) {
 			t.Fatalf("with %s=0: exit %v; want SIGSEGV in CreateOrtEnv\n%s", imgTelemetryEnv, p.err, imgExcerpt(out))
 		}
 	})
+	// Last: the per-cloud builds replace the binary in the tree.
+	t.Run("builds", func(t *testing.T) { imgCloudBuilds(t, root, work, spec, fullTree, reqPath, reqBody, wantOut) })
 	t.Logf("TestImage took %v", time.Since(start).Round(time.Millisecond))
 }
 

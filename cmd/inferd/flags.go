@@ -181,6 +181,9 @@ func parseCommandLine(args []string, env environment, out io.Writer) (*config, e
 	}
 	c.traceSettings(v)
 	c.vertexDefaults(v)
+	if err := checkBuild(v, c); err != nil {
+		return nil, err
+	}
 	if c.controlMode != "poll" {
 		c.pollSecs = 0
 	}

@@ -14,11 +14,8 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/platforms/httpapi"
-	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
-	"github.com/inferd/inferd/sagemaker"
-	"github.com/inferd/inferd/vertex"
 )
 
 // listenSpec is one listener the server opens.
@@ -104,32 +101,17 @@ func newListener(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Se
 		// Triton's metrics listener logs its requests as the HTTP one does.
 		h = httpapi.LogRequests(metricsHandler, cfg.logs, log)
 	case "GRPC":
-		gapi := newGRPCAPI(cfg, srv, loads, log)
-		actor, addr, err := newGRPC(cfg, gapi, spec)
-		return actor, addr, gapi.SetExiting, err
+		return grpcListener(cfg, spec, srv, loads, log)
 	case "SageMaker":
-		opts := sagemaker.OptionsFromEnv(cfg.env.get)
-		opts.Logger, opts.UnloadTimeout, opts.Metrics = log, cfg.sageMakerUnload, metricsHandler
-		h = sagemaker.New(srv, api, opts)
+		var err error
+		if h, err = sageMakerHandler(cfg, srv, api, metricsHandler, log); err != nil {
+			return serve.Actor{}, "", nil, err
+		}
 	default:
 		return serve.Actor{}, "", nil, fmt.Errorf("the %s listener is not available in this build", spec.service)
 	}
 	actor, addr, err := listen(spec, h, cfg.timeouts(), log)
 	return actor, addr, nil, err
-}
-
-// newVertex builds the Vertex AI frontend over api, with the options of
-// its environment, and binds its listener.
-func newVertex(cfg *config, spec listenSpec, srv *core.Server, api *httpapi.Server, metricsHandler *metrics.Handler,
-	log *slog.Logger) (*vertex.Handler, serve.Actor, string, error) {
-	opts, err := vertex.OptionsFromEnv(cfg.env.get, cfg.vertexDefaultModel, cfg.vertexInvoke)
-	if err != nil {
-		return nil, serve.Actor{}, "", err
-	}
-	opts.Logger, opts.Metrics = log, metricsHandler
-	h := vertex.New(srv, api, opts)
-	actor, addr, err := listen(spec, h, cfg.timeouts(), log)
-	return h, actor, addr, err
 }
 
 // listen binds spec's address and returns the actor serving h there and

@@ -1,7 +1,8 @@
 // Command inferd serves Triton model repositories (ONNX, Python and
 // ensemble models, from local folders, s3://, gs:// or as://) over the KServe v2
 // HTTP and gRPC APIs, with Prometheus metrics; the same binary is the
-// SageMaker (`inferd serve`), Vertex AI and AWS Lambda container.
+// SageMaker (`inferd serve`), Vertex AI and AWS Lambda container. Build tags
+// give smaller per-cloud binaries from the same source (builds.go).
 // `inferd perf` is a load tool for any KServe v2 server, over HTTP or gRPC.
 package main
 
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferd/inferd/cmd/inferd/options"
-	"github.com/inferd/inferd/cmd/inferd/perf"
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
@@ -31,7 +30,6 @@ import (
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/core/sequence"
 	"github.com/inferd/inferd/platforms/httpapi"
-	lambdaplat "github.com/inferd/inferd/platforms/lambda"
 	"github.com/inferd/inferd/platforms/metrics"
 	"github.com/inferd/inferd/platforms/openai"
 	"github.com/inferd/inferd/platforms/orca"
@@ -40,13 +38,8 @@ import (
 	"github.com/inferd/inferd/platforms/shm/cudaipc"
 	"github.com/inferd/inferd/platforms/trace"
 	"github.com/inferd/inferd/repo"
-	"github.com/inferd/inferd/repo/as"
 	"github.com/inferd/inferd/repo/credfile"
-	"github.com/inferd/inferd/repo/gcs"
-	"github.com/inferd/inferd/repo/s3"
 	"github.com/inferd/inferd/repo/tempdir"
-	"github.com/inferd/inferd/sagemaker"
-	"github.com/inferd/inferd/vertex"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -55,7 +48,7 @@ var version = "dev"
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "perf" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		code := perf.Main(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		code := perfMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
 	}
@@ -72,7 +65,7 @@ func main() {
 		// SageMaker runs `docker run <image> serve`: its environment
 		// becomes flags, as Triton's serve script does
 		// (triton-inference-server/server docker/sagemaker/serve).
-		flags, exports, err := sagemaker.ServeArgs(env.get, sagemaker.ServeConfig{ModelDir: env.get("INFERD_SAGEMAKER_MODEL_DIR")})
+		flags, exports, err := sageMakerServeArgs(env)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -253,11 +246,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 	// liveness probe passes during long loads; health reads 400 until
 	// Resolve.
 	addrs := map[string]string{}
-	var vertexHandler *vertex.Handler
+	var resolveVertex func() error
 	if cfg.allowVertex {
 		spec := specFor(specs, "Vertex AI")
 		var actor serve.Actor
-		if vertexHandler, actor, addrs[spec.service], err = newVertex(cfg, spec, srv, api, metricsHandler, log); err != nil {
+		if resolveVertex, actor, addrs[spec.service], err = newVertex(cfg, spec, srv, api, metricsHandler, log); err != nil {
 			return g.Stop(err)
 		}
 		g.Go(actor)
@@ -275,8 +268,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			g.Go(serve.Loop("repository retry", srv.RetryUnreachable))
 		}
 	}
-	if vertexHandler != nil {
-		if err := vertexHandler.Resolve(); err != nil {
+	if resolveVertex != nil {
+		if err := resolveVertex(); err != nil {
 			return g.Stop(err)
 		}
 	}
@@ -356,28 +349,47 @@ func logStopError(log *slog.Logger, msg string, stop func(context.Context) error
 	}
 }
 
-// repoOptions wires the S3, GCS and Azure Blob stores and the local cache
-// of their models, dir (see openRepoCache).
-func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
-	// With TRITON_CLOUD_CREDENTIAL_PATH only the file's entries are used,
-	// read on the first cloud root so a server of local roots never needs it.
-	var creds *credfile.Lazy
-	if path := cfg.env.get("TRITON_CLOUD_CREDENTIAL_PATH"); path != "" {
-		creds = credfile.NewLazy(path)
+// storeOpener opens the store of one remote root (repo.OpenOptions.Stores).
+type storeOpener = func(context.Context, string) (repo.Store, error)
+
+// cloudCreds is TRITON_CLOUD_CREDENTIAL_PATH, read on the first cloud
+// root so a server of local roots never needs it.
+type cloudCreds struct{ file *credfile.Lazy }
+
+// entry loads the file and returns it with the label of root's entry in
+// section, or Triton's error when no entry matches.
+func (c *cloudCreds) entry(section, root string, prefix func(*credfile.File, string) (string, bool)) (*credfile.File, string, error) {
+	f, err := c.file.Get()
+	if err != nil {
+		return nil, "", fmt.Errorf("TRITON_CLOUD_CREDENTIAL_PATH: %w", err)
 	}
-	// entry loads the file and returns it with the label of root's entry
-	// in section, or Triton's error when no entry matches.
-	entry := func(section, root string, prefix func(*credfile.File, string) (string, bool)) (*credfile.File, string, error) {
-		f, err := creds.Get()
-		if err != nil {
-			return nil, "", fmt.Errorf("TRITON_CLOUD_CREDENTIAL_PATH: %w", err)
+	p, ok := prefix(f, root)
+	if !ok {
+		// Triton's wording first, then which file and section.
+		return nil, "", fmt.Errorf("%s (no %q key of credential file %s is a prefix of it)", "Cannot match credential for path "+root, section, f.Path())
+	}
+	return f, fmt.Sprintf("credential file %s entry %q", f.Path(), p), nil
+}
+
+// repoOptions wires the stores this build has (store_*.go: S3, GCS,
+// Azure Blob) and the local cache of their models, dir (see
+// openRepoCache). A scheme the build leaves out is refused earlier, when
+// the command line is read (checkBuild).
+func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
+	// With TRITON_CLOUD_CREDENTIAL_PATH only the file's entries are used.
+	var creds *cloudCreds
+	if path := cfg.env.get("TRITON_CLOUD_CREDENTIAL_PATH"); path != "" {
+		creds = &cloudCreds{file: credfile.NewLazy(path)}
+	}
+	stores := map[string]storeOpener{}
+	for scheme, open := range map[string]storeOpener{
+		"s3": s3Store(cfg, log, creds),
+		"gs": gcsStore(cfg, log, creds),
+		"as": asStore(cfg, log, creds),
+	} {
+		if open != nil {
+			stores[scheme] = open
 		}
-		p, ok := prefix(f, root)
-		if !ok {
-			// Triton's wording first, then which file and section.
-			return nil, "", fmt.Errorf("%s (no %q key of credential file %s is a prefix of it)", "Cannot match credential for path "+root, section, f.Path())
-		}
-		return f, fmt.Sprintf("credential file %s entry %q", f.Path(), p), nil
 	}
 	return repo.OpenOptions{
 		CacheDir: dir,
@@ -385,45 +397,7 @@ func repoOptions(cfg *config, dir string, log *slog.Logger) repo.OpenOptions {
 		// Without --exit-on-error a storage outage at start-up must not
 		// keep the other repositories from serving.
 		Lenient: !cfg.exitOnError,
-		Stores: map[string]func(context.Context, string) (repo.Store, error){
-			"s3": func(ctx context.Context, root string) (repo.Store, error) {
-				opts := s3.Options{Logger: log, Getenv: cfg.env.get}
-				if creds != nil {
-					f, label, err := entry("s3", root, (*credfile.File).S3Prefix)
-					if err != nil {
-						return nil, err
-					}
-					c, _ := f.S3(root)
-					opts.Creds = &s3.Credentials{KeyID: c.KeyID, Secret: c.SecretKey, SessionToken: c.SessionToken,
-						Region: c.Region, Profile: c.Profile, Source: label}
-				}
-				return s3.Open(ctx, root, opts)
-			},
-			"gs": func(ctx context.Context, root string) (repo.Store, error) {
-				opts := gcs.Options{Logger: log, Getenv: cfg.env.get}
-				if creds != nil {
-					f, label, err := entry("gs", root, (*credfile.File).GCSPrefix)
-					if err != nil {
-						return nil, err
-					}
-					opts.CredentialsFile, _ = f.GCS(root)
-					opts.CredentialsSource = label
-				}
-				return gcs.Open(ctx, root, opts)
-			},
-			"as": func(ctx context.Context, root string) (repo.Store, error) {
-				opts := as.Options{Logger: log, Getenv: cfg.env.get}
-				if creds != nil {
-					f, label, err := entry("as", root, (*credfile.File).ASPrefix)
-					if err != nil {
-						return nil, err
-					}
-					c, _ := f.AS(root)
-					opts.Creds = &as.Credentials{Account: c.AccountStr, Key: c.AccountKey, AuthType: c.AuthType, ClientID: c.ClientID, Source: label}
-				}
-				return as.Open(ctx, root, opts)
-			},
-		},
+		Stores:  stores,
 	}
 }
 
@@ -571,19 +545,4 @@ func specFor(specs []listenSpec, service string) listenSpec {
 		}
 	}
 	return listenSpec{service: service}
-}
-
-// lambdaActor runs the AWS Lambda runtime loop, which feeds events to the
-// v2 router (inferd's Lambda mode; the runtime is
-// https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html). The
-// loop never returns and has no stop: the process's exit ends it.
-func lambdaActor(api http.Handler, log *slog.Logger) serve.Actor {
-	return serve.Actor{
-		Name: "Lambda",
-		Run: func() error {
-			lambdaplat.Start(api, lambdaplat.Options{Logger: log})
-			return nil
-		},
-		Stop: func(context.Context) error { return nil },
-	}
 }

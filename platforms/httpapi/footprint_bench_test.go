@@ -82,9 +82,42 @@ const (
 // and ortfloor binaries found there instead of building them:
 //
 //	go test ./platforms/httpapi -run '^$' -bench BenchmarkFootprint
-func BenchmarkFootprint(b *testing.B) {
+func BenchmarkFootprint(b *testing.B) { reportFootprint(b, footprintBuilds()[0]) }
+
+// footprintBuild is one of cmd/inferd's builds (docs/deploy.md): its
+// binary's name, build tag and whether it has the gRPC frontend and the
+// Lambda adapter, which the measurement uses when present.
+type footprintBuild struct {
+	name, tags   string
+	grpc, lambda bool
+}
+
+func footprintBuilds() []footprintBuild {
+	return []footprintBuild{
+		{name: "inferd", grpc: true, lambda: true},
+		{name: "inferd-sagemaker", tags: "inferd_sagemaker"},
+		{name: "inferd-vertex", tags: "inferd_vertex", grpc: true},
+		{name: "inferd-lambda", tags: "inferd_lambda", lambda: true},
+	}
+}
+
+// BenchmarkFootprintBuilds measures each per-cloud build as
+// BenchmarkFootprint measures the full one, in one run (issue 37;
+// BENCHMARKS.md, "Per-cloud builds"): the floor is measured again beside
+// each. Lambda init is measured for the builds with the Lambda adapter
+// (lambda-init-ms 0 for the others). INFERD_FOOTPRINT_BIN=<folder> runs
+// ortfloor and inferd, inferd-sagemaker, ... found there.
+//
+//	go test ./platforms/httpapi -run '^$' -bench BenchmarkFootprintBuilds
+func BenchmarkFootprintBuilds(b *testing.B) {
+	for _, fb := range footprintBuilds() {
+		b.Run("build="+fb.name, func(b *testing.B) { reportFootprint(b, fb) })
+	}
+}
+
+func reportFootprint(b *testing.B, fb footprintBuild) {
 	if footprintOf.b != b {
-		footprintOf.fp, footprintOf.err = measureFootprint(b.TempDir())
+		footprintOf.fp, footprintOf.err = measureFootprint(b.TempDir(), fb)
 		footprintOf.b = b
 	}
 	if footprintOf.err != nil {
@@ -113,7 +146,7 @@ func BenchmarkFootprint(b *testing.B) {
 	b.ReportMetric(fp.loadReqPerS, "load-req/s")
 }
 
-func measureFootprint(dir string) (fp footprint, err error) {
+func measureFootprint(dir string, fb footprintBuild) (fp footprint, err error) {
 	root, err := modroot.Dir()
 	if err != nil {
 		return fp, err
@@ -126,14 +159,14 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	// the same way: the file-backed part of the resident set depends on it.
 	// INFERD_FOOTPRINT_BIN names a folder holding both, built beforehand,
 	// for a machine without the Go toolchain.
-	bin, floorBin := filepath.Join(dir, "inferd"), filepath.Join(dir, "ortfloor")
+	bin, floorBin := filepath.Join(dir, fb.name), filepath.Join(dir, "ortfloor")
 	if prebuilt := os.Getenv("INFERD_FOOTPRINT_BIN"); prebuilt != "" {
-		bin, floorBin = filepath.Join(prebuilt, "inferd"), filepath.Join(prebuilt, "ortfloor")
+		bin, floorBin = filepath.Join(prebuilt, fb.name), filepath.Join(prebuilt, "ortfloor")
 	} else {
-		if err := goBuild(root, bin, "./cmd/inferd"); err != nil {
+		if err := goBuild(root, bin, "./cmd/inferd", fb.tags); err != nil {
 			return fp, err
 		}
-		if err := goBuild(root, floorBin, "./internal/ortfloor"); err != nil {
+		if err := goBuild(root, floorBin, "./internal/ortfloor", ""); err != nil {
 			return fp, err
 		}
 	}
@@ -141,8 +174,10 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	if fp.floorReadyMs, fp.floor, err = measureFloor(floorBin, lib, repository); err != nil {
 		return fp, err
 	}
-	if fp.lambdaMs, err = measureLambdaInit(root, bin, repository); err != nil {
-		return fp, err
+	if fb.lambda {
+		if fp.lambdaMs, err = measureLambdaInit(root, bin, repository); err != nil {
+			return fp, err
+		}
 	}
 
 	var ports [3]int
@@ -153,8 +188,12 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	}
 	httpPort, metricsPort := ports[0], ports[1]
 	var logs bytes.Buffer
-	cmd := exec.Command(bin, "--model-repository="+repository, "--http-address=127.0.0.1", "--http-port="+strconv.Itoa(httpPort),
-		"--metrics-port="+strconv.Itoa(metricsPort), "--grpc-port="+strconv.Itoa(ports[2]))
+	args := []string{"--model-repository=" + repository, "--http-address=127.0.0.1", "--http-port=" + strconv.Itoa(httpPort),
+		"--metrics-port=" + strconv.Itoa(metricsPort)}
+	if fb.grpc {
+		args = append(args, "--grpc-port="+strconv.Itoa(ports[2]))
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, &logs, &logs
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -174,6 +213,11 @@ func measureFootprint(dir string) (fp footprint, err error) {
 		return fp, err
 	}
 	fp.readyMs = float64(time.Since(start).Microseconds()) / 1e3
+	// The listeners bind one after another (HTTP first), so the metrics
+	// one may not be there the moment HTTP answers ready.
+	if err := waitReady("http://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics", exited); err != nil {
+		return fp, err
+	}
 	if fp.loadMs, fp.loadSumMs, err = loadDurations("http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"); err != nil {
 		return fp, err
 	}
@@ -230,13 +274,13 @@ func measureFootprint(dir string) (fp footprint, err error) {
 	return fp, nil
 }
 
-// goBuild builds pkg of the module at root into out.
-func goBuild(root, out, pkg string) error {
+// goBuild builds pkg of the module at root into out, with tags.
+func goBuild(root, out, pkg, tags string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	build := exec.Command(goBin, "build", "-o", out, pkg)
+	build := exec.Command(goBin, "build", "-tags", tags, "-o", out, pkg)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)

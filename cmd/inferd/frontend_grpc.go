@@ -1,3 +1,5 @@
+//go:build !inferd_sagemaker && !inferd_lambda
+
 package main
 
 import (
@@ -17,6 +19,19 @@ import (
 	"github.com/inferd/inferd/platforms/orca"
 	"github.com/inferd/inferd/platforms/serve"
 )
+
+// grpcBuilt says the KServe v2 gRPC frontend is built in; the SageMaker
+// and Lambda builds leave it out (builds.go).
+const grpcBuilt = true
+
+// grpcListener serves the gRPC API on spec and returns its actor, bound
+// address and the mark that makes the API refuse new work while the
+// server exits.
+func grpcListener(cfg *config, spec listenSpec, srv *core.Server, loads *orca.Reporter, log *slog.Logger) (serve.Actor, string, func(), error) {
+	gapi := newGRPCAPI(cfg, srv, loads, log)
+	actor, addr, err := newGRPC(cfg, gapi, spec)
+	return actor, addr, gapi.SetExiting, err
+}
 
 // newGRPCAPI builds the gRPC API over srv.
 func newGRPCAPI(cfg *config, srv *core.Server, loads *orca.Reporter, log *slog.Logger) *grpcapi.Server {
