@@ -100,7 +100,7 @@ func errorMessage(body []byte) string {
 
 // getJSON fetches url into v; a non-200 answer becomes a *serverError.
 func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
-	body, err := call(ctx, hc, http.MethodGet, url, nil, 64<<20)
+	body, err := call(ctx, hc, http.MethodGet, url, nil, nil, 64<<20)
 	if err != nil {
 		return err
 	}
@@ -112,13 +112,14 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 
 // postJSON posts body to url; a non-200 answer becomes a *serverError.
 func postJSON(ctx context.Context, hc *http.Client, url string, body []byte) error {
-	_, err := call(ctx, hc, http.MethodPost, url, body, 64<<10)
+	_, err := call(ctx, hc, http.MethodPost, url, nil, body, 64<<10)
 	return err
 }
 
-// call sends one request (a POST's body is JSON) and returns up to limit
-// bytes of a 200 answer's body; any other status becomes a *serverError.
-func call(ctx context.Context, hc *http.Client, method, url string, body []byte, limit int64) ([]byte, error) {
+// call sends one request with the extra header (a POST's body is JSON) and
+// returns up to limit bytes of a 200 answer's body; any other status
+// becomes a *serverError.
+func call(ctx context.Context, hc *http.Client, method, url string, header http.Header, body []byte, limit int64) ([]byte, error) {
 	var rd io.Reader
 	if method == http.MethodPost {
 		rd = bytes.NewReader(body)
@@ -126,6 +127,9 @@ func call(ctx context.Context, hc *http.Client, method, url string, body []byte,
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, err
+	}
+	for name, values := range header {
+		req.Header[name] = values
 	}
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")

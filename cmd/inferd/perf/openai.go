@@ -1,12 +1,10 @@
 package perf
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -135,40 +133,13 @@ func (p *openaiProtocol) model(ctx context.Context) (*modelInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := postJSONWith(ctx, p.hc, p.url.String(), p.o.headers, body, 64<<20); err != nil {
+	if _, err := call(ctx, p.hc, http.MethodPost, p.url.String(), p.o.headers, body, 64<<20); err != nil {
 		if rejected(err) {
 			return nil, fmt.Errorf("model %q: POST /%s: %w", p.o.model, p.o.endpoint, err)
 		}
 		return nil, fmt.Errorf("POST /%s: %w", p.o.endpoint, err)
 	}
 	return &modelInfo{name: p.o.model}, nil
-}
-
-// postJSONWith posts a JSON body with header's fields added (-H: an API
-// key) and returns up to limit bytes of a 200 answer; any other status
-// becomes a *serverError.
-func postJSONWith(ctx context.Context, hc *http.Client, url string, header http.Header, body []byte, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	for name, values := range header {
-		req.Header[name] = values
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, errorFromBody(resp.StatusCode, data)
-	}
-	return data, nil
 }
 
 // prepare is the tensor path's; the embeddings mode prepares texts.
@@ -212,7 +183,7 @@ func (p *openaiProtocol) prepareTexts(reqs [][]string) error {
 // text, and on OpenAI's route the usage the server counted, which must be
 // tokens when the tool counted them (tokens < 0: not counted).
 func (p *openaiProtocol) check(ctx context.Context, i, texts, tokens int) error {
-	data, err := postJSONWith(ctx, p.hc, p.url.String(), p.o.headers, p.bodies[i].data, 1<<30)
+	data, err := call(ctx, p.hc, http.MethodPost, p.url.String(), p.o.headers, p.bodies[i].data, 1<<30)
 	if err != nil {
 		if rejected(err) {
 			return fmt.Errorf("the server rejects the request: %w", err)

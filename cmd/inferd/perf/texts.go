@@ -100,7 +100,7 @@ func (r *remoteCounter) count(ctx context.Context, texts []string) ([]int, error
 		if err != nil {
 			return nil, err
 		}
-		data, err := postJSONWith(ctx, r.hc, r.url, r.header, body, 256<<20)
+		data, err := call(ctx, r.hc, http.MethodPost, r.url, r.header, body, 256<<20)
 		if err != nil {
 			return nil, fmt.Errorf("POST /tokenize: %w", err)
 		}
