@@ -283,3 +283,30 @@ func (j *Job) Waiting() bool { return j.state == jobQueued }
 // MarkRemoved records j taken out of the queue unrun (cancelled or
 // expired); its end is reported by End.
 func (j *Job) MarkRemoved() { j.state = jobRemoved }
+
+// AwaitService waits while inst is out of service (Standby), or until quit
+// is closed (its scheduler closes).
+func AwaitService(inst Instance, quit <-chan struct{}) {
+	sb, ok := inst.(Standby)
+	if !ok {
+		return
+	}
+	for ch := sb.Standby(); ch != nil; ch = sb.Standby() {
+		select {
+		case <-ch:
+		case <-quit:
+			return
+		}
+	}
+}
+
+// AcquireFor waits for slot's rate limiter resources (nil: rate limiting
+// off) before jobs run on its instance: the wait counts as their queue
+// time, as Triton's requests leave the queue when their execution starts.
+func AcquireFor(slot *ratelimit.Slot, jobs []*Job) {
+	if at := slot.Acquire(); !at.IsZero() {
+		for _, j := range jobs {
+			j.MarkTaken(at)
+		}
+	}
+}

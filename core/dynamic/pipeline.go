@@ -28,7 +28,7 @@ func (s *scheduler) pipeline(inst core.Instance, wake <-chan struct{}) {
 		case <-s.quit:
 			return
 		}
-		s.standby(inst)
+		core.AwaitService(inst, s.quit)
 		<-s.turn
 		jobs, _ := s.nextUnless(nil, idle)
 		s.turn <- struct{}{}

@@ -294,7 +294,8 @@ func (s *scheduler) worker(inst core.Instance, ln *lane, limit *ratelimit.Slot) 
 	away := s.outOfService(inst)
 	for {
 		if jobs == nil {
-			s.standby(inst)
+			// Out of service: queued work goes to the other instances.
+			core.AwaitService(inst, s.quit)
 			ln.await()
 			s.idle.Add(1)
 			<-s.turn
@@ -310,12 +311,7 @@ func (s *scheduler) worker(inst core.Instance, ln *lane, limit *ratelimit.Slot) 
 			}
 		}
 		s.wakePipelines()
-		if at := limit.Acquire(); !at.IsZero() {
-			// The wait for the rate limiter's resources counts as queue time.
-			for _, j := range jobs {
-				j.MarkTaken(at)
-			}
-		}
+		core.AcquireFor(limit, jobs)
 		s.busy.Add(1)
 		errs = core.RunExecution(inst, s.cfg.model, s.cfg.decoupled, s.stats, jobs, s.log, &e, errs)
 		s.busy.Add(-1)
@@ -335,22 +331,6 @@ func (s *scheduler) worker(inst core.Instance, ln *lane, limit *ratelimit.Slot) 
 		limit.Release(next != nil)
 		s.answer(jobs, errs)
 		jobs = next
-	}
-}
-
-// standby waits while inst is out of service (Standby), or until the
-// scheduler closes: queued work then goes to the other instances.
-func (s *scheduler) standby(inst core.Instance) {
-	sb, ok := inst.(core.Standby)
-	if !ok {
-		return
-	}
-	for ch := sb.Standby(); ch != nil; ch = sb.Standby() {
-		select {
-		case <-ch:
-		case <-s.quit:
-			return
-		}
 	}
 }
 

@@ -298,9 +298,9 @@ func (b *seqBatcher) worker(si *seqInstance) {
 	var e core.Execution
 	var errs []error
 	var timer *time.Timer
-	sb, _ := si.inst.(core.Standby)
 	for {
-		b.inService(sb)
+		// A sequence cannot move to another instance: its slots wait.
+		core.AwaitService(si.inst, b.quit)
 		jobs, dropped, wait, done := b.form(si, time.Now())
 		for _, d := range dropped {
 			b.finish(d.j, d.err)
@@ -324,12 +324,7 @@ func (b *seqBatcher) worker(si *seqInstance) {
 			}
 			continue
 		}
-		if at := si.limit.Acquire(); !at.IsZero() {
-			// The wait for the rate limiter's resources counts as queue time.
-			for _, j := range jobs {
-				j.MarkTaken(at)
-			}
-		}
+		core.AcquireFor(si.limit, jobs)
 		errs = core.RunExecution(si.inst, b.cfg.model, b.cfg.decoupled, b.stats, jobs, b.log, &e, errs)
 		si.limit.Release(false)
 		var lost []*core.Job
@@ -392,22 +387,6 @@ func (b *seqBatcher) Close() {
 			ratelimit.Slots{si.limit}.Unregister()
 		}
 		_ = si.inst.Close()
-	}
-}
-
-// inService waits while sb (if any) is out of service, or until the
-// batcher closes: its sequences wait for it, as a sequence cannot move to
-// another instance.
-func (b *seqBatcher) inService(sb core.Standby) {
-	if sb == nil {
-		return
-	}
-	for ch := sb.Standby(); ch != nil; ch = sb.Standby() {
-		select {
-		case <-ch:
-		case <-b.quit:
-			return
-		}
 	}
 }
 
