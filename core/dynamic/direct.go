@@ -9,7 +9,7 @@ import (
 )
 
 // A lane is one instance's right to execute. When a request arrives with
-// nothing queued and an instance idle, the request's own goroutine claims
+// nothing queued and every instance idle, the request's own goroutine claims
 // the instance's lane and runs the execution itself: the instance's worker
 // goroutine is neither woken to run it nor to hand the answer back, two
 // goroutine switches (and, with idle processors, an OS thread's wake-up)
@@ -17,7 +17,8 @@ import (
 // requests run, and in which order, is what the queue would have decided:
 // the queue is empty and the instance would have taken the request at
 // once. The worker keeps the lane while it executes, and for as long as it
-// finds the next batch due, so under load nothing changes.
+// finds the next batch due, and no request claims a lane while any
+// instance executes, so under load nothing changes.
 type lane struct {
 	inst core.Instance
 	// busy is set while the worker or a direct caller executes on inst.
@@ -65,10 +66,15 @@ func (ln *lane) await() {
 
 // claim returns an idle instance's lane for j to run on, with j marked
 // taken, or nil: the scheduler has no lanes, something is queued (a direct
-// run would overtake it), the scheduler is closed, or every instance is
-// busy. A claimed run counts in s.wg, so close waits for it.
+// run would overtake it), the scheduler is closed, or any instance is
+// busy. Lanes are for a lone request: once an instance executes, the
+// server is under load and the queue's workers run what comes, because
+// executions on the callers' goroutines then cost the tail (at 256
+// connections p99 and the maximum rose 1.1 to 1.3 times, BENCHMARKS.md
+// "Tail latency") for a few per cent of throughput. A claimed run counts
+// in s.wg, so close waits for it.
 func (s *scheduler) claim(j *core.Job) *lane {
-	if s.lanes == nil || j.Caller().Queued != nil {
+	if len(s.lanes) == 0 || j.Caller().Queued != nil {
 		// Queued: the caller waits to see the request queued before it
 		// sends the next one of its sequence; keep that a queue's matter.
 		return nil
@@ -84,13 +90,14 @@ func (s *scheduler) claim(j *core.Job) *lane {
 		}
 	}
 	for _, ln := range s.lanes {
-		if !ln.busy.Load() {
-			ln.busy.Store(true)
-			s.wg.Add(1)
-			return ln
+		if ln.busy.Load() {
+			return nil
 		}
 	}
-	return nil
+	ln := s.lanes[0]
+	ln.busy.Store(true)
+	s.wg.Add(1)
+	return ln
 }
 
 // runDirect executes j, claimed on ln, on the calling goroutine and

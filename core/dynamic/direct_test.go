@@ -117,6 +117,50 @@ func TestDirectKeepsQueueOrder(t *testing.T) {
 	}
 }
 
+// TestDirectOnlyWhenIdle: a request that arrives while another executes
+// goes through the queue to an idle instance's worker, not onto its
+// caller's goroutine: lanes serve a lone request, and under load direct
+// runs cost the tail. Once every instance is idle again, the next request
+// runs directly.
+func TestDirectOnlyWhenIdle(t *testing.T) {
+	s, b := echoServer(t, strings.Replace(directModel, "count: 1", "count: 2", 1))
+	b.mu.Lock()
+	b.runners = true
+	b.mu.Unlock()
+	errs := make(chan error, 2)
+	infer := func(base int32) {
+		go func() {
+			_, err := s.Infer(context.Background(), batchReq(base, 1, 16))
+			errs <- err
+		}()
+	}
+	infer(100)
+	<-b.started // 100 runs on one instance, the other is idle
+	infer(200)
+	select {
+	case <-b.started: // 200 runs on the idle instance, beside 100
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second request did not start on the idle instance")
+	}
+	for range 2 {
+		b.gate <- struct{}{}
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	infer(300)
+	<-b.started
+	b.gate <- struct{}{}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if want := []string{"direct", "worker", "direct"}; !slices.Equal(b.runnersBy, want) {
+		t.Errorf("executions ran on %v, want %v", b.runnersBy, want)
+	}
+}
+
 // TestDirectRunOutlastsUnload: an unload that begins while a request runs
 // on its caller's goroutine waits for it; the request succeeds.
 func TestDirectRunOutlastsUnload(t *testing.T) {

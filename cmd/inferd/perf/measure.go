@@ -145,8 +145,12 @@ type result struct {
 	P90         float64 `json:"p90_latency_us"`
 	P95         float64 `json:"p95_latency_us"`
 	P99         float64 `json:"p99_latency_us"`
-	Avg         float64 `json:"avg_latency_us"`
-	StdDev      float64 `json:"std_latency_us"`
+	// P999 and Max are not perf_analyzer's: the tail at many connections
+	// (BENCHMARKS.md "Tail latency") is decided past p99.
+	P999   float64 `json:"p999_latency_us"`
+	Max    float64 `json:"max_latency_us"`
+	Avg    float64 `json:"avg_latency_us"`
+	StdDev float64 `json:"std_latency_us"`
 	// Percentiles are perf_analyzer's reported set: p50, p90, p95, p99
 	// and --percentile's (µs).
 	Percentiles map[int]float64 `json:"percentiles_us"`
@@ -198,6 +202,10 @@ func merge(ws []*window, before *statsSnapshot, batch, percentile int) result {
 	r.P90 = us(float64(percentileOf(lats, 90)))
 	r.P95 = us(float64(percentileOf(lats, 95)))
 	r.P99 = us(float64(percentileOf(lats, 99)))
+	r.P999 = us(float64(percentileOf(lats, 99.9)))
+	if ok > 0 {
+		r.Max = us(float64(lats[ok-1]))
+	}
 	r.Avg = us(mean(lats))
 	r.StdDev = us(stdDev(lats))
 	r.Percentiles = map[int]float64{}

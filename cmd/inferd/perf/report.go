@@ -180,6 +180,10 @@ func writeSettingReport(w io.Writer, o *options, r result) {
 	for _, p := range reportedPercentiles(o.percentile) {
 		fmt.Fprintf(w, "    p%d latency: %d usec\n", p, usec(r.Percentiles[p]))
 	}
+	if o.verbose {
+		// Not perf_analyzer's lines, so only when asked; always in --json's report.
+		fmt.Fprintf(w, "    p99.9 latency: %d usec (max %d usec)\n", usec(r.P999), usec(r.Max))
+	}
 	sendRecv := usec(r.ClientSendUS) + usec(r.ClientRecvUS)
 	wait := max(usec(r.Avg)-sendRecv, 0)
 	switch {

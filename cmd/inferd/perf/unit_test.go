@@ -282,6 +282,15 @@ func TestMergeAndSplit(t *testing.T) {
 	if !reflect.DeepEqual(r.Percentiles, map[int]float64{50: 3, 90: 4, 95: 4, 99: 4}) {
 		t.Errorf("percentiles %v", r.Percentiles)
 	}
+	// The tail past p99: 2,000 latencies of 1..2,000 µs.
+	tail := &window{dur: time.Second}
+	for i := range 2000 {
+		tail.lats = append(tail.lats, int64(i+1)*1000)
+		tail.ok++
+	}
+	if r := merge([]*window{tail}, nil, 1, 0); r.P999 != 1998 || r.Max != 2000 || r.P99 != 1980 {
+		t.Errorf("p99 %v, p99.9 %v, max %v; want 1980, 1998, 2000", r.P99, r.P999, r.Max)
+	}
 	// An extra --percentile is reported beside perf_analyzer's four.
 	if p := merge(ws, before, 2, 20).Percentiles; !reflect.DeepEqual(p, map[int]float64{20: 2, 50: 3, 90: 4, 95: 4, 99: 4}) {
 		t.Errorf("percentiles with --percentile 20: %v", p)
@@ -696,7 +705,7 @@ func TestCSV(t *testing.T) {
 func TestStdout(t *testing.T) {
 	t.Parallel()
 	r := result{Concurrency: 4, Throughput: 1409.873, Requests: 2116, Errors: 1, Avg: 709.6, StdDev: 88.2, ClientSendUS: 10, ClientRecvUS: 20.5,
-		StabilityLatency: 709.6, Percentiles: map[int]float64{50: 700, 90: 750, 95: 780, 99: 900}, Stable: true,
+		StabilityLatency: 709.6, Percentiles: map[int]float64{50: 700, 90: 750, 95: 780, 99: 900}, P999: 1200, Max: 3400.5, Stable: true,
 		Server: &serverSplit{Requests: 2115, InferenceCount: 2115, ExecutionCount: 2000, RequestUS: 500, OverheadUS: 20.1, ComputeUS: 449.9, QueueUS: 30, ComputeInput: 10, ComputeInfer: 430, ComputeOutput: 9.9}}
 	o, err := parseArgs([]string{"-m", "m", "--concurrency-range", "1:4:3"}, io.Discard)
 	if err != nil {
@@ -746,7 +755,7 @@ Concurrency: 4, throughput: 1409.87 infer/sec, latency 709 usec
 	o.verbose = true
 	b.Reset()
 	writeSettingReport(&b, o, r)
-	if !strings.Contains(b.String(), "    Avg HTTP time: 709 usec (send 10 usec + response wait 679 usec + receive 20 usec)\n") {
+	if !strings.Contains(b.String(), "    p99 latency: 900 usec\n    p99.9 latency: 1200 usec (max 3400 usec)\n    Avg HTTP time: 709 usec (send 10 usec + response wait 679 usec + receive 20 usec)\n") {
 		t.Errorf("-v:\n%s", b.String())
 	}
 
