@@ -17,9 +17,13 @@ import (
 //	inferd_vertex     inferd-vertex     GCS, HTTP and gRPC, Vertex AI
 //	inferd_lambda     inferd-lambda     S3, HTTP, the Lambda adapter
 //
+// The per-cloud builds keep the local response cache and leave out the
+// Redis one: go-redis and what it pulls in are 8 MB of each binary, a
+// twelfth of the CPU image (BENCHMARKS.md "Per-cloud builds").
+//
 // Each optional part is wired in one file with its build constraint and
 // a stub beside it for the builds without it (store_*.go, frontend_*.go,
-// perf_tool*.go); the stub's xxxBuilt constant is false.
+// perf_tool*.go, cache_redis*.go); the stub's xxxBuilt constant is false.
 
 // errNotInBuild is what a command line or environment asking for a part
 // this build leaves out gets, wrapped with the part and the build.
@@ -74,6 +78,9 @@ func checkBuild(v *options.Values, c *config) error {
 	}
 	if !lambdaBuilt && c.env.get("AWS_LAMBDA_RUNTIME_API") != "" {
 		return notInBuild("AWS_LAMBDA_RUNTIME_API asks for the AWS Lambda adapter, which")
+	}
+	if !redisBuilt && c.responseCache.name == "redis" {
+		return notInBuild("--cache-config=redis asks for the Redis response cache, which")
 	}
 	drivers := map[string]bool{"s3": s3Built, "gs": gcsBuilt, "as": asBuilt}
 	for _, root := range c.repos {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/core/cache"
-	"github.com/inferd/inferd/core/cache/redis"
 	"github.com/inferd/inferd/platforms/metrics"
 )
 
@@ -78,7 +77,7 @@ func newResponseCache(ctx context.Context, c responseCacheConfig, env environmen
 		log.Info(fmt.Sprintf("Response Cache is created with size %d", l.Size()))
 		return l, []prometheus.Collector{metrics.LocalCacheCollector(l.Stats)}, nil
 	case "redis":
-		r, err := redis.New(ctx, c.settings, env.get, log.With("cache", "redis"))
+		r, err := redisCache(ctx, c.settings, env, log.With("cache", "redis"))
 		if err != nil {
 			return nil, nil, err
 		}
