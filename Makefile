@@ -68,8 +68,11 @@ build-sagemaker: $(ORT_LIB)
 	$(GO) build -tags inferd_sagemaker -o $(BIN)-sagemaker ./cmd/inferd
 build-vertex: $(ORT_LIB)
 	$(GO) build -tags inferd_vertex -o $(BIN)-vertex ./cmd/inferd
+# lambda.norpc: the Lambda image's tags too (deploy/docker/Dockerfile.lambda):
+# provided.al2023 speaks the Runtime API, so aws-lambda-go's net/rpc mode
+# (and encoding/gob's init) is dead weight.
 build-lambda: $(ORT_LIB)
-	$(GO) build -tags inferd_lambda -o $(BIN)-lambda ./cmd/inferd
+	$(GO) build -tags lambda.norpc,inferd_lambda -o $(BIN)-lambda ./cmd/inferd
 
 # Every image (deploy/docker): the full CPU image, the SageMaker and Vertex
 # AI images (the same Dockerfile with their build's tag), the Lambda image

@@ -58,10 +58,10 @@ var cloudBuilds = []struct {
 		mode: smokeVertex,
 	},
 	{
-		name: "inferd-lambda", tag: "inferd_lambda",
+		name: "inferd-lambda", tag: "lambda.norpc,inferd_lambda", // as make build-lambda and the image
 		absent: []string{"cloud.google.com/go/storage", "google.golang.org/grpc/xds", "github.com/Azure/azure-sdk-for-go/sdk/azcore",
 			"github.com/inferd/inferd/platforms/grpcapi", "github.com/inferd/inferd/vertex", "github.com/inferd/inferd/cmd/inferd/perf",
-			"github.com/inferd/inferd/repo/gcs", "github.com/inferd/inferd/repo/as", "github.com/redis/go-redis/v9"},
+			"github.com/inferd/inferd/repo/gcs", "github.com/inferd/inferd/repo/as", "github.com/redis/go-redis/v9", "net/rpc"},
 		present: []string{"github.com/inferd/inferd/repo/s3", "github.com/inferd/inferd/platforms/lambda"},
 		args:    []string{"--allow-grpc=false"},
 		refused: [][]string{{"--model-repository=gs://bucket/models"}, {"--grpc-port=8001"}, {"--allow-sagemaker=true"}, {"serve"},

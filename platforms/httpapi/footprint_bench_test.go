@@ -97,7 +97,7 @@ func footprintBuilds() []footprintBuild {
 		{name: "inferd", grpc: true, lambda: true},
 		{name: "inferd-sagemaker", tags: "inferd_sagemaker"},
 		{name: "inferd-vertex", tags: "inferd_vertex", grpc: true},
-		{name: "inferd-lambda", tags: "inferd_lambda", lambda: true},
+		{name: "inferd-lambda", tags: "lambda.norpc,inferd_lambda", lambda: true},
 	}
 }
 
