@@ -476,6 +476,9 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	} else {
 		b := s.opts.Batching.New(cfg, active, limits, mv.Stats, mv.log)
 		mv.exec, mv.batch = external{b}, b
+		if s.opts.Autopilot != nil {
+			mv.slo = s.opts.Autopilot.Watch(mv, b)
+		}
 	}
 	mv.insts = append(slices.Clone(active), passive...)
 	return mv, nil

@@ -53,8 +53,10 @@ type ModelVersion struct {
 	exec executor
 	// seqs is exec when the version is sequence batched, batch when it
 	// runs on the default scheduler or dynamic batcher; else nil.
-	seqs     SequenceScheduler
-	batch    BatchScheduler
+	seqs  SequenceScheduler
+	batch BatchScheduler
+	// slo is the autopilot's watch of this version (nil: none).
+	slo      SLOWatch
 	passive  []Instance
 	insts    []Instance // every instance, active and passive, for health
 	log      *slog.Logger
@@ -269,6 +271,9 @@ func (mv *ModelVersion) stopHandovers() []<-chan struct{} {
 // close waits for in-flight requests, then frees the instances and folds
 // the copy's counters into its version's metric chain.
 func (mv *ModelVersion) close() {
+	if mv.slo != nil {
+		mv.slo.Stop()
+	}
 	mv.inflight.Wait()
 	defer mv.carry.closed(mv)
 	if mv.exec != nil {

@@ -83,6 +83,9 @@ type Options struct {
 	// Sequences runs the sequence_batching models (core/sequence's
 	// Batchers); nil: their loads fail.
 	Sequences Sequences
+	// Autopilot, when set, tunes the batching of versions that declare a
+	// latency target (core/autopilot); nil: none is tuned.
+	Autopilot Autopilot
 }
 
 // Server is the inference core: the model registry, lifecycle and request

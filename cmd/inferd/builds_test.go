@@ -66,7 +66,7 @@ var cloudBuilds = []struct {
 		args:    []string{"--allow-grpc=false"},
 		refused: [][]string{{"--model-repository=gs://bucket/models"}, {"--grpc-port=8001"}, {"--allow-sagemaker=true"}, {"serve"},
 			{"--cache-config=redis,host=localhost"}},
-		mode:    smokeLambda,
+		mode: smokeLambda,
 	},
 }
 

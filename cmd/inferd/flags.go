@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/cmd/inferd/options"
+	"github.com/inferd/inferd/core/autopilot"
 	"github.com/inferd/inferd/core/python"
 	"github.com/inferd/inferd/platforms/httpapi"
 	"github.com/inferd/inferd/platforms/logging"
@@ -57,6 +58,8 @@ type config struct {
 	namespacing       bool // --model-namespacing
 	allowClientShm    bool
 	loadRetries       int
+	// sloTargets are --model-slo's latency targets, by model.
+	sloTargets        map[string]autopilot.Target
 	logVerbose        int
 	logInfo           bool
 	logWarning        bool
@@ -178,6 +181,14 @@ func parseCommandLine(args []string, env environment, out io.Writer) (*config, e
 	}
 	if c.rateLimit, err = rateLimitSettings(v); err != nil {
 		return nil, err
+	}
+	c.sloTargets = map[string]autopilot.Target{}
+	for _, s := range v.List("model-slo") {
+		name, t, err := autopilot.ParseFlag(s) // checked by the option's Check
+		if err != nil {
+			return nil, err
+		}
+		c.sloTargets[name] = t
 	}
 	c.traceSettings(v)
 	c.vertexDefaults(v)

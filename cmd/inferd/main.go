@@ -24,6 +24,7 @@ import (
 
 	"github.com/inferd/inferd/cmd/inferd/options"
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/autopilot"
 	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
 	"github.com/inferd/inferd/core/onnxrt"
@@ -482,6 +483,10 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	if cfg.allowMetrics {
 		observers = mcfg.Observers(log)
 	}
+	// The autopilot counts the latencies of the versions with a target
+	// beside the metrics' observers (docs/autopilot.md).
+	pilot := autopilot.New(autopilot.Options{Targets: cfg.sloTargets, Logger: log})
+	observers = pilot.Observers(observers)
 	respCache, cacheMetrics, err := newResponseCache(ctx, cfg.responseCache, cfg.env, log)
 	if err != nil {
 		_ = closeBackend(context.Background())
@@ -511,6 +516,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		Ensembles:       ensemble.Scheduling{},
 		Sequences:       sequence.Batchers{},
 		Batching:        dynamic.Batchers{},
+		Autopilot:       pilot,
 	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
 }
 

@@ -84,6 +84,9 @@ func (s *scheduler) claim(j *core.Job) *lane {
 	if s.closed || j.Context().Err() != nil {
 		return nil // submit's own checks answer it
 	}
+	if s.cfg.delay > 0 {
+		return nil // tuned to wait for a batch since the lanes were made (Tune)
+	}
 	for _, lv := range s.levels {
 		if lv.count > 0 {
 			return nil

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/internal/onnxbuild"
@@ -280,6 +281,11 @@ func TestEnsembleComposingReload(t *testing.T) {
 		}()
 	}
 	for i := range 5 {
+		// Each reload begins after another request went through, so that
+		// requests overlap every one however slow the machine.
+		for n := done.Load(); done.Load() == n && failures.Load() == 0; {
+			time.Sleep(time.Millisecond)
+		}
 		cfg := `{"backend":"onnxruntime","max_batch_size":8,"parameters":{"n":{"string_value":"` + strconv.Itoa(i) + `"}}}`
 		servertest.Must(t, s.Load(context.Background(), "simple", &core.LoadOverride{ConfigJSON: cfg}))
 	}

@@ -72,7 +72,11 @@ func statsBody(stats []protocol.ModelStats) []byte {
 			b = appendDuration(b, "compute_output", bs.ComputeOutput, true)
 			b = append(b, '}')
 		}
-		b = append(b, `],"memory_usage":[]}`...)
+		b = append(b, `],"memory_usage":[]`...)
+		if st.SLO != nil {
+			b = appendSLO(append(b, `,"slo":`...), st.SLO)
+		}
+		b = append(b, '}')
 	}
 	return append(b, "]}"...)
 }
@@ -88,4 +92,61 @@ func appendDuration(b []byte, key string, d core.Duration, comma bool) []byte {
 	b = append(b, `,"ns":`...)
 	b = strconv.AppendUint(b, d.Ns, 10)
 	return append(b, '}')
+}
+
+// appendSLO writes the autopilot's report (inferd's own block; Triton's
+// statistics have none): the target, the last window, the capacity at the
+// settings in force and the latest decisions, oldest first.
+func appendSLO(b []byte, r *core.SLOReport) []byte {
+	b = append(b, `{"target_p99_us":`...)
+	b = strconv.AppendInt(b, r.TargetP99.Microseconds(), 10)
+	b = append(b, `,"measured_p99_us":`...)
+	b = strconv.AppendInt(b, r.MeasuredP99.Microseconds(), 10)
+	b = append(b, `,"window_requests":`...)
+	b = strconv.AppendUint(b, r.Requests, 10)
+	b = append(b, `,"rate_infer_per_sec":`...)
+	b = strconv.AppendFloat(b, r.RatePerSec, 'f', 1, 64)
+	b = append(b, `,"capacity_infer_per_sec":`...)
+	b = strconv.AppendFloat(b, r.CapacityPerSec, 'f', 1, 64)
+	b = append(b, `,"headroom":`...)
+	b = strconv.AppendFloat(b, r.Headroom, 'f', 3, 64)
+	b = appendTuning(b, "", r.Delay.Microseconds(), r.Preferred)
+	b = append(b, `,"decisions":[`...)
+	for i, d := range r.Decisions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"time_ms":`...)
+		b = strconv.AppendInt(b, d.At.UnixMilli(), 10)
+		b = appendTuning(b, "", d.Delay.Microseconds(), d.Preferred)
+		b = appendTuning(b, "from_", d.FromDelay.Microseconds(), d.FromPref)
+		b = append(b, `,"reason":`...)
+		b = tritonjson.AppendString(b, d.Reason)
+		b = append(b, `,"measured_p99_us":`...)
+		b = strconv.AppendInt(b, d.MeasuredP99.Microseconds(), 10)
+		b = append(b, `,"rate_infer_per_sec":`...)
+		b = strconv.AppendFloat(b, d.RatePerSec, 'f', 1, 64)
+		b = append(b, `,"capacity_infer_per_sec":`...)
+		b = strconv.AppendFloat(b, d.Capacity, 'f', 1, 64)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// appendTuning writes ,"<prefix>max_queue_delay_us":…,"<prefix>preferred_batch_size":[…].
+func appendTuning(b []byte, prefix string, delayUs int64, pref []int64) []byte {
+	b = append(b, `,"`...)
+	b = append(b, prefix...)
+	b = append(b, `max_queue_delay_us":`...)
+	b = strconv.AppendInt(b, delayUs, 10)
+	b = append(b, `,"`...)
+	b = append(b, prefix...)
+	b = append(b, `preferred_batch_size":[`...)
+	for i, p := range pref {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, p, 10)
+	}
+	return append(b, ']')
 }

@@ -190,12 +190,17 @@ var (
 	// of the requests executing now, which scalers and endpoint pickers
 	// read beside the queue.
 	famRunning = family{"inferd_inference_running_request_count", "Instantaneous number of requests executing now (taken by an instance, not yet finished)", prometheus.GaugeValue}
-	famLoad    = family{"nv_model_load_duration_secs", "Time taken to load the model version, in seconds", prometheus.GaugeValue}
-	famRequest = family{"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", prometheus.CounterValue}
-	famQueue   = family{"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", prometheus.CounterValue}
-	famCompIn  = family{"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", prometheus.CounterValue}
-	famCompInf = family{"nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", prometheus.CounterValue}
-	famCompOut = family{"nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", prometheus.CounterValue}
+	// The autopilot's (docs/autopilot.md), for autoscalers: the rate a
+	// version with a latency target could serve within it at the settings
+	// in force, and 1 - its measured rate ÷ that.
+	famCapacity = family{"inferd_model_capacity_infer_per_second", "Inferences per second the model version could serve within its latency target at its current batching, estimated from measured execution costs", prometheus.GaugeValue}
+	famHeadroom = family{"inferd_model_slo_headroom_ratio", "1 - the measured inference rate / inferd_model_capacity_infer_per_second", prometheus.GaugeValue}
+	famLoad     = family{"nv_model_load_duration_secs", "Time taken to load the model version, in seconds", prometheus.GaugeValue}
+	famRequest  = family{"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", prometheus.CounterValue}
+	famQueue    = family{"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", prometheus.CounterValue}
+	famCompIn   = family{"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", prometheus.CounterValue}
+	famCompInf  = family{"nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", prometheus.CounterValue}
+	famCompOut  = family{"nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", prometheus.CounterValue}
 )
 
 // collector emits const metrics per model version at scrape time; label
@@ -232,6 +237,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		emit(famPending, float64(st.Pending), "", "")
 		emit(famRunning, float64(st.Running), "", "")
 		emit(famLoad, st.LoadSeconds, "", "")
+		if r, ok := mv.SLO(); ok && r.CapacityPerSec > 0 {
+			emit(famCapacity, r.CapacityPerSec, "", "")
+			emit(famHeadroom, r.Headroom, "", "")
+		}
 		if c.cfg.CounterLatencies {
 			emit(famRequest, float64(st.RequestUs), "", "")
 			emit(famQueue, float64(st.QueueUs), "", "")
@@ -244,7 +253,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		// Summaries and the histogram live in the version's observer, so
 		// they come and go with the version like the series above.
-		if o, ok := mv.Stats.Observer().(*observer); ok {
+		if o, ok := core.ObserverAs[*observer](mv.Stats.Observer()); ok {
 			o.collect(ch)
 		}
 	}

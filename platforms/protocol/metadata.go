@@ -5,6 +5,7 @@ import (
 
 	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
+	"google.golang.org/protobuf/proto"
 )
 
 // TritonVersion is the Triton release whose behaviour this server
@@ -99,5 +100,17 @@ func ModelConfig(c *core.Server, name string, version int64) (*modelconfig.Model
 		return nil, err
 	}
 	defer release()
-	return mv.Config, nil
+	delay, pref, ok := mv.Tuning()
+	if !ok {
+		return mv.Config, nil
+	}
+	// What the autopilot set is what is in force (docs/autopilot.md).
+	cfg := proto.Clone(mv.Config).(*modelconfig.ModelConfig)
+	db := cfg.GetDynamicBatching()
+	db.MaxQueueDelayMicroseconds = uint64(delay.Microseconds())
+	db.PreferredBatchSize = db.PreferredBatchSize[:0]
+	for _, p := range pref {
+		db.PreferredBatchSize = append(db.PreferredBatchSize, int32(p))
+	}
+	return cfg, nil
 }

@@ -18,6 +18,9 @@ type ModelStats struct {
 	ExecutionCount uint64
 	Inference      InferStats
 	Batches        []core.BatchStats // ascending batch size
+	// SLO is the autopilot's report when it tunes the version
+	// (docs/autopilot.md); nil otherwise.
+	SLO *core.SLOReport
 }
 
 // InferStats are the request durations of the statistics extension; every
@@ -67,6 +70,9 @@ func ModelStatistics(c *core.Server, name string, version int64) ([]ModelStats, 
 				CacheHit: st.CacheHit, CacheMiss: st.CacheMiss,
 			},
 			Batches: st.Batches,
+		}
+		if r, ok := mv.SLO(); ok {
+			out[i].SLO = &r
 		}
 	}
 	return out, nil

@@ -1,0 +1,267 @@
+package autopilot
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Tuning constants. margin is the spare capacity the chosen batch size
+// keeps over the measured rate, so a rise within one period does not
+// queue; minRequests is the fewest requests a window needs for its p99 to
+// be read (at 100, the p99 is the worst but one).
+const (
+	margin      = 0.25
+	minRequests = 100
+	// gammaInit is the first guess of p99 ÷ the modelled latency, before
+	// a window measures it; gammaMax bounds what a noisy window may teach.
+	gammaInit, gammaMax = 2.0, 3.0
+	// costDecay is the weight the execution costs measured before keep
+	// each period, so the model follows a change of machine load.
+	costDecay = 0.7
+)
+
+// bounds are what the configuration allows the autopilot.
+type bounds struct {
+	target   time.Duration // the p99 target
+	maxDelay time.Duration // the longest queue delay it may set
+	maxBS    int64         // max_batch_size
+	// instances is the count of active instances executing batches.
+	instances int
+}
+
+// setting is a dynamic batching setting: delay 0 dispatches what is
+// queued at once, up to max_batch_size; a delay waits up to that long for
+// a batch of pref rows.
+type setting struct {
+	delay time.Duration
+	pref  int64
+}
+
+// costs is the execution cost model: for each batch size seen, the
+// executions (decayed) and their total duration.
+type costs map[int64]*costPoint
+
+type costPoint struct{ n, ns float64 }
+
+// add folds one period's executions in, after decaying what was there.
+func (c costs) add(sizes map[int64][2]float64) {
+	for _, p := range c {
+		p.n *= costDecay
+		p.ns *= costDecay
+	}
+	for k, v := range sizes {
+		if v[0] <= 0 {
+			continue
+		}
+		p := c[k]
+		if p == nil {
+			p = &costPoint{}
+			c[k] = p
+		}
+		p.n += v[0]
+		p.ns += v[1]
+	}
+}
+
+// fit is the line a + s·k through the measured costs (least squares,
+// weighted by executions). With one size measured, it assumes no gain
+// from batching (a = 0): the autopilot then batches only under a load
+// one-row executions cannot carry, and learns the rest from the batches
+// that load forms.
+func (c costs) fit() (a, s float64, ok bool) {
+	var sw, sk, sc, skk, skc float64
+	for k, p := range c {
+		if p.n < 1e-3 {
+			continue
+		}
+		x, y := float64(k), p.ns/p.n
+		sw += p.n
+		sk += p.n * x
+		sc += p.n * y
+		skk += p.n * x * x
+		skc += p.n * x * y
+	}
+	if sw == 0 {
+		return 0, 0, false
+	}
+	mk, mc := sk/sw, sc/sw
+	varK := skk/sw - mk*mk
+	if varK < 1e-9 {
+		return 0, mc / mk, true
+	}
+	s = (skc/sw - mk*mc) / varK
+	a = mc - s*mk
+	if s < 0 { // noise: larger batches cannot be cheaper in total
+		s, a = 0, mc
+	}
+	if a < 0 {
+		a, s = 0, mc/mk
+	}
+	return a, s, true
+}
+
+// model is the cost line and the learnt tail factor of one decision.
+type model struct {
+	a, s  float64 // ns: an execution of k rows costs a + s·k
+	gamma float64 // measured p99 ÷ modelled latency
+	b     bounds
+}
+
+func (m model) cost(k int64) time.Duration { return time.Duration(m.a + m.s*float64(k)) }
+
+// capacity is the rows per second the instances serve in batches of k.
+func (m model) capacity(k int64) float64 {
+	c := m.a + m.s*float64(k)
+	if c <= 0 {
+		return math.Inf(1)
+	}
+	return float64(m.b.instances) * float64(k) / (c / 1e9)
+}
+
+// latency is the modelled p99 at rate (rows per second) in batches of k
+// waiting up to delay: the time to gather the batch, the execution and
+// the queueing before it (M/D/1's mean wait), times gamma.
+func (m model) latency(rate float64, k int64, delay time.Duration) time.Duration {
+	c := float64(m.cost(k))
+	rho := rate / m.capacity(k)
+	if rho >= 1 {
+		return time.Duration(math.MaxInt64)
+	}
+	fill := 0.0
+	if k > 1 && rate > 0 {
+		fill = min(float64(k-1)/rate*1e9, float64(delay))
+	}
+	wait := c * rho / (2 * (1 - rho))
+	return time.Duration(m.gamma * (fill + c + wait))
+}
+
+// decision is what decide chose and why.
+type decision struct {
+	setting
+	reason   string
+	capacity float64 // rows per second within the target at setting
+}
+
+// selfBatch is the batch size executions settle at with no queue delay at
+// rate: each instance takes what arrived while it ran the last batch,
+// k = rate·c(k)/instances, so k = rate·a / (instances - rate·s); capped
+// at limit, which is also the answer when the instances cannot keep up.
+func (m model) selfBatch(rate float64, limit int64) int64 {
+	den := float64(m.b.instances) - rate*m.s/1e9
+	if den <= 0 {
+		return limit
+	}
+	k := int64(math.Ceil(rate * m.a / 1e9 / den))
+	return min(max(k, 1), limit)
+}
+
+// undelayed is the modelled p99 with no queue delay and batches capped at
+// limit: a request waits for a running execution to end, then runs in the
+// next, each of the self-settled size.
+func (m model) undelayed(rate float64, limit int64) time.Duration {
+	k := m.selfBatch(rate, limit)
+	if m.capacity(limit) <= rate {
+		return time.Duration(math.MaxInt64)
+	}
+	c := float64(m.cost(k))
+	return time.Duration(m.gamma * (c/float64(m.b.instances) + c))
+}
+
+// limit is the largest batch whose execution, waited for and then run,
+// fits the target: what a saturating load may form.
+func (m model) limit() int64 {
+	best := int64(1)
+	for k := int64(1); k <= m.b.maxBS; k++ {
+		if m.gamma*float64(m.cost(k))*(1+1/float64(m.b.instances)) <= float64(m.b.target) {
+			best = k
+		}
+	}
+	return best
+}
+
+// decide picks the setting for the next period from the last one's
+// measurements: rate in rows per second, n requests, p99. It prefers no
+// queue delay, where batches form by themselves from what queues while the
+// instances run (the lowest latency at any rate the instances carry), with
+// batches capped where the target caps them; a delay waiting for a
+// preferred batch only where the model says it does better.
+func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) decision {
+	b := m.b
+	need := rate * (1 + margin)
+	// The cap never takes away capacity the rate needs: a load the capped
+	// batches cannot carry would queue without bound.
+	lim := m.limit()
+	for lim < b.maxBS && m.capacity(lim) < need {
+		lim++
+	}
+	nodelay := setting{0, lim}
+	if n < minRequests {
+		if cur.delay > 0 && rate*cur.delay.Seconds() < 1 {
+			return decision{nodelay, fmt.Sprintf("thin traffic (%d requests, %.1f/s): no batch fills within the delay; no delay", n, rate), m.within(nodelay)}
+		}
+		return decision{cur, fmt.Sprintf("thin traffic (%d requests): holding", n), m.within(cur)}
+	}
+	best, bestLat := nodelay, time.Duration(math.MaxInt64)
+	if m.capacity(lim) >= need {
+		bestLat = m.undelayed(rate, lim)
+	}
+	for k := int64(2); k <= lim; k++ {
+		if m.capacity(k) < need {
+			continue
+		}
+		st := m.settingFor(rate, k)
+		if st.delay == 0 {
+			continue
+		}
+		if l := m.latency(rate, k, st.delay); l < bestLat {
+			best, bestLat = st, l
+		}
+	}
+	if bestLat <= b.target {
+		why := fmt.Sprintf("%.0f rows/s: no delay, batches up to %d (about %d) carry %.0f/s within %v (p99 was %v)",
+			rate, lim, m.selfBatch(rate, lim), m.within(best), b.target, p99)
+		if best.delay > 0 {
+			why = fmt.Sprintf("%.0f rows/s: batches of %d carry %.0f/s within %v (p99 was %v)", rate, best.pref, m.capacity(best.pref), b.target, p99)
+		}
+		return decision{best, why, m.within(best)}
+	}
+	// Over what the target allows: the most the instances can do, so that
+	// the queue drains; the target is out of reach until the rate falls.
+	full := setting{0, b.maxBS}
+	why := fmt.Sprintf("%.0f rows/s is over what the target allows (at most %.0f/s within %v; p99 was %v): no delay, batches up to %d",
+		rate, m.capacity(m.limit()), b.target, p99, b.maxBS)
+	if m.capacity(m.limit()) > need {
+		why = fmt.Sprintf("no setting is modelled within %v at %.0f rows/s (one row waited for and run: %v; p99 was %v): no delay, batches up to %d",
+			b.target, rate, time.Duration(m.gamma*float64(m.cost(1))*(1+1/float64(b.instances))), p99, b.maxBS)
+	}
+	return decision{full, why, m.within(full)}
+}
+
+// settingFor is the setting that gathers batches of k at rate: a delay of
+// 1.5 times the time k rows take to arrive, so a batch fills at the rate
+// measured and a slower stretch does not hold its first row long; never
+// past the configured bound or what the target leaves after the
+// execution. Batches of 1 need no delay.
+func (m model) settingFor(rate float64, k int64) setting {
+	if k <= 1 || rate <= 0 {
+		return setting{0, m.b.maxBS}
+	}
+	d := time.Duration(1.5 * float64(k-1) / rate * 1e9)
+	limit := min(m.b.maxDelay, time.Duration(float64(m.b.target)/m.gamma)-m.cost(k))
+	d = min(d, limit)
+	if d <= 0 {
+		return setting{0, m.b.maxBS}
+	}
+	return setting{d.Round(time.Microsecond), k}
+}
+
+// within is the capacity at st within the target: batches of its
+// preferred size, which a saturating load forms whether or not it waits
+// for them (0: no cost measured yet).
+func (m model) within(st setting) float64 {
+	if m.a == 0 && m.s == 0 {
+		return 0
+	}
+	return m.capacity(st.pref)
+}

@@ -1,0 +1,132 @@
+package autopilot
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testModel costs 2 ms + 0.25 ms a row on one instance, max_batch_size 16,
+// p99 target 20 ms: one-row executions carry 444 rows/s, batches of 16
+// carry 2,667.
+func testModel() model {
+	return model{a: 2e6, s: 0.25e6, gamma: 1.5,
+		b: bounds{target: 20 * time.Millisecond, maxDelay: 10 * time.Millisecond, maxBS: 16, instances: 1}}
+}
+
+func TestDecide(t *testing.T) {
+	tight := testModel()
+	tight.b.target = 8 * time.Millisecond // batches of 3 or more run too long
+	for _, tc := range []struct {
+		name     string
+		m        model
+		cur      setting
+		rate     float64
+		n        uint64
+		wantPref int64
+		delay    time.Duration
+		reason   string
+	}{
+		{"thin traffic with a delay no batch fills: no delay", testModel(), setting{5 * time.Millisecond, 8}, 20, 40, 16, 0, "no delay"},
+		{"thin traffic that fills batches: holds", testModel(), setting{5 * time.Millisecond, 8}, 400, 40, 8, 5 * time.Millisecond, "holding"},
+		{"a delay the rate does not need: none", testModel(), setting{5 * time.Millisecond, 8}, 200, 400, 16, 0, "no delay, batches up to 16 (about 1)"},
+		{"a rate one-row executions cannot carry: batches form without a delay", testModel(), setting{0, 16}, 1200, 2400, 16, 0, "(about 4)"},
+		{"a tight target caps the batches", tight, setting{0, 16}, 300, 600, 2, 0, "batches up to 2"},
+		{"over what the target allows", testModel(), setting{0, 16}, 5000, 10000, 16, 0, "over what the target allows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decide(tc.m, tc.cur, tc.rate, tc.n, 10*time.Millisecond)
+			if d.pref != tc.wantPref || d.delay != tc.delay {
+				t.Errorf("preferred %d, delay %v; want %d, %v (%s)", d.pref, d.delay, tc.wantPref, tc.delay, d.reason)
+			}
+			if !strings.Contains(d.reason, tc.reason) {
+				t.Errorf("reason %q lacks %q", d.reason, tc.reason)
+			}
+			if tc.n >= minRequests && d.capacity < tc.rate && !strings.Contains(d.reason, "over") {
+				t.Errorf("capacity %.0f below the rate %.0f", d.capacity, tc.rate)
+			}
+		})
+	}
+}
+
+// TestDecideWithinTarget: whatever the rate, the setting chosen keeps the
+// modelled p99 within the target when any setting can.
+func TestDecideWithinTarget(t *testing.T) {
+	m := testModel()
+	for rate := 50.0; rate < 2000; rate *= 1.3 {
+		d := decide(m, setting{0, 16}, rate, 1000, 0)
+		if strings.Contains(d.reason, "over what the target allows") {
+			if rate < 1500 {
+				t.Errorf("rate %.0f judged over the target: %s", rate, d.reason)
+			}
+			continue
+		}
+		got := m.latency(rate, d.pref, d.delay)
+		if d.delay == 0 {
+			got = m.undelayed(rate, d.pref)
+		}
+		if got > m.b.target {
+			t.Errorf("rate %.0f: batches of %d with delay %v model a p99 of %v, over %v", rate, d.pref, d.delay, got, m.b.target)
+		}
+	}
+}
+
+func TestCostFit(t *testing.T) {
+	c := costs{}
+	c.add(map[int64][2]float64{1: {100, 100 * 2.25e6}, 8: {50, 50 * 4e6}})
+	a, s, ok := c.fit()
+	if !ok || math.Abs(a-2e6) > 1e3 || math.Abs(s-0.25e6) > 1e3 {
+		t.Errorf("fit a=%v s=%v ok=%v, want 2e6, 0.25e6", a, s, ok)
+	}
+	// One size alone: no gain from batching assumed.
+	one := costs{}
+	one.add(map[int64][2]float64{4: {10, 10 * 4e6}})
+	if a, s, ok := one.fit(); !ok || a != 0 || math.Abs(s-1e6) > 1 {
+		t.Errorf("one size: a=%v s=%v ok=%v, want 0, 1e6", a, s, ok)
+	}
+	if _, _, ok := (costs{}).fit(); ok {
+		t.Error("no executions: a fit")
+	}
+	// Older periods weigh less: a change of cost is followed.
+	c.add(map[int64][2]float64{1: {100, 100 * 4.5e6}, 8: {50, 50 * 8e6}})
+	if a, _, _ := c.fit(); a < 3e6 {
+		t.Errorf("after costs doubled, a=%v: the old costs still dominate", a)
+	}
+}
+
+func TestWindowQuantile(t *testing.T) {
+	var w window
+	var seen [numBuckets]uint64
+	for us := 1; us <= 1000; us++ {
+		w.counts[bucketOf(time.Duration(us)*time.Microsecond)].Add(1)
+	}
+	counts, n := w.since(&seen)
+	advance(&seen, &counts)
+	if n != 1000 {
+		t.Fatalf("%d counted", n)
+	}
+	if p := quantile(&counts, n, 0.99); p < 990*time.Microsecond || p > 1040*time.Microsecond {
+		t.Errorf("p99 %v, want 990 µs within 5%%", p)
+	}
+	if _, n := w.since(&seen); n != 0 {
+		t.Errorf("a second take saw %d", n)
+	}
+	if bucketOf(time.Hour*1000) != numBuckets-1 || bucketOf(0) != 0 {
+		t.Error("bounds")
+	}
+}
+
+func TestNear(t *testing.T) {
+	for _, tc := range []struct {
+		a, b time.Duration
+		want bool
+	}{
+		{0, 0, true}, {0, 50 * time.Microsecond, true}, {0, time.Millisecond, false},
+		{4 * time.Millisecond, 4500 * time.Microsecond, true}, {4 * time.Millisecond, 6 * time.Millisecond, false},
+	} {
+		if got := near(tc.a, tc.b); got != tc.want {
+			t.Errorf("near(%v, %v) = %v", tc.a, tc.b, got)
+		}
+	}
+}

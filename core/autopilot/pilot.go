@@ -1,0 +1,188 @@
+package autopilot
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// Config parameters (config.pbtxt `parameters`), and the keys of
+// --model-slo=<model>,<key>=<value>,...
+const (
+	ParamP99      = "slo_p99_ms"
+	ParamPeriod   = "slo_period_ms"
+	ParamMaxDelay = "slo_max_queue_delay_us"
+)
+
+// DefaultPeriod is how often a watch measures and may decide: long enough
+// for a window of a few hundred requests at modest rates, short enough to
+// follow a change of load within seconds.
+const DefaultPeriod = 2 * time.Second
+
+// Target is one model's latency target and how the autopilot may pursue
+// it; zero fields take the config's parameters, then the defaults.
+type Target struct {
+	P99, Period, MaxDelay time.Duration
+}
+
+// Options configure a Pilot.
+type Options struct {
+	// Targets are --model-slo's, by model name; they win over the
+	// config's parameters.
+	Targets map[string]Target
+	Logger  *slog.Logger
+	// History is how many decisions a report keeps (default 20).
+	History int
+}
+
+// Pilot watches the versions with a target (core.Autopilot).
+type Pilot struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New makes a Pilot.
+func New(opts Options) *Pilot {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.History <= 0 {
+		opts.History = 20
+	}
+	return &Pilot{opts: opts, log: opts.Logger}
+}
+
+// ParseFlag reads one --model-slo value: <model>,p99_ms=<ms>[,period_ms=<ms>]
+// [,max_queue_delay_us=<µs>].
+func ParseFlag(v string) (string, Target, error) {
+	parts := strings.Split(v, ",")
+	name := strings.TrimSpace(parts[0])
+	if name == "" || len(parts) < 2 {
+		return "", Target{}, fmt.Errorf("--model-slo=%q: want <model>,p99_ms=<ms>", v)
+	}
+	var t Target
+	for _, kv := range parts[1:] {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return "", Target{}, fmt.Errorf("--model-slo=%q: %q is not <key>=<value>", v, kv)
+		}
+		var err error
+		switch strings.TrimSpace(k) {
+		case "p99_ms":
+			t.P99, err = positive(val, time.Millisecond)
+		case "period_ms":
+			t.Period, err = positive(val, time.Millisecond)
+		case "max_queue_delay_us":
+			t.MaxDelay, err = positive(val, time.Microsecond)
+		default:
+			err = fmt.Errorf("unknown key %q (p99_ms, period_ms, max_queue_delay_us)", k)
+		}
+		if err != nil {
+			return "", Target{}, fmt.Errorf("--model-slo=%q: %w", v, err)
+		}
+	}
+	if t.P99 == 0 {
+		return "", Target{}, fmt.Errorf("--model-slo=%q: p99_ms is required", v)
+	}
+	return name, t, nil
+}
+
+// positive parses a positive decimal number of unit.
+func positive(s string, unit time.Duration) (time.Duration, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || !(f > 0) || f > 1e9 {
+		return 0, fmt.Errorf("%q is not a positive number", s)
+	}
+	return time.Duration(f * float64(unit)), nil
+}
+
+// target is cfg's target, the command line's winning key by key; false
+// when the model declares none.
+func (p *Pilot) target(name string, cfg *modelconfig.ModelConfig) (Target, bool, error) {
+	t := p.opts.Targets[name]
+	params := cfg.GetParameters()
+	read := func(key string, unit time.Duration, into *time.Duration) error {
+		v, ok := params[key]
+		if !ok || *into != 0 {
+			return nil
+		}
+		d, err := positive(v.GetStringValue(), unit)
+		if err != nil {
+			return fmt.Errorf("parameter %s: %w", key, err)
+		}
+		*into = d
+		return nil
+	}
+	for _, r := range []struct {
+		key  string
+		unit time.Duration
+		into *time.Duration
+	}{{ParamP99, time.Millisecond, &t.P99}, {ParamPeriod, time.Millisecond, &t.Period}, {ParamMaxDelay, time.Microsecond, &t.MaxDelay}} {
+		if err := read(r.key, r.unit, r.into); err != nil {
+			return Target{}, false, err
+		}
+	}
+	if t.P99 == 0 {
+		return Target{}, false, nil
+	}
+	if t.Period == 0 {
+		t.Period = DefaultPeriod
+	}
+	if t.MaxDelay == 0 {
+		t.MaxDelay = t.P99 / 2
+	}
+	return t, true, nil
+}
+
+// Observers wraps the server's observer factory (nil: none) so that the
+// versions with a target also count their request latencies.
+func (p *Pilot) Observers(inner core.ObserverFactory) core.ObserverFactory {
+	return func(mv *core.ModelVersion) core.Observer {
+		var o core.Observer
+		if inner != nil {
+			o = inner(mv)
+		}
+		if _, ok, _ := p.target(mv.Name, mv.Config); !ok {
+			return o
+		}
+		return core.TeeObservers(o, &window{})
+	}
+}
+
+// Watch starts tuning mv when it declares a target and runs on a dynamic
+// batcher (core.Autopilot); a target on a model that cannot be tuned is
+// logged and left alone.
+func (p *Pilot) Watch(mv *core.ModelVersion, b core.BatchScheduler) core.SLOWatch {
+	w, _ := core.ObserverAs[*window](mv.Stats.Observer())
+	log := p.log.With("model", mv.Name, "version", mv.Version)
+	t, ok, err := p.target(mv.Name, mv.Config)
+	switch {
+	case err != nil:
+		log.Warn("latency target ignored", "error", err)
+		return nil
+	case !ok:
+		return nil
+	}
+	tuner, tunable := b.(core.Tuner)
+	switch {
+	case mv.Config.GetDynamicBatching() == nil || mv.Config.GetMaxBatchSize() < 2 || !tunable:
+		log.Warn("latency target ignored: the autopilot tunes dynamic batching, which needs dynamic_batching and max_batch_size of 2 or more", "slo_p99_ms", ms(t.P99))
+		return nil
+	case w == nil:
+		log.Warn("latency target ignored: the server counts no request latencies for it (core.Options.Observers is not the autopilot's)")
+		return nil
+	}
+	instances, _ := b.Load()
+	wt := newWatch(t, bounds{target: t.P99, maxDelay: t.MaxDelay, maxBS: int64(mv.Config.GetMaxBatchSize()), instances: max(instances, 1)},
+		mv.Stats, w, tuner, log, p.opts.History)
+	log.Info("latency target", "slo_p99_ms", ms(t.P99), "period_ms", ms(t.Period), "max_queue_delay_us", t.MaxDelay.Microseconds())
+	go wt.run()
+	return wt
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

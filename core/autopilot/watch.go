@@ -1,0 +1,181 @@
+package autopilot
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/inferd/inferd/core"
+)
+
+// watch tunes one version: every period it reads the version's statistics
+// and latency window, updates its cost model, decides and applies.
+type watch struct {
+	t     Target
+	b     bounds
+	stats *core.Stats
+	win   *window
+	tuner core.Tuner
+	log   *slog.Logger
+	keep  int
+	stop  chan struct{}
+	once  sync.Once
+	done  chan struct{}
+
+	// The loop's own state: the window being measured began at from,
+	// with the latency counts at seen and the statistics at last; a
+	// window too thin to judge grows into the next periods (maxWindows).
+	from  time.Time
+	seen  [numBuckets]uint64
+	last  core.StatsSnapshot
+	costs costs
+	gamma float64
+
+	mu     sync.Mutex
+	report core.SLOReport
+}
+
+func newWatch(t Target, b bounds, stats *core.Stats, w *window, tuner core.Tuner, log *slog.Logger, keep int) *watch {
+	wt := &watch{t: t, b: b, stats: stats, win: w, tuner: tuner, log: log, keep: keep,
+		stop: make(chan struct{}), done: make(chan struct{}), costs: costs{}, gamma: gammaInit}
+	wt.report.TargetP99 = t.P99
+	wt.report.Delay, wt.report.Preferred = tuner.Tuning()
+	return wt
+}
+
+func (wt *watch) run() {
+	defer close(wt.done)
+	tick := time.NewTicker(wt.t.Period)
+	defer tick.Stop()
+	wt.last = wt.stats.Snapshot()
+	wt.from = time.Now()
+	for {
+		select {
+		case <-wt.stop:
+			return
+		case now := <-tick.C:
+			wt.period(now)
+		}
+	}
+}
+
+// Stop ends the watch (core.SLOWatch) and waits for its loop.
+func (wt *watch) Stop() {
+	wt.once.Do(func() { close(wt.stop) })
+	<-wt.done
+}
+
+// Report is a copy of what the watch measured and decided.
+func (wt *watch) Report() core.SLOReport {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	r := wt.report
+	r.Preferred = slices.Clone(r.Preferred)
+	r.Decisions = slices.Clone(r.Decisions)
+	return r
+}
+
+// maxWindows is how many periods a thin window may grow to before it is
+// judged as it is.
+const maxWindows = 10
+
+// period measures the window so far, decides and applies; a window with
+// too few requests to read a p99 from is left to grow, unless its delay
+// keeps batches from filling at all.
+func (wt *watch) period(now time.Time) {
+	counts, n := wt.win.since(&wt.seen)
+	elapsed := now.Sub(wt.from)
+	snap := wt.stats.Snapshot()
+	rows := float64(snap.InferenceCount - wt.last.InferenceCount)
+	rate := rows / elapsed.Seconds()
+	delay, pref := wt.tuner.Tuning()
+	cur := setting{delay, slices.Max(pref)}
+	thin := n < minRequests
+	if thin && elapsed < maxWindows*wt.t.Period && (cur.delay == 0 || rate*cur.delay.Seconds() >= 1) {
+		return
+	}
+	p99 := quantile(&counts, n, 0.99)
+	advance(&wt.seen, &counts)
+	wt.costs.add(batchDeltas(wt.last.Batches, snap.Batches))
+	wt.last, wt.from = snap, now
+
+	a, s, known := wt.costs.fit()
+	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b}
+	if known && !thin && m.capacity(cur.pref) >= rate*(1+margin) {
+		// What the window teaches of the tail: p99 ÷ the modelled latency
+		// at the setting it ran under. Not from a window the setting could
+		// not carry: its p99 is the backlog's, which no factor models.
+		m1 := m
+		m1.gamma = 1
+		pred := m1.latency(rate, cur.pref, cur.delay)
+		if cur.delay == 0 {
+			pred = m1.undelayed(rate, cur.pref)
+		}
+		if pred > 0 && pred < time.Hour {
+			g := float64(p99) / float64(pred)
+			wt.gamma = min(max(0.5*wt.gamma+0.5*g, 1), gammaMax)
+			m.gamma = wt.gamma
+		}
+	}
+	d := decision{setting: cur, reason: "no execution measured yet: holding"}
+	if known {
+		d = decide(m, cur, rate, n, p99)
+	}
+	changed := d.pref != cur.pref || !near(d.delay, cur.delay)
+	if changed {
+		wt.tuner.Tune(d.delay, []int64{d.pref})
+		wt.log.Info("autopilot", "decision", d.reason, "max_queue_delay_us", d.delay.Microseconds(), "preferred_batch_size", d.pref,
+			"from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "p99_ms", ms(p99), "rate", round1(rate),
+			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma))
+	}
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	r := &wt.report
+	r.MeasuredP99, r.Requests, r.RatePerSec = p99, n, rate
+	r.CapacityPerSec = d.capacity
+	r.Headroom = 0
+	if d.capacity > 0 {
+		r.Headroom = 1 - rate/d.capacity
+	}
+	r.Delay, r.Preferred = wt.tuner.Tuning()
+	if changed {
+		r.Decisions = append(r.Decisions, core.SLODecision{At: now, Delay: d.delay, FromDelay: cur.delay,
+			Preferred: []int64{d.pref}, FromPref: []int64{cur.pref}, Reason: d.reason, MeasuredP99: p99, RatePerSec: rate, Capacity: d.capacity})
+		if len(r.Decisions) > wt.keep {
+			r.Decisions = slices.Delete(r.Decisions, 0, len(r.Decisions)-wt.keep)
+		}
+	}
+}
+
+// near says two delays are the same setting: within a quarter or 100 µs,
+// so that noise does not retune every period.
+func near(a, b time.Duration) bool {
+	diff := a - b
+	if diff < 0 {
+		diff = -diff
+	}
+	return diff <= max(time.Duration(0.25*float64(max(a, b))), 100*time.Microsecond)
+}
+
+func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// batchDeltas are the executions per batch size (count, total ns of the
+// compute phases) between two snapshots' batch statistics.
+func batchDeltas(before, after []core.BatchStats) map[int64][2]float64 {
+	prev := map[uint64]core.BatchStats{}
+	for _, b := range before {
+		prev[b.BatchSize] = b
+	}
+	out := map[int64][2]float64{}
+	for _, b := range after {
+		p := prev[b.BatchSize]
+		n := float64(b.ComputeInfer.Count - p.ComputeInfer.Count)
+		if n <= 0 {
+			continue
+		}
+		ns := float64(b.ComputeInput.Ns-p.ComputeInput.Ns) + float64(b.ComputeInfer.Ns-p.ComputeInfer.Ns) + float64(b.ComputeOutput.Ns-p.ComputeOutput.Ns)
+		out[int64(b.BatchSize)] = [2]float64{n, ns}
+	}
+	return out
+}
