@@ -413,6 +413,8 @@ func TestImageSpec(t *testing.T) {
 		t.Errorf("the image sets %s=%s; TestImage would no longer prove that the binary does", imgTelemetryEnv, v)
 	}
 
+	checkCloudSpec(t, s, readCloudSpec(t))
+
 	// Every image, built here or not, runs the one binary as tritonserver
 	// too: a symlink on PATH (a copy would double the binary's share of the
 	// image), so manifests written for Triton work unchanged.
@@ -611,7 +613,7 @@ func TestImage(t *testing.T) {
 		}
 	})
 	// Last: the per-cloud builds replace the binary in the tree.
-	t.Run("builds", func(t *testing.T) { imgCloudBuilds(t, root, work, spec, fullTree, reqPath, reqBody, wantOut) })
+	t.Run("builds", func(t *testing.T) { imgCloudBuilds(t, root, work, spec, fullTree, reqBody, wantOut) })
 	t.Logf("TestImage took %v", time.Since(start).Round(time.Millisecond))
 }
 
