@@ -81,8 +81,8 @@ IMAGE ?= inferd
 DOCKER ?= docker
 images:
 	$(DOCKER) build -f deploy/docker/Dockerfile -t $(IMAGE):cpu .
-	$(DOCKER) build -f deploy/docker/Dockerfile --target sagemaker --build-arg BUILD_TAGS=inferd_sagemaker -t $(IMAGE):sagemaker .
-	$(DOCKER) build -f deploy/docker/Dockerfile --target default --build-arg BUILD_TAGS=inferd_vertex -t $(IMAGE):vertex .
+	$(DOCKER) build -f deploy/docker/Dockerfile --target cloud-sagemaker --build-arg BUILD_TAGS=inferd_sagemaker -t $(IMAGE):sagemaker .
+	$(DOCKER) build -f deploy/docker/Dockerfile --target cloud --build-arg BUILD_TAGS=inferd_vertex -t $(IMAGE):vertex .
 	$(DOCKER) build -f deploy/docker/Dockerfile.lambda -t $(IMAGE):lambda .
 	$(DOCKER) build -f deploy/docker/Dockerfile.gpu -t $(IMAGE):gpu .
 

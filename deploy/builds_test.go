@@ -17,14 +17,14 @@ func TestPerCloudBuilds(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ file, want string }{
-		{"../Makefile", "--target sagemaker --build-arg BUILD_TAGS=inferd_sagemaker -t $(IMAGE):sagemaker"},
-		{"../Makefile", "--build-arg BUILD_TAGS=inferd_vertex -t $(IMAGE):vertex"},
+		{"../Makefile", "--target cloud-sagemaker --build-arg BUILD_TAGS=inferd_sagemaker -t $(IMAGE):sagemaker"},
+		{"../Makefile", "--target cloud --build-arg BUILD_TAGS=inferd_vertex -t $(IMAGE):vertex"},
 		{"../Makefile", "-f deploy/docker/Dockerfile.lambda -t $(IMAGE):lambda"},
 		{"../Makefile", "-f deploy/docker/Dockerfile -t $(IMAGE):cpu ."},
 		{"docker/Dockerfile.lambda", "-tags lambda.norpc,inferd_lambda"},
-		{"sagemaker/README.md", "--target sagemaker --build-arg BUILD_TAGS=inferd_sagemaker"},
-		{"sagemaker/cloudformation.yaml", "--build-arg BUILD_TAGS=inferd_sagemaker"},
-		{"vertex/README.md", "--build-arg BUILD_TAGS=inferd_vertex"},
+		{"sagemaker/README.md", "--target cloud-sagemaker --build-arg BUILD_TAGS=inferd_sagemaker"},
+		{"sagemaker/cloudformation.yaml", "--target cloud-sagemaker --build-arg BUILD_TAGS=inferd_sagemaker"},
+		{"vertex/README.md", "--target cloud --build-arg BUILD_TAGS=inferd_vertex"},
 		{"lambda/README.md", "inferd_lambda"},
 	} {
 		if !strings.Contains(read(t, c.file), c.want) {

@@ -413,6 +413,8 @@ func TestImageSpec(t *testing.T) {
 		t.Errorf("the image sets %s=%s; TestImage would no longer prove that the binary does", imgTelemetryEnv, v)
 	}
 
+	checkCloudSpec(t, s, readCloudSpec(t))
+
 	// Every image, built here or not, runs the one binary as tritonserver
 	// too: a symlink on PATH (a copy would double the binary's share of the
 	// image), so manifests written for Triton work unchanged.
@@ -511,7 +513,7 @@ func TestImage(t *testing.T) {
 	imgCopyFile(t, ortLib, filepath.Join(root, spec.ortLib), 0o644)
 	t.Logf("tree built in %v", time.Since(start).Round(time.Millisecond))
 
-	var fullTree int64 // measured by "contents"
+	fullTree, _ := imgTreeSize(t, root) // before the models are mounted
 	t.Run("contents", func(t *testing.T) {
 		for _, p := range []string{"/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/bash", "/bin/dash", "/usr/bin/dash", "/busybox", "/etc/machine-id", "/var/lib/dbus/machine-id"} {
 			if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
@@ -538,7 +540,6 @@ func TestImage(t *testing.T) {
 		}
 
 		total, top := imgTreeSize(t, root)
-		fullTree = total
 		t.Logf("uncompressed tree: %.1f MB (%d bytes); largest: %s", float64(total)/1e6, total, top)
 		if total >= imageMaxBytes {
 			t.Errorf("uncompressed tree is %d bytes, over the %d budget", total, imageMaxBytes)
@@ -611,7 +612,7 @@ func TestImage(t *testing.T) {
 		}
 	})
 	// Last: the per-cloud builds replace the binary in the tree.
-	t.Run("builds", func(t *testing.T) { imgCloudBuilds(t, root, work, spec, fullTree, reqPath, reqBody, wantOut) })
+	t.Run("builds", func(t *testing.T) { imgCloudBuilds(t, root, work, spec, fullTree, reqBody, wantOut) })
 	t.Logf("TestImage took %v", time.Since(start).Round(time.Millisecond))
 }
 
