@@ -27,7 +27,7 @@ func inferdSeries(t *testing.T) map[string]bool {
 	for _, m := range seriesName.FindAllStringSubmatch(src, -1) {
 		out[m[1]] = true
 	}
-	for _, want := range []string{pendingSeries, runningSeries} {
+	for _, want := range []string{pendingSeries, runningSeries, capacitySeries, headroomSeries} {
 		if !out[want] {
 			t.Fatalf("platforms/metrics/metrics.go: no %s", want)
 		}
@@ -38,6 +38,9 @@ func inferdSeries(t *testing.T) map[string]bool {
 const (
 	pendingSeries = "nv_inference_pending_request_count"
 	runningSeries = "inferd_inference_running_request_count"
+	// The autopilot's, for models with a latency target (docs/autopilot.md).
+	capacitySeries = "inferd_model_capacity_infer_per_second"
+	headroomSeries = "inferd_model_slo_headroom_ratio"
 )
 
 // seriesName finds the names of Triton's and inferd's series.
@@ -86,7 +89,7 @@ func TestKEDA(t *testing.T) {
 	if str(get(so, "spec.scaleTargetRef.kind")) != "Deployment" || str(get(so, "spec.scaleTargetRef.name")) != name {
 		t.Errorf("ScaledObject scaleTargetRef %v does not name inferd.yaml's Deployment %s", get(so, "spec.scaleTargetRef"), name)
 	}
-	var pending, queueTime, running bool
+	var pending, queueTime, running, capacity bool
 	for i, tr := range list(get(so, "spec.triggers")) {
 		where := "ScaledObject trigger " + str(get(tr, "name"))
 		if str(get(tr, "type")) != "prometheus" {
@@ -101,10 +104,11 @@ func TestKEDA(t *testing.T) {
 		pending = pending || strings.Contains(q, pendingSeries)
 		queueTime = queueTime || strings.Contains(q, "nv_inference_queue_duration_us")
 		running = running || strings.Contains(q, runningSeries)
+		capacity = capacity || strings.Contains(q, capacitySeries)
 	}
-	if !pending || !queueTime || !running {
-		t.Errorf("ScaledObject: want triggers on the pending requests (%v), on queue time (%v) and on the running requests (%v)",
-			pending, queueTime, running)
+	if !pending || !queueTime || !running || !capacity {
+		t.Errorf("ScaledObject: want triggers on the pending requests (%v), on queue time (%v), on the running requests (%v) and on the capacity within the latency target (%v)",
+			pending, queueTime, running, capacity)
 	}
 
 	// KServe's own KEDA integration: Standard mode, autoscalerClass keda,
@@ -187,7 +191,7 @@ func TestCustomMetricsHPA(t *testing.T) {
 		}
 		used[name] = true
 	}
-	for _, want := range []string{pendingSeries, runningSeries} {
+	for _, want := range []string{pendingSeries, runningSeries, "inferd_model_slo_utilization"} {
 		if !used[want] {
 			t.Errorf("HPA: no metric on %s (have %v)", want, used)
 		}
