@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/autopilot"
 	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/core/dynamic"
 	"github.com/inferd/inferd/core/ensemble"
@@ -92,6 +93,9 @@ type Options struct {
 	GPUs []int32
 	// NoFileOverrides is --allow-model-file-override=false.
 	NoFileOverrides bool
+	// Autopilot tunes the models with a latency target (docs/autopilot.md);
+	// none when nil.
+	Autopilot *autopilot.Pilot
 }
 
 // Start runs the core over o.Repo with the ONNX Runtime, Identity and Repeat
@@ -113,6 +117,11 @@ func Start(t testing.TB, o Options) *core.Server {
 	}
 	repos, err := repo.OpenAll(context.Background(), append([]string{o.Repo}, o.Repos...))
 	Must(t, err)
+	var observers core.ObserverFactory
+	var pilot core.Autopilot
+	if o.Autopilot != nil {
+		observers, pilot = o.Autopilot.Observers(nil), o.Autopilot
+	}
 	srv := core.NewServer(core.Options{
 		Repos: repos, Backends: append([]core.Backend{backend, Identity{}, Repeat{}}, o.Backends...), ControlMode: o.Mode, StartupModels: o.Startup,
 		AutoComplete: !o.NoAutoComplete, StrictReadiness: true, Logger: log, Namespacing: o.Namespacing,
@@ -120,6 +129,7 @@ func Start(t testing.TB, o Options) *core.Server {
 		Ensembles: ensemble.Scheduling{},
 		Sequences: sequence.Batchers{},
 		Batching:  dynamic.Batchers{},
+		Observers: observers, Autopilot: pilot,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

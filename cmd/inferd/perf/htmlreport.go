@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"io"
@@ -43,6 +44,9 @@ type htmlReport struct {
 	Runs      []runReport
 	Search    bool
 	Notes     []string // what could not be measured, and why
+	// Autopilot is the model's latency-target tuning, when inferd's
+	// autopilot watches it (nil otherwise).
+	Autopilot *autopilotView
 }
 
 // focus is the run the single-configuration charts show: the winner, or
@@ -190,6 +194,9 @@ func (h *htmlReport) charts() []chartView {
 	if svg, ok := lineSVG("chart-gpu", h.settingLabel(), "GPU busy (%)", gpu); ok {
 		out = append(out, newChart("gpu", "GPU utilisation", "nv_gpu_utilization from the server's metrics, the mean over its GPUs, averaged over each setting.", "", svg, ok, gpu))
 	}
+	if h.Autopilot != nil {
+		out = append(out, h.Autopilot.chart())
+	}
 	return out
 }
 
@@ -233,6 +240,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.winner td { background: #e6f2ea; font-weight: 600; }
 td.err { color: #a00; text-align: left; }
+td.why { text-align: left; font-size: 0.85em; }
 @media print {
   body { max-width: none; margin: 0; font-size: 10pt; }
   .charts { display: block; }
@@ -263,6 +271,15 @@ td.err { color: #a00; text-align: left; }
 {{range .R.Runs}}<tr class="config{{if .Winner}} winner{{end}}"><td>{{.Name}}{{if .Winner}} (best){{end}}</td>{{with .Trial}}<td>{{.Instances}}</td><td>{{.MaxBatch}}</td><td>{{.DynamicText}}</td>{{end}}
 {{if not .Points}}<td class="err" colspan="3">{{.Err}}</td>{{else if not .ScoreAt}}<td class="err" colspan="3">none qualifies{{with .Err}}; then {{.}}{{end}}</td>{{else}}<td>{{f1 .Score}}</td><td>{{.ScoreAt}}</td><td>{{.P99AtScore}}</td>{{end}}</tr>
 {{if and .Points .Err .ScoreAt}}<tr class="config-err"><td class="err" colspan="7">then: {{.Err}}</td></tr>{{end}}
+{{end}}</tbody>
+</table>
+{{end}}
+{{with .R.Autopilot}}<h2>Autopilot</h2>
+<p class="meta">Latency target p99 {{f1 .TargetMS}} ms; last window p99 {{f1 .MeasuredMS}} ms; capacity within the target {{f1 .Capacity}} infer/s (headroom {{printf "%.2f" .Headroom}}); in force: max_queue_delay {{.Delay}} µs, preferred batch size {{.Preferred}}.</p>
+<table id="autopilot">
+<thead><tr><th>When</th><th>max_queue_delay µs</th><th>Preferred</th><th>p99 ms</th><th>Rate infer/s</th><th>Capacity infer/s</th><th>Why</th></tr></thead>
+<tbody>
+{{range .Decisions}}<tr class="decision"><td>{{.Offset $.R.Autopilot.Start}}</td><td>{{.FromDelay}} → {{.Delay}}</td><td>{{.FromPref}} → {{.Preferred}}</td><td>{{f1 .MeasuredMS}}</td><td>{{f1 .Rate}}</td><td>{{f1 .Capa}}</td><td class="why">{{.Reason}}</td></tr>
 {{end}}</tbody>
 </table>
 {{end}}
@@ -362,11 +379,13 @@ func sweepReport(o *options, results []result, use *usageLog) *htmlReport {
 }
 
 // writeSweepHTML writes --report after a sweep.
-func writeSweepHTML(o *options, results []result, use *usageLog) error {
+func writeSweepHTML(ctx context.Context, o *options, results []result, use *usageLog, start time.Time) error {
 	if o.reportPath == "" {
 		return nil
 	}
-	err := writeFile(o.reportPath, func(w io.Writer) error { return writeHTML(w, sweepReport(o, results, use)) })
+	h := sweepReport(o, results, use)
+	h.Autopilot = fetchAutopilot(ctx, o, start)
+	err := writeFile(o.reportPath, func(w io.Writer) error { return writeHTML(w, h) })
 	if err != nil {
 		return fmt.Errorf("--report %s: %w", o.reportPath, err)
 	}

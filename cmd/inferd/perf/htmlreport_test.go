@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core/autopilot"
 	"github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/servertest"
 	"github.com/inferd/inferd/platforms/httpapi"
@@ -226,5 +227,42 @@ func TestSweepReportMetricsDown(t *testing.T) {
 	}
 	if _, ok := chartPoints(t, string(raw))["server-cpu"]; ok {
 		t.Error("server CPU chart without server figures")
+	}
+}
+
+// TestSweepReportAutopilot: run against a model whose batching inferd's
+// autopilot tunes, the report shows the target, a table of the decisions
+// made during the run and a chart of the settings over time.
+func TestSweepReportAutopilot(t *testing.T) {
+	cfg := servertest.SimpleConfig("simple") + `dynamic_batching { max_queue_delay_microseconds: 30000 preferred_batch_size: [ 8 ] }
+parameters { key: "slo_p99_ms" value { string_value: "20" } }
+parameters { key: "slo_period_ms" value { string_value: "200" } }
+`
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": {Config: cfg, ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))},
+	})
+	c := servertest.Start(t, servertest.Options{Repo: root, Autopilot: autopilot.New(autopilot.Options{})})
+	hs := httptest.NewServer(httpapi.New(c, httpapi.Options{}))
+	t.Cleanup(hs.Close)
+
+	report := filepath.Join(t.TempDir(), "report.html")
+	// Windows of a second: the first 100 requests (the autopilot's least
+	// for a p99) take most of one at 30 ms a batch of 4.
+	code, stdout, stderr := runPerf(t, append(append([]string{"-m", "simple", "-u", strings.TrimPrefix(hs.URL, "http://"), "--concurrency-range", "4",
+		"--report", report}, fast...), "-p", "1000")...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	raw, err := os.ReadFile(report)
+	must(t, err)
+	page := string(raw)
+	// 30 ms of delay for batches 4 clients never fill breaks the 20 ms
+	// target: the autopilot takes it away during the run.
+	if !strings.Contains(page, "Latency target p99 20.0 ms") || !strings.Contains(page, `<tr class="decision"><td>`) ||
+		!strings.Contains(page, "30000 → 0") {
+		t.Errorf("report lacks the autopilot's target or decisions:\n%s", page)
+	}
+	if got := chartPoints(t, page)["autopilot"]; got[0] < 2 {
+		t.Errorf("autopilot chart: %v points", got)
 	}
 }

@@ -54,6 +54,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		sess.m.passes = stdout
 	}
 	writeSettings(stdout, o, sess.info)
+	started := time.Now() // where the report's autopilot decisions count from
 	var results []result
 	var runErr error
 	cpu := newUsageLog(ctx, o) // for --report
@@ -130,7 +131,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := writeReports(o, results); err != nil {
 		return errors.Join(runErr, err)
 	}
-	if err := writeSweepHTML(o, results, cpu); err != nil {
+	if err := writeSweepHTML(context.WithoutCancel(ctx), o, results, cpu, started); err != nil {
 		return errors.Join(runErr, err)
 	}
 	return runErr
