@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,56 @@ func runNode(t *testing.T, script string, env ...string) string {
 		t.Fatalf("node %s: %v\n%s", filepath.Base(file), err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// readmeJS is a README js block; readmeWant a line of it that prints,
+// with what it prints in its trailing comment.
+var (
+	readmeJS   = regexp.MustCompile("(?s)```js\n(.*?)\n```")
+	readmeWant = regexp.MustCompile(`(?m)(console\.log|process\.stdout\.write)\(.*// (.+)$`)
+)
+
+// TestREADMENodeExamples runs the README's Node.js blocks of its two OpenAI
+// sections with the openai package against the example repositories and
+// wants what each printing line's comment says, so the README cannot drift
+// from the client or the server.
+func TestREADMENodeExamples(t *testing.T) {
+	readme := readREADME(t)
+	var blocks []string
+	for _, heading := range []string{"### OpenAI and TEI routes", "### OpenAI chat and completions"} {
+		start := strings.Index(readme, heading)
+		if start < 0 {
+			t.Fatalf("README.md has no %q", heading)
+		}
+		section := readme[start:]
+		section = section[:strings.Index(section[4:], "\n### ")+4]
+		found := readmeJS.FindAllStringSubmatch(section, -1)
+		if len(found) == 0 {
+			t.Fatalf("README.md's %q has no js block", heading)
+		}
+		for _, f := range found {
+			blocks = append(blocks, f[1])
+		}
+	}
+	openAINode(t)
+	r := startExamples(t)
+	for i, block := range blocks {
+		var want strings.Builder
+		for _, m := range readmeWant.FindAllStringSubmatch(block, -1) {
+			want.WriteString(strings.TrimSpace(m[2]))
+			if m[1] == "console.log" {
+				want.WriteByte('\n')
+			}
+		}
+		if want.Len() == 0 {
+			t.Fatalf("README js block %d shows no output:\n%s", i, block)
+		}
+		script := strings.ReplaceAll(block, "http://localhost:8000", r.http)
+		if script == block {
+			t.Fatalf("README js block %d does not name http://localhost:8000", i)
+		}
+		if got := runNode(t, script); got != want.String() {
+			t.Errorf("README js block %d printed %q, the README says %q:\n%s", i, got, want.String(), block)
+		}
+	}
 }
