@@ -13,10 +13,10 @@ import (
 
 // FuzzRender compiles and renders arbitrary templates over arbitrary
 // messages: any outcome but a panic or an error outside the package's
-// sentinels is a failure. Templates that repeat strings (`*`) or define
-// macros are skipped: the engine bounds neither string repetition nor
-// recursion, so such templates are trusted to come from the model folder
-// (see the package's README).
+// sentinels is a failure. Templates that mutate lists or dicts in place
+// or call replace or indent are skipped: a list can then hold itself and
+// be printed by `~`, or one call can multiply two bounded sizes, inside
+// the engine where no hook sees it (instrument.go bounds the rest).
 func FuzzRender(f *testing.F) {
 	msgs := []string{
 		`[{"role":"system","content":"日本語 😀 \"q\""},{"role":"user","content":"hi\n"}]`,
@@ -38,8 +38,10 @@ func FuzzRender(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, src, messages string) {
-		if strings.Contains(src, "*") || strings.Contains(src, "macro") {
-			t.Skip()
+		for _, unbounded := range []string{"append", "insert", "update", "replace", "indent"} {
+			if strings.Contains(src, unbounded) {
+				t.Skip()
+			}
 		}
 		tpl, err := Parse(src, map[string]any{"bos_token": "<s>"}, Config{MaxOutput: 1 << 16, Timeout: 200 * time.Millisecond})
 		if err != nil {
@@ -52,7 +54,7 @@ func FuzzRender(f *testing.F) {
 		switch {
 		case err == nil && len(out) > 1<<16:
 			t.Fatalf("output of %d bytes passed the 64 KiB limit", len(out))
-		case err != nil && !errors.Is(err, ErrInput) && !errors.Is(err, ErrRender) && !errors.Is(err, ErrLimit):
+		case err != nil && !errors.Is(err, ErrInput) && !errors.Is(err, ErrRender) && !errors.Is(err, ErrLimit) && !errors.Is(err, ErrRunaway):
 			t.Fatalf("Render error %v wraps no sentinel", err)
 		}
 	})

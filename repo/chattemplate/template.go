@@ -100,7 +100,7 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 			t, err = nil, fmt.Errorf("%w: compiling: %v", ErrConfig, r)
 		}
 	}()
-	tpl, err := jinja.Compile(renameTojson(src))
+	tpl, err := jinja.Compile(instrument(renameTojson(src)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -127,7 +127,8 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 // Render renders the template for one request. Errors wrap ErrInput,
 // ErrRender or ErrLimit (all the client's to see), or the context's error.
 func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
-	vars, err := t.vars(c)
+	m := newMeter(t.cfg.MaxOutput)
+	vars, err := t.vars(c, m)
 	if err != nil {
 		return "", err
 	}
@@ -160,6 +161,8 @@ func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
 	select {
 	case r := <-done:
 		switch {
+		case r.err != nil && m.err != nil:
+			return "", m.err
 		case r.err != nil && errors.Is(r.err, ErrRender):
 			return "", r.err
 		case r.err != nil:
@@ -169,14 +172,17 @@ func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
 		}
 		return r.out, nil
 	case <-timer.C:
-		return "", fmt.Errorf("%w: rendering took over %v", ErrLimit, t.cfg.Timeout)
+		// The render's next loop iteration or macro call ends it.
+		m.stopped.Store(true)
+		return "", fmt.Errorf("%w: %w: rendering took over %v", ErrRunaway, ErrLimit, t.cfg.Timeout)
 	case <-ctx.Done():
+		m.stopped.Store(true)
 		return "", ctx.Err()
 	}
 }
 
 // vars builds the render's variables as transformers passes them.
-func (t *Template) vars(c Chat) (map[string]jinja.Value, error) {
+func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 	vars := make(map[string]jinja.Value, 8+len(t.special))
 	if len(c.Kwargs) > 0 && string(c.Kwargs) != "null" {
 		kw, err := decodeJSON(c.Kwargs)
@@ -210,6 +216,9 @@ func (t *Template) vars(c Chat) (map[string]jinja.Value, error) {
 		vars[name] = v
 	}
 	vars["add_generation_prompt"] = jinja.NewBool(c.AddGenerationPrompt)
+	for name, hook := range m.hooks() {
+		vars[name] = hook
+	}
 	// Variables shadow the engine's globals of the same name.
 	vars[tojsonFilter] = jinja.NewCallable("tojson", pyTojson)
 	vars["range"] = jinja.NewCallable("range", boundedRange)

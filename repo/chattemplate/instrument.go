@@ -1,0 +1,273 @@
+package chattemplate
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The Jinja engine takes no context and has no step, depth or size limit,
+// and Go cannot recover from a stack overflow or an allocation the machine
+// cannot hold. So a template's source is instrumented before it is
+// compiled, with calls to per-render hooks (meter.go) that end the render
+// with ErrRunaway:
+//   - every loop iteration and macro call counts a step and sees the
+//     render's deadline and cancellation, so a loop stops when the render
+//     is abandoned instead of running on in its slot;
+//   - macro calls nest at most maxDepth deep (recursion through macros);
+//   - `{{ x }}` passes x through a hook that counts what it prints, and
+//     each loop iteration or macro call counts its literal text, so the
+//     text a render produces, in macros and captured blocks included, is
+//     bounded before it is written;
+//   - `{% set x = v %}` and a macro's arguments are measured (their
+//     printed size, a walk that stops at the bound), so values cannot
+//     double their way past the bound through variables or recursion;
+//   - `a * b` is measured before a string is repeated (multiply.go).
+const (
+	hookStep  = "inferd_step"
+	hookEnter = "inferd_enter"
+	hookLeave = "inferd_leave"
+	hookOut   = "inferd_out"
+	hookVal   = "inferd_val"
+)
+
+// seg is one piece of template source as the engine's scanner splits it
+// (github.com/ardanlabs/jinja scan.go): text, or a {{ }}, {% %} or {# #}
+// tag whose inner text (trim markers excluded) is src[in:inEnd].
+type seg struct {
+	kind          byte // 't' text, '{' expression, '%' statement, '#' comment
+	start, end    int
+	in, inEnd     int
+	trimL, trimR  bool
+	word, content string // statements: the keyword and the rest
+}
+
+// scanSegs splits src as the engine does: quotes inside {{ }} and {% %}
+// hide closing delimiters; an unclosed tag runs to the end (the engine
+// then refuses the template).
+func scanSegs(src string) []seg {
+	var segs []seg
+	text := 0
+	for i := 0; i+1 < len(src); {
+		if src[i] != '{' || (src[i+1] != '{' && src[i+1] != '%' && src[i+1] != '#') {
+			i++
+			continue
+		}
+		if i > text {
+			segs = append(segs, seg{kind: 't', start: text, end: i})
+		}
+		s := seg{kind: src[i+1], start: i}
+		closer := map[byte]string{'{': "}}", '%': "%}", '#': "#}"}[s.kind]
+		j := i + 2
+		if j < len(src) && src[j] == '-' {
+			s.trimL = true
+			j++
+		}
+		s.in = j
+		s.inEnd, s.end = len(src), len(src)
+		for j < len(src) {
+			if s.kind != '#' && (src[j] == '\'' || src[j] == '"') {
+				q := src[j]
+				for j++; j < len(src) && src[j] != q; j++ {
+					if src[j] == '\\' {
+						j++
+					}
+				}
+				j++
+				continue
+			}
+			if src[j] == '-' && strings.HasPrefix(src[j+1:], closer) {
+				s.trimR, s.inEnd, s.end = true, j, j+3
+				break
+			}
+			if strings.HasPrefix(src[j:], closer) {
+				s.inEnd, s.end = j, j+2
+				break
+			}
+			j++
+		}
+		if s.kind == '%' {
+			body := strings.TrimSpace(src[s.in:min(s.inEnd, len(src))])
+			s.word, s.content, _ = strings.Cut(body, " ")
+			s.word, s.content = strings.TrimSpace(s.word), strings.TrimSpace(s.content)
+		}
+		segs = append(segs, s)
+		i, text = s.end, s.end
+	}
+	if text < len(src) {
+		segs = append(segs, seg{kind: 't', start: text, end: len(src)})
+	}
+	return segs
+}
+
+// frame is an open loop or macro body: where its hook goes and the
+// literal text it holds outside nested loops and macros.
+type frame struct {
+	slot int // index in the output pieces of the hook's placeholder
+	text int
+	args string // a macro's parameter names, for inferd_enter
+}
+
+// instrument returns src with the hooks placed (see above). Whitespace
+// control is kept: a hook after a tag ends with that tag's trim marker,
+// one before a tag starts with it, and hooks are block tags, so
+// trim_blocks and lstrip_blocks treat the text around them as before.
+func instrument(src string) string {
+	var out []string
+	var open []frame
+	raw := false
+	for _, s := range scanSegs(src) {
+		piece := src[s.start:s.end]
+		if s.kind == '%' && !raw && s.word != "set" && strings.Contains(s.content, "*") {
+			piece = "{%" + dash(s.trimL) + " " + s.word + " " + rewriteMul(s.content) + " " + dash(s.trimR) + "%}"
+		}
+		if raw {
+			out = append(out, piece)
+			raw = !(s.kind == '%' && s.word == "endraw")
+			continue
+		}
+		switch {
+		case s.kind == 't':
+			if len(open) > 0 {
+				open[len(open)-1].text += s.end - s.start
+			}
+			out = append(out, piece)
+		case s.kind == '{':
+			out = append(out, "{{"+dash(s.trimL)+" "+hookOut+"("+rewriteMul(src[s.in:s.inEnd])+") "+dash(s.trimR)+"}}")
+		case s.kind != '%':
+			out = append(out, piece)
+		case s.word == "raw":
+			raw = true
+			out = append(out, piece)
+		case s.word == "for" || s.word == "macro":
+			out = append(out, piece, "")
+			f := frame{slot: len(out) - 1}
+			if s.word == "macro" {
+				f.args = macroParams(s.content)
+			}
+			// The closing trim marker moves to the hook, which now
+			// stands before the text the tag trimmed.
+			out[f.slot] = dash(s.trimR)
+			open = append(open, f)
+		case (s.word == "endfor" || s.word == "endmacro") && len(open) > 0:
+			f := open[len(open)-1]
+			open = open[:len(open)-1]
+			n := strconv.Itoa(f.text)
+			if s.word == "endfor" {
+				out[f.slot] = "{% if " + hookStep + "(" + n + ") %}{% endif " + out[f.slot] + "%}"
+				out = append(out, piece)
+				continue
+			}
+			out[f.slot] = "{% if " + hookEnter + "(" + n + f.args + ") %}{% endif " + out[f.slot] + "%}"
+			out = append(out, "{%"+dash(s.trimL)+" if "+hookLeave+"() %}{% endif %}", piece)
+		case s.word == "set":
+			out = append(out, wrapSet(src, s))
+		default:
+			out = append(out, piece)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+func dash(on bool) string {
+	if on {
+		return "-"
+	}
+	return ""
+}
+
+// wrapSet passes a `{% set target = value %}`'s value through hookVal;
+// a block set and a tuple target are left as they are.
+func wrapSet(src string, s seg) string {
+	piece := src[s.start:s.end]
+	eq := assignment(s.content)
+	if eq < 0 || strings.Contains(s.content[:eq], ",") {
+		if strings.Contains(s.content, "*") {
+			return "{%" + dash(s.trimL) + " set " + rewriteMul(s.content) + " " + dash(s.trimR) + "%}"
+		}
+		return piece
+	}
+	target, value := strings.TrimSpace(s.content[:eq]), strings.TrimSpace(s.content[eq+1:])
+	return "{%" + dash(s.trimL) + " set " + target + " = " + hookVal + "(" + rewriteMul(value) + ") " + dash(s.trimR) + "%}"
+}
+
+// assignment is the index of a set statement's `=`: the first one that is
+// not part of ==, !=, <= or >=, outside quotes; -1 when none.
+func assignment(s string) int {
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '=':
+			if i+1 < len(s) && s[i+1] == '=' {
+				i++
+				continue
+			}
+			if i > 0 && strings.IndexByte("!<>=", s[i-1]) >= 0 {
+				continue
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+// macroParams returns ", a, b" for `name(a, b=1)`: the parameter names,
+// each measured on entry.
+func macroParams(sig string) string {
+	open, end := strings.IndexByte(sig, '('), strings.LastIndexByte(sig, ')')
+	if open < 0 || end < open {
+		return ""
+	}
+	var names strings.Builder
+	depth, start := 0, open+1
+	var quote byte
+	flush := func(part string) {
+		name, _, _ := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		if isIdent(name) {
+			names.WriteString(", " + name)
+		}
+	}
+	for i := open + 1; i < end; i++ {
+		c := sig[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 0:
+			flush(sig[start:i])
+			start = i + 1
+		}
+	}
+	flush(sig[start:end])
+	return names.String()
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if c != '_' && !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

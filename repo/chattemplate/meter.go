@@ -1,0 +1,174 @@
+package chattemplate
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// ErrRunaway marks a render that a template's own computation took past a
+// bound (steps, macro depth, the size of what it builds or the time it
+// takes): the template's fault, not the request's.
+var ErrRunaway = errors.New("chattemplate: the template ran away")
+
+const (
+	// maxSteps bounds loop iterations and macro calls in one render; real
+	// templates take a few per message and tool.
+	maxSteps = 1_000_000
+	// maxMacroDepth bounds macro nesting: recursive macros (gpt-oss renders
+	// JSON schemas so) nest as deep as the request's JSON, itself at most
+	// MaxDepth.
+	maxMacroDepth = 256
+	// maxValueDepth bounds how deep a value the template builds may nest
+	// (request JSON nests at most MaxDepth).
+	maxValueDepth = 512
+)
+
+// meter is one render's count, read and written by the hooks that
+// instrument places in the template (on the render's goroutine) and
+// stopped by Render (on the caller's) when it gives the render up.
+type meter struct {
+	steps, depth int
+	// work is the bytes the render has printed or counted as literal
+	// text, macro bodies and captured blocks included; bound is its limit
+	// and that of any one value.
+	work, bound int
+	stopped     atomic.Bool
+	// err is the first bound crossed: the engine may reword a hook's
+	// error, so Render reports this one.
+	err error
+}
+
+func newMeter(maxOutput int) *meter {
+	// Macro output is counted when the macro writes it and again when the
+	// caller prints it, so the bound on work leaves room above MaxOutput;
+	// Render still checks the prompt against MaxOutput.
+	return &meter{bound: 4 * maxOutput}
+}
+
+// step counts one loop iteration or macro call with n bytes of literal
+// text.
+func (m *meter) step(n int64) error {
+	if m.stopped.Load() {
+		return m.fail("the render was given up")
+	}
+	m.steps++
+	if m.steps > maxSteps {
+		return m.fail("over %d loop iterations and macro calls", maxSteps)
+	}
+	return m.add(int(max(n, 0)))
+}
+
+func (m *meter) add(n int) error {
+	m.work += n
+	if m.work > m.bound {
+		return m.fail("the template produced over %d bytes", m.bound)
+	}
+	return nil
+}
+
+func (m *meter) fail(format string, args ...any) error {
+	err := fmt.Errorf("%w: "+format, append([]any{ErrRunaway}, args...)...)
+	if m.err == nil {
+		m.err = err
+	}
+	return err
+}
+
+// hooks returns the callables instrument's calls name.
+func (m *meter) hooks() map[string]jinja.Value {
+	none := jinja.None()
+	return map[string]jinja.Value{
+		hookStep: jinja.NewCallable(hookStep, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			return none, m.step(intArg(args))
+		}),
+		hookEnter: jinja.NewCallable(hookEnter, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			m.depth++
+			if m.depth > maxMacroDepth {
+				return none, m.fail("macros nested over %d deep", maxMacroDepth)
+			}
+			for _, a := range args[min(1, len(args)):] {
+				if err := m.measure(a); err != nil {
+					return none, err
+				}
+			}
+			return none, m.step(intArg(args))
+		}),
+		hookLeave: jinja.NewCallable(hookLeave, func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+			m.depth--
+			return none, nil
+		}),
+		hookOut: jinja.NewCallable(hookOut, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			if len(args) != 1 {
+				return jinja.Undefined(), fmt.Errorf("expected one expression, got %d", len(args))
+			}
+			n, err := m.size(args[0])
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			return args[0], m.add(n)
+		}),
+		hookMul: jinja.NewCallable(hookMul, m.mul),
+		hookVal: jinja.NewCallable(hookVal, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			if len(args) != 1 {
+				return jinja.Undefined(), fmt.Errorf("expected one expression, got %d", len(args))
+			}
+			return args[0], m.measure(args[0])
+		}),
+	}
+}
+
+func intArg(args []jinja.Value) int64 {
+	if len(args) > 0 && args[0].IsInt() {
+		return args[0].AsInt()
+	}
+	return 0
+}
+
+func (m *meter) measure(v jinja.Value) error {
+	_, err := m.size(v)
+	return err
+}
+
+// size is about how many bytes v prints as, or ErrRunaway once that passes
+// the bound: the walk stops there, so a value that holds itself, or shares
+// parts that print many times over, costs at most the bound to measure.
+func (m *meter) size(v jinja.Value) (int, error) {
+	n, items := 0, 0
+	var walk func(v jinja.Value, depth int) bool
+	walk = func(v jinja.Value, depth int) bool {
+		// A long walk also sees the render given up.
+		if items++; depth > maxValueDepth || (items%4096 == 0 && m.stopped.Load()) {
+			return false
+		}
+		switch {
+		case v.IsString():
+			n += len(v.AsString())
+		case v.IsList():
+			n += 2
+			for _, item := range v.AsList().Items {
+				if n += 2; n > m.bound || !walk(item, depth+1) {
+					return false
+				}
+			}
+		case v.IsDict():
+			n += 2
+			d := v.AsDict()
+			for _, k := range d.Keys {
+				item, _ := d.Get(k)
+				if n += len(k) + 6; n > m.bound || !walk(item, depth+1) {
+					return false
+				}
+			}
+		default:
+			n += 8
+		}
+		return n <= m.bound
+	}
+	if !walk(v, 0) {
+		return n, m.fail("a value over %d bytes or nested over %d deep", m.bound, maxValueDepth)
+	}
+	return n, nil
+}

@@ -1,0 +1,142 @@
+package chattemplate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// TestRunaway renders hostile templates with the default bounds: each
+// must end soon with ErrRunaway (or the engine's own refusal), never hang,
+// overflow the stack or allocate without bound.
+func TestRunaway(t *testing.T) {
+	big := strings.Repeat("0123456789", 100)
+	tests := []struct {
+		name, src string
+		wantErr   error
+		errText   string
+	}{
+		{"macro recursion", `{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`, ErrRunaway, "nested over 256"},
+		{"mutual recursion", `{% macro a() %}x{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}`, ErrRunaway, "nested over"},
+		{"recursion doubling an argument", `{% macro f(s) %}{{ f(s ~ s) }}{% endmacro %}{{ f('ab') }}`, ErrRunaway, ""},
+		{"nested loops", `{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}`, ErrRunaway, "loop iterations"},
+		{"range(10**9)", `{% for i in range(1000000000) %}{% endfor %}`, ErrRender, "range too big"},
+		{"string multiplication", `{{ 'a' * (1000000 * 1000000) }}`, ErrRunaway, "repeated"},
+		{"multiplication in a set", `{% set x = 'ab' * (1000 * 1000 * 1000) %}{{ x | length }}`, ErrRunaway, "repeated"},
+		{"multiplication in an if", `{% if ('ab' * 100000000000) | length %}y{% endif %}`, ErrRunaway, "repeated"},
+		{"multiplication in a filter argument", `{{ messages | map(attribute='x' * 100000000000) | list }}`, ErrRunaway, "repeated"},
+		{"doubling a string", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}`,
+			ErrRunaway, "value over"},
+		{"doubling a list", `{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l | length }}`,
+			ErrRunaway, "value over"},
+		{"a list that holds itself", `{% set l = [1] %}{{ l.append(l) }}{{ l }}`, ErrRunaway, "nested over"},
+		{"literal text in loops", `{% for i in range(100000) %}{% for j in range(9) %}` + big + `{% endfor %}{% endfor %}`, ErrRunaway, "produced over"},
+		{"printing in loops", `{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s }}{% endfor %}`, ErrRunaway, "produced over"},
+		{"macro output in loops", `{% macro m() %}` + big + `{% endmacro %}{% for i in range(100000) %}{% for j in range(9) %}{{ m() }}{% endfor %}{% endfor %}`,
+			ErrRunaway, "produced over"},
+	}
+	// The step bound, not the time, must end the nested loops, under
+	// -race too.
+	timeouts := map[string]time.Duration{"nested loops": time.Minute}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			timeout := timeouts[tt.name]
+			_, err := render(t, tt.src, `[{"role":"user","content":"hi"}]`, Config{Timeout: timeout})
+			if !errors.Is(err, tt.wantErr) || !strings.Contains(err.Error(), tt.errText) {
+				t.Fatalf("err = %v, want %v with %q", err, tt.wantErr, tt.errText)
+			}
+			if d := time.Since(start); d > max(timeout, DefaultTimeout)+time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// TestRunawayStopsAbandonedRender: a render given up at its timeout ends at
+// its next loop iteration and gives its slot back, instead of running on.
+func TestRunawayStopsAbandonedRender(t *testing.T) {
+	tpl, err := Parse(`{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}`, nil,
+		Config{Timeout: 20 * time.Millisecond, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tpl.Render(context.Background(), Chat{Messages: json.RawMessage(`[]`)})
+	if !errors.Is(err, ErrRunaway) || !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "took over") {
+		t.Fatalf("err = %v, want ErrRunaway and ErrLimit for the time", err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for len(tpl.slots) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned render still holds its slot after a second")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestInstrumentedRendersAsWritten compares instrumented templates with the
+// engine's own rendering of the same source: hooks must not change a
+// byte, whitespace control included (the golden tests do so for real
+// templates).
+func TestInstrumentedRendersAsWritten(t *testing.T) {
+	srcs := []string{
+		"{%- for m in messages -%}\n  <{{- m.role -}}>\n{%- endfor %}\nend",
+		"{% for m in messages %}\n    {{ m.content }}\n{% endfor %}\n",
+		"{% macro f(x, y='d') -%}\n  [{{ x }}|{{ y }}]\n{%- endmacro %}\n{{ f(1) }} {{ f(2, y='e') }}",
+		"{% macro g(n) %}{% if n > 0 %}{{ n }},{{ g(n - 1) }}{% endif %}{% endmacro %}{{ g(5) }}",
+		"{% set ns = namespace(a=[]) %}{% for i in range(4) %}{% set ns.a = ns.a + [i * 2] %}{% endfor %}{{ ns.a }}",
+		"{% set a = 1 %}{{ a }}{% set c %}block {{ a * 2 }}{% endset %}{{ c }}",
+		"{{ 2 * 3 + 4 }} {{ -2 * 3 }} {{ 2 ** 3 * 2 }} {{ 7 / 2 * 2 }} {{ 7 // 2 * 3 % 4 }} {{ [1, 2] | length * 3 }}",
+		"{{ 'ab' * 2 ~ 'c' }} {{ 'x' * 0 }}|{{ 3 * 'x' }} {{ 2.5 * 2 }} {{ true * 3 }} {{ '4' * 2.0 }} {{ (1 + 2) * (3 - 1) }}",
+		"{{ messages[0]['content'] * 2 }} {{ messages | map(attribute='role') | join('*') }} {{ '*' }}",
+		"{% if 2 * 2 == 4 and not 1 * 0 %}yes{% else %}no{% endif %}{% for i in range(2 * 2) if i * 3 > 2 %}{{ i }}{% endfor %}",
+		"{% raw %}{% for x in y %}{{ a * b }}{% endraw %}{# {{ 1 * 2 }} #}",
+		"{% for m in messages %}{% for k in [1, 2] %}{{ k }}{% if loop.last %};{% endif %}{% endfor %}{% else %}none{% endfor %}",
+	}
+	vars := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	for _, src := range srcs {
+		want := engineRender(t, src, vars)
+		got, err := render(t, src, `[{"role":"user","content":"hi"}]`, Config{})
+		if err != nil || got != want {
+			t.Errorf("%q\ninstrumented: %q, %v\nthe engine:   %q\n(source as instrumented: %q)", src, got, err, want, instrument(src))
+		}
+	}
+}
+
+func engineRender(t *testing.T, src string, vars map[string]any) string {
+	t.Helper()
+	tpl, err := jinja.Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tpl.Render(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// FuzzRewriteMul: rewriting never panics, leaves text without `*` as it
+// is, and turns `a * b` into a hook call.
+func FuzzRewriteMul(f *testing.F) {
+	for _, s := range []string{"a * b", "-x.y[1](2) ** 2 * f(c * d) / 3", "'*' ~ \"*\"", "x | f(1 * 2, k=3 * 4)", "[1 *", "(*)", "a **", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := rewriteMul(s)
+		if !strings.Contains(s, "*") && out != s {
+			t.Fatalf("%q rewritten to %q", s, out)
+		}
+		toks := lexExpr(s)
+		if len(toks) == 3 && toks[0].kind == 'n' && !keywordOps[toks[0].val] && toks[1].val == "*" && toks[2].kind == 'n' && !keywordOps[toks[2].val] {
+			if want := hookMul + "(" + toks[0].val + ", " + toks[2].val + ")"; out != want {
+				t.Fatalf("%q rewritten to %q, want %q", s, out, want)
+			}
+		}
+	})
+}
