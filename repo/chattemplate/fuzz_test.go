@@ -6,17 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
 
 // FuzzRender compiles and renders arbitrary templates over arbitrary
-// messages: any outcome but a panic or an error outside the package's
-// sentinels is a failure. Templates that mutate lists or dicts in place
-// or call replace or indent are skipped: a list can then hold itself and
-// be printed by `~`, or one call can multiply two bounded sizes, inside
-// the engine where no hook sees it (instrument.go bounds the rest).
+// messages: any outcome but a panic, a crash or an error outside the
+// package's sentinels is a failure. Hostile templates included: the
+// instrumentation (instrument.go, rewrite.go) must bound them.
 func FuzzRender(f *testing.F) {
 	msgs := []string{
 		`[{"role":"system","content":"日本語 😀 \"q\""},{"role":"user","content":"hi\n"}]`,
@@ -32,17 +29,14 @@ func FuzzRender(f *testing.F) {
 		}
 	}
 	for _, src := range []string{`{{ messages[0].content | tojson(indent=2) }}`, `{% for m in messages %}{{ m.role | upper }}{% break %}{% endfor %}`,
-		`{{ raise_exception('x') }}`, `{% if messages[0]['role'] == 'user' %}{{ range(3) | list }}{% endif %}`, `{{ strftime_now('%d %b') }}`} {
+		`{{ raise_exception('x') }}`, `{% if messages[0]['role'] == 'user' %}{{ range(3) | list }}{% endif %}`, `{{ strftime_now('%d %b') }}`,
+		`{% macro f(n) %}{{ f(n ~ n) }}{% endmacro %}{{ f('ab') }}`, `{% set l = [1] %}{{ l.append(l) }}{{ l | string }}`,
+		`{{ 'ab' * (1000 * 1000) | length }}{{ 'x' | indent(99) }}{{ 'a'.replace('', 'bb') }}`} {
 		for _, m := range msgs {
 			f.Add(src, m)
 		}
 	}
 	f.Fuzz(func(t *testing.T, src, messages string) {
-		for _, unbounded := range []string{"append", "insert", "update", "replace", "indent"} {
-			if strings.Contains(src, unbounded) {
-				t.Skip()
-			}
-		}
 		tpl, err := Parse(src, map[string]any{"bos_token": "<s>"}, Config{MaxOutput: 1 << 16, Timeout: 200 * time.Millisecond})
 		if err != nil {
 			if !errors.Is(err, ErrConfig) {

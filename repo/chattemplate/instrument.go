@@ -1,6 +1,7 @@
 package chattemplate
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -13,15 +14,21 @@ import (
 //   - every loop iteration and macro call counts a step and sees the
 //     render's deadline and cancellation, so a loop stops when the render
 //     is abandoned instead of running on in its slot;
-//   - macro calls nest at most maxDepth deep (recursion through macros);
+//   - macro calls nest at most maxMacroDepth deep (recursion through
+//     macros);
 //   - `{{ x }}` passes x through a hook that counts what it prints, and
 //     each loop iteration or macro call counts its literal text, so the
 //     text a render produces, in macros and captured blocks included, is
 //     bounded before it is written;
 //   - `{% set x = v %}` and a macro's arguments are measured (their
 //     printed size, a walk that stops at the bound), so values cannot
-//     double their way past the bound through variables or recursion;
-//   - `a * b` is measured before a string is repeated (multiply.go).
+//     double their way past the bound through variables or recursion, and
+//     `set ns.attr = v` refuses a v that holds ns;
+//   - operators, filters and methods are rewritten inside expressions
+//     (rewrite.go, ops.go).
+//
+// A template that nests too deep to parse or evaluate safely is refused
+// before any of this (checkNesting).
 const (
 	hookStep  = "inferd_step"
 	hookEnter = "inferd_enter"
@@ -118,7 +125,7 @@ func instrument(src string) string {
 	for _, s := range scanSegs(src) {
 		piece := src[s.start:s.end]
 		if s.kind == '%' && !raw && s.word != "set" && strings.Contains(s.content, "*") {
-			piece = "{%" + dash(s.trimL) + " " + s.word + " " + rewriteMul(s.content) + " " + dash(s.trimR) + "%}"
+			piece = "{%" + dash(s.trimL) + " " + s.word + " " + rewriteExpr(s.content) + " " + dash(s.trimR) + "%}"
 		}
 		if raw {
 			out = append(out, piece)
@@ -131,8 +138,10 @@ func instrument(src string) string {
 				open[len(open)-1].text += s.end - s.start
 			}
 			out = append(out, piece)
+		case s.kind == '{' && strings.TrimSpace(src[s.in:s.inEnd]) == "":
+			out = append(out, piece)
 		case s.kind == '{':
-			out = append(out, "{{"+dash(s.trimL)+" "+hookOut+"("+rewriteMul(src[s.in:s.inEnd])+") "+dash(s.trimR)+"}}")
+			out = append(out, "{{"+dash(s.trimL)+" "+hookOut+"("+rewriteExpr(src[s.in:s.inEnd])+") "+dash(s.trimR)+"}}")
 		case s.kind != '%':
 			out = append(out, piece)
 		case s.word == "raw":
@@ -182,12 +191,17 @@ func wrapSet(src string, s seg) string {
 	eq := assignment(s.content)
 	if eq < 0 || strings.Contains(s.content[:eq], ",") {
 		if strings.Contains(s.content, "*") {
-			return "{%" + dash(s.trimL) + " set " + rewriteMul(s.content) + " " + dash(s.trimR) + "%}"
+			return "{%" + dash(s.trimL) + " set " + rewriteExpr(s.content) + " " + dash(s.trimR) + "%}"
 		}
 		return piece
 	}
 	target, value := strings.TrimSpace(s.content[:eq]), strings.TrimSpace(s.content[eq+1:])
-	return "{%" + dash(s.trimL) + " set " + target + " = " + hookVal + "(" + rewriteMul(value) + ") " + dash(s.trimR) + "%}"
+	args := rewriteExpr(value)
+	// `set ns.attr = v`: v must not hold ns.
+	if obj, _, ok := strings.Cut(target, "."); ok && isIdent(obj) {
+		args += ", " + obj
+	}
+	return "{%" + dash(s.trimL) + " set " + target + " = " + hookVal + "(" + args + ") " + dash(s.trimR) + "%}"
 }
 
 // assignment is the index of a set statement's `=`: the first one that is
@@ -270,4 +284,54 @@ func isIdent(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxNesting bounds how deep a template nests blocks, brackets and signs:
+// the engine parses and evaluates them by recursion, and a Go stack that
+// overflows ends the process. Real templates nest a few levels.
+const maxNesting = 256
+
+// checkNesting refuses a template (as written, or as instrumented, whose
+// chains of hook calls nest once per operator) that nests over limit.
+func checkNesting(src string, limit int) error {
+	blocks := 0
+	for _, s := range scanSegs(src) {
+		if s.kind != '{' && s.kind != '%' {
+			continue
+		}
+		switch {
+		case s.kind == '%' && strings.HasPrefix(s.word, "end"):
+			blocks--
+		case s.kind == '%' && (s.word == "if" || s.word == "for" || s.word == "macro" || s.word == "call" || s.word == "filter" ||
+			s.word == "raw" || s.word == "generation" || (s.word == "set" && assignment(s.content) < 0)):
+			if blocks++; blocks > limit {
+				return fmt.Errorf("blocks nested over %d deep", limit)
+			}
+		}
+		// A chain of binary operators is a left-deep tree the engine
+		// evaluates by recursion, one level an operator.
+		depth, signs, ops := 0, 0, 0
+		for _, t := range lexExpr(src[s.in:s.inEnd]) {
+			if t.kind == 'o' || (t.kind == 'n' && keywordOps[t.val]) {
+				if ops++; ops > 4*limit {
+					return fmt.Errorf("an expression of over %d operators", 4*limit)
+				}
+			}
+			switch {
+			case t.kind == '(' || t.kind == '[' || t.kind == '{':
+				depth++
+			case t.kind == ')' || t.kind == ']' || t.kind == '}':
+				depth--
+			}
+			if (t.kind == 'o' && (t.val == "-" || t.val == "+")) || (t.kind == 'n' && t.val == "not") {
+				signs++
+			} else if t.kind != '(' {
+				signs = 0
+			}
+			if depth+signs > limit {
+				return fmt.Errorf("an expression nested over %d deep", limit)
+			}
+		}
+	}
+	return nil
 }

@@ -80,7 +80,7 @@ func (m *meter) fail(format string, args ...any) error {
 // hooks returns the callables instrument's calls name.
 func (m *meter) hooks() map[string]jinja.Value {
 	none := jinja.None()
-	return map[string]jinja.Value{
+	hooks := map[string]jinja.Value{
 		hookStep: jinja.NewCallable(hookStep, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			return none, m.step(intArg(args))
 		}),
@@ -110,14 +110,26 @@ func (m *meter) hooks() map[string]jinja.Value {
 			}
 			return args[0], m.add(n)
 		}),
-		hookMul: jinja.NewCallable(hookMul, m.mul),
+		// inferd_val(value) or, for `set obj.attr`, inferd_val(value, obj).
 		hookVal: jinja.NewCallable(hookVal, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-			if len(args) != 1 {
-				return jinja.Undefined(), fmt.Errorf("expected one expression, got %d", len(args))
+			switch len(args) {
+			case 1:
+				return args[0], m.measure(args[0])
+			case 2:
+				return args[0], m.within(args[1], args[0])
 			}
-			return args[0], m.measure(args[0])
+			return jinja.Undefined(), fmt.Errorf("expected one expression, got %d", len(args))
 		}),
 	}
+	for name, fn := range map[string]func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error){
+		hookMul: m.mul, hookAdd: m.plus, hookCat: m.cat, hookGuard: m.guard,
+		hookPrefix + "replace": m.filterReplace, hookPrefix + "indent": m.filterIndent, hookPrefix + "join": m.filterJoin,
+		hookPrefix + "m_replace": m.methodReplace, hookPrefix + "m_format": m.methodFormat,
+		hookPrefix + "m_append": m.methodAppend, hookPrefix + "m_insert": m.methodInsert, hookPrefix + "m_update": m.methodUpdate,
+	} {
+		hooks[name] = jinja.NewCallable(name, fn)
+	}
+	return hooks
 }
 
 func intArg(args []jinja.Value) int64 {
@@ -136,13 +148,40 @@ func (m *meter) measure(v jinja.Value) error {
 // the bound: the walk stops there, so a value that holds itself, or shares
 // parts that print many times over, costs at most the bound to measure.
 func (m *meter) size(v jinja.Value) (int, error) {
-	n, items := 0, 0
+	n, _, err := m.walk(v, jinja.Undefined())
+	return n, err
+}
+
+// within fails when v holds container (a list or dict), which would then
+// hold itself, or is over the bound.
+func (m *meter) within(container, v jinja.Value) error {
+	_, found, err := m.walk(v, container)
+	if err == nil && found {
+		err = m.fail("a list or dict made to hold itself")
+	}
+	return err
+}
+
+// walk measures v and tells whether it holds target (the same list or
+// dict, not an equal one).
+func (m *meter) walk(v, target jinja.Value) (int, bool, error) {
+	n, items, found := 0, 0, false
+	same := func(v jinja.Value) bool {
+		switch {
+		case v.IsList() && target.IsList():
+			return v.AsList() == target.AsList()
+		case v.IsDict() && target.IsDict():
+			return v.AsDict() == target.AsDict()
+		}
+		return false
+	}
 	var walk func(v jinja.Value, depth int) bool
 	walk = func(v jinja.Value, depth int) bool {
 		// A long walk also sees the render given up.
 		if items++; depth > maxValueDepth || (items%4096 == 0 && m.stopped.Load()) {
 			return false
 		}
+		found = found || same(v)
 		switch {
 		case v.IsString():
 			n += len(v.AsString())
@@ -168,7 +207,7 @@ func (m *meter) size(v jinja.Value) (int, error) {
 		return n <= m.bound
 	}
 	if !walk(v, 0) {
-		return n, m.fail("a value over %d bytes or nested over %d deep", m.bound, maxValueDepth)
+		return n, found, m.fail("a value over %d bytes or nested over %d deep", m.bound, maxValueDepth)
 	}
-	return n, nil
+	return n, found, nil
 }

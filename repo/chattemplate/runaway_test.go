@@ -31,10 +31,22 @@ func TestRunaway(t *testing.T) {
 		{"multiplication in an if", `{% if ('ab' * 100000000000) | length %}y{% endif %}`, ErrRunaway, "repeated"},
 		{"multiplication in a filter argument", `{{ messages | map(attribute='x' * 100000000000) | list }}`, ErrRunaway, "repeated"},
 		{"doubling a string", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}`,
-			ErrRunaway, "value over"},
+			ErrRunaway, "concatenation of over"},
 		{"doubling a list", `{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l | length }}`,
 			ErrRunaway, "value over"},
-		{"a list that holds itself", `{% set l = [1] %}{{ l.append(l) }}{{ l }}`, ErrRunaway, "nested over"},
+		{"a list that holds itself", `{% set l = [1] %}{{ l.append(l) }}{{ l }}`, ErrRunaway, "hold itself"},
+		{"a list inside a list that holds it", `{% set l = [1] %}{% set m = [l] %}{{ l.insert(0, m) }}{{ l ~ '' }}`, ErrRunaway, "hold itself"},
+		{"a namespace that holds itself", `{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns | string }}`, ErrRunaway, "hold itself"},
+		{"a dict updated to hold itself", `{% set d = {'a': 1} %}{% set e = {'d': d} %}{{ d.update(e) }}{{ d ~ '' }}`, ErrRunaway, "hold itself"},
+		{"doubling with +", `{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}`, ErrRunaway, "concatenation of over"},
+		{"doubling a list with +", `{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}`, ErrRunaway, "list of over"},
+		{"one long concatenation", `{% set s = 'x' * 20000000 %}{{ (s ~ s ~ s) | length }}`, ErrRunaway, "concatenation of over"},
+		{"replace filter product", `{% set s = 'x' * 10000 %}{{ s | replace('x', s) | length }}`, ErrRunaway, "replace of over"},
+		{"replace method product", `{% set s = 'x' * 10000 %}{{ s.replace('', s) | length }}`, ErrRunaway, "replace of over"},
+		{"format product", `{% set s = 'x' * 10000 %}{{ (('{0}' * 10000).format(s)) | length }}`, ErrRunaway, "replace of over"},
+		{"indent width", `{{ 'a\nb' | indent(1000000000000) }}`, ErrRunaway, "indent of over"},
+		{"join of a shared string", `{% set s = 'x' * 1000000 %}{% set l = [] %}{% for i in range(100) %}{{ l.append(s) }}{% endfor %}{{ l | join | length }}`,
+			ErrRunaway, "value over"},
 		{"literal text in loops", `{% for i in range(100000) %}{% for j in range(9) %}` + big + `{% endfor %}{% endfor %}`, ErrRunaway, "produced over"},
 		{"printing in loops", `{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s }}{% endfor %}`, ErrRunaway, "produced over"},
 		{"macro output in loops", `{% macro m() %}` + big + `{% endmacro %}{% for i in range(100000) %}{% for j in range(9) %}{{ m() }}{% endfor %}{% endfor %}`,
@@ -96,6 +108,13 @@ func TestInstrumentedRendersAsWritten(t *testing.T) {
 		"{{ messages[0]['content'] * 2 }} {{ messages | map(attribute='role') | join('*') }} {{ '*' }}",
 		"{% if 2 * 2 == 4 and not 1 * 0 %}yes{% else %}no{% endif %}{% for i in range(2 * 2) if i * 3 > 2 %}{{ i }}{% endfor %}",
 		"{% raw %}{% for x in y %}{{ a * b }}{% endraw %}{# {{ 1 * 2 }} #}",
+		"{{ 'a' ~ 1 ~ 2.5 ~ none ~ true ~ [1, 'b'] ~ {'k': 'v'} }} {{ 1 + 2 }} {{ 1.5 + 2 }} {{ 'a' + 1 }} {{ [1] + [2] }} {{ 3 - 1 - 1 }}",
+		"{{ messages[0].content | upper ~ '!' }} {{ 'a,b' | replace(',', ';') }} {{ 'x\ny' | indent(2) }}|{{ 'x\ny' | indent(2, true) }}",
+		"{{ [1, 2, 3] | join('-') }} {{ messages | join(',', attribute='role') }} {{ 'ab'.replace('a', 'c') }} {{ '{0}-{}-{1}'.format('p', 'q') }}",
+		"{% set l = [1] %}{{ l.append(2) }}{{ l.insert(0, 0) }}{{ l }} {% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d | tojson }}",
+		"{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }} {{ not 1 ~ 2 }} {{ 1 if 'a' ~ 'b' == 'ab' else 2 }}",
+		"{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') | list | length }} {{ (messages | last).role | default('x') }}",
+		"{{ x | default('none') }} {{ -1 + -2 }} {{ 2 ** 2 + 1 }} {{ messages[-1:] | length }} {{ 'a' ~ ('b' if true else 'c') }}",
 		"{% for m in messages %}{% for k in [1, 2] %}{{ k }}{% if loop.last %};{% endif %}{% endfor %}{% else %}none{% endfor %}",
 	}
 	vars := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}
@@ -121,15 +140,17 @@ func engineRender(t *testing.T, src string, vars map[string]any) string {
 	return out
 }
 
-// FuzzRewriteMul: rewriting never panics, leaves text without `*` as it
-// is, and turns `a * b` into a hook call.
-func FuzzRewriteMul(f *testing.F) {
-	for _, s := range []string{"a * b", "-x.y[1](2) ** 2 * f(c * d) / 3", "'*' ~ \"*\"", "x | f(1 * 2, k=3 * 4)", "[1 *", "(*)", "a **", ""} {
+// FuzzRewriteExpr: rewriting never panics, leaves text that needs no
+// hook as it is, and turns `a * b` into a hook call (FuzzInstrumentSame
+// checks that rewritten templates render as written).
+func FuzzRewriteExpr(f *testing.F) {
+	for _, s := range []string{"a * b", "-x.y[1](2) ** 2 * f(c * d) / 3", "'*' ~ \"*\"", "x | f(1 * 2, k=3 * 4)", "[1 *", "(*)", "a **", "",
+		"a ~ b + c", "s.replace('a', 'b') | join(',')", "0 .01"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := rewriteMul(s)
-		if !strings.Contains(s, "*") && out != s {
+		out := rewriteExpr(s)
+		if !needsRewrite(s) && out != s {
 			t.Fatalf("%q rewritten to %q", s, out)
 		}
 		toks := lexExpr(s)
@@ -139,4 +160,83 @@ func FuzzRewriteMul(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzInstrumentSame renders templates that cannot run away (no loops,
+// macros, sets, repetition or mutation, so the engine alone is safe to
+// run on them) both as written, by the engine, and instrumented: the
+// outputs must be the same, and so must success or failure.
+func FuzzInstrumentSame(f *testing.F) {
+	for _, src := range []string{
+		"{{ 'a' ~ 1 ~ [1, 'b'] ~ {'k': none} }} {{ 1 + 2.5 }} {{ 'a' + 1 }} {{ [1] + [2] }}",
+		"{%- if messages[0].role == 'user' -%}\n  {{ messages[0].content | upper ~ '!' }}\n{%- endif %}",
+		"{{ 'a,b' | replace(',', ';') }} {{ 'x\ny' | indent(2, true) }} {{ [1, 2] | join('-') }} {{ '{0}{}'.format('p') }}",
+		"{{ not 1 ~ 2 }} {{ 1 if 'a' ~ 'b' == 'ab' else 2 }} {{ -1 + -2 - 3 }} {{ 2 ** 2 + 1 // 2 % 3 }} {{ messages[-1:] | length }}",
+		"{{ (messages | last).content | default('x') | trim }} {{ x | default(1 + 1) }} {{ messages | map(attribute='role') | list }}",
+	} {
+		f.Add(src)
+	}
+	chat := Chat{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`), AddGenerationPrompt: true}
+	f.Fuzz(func(t *testing.T, src string) {
+		// tojson is the package's own either way (renameTojson), not the
+		// engine's.
+		for _, unsafe := range []string{"for", "macro", "set", "range", "*", "indent", "append", "insert", "update", "call", "raise", "filter", "namespace", "tojson"} {
+			if strings.Contains(src, unsafe) || len(src) > 2000 {
+				t.Skip()
+			}
+		}
+		raw, err := jinja.Compile(src)
+		tpl, perr := Parse(src, map[string]any{"bos_token": "<s>"}, Config{})
+		if err != nil || perr != nil {
+			if (err == nil) != (perr == nil) {
+				t.Fatalf("%q: the engine compiles it: %v; instrumented: %v", src, err, perr)
+			}
+			return
+		}
+		// The same variables for both (request JSON in its key order).
+		vars, err := tpl.vars(chat, newMeter(DefaultMaxOutput))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantErr := func() (out string, err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = errors.New("panic")
+				}
+			}()
+			return raw.RenderValues(vars)
+		}()
+		got, gotErr := tpl.Render(context.Background(), chat)
+		if (wantErr == nil) != (gotErr == nil) || got != want {
+			t.Fatalf("%q\nthe engine:   %q, %v\ninstrumented: %q, %v\n(as instrumented: %q)", src, want, wantErr, got, gotErr, instrument(src))
+		}
+	})
+}
+
+// TestNestingRefused: templates whose parsing or evaluation would recurse
+// without bound are refused at load; real nesting is not.
+func TestNestingRefused(t *testing.T) {
+	deep := func(open, mid, close string, n int) string {
+		return strings.Repeat(open, n) + mid + strings.Repeat(close, n)
+	}
+	tests := []struct {
+		name, src string
+		refused   bool
+	}{
+		{"brackets", "{{ " + deep("(", "1", ")", 100000) + " }}", true},
+		{"signs", "{{ " + strings.Repeat("-", 100000) + "1 }}", true},
+		{"nots", "{{ " + strings.Repeat("not ", 100000) + "1 }}", true},
+		{"an and chain", "{{ 1" + strings.Repeat(" and 1", 100000) + " }}", true},
+		{"a ~ chain", "{{ 'a'" + strings.Repeat(" ~ 'a'", 100000) + " }}", true},
+		{"blocks", deep("{% if true %}", "x", "{% endif %}", 100000), true},
+		{"real nesting", deep("{% if true %}", "{{ "+deep("[", "1", "]", 20)+" ~ 'a' ~ 'b' }}", "{% endif %}", 20), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(tt.src, nil, Config{})
+			if refused := errors.Is(err, ErrConfig) && strings.Contains(err.Error(), "over"); refused != tt.refused {
+				t.Fatalf("err = %v, want refused %v", err, tt.refused)
+			}
+		})
+	}
 }

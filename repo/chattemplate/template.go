@@ -100,9 +100,23 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 			t, err = nil, fmt.Errorf("%w: compiling: %v", ErrConfig, r)
 		}
 	}()
-	tpl, err := jinja.Compile(instrument(renameTojson(src)))
-	if err != nil {
+	// The template as written must compile, so the engine's errors are
+	// the ones reported; then it is compiled with its hooks.
+	src = renameTojson(src)
+	if err := checkNesting(src, maxNesting); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if _, err := jinja.Compile(src); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	// Each `~`, `+` and `*` of a chain nests one hook call deeper.
+	hooked := instrument(src)
+	if err := checkNesting(hooked, 4*maxNesting); err != nil {
+		return nil, fmt.Errorf("%w: instrumented: %w", ErrConfig, err)
+	}
+	tpl, err := jinja.Compile(hooked)
+	if err != nil {
+		return nil, fmt.Errorf("%w: instrumenting: %w", ErrConfig, err)
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = DefaultMaxOutput
