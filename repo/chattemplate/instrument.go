@@ -34,6 +34,7 @@ const (
 	hookEnter = "inferd_enter"
 	hookLeave = "inferd_leave"
 	hookOut   = "inferd_out"
+	hookText  = "inferd_text"
 	hookVal   = "inferd_val"
 )
 
@@ -106,27 +107,42 @@ func scanSegs(src string) []seg {
 	return segs
 }
 
-// frame is an open loop or macro body: where its hook goes and the
-// literal text it holds outside nested loops and macros.
+// frame is an open loop or macro body, or a branch of an if: where its
+// hook goes and the literal text it holds outside nested frames.
 type frame struct {
-	slot int // index in the output pieces of the hook's placeholder
+	kind string // "for", "macro" or "if"
+	slot int    // index in the output pieces of the hook's placeholder
 	text int
 	args string // a macro's parameter names, for inferd_enter
 }
 
-// instrument returns src with the hooks placed (see above). Whitespace
-// control is kept: a hook after a tag ends with that tag's trim marker,
-// one before a tag starts with it, and hooks are block tags, so
-// trim_blocks and lstrip_blocks treat the text around them as before.
+// instrument returns src with the hooks placed (see above). Hooks are
+// expression tags that print nothing: the engine's trimming (trim markers,
+// trim_blocks, lstrip_blocks) reaches past tags to the nearest text
+// (applyTrimming in github.com/ardanlabs/jinja parse.go) and applies its
+// defaults only for block tags and comments, so the text around a hook is
+// trimmed as before.
 func instrument(src string) string {
 	var out []string
 	var open []frame
+	// begin opens a frame whose hook follows the tag just written.
+	begin := func(kind string, args string) {
+		out = append(out, "")
+		open = append(open, frame{kind: kind, slot: len(out) - 1, args: args})
+	}
+	// end closes the innermost frame, placing its hook.
+	end := func() frame {
+		f := open[len(open)-1]
+		open = open[:len(open)-1]
+		n := strconv.Itoa(f.text)
+		call := map[string]string{"for": hookStep + "(" + n + ")", "macro": hookEnter + "(" + n + f.args + ")", "if": hookText + "(" + n + ")"}[f.kind]
+		out[f.slot] = "{{ " + call + " }}"
+		return f
+	}
+	top := func(kind string) bool { return len(open) > 0 && open[len(open)-1].kind == kind }
 	raw := false
 	for _, s := range scanSegs(src) {
 		piece := src[s.start:s.end]
-		if s.kind == '%' && !raw && s.word != "set" && strings.Contains(s.content, "*") {
-			piece = "{%" + dash(s.trimL) + " " + s.word + " " + rewriteExpr(s.content) + " " + dash(s.trimR) + "%}"
-		}
 		if raw {
 			out = append(out, piece)
 			raw = !(s.kind == '%' && s.word == "endraw")
@@ -147,34 +163,38 @@ func instrument(src string) string {
 		case s.word == "raw":
 			raw = true
 			out = append(out, piece)
-		case s.word == "for" || s.word == "macro":
-			out = append(out, piece, "")
-			f := frame{slot: len(out) - 1}
-			if s.word == "macro" {
-				f.args = macroParams(s.content)
-			}
-			// The closing trim marker moves to the hook, which now
-			// stands before the text the tag trimmed.
-			out[f.slot] = dash(s.trimR)
-			open = append(open, f)
-		case (s.word == "endfor" || s.word == "endmacro") && len(open) > 0:
-			f := open[len(open)-1]
-			open = open[:len(open)-1]
-			n := strconv.Itoa(f.text)
-			if s.word == "endfor" {
-				out[f.slot] = "{% if " + hookStep + "(" + n + ") %}{% endif " + out[f.slot] + "%}"
-				out = append(out, piece)
-				continue
-			}
-			out[f.slot] = "{% if " + hookEnter + "(" + n + f.args + ") %}{% endif " + out[f.slot] + "%}"
-			out = append(out, "{%"+dash(s.trimL)+" if "+hookLeave+"() %}{% endif %}", piece)
 		case s.word == "set":
 			out = append(out, wrapSet(src, s))
-		default:
+		case s.word == "for" || s.word == "macro" || s.word == "if":
+			out = append(out, stmt(s, rewriteExpr(s.content)))
+			args := ""
+			if s.word == "macro" {
+				args = macroParams(s.content)
+			}
+			begin(s.word, args)
+		case (s.word == "elif" || s.word == "else") && top("if"):
+			end()
+			out = append(out, stmt(s, rewriteExpr(s.content)))
+			begin("if", "")
+		case s.word == "endif" && top("if"), s.word == "endfor" && top("for"):
+			end()
 			out = append(out, piece)
+		case s.word == "endmacro" && top("macro"):
+			end()
+			out = append(out, "{{ "+hookLeave+"() }}", piece)
+		default:
+			out = append(out, stmt(s, rewriteExpr(s.content)))
 		}
 	}
 	return strings.Join(out, "")
+}
+
+// stmt writes a statement tag with its content.
+func stmt(s seg, content string) string {
+	if content == "" {
+		return "{%" + dash(s.trimL) + " " + s.word + " " + dash(s.trimR) + "%}"
+	}
+	return "{%" + dash(s.trimL) + " " + s.word + " " + content + " " + dash(s.trimR) + "%}"
 }
 
 func dash(on bool) string {

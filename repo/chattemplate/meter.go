@@ -14,9 +14,10 @@ import (
 var ErrRunaway = errors.New("chattemplate: the template ran away")
 
 const (
-	// maxSteps bounds loop iterations and macro calls in one render; real
-	// templates take a few per message and tool.
-	maxSteps = 1_000_000
+	// DefaultMaxSteps bounds loop iterations and macro calls in one render; real
+	// templates take a few per message and tool, some a few per pair of
+	// messages. The render's time bound usually ends a long one first.
+	DefaultMaxSteps = 10_000_000
 	// maxMacroDepth bounds macro nesting: recursive macros (gpt-oss renders
 	// JSON schemas so) nest as deep as the request's JSON, itself at most
 	// MaxDepth.
@@ -35,17 +36,22 @@ type meter struct {
 	// text, macro bodies and captured blocks included; bound is its limit
 	// and that of any one value.
 	work, bound int
+	maxSteps    int
 	stopped     atomic.Bool
+	// known holds the sizes of the request's lists and dicts, measured
+	// once: they never change (mutating), so a filter over messages in a
+	// loop costs no walk of them.
+	known map[any]int
 	// err is the first bound crossed: the engine may reword a hook's
 	// error, so Render reports this one.
 	err error
 }
 
-func newMeter(maxOutput int) *meter {
+func newMeter(maxOutput, maxSteps int) *meter {
 	// Macro output is counted when the macro writes it and again when the
 	// caller prints it, so the bound on work leaves room above MaxOutput;
 	// Render still checks the prompt against MaxOutput.
-	return &meter{bound: 4 * maxOutput}
+	return &meter{bound: 4 * maxOutput, maxSteps: maxSteps}
 }
 
 // step counts one loop iteration or macro call with n bytes of literal
@@ -55,8 +61,8 @@ func (m *meter) step(n int64) error {
 		return m.fail("the render was given up")
 	}
 	m.steps++
-	if m.steps > maxSteps {
-		return m.fail("over %d loop iterations and macro calls", maxSteps)
+	if m.steps > m.maxSteps {
+		return m.fail("over %d loop iterations and macro calls", m.maxSteps)
 	}
 	return m.add(int(max(n, 0)))
 }
@@ -96,6 +102,9 @@ func (m *meter) hooks() map[string]jinja.Value {
 			}
 			return none, m.step(intArg(args))
 		}),
+		hookText: jinja.NewCallable(hookText, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			return none, m.add(int(max(intArg(args), 0)))
+		}),
 		hookLeave: jinja.NewCallable(hookLeave, func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
 			m.depth--
 			return none, nil
@@ -116,6 +125,9 @@ func (m *meter) hooks() map[string]jinja.Value {
 			case 1:
 				return args[0], m.measure(args[0])
 			case 2:
+				if _, ok := m.known[identity(args[1])]; ok {
+					return jinja.Undefined(), errors.New("set: request data cannot be assigned to (only a namespace can)")
+				}
 				return args[0], m.within(args[1], args[0])
 			}
 			return jinja.Undefined(), fmt.Errorf("expected one expression, got %d", len(args))
@@ -125,7 +137,8 @@ func (m *meter) hooks() map[string]jinja.Value {
 		hookMul: m.mul, hookAdd: m.plus, hookCat: m.cat, hookGuard: m.guard,
 		hookPrefix + "replace": m.filterReplace, hookPrefix + "indent": m.filterIndent, hookPrefix + "join": m.filterJoin,
 		hookPrefix + "m_replace": m.methodReplace, hookPrefix + "m_format": m.methodFormat,
-		hookPrefix + "m_append": m.methodAppend, hookPrefix + "m_insert": m.methodInsert, hookPrefix + "m_update": m.methodUpdate,
+		hookPrefix + "m_append": mutating("append"), hookPrefix + "m_insert": mutating("insert"),
+		hookPrefix + "m_update": mutating("update"), hookPrefix + "m_pop": mutating("pop"),
 	} {
 		hooks[name] = jinja.NewCallable(name, fn)
 	}
@@ -182,6 +195,10 @@ func (m *meter) walk(v, target jinja.Value) (int, bool, error) {
 			return false
 		}
 		found = found || same(v)
+		if k, ok := m.known[identity(v)]; ok {
+			n += k
+			return n <= m.bound
+		}
 		switch {
 		case v.IsString():
 			n += len(v.AsString())
@@ -210,4 +227,60 @@ func (m *meter) walk(v, target jinja.Value) (int, bool, error) {
 		return n, found, m.fail("a value over %d bytes or nested over %d deep", m.bound, maxValueDepth)
 	}
 	return n, found, nil
+}
+
+// identity is a list's or dict's pointer, nil for other values.
+func identity(v jinja.Value) any {
+	switch {
+	case v.IsList():
+		return v.AsList()
+	case v.IsDict():
+		return v.AsDict()
+	}
+	return nil
+}
+
+// remember measures request data and keeps the size of each list and dict
+// in it.
+func (m *meter) remember(v jinja.Value) error {
+	if m.known == nil {
+		m.known = map[any]int{}
+	}
+	var walk func(v jinja.Value, depth int) (int, error)
+	walk = func(v jinja.Value, depth int) (int, error) {
+		if depth > maxValueDepth {
+			return 0, m.fail("request data nested over %d deep", maxValueDepth)
+		}
+		n := 0
+		switch {
+		case v.IsString():
+			return len(v.AsString()), nil
+		case v.IsList():
+			n = 2
+			for _, item := range v.AsList().Items {
+				k, err := walk(item, depth+1)
+				if err != nil {
+					return 0, err
+				}
+				n += k + 2
+			}
+		case v.IsDict():
+			n = 2
+			d := v.AsDict()
+			for _, key := range d.Keys {
+				item, _ := d.Get(key)
+				k, err := walk(item, depth+1)
+				if err != nil {
+					return 0, err
+				}
+				n += k + len(key) + 6
+			}
+		default:
+			return 8, nil
+		}
+		m.known[identity(v)] = n
+		return n, nil
+	}
+	_, err := walk(v, 0)
+	return err
 }

@@ -296,53 +296,20 @@ func (m *meter) filterJoin(args []jinja.Value, kwargs map[string]jinja.Value) (j
 	return jinja.NewString(strings.Join(parts, sep)), nil
 }
 
-// methodAppend and methodInsert are the engine's list.append and
-// list.insert, refusing a value that holds the list (it would print
-// without end); methodUpdate is dict.update, likewise.
-func (m *meter) methodAppend(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
-		return jinja.Undefined(), fmt.Errorf("append is a method of lists")
-	}
-	if len(args) > 1 {
-		if err := m.within(args[0], args[1]); err != nil {
-			return jinja.Undefined(), err
+// mutating is list.append, list.insert, list.pop, dict.update and
+// dict.pop: refused, as transformers renders templates in jinja2's
+// ImmutableSandboxedEnvironment, whose is_safe_attribute refuses what
+// modifies_known_mutable names (pallets/jinja src/jinja2/sandbox.py). So a
+// list or dict, request data included, never changes once made (but a
+// namespace, through set), and never comes to hold itself.
+func mutating(name string) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	return func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		kind := "object"
+		if len(args) > 0 && args[0].IsList() {
+			kind = "list"
+		} else if len(args) > 0 && args[0].IsDict() {
+			kind = "dict"
 		}
-		args[0].AsList().Append(args[1])
+		return jinja.Undefined(), fmt.Errorf("access to attribute '%s' of '%s' object is unsafe (templates render in an immutable sandbox, as transformers renders them)", name, kind)
 	}
-	return jinja.None(), nil
-}
-
-func (m *meter) methodInsert(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 0 || !args[0].IsList() {
-		return jinja.Undefined(), fmt.Errorf("insert is a method of lists")
-	}
-	list := args[0].AsList()
-	if len(args) < 3 {
-		return jinja.None(), nil
-	}
-	if err := m.within(args[0], args[2]); err != nil {
-		return jinja.Undefined(), err
-	}
-	idx := min(max(int(engineInt(args[1])), 0), list.Len())
-	list.Items = append(list.Items, jinja.Undefined())
-	copy(list.Items[idx+1:], list.Items[idx:])
-	list.Items[idx] = args[2]
-	return jinja.None(), nil
-}
-
-func (m *meter) methodUpdate(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 0 || !args[0].IsDict() {
-		return jinja.Undefined(), fmt.Errorf("update is a method of dicts")
-	}
-	if len(args) > 1 && args[1].IsDict() {
-		if err := m.within(args[0], args[1]); err != nil {
-			return jinja.Undefined(), err
-		}
-		d, other := args[0].AsDict(), args[1].AsDict()
-		for _, k := range other.Keys {
-			v, _ := other.Get(k)
-			d.Set(k, v)
-		}
-	}
-	return jinja.None(), nil
 }

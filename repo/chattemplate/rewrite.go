@@ -32,7 +32,7 @@ const (
 // left to right).
 var (
 	boundedFilters = map[string]bool{"replace": true, "indent": true, "join": true}
-	boundedMethods = map[string]bool{"replace": true, "format": true, "append": true, "insert": true, "update": true}
+	boundedMethods = map[string]bool{"replace": true, "format": true, "append": true, "insert": true, "update": true, "pop": true}
 )
 
 // xtok is an expression token with its source span.

@@ -60,6 +60,7 @@ const (
 type Config struct {
 	MaxOutput int           // bytes of prompt; DefaultMaxOutput when 0
 	Timeout   time.Duration // per render, slot wait included; DefaultTimeout when 0
+	MaxSteps  int           // loop iterations and macro calls per render; DefaultMaxSteps when 0
 	// Concurrency is how many renders run at once; a render past its
 	// Timeout keeps its slot until it ends, so a template that loops for
 	// long holds at most this many goroutines. 2×GOMAXPROCS when 0.
@@ -124,6 +125,9 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = DefaultMaxSteps
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 2 * runtime.GOMAXPROCS(0)
 	}
@@ -141,7 +145,7 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 // Render renders the template for one request. Errors wrap ErrInput,
 // ErrRender or ErrLimit (all the client's to see), or the context's error.
 func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
-	m := newMeter(t.cfg.MaxOutput)
+	m := newMeter(t.cfg.MaxOutput, t.cfg.MaxSteps)
 	vars, err := t.vars(c, m)
 	if err != nil {
 		return "", err
@@ -206,6 +210,9 @@ func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 		if !kw.IsDict() {
 			return nil, fmt.Errorf("%w: chat_template_kwargs must be an object", ErrInput)
 		}
+		if err := m.remember(kw); err != nil {
+			return nil, err
+		}
 		for _, k := range kw.AsDict().Keys {
 			vars[k], _ = kw.AsDict().Get(k)
 		}
@@ -217,6 +224,9 @@ func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.remember(msgs); err != nil {
+		return nil, err
+	}
 	vars["messages"] = msgs
 	for name, raw := range map[string]json.RawMessage{"tools": c.Tools, "documents": c.Documents} {
 		vars[name] = jinja.None()
@@ -226,6 +236,9 @@ func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 		v, err := decodeJSON(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := m.remember(v); err != nil {
+			return nil, err
 		}
 		vars[name] = v
 	}
