@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // The Jinja engine takes no context and has no step, depth or size limit,
@@ -94,9 +95,14 @@ func scanSegs(src string) []seg {
 			j++
 		}
 		if s.kind == '%' {
+			// The keyword is the leading letters, as the engine's
+			// stmtKeyword reads it (`for00 in x` is a for).
 			body := strings.TrimSpace(src[s.in:min(s.inEnd, len(src))])
-			s.word, s.content, _ = strings.Cut(body, " ")
-			s.word, s.content = strings.TrimSpace(s.word), strings.TrimSpace(s.content)
+			end := strings.IndexFunc(body, func(r rune) bool { return !unicode.IsLetter(r) && r != '_' })
+			if end < 0 {
+				end = len(body)
+			}
+			s.word, s.content = body[:end], strings.TrimSpace(body[end:])
 		}
 		segs = append(segs, s)
 		i, text = s.end, s.end
@@ -182,8 +188,12 @@ func instrument(src string) string {
 		case s.word == "endmacro" && top("macro"):
 			end()
 			out = append(out, "{{ "+hookLeave+"() }}", piece)
-		default:
+		case s.word == "call" || s.word == "filter":
 			out = append(out, stmt(s, rewriteExpr(s.content)))
+		default:
+			// Other statements hold no expression (the engine skips
+			// or refuses the ones it does not know).
+			out = append(out, piece)
 		}
 	}
 	return strings.Join(out, "")
@@ -216,6 +226,9 @@ func wrapSet(src string, s seg) string {
 		return piece
 	}
 	target, value := strings.TrimSpace(s.content[:eq]), strings.TrimSpace(s.content[eq+1:])
+	if value == "" {
+		return piece
+	}
 	args := rewriteExpr(value)
 	// `set ns.attr = v`: v must not hold ns.
 	if obj, _, ok := strings.Cut(target, "."); ok && isIdent(obj) {

@@ -38,10 +38,13 @@ type meter struct {
 	work, bound int
 	maxSteps    int
 	stopped     atomic.Bool
-	// known holds the sizes of the request's lists and dicts, measured
-	// once: they never change (mutating), so a filter over messages in a
-	// loop costs no walk of them.
-	known map[any]int
+	// measured holds the size of each list and dict that holds no
+	// namespace: nothing changes those once made (mutating), so a filter
+	// over messages in a loop walks them once a render, not each time.
+	measured map[any]int
+	// namespaces are the dicts namespace() made: the only ones `set
+	// obj.attr` may change, as in jinja2.
+	namespaces map[*jinja.Dict]bool
 	// err is the first bound crossed: the engine may reword a hook's
 	// error, so Render reports this one.
 	err error
@@ -51,7 +54,7 @@ func newMeter(maxOutput, maxSteps int) *meter {
 	// Macro output is counted when the macro writes it and again when the
 	// caller prints it, so the bound on work leaves room above MaxOutput;
 	// Render still checks the prompt against MaxOutput.
-	return &meter{bound: 4 * maxOutput, maxSteps: maxSteps}
+	return &meter{bound: 4 * maxOutput, maxSteps: maxSteps, measured: map[any]int{}, namespaces: map[*jinja.Dict]bool{}}
 }
 
 // step counts one loop iteration or macro call with n bytes of literal
@@ -125,8 +128,8 @@ func (m *meter) hooks() map[string]jinja.Value {
 			case 1:
 				return args[0], m.measure(args[0])
 			case 2:
-				if _, ok := m.known[identity(args[1])]; ok {
-					return jinja.Undefined(), errors.New("set: request data cannot be assigned to (only a namespace can)")
+				if !args[1].IsDict() || !m.namespaces[args[1].AsDict()] {
+					return jinja.Undefined(), errors.New("cannot assign attribute on non-namespace object")
 				}
 				return args[0], m.within(args[1], args[0])
 			}
@@ -134,7 +137,8 @@ func (m *meter) hooks() map[string]jinja.Value {
 		}),
 	}
 	for name, fn := range map[string]func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error){
-		hookMul: m.mul, hookAdd: m.plus, hookCat: m.cat, hookGuard: m.guard,
+		"namespace": m.namespace,
+		hookMul:     m.mul, hookAdd: m.plus, hookCat: m.cat, hookGuard: m.guard,
 		hookPrefix + "replace": m.filterReplace, hookPrefix + "indent": m.filterIndent, hookPrefix + "join": m.filterJoin,
 		hookPrefix + "m_replace": m.methodReplace, hookPrefix + "m_format": m.methodFormat,
 		hookPrefix + "m_append": mutating("append"), hookPrefix + "m_insert": mutating("insert"),
@@ -150,137 +154,4 @@ func intArg(args []jinja.Value) int64 {
 		return args[0].AsInt()
 	}
 	return 0
-}
-
-func (m *meter) measure(v jinja.Value) error {
-	_, err := m.size(v)
-	return err
-}
-
-// size is about how many bytes v prints as, or ErrRunaway once that passes
-// the bound: the walk stops there, so a value that holds itself, or shares
-// parts that print many times over, costs at most the bound to measure.
-func (m *meter) size(v jinja.Value) (int, error) {
-	n, _, err := m.walk(v, jinja.Undefined())
-	return n, err
-}
-
-// within fails when v holds container (a list or dict), which would then
-// hold itself, or is over the bound.
-func (m *meter) within(container, v jinja.Value) error {
-	_, found, err := m.walk(v, container)
-	if err == nil && found {
-		err = m.fail("a list or dict made to hold itself")
-	}
-	return err
-}
-
-// walk measures v and tells whether it holds target (the same list or
-// dict, not an equal one).
-func (m *meter) walk(v, target jinja.Value) (int, bool, error) {
-	n, items, found := 0, 0, false
-	same := func(v jinja.Value) bool {
-		switch {
-		case v.IsList() && target.IsList():
-			return v.AsList() == target.AsList()
-		case v.IsDict() && target.IsDict():
-			return v.AsDict() == target.AsDict()
-		}
-		return false
-	}
-	var walk func(v jinja.Value, depth int) bool
-	walk = func(v jinja.Value, depth int) bool {
-		// A long walk also sees the render given up.
-		if items++; depth > maxValueDepth || (items%4096 == 0 && m.stopped.Load()) {
-			return false
-		}
-		found = found || same(v)
-		if k, ok := m.known[identity(v)]; ok {
-			n += k
-			return n <= m.bound
-		}
-		switch {
-		case v.IsString():
-			n += len(v.AsString())
-		case v.IsList():
-			n += 2
-			for _, item := range v.AsList().Items {
-				if n += 2; n > m.bound || !walk(item, depth+1) {
-					return false
-				}
-			}
-		case v.IsDict():
-			n += 2
-			d := v.AsDict()
-			for _, k := range d.Keys {
-				item, _ := d.Get(k)
-				if n += len(k) + 6; n > m.bound || !walk(item, depth+1) {
-					return false
-				}
-			}
-		default:
-			n += 8
-		}
-		return n <= m.bound
-	}
-	if !walk(v, 0) {
-		return n, found, m.fail("a value over %d bytes or nested over %d deep", m.bound, maxValueDepth)
-	}
-	return n, found, nil
-}
-
-// identity is a list's or dict's pointer, nil for other values.
-func identity(v jinja.Value) any {
-	switch {
-	case v.IsList():
-		return v.AsList()
-	case v.IsDict():
-		return v.AsDict()
-	}
-	return nil
-}
-
-// remember measures request data and keeps the size of each list and dict
-// in it.
-func (m *meter) remember(v jinja.Value) error {
-	if m.known == nil {
-		m.known = map[any]int{}
-	}
-	var walk func(v jinja.Value, depth int) (int, error)
-	walk = func(v jinja.Value, depth int) (int, error) {
-		if depth > maxValueDepth {
-			return 0, m.fail("request data nested over %d deep", maxValueDepth)
-		}
-		n := 0
-		switch {
-		case v.IsString():
-			return len(v.AsString()), nil
-		case v.IsList():
-			n = 2
-			for _, item := range v.AsList().Items {
-				k, err := walk(item, depth+1)
-				if err != nil {
-					return 0, err
-				}
-				n += k + 2
-			}
-		case v.IsDict():
-			n = 2
-			d := v.AsDict()
-			for _, key := range d.Keys {
-				item, _ := d.Get(key)
-				k, err := walk(item, depth+1)
-				if err != nil {
-					return 0, err
-				}
-				n += k + len(key) + 6
-			}
-		default:
-			return 8, nil
-		}
-		m.known[identity(v)] = n
-		return n, nil
-	}
-	_, err := walk(v, 0)
-	return err
 }

@@ -133,7 +133,14 @@ func (m *meter) plus(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value,
 		}
 		items := make([]jinja.Value, 0, a.AsList().Len()+b.AsList().Len())
 		items = append(append(items, a.AsList().Items...), b.AsList().Items...)
-		return jinja.NewList(items), nil
+		sum := jinja.NewList(items)
+		// `ns.l = ns.l + [x]` in a loop must not walk ns.l each time.
+		na, okA := m.measured[a.AsList()]
+		nb, okB := m.measured[b.AsList()]
+		if okA && okB {
+			m.measured[sum.AsList()] = na + nb - 2
+		}
+		return sum, nil
 	case a.IsFloat() || b.IsFloat():
 		return jinja.NewFloat(engineFloat(a) + engineFloat(b)), nil
 	}

@@ -210,9 +210,6 @@ func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 		if !kw.IsDict() {
 			return nil, fmt.Errorf("%w: chat_template_kwargs must be an object", ErrInput)
 		}
-		if err := m.remember(kw); err != nil {
-			return nil, err
-		}
 		for _, k := range kw.AsDict().Keys {
 			vars[k], _ = kw.AsDict().Get(k)
 		}
@@ -224,9 +221,6 @@ func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.remember(msgs); err != nil {
-		return nil, err
-	}
 	vars["messages"] = msgs
 	for name, raw := range map[string]json.RawMessage{"tools": c.Tools, "documents": c.Documents} {
 		vars[name] = jinja.None()
@@ -236,9 +230,6 @@ func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 		v, err := decodeJSON(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if err := m.remember(v); err != nil {
-			return nil, err
 		}
 		vars[name] = v
 	}
