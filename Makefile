@@ -21,7 +21,7 @@ METRICS_PORT ?= 8002
 # time runs out mid-execution (go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 4000x
 
-.PHONY: all build build-sagemaker build-vertex build-lambda images run test vet lint fuzz bench ort ort-gpu azurite redis generate clean gpu-bundle
+.PHONY: all build build-sagemaker build-vertex build-lambda images run test vet lint fuzz bench ort ort-gpu azurite openai-node redis generate clean gpu-bundle
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
@@ -48,6 +48,18 @@ azurite: $(AZURITE)
 $(AZURITE):
 	@mkdir -p third_party/azurite
 	npm install --silent --no-audit --no-fund --prefix third_party/azurite azurite@$(AZURITE_VERSION)
+
+# OpenAI's official Node client (the npm package openai), which the OpenAI
+# route tests in cmd/inferd drive against a real listener, fetched with npm
+# like Azurite, never committed. 6.x is the last major that runs on Node.js
+# 20 (7.x declares node >= 22).
+OPENAI_NODE_VERSION := 6.49.0
+OPENAI_NODE := third_party/openai-node/node_modules/openai/package.json
+openai-node: $(OPENAI_NODE)
+
+$(OPENAI_NODE):
+	@mkdir -p third_party/openai-node
+	npm install --silent --no-audit --no-fund --save-exact --prefix third_party/openai-node openai@$(OPENAI_NODE_VERSION)
 
 # CUDA 13 execution providers matching ORT 1.29.0, placed beside the core library.
 ort-gpu: $(ORT_LIB)
@@ -121,7 +133,7 @@ redis:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get install -y -qq redis-server; \
 	  else echo "make test: no redis-server (apt-get install redis-server), so the Redis cache tests skip" >&2; fi; }
 
-test: $(ORT_LIB) $(AZURITE) redis lint
+test: $(ORT_LIB) $(AZURITE) $(OPENAI_NODE) redis lint
 	$(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 

@@ -59,6 +59,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.Is(err, chattemplate.ErrRunaway):
+		// The template's own computation crossed a bound: the server's
+		// fault (the model folder's), not the request's.
+		return &Error{Status: http.StatusInternalServerError, Type: serverError, TEIType: "Backend",
+			Message: "model `" + t.name + "`: chat template: " + err.Error()}
 	case errors.Is(err, chattemplate.ErrInput) || errors.Is(err, chattemplate.ErrRender) || errors.Is(err, chattemplate.ErrLimit):
 		return invalid("messages", "%v", err)
 	case err != nil:

@@ -27,7 +27,8 @@ var chatTokenizer = filepath.Join("..", "..", "repo", "textmodel", "testdata", "
 // listener, with real Python workers: gen_stream (decoupled, the vLLM
 // backend's inputs, counts its own tokens), gen_plain (one response,
 // batching, usage from tokenizer.json), gen_notpl (gen_plain without a
-// chat template) and simple (an ONNX model that is no generator). It
+// chat template), gen_runaway (gen_plain with a template that recurses
+// without end) and simple (an ONNX model that is no generator). It
 // returns the base URL and the repository root.
 func startChat(t *testing.T) (string, string) {
 	t.Helper()
@@ -44,6 +45,11 @@ func startChat(t *testing.T) (string, string) {
 	py, err := os.ReadFile(filepath.Join(root, "gen_plain", "1", "model.py"))
 	servertest.Must(t, err)
 	servertest.Must(t, os.WriteFile(filepath.Join(root, "gen_notpl", "1", "model.py"), py, 0o644))
+	// gen_runaway: gen_plain with a template that recurses without end.
+	servertest.Must(t, os.MkdirAll(filepath.Join(root, "gen_runaway", "1"), 0o755))
+	servertest.Must(t, os.WriteFile(filepath.Join(root, "gen_runaway", "config.pbtxt"), bytes.Replace(cfg, []byte(`"gen_plain"`), []byte(`"gen_runaway"`), 1), 0o644))
+	servertest.Must(t, os.WriteFile(filepath.Join(root, "gen_runaway", "1", "model.py"), py, 0o644))
+	servertest.Must(t, os.WriteFile(filepath.Join(root, "gen_runaway", "chat_template.jinja"), []byte(`{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`), 0o644))
 	servertest.WriteModel(t, filepath.Join(root, "simple"), servertest.Model{Config: servertest.SimpleConfig("simple"),
 		ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))})
 

@@ -310,6 +310,7 @@ func testGenerationErrors(t *testing.T, base string) {
 		{"template raises", "/v1/chat/completions", map[string]any{"model": "gen_stream", "messages": []any{map[string]any{"role": "assistant", "content": "x"}}},
 			400, "messages", "", "must not be the assistant's"},
 		{"no template", "/v1/chat/completions", map[string]any{"model": "gen_notpl", "messages": user}, 400, "model", "", "no chat template"},
+		{"template runs away", "/v1/chat/completions", map[string]any{"model": "gen_runaway", "messages": user}, 500, "", "", "macros nested over 256 deep"},
 		{"not a generator", "/v1/chat/completions", map[string]any{"model": "simple", "messages": user}, 400, "model", "", "generator"},
 		{"unknown model", "/v1/chat/completions", map[string]any{"model": "nope", "messages": user}, 404, "model", "model_not_found", "does not exist"},
 		{"no model", "/v1/completions", map[string]any{"prompt": "x"}, 400, "model", "", "model"},
@@ -338,7 +339,8 @@ func testGenerationErrors(t *testing.T, base string) {
 			if e.Error.Code != nil {
 				code = *e.Error.Code
 			}
-			if status != tt.status || param != tt.param || code != tt.code || !strings.Contains(e.Error.Message, tt.message) || e.Error.Type == "" {
+			if status != tt.status || param != tt.param || code != tt.code || !strings.Contains(e.Error.Message, tt.message) || e.Error.Type == "" ||
+				(status >= 500) != (e.Error.Type == serverError) {
 				t.Fatalf("status %d, body %s; want %d, param %q, code %q, a message with %q", status, body, tt.status, tt.param, tt.code, tt.message)
 			}
 		})

@@ -60,6 +60,7 @@ const (
 type Config struct {
 	MaxOutput int           // bytes of prompt; DefaultMaxOutput when 0
 	Timeout   time.Duration // per render, slot wait included; DefaultTimeout when 0
+	MaxSteps  int           // loop iterations and macro calls per render; DefaultMaxSteps when 0
 	// Concurrency is how many renders run at once; a render past its
 	// Timeout keeps its slot until it ends, so a template that loops for
 	// long holds at most this many goroutines. 2×GOMAXPROCS when 0.
@@ -100,15 +101,32 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 			t, err = nil, fmt.Errorf("%w: compiling: %v", ErrConfig, r)
 		}
 	}()
-	tpl, err := jinja.Compile(renameTojson(src))
-	if err != nil {
+	// The template as written must compile, so the engine's errors are
+	// the ones reported; then it is compiled with its hooks.
+	src = renameTojson(src)
+	if err := checkNesting(src, maxNesting); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if _, err := jinja.Compile(src); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	// Each `~`, `+` and `*` of a chain nests one hook call deeper.
+	hooked := instrument(src)
+	if err := checkNesting(hooked, 4*maxNesting); err != nil {
+		return nil, fmt.Errorf("%w: instrumented: %w", ErrConfig, err)
+	}
+	tpl, err := jinja.Compile(hooked)
+	if err != nil {
+		return nil, fmt.Errorf("%w: instrumenting: %w", ErrConfig, err)
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = DefaultMaxOutput
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = DefaultMaxSteps
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 2 * runtime.GOMAXPROCS(0)
@@ -127,7 +145,8 @@ func Parse(src string, special map[string]any, cfg Config) (t *Template, err err
 // Render renders the template for one request. Errors wrap ErrInput,
 // ErrRender or ErrLimit (all the client's to see), or the context's error.
 func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
-	vars, err := t.vars(c)
+	m := newMeter(t.cfg.MaxOutput, t.cfg.MaxSteps)
+	vars, err := t.vars(c, m)
 	if err != nil {
 		return "", err
 	}
@@ -160,6 +179,8 @@ func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
 	select {
 	case r := <-done:
 		switch {
+		case r.err != nil && m.err != nil:
+			return "", m.err
 		case r.err != nil && errors.Is(r.err, ErrRender):
 			return "", r.err
 		case r.err != nil:
@@ -169,14 +190,17 @@ func (t *Template) Render(ctx context.Context, c Chat) (string, error) {
 		}
 		return r.out, nil
 	case <-timer.C:
-		return "", fmt.Errorf("%w: rendering took over %v", ErrLimit, t.cfg.Timeout)
+		// The render's next loop iteration or macro call ends it.
+		m.stopped.Store(true)
+		return "", fmt.Errorf("%w: %w: rendering took over %v", ErrRunaway, ErrLimit, t.cfg.Timeout)
 	case <-ctx.Done():
+		m.stopped.Store(true)
 		return "", ctx.Err()
 	}
 }
 
 // vars builds the render's variables as transformers passes them.
-func (t *Template) vars(c Chat) (map[string]jinja.Value, error) {
+func (t *Template) vars(c Chat, m *meter) (map[string]jinja.Value, error) {
 	vars := make(map[string]jinja.Value, 8+len(t.special))
 	if len(c.Kwargs) > 0 && string(c.Kwargs) != "null" {
 		kw, err := decodeJSON(c.Kwargs)
@@ -210,6 +234,9 @@ func (t *Template) vars(c Chat) (map[string]jinja.Value, error) {
 		vars[name] = v
 	}
 	vars["add_generation_prompt"] = jinja.NewBool(c.AddGenerationPrompt)
+	for name, hook := range m.hooks() {
+		vars[name] = hook
+	}
 	// Variables shadow the engine's globals of the same name.
 	vars[tojsonFilter] = jinja.NewCallable("tojson", pyTojson)
 	vars["range"] = jinja.NewCallable("range", boundedRange)

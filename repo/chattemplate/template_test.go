@@ -109,10 +109,12 @@ func TestRenderTimeout(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Render returned after %v, want about the 20ms limit", d)
 	}
-	// The overrunning render still holds the only slot.
+	// A render that holds the only slot keeps the next one waiting.
+	tpl.slots <- struct{}{}
 	if _, err := tpl.Render(context.Background(), chat); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "slot") {
 		t.Fatalf("second render: err = %v, want ErrLimit for want of a slot", err)
 	}
+	<-tpl.slots
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := tpl.Render(ctx, chat); !errors.Is(err, context.Canceled) {
