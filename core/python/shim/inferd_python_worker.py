@@ -234,6 +234,8 @@ _LONG = 0.05
 _IDLE_LOOK = 1.0
 _read_lock = threading.Lock()
 _helper_on = threading.Event()
+_helper_stop = [False]  # set to end the helper (a zygote forks with one thread)
+_helper_thread = [None]
 _busy_lock = threading.Lock()
 _busy = [0]  # the number of the model code run in progress; 0: none
 _wake_r, _wake_w = os.pipe()
@@ -281,8 +283,12 @@ def _helper():
                     _helper_on.set()
                 seen = _busy[0]
             continue
+        if _helper_stop[0]:
+            return
         with _read_lock:
             while _helper_on.is_set():
+                if _helper_stop[0]:
+                    return
                 if _rpos[0] == _rpos[1]:  # nothing buffered: wait for the socket
                     ready, _, _ = select.select([_sock, _wake_r], [], [])
                     if _wake_r in ready:
@@ -379,13 +385,21 @@ class _State:
     model_file = ""
     decoupled = False
     loop = None
+    loop_thread = None
 
 
 def _loop():
     if _State.loop is None:
         _State.loop = asyncio.new_event_loop()
-        threading.Thread(target=_State.loop.run_forever, daemon=True).start()
+        _State.loop_thread = threading.Thread(target=_State.loop.run_forever, daemon=True)
+        _State.loop_thread.start()
     return _State.loop
+
+
+def _start_helper():
+    _helper_stop[0] = False
+    _helper_thread[0] = threading.Thread(target=_helper, daemon=True)
+    _helper_thread[0].start()
 
 
 def _run(result):
@@ -441,9 +455,9 @@ def _init(header):
         if init is not None:
             _run(init(header["args"]))
         _worker.phase = "execute"
-        _write("init_done", {"has_is_ready": hasattr(_State.model, "is_ready")})
+        return {"has_is_ready": hasattr(_State.model, "is_ready")}
     except BaseException as exc:  # noqa: B902
-        _write("init_done", {"error": _error_text(exc)})
+        return {"error": _error_text(exc)}
 
 
 def _is_ready(seq):
@@ -599,15 +613,26 @@ def _finalize():
 
 
 def main():
-    threading.Thread(target=_helper, daemon=True).start()
+    _start_helper()
     _write("ready", {"python": sys.version.split()[0], "numpy": np.__version__})
+    _serve()
+
+
+def _serve():
     while True:
         header, frame = _next_work()
         op = header["op"]
         if op == "auto_complete":
             _run_model_code(_auto_complete, header)
         elif op == "init":
-            _run_model_code(_init, header)
+            done = _run_model_code(_init, header)
+            if header.get("zygote") and "error" not in done:
+                # FORK_INSTANCES: this worker becomes its model's zygote
+                # (inferd_python_zygote.py), unless the model left threads.
+                import inferd_python_zygote
+                inferd_python_zygote.become(sys.modules[__name__], done)
+                continue  # refused: it serves on as a plain worker
+            _write("init_done", done)
         elif op == "execute":
             try:
                 _run_model_code(_execute, header, frame)
