@@ -309,6 +309,7 @@ func (z *zygote) fork(ctx context.Context, in *instance) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	w, files, err := z.newChild(in)
 	if err != nil {
 		return nil, err
@@ -364,6 +365,7 @@ func (z *zygote) fork(ctx context.Context, in *instance) (*worker, error) {
 		return nil, ctx.Err()
 	}
 	w.hasIsReady = hasIsReady
+	w.log.Debug("forked the Python worker", "pid", w.pgid, "zygote", zw.pgid, "took", time.Since(began))
 	if err := z.b.track(w); err != nil {
 		return nil, err
 	}

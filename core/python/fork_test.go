@@ -309,3 +309,49 @@ func TestForkRefusedWithThreads(t *testing.T) {
 		t.Fatalf("the log lacks the refusal:\n%s", logged)
 	}
 }
+
+// TestForkedShutdown: Shutdown finalizes every forked worker (the zygote
+// waits for its children before it exits, so none is killed) and leaves
+// no process behind.
+func TestForkedShutdown(t *testing.T) {
+	e, marker := startForked(t, options{}, 3, map[string]string{"FORK_INSTANCES": "true"})
+	pids := servingPIDs(t, e, 3)
+	zygote := parentOf(pids[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	servertest.Must(t, e.backend.Shutdown(ctx))
+	waitGone(t, "worker", append(pids, zygote)...)
+	finalized := noted(t, marker, "finalized")
+	for _, pid := range pids {
+		if !slices.Contains(finalized, pid) {
+			t.Errorf("worker %d did not finalize (%v)", pid, finalized)
+		}
+	}
+	if left := workerPIDs(); len(left) > 0 {
+		t.Fatalf("workers %v remain after Shutdown", left)
+	}
+}
+
+// TestForkedInitializeFails: an initialize that raises in the zygote fails
+// the load with its error, and leaves no process behind.
+func TestForkedInitializeFails(t *testing.T) {
+	e := start(t, options{mode: core.ModeExplicit, allowFails: true}, "forked")
+	path := filepath.Join(e.root, "forked", "config.pbtxt")
+	cfg, err := os.ReadFile(path)
+	servertest.Must(t, err)
+	text := strings.Replace(string(cfg), "count: 1", "count: 2", 1) +
+		`parameters { key: "FORK_INSTANCES" value: { string_value: "true" } }` + "\n" +
+		`parameters { key: "fail" value: { string_value: "yes" } }` + "\n"
+	servertest.Must(t, os.WriteFile(path, []byte(text), 0o644))
+	err = e.srv.Load(context.Background(), "forked", nil)
+	if err == nil || !strings.Contains(err.Error(), "refusing to initialize") {
+		t.Fatalf("load: %v", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(workerPIDs()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("workers %v remain after a failed load", workerPIDs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

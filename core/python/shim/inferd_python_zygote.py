@@ -6,6 +6,7 @@
 # tells the server how each ended. Only the main thread runs when it forks.
 
 import array
+import ctypes
 import gc
 import os
 import select
@@ -212,11 +213,11 @@ class _Zygote:
         os._exit(0)
 
 
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded once, in the zygote
+
+
 def _die_with_parent():
     """The child dies with the zygote (which dies with the server), as
     the server's own workers die with it (Pdeathsig)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")

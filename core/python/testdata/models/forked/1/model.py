@@ -3,7 +3,7 @@
 # OUT is IN * 2 + a sum over the weights, PID the serving worker's pid. An
 # input of -2 notes <marker>/executing-<pid> and sleeps; finalize notes
 # <marker>/finalized-<pid>. With the parameter threads "yes", initialize
-# leaves a thread running.
+# leaves a thread running; with fail "yes" it raises.
 import json
 import os
 import threading
@@ -19,6 +19,8 @@ class TritonPythonModel:
         params = json.loads(args["model_config"]).get("parameters", {})
         self.params = {k: v.get("string_value", "") for k, v in params.items()}
         self.marker = self.params.get("marker", "")
+        if self.params.get("fail") == "yes":
+            raise Exception("refusing to initialize")
         n = int(self.params.get("weights_mb", "1")) * (1 << 20) // 8
         self.weights = np.arange(n, dtype=np.float64) % 7
         self.total = float(self.weights[:1000].sum())
