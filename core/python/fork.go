@@ -94,8 +94,8 @@ func (b *Backend) zygoteFor(spec core.InstanceSpec) *zygote {
 		return nil
 	}
 	if spec.Kind != modelconfig.ModelInstanceGroup_KIND_CPU {
-		// A GPU context does not survive fork (CUDA's programming guide:
-		// a child may not use its parent's context).
+		// A CUDA context does not carry over into a forked child (PyTorch
+		// refuses: "Cannot re-initialize CUDA in forked subprocess").
 		b.log.Warn("FORK_INSTANCES applies to KIND_CPU instances only: this instance starts a worker of its own",
 			"model", spec.ModelName, "instance", spec.Name, "kind", spec.Kind.String())
 		return nil
@@ -347,7 +347,10 @@ func (z *zygote) fork(ctx context.Context, in *instance) (*worker, error) {
 	case <-w.exited: // the zygote died
 		return nil, errUnhealthy(in.name)
 	case <-timer.C:
-		w.die(errors.New("no fork"))
+		// A zygote that does not answer forks nothing more: a new one
+		// takes its place (watch ends what it held, this fork included).
+		in.b.log.Error("Python zygote did not fork within the stub timeout; killing it", "model", in.model, "instance", in.name, "pid", zw.pgid)
+		zw.kill()
 		return nil, errUnhealthy(in.name)
 	case <-ctx.Done():
 		w.die(ctx.Err()) // the child, once forked, finds its socket closed and exits
