@@ -221,7 +221,9 @@ func (b *Backend) shimDir() (string, error) {
 			b.dirErr = fmt.Errorf("python backend: %w", err)
 			return
 		}
-		for _, name := range []string{"triton_python_backend_utils.py", "inferd_python_worker.py", "inferd_python_zygote.py"} {
+		entries, _ := shim.ReadDir("shim")
+		for _, e := range entries {
+			name := e.Name()
 			data, _ := shim.ReadFile("shim/" + name)
 			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 				b.dirErr = fmt.Errorf("python backend: %w", err)

@@ -23,6 +23,7 @@ import traceback
 
 import numpy as np
 
+import inferd_python_results as _results
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _worker, _Blobs
 
@@ -67,40 +68,8 @@ def _read_exact(view):
         got += n
 
 
-# One encoder and decoder for every header: json.dumps with arguments builds
-# an encoder per call, and json.loads of bytes sniffs their encoding. The
-# encoder is json's C one, made once (JSONEncoder.encode makes it anew for
-# each call, about half its cost for a small header); headers are trees, so
-# it keeps no markers for cycles. The decoder is json's scanner without
-# JSONDecoder.decode's whitespace matching: the server writes headers
-# compactly.
-def _unencodable(o):
-    raise TypeError("Object of type " + o.__class__.__name__ + " is not JSON serializable")
-
-
-_c_encoder = None
-if json.encoder.c_make_encoder is not None:
-    _c_encoder = json.encoder.c_make_encoder(
-        None, _unencodable, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
-
-
-def _encode(obj):
-    if _c_encoder is None:
-        return json.JSONEncoder(separators=(",", ":")).encode(obj)
-    return "".join(_c_encoder(obj, 0))
-
-
-_scan = json.scanner.make_scanner(json.JSONDecoder())
-
-
-def _decode(text):
-    try:
-        obj, end = _scan(text, 0)
-    except StopIteration:
-        end = -1
-    if end != len(text):
-        return json.loads(text)  # whitespace, more after it, or no JSON: json's verdict
-    return obj
+# The headers' JSON codec (inferd_python_codec.py).
+from inferd_python_codec import _decode, _encode  # noqa: E402
 
 # Frames are read through a buffer: a small frame and the length before it
 # come in one system call, then are copied out (tensors may outlive the
@@ -566,36 +535,7 @@ def _async_done(future, requests):
 
 
 def _check_result(result, requests, blobs):
-    if _State.decoupled:
-        if result is not None:
-            raise pb_utils.TritonModelException(
-                "Python model '" + _State.instance + "' is using the decoupled mode and the execute function must return None.")
-        return [None] * len(requests)
-    if result is None:
-        return [None] * len(requests)  # the server answers any request left open
-    if not isinstance(result, list):
-        raise pb_utils.TritonModelException(
-            "Expected a list in the execute return, found type '" + str(type(result)) + "'.")
-    if len(result) != len(requests):
-        raise pb_utils.TritonModelException(
-            "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
-            "InferenceRequest(s) size is:" + str(len(requests)) + ", and InferenceResponse(s) size is:" + str(len(result)) + "\n")
-    out = []
-    for req, resp in zip(requests, result):
-        if resp is None:
-            out.append(None)
-            continue
-        if req._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise pb_utils.TritonModelException(
-                "Expected a None object in the execute function return list for reschduled request, found type '" + str(type(resp)) + "'.")
-        if not isinstance(resp, pb_utils.InferenceResponse):
-            raise pb_utils.TritonModelException(
-                "Expected an 'InferenceResponse' object in the execute function return list, found type '" + str(type(resp)) + "'.")
-        if req._responded:
-            raise pb_utils.TritonModelException(
-                "Unable to send response. Non-decoupled model cannot send more than one response.")
-        out.append(pb_utils._response_wire(resp, req._requested, blobs))
-    return out
+    return _results.check(result, requests, blobs, _State.decoupled, _State.instance)
 
 
 def _finalize():
