@@ -2,7 +2,9 @@
 // TritonPythonModel class runs unchanged in one worker process per
 // instance, with inferd's own triton_python_backend_utils module
 // (the API of triton-inference-server/python_backend README.md). The module and the worker script are embedded and
-// written out when the first Python model loads.
+// written out when the first Python model loads. With FORK_INSTANCES the
+// workers of a model's CPU instances are forked from one that ran
+// initialize once (fork.go).
 //
 // Each execution goes to the worker as execute()'s list of requests, one per
 // ExecRequest, and the model's responses come back as ExecResponses.
