@@ -355,3 +355,32 @@ func TestForkedInitializeFails(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestForkedWorkerExits: a forked worker that exits by itself is logged
+// with the status its zygote reaped and the last lines of its own stderr,
+// under its own instance name, and comes back.
+func TestForkedWorkerExits(t *testing.T) {
+	e, _ := startForked(t, options{}, 1, map[string]string{"FORK_INSTANCES": "true"})
+	before := servingPIDs(t, e, 1)
+	if _, _, err := askForked(e, -3); err == nil || !strings.Contains(err.Error(), "Stub process 'forked_0_0' is not healthy") {
+		t.Fatalf("the request that ended the worker: %v", err)
+	}
+	waitGone(t, "the exited worker", before[0])
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, pid, err := askForked(e, 1); err == nil && pid != before[0] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not come back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	logged := e.log.String()
+	for _, want := range []string{`msg="Python worker died" model=forked version=1 instance=forked_0_0`, `status="exit status 3"`,
+		`stderr="forked: exiting on -3"`, `msg="forked: exiting on -3" model=forked instance=forked_0_0 stream=stderr`} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("the log lacks %q:\n%s", want, logged)
+		}
+	}
+}

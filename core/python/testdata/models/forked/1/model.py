@@ -2,10 +2,12 @@
 # weights_mb MiB of numpy arrays (1 by default) and notes <marker>/init-<pid>;
 # OUT is IN * 2 + a sum over the weights, PID the serving worker's pid. An
 # input of -2 notes <marker>/executing-<pid> and sleeps; finalize notes
-# <marker>/finalized-<pid>. With the parameter threads "yes", initialize
+# <marker>/finalized-<pid>; -3 makes the worker exit with status 3 after a
+# line on stderr. With the parameter threads "yes", initialize
 # leaves a thread running; with fail "yes" it raises.
 import json
 import os
+import sys
 import threading
 import time
 
@@ -37,6 +39,10 @@ class TritonPythonModel:
         out = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            if x[0] == -3:
+                sys.stderr.write("forked: exiting on -3\n")
+                sys.stderr.flush()
+                os._exit(3)
             if x[0] == -2:
                 self.note("executing-%d" % os.getpid())
                 time.sleep(1000)
