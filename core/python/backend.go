@@ -2,7 +2,9 @@
 // TritonPythonModel class runs unchanged in one worker process per
 // instance, with inferd's own triton_python_backend_utils module
 // (the API of triton-inference-server/python_backend README.md). The module and the worker script are embedded and
-// written out when the first Python model loads.
+// written out when the first Python model loads. With FORK_INSTANCES the
+// workers of a model's CPU instances are forked from one that ran
+// initialize once (fork.go).
 //
 // Each execution goes to the worker as execute()'s list of requests, one per
 // ExecRequest, and the model's responses come back as ExecResponses.
@@ -130,6 +132,9 @@ type Backend struct {
 	restarts map[instanceKey]*restartCount // restarts per loaded instance name
 	packs    map[string]unpacked           // EXECUTION_ENV_PATH archives, by path
 	metrics  *customMetrics                // models' custom metrics (Collect)
+	// zygotes are the FORK_INSTANCES zygotes (fork.go), one per loaded
+	// model version, keyed by that load's configuration.
+	zygotes map[*modelconfig.ModelConfig]*zygote
 }
 
 // New builds the backend; it starts nothing until a Python model loads.
@@ -141,7 +146,8 @@ func New(opts Options) *Backend {
 		opts.StubTimeout = 30 * time.Second
 	}
 	life, end := context.WithCancel(context.Background())
-	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, restarts: map[instanceKey]*restartCount{}, metrics: newCustomMetrics(), packs: map[string]unpacked{}}
+	return &Backend{opts: opts, log: opts.Logger, life: life, end: end, workers: map[*worker]bool{}, restarts: map[instanceKey]*restartCount{}, metrics: newCustomMetrics(), packs: map[string]unpacked{},
+		zygotes: map[*modelconfig.ModelConfig]*zygote{}}
 }
 
 // closeGrace is how long Close lets workers finalize.
@@ -217,7 +223,9 @@ func (b *Backend) shimDir() (string, error) {
 			b.dirErr = fmt.Errorf("python backend: %w", err)
 			return
 		}
-		for _, name := range []string{"triton_python_backend_utils.py", "inferd_python_worker.py"} {
+		entries, _ := shim.ReadDir("shim")
+		for _, e := range entries {
+			name := e.Name()
 			data, _ := shim.ReadFile("shim/" + name)
 			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 				b.dirErr = fmt.Errorf("python backend: %w", err)
@@ -252,6 +260,12 @@ func modelFile(files core.VersionFiles, cfg *modelconfig.ModelConfig) (string, e
 
 // start starts one worker for model files, as instance.
 func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig, instance string, handle func(*worker, string, frameIn)) (*worker, error) {
+	return b.startProc(ctx, files, cfg, instance, handle, b.opts.ArenaBytes)
+}
+
+// startProc is start with an arena of arena bytes per direction (0: none;
+// a zygote serves no requests).
+func (b *Backend) startProc(ctx context.Context, files core.VersionFiles, cfg *modelconfig.ModelConfig, instance string, handle func(*worker, string, frameIn), arena int) (*worker, error) {
 	if err := checkParameters(cfg); err != nil {
 		return nil, err
 	}
@@ -274,16 +288,25 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(b.life, cancel)()
-	w, err := startWorker(ctx, procSpec{handle: handle, arena: b.opts.ArenaBytes, instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
+	w, err := startWorker(ctx, procSpec{handle: handle, arena: arena, instance: instance, python: python, script: filepath.Join(dir, "inferd_python_worker.py"),
 		env: env, timeout: b.opts.StubTimeout, log: b.log.With("model", files.ModelName, "instance", instance)})
 	if err != nil {
 		return nil, err
 	}
+	if err := b.track(w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// track counts w among the live workers (Shutdown stops them) until it
+// exits; once the backend shuts down it kills w and refuses it.
+func (b *Backend) track(w *worker) error {
 	b.mu.Lock()
 	if b.closing {
 		b.mu.Unlock()
 		w.kill()
-		return nil, errClosing
+		return errClosing
 	}
 	b.workers[w] = true
 	b.mu.Unlock()
@@ -294,7 +317,7 @@ func (b *Backend) start(ctx context.Context, files core.VersionFiles, cfg *model
 		b.mu.Unlock()
 		b.metrics.drop(w)
 	}()
-	return w, nil
+	return nil
 }
 
 // environ is the environment a worker starts from (Options.Environ).
@@ -335,7 +358,8 @@ func checkParameters(cfg *modelconfig.ModelConfig) error {
 			return core.Errorf(core.CodeUnsupported, "Incorrect value for FORCE_CPU_ONLY_INPUT_TENSORS: %s'", v)
 		}
 	}
-	return nil
+	_, err := forkRequested(cfg)
+	return err
 }
 
 // interpreter picks the Python to run (inferd's rule; Triton's
@@ -429,8 +453,15 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 	in := &instance{b: b, spec: spec, name: spec.Name, server: spec.Server, model: spec.ModelName,
 		decoupled: spec.Config.GetModelTransactionPolicy().GetDecoupled(), open: map[int64]*openRequest{},
 		supervised: make(chan struct{})}
+	if err := checkParameters(spec.Config); err != nil {
+		return nil, err
+	}
+	in.zyg = b.zygoteFor(spec)
 	w, err := in.spawn(ctx)
 	if err != nil {
+		if in.zyg != nil {
+			b.releaseZygote(in.zyg)
+		}
 		return nil, err
 	}
 	in.w = w
@@ -440,13 +471,31 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 	return in, nil
 }
 
-// spawn starts a worker for the instance and initializes its model.
+// spawn starts a worker for the instance and initializes its model: a
+// fork of its model's zygote with FORK_INSTANCES (fork.go), else a fresh
+// process.
 func (in *instance) spawn(ctx context.Context) (*worker, error) {
-	b, spec := in.b, in.spec
-	w, err := b.start(ctx, spec.VersionFiles, spec.Config, spec.Name, in.handle)
+	if in.zyg != nil {
+		w, err := in.zyg.fork(ctx, in)
+		if !errors.Is(err, errForkRefused) {
+			return w, err
+		}
+	}
+	w, err := in.b.start(ctx, in.spec.VersionFiles, in.spec.Config, in.spec.Name, in.handle)
 	if err != nil {
 		return nil, err
 	}
+	if _, err := in.initialize(ctx, w, false); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// initialize imports the model in w and runs its initialize with the
+// instance's args; a zygote (FORK_INSTANCES) then says which threads the
+// model left running. A worker that fails is stopped.
+func (in *instance) initialize(ctx context.Context, w *worker, zygote bool) ([]string, error) {
+	b, spec := in.b, in.spec
 	js, err := modelconfig.MarshalJSON(spec.Config)
 	if err != nil {
 		w.stop(time.Second)
@@ -463,10 +512,14 @@ func (in *instance) spawn(ctx context.Context) (*worker, error) {
 		w.stop(time.Second)
 		return nil, err
 	}
-	reply, err := w.call(ctx, "init", map[string]any{
+	header := map[string]any{
 		"args": args, "model_file": file, "model_version": strconv.FormatInt(spec.Version, 10),
 		"decoupled": in.decoupled, "log_verbose": b.verbose(),
-	}, nil)
+	}
+	if zygote {
+		header["zygote"] = true
+	}
+	reply, err := w.call(ctx, "init", header, nil)
 	if err != nil {
 		w.stop(time.Second)
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -475,8 +528,9 @@ func (in *instance) spawn(ctx context.Context) (*worker, error) {
 		return nil, errUnhealthy(spec.Name)
 	}
 	var r struct {
-		Error      string `json:"error"`
-		HasIsReady bool   `json:"has_is_ready"`
+		Error      string   `json:"error"`
+		HasIsReady bool     `json:"has_is_ready"`
+		Threads    []string `json:"threads"`
 	}
 	if err := decode(reply, &r); err != nil {
 		w.stop(time.Second)
@@ -488,7 +542,7 @@ func (in *instance) spawn(ctx context.Context) (*worker, error) {
 		return nil, core.Errorf(core.CodeInternal, "%s", lastLine(r.Error))
 	}
 	w.hasIsReady = r.HasIsReady
-	return w, nil
+	return r.Threads, nil
 }
 
 // lastLine is a Python error's last line: the exception and its message.

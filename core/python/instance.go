@@ -29,6 +29,9 @@ type instance struct {
 	open    map[int64]*openRequest // requests not yet final, by rid
 	w       *worker                // the current worker (replaced on a restart)
 	closing bool
+	// zyg is the model's zygote when its instances are forked
+	// (FORK_INSTANCES, fork.go); set before the first spawn.
+	zyg *zygote
 
 	// life ends when the instance closes or the backend shuts down: no
 	// restart then. supervised is closed when supervise has returned.
@@ -414,6 +417,10 @@ func (in *instance) Close() error {
 	// exit gets to it: /metrics shows none of them once the unload returns.
 	in.b.metrics.drop(w)
 	in.b.forgetRestarts(in.key())
+	if in.zyg != nil {
+		// The last instance's close stops the zygote.
+		in.b.releaseZygote(in.zyg)
+	}
 	in.failAll(errUnhealthy(in.name))
 	return nil
 }

@@ -167,6 +167,9 @@ func (in *instance) logDeath(w *worker) {
 
 // exitStatus says how the worker's process ended.
 func exitStatus(w *worker) string {
+	if w.fork != nil {
+		return w.fork.status // as its zygote reported it
+	}
 	st := w.cmd.ProcessState
 	if st == nil {
 		return "unknown"

@@ -69,6 +69,9 @@ type worker struct {
 	ready chan struct{}
 	// poll says when the reader polls for an execute's answer (poll.go).
 	poll *replyPoll
+	// fork is set for a worker forked from a zygote (fork.go): not the
+	// server's child, so cmd is nil and its zygote says how it ended.
+	fork *forked
 }
 
 // errUnhealthy is Triton's message for a worker that died.
@@ -93,12 +96,7 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start Python worker %s: %w", p.instance, err)
 	}
-	w := &worker{name: p.instance, log: p.log, conn: conn, replies: map[int64]chan frameIn{},
-		gone: make(chan struct{}), exited: make(chan struct{}), decided: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth),
-		wlock: make(chan struct{}, 1), ready: make(chan struct{}, 1), poll: newReplyPoll()}
-	for i := range depth {
-		w.slots <- i
-	}
+	w := newWorker(p.instance, p.log, conn)
 	cmd := exec.Command(p.python, p.script)
 	cmd.ExtraFiles = []*os.File{child} // fd 3
 	if p.arena > 0 {
@@ -139,15 +137,7 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		w.freeArena()
 		close(w.exited)
 	}()
-	ready := make(chan frameIn, 1)
-	w.handle = func(op string, f frameIn) {
-		switch {
-		case op == "ready":
-			ready <- f
-		case p.handle != nil:
-			p.handle(w, op, f)
-		}
-	}
+	ready := w.setHandle(p.handle)
 	go w.read()
 	timer := time.NewTimer(p.timeout)
 	defer timer.Stop()
@@ -163,6 +153,35 @@ func startWorker(ctx context.Context, p procSpec) (*worker, error) {
 		w.kill()
 		return nil, ctx.Err()
 	}
+}
+
+// newWorker is a worker over conn, its process not yet known.
+func newWorker(name string, log *slog.Logger, conn net.Conn) *worker {
+	w := &worker{name: name, log: log, conn: conn, replies: map[int64]chan frameIn{},
+		gone: make(chan struct{}), exited: make(chan struct{}), decided: make(chan struct{}), stderr: &tail{max: 20}, slots: make(chan int, depth),
+		wlock: make(chan struct{}, 1), ready: make(chan struct{}, 1), poll: newReplyPoll()}
+	for i := range depth {
+		w.slots <- i
+	}
+	return w
+}
+
+// setHandle sets the worker's handler before its reader starts; the
+// channel gets the worker's "ready".
+func (w *worker) setHandle(handle func(w *worker, op string, f frameIn)) <-chan frameIn {
+	ready := make(chan frameIn, 1)
+	w.handle = func(op string, f frameIn) {
+		switch {
+		case op == "ready":
+			select {
+			case ready <- f:
+			default: // only the first counts
+			}
+		case handle != nil:
+			handle(w, op, f)
+		}
+	}
+	return ready
 }
 
 // startError explains a worker that exited before it was ready: the last

@@ -23,6 +23,7 @@ import traceback
 
 import numpy as np
 
+import inferd_python_results as _results
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _worker, _Blobs
 
@@ -67,40 +68,8 @@ def _read_exact(view):
         got += n
 
 
-# One encoder and decoder for every header: json.dumps with arguments builds
-# an encoder per call, and json.loads of bytes sniffs their encoding. The
-# encoder is json's C one, made once (JSONEncoder.encode makes it anew for
-# each call, about half its cost for a small header); headers are trees, so
-# it keeps no markers for cycles. The decoder is json's scanner without
-# JSONDecoder.decode's whitespace matching: the server writes headers
-# compactly.
-def _unencodable(o):
-    raise TypeError("Object of type " + o.__class__.__name__ + " is not JSON serializable")
-
-
-_c_encoder = None
-if json.encoder.c_make_encoder is not None:
-    _c_encoder = json.encoder.c_make_encoder(
-        None, _unencodable, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
-
-
-def _encode(obj):
-    if _c_encoder is None:
-        return json.JSONEncoder(separators=(",", ":")).encode(obj)
-    return "".join(_c_encoder(obj, 0))
-
-
-_scan = json.scanner.make_scanner(json.JSONDecoder())
-
-
-def _decode(text):
-    try:
-        obj, end = _scan(text, 0)
-    except StopIteration:
-        end = -1
-    if end != len(text):
-        return json.loads(text)  # whitespace, more after it, or no JSON: json's verdict
-    return obj
+# The headers' JSON codec (inferd_python_codec.py).
+from inferd_python_codec import _decode, _encode  # noqa: E402
 
 # Frames are read through a buffer: a small frame and the length before it
 # come in one system call, then are copied out (tensors may outlive the
@@ -234,6 +203,8 @@ _LONG = 0.05
 _IDLE_LOOK = 1.0
 _read_lock = threading.Lock()
 _helper_on = threading.Event()
+_helper_stop = [False]  # set to end the helper (a zygote forks with one thread)
+_helper_thread = [None]
 _busy_lock = threading.Lock()
 _busy = [0]  # the number of the model code run in progress; 0: none
 _wake_r, _wake_w = os.pipe()
@@ -281,8 +252,12 @@ def _helper():
                     _helper_on.set()
                 seen = _busy[0]
             continue
+        if _helper_stop[0]:
+            return
         with _read_lock:
             while _helper_on.is_set():
+                if _helper_stop[0]:
+                    return
                 if _rpos[0] == _rpos[1]:  # nothing buffered: wait for the socket
                     ready, _, _ = select.select([_sock, _wake_r], [], [])
                     if _wake_r in ready:
@@ -379,13 +354,21 @@ class _State:
     model_file = ""
     decoupled = False
     loop = None
+    loop_thread = None
 
 
 def _loop():
     if _State.loop is None:
         _State.loop = asyncio.new_event_loop()
-        threading.Thread(target=_State.loop.run_forever, daemon=True).start()
+        _State.loop_thread = threading.Thread(target=_State.loop.run_forever, daemon=True)
+        _State.loop_thread.start()
     return _State.loop
+
+
+def _start_helper():
+    _helper_stop[0] = False
+    _helper_thread[0] = threading.Thread(target=_helper, daemon=True)
+    _helper_thread[0].start()
 
 
 def _run(result):
@@ -441,9 +424,9 @@ def _init(header):
         if init is not None:
             _run(init(header["args"]))
         _worker.phase = "execute"
-        _write("init_done", {"has_is_ready": hasattr(_State.model, "is_ready")})
+        return {"has_is_ready": hasattr(_State.model, "is_ready")}
     except BaseException as exc:  # noqa: B902
-        _write("init_done", {"error": _error_text(exc)})
+        return {"error": _error_text(exc)}
 
 
 def _is_ready(seq):
@@ -552,36 +535,7 @@ def _async_done(future, requests):
 
 
 def _check_result(result, requests, blobs):
-    if _State.decoupled:
-        if result is not None:
-            raise pb_utils.TritonModelException(
-                "Python model '" + _State.instance + "' is using the decoupled mode and the execute function must return None.")
-        return [None] * len(requests)
-    if result is None:
-        return [None] * len(requests)  # the server answers any request left open
-    if not isinstance(result, list):
-        raise pb_utils.TritonModelException(
-            "Expected a list in the execute return, found type '" + str(type(result)) + "'.")
-    if len(result) != len(requests):
-        raise pb_utils.TritonModelException(
-            "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
-            "InferenceRequest(s) size is:" + str(len(requests)) + ", and InferenceResponse(s) size is:" + str(len(result)) + "\n")
-    out = []
-    for req, resp in zip(requests, result):
-        if resp is None:
-            out.append(None)
-            continue
-        if req._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise pb_utils.TritonModelException(
-                "Expected a None object in the execute function return list for reschduled request, found type '" + str(type(resp)) + "'.")
-        if not isinstance(resp, pb_utils.InferenceResponse):
-            raise pb_utils.TritonModelException(
-                "Expected an 'InferenceResponse' object in the execute function return list, found type '" + str(type(resp)) + "'.")
-        if req._responded:
-            raise pb_utils.TritonModelException(
-                "Unable to send response. Non-decoupled model cannot send more than one response.")
-        out.append(pb_utils._response_wire(resp, req._requested, blobs))
-    return out
+    return _results.check(result, requests, blobs, _State.decoupled, _State.instance)
 
 
 def _finalize():
@@ -599,15 +553,26 @@ def _finalize():
 
 
 def main():
-    threading.Thread(target=_helper, daemon=True).start()
+    _start_helper()
     _write("ready", {"python": sys.version.split()[0], "numpy": np.__version__})
+    _serve()
+
+
+def _serve():
     while True:
         header, frame = _next_work()
         op = header["op"]
         if op == "auto_complete":
             _run_model_code(_auto_complete, header)
         elif op == "init":
-            _run_model_code(_init, header)
+            done = _run_model_code(_init, header)
+            if header.get("zygote") and "error" not in done:
+                # FORK_INSTANCES: this worker becomes its model's zygote
+                # (inferd_python_zygote.py), unless the model left threads.
+                import inferd_python_zygote
+                inferd_python_zygote.become(sys.modules[__name__], done)
+                continue  # refused: it serves on as a plain worker
+            _write("init_done", done)
         elif op == "execute":
             try:
                 _run_model_code(_execute, header, frame)
