@@ -56,7 +56,8 @@ type ModelVersion struct {
 	seqs     SequenceScheduler
 	batch    BatchScheduler
 	passive  []Instance
-	insts    []Instance // every instance, active and passive, for health
+	starts   []InstanceStart // every instance's, in config order
+	insts    []Instance      // every instance, active and passive, for health
 	log      *slog.Logger
 	inflight sync.WaitGroup
 	release  func() // inflight.Done, made once: a method value per Acquire allocates
