@@ -191,6 +191,10 @@ var (
 	// read beside the queue.
 	famRunning = family{"inferd_inference_running_request_count", "Instantaneous number of requests executing now (taken by an instance, not yet finished)", prometheus.GaugeValue}
 	famLoad    = family{"nv_model_load_duration_secs", "Time taken to load the model version, in seconds", prometheus.GaugeValue}
+	// famStart is inferd's own (docs/metrics.md): Triton logs no
+	// per-instance start time, which says what a warm start (a shared
+	// session, a forked worker) saves.
+	famStart   = family{"inferd_model_instance_start_duration_secs", "Time taken to start the model instance (its backend's creation of it), in seconds", prometheus.GaugeValue}
 	famRequest = family{"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", prometheus.CounterValue}
 	famQueue   = family{"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", prometheus.CounterValue}
 	famCompIn  = family{"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", prometheus.CounterValue}
@@ -232,6 +236,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		emit(famPending, float64(st.Pending), "", "")
 		emit(famRunning, float64(st.Running), "", "")
 		emit(famLoad, st.LoadSeconds, "", "")
+		for _, is := range mv.InstanceStarts() {
+			emit(famStart, is.Duration.Seconds(), "instance", is.Instance)
+		}
 		if c.cfg.CounterLatencies {
 			emit(famRequest, float64(st.RequestUs), "", "")
 			emit(famQueue, float64(st.QueueUs), "", "")
