@@ -177,6 +177,7 @@ func (b *Backend) openSession(path string, cfg *modelconfig.ModelConfig, plan *p
 		return nil, err
 	}
 	s, err := ort.NewDynamicAdvancedSession(path, inNames, outNames, so)
+	trimHeap() // what ORT freed once the session was built (heap.go)
 	if err != nil {
 		return nil, core.Errorf(core.CodeInternal, "load %s for instance '%s': onnx runtime error: %v", path, instance, err)
 	}

@@ -1,0 +1,315 @@
+package onnxrt_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	ob "github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/internal/modroot"
+)
+
+// The figures of BENCHMARKS.md, "One ONNX Runtime session for many
+// instances" (issue 38): a real inferd process per configuration, on a
+// temporary repository holding an MLP of about 200 MB of FP32 weights.
+//
+//	ORT_LIB_PATH=$PWD/third_party/onnxruntime/libonnxruntime.so.1 \
+//	  go test ./core/onnxrt -run '^$' -bench BenchmarkSharedSession -benchtime 1x
+//
+// SHARE_BENCH_ROUNDS (default 2) alternates the shared and separate
+// processes that many times; SHARE_BENCH_SECONDS (default 8) is the length
+// of each load; INFERD_BIN runs a prebuilt inferd instead of building one.
+
+// Shape of the benchmark model: 48 layers of 1024×1024 FP32 weights,
+// 201 MB, about 100 MFLOP per inference.
+const (
+	benchIn, benchHidden, benchLayers = 1024, 1024, 48
+	benchInstances                    = 4
+	benchConc                         = 16
+)
+
+// shareRun is what one inferd process measured.
+type shareRun struct {
+	pssMiB   float64 // Pss of /proc/<pid>/smaps_rollup once ready and idle
+	inferPS  float64 // inferences per second at benchConc clients
+	startLog string  // the load line's instance_start
+}
+
+func BenchmarkSharedSession(b *testing.B) {
+	for _, unit := range []string{"ns/op", "B/op", "allocs/op"} {
+		b.ReportMetric(0, unit)
+	}
+	rounds, seconds := envInt("SHARE_BENCH_ROUNDS", 2), envInt("SHARE_BENCH_SECONDS", 8)
+	bin, repo := shareBenchSetup(b)
+	var one, shared, separate []shareRun
+	run := func(model string, load bool) shareRun {
+		r, err := measureShare(bin, repo, model, load, time.Duration(seconds)*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%s: PSS %.1f MiB, %.1f infer/s, instance_start %s", model, r.pssMiB, r.inferPS, r.startLog)
+		return r
+	}
+	one = append(one, run("one", false))
+	for range rounds {
+		shared = append(shared, run("shared", true))
+		separate = append(separate, run("separate", true))
+	}
+	pss := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.pssMiB }) }
+	tput := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.inferPS }) }
+	b.ReportMetric(pss(one), "one-pss-MiB")
+	b.ReportMetric(pss(shared), "shared-pss-MiB")
+	b.ReportMetric(pss(separate), "separate-pss-MiB")
+	b.ReportMetric(pss(shared)/pss(one), "shared/one")
+	b.ReportMetric(pss(separate)/pss(one), "separate/one")
+	b.ReportMetric(tput(shared), "shared-infer/s")
+	b.ReportMetric(tput(separate), "separate-infer/s")
+	b.ReportMetric(tput(shared)/tput(separate), "shared/separate")
+}
+
+// shareBenchSetup builds inferd (unless INFERD_BIN) and writes the
+// repository: models one (1 instance), separate (4) and shared (4, one
+// session), all the same model file.
+func shareBenchSetup(b *testing.B) (bin, repo string) {
+	b.Helper()
+	root, err := modroot.Dir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	bin = os.Getenv("INFERD_BIN")
+	if bin == "" {
+		bin = filepath.Join(dir, "inferd")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/inferd")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	model := ob.Must(ob.MLP(benchIn, benchHidden, benchLayers))
+	repo = filepath.Join(dir, "repo")
+	for name, extra := range map[string]string{
+		"one":      "instance_group [ { kind: KIND_CPU count: 1 } ]",
+		"separate": fmt.Sprintf("instance_group [ { kind: KIND_CPU count: %d } ]", benchInstances),
+		"shared": fmt.Sprintf("instance_group [ { kind: KIND_CPU count: %d } ]\n", benchInstances) +
+			`parameters { key: "share_session_between_instances" value { string_value: "true" } }`,
+	} {
+		if err := ob.WriteFile(filepath.Join(repo, name, "1", "model.onnx"), model); err != nil {
+			b.Fatal(err)
+		}
+		cfg := fmt.Sprintf(`platform: "onnxruntime_onnx"
+max_batch_size: 8
+input { name: "x" data_type: TYPE_FP32 dims: %d }
+output { name: "y" data_type: TYPE_FP32 dims: %d }
+%s
+`, benchIn, benchHidden, extra)
+		if err := os.WriteFile(filepath.Join(repo, name, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return bin, repo
+}
+
+// measureShare starts inferd serving model alone, reads its PSS once ready
+// and idle and, with load, its throughput with benchConc clients.
+func measureShare(bin, repo, model string, load bool, d time.Duration) (r shareRun, err error) {
+	port, err := freePort()
+	if err != nil {
+		return r, err
+	}
+	var logs lockedLog
+	cmd := exec.Command(bin, "--model-repository="+repo, "--model-control-mode=explicit", "--load-model="+model,
+		"--http-address=127.0.0.1", "--http-port="+strconv.Itoa(port), "--allow-grpc=false", "--allow-metrics=false")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w\ninferd log:\n%s", model, err, logs.String())
+		}
+	}()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := waitReady(base+"/v2/health/ready", exited); err != nil {
+		return r, err
+	}
+	time.Sleep(time.Second) // idle: the load's garbage collected, ORT's threads parked
+	if r.pssMiB, err = smapsPss(cmd.Process.Pid); err != nil {
+		return r, err
+	}
+	r.startLog = logField(logs.String(), "instance_start=")
+	if load {
+		r.inferPS, err = loadModel(base+"/v2/models/"+model+"/infer", d)
+	}
+	return r, err
+}
+
+// loadModel posts batch-1 requests from benchConc clients for d and
+// returns the inferences per second.
+func loadModel(url string, d time.Duration) (float64, error) {
+	vals := make([]string, benchIn)
+	for i := range vals {
+		vals[i] = strconv.FormatFloat(float64(i%17-8)/8, 'f', -1, 64)
+	}
+	body := []byte(`{"inputs":[{"name":"x","shape":[1,` + strconv.Itoa(benchIn) + `],"datatype":"FP32","data":[` + strings.Join(vals, ",") + `]}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConc}}
+	var (
+		done    atomic.Int64
+		failure atomic.Value
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range benchConc {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					failure.CompareAndSwap(nil, err)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := failure.Load().(error); ok {
+		return 0, err
+	}
+	return float64(done.Load()) / time.Since(start).Seconds(), nil
+}
+
+// smapsPss reads the proportional set size of pid, in MiB.
+func smapsPss(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Pss:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no Pss line in smaps_rollup")
+}
+
+func waitReady(url string, exited <-chan error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("inferd exited before ready: %v", err)
+		default:
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("not ready after 3 minutes")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logField returns the value of key (quoted or not) on the last line that
+// has it.
+func logField(logs, key string) string {
+	i := strings.LastIndex(logs, key)
+	if i < 0 {
+		return ""
+	}
+	v := logs[i+len(key):]
+	if strings.HasPrefix(v, `"`) {
+		if end := strings.Index(v[1:], `"`); end >= 0 {
+			return v[1 : end+1]
+		}
+	}
+	if end := strings.IndexAny(v, " \n"); end >= 0 {
+		return v[:end]
+	}
+	return v
+}
+
+func median(rs []shareRun, f func(shareRun) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	for i := range v { // insertion sort: a handful of values
+		for j := i; j > 0 && v[j] < v[j-1]; j-- {
+			v[j], v[j-1] = v[j-1], v[j]
+		}
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// lockedLog collects a process's output, written from two pipes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
