@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	ob "github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/internal/modroot"
+	ob "github.com/inferd/inferd/internal/onnxbuild"
 )
 
 // The figures of BENCHMARKS.md, "One ONNX Runtime session for many
