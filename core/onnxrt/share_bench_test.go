@@ -32,7 +32,9 @@ import (
 //
 // SHARE_BENCH_ROUNDS (default 2) alternates the shared and separate
 // processes that many times; SHARE_BENCH_SECONDS (default 8) is the length
-// of each load; INFERD_BIN runs a prebuilt inferd instead of building one.
+// of each load; SHARE_BENCH_INTRA=n sets every model's
+// intra_op_thread_count; INFERD_BIN runs a prebuilt inferd instead of
+// building one.
 
 // Shape of the benchmark model: 48 layers of 1024×1024 FP32 weights,
 // 201 MB, about 100 MFLOP per inference.
@@ -46,6 +48,10 @@ const (
 type shareRun struct {
 	pssMiB   float64 // Pss of /proc/<pid>/smaps_rollup once ready and idle
 	inferPS  float64 // inferences per second at benchConc clients
+	// inferCPU is inferences per CPU second the inferd process used: on a
+	// VM shared with other work, which moves inferPS by 2x and more from
+	// one run to the next, the steadier measure of the server's cost.
+	inferCPU float64
 	startLog string  // the load line's instance_start
 }
 
@@ -61,13 +67,21 @@ func BenchmarkSharedSession(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("%s: PSS %.1f MiB, %.1f infer/s, instance_start %s", model, r.pssMiB, r.inferPS, r.startLog)
+		b.Logf("%s: PSS %.1f MiB, %.1f infer/s, %.1f infer/cpu-s, instance_start %s", model, r.pssMiB, r.inferPS, r.inferCPU, r.startLog)
 		return r
 	}
 	one = append(one, run("one", false))
-	for range rounds {
-		shared = append(shared, run("shared", true))
-		separate = append(separate, run("separate", true))
+	for i := range rounds {
+		// Alternate which goes first: the VM's other load drifts.
+		if i%2 == 0 {
+			shared = append(shared, run("shared", true))
+			separate = append(separate, run("separate", true))
+		} else {
+			separate = append(separate, run("separate", true))
+			shared = append(shared, run("shared", true))
+		}
+		b.Logf("round %d: shared/separate %.3f infer/s, %.3f infer/cpu-s", i,
+			shared[i].inferPS/separate[i].inferPS, shared[i].inferCPU/separate[i].inferCPU)
 	}
 	pss := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.pssMiB }) }
 	tput := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.inferPS }) }
@@ -79,6 +93,10 @@ func BenchmarkSharedSession(b *testing.B) {
 	b.ReportMetric(tput(shared), "shared-infer/s")
 	b.ReportMetric(tput(separate), "separate-infer/s")
 	b.ReportMetric(tput(shared)/tput(separate), "shared/separate")
+	cpu := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.inferCPU }) }
+	b.ReportMetric(cpu(shared), "shared-infer/cpu-s")
+	b.ReportMetric(cpu(separate), "separate-infer/cpu-s")
+	b.ReportMetric(cpu(shared)/cpu(separate), "cpu-s:shared/separate")
 }
 
 // shareBenchSetup builds inferd (unless INFERD_BIN) and writes the
@@ -102,6 +120,10 @@ func shareBenchSetup(b *testing.B) (bin, repo string) {
 	}
 	model := ob.Must(ob.MLP(benchIn, benchHidden, benchLayers))
 	repo = filepath.Join(dir, "repo")
+	var intra string
+	if n := envInt("SHARE_BENCH_INTRA", 0); n > 0 {
+		intra = fmt.Sprintf(`parameters { key: "intra_op_thread_count" value { string_value: "%d" } }`, n)
+	}
 	for name, extra := range map[string]string{
 		"one":      "instance_group [ { kind: KIND_CPU count: 1 } ]",
 		"separate": fmt.Sprintf("instance_group [ { kind: KIND_CPU count: %d } ]", benchInstances),
@@ -116,7 +138,8 @@ max_batch_size: 8
 input { name: "x" data_type: TYPE_FP32 dims: %d }
 output { name: "y" data_type: TYPE_FP32 dims: %d }
 %s
-`, benchIn, benchHidden, extra)
+%s
+`, benchIn, benchHidden, extra, intra)
 		if err := os.WriteFile(filepath.Join(repo, name, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -162,14 +185,49 @@ func measureShare(bin, repo, model string, load bool, d time.Duration) (r shareR
 	}
 	r.startLog = logField(logs.String(), "instance_start=")
 	if load {
-		r.inferPS, err = loadModel(base+"/v2/models/"+model+"/infer", d)
+		cpu0, err := cpuSeconds(cmd.Process.Pid)
+		if err != nil {
+			return r, err
+		}
+		var n int64
+		if r.inferPS, n, err = loadModel(base+"/v2/models/"+model+"/infer", d); err != nil {
+			return r, err
+		}
+		cpu1, err := cpuSeconds(cmd.Process.Pid)
+		if err != nil {
+			return r, err
+		}
+		r.inferCPU = float64(n) / (cpu1 - cpu0)
 	}
-	return r, err
+	return r, nil
+}
+
+// cpuSeconds is the user and system CPU time pid has used
+// (/proc/<pid>/stat fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which ends with the last ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	var ticks float64
+	for _, s := range f[11:13] { // utime, stime: fields 14 and 15 overall
+		t, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += t
+	}
+	return ticks / 100, nil
 }
 
 // loadModel posts batch-1 requests from benchConc clients for d and
-// returns the inferences per second.
-func loadModel(url string, d time.Duration) (float64, error) {
+// returns the inferences per second and their number.
+func loadModel(url string, d time.Duration) (float64, int64, error) {
 	vals := make([]string, benchIn)
 	for i := range vals {
 		vals[i] = strconv.FormatFloat(float64(i%17-8)/8, 'f', -1, 64)
@@ -204,9 +262,9 @@ func loadModel(url string, d time.Duration) (float64, error) {
 	}
 	wg.Wait()
 	if err, ok := failure.Load().(error); ok {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(done.Load()) / time.Since(start).Seconds(), nil
+	return float64(done.Load()) / time.Since(start).Seconds(), done.Load(), nil
 }
 
 // smapsPss reads the proportional set size of pid, in MiB.
