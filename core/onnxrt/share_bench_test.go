@@ -46,13 +46,13 @@ const (
 
 // shareRun is what one inferd process measured.
 type shareRun struct {
-	pssMiB   float64 // Pss of /proc/<pid>/smaps_rollup once ready and idle
-	inferPS  float64 // inferences per second at benchConc clients
+	pssMiB  float64 // Pss of /proc/<pid>/smaps_rollup once ready and idle
+	inferPS float64 // inferences per second at benchConc clients
 	// inferCPU is inferences per CPU second the inferd process used: on a
 	// VM shared with other work, which moves inferPS by 2x and more from
 	// one run to the next, the steadier measure of the server's cost.
 	inferCPU float64
-	startLog string  // the load line's instance_start
+	startLog string // the load line's instance_start
 }
 
 func BenchmarkSharedSession(b *testing.B) {
@@ -96,7 +96,7 @@ func BenchmarkSharedSession(b *testing.B) {
 	cpu := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.inferCPU }) }
 	b.ReportMetric(cpu(shared), "shared-infer/cpu-s")
 	b.ReportMetric(cpu(separate), "separate-infer/cpu-s")
-	b.ReportMetric(cpu(shared)/cpu(separate), "cpu-s:shared/separate")
+	b.ReportMetric(cpu(shared)/cpu(separate), "shared/separate-cpu")
 }
 
 // shareBenchSetup builds inferd (unless INFERD_BIN) and writes the
