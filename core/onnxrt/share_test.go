@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	ort "github.com/yalue/onnxruntime_go"
-
 	"github.com/inferd/inferd/core"
 	ob "github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -213,7 +211,7 @@ func TestSharedSessionOpenFails(t *testing.T) {
 	opening, fail := make(chan struct{}), make(chan struct{})
 	errs := make(chan error, 2)
 	go func() {
-		_, _, err := tab.acquire(context.Background(), key, "a", log, func() (*ort.DynamicAdvancedSession, error) {
+		_, _, err := tab.acquire(context.Background(), key, "a", log, func() (*session, error) {
 			close(opening)
 			<-fail
 			return nil, fmt.Errorf("no such file")
@@ -222,7 +220,7 @@ func TestSharedSessionOpenFails(t *testing.T) {
 	}()
 	<-opening
 	go func() {
-		_, _, err := tab.acquire(context.Background(), key, "b", log, func() (*ort.DynamicAdvancedSession, error) {
+		_, _, err := tab.acquire(context.Background(), key, "b", log, func() (*session, error) {
 			t.Error("a second open while the first is under way")
 			return nil, nil
 		})
