@@ -43,8 +43,6 @@ type Backend struct {
 	infos infoCache
 	// sessions are the sessions its instances opened (share.go).
 	sessions sessionTable
-	// packs are the prepacked-weights containers of separate sessions.
-	packs containers
 
 	mu     sync.Mutex
 	closed bool

@@ -313,22 +313,21 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 		direct = direct && !r.auto[i]
 	}
 	// onnxruntime_go's Run takes only its own values, not the OrtValues of
-	// tensors in device memory, and only its own sessions: those go
-	// through the raw run.
-	raw = raw || (!direct && (r.hasDev || in.session.das == nil))
+	// tensors in device memory: those go through the raw run.
+	raw = raw || (!direct && r.hasDev)
 	var err error
 	if direct {
 		// Every value exists: run on their OrtValues, which costs no
 		// allocation (onnxruntime_go's Run allocates per value).
 		if err = in.handles(r); err == nil {
-			err = runValues(in.session.handle, in.runOpts, in.inNames, in.outNames, r.inH, r.outH)
+			err = runValues(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH)
 		}
 	} else if raw {
 		if err = in.handles(r); err == nil {
-			err = runRaw(in.session.handle, in.runOpts, in.inNames, in.outNames, r.inH, r.outH, r.auto, in.elemSizes, r.into, r.raw)
+			err = runRaw(in.session, in.runOpts, in.inNames, in.outNames, r.inH, r.outH, r.auto, in.elemSizes, r.into, r.raw)
 		}
 	} else {
-		err = in.session.das.RunWithOptions(r.inputs, r.outputs, in.runOpts)
+		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
 	}
 	if stop != nil && !stop() {
 		<-fired

@@ -27,7 +27,7 @@ type instance struct {
 	closed bool
 	// session may be shared with the model's other instances (share.go):
 	// dropSession gives this instance's hold back.
-	session     *session
+	session     *ort.DynamicAdvancedSession
 	dropSession func()
 	runOpts     *ort.RunOptions
 	scratch     runScratch
@@ -143,16 +143,8 @@ func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) 
 	if in.runOpts, err = newRunOptions(cfg); err != nil {
 		return nil, fmt.Errorf("load instance %s: %w", spec.Name, err)
 	}
-	// Separate sessions share their prepacked weights (session.go).
-	var pack *containerKey
-	if ok, err := prepackable(cfg, spec.Kind); err != nil {
-		in.runOpts.Destroy()
-		return nil, err
-	} else if ok && !share {
-		pack = &containerKey{load: cfg, path: path}
-	}
-	open := func() (*session, error) {
-		return b.openSession(path, cfg, plan, spec.Name, inNames, outNames, pack)
+	open := func() (*ort.DynamicAdvancedSession, error) {
+		return b.openSession(path, cfg, plan, spec.Name, inNames, outNames)
 	}
 	if share {
 		key := sessionKey{load: cfg, path: path, kind: spec.Kind, device: spec.DeviceID}
@@ -174,9 +166,8 @@ func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) 
 }
 
 // openSession builds an instance's session options (the config's, then the
-// providers of its kind and device) and opens an ORT session on path, with
-// the prepacked-weights container of pack unless pack is nil.
-func (b *Backend) openSession(path string, cfg *modelconfig.ModelConfig, plan *providerPlan, instance string, inNames, outNames []string, pack *containerKey) (*session, error) {
+// providers of its kind and device) and opens an ORT session on path.
+func (b *Backend) openSession(path string, cfg *modelconfig.ModelConfig, plan *providerPlan, instance string, inNames, outNames []string) (*ort.DynamicAdvancedSession, error) {
 	so, err := b.newSessionOptions(cfg)
 	if err != nil {
 		return nil, err
@@ -185,16 +176,7 @@ func (b *Backend) openSession(path string, cfg *modelconfig.ModelConfig, plan *p
 	if err := plan.appendProviders(so, instance); err != nil {
 		return nil, err
 	}
-	s := &session{}
-	if pack == nil {
-		if s.das, err = ort.NewDynamicAdvancedSession(path, inNames, outNames, so); err == nil {
-			s.handle, err = sessionHandle(s.das)
-		}
-	} else if s.container, err = b.packs.acquire(*pack); err == nil {
-		if s.handle, err = newSessionPrepacked(path, so, s.container.ptr); err != nil {
-			s.container.release()
-		}
-	}
+	s, err := ort.NewDynamicAdvancedSession(path, inNames, outNames, so)
 	trimHeap() // what ORT freed once the session was built (heap.go)
 	if err != nil {
 		return nil, core.Errorf(core.CodeInternal, "load %s for instance '%s': onnx runtime error: %v", path, instance, err)

@@ -39,12 +39,6 @@ enum {
 	inferdReleaseTensorTypeAndShapeInfo = 99,
 	inferdAddRunConfigEntry = 165,
 	inferdRegisterCustomOpsLibraryV2 = 228,
-	inferdCreateEnv = 3,
-	inferdReleaseEnv = 92,
-	inferdReleaseSession = 95,
-	inferdCreatePrepackedWeightsContainer = 166,
-	inferdReleasePrepackedWeightsContainer = 167,
-	inferdCreateSessionWithPrepackedWeightsContainer = 168,
 };
 
 typedef void* (*inferdFnPS)(void*, const char*);
@@ -138,33 +132,6 @@ static char* inferd_tensor_at(const void* api, const char* mem, int id, uintptr_
 
 static void inferd_release_value(const void* api, void* v) {
 	((inferdReleaseFn)FN(api, inferdReleaseValue))(v);
-}
-
-static char* inferd_create_container(const void* api, void** out) {
-	return inferd_status(api, ((void* (*)(void**))FN(api, inferdCreatePrepackedWeightsContainer))(out));
-}
-
-static void inferd_release_container(const void* api, void* c) {
-	((inferdReleaseFn)FN(api, inferdReleasePrepackedWeightsContainer))(c);
-}
-
-static void inferd_release_session(const void* api, void* s) {
-	((inferdReleaseFn)FN(api, inferdReleaseSession))(s);
-}
-
-// inferd_session_prepacked opens a session whose kernels keep their
-// prepacked weights in container. The environment comes from CreateEnv,
-// which hands out the process's one OrtEnv (onnxruntime_go's) with its
-// reference count raised; the session does not hold it, so it is released
-// at once (onnxruntime/core/session/ort_env.cc, OrtEnv::GetInstance).
-static char* inferd_session_prepacked(const void* api, const char* path, const void* so, void* container, void** out) {
-	void* env = NULL;
-	char* err = inferd_status(api, ((void* (*)(int, const char*, void**))FN(api, inferdCreateEnv))(2, "inferd", &env));
-	if (err != NULL) return err;
-	err = inferd_status(api, ((void* (*)(const void*, const char*, const void*, void*, void**))
-		FN(api, inferdCreateSessionWithPrepackedWeightsContainer))(env, path, so, container, out));
-	((inferdReleaseFn)FN(api, inferdReleaseEnv))(env);
-	return err;
 }
 */
 import "C"
@@ -279,51 +246,13 @@ type rawOutput struct {
 	data  []byte // fixed-size types: raw bytes; STRING: the BYTES layout
 }
 
-// newContainer is OrtApi::CreatePrepackedWeightsContainer.
-func newContainer() (unsafe.Pointer, error) {
-	a, err := api()
-	if err != nil {
-		return nil, err
-	}
-	var c unsafe.Pointer
-	return c, status(C.inferd_create_container(a, &c))
-}
-
-func releaseContainer(c unsafe.Pointer) {
-	if a, err := api(); err == nil && c != nil {
-		C.inferd_release_container(a, c)
-	}
-}
-
-// newSessionPrepacked is OrtApi::CreateSessionWithPrepackedWeightsContainer.
-func newSessionPrepacked(path string, so *ort.SessionOptions, container unsafe.Pointer) (unsafe.Pointer, error) {
-	a, err := api()
-	if err != nil {
-		return nil, err
-	}
-	p, err := handle(so)
-	if err != nil {
-		return nil, err
-	}
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
-	var sess unsafe.Pointer
-	return sess, status(C.inferd_session_prepacked(a, cpath, p, container, &sess))
-}
-
-func releaseSession(s unsafe.Pointer) {
-	if a, err := api(); err == nil && s != nil {
-		C.inferd_release_session(a, s)
-	}
-}
-
 // runRaw is OrtApi::Run with the given session, run options and
 // OrtValues. The nil outputs (auto) are allocated by ORT, then copied into
 // raw (indexed like outs) and released: elemSize gives each output's
 // element size (0 for STRING), and a fixed-size output that fits its
 // destination in into (nil: none) is copied there instead of into new Go
 // memory.
-func runRaw(session unsafe.Pointer, ro *ort.RunOptions, inNames, outNames cNames,
+func runRaw(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames,
 	ins, outs []unsafe.Pointer, auto []bool, elemSize []int, into [][]byte, raw []rawOutput) error {
 	a, err := api()
 	if err != nil {
@@ -376,13 +305,14 @@ func releaseValue(v unsafe.Pointer) {
 // runValues is OrtApi::Run over the given OrtValues; a nil output is
 // allocated by ORT and left in outs. Unlike onnxruntime_go's Run it
 // allocates nothing in Go.
-func runValues(sess unsafe.Pointer, ro *ort.RunOptions, inNames, outNames cNames, ins, outs []unsafe.Pointer) error {
+func runValues(session *ort.DynamicAdvancedSession, ro *ort.RunOptions, inNames, outNames cNames, ins, outs []unsafe.Pointer) error {
 	a, err := api()
 	if err != nil {
 		return err
 	}
-	if sess == nil {
-		return errors.New("session already destroyed")
+	sess, err := sessionHandle(session)
+	if err != nil {
+		return err
 	}
 	rop, err := handle(ro)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 
+	ort "github.com/yalue/onnxruntime_go"
+
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -49,7 +51,7 @@ func (k sessionKey) where() string {
 type sharedSession struct {
 	owner   string        // the instance that opened it, for the log
 	ready   chan struct{} // closed once session or err is set
-	session *session
+	session *ort.DynamicAdvancedSession
 	err     error
 	refs    int // instances holding or waiting for it
 }
@@ -69,8 +71,8 @@ func (t *sessionTable) opened() {
 	t.mu.Unlock()
 }
 
-func (t *sessionTable) closed(s *session, log *slog.Logger) {
-	if err := s.destroy(); err != nil {
+func (t *sessionTable) closed(s *ort.DynamicAdvancedSession, log *slog.Logger) {
+	if err := s.Destroy(); err != nil {
 		log.Warn("destroy session", "err", err)
 	}
 	t.mu.Lock()
@@ -90,7 +92,7 @@ func (t *sessionTable) liveSessions() int {
 // release destroys the session. Instances that arrive while another opens
 // it wait for that (or for ctx). A failed open fails its waiters too.
 func (t *sessionTable) acquire(ctx context.Context, key sessionKey, instance string, log *slog.Logger,
-	open func() (*session, error)) (s *session, release func(), err error) {
+	open func() (*ort.DynamicAdvancedSession, error)) (s *ort.DynamicAdvancedSession, release func(), err error) {
 	t.mu.Lock()
 	if t.shared == nil {
 		t.shared = map[sessionKey]*sharedSession{}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	ort "github.com/yalue/onnxruntime_go"
+
 	"github.com/inferd/inferd/core"
 	ob "github.com/inferd/inferd/internal/onnxbuild"
 	"github.com/inferd/inferd/repo/modelconfig"
@@ -211,7 +213,7 @@ func TestSharedSessionOpenFails(t *testing.T) {
 	opening, fail := make(chan struct{}), make(chan struct{})
 	errs := make(chan error, 2)
 	go func() {
-		_, _, err := tab.acquire(context.Background(), key, "a", log, func() (*session, error) {
+		_, _, err := tab.acquire(context.Background(), key, "a", log, func() (*ort.DynamicAdvancedSession, error) {
 			close(opening)
 			<-fail
 			return nil, fmt.Errorf("no such file")
@@ -220,7 +222,7 @@ func TestSharedSessionOpenFails(t *testing.T) {
 	}()
 	<-opening
 	go func() {
-		_, _, err := tab.acquire(context.Background(), key, "b", log, func() (*session, error) {
+		_, _, err := tab.acquire(context.Background(), key, "b", log, func() (*ort.DynamicAdvancedSession, error) {
 			t.Error("a second open while the first is under way")
 			return nil, nil
 		})
