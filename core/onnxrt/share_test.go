@@ -258,3 +258,49 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestSharedSessionGPU: KIND_GPU instances on one device share one session
+// beside the CPU instances' own; without the CUDA provider every GPU
+// instance fails with the provider's error and no session is left.
+func TestSharedSessionGPU(t *testing.T) {
+	v := version(t, "mlp", ob.Must(ob.MLP(8, 8, 2)))
+	cfg := config(t, mlpConfig(8, 8, shareOn))
+	gpu, cpu := modelconfig.ModelInstanceGroup_KIND_GPU, modelconfig.ModelInstanceGroup_KIND_CPU
+	base := testBackend.sessions.liveSessions()
+	if !cudaProviderInstalled() {
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				_, errs[i] = testBackend.NewBatchInstance(context.Background(), core.InstanceSpec{
+					VersionFiles: v, Name: fmt.Sprintf("mlp_%d", i), Kind: gpu, Config: cfg,
+				})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "needs the ONNX Runtime CUDA execution provider") {
+				t.Errorf("instance %d: %v, want the provider's error", i, err)
+			}
+		}
+		if got := testBackend.sessions.liveSessions() - base; got != 0 {
+			t.Errorf("%d sessions left", got)
+		}
+		return
+	}
+	insts := loadGroup(t, testBackend, v, cfg, gpu, gpu, cpu, cpu)
+	defer closeAll(t, insts)
+	if got := testBackend.sessions.liveSessions() - base; got != 2 {
+		t.Errorf("2 GPU + 2 CPU instances opened %d sessions, want 2", got)
+	}
+	want := execute(t, insts[2], []string{"y"}, mlpInput(t, 3, 2, 8))[0].Data
+	for _, in := range insts[:2] {
+		got := decode(t, ob.Float, execute(t, in, []string{"y"}, mlpInput(t, 3, 2, 8))[0])
+		exp := decode(t, ob.Float, &core.Tensor{Name: "y", DataType: core.TypeFP32, Data: want})
+		for i := range got {
+			if d := got[i] - exp[i]; d > 1e-4 || d < -1e-4 {
+				t.Fatalf("GPU y[%d] = %v, CPU %v", i, got[i], exp[i])
+			}
+		}
+	}
+}
