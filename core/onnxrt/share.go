@@ -16,8 +16,9 @@ import (
 // share_session_between_instances (triton-inference-server/
 // onnxruntime_backend README.md, "Model Config Options"; src/onnxruntime.cc,
 // ModelState::LoadModel, pull request 343; docs/onnxruntime.md here). ORT
-// documents OrtApi::Run as safe to call concurrently on one session, so the
-// instances run on it at once, each with its own run options, scratch,
+// guarantees that Run may be called concurrently on one session
+// (microsoft/onnxruntime pull request 19301, which made the TensorRT
+// provider honour it with a lock), so the instances run on it at once, each with its own run options, scratch,
 // value caches, queue position and statistics. Triton keys its sessions by
 // instance group, kind and device (src/session_key.h: a session is bound to
 // its execution provider's device); inferd builds session options from the
