@@ -33,8 +33,10 @@ import (
 // SHARE_BENCH_ROUNDS (default 2) alternates the shared and separate
 // processes that many times; SHARE_BENCH_SECONDS (default 8) is the length
 // of each load; SHARE_BENCH_INTRA=n sets every model's
-// intra_op_thread_count; INFERD_BIN runs a prebuilt inferd instead of
-// building one.
+// intra_op_thread_count; SHARE_BENCH_WINDOWS (default 10) is the number
+// of 2 s windows per side of the interleaved throughput measurement (one
+// process serving both models, loaded in turn); INFERD_BIN runs a
+// prebuilt inferd instead of building one.
 
 // Shape of the benchmark model: 48 layers of 1024×1024 FP32 weights,
 // 201 MB, about 100 MFLOP per inference.
@@ -82,6 +84,14 @@ func BenchmarkSharedSession(b *testing.B) {
 		}
 		b.Logf("round %d: shared/separate %.3f infer/s, %.3f infer/cpu-s", i,
 			shared[i].inferPS/separate[i].inferPS, shared[i].inferCPU/separate[i].inferCPU)
+	}
+	if windows := envInt("SHARE_BENCH_WINDOWS", 10); windows > 0 {
+		sh, sep, err := measureInterleaved(bin, repo, windows, 2*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("interleaved, one process, %d windows of 2 s each: shared %.1f, separate %.1f infer/s", windows, sh, sep)
+		b.ReportMetric(sh/sep, "interleaved-shared/separate")
 	}
 	pss := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.pssMiB }) }
 	tput := func(rs []shareRun) float64 { return median(rs, func(r shareRun) float64 { return r.inferPS }) }
@@ -147,23 +157,36 @@ output { name: "y" data_type: TYPE_FP32 dims: %d }
 	return bin, repo
 }
 
-// measureShare starts inferd serving model alone, reads its PSS once ready
-// and idle and, with load, its throughput with benchConc clients.
-func measureShare(bin, repo, model string, load bool, d time.Duration) (r shareRun, err error) {
+// inferd is a started inferd process.
+type inferd struct {
+	base string // http://127.0.0.1:<port>
+	pid  int
+	logs *lockedLog
+	stop func(err error) error // ends the process; err gains its log
+}
+
+// startInferd starts bin serving models of repo over HTTP and waits for
+// it to be ready.
+func startInferd(bin, repo string, models ...string) (*inferd, error) {
 	port, err := freePort()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	var logs lockedLog
-	cmd := exec.Command(bin, "--model-repository="+repo, "--model-control-mode=explicit", "--load-model="+model,
-		"--http-address=127.0.0.1", "--http-port="+strconv.Itoa(port), "--allow-grpc=false", "--allow-metrics=false")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	args := []string{"--model-repository=" + repo, "--model-control-mode=explicit",
+		"--http-address=127.0.0.1", "--http-port=" + strconv.Itoa(port), "--allow-grpc=false", "--allow-metrics=false"}
+	for _, m := range models {
+		args = append(args, "--load-model="+m)
+	}
+	p := &inferd{base: "http://127.0.0.1:" + strconv.Itoa(port), logs: &lockedLog{}}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
-		return r, err
+		return nil, err
 	}
+	p.pid = cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	defer func() {
+	p.stop = func(err error) error {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -172,34 +195,67 @@ func measureShare(bin, repo, model string, load bool, d time.Duration) (r shareR
 			<-exited
 		}
 		if err != nil {
-			err = fmt.Errorf("%s: %w\ninferd log:\n%s", model, err, logs.String())
+			err = fmt.Errorf("%v: %w\ninferd log:\n%s", models, err, p.logs.String())
 		}
-	}()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitReady(base+"/v2/health/ready", exited); err != nil {
+		return err
+	}
+	if err := waitReady(p.base+"/v2/health/ready", exited); err != nil {
+		return nil, p.stop(err)
+	}
+	return p, nil
+}
+
+// measureShare starts inferd serving model alone, reads its PSS once ready
+// and idle and, with load, its throughput with benchConc clients.
+func measureShare(bin, repo, model string, load bool, d time.Duration) (r shareRun, err error) {
+	p, err := startInferd(bin, repo, model)
+	if err != nil {
 		return r, err
 	}
+	defer func() { err = p.stop(err) }()
 	time.Sleep(time.Second) // idle: the load's garbage collected, ORT's threads parked
-	if r.pssMiB, err = smapsPss(cmd.Process.Pid); err != nil {
+	if r.pssMiB, err = smapsPss(p.pid); err != nil {
 		return r, err
 	}
-	r.startLog = logField(logs.String(), "instance_start=")
+	r.startLog = logField(p.logs.String(), "instance_start=")
 	if load {
-		cpu0, err := cpuSeconds(cmd.Process.Pid)
+		cpu0, err := cpuSeconds(p.pid)
 		if err != nil {
 			return r, err
 		}
 		var n int64
-		if r.inferPS, n, err = loadModel(base+"/v2/models/"+model+"/infer", d); err != nil {
+		if r.inferPS, n, err = loadModel(p.base+"/v2/models/"+model+"/infer", d); err != nil {
 			return r, err
 		}
-		cpu1, err := cpuSeconds(cmd.Process.Pid)
+		cpu1, err := cpuSeconds(p.pid)
 		if err != nil {
 			return r, err
 		}
 		r.inferCPU = float64(n) / (cpu1 - cpu0)
 	}
 	return r, nil
+}
+
+// measureInterleaved serves shared and separate from one process and loads
+// them in turn, windows times each for d: on a machine whose other work
+// drifts, both sides see the same drift. It returns each side's
+// inferences per second over all its windows.
+func measureInterleaved(bin, repo string, windows int, d time.Duration) (shared, separate float64, err error) {
+	p, err := startInferd(bin, repo, "shared", "separate")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { err = p.stop(err) }()
+	var n [2]float64
+	for w := range 2 * windows {
+		model := [2]string{"shared", "separate"}[w%2]
+		ps, _, err := loadModel(p.base+"/v2/models/"+model+"/infer", d)
+		if err != nil {
+			return 0, 0, err
+		}
+		n[w%2] += ps
+	}
+	return n[0] / float64(windows), n[1] / float64(windows), nil
 }
 
 // cpuSeconds is the user and system CPU time pid has used
