@@ -30,10 +30,10 @@ import (
 //	ORT_LIB_PATH=$PWD/third_party/onnxruntime/libonnxruntime.so.1 \
 //	  go test ./core/onnxrt -run '^$' -bench BenchmarkSharedSession -benchtime 1x
 //
-// SHARE_BENCH_ROUNDS (default 2) alternates the shared and separate
-// processes that many times; SHARE_BENCH_SECONDS (default 8) is the length
+// SHARE_BENCH_ROUNDS (default 1) alternates the shared and separate
+// processes that many times; SHARE_BENCH_SECONDS (default 5) is the length
 // of each load; SHARE_BENCH_INTRA=n sets every model's
-// intra_op_thread_count; SHARE_BENCH_WINDOWS (default 10) is the number
+// intra_op_thread_count; SHARE_BENCH_WINDOWS (default 6) is the number
 // of 2 s windows per side of the interleaved throughput measurement (one
 // process serving both models, loaded in turn); INFERD_BIN runs a
 // prebuilt inferd instead of building one.
@@ -61,7 +61,7 @@ func BenchmarkSharedSession(b *testing.B) {
 	for _, unit := range []string{"ns/op", "B/op", "allocs/op"} {
 		b.ReportMetric(0, unit)
 	}
-	rounds, seconds := envInt("SHARE_BENCH_ROUNDS", 2), envInt("SHARE_BENCH_SECONDS", 8)
+	rounds, seconds := envInt("SHARE_BENCH_ROUNDS", 1), envInt("SHARE_BENCH_SECONDS", 5)
 	bin, repo := shareBenchSetup(b)
 	var one, shared, separate []shareRun
 	run := func(model string, load bool) shareRun {
@@ -85,7 +85,7 @@ func BenchmarkSharedSession(b *testing.B) {
 		b.Logf("round %d: shared/separate %.3f infer/s, %.3f infer/cpu-s", i,
 			shared[i].inferPS/separate[i].inferPS, shared[i].inferCPU/separate[i].inferCPU)
 	}
-	if windows := envInt("SHARE_BENCH_WINDOWS", 10); windows > 0 {
+	if windows := envInt("SHARE_BENCH_WINDOWS", 6); windows > 0 {
 		sh, sep, err := measureInterleaved(bin, repo, windows, 2*time.Second)
 		if err != nil {
 			b.Fatal(err)
