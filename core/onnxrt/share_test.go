@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +15,9 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/inferd/inferd/core"
+	"github.com/inferd/inferd/core/dynamic"
 	ob "github.com/inferd/inferd/internal/onnxbuild"
+	"github.com/inferd/inferd/repo"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -303,4 +307,78 @@ func TestSharedSessionGPU(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSharedSessionServer goes through the core's lifecycle: a load opens
+// one session for three instances, a hot reload opens the new copy's and
+// frees the old one's once retired, an unload frees the last.
+func TestSharedSessionServer(t *testing.T) {
+	root := t.TempDir()
+	v := core.VersionFiles{ModelName: "mlp", Version: 1, ModelDir: filepath.Join(root, "mlp"), VersionDir: filepath.Join(root, "mlp", "1")}
+	if err := ob.WriteFile(filepath.Join(v.VersionDir, "model.onnx"), ob.Must(ob.MLP(8, 8, 2))); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig := func(comment string) {
+		cfg := "platform: \"onnxruntime_onnx\"\n" + mlpConfig(8, 8, shareOn) + "\ninstance_group [ { kind: KIND_CPU count: 3 } ]\n# " + comment + "\n"
+		if err := os.WriteFile(filepath.Join(v.ModelDir, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig("first")
+	repos, err := repo.OpenAll(context.Background(), []string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := core.NewServer(core.Options{Repos: repos, Backends: []core.Backend{testBackend}, ControlMode: core.ModeExplicit,
+		Batching: dynamic.Batchers{}, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	base := testBackend.sessions.liveSessions()
+	waitLive := func(want int, when string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); testBackend.sessions.liveSessions()-base != want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d sessions live, want %d", when, testBackend.sessions.liveSessions()-base, want)
+			}
+		}
+	}
+	infer := func() {
+		t.Helper()
+		req := &core.InferRequest{ModelName: "mlp", ModelVersion: core.LatestVersion, Inputs: []*core.Tensor{mlpInput(t, 2, 1, 8)}}
+		if resp, err := s.Infer(context.Background(), req); err != nil || len(resp.Outputs) != 1 || len(resp.Outputs[0].Data) != 8*4 {
+			t.Fatalf("infer: %v %+v", err, resp)
+		}
+	}
+	// session is the model's shared session now.
+	session := func() *ort.DynamicAdvancedSession {
+		testBackend.sessions.mu.Lock()
+		defer testBackend.sessions.mu.Unlock()
+		for k, e := range testBackend.sessions.shared {
+			if k.path == filepath.Join(v.VersionDir, "model.onnx") {
+				return e.session
+			}
+		}
+		return nil
+	}
+	if err := s.Load(context.Background(), "mlp", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(1, "loaded")
+	first := session()
+	infer()
+	writeConfig("second")
+	if err := s.Load(context.Background(), "mlp", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(1, "reloaded, the old copy retired")
+	if second := session(); first == nil || second == nil || second == first {
+		t.Fatalf("sessions %p then %p: want a new one for the reloaded copy", first, second)
+	}
+	infer()
+	if err := s.Unload(context.Background(), "mlp"); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(0, "unloaded")
 }
