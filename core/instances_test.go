@@ -90,7 +90,7 @@ func TestNewInstances(t *testing.T) {
 			if !c.parallel {
 				b.want = 1 // one call at a time: the first releases all
 			}
-			insts, err := newInstances(context.Background(), b, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
+			insts, starts, err := newInstances(context.Background(), b, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
 				return InstanceSpec{Name: ref.Name}
 			})
 			if b.most != c.most {
@@ -113,6 +113,11 @@ func TestNewInstances(t *testing.T) {
 			}
 			if want := []string{"m_0", "m_1", "m_2", "m_3"}; !slices.Equal(names, want) {
 				t.Errorf("instances %v, want %v", names, want)
+			}
+			for i, st := range starts {
+				if st.Instance != refs[i].Name || st.Duration <= 0 {
+					t.Errorf("start %d = %+v, want %s with a duration", i, st, refs[i].Name)
+				}
 			}
 		})
 	}

@@ -153,7 +153,8 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		return versionFailures(name, failures)
 	}
 	s.setFingerprints(name, fp, fp)
-	s.log.Info("loaded model", "model", name, "versions", selected, "took", time.Since(start).Round(time.Millisecond))
+	s.log.Info("loaded model", "model", name, "versions", selected, "took", time.Since(start).Round(time.Millisecond),
+		"instance_start", startsText(fresh, selected))
 	return nil
 }
 
@@ -427,7 +428,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	// Passive instances are created (and so validated) but never get
 	// requests from the scheduler.
 	refs := modelconfig.Instances(cfg)
-	insts, err := newInstances(ctx, backend, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
+	insts, starts, err := newInstances(ctx, backend, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
 		return InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg, Server: s}
 	})
 	if err != nil {
@@ -448,6 +449,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	mv.log = s.log.With("model", m.Name, "version", v)
 	mv.Labels = labels
 	mv.passive = passive
+	mv.starts = starts
 	mv.cache = s.responseCache(cfg)
 	if s.opts.Observers != nil {
 		mv.Stats.obs = s.opts.Observers(mv)

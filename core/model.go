@@ -58,7 +58,8 @@ type ModelVersion struct {
 	// slo is the autopilot's watch of this version (nil: none).
 	slo      SLOWatch
 	passive  []Instance
-	insts    []Instance // every instance, active and passive, for health
+	starts   []InstanceStart // every instance's, in config order
+	insts    []Instance      // every instance, active and passive, for health
 	log      *slog.Logger
 	inflight sync.WaitGroup
 	release  func() // inflight.Done, made once: a method value per Acquire allocates

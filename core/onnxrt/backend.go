@@ -41,6 +41,8 @@ type Backend struct {
 	opts  Options
 	log   *slog.Logger
 	infos infoCache
+	// sessions are the sessions its instances opened (share.go).
+	sessions sessionTable
 
 	mu     sync.Mutex
 	closed bool

@@ -17,6 +17,10 @@
 // through ORT's function table directly (ortapi.go). ORT keeps one
 // environment per process, so every Backend in a process shares it; see New.
 //
+// By default each instance opens its own session; with the model parameter
+// share_session_between_instances the instances of a version on one kind
+// and device share one (share.go; docs/onnxruntime.md).
+//
 // Tensor data is little-endian on the wire and handed to ORT as is, so the
 // backend assumes a little-endian host, like ORT's own builds.
 package onnxrt

@@ -23,12 +23,15 @@ type instance struct {
 	outputs   []outputSlot // in session output order
 	outputIdx map[string]int
 
-	mu      sync.Mutex // Execute is not concurrent per the contract; Close may race it
-	closed  bool
-	session *ort.DynamicAdvancedSession
-	runOpts *ort.RunOptions
-	scratch runScratch
-	cache   valueCache
+	mu     sync.Mutex // Execute is not concurrent per the contract; Close may race it
+	closed bool
+	// session may be shared with the model's other instances (share.go):
+	// dropSession gives this instance's hold back.
+	session     *ort.DynamicAdvancedSession
+	dropSession func()
+	runOpts     *ort.RunOptions
+	scratch     runScratch
+	cache       valueCache
 	// For runRaw: the session's names as C strings, and each output's
 	// element size (0 for STRING).
 	inNames, outNames cNames
@@ -124,14 +127,6 @@ func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) 
 		return nil, fmt.Errorf("load instance %s: %w", spec.Name, err)
 	}
 
-	so, err := b.newSessionOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer so.Destroy()
-	if err := plan.appendProviders(so, spec.Name); err != nil {
-		return nil, err
-	}
 	inNames := make([]string, len(in.inputs))
 	for i, s := range in.inputs {
 		inNames[i] = s.name
@@ -140,20 +135,53 @@ func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) 
 	for i, s := range in.outputs {
 		outNames[i] = s.name
 	}
+	share, _, err := boolParam(cfg, shareParam)
+	if err != nil {
+		return nil, err
+	}
+	in.log = b.log.With("model", model, "instance", spec.Name)
 	if in.runOpts, err = newRunOptions(cfg); err != nil {
 		return nil, fmt.Errorf("load instance %s: %w", spec.Name, err)
 	}
-	in.session, err = ort.NewDynamicAdvancedSession(path, inNames, outNames, so)
+	open := func() (*ort.DynamicAdvancedSession, error) {
+		return b.openSession(path, cfg, plan, spec.Name, inNames, outNames)
+	}
+	if share {
+		key := sessionKey{load: cfg, path: path, kind: spec.Kind, device: spec.DeviceID}
+		in.session, in.dropSession, err = b.sessions.acquire(ctx, key, spec.Name, in.log, open)
+	} else if in.session, err = open(); err == nil {
+		b.sessions.opened()
+		s, log := in.session, in.log
+		in.dropSession = func() { b.sessions.closed(s, log) }
+	}
 	if err != nil {
 		in.runOpts.Destroy()
-		return nil, core.Errorf(core.CodeInternal, "load %s for instance '%s': onnx runtime error: %v", path, spec.Name, err)
+		return nil, err
 	}
 	in.inNames, in.outNames = newCNames(inNames), newCNames(outNames)
 	in.gpu, in.device = spec.Kind == modelconfig.ModelInstanceGroup_KIND_GPU, spec.DeviceID
 	loaded = true
-	in.log = b.log.With("model", model, "instance", spec.Name)
-	in.log.Info("instance loaded", "file", path, "kind", spec.Kind.String(), "device", spec.DeviceID)
+	in.log.Info("instance loaded", "file", path, "kind", spec.Kind.String(), "device", spec.DeviceID, "shared_session", share)
 	return in, nil
+}
+
+// openSession builds an instance's session options (the config's, then the
+// providers of its kind and device) and opens an ORT session on path.
+func (b *Backend) openSession(path string, cfg *modelconfig.ModelConfig, plan *providerPlan, instance string, inNames, outNames []string) (*ort.DynamicAdvancedSession, error) {
+	so, err := b.newSessionOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer so.Destroy()
+	if err := plan.appendProviders(so, instance); err != nil {
+		return nil, err
+	}
+	s, err := ort.NewDynamicAdvancedSession(path, inNames, outNames, so)
+	trimHeap() // what ORT freed once the session was built (heap.go)
+	if err != nil {
+		return nil, core.Errorf(core.CodeInternal, "load %s for instance '%s': onnx runtime error: %v", path, instance, err)
+	}
+	return s, nil
 }
 
 // newRunOptions makes the per-instance run options; the one run-level
@@ -282,7 +310,8 @@ func (s *outputSlot) shapeKnown() bool {
 	return true
 }
 
-// Close destroys the session. It waits for a running Execute.
+// Close gives the session back (destroying it unless other instances
+// share it). It waits for a running Execute.
 func (in *instance) Close() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -291,9 +320,7 @@ func (in *instance) Close() error {
 	}
 	in.closed = true
 	in.cache.free()
-	if err := in.session.Destroy(); err != nil {
-		in.log.Warn("destroy session", "err", err)
-	}
+	in.dropSession()
 	if err := in.runOpts.Destroy(); err != nil {
 		in.log.Warn("destroy run options", "err", err)
 	}

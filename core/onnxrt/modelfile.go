@@ -76,16 +76,25 @@ func find(ios []ort.InputOutputInfo, name string) *ort.InputOutputInfo {
 
 // infoCache remembers graph I/O per model file, because ORT can only report
 // it by loading a whole session: without the cache, auto-complete and every
-// instance of a model would each pay one extra load.
+// instance of a model would each pay one extra load. Instances created at
+// once wait for the one load under way instead of each starting their own:
+// each costs the model's weights in memory, which ORT's allocator keeps.
 type infoCache struct {
 	mu      sync.Mutex
-	entries map[infoKey]*graphInfo
+	entries map[infoKey]*infoEntry
 }
 
 type infoKey struct {
 	path  string
 	size  int64
 	mtime time.Time
+}
+
+// infoEntry is one file's graph I/O, or the load of it under way.
+type infoEntry struct {
+	ready chan struct{} // closed once g or err is set
+	g     *graphInfo
+	err   error
 }
 
 // maxInfoEntries bounds the cache; reloaded files leave stale keys behind.
@@ -100,22 +109,29 @@ func (c *infoCache) load(path string, cfg *modelconfig.ModelConfig) (*graphInfo,
 	}
 	key := infoKey{path, st.Size(), st.ModTime()}
 	c.mu.Lock()
-	g, ok := c.entries[key]
+	e, ok := c.entries[key]
+	if !ok {
+		if c.entries == nil || len(c.entries) >= maxInfoEntries {
+			c.entries = make(map[infoKey]*infoEntry)
+		}
+		e = &infoEntry{ready: make(chan struct{})}
+		c.entries[key] = e
+	}
 	c.mu.Unlock()
 	if ok {
-		return g, nil
+		<-e.ready
+		return e.g, e.err
 	}
-	g, err = readGraphInfo(path, cfg)
-	if err != nil {
-		return nil, err
+	e.g, e.err = readGraphInfo(path, cfg)
+	if e.err != nil {
+		c.mu.Lock()
+		if c.entries[key] == e {
+			delete(c.entries, key) // a later load tries again
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	if c.entries == nil || len(c.entries) >= maxInfoEntries {
-		c.entries = make(map[infoKey]*graphInfo)
-	}
-	c.entries[key] = g
-	c.mu.Unlock()
-	return g, nil
+	close(e.ready)
+	return e.g, e.err
 }
 
 func readGraphInfo(path string, cfg *modelconfig.ModelConfig) (*graphInfo, error) {

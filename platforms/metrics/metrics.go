@@ -201,6 +201,10 @@ var (
 	famCompIn   = family{"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", prometheus.CounterValue}
 	famCompInf  = family{"nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", prometheus.CounterValue}
 	famCompOut  = family{"nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", prometheus.CounterValue}
+	// famStart is inferd's own (docs/metrics.md): Triton logs no
+	// per-instance start time, which says what a warm start (a shared
+	// session, a forked worker) saves.
+	famStart = family{"inferd_model_instance_start_duration_secs", "Time taken to start the model instance (its backend's creation of it), in seconds", prometheus.GaugeValue}
 )
 
 // collector emits const metrics per model version at scrape time; label
@@ -240,6 +244,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if r, ok := mv.SLO(); ok && r.CapacityPerSec > 0 {
 			emit(famCapacity, r.CapacityPerSec, "", "")
 			emit(famHeadroom, r.Headroom, "", "")
+		}
+		for _, is := range mv.InstanceStarts() {
+			emit(famStart, is.Duration.Seconds(), "instance", is.Instance)
 		}
 		if c.cfg.CounterLatencies {
 			emit(famRequest, float64(st.RequestUs), "", "")
