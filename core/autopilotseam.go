@@ -30,6 +30,10 @@ type Tuner interface {
 	Tune(delay time.Duration, preferred []int64)
 	// Tuning is what is in force.
 	Tuning() (delay time.Duration, preferred []int64)
+	// Pipelined says the instances take their next batch while they run
+	// the last (Python workers): then no batch grows from what queues
+	// while an instance runs, and only a delay makes batches larger.
+	Pipelined() bool
 }
 
 // SLOReport is a watched version's target, what was measured in the last

@@ -106,6 +106,12 @@ type model struct {
 	a, s  float64 // ns: an execution of k rows costs a + s·k
 	gamma float64 // measured p99 ÷ modelled latency
 	b     bounds
+	// pipelined instances take their next batch while they run the last
+	// (core.Tuner): with no delay, batches stay the size they were seen at
+	// (observed rows per execution, 0: unknown, taken as 1) instead of
+	// growing with the rate.
+	pipelined bool
+	observed  float64
 }
 
 func (m model) cost(k int64) time.Duration { return time.Duration(m.a + m.s*float64(k)) }
@@ -148,6 +154,9 @@ type decision struct {
 // k = rate·c(k)/instances, so k = rate·a / (instances - rate·s); capped
 // at limit, which is also the answer when the instances cannot keep up.
 func (m model) selfBatch(rate float64, limit int64) int64 {
+	if m.pipelined {
+		return min(max(int64(math.Ceil(m.observed)), 1), limit)
+	}
 	den := float64(m.b.instances) - rate*m.s/1e9
 	if den <= 0 {
 		return limit
@@ -161,11 +170,21 @@ func (m model) selfBatch(rate float64, limit int64) int64 {
 // next, each of the self-settled size.
 func (m model) undelayed(rate float64, limit int64) time.Duration {
 	k := m.selfBatch(rate, limit)
-	if m.capacity(limit) <= rate {
+	if m.capacity(m.undelayedCap(rate, limit)) <= rate {
 		return time.Duration(math.MaxInt64)
 	}
 	c := float64(m.cost(k))
 	return time.Duration(m.gamma * (c/float64(m.b.instances) + c))
+}
+
+// undelayedCap is the batch size that bounds the capacity with no delay:
+// the cap itself where batches grow with the queue, the size they are
+// seen at where instances pipeline.
+func (m model) undelayedCap(rate float64, limit int64) int64 {
+	if m.pipelined {
+		return m.selfBatch(rate, limit)
+	}
+	return limit
 }
 
 // limit is the largest batch whose execution, waited for and then run,
@@ -203,7 +222,7 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 		return decision{cur, fmt.Sprintf("thin traffic (%d requests): holding", n), m.within(cur)}
 	}
 	best, bestLat := nodelay, time.Duration(math.MaxInt64)
-	if m.capacity(lim) >= need {
+	if m.capacity(m.undelayedCap(rate, lim)) >= need {
 		bestLat = m.undelayed(rate, lim)
 	}
 	for k := int64(2); k <= lim; k++ {
@@ -229,11 +248,19 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 	// Over what the target allows: the most the instances can do, so that
 	// the queue drains; the target is out of reach until the rate falls.
 	full := setting{0, b.maxBS}
-	why := fmt.Sprintf("%.0f rows/s is over what the target allows (at most %.0f/s within %v; p99 was %v): no delay, batches up to %d",
-		rate, m.capacity(m.limit()), b.target, p99, b.maxBS)
+	if m.pipelined && rate > 0 {
+		// Only a delay lets a pipelining instance's batches grow.
+		full.delay = min(b.maxDelay, time.Duration(1.5*float64(b.maxBS-1)/rate*1e9)).Round(time.Microsecond)
+	}
+	how := fmt.Sprintf("no delay, batches up to %d", b.maxBS)
+	if full.delay > 0 {
+		how = fmt.Sprintf("a delay of %v for batches of %d", full.delay, b.maxBS)
+	}
+	why := fmt.Sprintf("%.0f rows/s is over what the target allows (at most %.0f/s within %v; p99 was %v): %s",
+		rate, m.capacity(m.limit()), b.target, p99, how)
 	if m.capacity(m.limit()) > need {
-		why = fmt.Sprintf("no setting is modelled within %v at %.0f rows/s (one row waited for and run: %v; p99 was %v): no delay, batches up to %d",
-			b.target, rate, time.Duration(m.gamma*float64(m.cost(1))*(1+1/float64(b.instances))), p99, b.maxBS)
+		why = fmt.Sprintf("no setting is modelled within %v at %.0f rows/s (one row waited for and run: %v; p99 was %v): %s",
+			b.target, rate, time.Duration(m.gamma*float64(m.cost(1))*(1+1/float64(b.instances))), p99, how)
 	}
 	return decision{full, why, m.within(full)}
 }
@@ -262,6 +289,9 @@ func (m model) settingFor(rate float64, k int64) setting {
 func (m model) within(st setting) float64 {
 	if m.a == 0 && m.s == 0 {
 		return 0
+	}
+	if st.delay == 0 && m.pipelined {
+		return m.capacity(m.selfBatch(0, st.pref))
 	}
 	return m.capacity(st.pref)
 }

@@ -50,6 +50,41 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecidePipelined: instances that take their next batch while they
+// run the last (Python workers) batch only what a delay gathers: a rate
+// one-row executions cannot carry gets a delay and a preferred size that
+// carry it within the target; over what any does, the delay that fills the
+// largest batches.
+func TestDecidePipelined(t *testing.T) {
+	m := testModel()
+	m.pipelined, m.observed = true, 1
+	d := decide(m, setting{0, 16}, 1200, 2400, 10*time.Millisecond)
+	if d.delay == 0 || d.pref < 5 || d.pref > 8 || d.capacity < 1200 {
+		t.Errorf("pipelined at 1200 rows/s: delay %v, preferred %d, capacity %.0f (%s)", d.delay, d.pref, d.capacity, d.reason)
+	}
+	if got := m.latency(1200, d.pref, d.delay); got > m.b.target {
+		t.Errorf("modelled p99 %v over the target", got)
+	}
+	if d := decide(m, setting{0, 16}, 200, 400, 0); d.delay != 0 {
+		t.Errorf("pipelined at 200 rows/s (one-row executions carry 444/s): delay %v (%s)", d.delay, d.reason)
+	}
+	over := decide(m, setting{0, 16}, 5000, 10000, 0)
+	if over.pref != 16 || over.delay == 0 || over.delay > m.b.maxDelay {
+		t.Errorf("pipelined over the target: delay %v, preferred %d (%s)", over.delay, over.pref, over.reason)
+	}
+}
+
+func TestSamePref(t *testing.T) {
+	for _, tc := range []struct {
+		a, b int64
+		want bool
+	}{{16, 14, true}, {16, 12, false}, {4, 5, true}, {4, 6, false}, {1, 16, false}} {
+		if got := samePref(tc.a, tc.b); got != tc.want {
+			t.Errorf("samePref(%d, %d) = %v", tc.a, tc.b, got)
+		}
+	}
+}
+
 // TestDecideWithinTarget: whatever the rate, the setting chosen keeps the
 // modelled p99 within the target when any setting can.
 func TestDecideWithinTarget(t *testing.T) {

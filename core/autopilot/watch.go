@@ -29,6 +29,7 @@ type watch struct {
 	from  time.Time
 	seen  [numBuckets]uint64
 	last  core.StatsSnapshot
+	prev  core.StatsSnapshot // the window's start, once last moved on
 	costs costs
 	gamma float64
 
@@ -98,10 +99,13 @@ func (wt *watch) period(now time.Time) {
 	p99 := quantile(&counts, n, 0.99)
 	advance(&wt.seen, &counts)
 	wt.costs.add(batchDeltas(wt.last.Batches, snap.Batches))
-	wt.last, wt.from = snap, now
+	wt.prev, wt.last, wt.from = wt.last, snap, now
 
 	a, s, known := wt.costs.fit()
-	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b}
+	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined()}
+	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 {
+		m.observed = rows / execs
+	}
 	if known && !thin && m.capacity(cur.pref) >= rate*(1+margin) {
 		// What the window teaches of the tail: p99 ÷ the modelled latency
 		// at the setting it ran under. Not from a window the setting could
@@ -122,7 +126,7 @@ func (wt *watch) period(now time.Time) {
 	if known {
 		d = decide(m, cur, rate, n, p99)
 	}
-	changed := d.pref != cur.pref || !near(d.delay, cur.delay)
+	changed := !samePref(d.pref, cur.pref) || !near(d.delay, cur.delay) || (d.delay == 0) != (cur.delay == 0)
 	if changed {
 		wt.tuner.Tune(d.delay, []int64{d.pref})
 		wt.log.Info("autopilot", "decision", d.reason, "max_queue_delay_us", d.delay.Microseconds(), "preferred_batch_size", d.pref,
@@ -146,6 +150,17 @@ func (wt *watch) period(now time.Time) {
 			r.Decisions = slices.Delete(r.Decisions, 0, len(r.Decisions)-wt.keep)
 		}
 	}
+}
+
+// samePref says two preferred sizes are the same setting: within 2 or a
+// quarter, so that a cost model that moves a little each period does not
+// retune every period.
+func samePref(a, b int64) bool {
+	diff := a - b
+	if diff < 0 {
+		diff = -diff
+	}
+	return diff < max(2, max(a, b)/4)
 }
 
 // near says two delays are the same setting: within a quarter or 100 µs,

@@ -40,3 +40,7 @@ func (s *scheduler) Tuning() (time.Duration, []int64) {
 	defer s.mu.Unlock()
 	return s.cfg.delay, slices.Clone(s.cfg.pref)
 }
+
+// Pipelined says some instance has a pipeline worker (pipeline.go), which
+// takes a batch as soon as one is due while the instance still executes.
+func (s *scheduler) Pipelined() bool { return len(s.pipes) > 0 }
