@@ -82,7 +82,7 @@ type ModelVersion struct {
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
 	mv := &ModelVersion{
-		Name: name, Version: version, Config: cfg, Stats: &Stats{}, carry: &metricCarry{}, log: slog.New(slog.DiscardHandler),
+		Name: name, Version: version, Config: cfg, Stats: newStats(), carry: &metricCarry{}, log: slog.New(slog.DiscardHandler),
 		inputs:  map[string]*modelconfig.ModelInput{},
 		outputs: map[string]*modelconfig.ModelOutput{},
 	}
