@@ -209,3 +209,69 @@ func waitRetired(t *testing.T, mv *ModelVersion) {
 		}
 	}
 }
+
+// BenchmarkAcquire finds and holds the serving version from every
+// processor, as each request does: through the route table and sharded
+// holds, beside the registry's read lock and one shared counter (the
+// lookup before). Compare the curves over -cpu:
+//
+//	go test ./core -run '^$' -bench BenchmarkAcquire -cpu 1,2,4,8,16
+func BenchmarkAcquire(b *testing.B) {
+	s, _, err := startEcho(b, "max_batch_size: 8\ninput [ { name: \"x\" data_type: TYPE_INT32 dims: [ 16 ] } ]\noutput [ { name: \"y\" data_type: TYPE_INT32 dims: [ 16 ] } ]\n", true, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("routes", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_, release, err := s.Acquire("m", LatestVersion)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				release()
+			}
+		})
+	})
+	b.Run("read-lock", func(b *testing.B) {
+		var inflight atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				s.mu.RLock()
+				m := s.models["m"]
+				var best int64 = -1
+				for v, slot := range m.versions {
+					if slot.state == StateReady && v > best {
+						best = v
+					}
+				}
+				inflight.Add(1)
+				s.mu.RUnlock()
+				inflight.Add(-1)
+			}
+		})
+	})
+}
+
+// BenchmarkStatsRecord records one execution and one success from every
+// processor, as each request does, into a sharded Stats and into one with
+// a single shard (one lock, as before). Compare the curves over -cpu:
+//
+//	go test ./core -run '^$' -bench BenchmarkStatsRecord -cpu 1,2,4,8,16
+func BenchmarkStatsRecord(b *testing.B) {
+	t0 := time.Now()
+	times := requestTimes{req: t0, queue: t0, exec: t0, cin: t0, cout: t0, execEnd: t0}
+	for _, tc := range []struct {
+		name  string
+		stats *Stats
+	}{{"sharded", newStats()}, {"one-lock", &Stats{}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tc.stats.recordExecution(1, 10, 20, 30)
+					tc.stats.recordSuccess(times, t0, 1)
+				}
+			})
+		})
+	}
+}
