@@ -86,8 +86,8 @@ type Server struct {
 	router  chi.Router
 	handler http.Handler // router behind LogRequests and Recover
 	exiting atomic.Bool
-	meta    []byte // server metadata, computed once
-	workers *slots // Options.Workers slots; nil: no bound
+	meta    []byte        // server metadata, computed once
+	workers chan struct{} // Options.Workers slots; nil: no bound
 	pipe    infer.Pipeline
 	// inflating counts the compressed bodies being inflated (in a worker
 	// slot each, so never more than Options.Workers at once).
@@ -110,7 +110,7 @@ func New(c *core.Server, opts Options) *Server {
 	}
 	s := &Server{core: c, opts: opts, log: opts.Logger, logs: opts.Logs}
 	if opts.Workers > 0 {
-		s.workers = newSlots(opts.Workers)
+		s.workers = make(chan struct{}, opts.Workers)
 	}
 	s.meta = renderServerMeta(protocol.ServerMetadata(opts.ServerID))
 	s.router = s.routes() // also gives Options.Trace its default
@@ -261,14 +261,11 @@ func (s *Server) routes() chi.Router {
 // request; release gives it back.
 func (s *Server) work() (release func()) {
 	if s.workers == nil {
-		return noRelease
+		return func() {}
 	}
-	_ = s.workers.acquire(context.Background()) // never cancelled: returns with a slot
-	return s.workers.free
+	s.workers <- struct{}{}
+	return func() { <-s.workers }
 }
-
-// noRelease is work's release without a bound.
-func noRelease() {}
 
 // decode runs one decoding step in a worker slot. A request whose client
 // has gone, or goes while it waits for a slot, is not decoded: that would
@@ -281,10 +278,12 @@ func (s *Server) decode(ctx context.Context, f func() (*codec.Envelope, error)) 
 		return nil, gone()
 	}
 	if s.workers != nil {
-		if s.workers.acquire(ctx) != nil {
+		select {
+		case s.workers <- struct{}{}:
+			defer func() { <-s.workers }()
+		case <-ctx.Done():
 			return nil, gone()
 		}
-		defer s.workers.release()
 	}
 	return f()
 }

@@ -40,7 +40,7 @@ func TestWorkersBoundDecoding(t *testing.T) {
 	if err := send(10 * time.Second); err != nil {
 		t.Fatalf("request after the slot freed: %v", err)
 	}
-	if api.workers == nil || api.workers.max != 1 {
+	if api.workers == nil || cap(api.workers) != 1 {
 		t.Fatal("Workers did not size the slots")
 	}
 }
