@@ -18,8 +18,9 @@ import (
 // request may reach a version the registry has just let go of. retire
 // settles the race: a request adds its hold, then looks whether the version
 // is retired, and gives the hold back if it is; retire marks the version,
-// then waits for the sum to reach zero. Go's atomics are sequentially
-// consistent, so either the request sees the mark or retire sees its hold.
+// then waits for the sum to reach zero. Go's atomics behave as if executed
+// in one sequentially consistent order (go.dev/ref/mem, "Atomic Values"),
+// so either the request sees the mark or retire sees its hold.
 type holds struct {
 	shards   []holdShard
 	mask     uint32

@@ -1,17 +1,19 @@
 package core
 
-// The registry's lookup of serving versions without its lock. Every request
-// used to read-lock Server.mu to find its version: a sync.RWMutex's
-// read lock is an atomic add on one counter that every request of every
-// model writes, twice, which is what stops a read-mostly lock from scaling
-// with cores (the sync package's own RWMutex notes; BENCHMARKS.md, "Scaling
-// with cores"). Requests now read a routeTable through an atomic pointer:
-// a copy of what Acquire would find, built under the read lock by the first
-// request after a change and dropped by every change (Server.unlock), so
-// the table a request reads is either current or from just before the
-// change, as if the request had come a moment earlier. A version the change
-// let go of is retired before it closes (holds), and a request that reaches
-// it then looks again under the lock.
+// The registry's lookup of serving versions without its lock. Every
+// request used to read-lock Server.mu to find its version: a
+// sync.RWMutex's read lock is an atomic add on one counter that every
+// request of every model writes, twice, which is what stops a read-mostly
+// lock from scaling with cores (golang/go issue 17973, "sync: RWMutex
+// scales poorly with CPU count"; BENCHMARKS.md, "Scaling with cores").
+// Requests now read a routeTable through an atomic pointer: a copy of what
+// Acquire would find, built under the read lock by the first request after
+// a change and dropped by every change (Server.unlock: every write lock of
+// s.mu ends there, which TestWriteLocksDropRoutes checks), so the table a
+// request reads is either current or from just before the change, as if
+// the request had come a moment earlier. A version the change let go of is
+// retired before it closes (holds), and a request that reaches it then
+// looks again under the lock.
 
 // routeTable maps registry keys to their serving versions.
 type routeTable struct {

@@ -2,9 +2,14 @@ package core
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,5 +278,50 @@ func BenchmarkStatsRecord(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestWriteLocksDropRoutes reads the package's source: every method of
+// Server that write-locks s.mu must release it through s.unlock, which
+// drops the route table; one that called s.mu.Unlock itself would leave
+// requests routed by a stale table after its change.
+func TestWriteLocksDropRoutes(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "routes.go" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || len(fd.Recv.List[0].Names) == 0 || types.ExprString(fd.Recv.List[0].Type) != "*Server" {
+				continue
+			}
+			recv := fd.Recv.List[0].Names[0].Name
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				switch types.ExprString(call.Fun) {
+				case recv + ".mu.Unlock":
+					t.Errorf("%s: %s releases the registry's write lock without %s.unlock", fset.Position(call.Pos()), fd.Name.Name, recv)
+				case recv + ".unlock":
+					checked++
+				}
+				return true
+			})
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("found %d calls of unlock: the check no longer sees the registry's write locks", checked)
 	}
 }
