@@ -1,7 +1,6 @@
 package core
 
 import (
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,8 +10,8 @@ import (
 // reload closes it only after them. Every request takes a hold and gives it
 // back, so one counter shared by all of them is a cache line every core
 // writes twice per request; the count is split over shards instead, and a
-// request takes its hold in a shard picked at random and gives it back
-// there (BENCHMARKS.md, "Scaling with cores").
+// request takes its hold in its processor's shard (as Stats.take) and
+// gives it back there (BENCHMARKS.md, "Scaling with cores").
 //
 // Requests find the version without the registry's lock (routes.go), so a
 // request may reach a version the registry has just let go of. retire
@@ -24,7 +23,9 @@ import (
 type holds struct {
 	shards   []holdShard
 	mask     uint32
-	releases []func() // releases[i] gives back a hold taken in shards[i]; made once
+	releases []func()      // releases[i] gives back a hold taken in shards[i]; made once
+	pick     sync.Pool     // *holdShard: each processor's last
+	next     atomic.Uint32 // the shard handed out when the pool has none
 	retired  atomic.Bool
 	once     sync.Once
 	drained  chan struct{} // closed once retired and no hold is left
@@ -33,7 +34,8 @@ type holds struct {
 // holdShard is one shard's count, alone on its cache line.
 type holdShard struct {
 	n atomic.Int64
-	_ [56]byte
+	i uint32 // its index in holds.shards
+	_ [52]byte
 }
 
 // maxHoldShards bounds the shards of one version: retire sums them all.
@@ -47,6 +49,7 @@ func newHolds() *holds {
 	h := &holds{shards: make([]holdShard, n), mask: uint32(n - 1), drained: make(chan struct{})}
 	h.releases = make([]func(), n)
 	for i := range h.releases {
+		h.shards[i].i = uint32(i)
 		h.releases[i] = func() { h.release(uint32(i)) }
 	}
 	return h
@@ -57,7 +60,12 @@ func newHolds() *holds {
 func (h *holds) acquire() (release func(), ok bool) {
 	var i uint32
 	if h.mask != 0 {
-		i = rand.Uint32() & h.mask
+		sh, ok := h.pick.Get().(*holdShard)
+		if !ok {
+			sh = &h.shards[h.next.Add(1)&h.mask]
+		}
+		h.pick.Put(sh)
+		i = sh.i
 	}
 	h.shards[i].n.Add(1)
 	if h.retired.Load() {

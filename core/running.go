@@ -21,7 +21,9 @@ func (s *Stats) startRunning(jobs []*Job) {
 		}
 	}
 	if n > 0 {
-		s.shard().running.Add(n)
+		sh := s.take()
+		sh.running.Add(n)
+		s.give(sh)
 	}
 }
 
@@ -30,7 +32,9 @@ func (s *Stats) startRunning(jobs []*Job) {
 // is ignored.
 func (s *Stats) EndRunning(j *Job) {
 	if j.state == jobTaken {
-		s.shard().running.Add(-1)
+		sh := s.take()
+		sh.running.Add(-1)
+		s.give(sh)
 	}
 }
 

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sort"
@@ -53,7 +52,7 @@ var FailureReasons = [...]FailureReason{FailBackend, FailCanceled, FailOther, Fa
 //
 // Every request adds to the counters twice (its execution, its end), so
 // they are split over shards, each with its own lock, and a request adds to
-// a shard picked at random: with one lock per version, requests on many
+// its processor's shard (take): with one lock per version, requests on many
 // cores queued on it (BENCHMARKS.md, "Scaling with cores"). Snapshot holds
 // every shard's lock while it sums them, so what it reports is as exact and
 // as consistent as one lock made it.
@@ -62,6 +61,8 @@ type Stats struct {
 	shards []statsShard
 	mask   uint32 // len(shards)-1, a power of two less one
 	one    [1]statsShard
+	pick   sync.Pool     // *statsShard: each processor's last (take)
+	next   atomic.Uint32 // the shard take hands out when the pool has none
 	// obs, when set at load, also sees each request's durations (latency
 	// summaries and histograms live in the metrics package).
 	obs Observer
@@ -101,16 +102,42 @@ func newStats() *Stats {
 	return &Stats{shards: make([]statsShard, n), mask: uint32(n - 1)}
 }
 
-// shard picks the shard a request adds to: any one does, as Snapshot sums
-// them all; at random, so that concurrent requests rarely meet.
-func (s *Stats) shard() *statsShard {
+// take is the shard this processor adds to: the one it used last (a
+// sync.Pool keeps one per processor), so that a shard's cache line stays
+// with the core that writes it; give hands it back. A shard picked at
+// random instead moved between cores on nearly every request, which cost
+// more than the one lock on 2 cores (BENCHMARKS.md, "Scaling with cores").
+// Two requests of one processor at once (one preempted between take and
+// give) get two shards: the pool, then the next in turn.
+func (s *Stats) take() *statsShard {
 	switch {
 	case s.shards == nil:
 		return &s.one[0]
 	case s.mask == 0:
 		return &s.shards[0]
 	}
-	return &s.shards[rand.Uint32()&s.mask]
+	if sh, ok := s.pick.Get().(*statsShard); ok {
+		return sh
+	}
+	return &s.shards[s.next.Add(1)&s.mask]
+}
+
+func (s *Stats) give(sh *statsShard) {
+	if s.mask != 0 {
+		s.pick.Put(sh)
+	}
+}
+
+// lock takes this processor's shard and locks it; unlock undoes both.
+func (s *Stats) lock() *statsShard {
+	sh := s.take()
+	sh.mu.Lock()
+	return sh
+}
+
+func (s *Stats) unlock(sh *statsShard) {
+	sh.mu.Unlock()
+	s.give(sh)
 }
 
 // all is every shard.
@@ -238,9 +265,8 @@ func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
 		s.obs.ObserveSuccess(d)
 		s.obs.ObserveFirstResponse(uint64(max(reqNs, 0) / 1e6))
 	}
-	sh := s.shard()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := s.lock()
+	defer s.unlock(sh)
 	sh.snap.LastInference = end.UnixMilli()
 	sh.snap.InferenceCount += max(bs, 1)
 	sh.snap.Success.add(reqNs)
@@ -265,9 +291,8 @@ func (s *Stats) recordCacheHit(req, queue, lookup, end time.Time, lookupNs int64
 	if co, ok := s.obs.(CacheObserver); ok {
 		co.ObserveCacheHit(us(queueNs), us(lookupNs))
 	}
-	sh := s.shard()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := s.lock()
+	defer s.unlock(sh)
 	sh.snap.Success.add(reqNs)
 	sh.snap.Queue.add(queueNs)
 	sh.snap.CacheHit.add(lookupNs)
@@ -282,9 +307,8 @@ func (s *Stats) recordCacheMiss(ns int64) {
 	if co, ok := s.obs.(CacheObserver); ok {
 		co.ObserveCacheMiss(us(ns))
 	}
-	sh := s.shard()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := s.lock()
+	defer s.unlock(sh)
 	if ns > 0 {
 		sh.snap.Success.Ns += uint64(ns)
 	}
@@ -298,9 +322,8 @@ func (s *Stats) recordFailure(start, end time.Time, reason FailureReason) {
 	if s.obs != nil {
 		s.obs.ObserveFirstResponse(uint64(max(end.Sub(start).Nanoseconds(), 0) / 1e6))
 	}
-	sh := s.shard()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := s.lock()
+	defer s.unlock(sh)
 	sh.snap.LastInference = end.UnixMilli()
 	sh.snap.Fail.add(end.Sub(start).Nanoseconds())
 	sh.snap.Failures[reason]++
@@ -308,9 +331,8 @@ func (s *Stats) recordFailure(start, end time.Time, reason FailureReason) {
 
 // recordExecution records one backend execution of batch size bs.
 func (s *Stats) recordExecution(bs uint64, cin, infer, cout int64) {
-	sh := s.shard()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := s.lock()
+	defer s.unlock(sh)
 	sh.snap.ExecutionCount++
 	i := sort.Search(len(sh.snap.Batches), func(i int) bool { return sh.snap.Batches[i].BatchSize >= bs })
 	if i == len(sh.snap.Batches) || sh.snap.Batches[i].BatchSize != bs {
