@@ -32,6 +32,7 @@ func TestHolds(t *testing.T) {
 			h := &holds{shards: make([]holdShard, tc.shards), mask: uint32(tc.shards - 1), drained: make(chan struct{})}
 			h.releases = make([]func(), tc.shards)
 			for i := range h.releases {
+				h.shards[i].i = uint32(i)
 				h.releases[i] = func() { h.release(uint32(i)) }
 			}
 			var releases []func()
