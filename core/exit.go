@@ -62,7 +62,7 @@ func (s *Server) stopVersions() int {
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	live := 0
 	for _, mv := range serving {
 		live += mv.stop()

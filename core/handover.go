@@ -59,7 +59,7 @@ wait:
 		}
 	}
 	h.mu.Lock()
-	h.shut = true // from here on, inflight only goes down
+	h.shut = true // from here on, no request takes a hold here
 	h.mu.Unlock()
 	h.mv.close()
 }
@@ -86,22 +86,21 @@ func (h *handover) stop() <-chan struct{} {
 }
 
 // acquire holds h's copy for a request of sequence c when the sequence
-// is live there.
-func (h *handover) acquire(c Correlation) bool {
+// is live there, and returns the hold's release.
+func (h *handover) acquire(c Correlation) (release func(), ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shut || !h.b.Owns(c) {
-		return false
+		return nil, false
 	}
-	h.mv.inflight.Add(1)
-	return true
+	return h.mv.holds.acquire() // not retired: close comes after shut
 }
 
 // handoverFor is the replaced copy that runs req, a request of a sequence
-// live there, holding it (the caller releases its inflight), or nil.
-func (mv *ModelVersion) handoverFor(req *InferRequest) *ModelVersion {
+// live there, holding it (the caller calls release), or nil.
+func (mv *ModelVersion) handoverFor(req *InferRequest) (old *ModelVersion, release func()) {
 	if len(mv.handovers) == 0 {
-		return nil
+		return nil, nil
 	}
 	c := req.Correlation
 	if c.Flags&FlagSequenceStart != 0 {
@@ -109,17 +108,17 @@ func (mv *ModelVersion) handoverFor(req *InferRequest) *ModelVersion {
 			mv.endReplaced(c) // it starts over on this copy
 		}
 		// else the exit refuses the START: the sequence lives on.
-		return nil
+		return nil, nil
 	}
 	if mv.seqs != nil && mv.seqs.Owns(c) {
-		return nil
+		return nil, nil
 	}
 	for _, h := range mv.handovers {
-		if h.acquire(c) {
-			return h.mv
+		if release, ok := h.acquire(c); ok {
+			return h.mv, release
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // endReplaced ends sequence c on the replaced copies: it starts over on

@@ -277,7 +277,7 @@ func (s *Server) unchanged(name, fp string) bool {
 // record gets none: unknown names must not grow the model table.
 func (s *Server) setFingerprints(name, loaded, attempted string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	m := s.models[name]
 	if m == nil {
 		if loaded == "" && attempted == "" {
@@ -488,7 +488,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 
 func (s *Server) markLoading(name string, versions []int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	m := s.stateLocked(name)
 	m.reason = ""
 	for _, v := range versions {
@@ -555,7 +555,7 @@ func (s *Server) commit(name string, fresh map[int64]*ModelVersion, failures map
 			m.versions[v].state, m.versions[v].reason = StateUnavailable, reason
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	for _, mv := range retire {
 		go mv.close() // in-flight requests finish on the old copy
 	}
@@ -571,7 +571,7 @@ func (s *Server) failVersions(name string, versions []int64, reason string) erro
 		}
 		fmt.Fprintf(&msg, "version %d is at UNAVAILABLE state: %s;", v, reason)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	s.log.Error("failed to load model", "model", name, "err", reason)
 	return Errorf(CodeInvalidArg, "load failed for model '%s': %s\n", name, msg.String())
 }

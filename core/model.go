@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,8 +28,8 @@ func (s State) String() string {
 	return [...]string{"UNKNOWN", "READY", "UNAVAILABLE", "LOADING", "UNLOADING"}[s]
 }
 
-// ModelVersion is one loaded version of a model. Requests hold a reference
-// (inflight) for their whole life, so an unload or reload waits for them.
+// ModelVersion is one loaded version of a model. Requests hold it (holds)
+// for their whole life, so an unload or reload waits for them.
 type ModelVersion struct {
 	Name string
 	// Namespace is the model's namespace with --model-namespacing (its
@@ -56,15 +55,14 @@ type ModelVersion struct {
 	seqs  SequenceScheduler
 	batch BatchScheduler
 	// slo is the autopilot's watch of this version (nil: none).
-	slo      SLOWatch
-	passive  []Instance
-	starts   []InstanceStart // every instance's, in config order
-	insts    []Instance      // every instance, active and passive, for health
-	log      *slog.Logger
-	inflight sync.WaitGroup
-	release  func() // inflight.Done, made once: a method value per Acquire allocates
-	carry    *metricCarry
-	util     utilizationWindow // touched only by Utilization (ORCA reports)
+	slo     SLOWatch
+	passive []Instance
+	starts  []InstanceStart // every instance's, in config order
+	insts   []Instance      // every instance, active and passive, for health
+	log     *slog.Logger
+	holds   *holds
+	carry   *metricCarry
+	util    utilizationWindow // touched only by Utilization (ORCA reports)
 	// handovers are the copies of this version that reloads replaced while
 	// sequences were live on them, newest first: requests of those
 	// sequences run there (handover.go). Set before the copy serves.
@@ -85,7 +83,7 @@ type ModelVersion struct {
 
 func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *ModelVersion {
 	mv := &ModelVersion{
-		Name: name, Version: version, Config: cfg, Stats: &Stats{}, carry: &metricCarry{}, log: slog.New(slog.DiscardHandler),
+		Name: name, Version: version, Config: cfg, Stats: newStats(), carry: &metricCarry{}, log: slog.New(slog.DiscardHandler),
 		inputs:  map[string]*modelconfig.ModelInput{},
 		outputs: map[string]*modelconfig.ModelOutput{},
 	}
@@ -97,7 +95,7 @@ func newModelVersion(name string, version int64, cfg *modelconfig.ModelConfig) *
 		mv.outputOrder = append(mv.outputOrder, out.GetName())
 	}
 	sort.Strings(mv.outputOrder)
-	mv.release = mv.inflight.Done
+	mv.holds = newHolds()
 	return mv
 }
 
@@ -133,8 +131,8 @@ func (mv *ModelVersion) InferStream(ctx context.Context, req *InferRequest, emit
 // run runs one request to its end; with a nil emit the job collects the
 // responses itself (Infer's case, without a closure per request).
 func (mv *ModelVersion) run(ctx context.Context, req *InferRequest, emit func(*InferResponse, bool) error) (*Job, error) {
-	if old := mv.handoverFor(req); old != nil {
-		defer old.inflight.Done()
+	if old, release := mv.handoverFor(req); old != nil {
+		defer release()
 		return old.run(ctx, req, emit)
 	}
 	tReq := time.Now()
@@ -275,7 +273,7 @@ func (mv *ModelVersion) close() {
 	if mv.slo != nil {
 		mv.slo.Stop()
 	}
-	mv.inflight.Wait()
+	mv.holds.retire()
 	defer mv.carry.closed(mv)
 	if mv.exec != nil {
 		mv.exec.close()

@@ -41,7 +41,7 @@ func (s *Server) idOfLocked(key string) modelID {
 // resolved through (Triton's global map) and returns its key.
 func (s *Server) register(id modelID) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	key := id.key()
 	if s.ids == nil {
 		s.ids = map[string]modelID{}
@@ -222,7 +222,7 @@ func (s *Server) Namespacing() bool { return s.opts.Namespacing }
 // names never registered stay out, so unknown names leave no trace.
 func (s *Server) reregister(key string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if id, ok := s.ids[key]; ok {
 		s.globalAddLocked(id)
 	}

@@ -58,7 +58,7 @@ func (s *Server) UnregisterRepository(root string) error {
 func (s *Server) forget(name string) {
 	defer s.lockModel(name)()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	m := s.models[name]
 	if m == nil {
 		return

@@ -21,7 +21,9 @@ func (s *Stats) startRunning(jobs []*Job) {
 		}
 	}
 	if n > 0 {
-		s.running.Add(n)
+		sh := s.take()
+		sh.running.Add(n)
+		s.give(sh)
 	}
 }
 
@@ -30,6 +32,20 @@ func (s *Stats) startRunning(jobs []*Job) {
 // is ignored.
 func (s *Stats) EndRunning(j *Job) {
 	if j.state == jobTaken {
-		s.running.Add(-1)
+		sh := s.take()
+		sh.running.Add(-1)
+		s.give(sh)
 	}
+}
+
+// runningNow sums the shards' running counts. A request may start in one
+// shard and end in another, and the shards are read one at a time, so a
+// reading is off by the requests that start or end while it reads (as any
+// reading of a gauge that moves); it never goes below zero.
+func (s *Stats) runningNow() int64 {
+	var n int64
+	for i, shards := 0, s.all(); i < len(shards); i++ {
+		n += shards[i].running.Load()
+	}
+	return max(n, 0)
 }

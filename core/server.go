@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/inferd/inferd/core/cache"
 	"github.com/inferd/inferd/core/ratelimit"
@@ -97,6 +98,9 @@ type Server struct {
 
 	mu     sync.RWMutex
 	models map[string]*modelState
+	// routes is the serving versions as requests find them without mu
+	// (routes.go); nil until a request builds it after a change.
+	routes atomic.Pointer[routeTable]
 
 	loadMu sync.Mutex
 	loads  map[string]*nameLock // serialises loads of one model; only names in use
@@ -275,6 +279,9 @@ func (s *Server) serves(mv *ModelVersion) bool {
 // release is called. version LatestVersion picks the highest READY version.
 // With namespacing, name must stand for one model (resolve).
 func (s *Server) Acquire(name string, version int64) (mv *ModelVersion, release func(), err error) {
+	if mv, release := s.route(name, version, true); mv != nil {
+		return mv, release, nil
+	}
 	key, err := s.resolve(name)
 	if err != nil {
 		return nil, nil, err
@@ -287,8 +294,17 @@ func (s *Server) Acquire(name string, version int64) (mv *ModelVersion, release 
 // (triton-inference-server/core
 // src/model_repository_manager/model_lifecycle.cc, GetModel).
 func (s *Server) acquireKey(name string, version int64) (mv *ModelVersion, release func(), err error) {
+	if mv, release := s.route(name, version, false); mv != nil {
+		return mv, release, nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.routes.Load() == nil {
+		// The first request since a change builds the table the next
+		// ones read; with the read lock held nothing changes meanwhile,
+		// and a change drops the table under the write lock.
+		s.routes.Store(s.routesLocked())
+	}
 	m := s.models[name]
 	if m == nil || (len(m.versions) == 0 && m.reason == "") {
 		return nil, nil, Errorf(CodeNotFound, "Request for unknown model: '%s' is not found", name)
@@ -312,8 +328,14 @@ func (s *Server) acquireKey(name string, version int64) (mv *ModelVersion, relea
 	if slot.state != StateReady || slot.mv == nil {
 		return nil, nil, Errorf(CodeUnavailable, "Request for unknown model: '%s' version %d is not at ready state", name, version)
 	}
-	slot.mv.inflight.Add(1)
-	return slot.mv, slot.mv.release, nil
+	release, ok := slot.mv.holds.acquire()
+	if !ok {
+		// Retired by a close that began under an earlier write lock
+		// (a hot reload's replaced copy): the slot serves another now,
+		// or soon; as before this lookup, the request is refused.
+		return nil, nil, Errorf(CodeUnavailable, "Request for unknown model: '%s' version %d is not at ready state", name, version)
+	}
+	return slot.mv, release, nil
 }
 
 // GPUs are the CUDA devices KIND_GPU instance groups may use: none on a
@@ -451,7 +473,7 @@ func (s *Server) stateLocked(name string) *modelState {
 
 func (s *Server) setModelFailure(name, reason string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	m := s.stateLocked(name)
 	m.reason = reason
 }
@@ -503,7 +525,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if len(all) == 0 && len(closing) == 0 {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -47,18 +49,103 @@ var FailureReasons = [...]FailureReason{FailBackend, FailCanceled, FailOther, Fa
 
 // Stats holds the statistics of one model version. The statistics endpoint
 // and the Prometheus metrics both read it, so the two never disagree.
+//
+// Every request adds to the counters twice (its execution, its end), so
+// they are split over shards, each with its own lock, and a request adds to
+// its processor's shard (take): with one lock per version, requests on many
+// cores queued on it (BENCHMARKS.md, "Scaling with cores"). Snapshot holds
+// every shard's lock while it sums them, so what it reports is as exact and
+// as consistent as one lock made it.
 type Stats struct {
-	mu   sync.Mutex
-	snap StatsSnapshot
+	// shards hold the counters; a zero Stats counts in one.
+	shards []statsShard
+	mask   uint32 // len(shards)-1, a power of two less one
+	one    [1]statsShard
+	pick   sync.Pool     // *statsShard: each processor's last (take)
+	next   atomic.Uint32 // the shard take hands out when the pool has none
 	// obs, when set at load, also sees each request's durations (latency
 	// summaries and histograms live in the metrics package).
 	obs Observer
+	// pending is the queued requests; the schedulers change it under
+	// their own queue's lock.
+	pending atomic.Int64
+
+	mu sync.Mutex // loadSeconds and loadedAt
+	// loadSeconds is how long the load took.
+	loadSeconds float64
 	// loadedAt is when the version finished loading: where its first
 	// utilization window (utilization.go) starts.
 	loadedAt time.Time
-	// running is the requests executing now (running.go), kept apart
-	// from mu: it changes twice per request on the hot path.
+}
+
+// statsShard is one share of a version's counters.
+type statsShard struct {
+	mu   sync.Mutex
+	snap StatsSnapshot // the counters and Batches; not the gauges
+	// running is this shard's share of the requests executing now
+	// (running.go), kept apart from mu: it changes twice per request.
 	running atomic.Int64
+	// Keeps the next shard's lock off this one's cache line.
+	_ [64]byte
+}
+
+// maxStatsShards bounds the shards of one version: a snapshot locks each.
+const maxStatsShards = 32
+
+// newStats makes a version's statistics with a shard per processor (a
+// power of two, at most maxStatsShards).
+func newStats() *Stats {
+	n := 1
+	for n < runtime.GOMAXPROCS(0) && n < maxStatsShards {
+		n *= 2
+	}
+	return &Stats{shards: make([]statsShard, n), mask: uint32(n - 1)}
+}
+
+// take is the shard this processor adds to: the one it used last (a
+// sync.Pool keeps one per processor), so that a shard's cache line stays
+// with the core that writes it; give hands it back. A shard picked at
+// random instead moved between cores on nearly every request, which cost
+// more than the one lock on 2 cores (BENCHMARKS.md, "Scaling with cores").
+// Two requests of one processor at once (one preempted between take and
+// give) get two shards: the pool, then the next in turn.
+func (s *Stats) take() *statsShard {
+	switch {
+	case s.shards == nil:
+		return &s.one[0]
+	case s.mask == 0:
+		return &s.shards[0]
+	}
+	if sh, ok := s.pick.Get().(*statsShard); ok {
+		return sh
+	}
+	return &s.shards[s.next.Add(1)&s.mask]
+}
+
+func (s *Stats) give(sh *statsShard) {
+	if s.mask != 0 {
+		s.pick.Put(sh)
+	}
+}
+
+// lock takes this processor's shard and locks it; unlock undoes both.
+func (s *Stats) lock() *statsShard {
+	sh := s.take()
+	sh.mu.Lock()
+	return sh
+}
+
+func (s *Stats) unlock(sh *statsShard) {
+	sh.mu.Unlock()
+	s.give(sh)
+}
+
+// all is every shard.
+func (s *Stats) all() []statsShard {
+	if s.shards == nil {
+		return s.one[:]
+	}
+	return s.shards
 }
 
 // Observer receives per-request durations that Stats only sums. The metrics
@@ -119,12 +206,45 @@ func (s *Stats) Observer() Observer { return s.obs }
 
 // Snapshot copies the current values.
 func (s *Stats) Snapshot() StatsSnapshot {
+	shards := s.all()
+	for i := range shards {
+		shards[i].mu.Lock()
+	}
+	out := StatsSnapshot{Batches: []BatchStats{}}
+	for i := range shards {
+		sh := &shards[i]
+		addCounters(&out, &sh.snap)
+		out.Batches = mergeBatches(out.Batches, sh.snap.Batches)
+	}
+	for i := range shards {
+		shards[i].mu.Unlock()
+	}
+	if len(out.Batches) == 0 {
+		out.Batches = nil
+	}
+	out.Running = s.runningNow()
+	out.Pending = s.pending.Load()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.snap
-	out.Batches = append([]BatchStats(nil), s.snap.Batches...)
-	out.Running = s.running.Load()
+	out.LoadSeconds = s.loadSeconds
+	s.mu.Unlock()
 	return out
+}
+
+// mergeBatches adds src's per-batch-size durations to dst; both ascend by
+// batch size, and so does the result.
+func mergeBatches(dst, src []BatchStats) []BatchStats {
+	for _, b := range src {
+		i := sort.Search(len(dst), func(i int) bool { return dst[i].BatchSize >= b.BatchSize })
+		if i == len(dst) || dst[i].BatchSize != b.BatchSize {
+			dst = slices.Insert(dst, i, BatchStats{BatchSize: b.BatchSize})
+		}
+		d := &dst[i]
+		for _, p := range [...][2]*Duration{{&d.ComputeInput, &b.ComputeInput}, {&d.ComputeInfer, &b.ComputeInfer}, {&d.ComputeOutput, &b.ComputeOutput}} {
+			p[0].Count += p[1].Count
+			p[0].Ns += p[1].Ns
+		}
+	}
+	return dst
 }
 
 // requestTimes are the timestamps of one request's life (Triton keeps
@@ -145,20 +265,20 @@ func (s *Stats) recordSuccess(t requestTimes, end time.Time, bs uint64) {
 		s.obs.ObserveSuccess(d)
 		s.obs.ObserveFirstResponse(uint64(max(reqNs, 0) / 1e6))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.snap.LastInference = end.UnixMilli()
-	s.snap.InferenceCount += max(bs, 1)
-	s.snap.Success.add(reqNs)
-	s.snap.Queue.add(queueNs)
-	s.snap.ComputeInput.add(cinNs)
-	s.snap.ComputeInfer.add(inferNs)
-	s.snap.ComputeOutput.add(coutNs)
-	s.snap.RequestUs += d.RequestUs
-	s.snap.QueueUs += d.QueueUs
-	s.snap.ComputeInputUs += d.ComputeInputUs
-	s.snap.ComputeInferUs += d.ComputeInferUs
-	s.snap.ComputeOutputUs += d.ComputeOutputUs
+	sh := s.lock()
+	defer s.unlock(sh)
+	sh.snap.LastInference = end.UnixMilli()
+	sh.snap.InferenceCount += max(bs, 1)
+	sh.snap.Success.add(reqNs)
+	sh.snap.Queue.add(queueNs)
+	sh.snap.ComputeInput.add(cinNs)
+	sh.snap.ComputeInfer.add(inferNs)
+	sh.snap.ComputeOutput.add(coutNs)
+	sh.snap.RequestUs += d.RequestUs
+	sh.snap.QueueUs += d.QueueUs
+	sh.snap.ComputeInputUs += d.ComputeInputUs
+	sh.snap.ComputeInferUs += d.ComputeInferUs
+	sh.snap.ComputeOutputUs += d.ComputeOutputUs
 }
 
 // recordCacheHit records a request answered from the response cache, as
@@ -171,14 +291,14 @@ func (s *Stats) recordCacheHit(req, queue, lookup, end time.Time, lookupNs int64
 	if co, ok := s.obs.(CacheObserver); ok {
 		co.ObserveCacheHit(us(queueNs), us(lookupNs))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.snap.Success.add(reqNs)
-	s.snap.Queue.add(queueNs)
-	s.snap.CacheHit.add(lookupNs)
-	s.snap.RequestUs += us(reqNs)
-	s.snap.QueueUs += us(queueNs)
-	s.snap.CacheHitUs += us(lookupNs)
+	sh := s.lock()
+	defer s.unlock(sh)
+	sh.snap.Success.add(reqNs)
+	sh.snap.Queue.add(queueNs)
+	sh.snap.CacheHit.add(lookupNs)
+	sh.snap.RequestUs += us(reqNs)
+	sh.snap.QueueUs += us(queueNs)
+	sh.snap.CacheHitUs += us(lookupNs)
 }
 
 // recordCacheMiss adds a miss's lookup and insertion time to the request
@@ -187,14 +307,14 @@ func (s *Stats) recordCacheMiss(ns int64) {
 	if co, ok := s.obs.(CacheObserver); ok {
 		co.ObserveCacheMiss(us(ns))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	sh := s.lock()
+	defer s.unlock(sh)
 	if ns > 0 {
-		s.snap.Success.Ns += uint64(ns)
+		sh.snap.Success.Ns += uint64(ns)
 	}
-	s.snap.CacheMiss.add(ns)
-	s.snap.RequestUs += us(ns)
-	s.snap.CacheMissUs += us(ns)
+	sh.snap.CacheMiss.add(ns)
+	sh.snap.RequestUs += us(ns)
+	sh.snap.CacheMissUs += us(ns)
 }
 
 // recordFailure records one request that failed after it was scheduled.
@@ -202,39 +322,37 @@ func (s *Stats) recordFailure(start, end time.Time, reason FailureReason) {
 	if s.obs != nil {
 		s.obs.ObserveFirstResponse(uint64(max(end.Sub(start).Nanoseconds(), 0) / 1e6))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.snap.LastInference = end.UnixMilli()
-	s.snap.Fail.add(end.Sub(start).Nanoseconds())
-	s.snap.Failures[reason]++
+	sh := s.lock()
+	defer s.unlock(sh)
+	sh.snap.LastInference = end.UnixMilli()
+	sh.snap.Fail.add(end.Sub(start).Nanoseconds())
+	sh.snap.Failures[reason]++
 }
 
 // recordExecution records one backend execution of batch size bs.
 func (s *Stats) recordExecution(bs uint64, cin, infer, cout int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.snap.ExecutionCount++
-	i := sort.Search(len(s.snap.Batches), func(i int) bool { return s.snap.Batches[i].BatchSize >= bs })
-	if i == len(s.snap.Batches) || s.snap.Batches[i].BatchSize != bs {
-		s.snap.Batches = append(s.snap.Batches, BatchStats{})
-		copy(s.snap.Batches[i+1:], s.snap.Batches[i:])
-		s.snap.Batches[i] = BatchStats{BatchSize: bs}
+	sh := s.lock()
+	defer s.unlock(sh)
+	sh.snap.ExecutionCount++
+	i := sort.Search(len(sh.snap.Batches), func(i int) bool { return sh.snap.Batches[i].BatchSize >= bs })
+	if i == len(sh.snap.Batches) || sh.snap.Batches[i].BatchSize != bs {
+		sh.snap.Batches = append(sh.snap.Batches, BatchStats{})
+		copy(sh.snap.Batches[i+1:], sh.snap.Batches[i:])
+		sh.snap.Batches[i] = BatchStats{BatchSize: bs}
 	}
-	b := &s.snap.Batches[i]
+	b := &sh.snap.Batches[i]
 	b.ComputeInput.add(cin)
 	b.ComputeInfer.add(infer)
 	b.ComputeOutput.add(cout)
 }
 
-func (s *Stats) AddPending(d int64) {
-	s.mu.Lock()
-	s.snap.Pending += d
-	s.mu.Unlock()
-}
+// AddPending changes the queued-requests gauge by d; the schedulers call
+// it under their queue's lock, so it is never ahead of the queue.
+func (s *Stats) AddPending(d int64) { s.pending.Add(d) }
 
 func (s *Stats) setLoadDuration(d time.Duration) {
 	s.mu.Lock()
-	s.snap.LoadSeconds = d.Seconds()
+	s.loadSeconds = d.Seconds()
 	s.loadedAt = time.Now()
 	s.mu.Unlock()
 }

@@ -77,7 +77,7 @@ func (s *Server) unloadTree(ctx context.Context, name string, dependents, wait b
 // state for an unknown name.
 func (s *Server) markExplicit(name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if m := s.models[name]; m != nil {
 		m.explicit = true
 	}
@@ -86,7 +86,7 @@ func (s *Server) markExplicit(name string) {
 // wait records that ensemble e went down for want of model m.
 func (s *Server) wait(m, e string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.waiting == nil {
 		s.waiting = map[string][]string{}
 	}
@@ -98,7 +98,7 @@ func (s *Server) wait(m, e string) {
 // takeWaiting returns, and forgets, the ensembles waiting for model m.
 func (s *Server) takeWaiting(m string) []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	w := s.waiting[m]
 	delete(s.waiting, m)
 	return w
@@ -180,7 +180,7 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 		m.explicit = false
 		s.deregisterLocked(name)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	unlock()
 	// The versions show UNAVAILABLE "unloaded" only once closed: until
 	// then they stay UNLOADING, so nobody takes a model that still holds
@@ -202,7 +202,7 @@ func (s *Server) unload(ctx context.Context, name string, wait bool) error {
 				slot.state, slot.reason = StateUnavailable, "unloaded"
 			}
 		}
-		s.mu.Unlock()
+		s.unlock()
 		close(done)
 	}()
 	if !wait {

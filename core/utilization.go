@@ -104,23 +104,31 @@ func (mv *ModelVersion) utilizationAt(now time.Time) Utilization {
 // pending gauge and when the version was loaded, without copying the batch
 // table.
 func (s *Stats) utilizationSample(now time.Time) (utilizationSample, int64, time.Time) {
+	out := utilizationSample{at: now}
+	shards := s.all()
+	for i := range shards {
+		shards[i].mu.Lock()
+	}
+	for i := range shards {
+		sh := &shards[i].snap
+		out.requests += sh.Success.Count + sh.Fail.Count
+		out.failures += sh.Fail.Count
+		for _, b := range sh.Batches {
+			out.busyNs += b.ComputeInput.Ns + b.ComputeInfer.Ns + b.ComputeOutput.Ns
+			out.execs += b.ComputeInfer.Count
+			out.batched += b.BatchSize * b.ComputeInfer.Count
+		}
+	}
+	for i := range shards {
+		shards[i].mu.Unlock()
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := utilizationSample{
-		at:       now,
-		requests: s.snap.Success.Count + s.snap.Fail.Count,
-		failures: s.snap.Fail.Count,
-	}
-	for _, b := range s.snap.Batches {
-		out.busyNs += b.ComputeInput.Ns + b.ComputeInfer.Ns + b.ComputeOutput.Ns
-		out.execs += b.ComputeInfer.Count
-		out.batched += b.BatchSize * b.ComputeInfer.Count
-	}
 	loaded := s.loadedAt
+	s.mu.Unlock()
 	if loaded.IsZero() || loaded.After(now) {
 		// Not through a repository load (tests building versions by
 		// hand): the window starts now.
 		loaded = now
 	}
-	return out, s.snap.Pending, loaded
+	return out, s.pending.Load(), loaded
 }

@@ -331,9 +331,15 @@ type setting struct {
 	m     *Manager
 	sink  *fileSink
 
+	// seen counts the requests offered to the sampler without mu: every
+	// request of a traced model passes here, and only every rate-th one
+	// needs the lock (BENCHMARKS.md, "Scaling with cores").
+	seen atomic.Uint64
+	// spent is set (under mu) once remaining reaches zero.
+	spent atomic.Bool
+
 	mu        sync.Mutex
 	remaining int32  // count left (-1: no limit); what the settings API shows
-	seen      uint64 // requests offered to the sampler
 	created   uint64 // traces sampled (counted ones)
 	collected uint64 // traces written into buf
 	buf       []byte // collected traces not yet saved, comma separated
@@ -343,6 +349,7 @@ type setting struct {
 
 func (m *Manager) newSetting(v values, f flags) *setting {
 	st := &setting{values: v, flags: f, m: m, remaining: v.count}
+	st.spent.Store(v.count == 0)
 	if m.cfg.Mode == ModeTriton && v.file != "" {
 		st.sink = m.files[v.file]
 		if st.sink == nil {
@@ -387,17 +394,17 @@ func (st *setting) sample(force bool) bool {
 	if st.m.cfg.Mode == ModeTriton && st.sink == nil {
 		return false // no file to write to: Triton samples nothing
 	}
+	if st.spent.Load() || st.seen.Add(1)%uint64(st.rate) != 0 {
+		return force
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.remaining == 0 {
 		return force
 	}
-	st.seen++
-	if st.seen%uint64(st.rate) != 0 {
-		return force
-	}
 	if st.remaining > 0 {
 		st.remaining--
+		st.spent.Store(st.remaining == 0)
 	}
 	st.created++
 	return true

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,6 +230,44 @@ func TestSampling(t *testing.T) {
 	off := newManager(t, DefaultConfig())
 	if off.On() || off.Start("m", nil) != nil {
 		t.Fatal("OFF traced")
+	}
+}
+
+// TestSamplingConcurrent offers requests from many goroutines at once:
+// the sampler, which counts them without its lock, still takes exactly
+// every rate-th request and never more than the count.
+func TestSamplingConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		rate              uint32
+		count, want, reqs int32
+	}{
+		{"no count", 4, -1, 100, 400},
+		{"count spent", 2, 7, 7, 400},
+		{"count zero", 1, 0, 0, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.File = filepath.Join(t.TempDir(), "t.json")
+			cfg.Level, cfg.Rate, cfg.Count = LevelTimestamps, tc.rate, tc.count
+			m := newManager(t, cfg)
+			var sampled atomic.Int32
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range tc.reqs / 8 {
+						if r := m.Start("m", nil); r != nil {
+							sampled.Add(1)
+							r.Finish()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := sampled.Load(); n != tc.want {
+				t.Fatalf("sampled %d of %d, want %d", n, tc.reqs, tc.want)
+			}
+		})
 	}
 }
 
