@@ -132,6 +132,7 @@ func valueFor(t *testing.T, o *options.Option, dir string) string {
 		"response-cache-byte-size": "1048576", "trace-file": filepath.Join(dir, "trace.json"), "trace-level": "off",
 		"trace-rate": "1000", "trace-count": "-1", "trace-log-frequency": "0", "repository-cache-dir": filepath.Join(dir, "cache"),
 		"openai-api-key": "every-option-key", "openai-api-key-file": filepath.Join(dir, "openai-keys"),
+		"model-slo": "simple,p99_ms=50",
 	}
 	if o.Name == "openai-api-key-file" {
 		must(t, os.WriteFile(special[o.Name], []byte("every-option-file-key\n"), 0o600))
