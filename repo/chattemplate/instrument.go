@@ -240,18 +240,11 @@ func wrapSet(src string, s seg) string {
 // assignment is the index of a set statement's `=`: the first one that is
 // not part of ==, !=, <= or >=, outside quotes; -1 when none.
 func assignment(s string) int {
-	var quote byte
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
 		case c == '\'' || c == '"':
-			quote = c
+			i = stringEnd(s, i)
 		case c == '=':
 			if i+1 < len(s) && s[i+1] == '=' {
 				i++
@@ -275,7 +268,6 @@ func macroParams(sig string) string {
 	}
 	var names strings.Builder
 	depth, start := 0, open+1
-	var quote byte
 	flush := func(part string) {
 		name, _, _ := strings.Cut(part, "=")
 		name = strings.TrimSpace(name)
@@ -286,14 +278,8 @@ func macroParams(sig string) string {
 	for i := open + 1; i < end; i++ {
 		c := sig[i]
 		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
 		case c == '\'' || c == '"':
-			quote = c
+			i = stringEnd(sig, i)
 		case c == '(' || c == '[' || c == '{':
 			depth++
 		case c == ')' || c == ']' || c == '}':

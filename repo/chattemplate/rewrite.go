@@ -42,6 +42,19 @@ type xtok struct {
 	start, end int
 }
 
+// stringEnd is the index of the quote that closes the string literal
+// opening at s[i] (a backslash escapes the next byte), or len(s) or past it
+// when none does.
+func stringEnd(s string, i int) int {
+	q := s[i]
+	for i++; i < len(s) && s[i] != q; i++ {
+		if s[i] == '\\' {
+			i++
+		}
+	}
+	return i
+}
+
 func lexExpr(s string) []xtok {
 	var toks []xtok
 	for i := 0; i < len(s); {
@@ -51,12 +64,7 @@ func lexExpr(s string) []xtok {
 			i++
 			continue
 		case c == '\'' || c == '"':
-			for i++; i < len(s) && s[i] != c; i++ {
-				if s[i] == '\\' {
-					i++
-				}
-			}
-			i = min(i+1, len(s))
+			i = min(stringEnd(s, i)+1, len(s))
 			toks = append(toks, xtok{'l', s[start:i], start, i})
 			continue
 		case c >= '0' && c <= '9':
