@@ -71,6 +71,25 @@ type schedConfig struct {
 	pad *padbatch.Spec
 }
 
+// setPreferred sets the preferred batch sizes, sorted and unique; sizes
+// outside 1 to max_batch_size are dropped (the config's are checked at
+// load; Tune's come from the autopilot), and none left means
+// max_batch_size, as in a config without preferred sizes.
+func (sc *schedConfig) setPreferred(sizes []int64) {
+	var pref []int64
+	for _, p := range sizes {
+		if p >= 1 && p <= sc.maxBS {
+			pref = append(pref, p)
+		}
+	}
+	if len(pref) == 0 {
+		pref = []int64{sc.maxBS}
+	}
+	slices.Sort(pref)
+	sc.pref = slices.Compact(pref)
+	sc.maxPref = sc.pref[len(sc.pref)-1]
+}
+
 func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 	sc := schedConfig{maxBS: max(1, int64(cfg.GetMaxBatchSize())), enforced: map[string]bool{}}
 	sc.model = cfg.GetName()
@@ -82,15 +101,11 @@ func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {
 	}
 	sc.batching = true
 	sc.pad, _ = padbatch.Parse(cfg) // checked at load (core's completeConfig)
+	var pref []int64
 	for _, p := range db.GetPreferredBatchSize() {
-		sc.pref = append(sc.pref, int64(p))
+		pref = append(pref, int64(p))
 	}
-	if len(sc.pref) == 0 {
-		sc.pref = []int64{sc.maxBS}
-	}
-	slices.Sort(sc.pref)
-	sc.pref = slices.Compact(sc.pref)
-	sc.maxPref = sc.pref[len(sc.pref)-1]
+	sc.setPreferred(pref)
 	sc.delay = time.Duration(db.GetMaxQueueDelayMicroseconds()) * time.Microsecond
 	sc.preserve = db.GetPreserveOrdering()
 	for _, in := range cfg.GetInput() {

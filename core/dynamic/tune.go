@@ -8,28 +8,16 @@ import (
 // Tune sets the dynamic batcher's max_queue_delay and preferred batch
 // sizes while it serves (core.Tuner, for core/autopilot). Batches already
 // taken run as formed; queued requests are formed under the new settings at
-// the next look, which the poke makes at once. Sizes outside 1 to
-// max_batch_size are dropped; none left means max_batch_size, as in a
-// config without preferred sizes. The default scheduler (no
+// the next look, which the poke makes at once; the sizes go through
+// setPreferred as the config's do. The default scheduler (no
 // dynamic_batching) forms no batches and ignores it.
 func (s *scheduler) Tune(delay time.Duration, preferred []int64) {
 	if !s.cfg.batching {
 		return
 	}
-	var pref []int64
-	for _, p := range preferred {
-		if p >= 1 && p <= s.cfg.maxBS {
-			pref = append(pref, p)
-		}
-	}
-	if len(pref) == 0 {
-		pref = []int64{s.cfg.maxBS}
-	}
-	slices.Sort(pref)
-	pref = slices.Compact(pref)
 	s.mu.Lock()
 	s.cfg.delay = max(delay, 0)
-	s.cfg.pref, s.cfg.maxPref = pref, pref[len(pref)-1]
+	s.cfg.setPreferred(preferred)
 	s.mu.Unlock()
 	s.poke()
 }
