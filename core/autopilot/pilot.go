@@ -24,6 +24,14 @@ const (
 // follow a change of load within seconds.
 const DefaultPeriod = 2 * time.Second
 
+// MinPeriod bounds how often a config or command line may make a watch
+// decide: a watch reads the statistics and its window every period, and
+// a period of microseconds would spin a core.
+const MinPeriod = 100 * time.Millisecond
+
+// errShortPeriod refuses a period under MinPeriod.
+var errShortPeriod = fmt.Errorf("the period must be at least %v", MinPeriod)
+
 // Target is one model's latency target and how the autopilot may pursue
 // it; zero fields take the config's parameters, then the defaults.
 type Target struct {
@@ -76,7 +84,9 @@ func ParseFlag(v string) (string, Target, error) {
 		case "p99_ms":
 			t.P99, err = positive(val, time.Millisecond)
 		case "period_ms":
-			t.Period, err = positive(val, time.Millisecond)
+			if t.Period, err = positive(val, time.Millisecond); err == nil && t.Period < MinPeriod {
+				err = errShortPeriod
+			}
 		case "max_queue_delay_us":
 			t.MaxDelay, err = positive(val, time.Microsecond)
 		default:
@@ -129,6 +139,9 @@ func (p *Pilot) target(name string, cfg *modelconfig.ModelConfig) (Target, bool,
 	}
 	if t.P99 == 0 {
 		return Target{}, false, nil
+	}
+	if t.Period != 0 && t.Period < MinPeriod {
+		return Target{}, false, fmt.Errorf("parameter %s: %w", ParamPeriod, errShortPeriod)
 	}
 	if t.Period == 0 {
 		t.Period = DefaultPeriod

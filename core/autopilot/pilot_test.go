@@ -19,11 +19,12 @@ func TestParseFlag(t *testing.T) {
 			want: Target{P99: 2500 * time.Microsecond, Period: 500 * time.Millisecond, MaxDelay: 800 * time.Microsecond}},
 		{in: "m", err: "want <model>,p99_ms=<ms>"},
 		{in: ",p99_ms=5", err: "want <model>"},
-		{in: "m,period_ms=5", err: "p99_ms is required"},
+		{in: "m,period_ms=500", err: "p99_ms is required"},
 		{in: "m,p99_ms=-1", err: "not a positive number"},
 		{in: "m,p99_ms=NaN", err: "not a positive number"},
 		{in: "m,p99=5", err: "unknown key"},
 		{in: "m,p99_ms", err: "not <key>=<value>"},
+		{in: "m,p99_ms=5,period_ms=0.001", err: "at least 100ms"},
 	} {
 		name, got, err := ParseFlag(tc.in)
 		switch {
@@ -61,6 +62,7 @@ func TestTarget(t *testing.T) {
 		{"the command line wins, key by key", flag, map[string]string{ParamP99: "40", ParamMaxDelay: "500"},
 			Target{P99: 30 * time.Millisecond, Period: DefaultPeriod, MaxDelay: 500 * time.Microsecond}, true, ""},
 		{"bad parameter", plain, map[string]string{ParamP99: "soon"}, Target{}, false, "parameter slo_p99_ms"},
+		{"a period that would spin", plain, map[string]string{ParamP99: "40", ParamPeriod: "0.5"}, Target{}, false, "slo_period_ms: the period must be at least 100ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok, err := tc.p.target("m", cfg(tc.params))
