@@ -280,19 +280,7 @@ func smokeVertex(t *testing.T, bin, repo string) {
 // smokeLambda runs under a fake Lambda Runtime API (lambda_test.go) that
 // hands out one Function URL event carrying smokeRequest.
 func smokeLambda(t *testing.T, bin, repo string) {
-	event, err := json.Marshal(map[string]any{
-		"version": "2.0", "rawPath": "/v2/models/simple/infer", "rawQueryString": "",
-		"headers": map[string]string{"content-type": "application/json"},
-		"requestContext": map[string]any{
-			"domainName": "abc.lambda-url.us-east-1.on.aws",
-			"http":       map[string]string{"method": "POST", "path": "/v2/models/simple/infer"},
-		},
-		"body": smokeRequest, "isBase64Encoded": false,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := &fakeRuntimeAPI{events: []string{string(event)}, responses: make(chan string, 4)}
+	api := &fakeRuntimeAPI{events: []string{functionURLEvent(t, smokeRequest)}, responses: make(chan string, 4)}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	cmd := exec.Command(bin, "--model-repository="+repo, "--log-info=false")

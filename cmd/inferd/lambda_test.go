@@ -58,7 +58,10 @@ func (f *fakeRuntimeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // listener opens, and a Function URL event carrying the README's infer
 // request is answered by the v2 router. The init time (start to the first
 // poll of the Runtime API) is logged.
-func TestLambdaMode(t *testing.T) {
+// functionURLEvent is a Lambda Function URL event posting body to
+// simple's infer route.
+func functionURLEvent(t *testing.T, body string) string {
+	t.Helper()
 	event, err := json.Marshal(map[string]any{
 		"version": "2.0", "rawPath": "/v2/models/simple/infer", "rawQueryString": "",
 		"headers": map[string]string{"content-type": "application/json"},
@@ -66,12 +69,16 @@ func TestLambdaMode(t *testing.T) {
 			"domainName": "abc.lambda-url.us-east-1.on.aws",
 			"http":       map[string]string{"method": "POST", "path": "/v2/models/simple/infer"},
 		},
-		"body": readmeExample, "isBase64Encoded": false,
+		"body": body, "isBase64Encoded": false,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &fakeRuntimeAPI{events: []string{string(event)}, responses: make(chan string, 4)}
+	return string(event)
+}
+
+func TestLambdaMode(t *testing.T) {
+	api := &fakeRuntimeAPI{events: []string{functionURLEvent(t, readmeExample)}, responses: make(chan string, 4)}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
