@@ -24,16 +24,31 @@ type SLOWatch interface {
 }
 
 // Tuner is a BatchScheduler whose dynamic batching can change while it
-// serves (core/dynamic's, with dynamic_batching): the queue delay and the
-// preferred batch sizes, never a request dropped or failed by the change.
+// serves (core/dynamic's, with dynamic_batching): the queue delay, the
+// preferred batch sizes and a cap on the rows of a batch, never a request
+// dropped or failed by the change.
 type Tuner interface {
-	Tune(delay time.Duration, preferred []int64)
+	Tune(b BatchTuning)
 	// Tuning is what is in force.
-	Tuning() (delay time.Duration, preferred []int64)
+	Tuning() BatchTuning
 	// Pipelined says the instances take their next batch while they run
 	// the last (Python workers): then no batch grows from what queues
 	// while an instance runs, and only a delay makes batches larger.
 	Pipelined() bool
+}
+
+// BatchTuning is a dynamic batching setting: max_queue_delay, the preferred
+// batch sizes, and MaxBatch, the most rows the batcher puts in one batch
+// (0: max_batch_size). The cap is inferd's: Triton's batcher sends up to
+// max_batch_size once a request has waited the delay, so a saturating load
+// forms batches of that size whatever the preferred ones; the autopilot
+// caps them where a larger batch would break the target. A request larger
+// than the cap still runs, alone; max_batch_size itself, the model's
+// contract with its clients, never changes.
+type BatchTuning struct {
+	Delay     time.Duration
+	Preferred []int64
+	MaxBatch  int64
 }
 
 // SLOReport is a watched version's target, what was measured in the last
@@ -52,16 +67,14 @@ type SLOReport struct {
 	// capacity.
 	CapacityPerSec float64
 	Headroom       float64
-	Delay          time.Duration
-	Preferred      []int64
-	Decisions      []SLODecision
+	BatchTuning
+	Decisions []SLODecision
 }
 
 // SLODecision is one change the autopilot made, and why.
 type SLODecision struct {
 	At                   time.Time
-	Delay, FromDelay     time.Duration
-	Preferred, FromPref  []int64
+	To, From             BatchTuning
 	Reason               string
 	MeasuredP99          time.Duration
 	RatePerSec, Capacity float64
@@ -78,11 +91,10 @@ func (mv *ModelVersion) SLO() (SLOReport, bool) {
 // Tuning is the dynamic batching in force when the version's scheduler
 // can be tuned (false otherwise): what GET config shows in place of the
 // configured values once an autopilot has changed them.
-func (mv *ModelVersion) Tuning() (delay time.Duration, preferred []int64, ok bool) {
+func (mv *ModelVersion) Tuning() (BatchTuning, bool) {
 	t, ok := mv.batch.(Tuner)
 	if !ok || mv.slo == nil {
-		return 0, nil, false
+		return BatchTuning{}, false
 	}
-	delay, preferred = t.Tuning()
-	return delay, preferred, true
+	return t.Tuning(), true
 }

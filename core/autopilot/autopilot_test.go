@@ -208,8 +208,8 @@ func TestAutopilotFollowsTheRate(t *testing.T) {
 	if r.CapacityPerSec < r.RatePerSec || r.Headroom <= 0 || r.Headroom >= 1 || r.MeasuredP99 == 0 || r.RatePerSec < 500 {
 		t.Errorf("at 900/s: capacity %.0f/s, headroom %.2f, measured p99 %v, rate %.0f", r.CapacityPerSec, r.Headroom, r.MeasuredP99, r.RatePerSec)
 	}
-	if d, _, ok := mv.Tuning(); !ok || d != r.Delay {
-		t.Errorf("Tuning %v %v, report %v", d, ok, r.Delay)
+	if tu, ok := mv.Tuning(); !ok || tu.Delay != r.Delay {
+		t.Errorf("Tuning %v %v, report %v", tu.Delay, ok, r.Delay)
 	}
 	t.Logf("at 900/s: p99 %v, capacity %.0f/s, batches of %.1f", p99(high), r.CapacityPerSec,
 		float64(b.rows.Load()-rows)/float64(b.execs.Load()-execs))

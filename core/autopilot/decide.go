@@ -31,11 +31,12 @@ type bounds struct {
 }
 
 // setting is a dynamic batching setting: delay 0 dispatches what is
-// queued at once, up to max_batch_size; a delay waits up to that long for
-// a batch of pref rows.
+// queued at once, up to pref rows; a delay waits up to that long for a
+// batch of pref rows, then sends what is queued up to cap rows (Triton's
+// batcher would send up to max_batch_size: core.BatchTuning).
 type setting struct {
-	delay time.Duration
-	pref  int64
+	delay     time.Duration
+	pref, cap int64
 }
 
 // costs is the execution cost model: for each batch size seen, the
@@ -214,7 +215,7 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 	for lim < b.maxBS && m.capacity(lim) < need {
 		lim++
 	}
-	nodelay := setting{0, lim}
+	nodelay := setting{0, lim, lim}
 	if n < minRequests {
 		if cur.delay > 0 && rate*cur.delay.Seconds() < 1 {
 			return decision{nodelay, fmt.Sprintf("thin traffic (%d requests, %.1f/s): no batch fills within the delay; no delay", n, rate), m.within(nodelay)}
@@ -229,7 +230,7 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 		if m.capacity(k) < need {
 			continue
 		}
-		st := m.settingFor(rate, k)
+		st := m.settingFor(rate, k, lim)
 		if st.delay == 0 {
 			continue
 		}
@@ -247,7 +248,7 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 	}
 	// Over what the target allows: the most the instances can do, so that
 	// the queue drains; the target is out of reach until the rate falls.
-	full := setting{0, b.maxBS}
+	full := setting{0, b.maxBS, b.maxBS}
 	if m.pipelined && rate > 0 {
 		// Only a delay lets a pipelining instance's batches grow.
 		full.delay = min(b.maxDelay, time.Duration(1.5*float64(b.maxBS-1)/rate*1e9)).Round(time.Microsecond)
@@ -265,33 +266,32 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 	return decision{full, why, m.within(full)}
 }
 
-// settingFor is the setting that gathers batches of k at rate: a delay of
-// 1.5 times the time k rows take to arrive, so a batch fills at the rate
-// measured and a slower stretch does not hold its first row long; never
-// past the configured bound or what the target leaves after the
-// execution. Batches of 1 need no delay.
-func (m model) settingFor(rate float64, k int64) setting {
+// settingFor is the setting that gathers batches of k at rate, capped at
+// lim: a delay of 1.5 times the time k rows take to arrive, so a batch
+// fills at the rate measured and a slower stretch does not hold its first
+// row long; never past the configured bound or what the target leaves
+// after the execution. Batches of 1 need no delay.
+func (m model) settingFor(rate float64, k, lim int64) setting {
 	if k <= 1 || rate <= 0 {
-		return setting{0, m.b.maxBS}
+		return setting{0, lim, lim}
 	}
 	d := time.Duration(1.5 * float64(k-1) / rate * 1e9)
 	limit := min(m.b.maxDelay, time.Duration(float64(m.b.target)/m.gamma)-m.cost(k))
 	d = min(d, limit)
 	if d <= 0 {
-		return setting{0, m.b.maxBS}
+		return setting{0, lim, lim}
 	}
-	return setting{d.Round(time.Microsecond), k}
+	return setting{d.Round(time.Microsecond), k, lim}
 }
 
-// within is the capacity at st within the target: batches of its
-// preferred size, which a saturating load forms whether or not it waits
-// for them (0: no cost measured yet).
+// within is the capacity at st: what a saturating load is served at, in
+// batches of the cap, which such a load forms whether or not the setting
+// waits for a preferred size (past the delay the batcher sends what is
+// queued up to the cap); the cap is where the target bounds a batch (0: no
+// cost measured yet).
 func (m model) within(st setting) float64 {
 	if m.a == 0 && m.s == 0 {
 		return 0
 	}
-	if st.delay == 0 && m.pipelined {
-		return m.capacity(m.selfBatch(0, st.pref))
-	}
-	return m.capacity(st.pref)
+	return m.capacity(max(st.cap, 1))
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferd/inferd/core"
 )
 
 // testModel costs 2 ms + 0.25 ms a row on one instance, max_batch_size 16,
@@ -28,12 +30,12 @@ func TestDecide(t *testing.T) {
 		delay    time.Duration
 		reason   string
 	}{
-		{"thin traffic with a delay no batch fills: no delay", testModel(), setting{5 * time.Millisecond, 8}, 20, 40, 16, 0, "no delay"},
-		{"thin traffic that fills batches: holds", testModel(), setting{5 * time.Millisecond, 8}, 400, 40, 8, 5 * time.Millisecond, "holding"},
-		{"a delay the rate does not need: none", testModel(), setting{5 * time.Millisecond, 8}, 200, 400, 16, 0, "no delay, batches up to 16 (about 1)"},
-		{"a rate one-row executions cannot carry: batches form without a delay", testModel(), setting{0, 16}, 1200, 2400, 16, 0, "(about 4)"},
-		{"a tight target caps the batches", tight, setting{0, 16}, 300, 600, 2, 0, "batches up to 2"},
-		{"over what the target allows", testModel(), setting{0, 16}, 5000, 10000, 16, 0, "over what the target allows"},
+		{"thin traffic with a delay no batch fills: no delay", testModel(), setting{5 * time.Millisecond, 8, 16}, 20, 40, 16, 0, "no delay"},
+		{"thin traffic that fills batches: holds", testModel(), setting{5 * time.Millisecond, 8, 16}, 400, 40, 8, 5 * time.Millisecond, "holding"},
+		{"a delay the rate does not need: none", testModel(), setting{5 * time.Millisecond, 8, 16}, 200, 400, 16, 0, "no delay, batches up to 16 (about 1)"},
+		{"a rate one-row executions cannot carry: batches form without a delay", testModel(), setting{0, 16, 16}, 1200, 2400, 16, 0, "(about 4)"},
+		{"a tight target caps the batches", tight, setting{0, 16, 16}, 300, 600, 2, 0, "batches up to 2"},
+		{"over what the target allows", testModel(), setting{0, 16, 16}, 5000, 10000, 16, 0, "over what the target allows"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decide(tc.m, tc.cur, tc.rate, tc.n, 10*time.Millisecond)
@@ -58,17 +60,17 @@ func TestDecide(t *testing.T) {
 func TestDecidePipelined(t *testing.T) {
 	m := testModel()
 	m.pipelined, m.observed = true, 1
-	d := decide(m, setting{0, 16}, 1200, 2400, 10*time.Millisecond)
+	d := decide(m, setting{0, 16, 16}, 1200, 2400, 10*time.Millisecond)
 	if d.delay == 0 || d.pref < 5 || d.pref > 8 || d.capacity < 1200 {
 		t.Errorf("pipelined at 1200 rows/s: delay %v, preferred %d, capacity %.0f (%s)", d.delay, d.pref, d.capacity, d.reason)
 	}
 	if got := m.latency(1200, d.pref, d.delay); got > m.b.target {
 		t.Errorf("modelled p99 %v over the target", got)
 	}
-	if d := decide(m, setting{0, 16}, 200, 400, 0); d.delay != 0 {
+	if d := decide(m, setting{0, 16, 16}, 200, 400, 0); d.delay != 0 {
 		t.Errorf("pipelined at 200 rows/s (one-row executions carry 444/s): delay %v (%s)", d.delay, d.reason)
 	}
-	over := decide(m, setting{0, 16}, 5000, 10000, 0)
+	over := decide(m, setting{0, 16, 16}, 5000, 10000, 0)
 	if over.pref != 16 || over.delay == 0 || over.delay > m.b.maxDelay {
 		t.Errorf("pipelined over the target: delay %v, preferred %d (%s)", over.delay, over.pref, over.reason)
 	}
@@ -90,7 +92,7 @@ func TestSamePref(t *testing.T) {
 func TestDecideWithinTarget(t *testing.T) {
 	m := testModel()
 	for rate := 50.0; rate < 2000; rate *= 1.3 {
-		d := decide(m, setting{0, 16}, rate, 1000, 0)
+		d := decide(m, setting{0, 16, 16}, rate, 1000, 0)
 		if strings.Contains(d.reason, "over what the target allows") {
 			if rate < 1500 {
 				t.Errorf("rate %.0f judged over the target: %s", rate, d.reason)
@@ -163,5 +165,43 @@ func TestNear(t *testing.T) {
 		if got := near(tc.a, tc.b); got != tc.want {
 			t.Errorf("near(%v, %v) = %v", tc.a, tc.b, got)
 		}
+	}
+}
+
+// TestCapacityIsSaturation: the capacity reported at a setting is the rate
+// a saturating load is served at, in batches of the cap, whatever the
+// preferred size a delay waits for; and the cap keeps a batch's execution,
+// waited for and run, within the target.
+func TestCapacityIsSaturation(t *testing.T) {
+	m := testModel()
+	m.b.target = 12 * time.Millisecond // at gamma 1.5, two executions of 8 rows (4 ms each) fit, of 9 do not
+	for _, rate := range []float64{300, 900, 1500} {
+		d := decide(m, setting{0, 16, 16}, rate, 1000, 0)
+		if d.cap != 8 {
+			t.Errorf("rate %.0f: cap %d, want 8 (%s)", rate, d.cap, d.reason)
+		}
+		if want := m.capacity(8); math.Abs(d.capacity-want) > 1 {
+			t.Errorf("rate %.0f: capacity %.0f, want %.0f, batches of the cap (preferred %d, delay %v)", rate, d.capacity, want, d.pref, d.delay)
+		}
+	}
+	if tu := m.b.tuning(setting{time.Millisecond, 4, 16}); tu.MaxBatch != 0 || tu.Delay != time.Millisecond || tu.Preferred[0] != 4 {
+		t.Errorf("a cap at max_batch_size is no cap: %+v", tu)
+	}
+	if tu := m.b.tuning(setting{0, 10, 10}); tu.MaxBatch != 10 {
+		t.Errorf("cap 10 of 16: %+v", tu)
+	}
+}
+
+// TestBatchDeltasPipelined: a pipelining instance's cost is its infer
+// phase (its input phase holds the wait behind the running batch); other
+// instances pay all three phases.
+func TestBatchDeltasPipelined(t *testing.T) {
+	phase := func(n, ns uint64) core.Duration { return core.Duration{Count: n, Ns: ns} }
+	after := []core.BatchStats{{BatchSize: 4, ComputeInput: phase(10, 50e6), ComputeInfer: phase(10, 40e6), ComputeOutput: phase(10, 10e6)}}
+	if got := batchDeltas(nil, after, true)[4]; got != [2]float64{10, 40e6} {
+		t.Errorf("pipelined: %v, want 10 executions of 40 ms in all", got)
+	}
+	if got := batchDeltas(nil, after, false)[4]; got != [2]float64{10, 100e6} {
+		t.Errorf("serial: %v, want 10 executions of 100 ms in all", got)
 	}
 }

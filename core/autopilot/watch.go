@@ -41,7 +41,7 @@ func newWatch(t Target, b bounds, stats *core.Stats, w *window, tuner core.Tuner
 	wt := &watch{t: t, b: b, stats: stats, win: w, tuner: tuner, log: log, keep: keep,
 		stop: make(chan struct{}), done: make(chan struct{}), costs: costs{}, gamma: gammaInit}
 	wt.report.TargetP99 = t.P99
-	wt.report.Delay, wt.report.Preferred = tuner.Tuning()
+	wt.report.BatchTuning = b.effective(tuner.Tuning())
 	return wt
 }
 
@@ -90,15 +90,18 @@ func (wt *watch) period(now time.Time) {
 	snap := wt.stats.Snapshot()
 	rows := float64(snap.InferenceCount - wt.last.InferenceCount)
 	rate := rows / elapsed.Seconds()
-	delay, pref := wt.tuner.Tuning()
-	cur := setting{delay, slices.Max(pref)}
+	tuning := wt.tuner.Tuning()
+	cur := setting{tuning.Delay, slices.Max(tuning.Preferred), tuning.MaxBatch}
+	if cur.cap <= 0 {
+		cur.cap = wt.b.maxBS
+	}
 	thin := n < minRequests
 	if thin && elapsed < maxWindows*wt.t.Period && (cur.delay == 0 || rate*cur.delay.Seconds() >= 1) {
 		return
 	}
 	p99 := quantile(&counts, n, 0.99)
 	advance(&wt.seen, &counts)
-	wt.costs.add(batchDeltas(wt.last.Batches, snap.Batches))
+	wt.costs.add(batchDeltas(wt.last.Batches, snap.Batches, wt.tuner.Pipelined()))
 	wt.prev, wt.last, wt.from = wt.last, snap, now
 
 	a, s, known := wt.costs.fit()
@@ -126,11 +129,13 @@ func (wt *watch) period(now time.Time) {
 	if known {
 		d = decide(m, cur, rate, n, p99)
 	}
-	changed := !samePref(d.pref, cur.pref) || !near(d.delay, cur.delay) || (d.delay == 0) != (cur.delay == 0)
+	changed := !samePref(d.pref, cur.pref) || !samePref(d.cap, cur.cap) || !near(d.delay, cur.delay) || (d.delay == 0) != (cur.delay == 0)
+	to := wt.b.tuning(d.setting)
 	if changed {
-		wt.tuner.Tune(d.delay, []int64{d.pref})
+		wt.tuner.Tune(to)
 		wt.log.Info("autopilot", "decision", d.reason, "max_queue_delay_us", d.delay.Microseconds(), "preferred_batch_size", d.pref,
-			"from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "p99_ms", ms(p99), "rate", round1(rate),
+			"max_batch", d.cap, "from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "from_max_batch", cur.cap,
+			"p99_ms", ms(p99), "rate", round1(rate),
 			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma))
 	}
 	wt.mu.Lock()
@@ -142,14 +147,33 @@ func (wt *watch) period(now time.Time) {
 	if d.capacity > 0 {
 		r.Headroom = 1 - rate/d.capacity
 	}
-	r.Delay, r.Preferred = wt.tuner.Tuning()
+	r.BatchTuning = wt.b.effective(wt.tuner.Tuning())
 	if changed {
-		r.Decisions = append(r.Decisions, core.SLODecision{At: now, Delay: d.delay, FromDelay: cur.delay,
-			Preferred: []int64{d.pref}, FromPref: []int64{cur.pref}, Reason: d.reason, MeasuredP99: p99, RatePerSec: rate, Capacity: d.capacity})
+		r.Decisions = append(r.Decisions, core.SLODecision{At: now, To: wt.b.effective(to), From: wt.b.effective(tuning),
+			Reason: d.reason, MeasuredP99: p99, RatePerSec: rate, Capacity: d.capacity})
 		if len(r.Decisions) > wt.keep {
 			r.Decisions = slices.Delete(r.Decisions, 0, len(r.Decisions)-wt.keep)
 		}
 	}
+}
+
+// tuning is st as the scheduler takes it: no cap where it is
+// max_batch_size.
+func (b bounds) tuning(st setting) core.BatchTuning {
+	t := core.BatchTuning{Delay: st.delay, Preferred: []int64{st.pref}}
+	if st.cap < b.maxBS {
+		t.MaxBatch = st.cap
+	}
+	return t
+}
+
+// effective is t as a report shows it: the cap in force, max_batch_size
+// where none is set.
+func (b bounds) effective(t core.BatchTuning) core.BatchTuning {
+	if t.MaxBatch <= 0 || t.MaxBatch > b.maxBS {
+		t.MaxBatch = b.maxBS
+	}
+	return t
 }
 
 // samePref says two preferred sizes are the same setting: within 2 or a
@@ -176,8 +200,11 @@ func near(a, b time.Duration) bool {
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 
 // batchDeltas are the executions per batch size (count, total ns of the
-// compute phases) between two snapshots' batch statistics.
-func batchDeltas(before, after []core.BatchStats) map[int64][2]float64 {
+// compute phases) between two snapshots' batch statistics. A pipelining
+// instance's cost is its infer phase alone: its input phase includes the
+// wait behind the batch it runs, and both the input and output phases
+// overlap the worker's next or last execution.
+func batchDeltas(before, after []core.BatchStats, pipelined bool) map[int64][2]float64 {
 	prev := map[uint64]core.BatchStats{}
 	for _, b := range before {
 		prev[b.BatchSize] = b
@@ -189,7 +216,10 @@ func batchDeltas(before, after []core.BatchStats) map[int64][2]float64 {
 		if n <= 0 {
 			continue
 		}
-		ns := float64(b.ComputeInput.Ns-p.ComputeInput.Ns) + float64(b.ComputeInfer.Ns-p.ComputeInfer.Ns) + float64(b.ComputeOutput.Ns-p.ComputeOutput.Ns)
+		ns := float64(b.ComputeInfer.Ns - p.ComputeInfer.Ns)
+		if !pipelined {
+			ns += float64(b.ComputeInput.Ns-p.ComputeInput.Ns) + float64(b.ComputeOutput.Ns-p.ComputeOutput.Ns)
+		}
 		out[int64(b.BatchSize)] = [2]float64{n, ns}
 	}
 	return out

@@ -56,7 +56,7 @@ func (s *scheduler) form(now time.Time) ([]*core.Job, time.Duration) {
 				if sum+j.Size() > s.cfg.maxPref && prefAt < 0 {
 					prefAt = len(batch)
 				}
-				if sum+j.Size() > s.cfg.maxBS || !s.compatible(batch[0], j) {
+				if sum+j.Size() > s.cfg.limit() || !s.compatible(batch[0], j) {
 					stopped = true
 					break
 				}

@@ -53,6 +53,8 @@ type level struct {
 type schedConfig struct {
 	batching bool // dynamic_batching present: form batches, apply policies
 	maxBS    int64
+	// cap, when set (by Tune), bounds a batch's rows below maxBS.
+	cap      int64
 	pref     []int64 // sorted preferred batch sizes
 	maxPref  int64
 	delay    time.Duration
@@ -72,22 +74,31 @@ type schedConfig struct {
 }
 
 // setPreferred sets the preferred batch sizes, sorted and unique; sizes
-// outside 1 to max_batch_size are dropped (the config's are checked at
-// load; Tune's come from the autopilot), and none left means
-// max_batch_size, as in a config without preferred sizes.
+// outside 1 to the batch limit are dropped (the config's are checked at
+// load; Tune's come from the autopilot), and none left means the limit,
+// as in a config without preferred sizes.
 func (sc *schedConfig) setPreferred(sizes []int64) {
 	var pref []int64
 	for _, p := range sizes {
-		if p >= 1 && p <= sc.maxBS {
+		if p >= 1 && p <= sc.limit() {
 			pref = append(pref, p)
 		}
 	}
 	if len(pref) == 0 {
-		pref = []int64{sc.maxBS}
+		pref = []int64{sc.limit()}
 	}
 	slices.Sort(pref)
 	sc.pref = slices.Compact(pref)
 	sc.maxPref = sc.pref[len(sc.pref)-1]
+}
+
+// limit is the most rows a batch takes: the cap when one is set, else
+// max_batch_size.
+func (sc *schedConfig) limit() int64 {
+	if sc.cap > 0 {
+		return sc.cap
+	}
+	return sc.maxBS
 }
 
 func newSchedConfig(cfg *modelconfig.ModelConfig) (schedConfig, []queuePolicy) {

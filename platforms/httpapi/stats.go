@@ -110,7 +110,7 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 	b = strconv.AppendFloat(b, r.CapacityPerSec, 'f', 1, 64)
 	b = append(b, `,"headroom":`...)
 	b = strconv.AppendFloat(b, r.Headroom, 'f', 3, 64)
-	b = appendTuning(b, "", r.Delay.Microseconds(), r.Preferred)
+	b = appendTuning(b, "", &r.BatchTuning)
 	b = append(b, `,"decisions":[`...)
 	for i, d := range r.Decisions {
 		if i > 0 {
@@ -118,8 +118,8 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 		}
 		b = append(b, `{"time_ms":`...)
 		b = strconv.AppendInt(b, d.At.UnixMilli(), 10)
-		b = appendTuning(b, "", d.Delay.Microseconds(), d.Preferred)
-		b = appendTuning(b, "from_", d.FromDelay.Microseconds(), d.FromPref)
+		b = appendTuning(b, "", &d.To)
+		b = appendTuning(b, "from_", &d.From)
 		b = append(b, `,"reason":`...)
 		b = tritonjson.AppendString(b, d.Reason)
 		b = append(b, `,"measured_p99_us":`...)
@@ -133,20 +133,23 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 	return append(b, "]}"...)
 }
 
-// appendTuning writes ,"<prefix>max_queue_delay_us":…,"<prefix>preferred_batch_size":[…].
-func appendTuning(b []byte, prefix string, delayUs int64, pref []int64) []byte {
+// appendTuning writes ,"<prefix>max_queue_delay_us":…,"<prefix>preferred_batch_size":[…],"<prefix>max_batch":….
+func appendTuning(b []byte, prefix string, t *core.BatchTuning) []byte {
 	b = append(b, `,"`...)
 	b = append(b, prefix...)
 	b = append(b, `max_queue_delay_us":`...)
-	b = strconv.AppendInt(b, delayUs, 10)
+	b = strconv.AppendInt(b, t.Delay.Microseconds(), 10)
 	b = append(b, `,"`...)
 	b = append(b, prefix...)
 	b = append(b, `preferred_batch_size":[`...)
-	for i, p := range pref {
+	for i, p := range t.Preferred {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = strconv.AppendInt(b, p, 10)
 	}
-	return append(b, ']')
+	b = append(b, `],"`...)
+	b = append(b, prefix...)
+	b = append(b, `max_batch":`...)
+	return strconv.AppendInt(b, t.MaxBatch, 10)
 }

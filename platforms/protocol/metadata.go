@@ -100,16 +100,18 @@ func ModelConfig(c *core.Server, name string, version int64) (*modelconfig.Model
 		return nil, err
 	}
 	defer release()
-	delay, pref, ok := mv.Tuning()
+	tu, ok := mv.Tuning()
 	if !ok {
 		return mv.Config, nil
 	}
-	// What the autopilot set is what is in force (docs/autopilot.md).
+	// What the autopilot set is what is in force (docs/autopilot.md); its
+	// batch cap is in the statistics' slo block, max_batch_size being the
+	// model's contract with its clients.
 	cfg := proto.Clone(mv.Config).(*modelconfig.ModelConfig)
 	db := cfg.GetDynamicBatching()
-	db.MaxQueueDelayMicroseconds = uint64(delay.Microseconds())
+	db.MaxQueueDelayMicroseconds = uint64(tu.Delay.Microseconds())
 	db.PreferredBatchSize = db.PreferredBatchSize[:0]
-	for _, p := range pref {
+	for _, p := range tu.Preferred {
 		db.PreferredBatchSize = append(db.PreferredBatchSize, int32(p))
 	}
 	return cfg, nil

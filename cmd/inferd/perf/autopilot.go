@@ -14,7 +14,7 @@ import (
 type autopilotView struct {
 	TargetMS, MeasuredMS float64
 	Capacity, Headroom   float64
-	Delay                int64
+	Delay, MaxBatch      int64
 	Preferred            []int64
 	Decisions            []autopilotDecision
 	start                time.Time
@@ -24,6 +24,7 @@ type autopilotView struct {
 type autopilotDecision struct {
 	At                     time.Time
 	Delay, FromDelay       int64
+	MaxBatch, FromMax      int64
 	Preferred, FromPref    []int64
 	Reason                 string
 	MeasuredMS, Rate, Capa float64
@@ -51,12 +52,15 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 				Headroom  float64 `json:"headroom"`
 				Delay     int64   `json:"max_queue_delay_us"`
 				Preferred []int64 `json:"preferred_batch_size"`
+				MaxBatch  int64   `json:"max_batch"`
 				Decisions []struct {
 					TimeMS    int64   `json:"time_ms"`
 					Delay     int64   `json:"max_queue_delay_us"`
 					Preferred []int64 `json:"preferred_batch_size"`
 					FromDelay int64   `json:"from_max_queue_delay_us"`
 					FromPref  []int64 `json:"from_preferred_batch_size"`
+					MaxBatch  int64   `json:"max_batch"`
+					FromMax   int64   `json:"from_max_batch"`
 					Reason    string  `json:"reason"`
 					Measured  int64   `json:"measured_p99_us"`
 					Rate      float64 `json:"rate_infer_per_sec"`
@@ -74,10 +78,10 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 		return nil
 	}
 	v := &autopilotView{TargetMS: float64(s.Target) / 1000, MeasuredMS: float64(s.Measured) / 1000, Capacity: s.Capacity,
-		Headroom: s.Headroom, Delay: s.Delay, Preferred: s.Preferred, start: start}
+		Headroom: s.Headroom, Delay: s.Delay, MaxBatch: s.MaxBatch, Preferred: s.Preferred, start: start}
 	for _, d := range s.Decisions {
 		v.Decisions = append(v.Decisions, autopilotDecision{At: time.UnixMilli(d.TimeMS), Delay: d.Delay, FromDelay: d.FromDelay,
-			Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity})
+			MaxBatch: d.MaxBatch, FromMax: d.FromMax, Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity})
 	}
 	return v
 }
