@@ -246,8 +246,17 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 		}
 		return decision{best, why, m.within(best)}
 	}
-	// Over what the target allows: the most the instances can do, so that
-	// the queue drains; the target is out of reach until the rate falls.
+	if bestLat < time.Duration(math.MaxInt64) {
+		// Some setting carries the rate, none is modelled within the
+		// target: the one modelled lowest, rather than the largest batches,
+		// whose filling and execution only lengthen the wait.
+		why := fmt.Sprintf("%.0f rows/s: no setting is modelled within %v (p99 was %v); the lowest, %v, with %s",
+			rate, b.target, p99, bestLat, describe(best))
+		return decision{best, why, m.within(best)}
+	}
+	// Over what the instances carry within the target's batches: the most
+	// they can do, so that the queue drains; the target is out of reach
+	// until the rate falls.
 	full := setting{0, b.maxBS, b.maxBS}
 	if m.pipelined && rate > 0 {
 		// Only a delay lets a pipelining instance's batches grow.
@@ -264,6 +273,14 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 			b.target, rate, time.Duration(m.gamma*float64(m.cost(1))*(1+1/float64(b.instances))), p99, how)
 	}
 	return decision{full, why, m.within(full)}
+}
+
+// describe says what st does, for a decision's reason.
+func describe(st setting) string {
+	if st.delay == 0 {
+		return fmt.Sprintf("no delay, batches up to %d", st.cap)
+	}
+	return fmt.Sprintf("a delay of %v for batches of %d (at most %d)", st.delay, st.pref, st.cap)
 }
 
 // settingFor is the setting that gathers batches of k at rate, capped at

@@ -205,3 +205,16 @@ func TestBatchDeltasPipelined(t *testing.T) {
 		t.Errorf("serial: %v, want 10 executions of 100 ms in all", got)
 	}
 }
+
+// TestDecideLowestWhenNoneFits: where some setting carries the rate but
+// none is modelled within the target, the one modelled lowest is chosen
+// (here one-row executions, 13.5 ms), not the largest batches that an
+// over-load needs.
+func TestDecideLowestWhenNoneFits(t *testing.T) {
+	m := testModel()
+	m.gamma, m.b.target = 3, 12*time.Millisecond
+	d := decide(m, setting{0, 16, 16}, 300, 1000, 30*time.Millisecond)
+	if !strings.Contains(d.reason, "the lowest") || d.setting != (setting{0, 1, 1}) || d.capacity < 300*(1+margin) {
+		t.Errorf("%+v: %s (capacity %.0f)", d.setting, d.reason, d.capacity)
+	}
+}

@@ -32,6 +32,9 @@ type watch struct {
 	prev  core.StatsSnapshot // the window's start, once last moved on
 	costs costs
 	gamma float64
+	// moved says the last period changed the setting: the window since
+	// began under the old one.
+	moved bool
 
 	mu     sync.Mutex
 	report core.SLOReport
@@ -109,10 +112,13 @@ func (wt *watch) period(now time.Time) {
 	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 {
 		m.observed = rows / execs
 	}
-	if known && !thin && m.capacity(cur.pref) >= rate*(1+margin) {
+	steady := !wt.moved && snap.Pending <= 2*cur.cap*int64(wt.b.instances)
+	if known && !thin && steady && m.capacity(cur.cap) >= rate*(1+margin) {
 		// What the window teaches of the tail: p99 ÷ the modelled latency
 		// at the setting it ran under. Not from a window the setting could
-		// not carry: its p99 is the backlog's, which no factor models.
+		// not carry, nor one that began under another setting or ended with
+		// a backlog: its p99 is the backlog's, which no factor models. One
+		// window moves the factor by at most half or double.
 		m1 := m
 		m1.gamma = 1
 		pred := m1.latency(rate, cur.pref, cur.delay)
@@ -120,7 +126,7 @@ func (wt *watch) period(now time.Time) {
 			pred = m1.undelayed(rate, cur.pref)
 		}
 		if pred > 0 && pred < time.Hour {
-			g := float64(p99) / float64(pred)
+			g := min(max(float64(p99)/float64(pred), wt.gamma/2), 2*wt.gamma)
 			wt.gamma = min(max(0.5*wt.gamma+0.5*g, 1), gammaMax)
 			m.gamma = wt.gamma
 		}
@@ -131,6 +137,7 @@ func (wt *watch) period(now time.Time) {
 	}
 	changed := !samePref(d.pref, cur.pref) || !samePref(d.cap, cur.cap) || !near(d.delay, cur.delay) || (d.delay == 0) != (cur.delay == 0)
 	to := wt.b.tuning(d.setting)
+	wt.moved = changed
 	if changed {
 		wt.tuner.Tune(to)
 		wt.log.Info("autopilot", "decision", d.reason, "max_queue_delay_us", d.delay.Microseconds(), "preferred_batch_size", d.pref,
