@@ -485,3 +485,55 @@ func TestMLPWeights(t *testing.T) {
 		t.Error("layers 0 and 1 have the same weights")
 	}
 }
+
+// TestTextEncoderFFNORT: the feed-forward encoder against a float64
+// reference: the lookup, then each block's residual h + W2·relu(W1·h + b1) + b2.
+func TestTextEncoderFFNORT(t *testing.T) {
+	orttest.Init(t)
+	const vocab, hidden, ffn, layers, tokens = 7, 4, 8, 2, 3
+	model, err := TextEncoderFFN(vocab, hidden, ffn, layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, types := []float64{1, 5, 2}, []float64{0, 1, 1}
+	table, typeTable := EncoderTable(vocab, hidden), EncoderTypeTable(hidden)
+	h := make([]float64, tokens*hidden)
+	for p := range tokens {
+		for j := range hidden {
+			h[p*hidden+j] = table[int(ids[p])*hidden+j] + typeTable[int(types[p])*hidden+j]
+		}
+	}
+	dense := func(x []float64, k, n int64, w, b []float64, relu bool) []float64 {
+		out := make([]float64, tokens*n)
+		for p := range int64(tokens) {
+			for j := range n {
+				v := b[j]
+				for i := range k {
+					v += x[p*k+i] * w[i*n+j]
+				}
+				if relu {
+					v = max(v, 0)
+				}
+				out[p*n+j] = v
+			}
+		}
+		return out
+	}
+	for l := range int64(layers) {
+		up := dense(h, hidden, ffn, MLPWeights(2*l, hidden, ffn), MLPBias(2*l, ffn), true)
+		down := dense(up, ffn, hidden, MLPWeights(2*l+1, ffn, hidden), MLPBias(2*l+1, hidden), false)
+		for i := range h {
+			h[i] += down[i]
+		}
+	}
+	got := run(t, model,
+		[]tensor{{name: "input_ids", elem: Int64, shape: []int64{1, tokens}, nums: ids},
+			{name: "attention_mask", elem: Int64, shape: []int64{1, tokens}, nums: []float64{1, 1, 1}},
+			{name: "token_type_ids", elem: Int64, shape: []int64{1, tokens}, nums: types}},
+		[]tensor{{name: "last_hidden_state", elem: Float, shape: []int64{1, tokens, hidden}}})
+	for i, want := range h {
+		if math.Abs(got[0].nums[i]-want) > 1e-4 {
+			t.Fatalf("last_hidden_state[%d] = %v, want %v", i, got[0].nums[i], want)
+		}
+	}
+}

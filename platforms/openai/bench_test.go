@@ -123,11 +123,24 @@ func (p *inProcess) embed(texts []string) ([][]float32, error) {
 
 // BenchmarkEmbeddings: /v1/embeddings at concurrency 16, one text a
 // request, against the same work in process in batches of 8
-// (BENCHMARKS.md, "OpenAI embeddings").
+// (BENCHMARKS.md, "OpenAI embeddings"), on an encoder whose tokens cost
+// little (two 384×384 layers), so that the server's own cost per request
+// shows.
 func BenchmarkEmbeddings(b *testing.B) {
+	benchEmbeddings(b, onnxbuild.Must(onnxbuild.TextEncoderMLP(vocab, benchHidden, benchLayers)))
+}
+
+// BenchmarkEmbeddingsFFN is the same on an encoder whose tokens cost what
+// all-MiniLM-L6-v2's do (onnxbuild.TextEncoderFFN: 9 blocks of
+// 384→1536→384, 10.6 M multiply-adds a token), the size of the small
+// embedding models teams serve on CPUs.
+func BenchmarkEmbeddingsFFN(b *testing.B) {
+	benchEmbeddings(b, onnxbuild.Must(onnxbuild.TextEncoderFFN(vocab, benchHidden, 4*benchHidden, 9)))
+}
+
+func benchEmbeddings(b *testing.B, model []byte) {
 	tok, err := os.ReadFile(fixture)
 	servertest.Must(b, err)
-	model := onnxbuild.Must(onnxbuild.TextEncoderMLP(vocab, benchHidden, benchLayers))
 	files := map[string]string{"tokenizer.json": string(tok)}
 	base, srv := startCore(b, map[string]testModel{
 		"bench":   {benchConfig("bench", ""), model, files},
