@@ -266,7 +266,7 @@ td.why { text-align: left; font-size: 0.85em; }
 {{end}}</div>
 <h2>{{if .R.Search}}Configurations{{else}}Measurements{{end}}</h2>
 {{if .R.Search}}<table id="configs">
-<thead><tr><th>Configuration</th><th>Instances</th><th>max_batch_size</th><th>Dynamic batching</th><th>Best infer/s</th><th>At concurrency</th><th>p99 there (µs)</th></tr></thead>
+<thead><tr><th>Configuration</th><th>Instances</th><th>max_batch_size</th><th>Dynamic batching</th><th>Best infer/s</th><th>At {{if .R.RateMode}}request rate{{else}}concurrency{{end}}</th><th>p99 there (µs)</th></tr></thead>
 <tbody>
 {{range .R.Runs}}<tr class="config{{if .Winner}} winner{{end}}"><td>{{.Name}}{{if .Winner}} (best){{end}}</td>{{with .Trial}}<td>{{.Instances}}</td><td>{{.MaxBatch}}</td><td>{{.DynamicText}}</td>{{end}}
 {{if not .Points}}<td class="err" colspan="3">{{.Err}}</td>{{else if not .ScoreAt}}<td class="err" colspan="3">none qualifies{{with .Err}}; then {{.}}{{end}}</td>{{else}}<td>{{f1 .Score}}</td><td>{{.ScoreAt}}</td><td>{{.P99AtScore}}</td>{{end}}</tr>

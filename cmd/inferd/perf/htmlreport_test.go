@@ -85,14 +85,14 @@ func TestSweepReport(t *testing.T) {
 // instead of drawing an empty chart, and names are escaped.
 func TestReportEdgeCases(t *testing.T) {
 	nan := math.NaN()
-	ok := &trial{candidate: candidate{instances: 1, maxBatch: 8, delay: 100}, preferred: []int{4, 8}, score: 50, scoreAt: 2,
+	ok := &trial{candidate: candidate{instances: 1, maxBatch: 8, delay: 100}, preferred: []int{4, 8}, score: 50, scoreAt: "2",
 		points: []pointReport{
 			{result: result{Concurrency: 1, Throughput: 30, P50: 900, P95: 1000, P99: 1100, Stable: true}, usage: usage{nan, nan, nan}},
 			{result: result{Concurrency: 2, Throughput: 50, P50: 1900, P95: 2000, P99: 2100}, usage: usage{nan, nan, nan}},
 		}}
 	failed := &trial{candidate: candidate{instances: 2, maxBatch: 8, delay: -1}, err: errors.New(`load m: HTTP 400: <bad> config`)}
 	// A sweep that measured one setting and then failed still counts with it.
-	partial := &trial{candidate: candidate{instances: 3, maxBatch: 8, delay: -1}, err: errors.New("concurrency 2: every request failed"), score: 20, scoreAt: 1,
+	partial := &trial{candidate: candidate{instances: 3, maxBatch: 8, delay: -1}, err: errors.New("concurrency 2: every request failed"), score: 20, scoreAt: "1",
 		points: []pointReport{{result: result{Concurrency: 1, Throughput: 20, P99: 3000, Stable: true}, usage: usage{nan, nan, nan}}}}
 	o := &options{model: `m<x>`, baseURL: "http://localhost:8000", protocol: "http", binary: true, batch: 1, inputData: "random", interval: time.Second, stability: 0.1, maxTrials: 10}
 	var b strings.Builder

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -73,7 +72,8 @@ type trial struct {
 	points    []pointReport
 	err       error
 	score     float64 // best qualifying throughput; 0 when none qualifies
-	scoreAt   int     // its concurrency
+	scoreAt   string  // its concurrency or request rate (settingValue)
+	scoreP99  float64 // its p99, µs
 }
 
 // Instances, MaxBatch and DynamicText are the report table's columns.
@@ -237,8 +237,18 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 	}()
 	use.mark()
 	var sinceBest int
-	for _, n := range sr.so.concurrency {
-		r, err := sess.concurrency(ctx, n)
+	steps := len(sr.so.concurrency)
+	if len(sr.so.rates) > 0 {
+		steps = len(sr.so.rates)
+	}
+	for i := range steps {
+		var r result
+		var err error
+		if len(sr.so.rates) > 0 {
+			r, err = sess.requestRate(ctx, sr.so.rates[i])
+		} else {
+			r, err = sess.concurrency(ctx, sr.so.concurrency[i])
+		}
 		use.mark()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -257,10 +267,11 @@ func (sr *searcher) evaluate(ctx context.Context, c candidate) (*trial, error) {
 			sinceBest++
 		}
 		if sr.qualifies(r) && r.Throughput > t.score {
-			t.score, t.scoreAt = r.Throughput, n
+			t.score, t.scoreAt, t.scoreP99 = r.Throughput, settingValue(r), r.P99
 		}
-		// Stop once latency is past the budget (more concurrency only
-		// adds to it) or throughput has not grown for two settings.
+		// Stop once latency is past the budget (more concurrency or a
+		// higher rate only adds to it) or throughput has not grown for two
+		// settings.
 		over := sr.so.latencyBudget > 0 && r.P99 > float64(sr.so.latencyBudget.Microseconds())
 		if over || sinceBest >= 2 {
 			break
@@ -388,7 +399,7 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 		err = errInterrupted
 	}
 	w := sr.winner()
-	writeSearchTable(stdout, sr.trials, w)
+	writeSearchTable(stdout, so, sr.trials, w)
 	if w == nil && err == nil {
 		err = errNoWinner
 	}
@@ -400,7 +411,7 @@ func search(ctx context.Context, o *options, so *searchOptions, stdout, stderr i
 		if merr != nil {
 			err = errors.Join(err, fmt.Errorf("--config-out %s: %w", so.configOut, merr))
 		} else {
-			fmt.Fprintf(stdout, "\nBest: %s (%.1f infer/s at concurrency %d); config written to %s\n", w.candidate, w.score, w.scoreAt, so.configOut)
+			fmt.Fprintf(stdout, "\nBest: %s (%.1f infer/s at %s %s); config written to %s\n", w.candidate, w.score, sweepName(so), w.scoreAt, so.configOut)
 		}
 	}
 	if o.reportPath != "" {
@@ -438,16 +449,14 @@ func searchReport(o *options, so *searchOptions, trials []*trial, w *trial, metr
 	h := &htmlReport{
 		Title: "inferd perf search: " + o.model, Model: o.model, URL: o.baseURL, Search: true,
 		Settings:  settingsLine(o) + "; " + so.mode + " search",
-		Objective: objectiveText(so),
+		Objective: objectiveText(so), RateMode: len(so.rates) > 0,
 	}
 	if metricsErr != nil {
 		h.Notes = append(h.Notes, metricsNote(metricsErr))
 	}
 	for _, t := range trials {
 		r := runReport{Name: t.candidate.String(), Points: t.points, Winner: t == w, trial: t, Score: t.score}
-		if t.scoreAt > 0 {
-			r.ScoreAt = strconv.Itoa(t.scoreAt)
-		}
+		r.ScoreAt = t.scoreAt
 		if t.err != nil {
 			r.Err = t.err.Error()
 		}
@@ -457,9 +466,9 @@ func searchReport(o *options, so *searchOptions, trials []*trial, w *trial, metr
 }
 
 // writeSearchTable prints one line per configuration tried.
-func writeSearchTable(w io.Writer, trials []*trial, best *trial) {
+func writeSearchTable(w io.Writer, so *searchOptions, trials []*trial, best *trial) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "Instances\tmax_batch_size\tDynamic batching\tBest infer/s\tAt concurrency\tp99 µs\t")
+	fmt.Fprintf(tw, "Instances\tmax_batch_size\tDynamic batching\tBest infer/s\tAt %s\tp99 µs\t\n", sweepName(so))
 	for _, t := range trials {
 		line := fmt.Sprintf("%d\t%d\t%s\t", t.instances, t.maxBatch, t.DynamicText())
 		switch {
@@ -468,13 +477,7 @@ func writeSearchTable(w io.Writer, trials []*trial, best *trial) {
 		case t.score == 0:
 			line += "none qualifies\t\t\t"
 		default:
-			p99 := math.NaN()
-			for _, p := range t.points {
-				if p.Concurrency == t.scoreAt {
-					p99 = p.P99
-				}
-			}
-			line += fmt.Sprintf("%.1f\t%d\t%s\t", t.score, t.scoreAt, us(p99))
+			line += fmt.Sprintf("%.1f\t%s\t%s\t", t.score, t.scoreAt, us(t.scoreP99))
 		}
 		if t == best {
 			line += "best"
@@ -485,4 +488,12 @@ func writeSearchTable(w io.Writer, trials []*trial, best *trial) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// sweepName is what the search sweeps, for its output.
+func sweepName(so *searchOptions) string {
+	if len(so.rates) > 0 {
+		return "request rate"
+	}
+	return "concurrency"
 }

@@ -15,12 +15,17 @@ import (
 
 // searchOptions are the search's own flags.
 type searchOptions struct {
-	mode          string // brute or quick
-	instances     []int
-	maxBatch      []int
-	delays        []int // µs; -1: no dynamic batching
-	preferred     []int
-	concurrency   []int
+	mode        string // brute or quick
+	instances   []int
+	maxBatch    []int
+	delays      []int // µs; -1: no dynamic batching
+	preferred   []int
+	concurrency []int
+	// rates, when set (--request-rate-range), sweep open-loop request
+	// rates instead of concurrency, as Model Analyzer's request rate
+	// search does: a constant rate queues as live traffic does, where a
+	// closed loop never holds more than its concurrency.
+	rates         []float64
 	latencyBudget time.Duration // p99; 0: none
 	configOut     string
 	setBatch      bool // --max-batch-sizes was given
@@ -30,7 +35,8 @@ const searchUsage = `usage: inferd perf search -m MODEL [search flags] [inferd p
 
 Tries model configurations on a running server in explicit model control
 mode (--model-control-mode=explicit), through load requests with a config
-override, measures each over a concurrency sweep, writes the best one's
+override, measures each over a concurrency sweep (or, with
+--request-rate-range, a sweep of open-loop request rates), writes the best one's
 config.pbtxt and reloads the model's own configuration at the end.
 
   --run-config-search-mode brute|quick  brute: every combination (default);
@@ -149,9 +155,6 @@ func parseSearchArgs(args []string, stderr io.Writer) (*options, *searchOptions,
 	if o.serviceKind != "triton" {
 		return nil, nil, usagef("search measures /v2 infer: --service-kind=%s does not apply", o.serviceKind)
 	}
-	if len(o.rates) > 0 {
-		return nil, nil, usagef("search sweeps concurrency: --request-rate-range does not apply")
-	}
 	if o.csvPath != "" || o.jsonPath != "" {
 		return nil, nil, usagef("search writes --report and --config-out; -f and --json are for a plain sweep")
 	}
@@ -171,6 +174,10 @@ func parseSearchArgs(args []string, stderr io.Writer) (*options, *searchOptions,
 	}
 	so.concurrency = []int{1, 2, 4, 8, 16, 32}
 	switch {
+	case len(o.rates) > 0 && (conc != "" || slices.ContainsFunc(rest, func(a string) bool { return strings.Contains(a, "concurrency-range") })):
+		return nil, nil, usagef("search sweeps either concurrency or --request-rate-range, not both")
+	case len(o.rates) > 0:
+		so.rates, so.concurrency = o.rates, nil
 	case conc != "":
 		if so.concurrency, err = intList("concurrency", conc, 1, false); err != nil {
 			return nil, nil, err

@@ -129,6 +129,32 @@ func TestSearchONNX(t *testing.T) {
 	}
 }
 
+// TestSearchRequestRate: with --request-rate-range each configuration is
+// measured at open-loop rates, and the best is named by the rate.
+func TestSearchRequestRate(t *testing.T) {
+	root := servertest.WriteRepo(t, map[string]servertest.Model{
+		"simple": {Config: servertest.SimpleConfig("simple"), ONNX: onnxbuild.Must(onnxbuild.AddSub(onnxbuild.Int32, -1, 16))},
+	})
+	addr := startExplicit(t, root, []string{"simple"})
+	dir := t.TempDir()
+	out, report := filepath.Join(dir, "best.pbtxt"), filepath.Join(dir, "search.html")
+	code, stdout, stderr := runPerf(t, append([]string{"search", "-m", "simple", "-u", addr,
+		"--instance-counts", "1", "--max-batch-sizes=4,8", "--dynamic-batching-delays", "off",
+		"--request-rate-range", "50:100:50", "--config-out", out, "--report", report}, fast...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !regexp.MustCompile(`Best: .* infer/s at request rate (50|100)\)`).MatchString(stdout) || !strings.Contains(stdout, "At request rate") {
+		t.Errorf("stdout names no best request rate:\n%s", stdout)
+	}
+	page, err := os.ReadFile(report)
+	must(t, err)
+	if !strings.Contains(string(page), "At request rate") || len(configRows(string(page))) != 2 {
+		t.Errorf("report: %d configurations, rate column %v", len(configRows(string(page))), strings.Contains(string(page), "At request rate"))
+	}
+	checkRestored(t, addr, "simple")
+}
+
 // TestSearchNoWinner: a latency budget no configuration meets fails the
 // search, writes no config, and still restores the model.
 func TestSearchNoWinner(t *testing.T) {
@@ -281,6 +307,13 @@ func TestParseSearchArgs(t *testing.T) {
 	if _, so, err := parseSearchArgs([]string{"-m", "x", "--concurrency-range", "2:6:2"}, io.Discard); err != nil || !slices.Equal(so.concurrency, []int{2, 4, 6}) {
 		t.Errorf("--concurrency-range: %v, %v", so, err)
 	}
+	if _, so, err := parseSearchArgs([]string{"-m", "x", "--request-rate-range", "100:300:100"}, io.Discard); err != nil ||
+		!slices.Equal(so.rates, []float64{100, 200, 300}) || so.concurrency != nil {
+		t.Errorf("--request-rate-range: %+v, %v", so, err)
+	}
+	if _, _, err := parseSearchArgs([]string{"-m", "x", "--request-rate-range", "100", "--concurrency", "4"}, io.Discard); err == nil {
+		t.Error("both a rate range and a concurrency list were accepted")
+	}
 	if o, _, err := parseSearchArgs([]string{"-m", "x", "--collect-metrics", "--metrics-url", "srv:9/metrics", "--metrics-interval", "250"}, io.Discard); err != nil ||
 		!o.collectMetrics || o.metricsURL != "http://srv:9/metrics" || o.metricsInterval.Milliseconds() != 250 {
 		t.Errorf("metrics flags: %+v, %v", o, err)
@@ -291,7 +324,7 @@ func TestParseSearchArgs(t *testing.T) {
 	for _, args := range [][]string{
 		{"-m", "x", "--run-config-search-mode", "optuna"},
 		{"-m", "x", "-i", "grpc"},
-		{"-m", "x", "--request-rate-range", "10"},
+		{"-m", "x", "--request-rate-range", "10", "--concurrency", "4"},
 		{"-m", "x", "-f", "out.csv"},
 		{"-m", "x", "--instance-counts", "0"},
 		{"-m", "x", "--max-batch-sizes", "4,x"},
