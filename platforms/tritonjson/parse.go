@@ -73,9 +73,9 @@ var parserPool sync.Pool // of *parser
 const maxPooledNodes = 1 << 14
 
 // Release gives d's parser and node list back for a later Parse to reuse
-// and leaves d empty (a zero Document). d and every Value read from it
-// must not be used afterwards; strings and numbers taken out of it stay
-// valid (they are copies). Calling it is optional: a Document never
+// and leaves d empty (a zero Document). d, any copy of it, and every Value
+// read from it must not be used afterwards; strings and numbers taken out
+// of it stay valid (they are copies). Calling it is optional: a Document never
 // released is left to the collector.
 func (d *Document) Release() {
 	if p := d.p; p != nil {
