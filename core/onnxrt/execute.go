@@ -294,18 +294,27 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 	return raw, nil
 }
 
+// terminator is what a run's context calls once done: it terminates the
+// run and then signals in.fired, which the run waits for before it reuses
+// the options. Made once per instance (under in.mu, as every run), since
+// an instance runs one execution at a time and a closure and a channel per
+// run were two allocations for every request.
+func (in *instance) terminator() func() {
+	if in.terminate == nil {
+		in.fired = make(chan struct{}, 1)
+		in.terminate = func() {
+			_ = in.runOpts.Terminate()
+			in.fired <- struct{}{}
+		}
+	}
+	return in.terminate
+}
+
 // run runs the session once, honouring ctx through RunOptions.Terminate.
 func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
-	var (
-		stop  func() bool
-		fired chan struct{}
-	)
+	var stop func() bool
 	if ctx.Done() != nil {
-		fired = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			_ = in.runOpts.Terminate()
-			close(fired)
-		})
+		stop = context.AfterFunc(ctx, in.terminator())
 	}
 	direct := !raw
 	for i, v := range r.outputs {
@@ -330,7 +339,7 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
 	}
 	if stop != nil && !stop() {
-		<-fired
+		<-in.fired
 		_ = in.runOpts.UnsetTerminate() // the options are reused by the next run
 	}
 	for i, v := range r.outputs {

@@ -30,8 +30,11 @@ type instance struct {
 	session     *ort.DynamicAdvancedSession
 	dropSession func()
 	runOpts     *ort.RunOptions
-	scratch     runScratch
-	cache       valueCache
+	// terminate and fired stop a run whose context is done (terminator).
+	terminate func()
+	fired     chan struct{}
+	scratch   runScratch
+	cache     valueCache
 	// For runRaw: the session's names as C strings, and each output's
 	// element size (0 for STRING).
 	inNames, outNames cNames

@@ -202,7 +202,9 @@ func (r *Envelope) Decode(ctx context.Context, body []byte) (*Envelope, error) {
 	d.body = body
 	err := d.decode(ctx)
 	// Clear the decoder so the parsed document is not kept alive by the
-	// request.
+	// request; its node list goes back for the next request's parse
+	// (nothing decoded refers to it: names, ids and data are copies).
+	d.doc.Release()
 	*d = decoder{}
 	if err != nil {
 		r.Holds.Release()

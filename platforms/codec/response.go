@@ -23,18 +23,19 @@ import (
 // copied into its region and described in the header without data; a
 // region too small for its output fails the whole response.
 func EncodeResponse(resp *core.InferResponse, req *Envelope) (header []byte, blobs [][]byte, binary bool, err error) {
-	header, blobs, err = AppendResponse(make([]byte, 0, estimateResponse(resp, req)), resp, req)
+	header, blobs, err = AppendResponse(nil, resp, req)
 	return header, blobs, len(blobs) > 0, err
 }
 
-// AppendResponse is EncodeResponse appending the header to dst.
+// AppendResponse is EncodeResponse appending the header to dst (a reused
+// buffer, or nil), which it first grows to the header's likely size.
 func AppendResponse(dst []byte, resp *core.InferResponse, req *Envelope) (header []byte, blobs [][]byte, err error) {
 	if req != nil && req.spans != nil {
 		if err := protocol.WriteRegions(resp.Outputs, req.outputSpan); err != nil {
 			return nil, nil, err
 		}
 	}
-	b := append(dst, '{')
+	b := append(slices.Grow(dst, estimateResponse(resp, req)), '{')
 	if resp.ID != "" {
 		b = append(b, `"id":`...)
 		b = tritonjson.AppendString(b, resp.ID)

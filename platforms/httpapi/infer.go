@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -77,21 +78,25 @@ var ErrDecoupled = core.Errorf(core.CodeUnsupported, "HTTP end point doesn't sup
 func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp *core.InferResponse, env *codec.Envelope) error {
 	release := s.work()
 	defer release()
-	header, blobs, binary, err := codec.EncodeResponse(resp, env)
+	box := replyBuffer()
+	header, blobs, err := codec.AppendResponse((*box)[:0], resp, env)
 	if err != nil {
 		return err
 	}
+	// Written (copied out: an io.Writer keeps nothing) before it returns,
+	// the header's buffer serves the next reply.
+	defer putReplyBuffer(box, header)
 	h := w.Header()
-	if binary {
+	if len(blobs) > 0 {
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
 	} else {
 		h.Set("Content-Type", "application/json")
 	}
-	parts := make([][]byte, 0, 1+len(blobs))
-	parts = append(parts, header)
-	parts = append(parts, blobs...)
 	if enc := responseEncoding(r.Header.Get("Accept-Encoding")); enc != "" {
+		parts := make([][]byte, 0, 1+len(blobs))
+		parts = append(parts, header)
+		parts = append(parts, blobs...)
 		if body, err := compress(enc, parts); err == nil {
 			h.Set("Content-Encoding", enc)
 			h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -99,15 +104,44 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, r *http.Request, resp
 			return nil
 		}
 	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
+	total := len(header)
+	for _, b := range blobs {
+		total += len(b)
 	}
 	h.Set("Content-Length", strconv.Itoa(total))
-	for _, p := range parts {
-		if _, err := w.Write(p); err != nil {
-			return nil // the client has gone: nothing more to write
+	if _, err := w.Write(header); err != nil {
+		return nil // the client has gone: nothing more to write
+	}
+	for _, b := range blobs {
+		if _, err := w.Write(b); err != nil {
+			return nil
 		}
 	}
 	return nil
+}
+
+// replyPool holds the buffers /infer renders its JSON headers into, so
+// that a reply's header costs no allocation once the pool is warm.
+var replyPool sync.Pool // of *[]byte
+
+// maxPooledReply bounds the buffers kept in replyPool: the header of a
+// large JSON tensor is left to the collector rather than kept resident.
+const maxPooledReply = 64 << 10
+
+// replyBuffer is a buffer from replyPool, or an empty one.
+func replyBuffer() *[]byte {
+	if box, ok := replyPool.Get().(*[]byte); ok {
+		return box
+	}
+	return new([]byte)
+}
+
+// putReplyBuffer gives back box, which now holds header's array (the
+// buffer as AppendResponse grew it).
+func putReplyBuffer(box *[]byte, header []byte) {
+	if cap(header) > maxPooledReply {
+		return
+	}
+	*box = header[:0]
+	replyPool.Put(box)
 }

@@ -84,7 +84,7 @@ type Server struct {
 	log     *slog.Logger
 	logs    *logging.Settings
 	router  chi.Router
-	handler http.Handler // router behind LogRequests and Recover
+	handler http.Handler // inferRouter and the router behind LogRequests and Recover
 	exiting atomic.Bool
 	meta    []byte        // server metadata, computed once
 	workers chan struct{} // Options.Workers slots; nil: no bound
@@ -115,7 +115,7 @@ func New(c *core.Server, opts Options) *Server {
 	s.meta = renderServerMeta(protocol.ServerMetadata(opts.ServerID))
 	s.router = s.routes() // also gives Options.Trace its default
 	s.pipe = infer.Pipeline{Core: c, Trace: s.opts.Trace, Logs: s.logs, Log: s.log, Forward: opts.HeaderForward}
-	s.handler = Recover(LogRequests(s.router, s.logs, s.log), s.log, nil)
+	s.handler = Recover(LogRequests(inferRouter{s: s, router: s.router}, s.logs, s.log), s.log, nil)
 	return s
 }
 

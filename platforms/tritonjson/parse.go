@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/inferd/inferd/core/status"
 )
@@ -55,6 +56,49 @@ type Document struct {
 	src   []byte
 	nodes []node
 	arena []byte
+	// p is the parser that built the document, kept (with the node list's
+	// array) so that parsing again, or Release, reuses it.
+	p *parser
+}
+
+// parserPool holds the parsers, node lists included, that Release gave
+// back: a server parsing one request after another reuses them instead of
+// allocating both (which the collector then clears and sweeps) per
+// document.
+var parserPool sync.Pool // of *parser
+
+// maxPooledNodes bounds the node lists kept in parserPool (256 KiB), so
+// that one huge document does not stay resident for the small ones that
+// follow.
+const maxPooledNodes = 1 << 14
+
+// Release gives d's parser and node list back for a later Parse to reuse
+// and leaves d empty (a zero Document). d, any copy of it, and every Value
+// read from it must not be used afterwards; strings and numbers taken out
+// of it stay valid (they are copies). Calling it is optional: a Document never
+// released is left to the collector.
+func (d *Document) Release() {
+	if p := d.p; p != nil {
+		nodes := d.nodes
+		if cap(nodes) == 0 { // a failed first parse: the list is the parser's
+			nodes = p.nodes
+		}
+		if cap(nodes) <= maxPooledNodes {
+			*p = parser{nodes: nodes[:0]}
+			parserPool.Put(p)
+		}
+	}
+	*d = Document{}
+}
+
+// pooledParser is a parser from parserPool whose node list has room for
+// need nodes, or nil.
+func pooledParser(need int) *parser {
+	p, _ := parserPool.Get().(*parser)
+	if p == nil || cap(p.nodes) < need {
+		return nil // a list too small is dropped: the new one replaces it
+	}
+	return p
 }
 
 // RapidJSON's English parse error reasons (error/en.h).
@@ -189,8 +233,9 @@ func (d *Document) Parse(src []byte) error {
 	if uint64(len(src)) >= math.MaxUint32 {
 		return status.Errorf(status.CodeInternal, "failed to parse the request JSON buffer: document of %d bytes is too large", len(src))
 	}
-	p := parser{src: src, nodes: d.nodes[:0], arena: d.arena[:0]}
-	if cap(p.nodes) == 0 {
+	nodes := d.nodes[:0]
+	p := d.p
+	if cap(nodes) == 0 {
 		// Every value but the last of a container is followed by a comma
 		// and every member name by a colon, so this (SIMD-fast) count
 		// sizes the node list of large arrays and objects in one go. A
@@ -198,8 +243,18 @@ func (d *Document) Parse(src []byte) error {
 		// takes a byte, and a separator or bracket follows it), so a body
 		// of commas reserves no more than a valid one of its size.
 		count := bytes.Count(src, []byte{','}) + bytes.Count(src, []byte{':'})
-		p.nodes = make([]node, 0, min(count, (len(src)+1)/2)+16)
+		need := min(count, (len(src)+1)/2) + 16
+		if p = pooledParser(need); p != nil {
+			nodes = p.nodes
+		} else {
+			nodes = make([]node, 0, need)
+		}
 	}
+	if p == nil {
+		p = new(parser)
+	}
+	*p = parser{src: src, nodes: nodes, arena: d.arena[:0]}
+	d.p = p
 	p.stack = p.stackBuf[:0]
 	if err := p.run(); err != nil {
 		return err
