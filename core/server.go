@@ -165,6 +165,9 @@ func NewServer(opts Options) *Server {
 	for _, b := range opts.Backends {
 		s.backends[b.Name()] = b
 	}
+	if b, ok := opts.Autopilot.(AutopilotBinder); ok {
+		b.Bind(s)
+	}
 	return s
 }
 

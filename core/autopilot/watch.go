@@ -35,6 +35,9 @@ type watch struct {
 
 	mu     sync.Mutex
 	report core.SLOReport
+	// onPeriod, when set, gets each decided period's figures (the
+	// instance scaler, scaler.go); called outside mu.
+	onPeriod func(figures)
 }
 
 func newWatch(t Target, b bounds, stats *core.Stats, w *window, tuner core.Tuner, log *slog.Logger, keep int) *watch {
@@ -132,6 +135,9 @@ func (wt *watch) period(now time.Time) {
 		wt.log.Info("autopilot", "decision", d.reason, "max_queue_delay_us", d.delay.Microseconds(), "preferred_batch_size", d.pref,
 			"from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "p99_ms", ms(p99), "rate", round1(rate),
 			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma))
+	}
+	if wt.onPeriod != nil {
+		wt.onPeriod(figures{at: now, requests: n, rate: rate, p99: p99, capacity: d.capacity})
 	}
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
