@@ -148,10 +148,13 @@ type scaleState struct {
 	bans  map[shape]ban
 	seen  []figures         // periods with enough requests since the last change
 	known map[shape]float64 // capacity measured at each shape tried
+	// shortAt is the lowest rate each shape was left for being short at:
+	// the way back down waits for a rate well below it.
+	shortAt map[shape]float64
 }
 
 func newScaleState(b scaleBounds, cur shape, now time.Time) *scaleState {
-	return &scaleState{b: b, cur: cur, since: now, bans: map[shape]ban{}, known: map[shape]float64{}}
+	return &scaleState{b: b, cur: cur, since: now, bans: map[shape]ban{}, known: map[shape]float64{}, shortAt: map[shape]float64{}}
 }
 
 // scaleDecision is what next chose: a change to shape to (change), or a
@@ -232,17 +235,18 @@ func (st *scaleState) judge(now time.Time) (scaleDecision, bool) {
 
 // worse says why the figures after a change are worse than before it
 // ("" when they are not). A move up was made for capacity, and is worse
-// when it measures less; a move down was made because the load left room,
-// and is worse when the p99 rises or misses the target, or the capacity
-// no longer covers the rate.
+// when it measures less, or a higher p99 at the same rate; a move down
+// gives back CPUs and memory the load does not need, and is worse when
+// the p99 misses the target or the capacity no longer covers the rate
+// with margin (a p99 higher than before but within the target is the
+// price of the resources it frees).
 func worse(t *trial, a summary, target time.Duration) string {
 	b := t.before
-	if a.capacity > 0 && b.capacity > 0 && a.capacity < worseCapacity*b.capacity {
-		return fmt.Sprintf("capacity %.0f/s, was %.0f/s", a.capacity, b.capacity)
-	}
-	p99Worse := float64(a.p99) > worseP99*float64(b.p99)+0.05*float64(target) && a.rate <= (1+margin)*b.rate
 	if t.up {
-		if p99Worse {
+		switch {
+		case a.capacity > 0 && b.capacity > 0 && a.capacity < worseCapacity*b.capacity:
+			return fmt.Sprintf("capacity %.0f/s, was %.0f/s", a.capacity, b.capacity)
+		case float64(a.p99) > worseP99*float64(b.p99)+0.05*float64(target) && a.rate <= (1+margin)*b.rate:
 			return fmt.Sprintf("p99 %v at %.0f/s, was %v at %.0f/s", a.p99, a.rate, b.p99, b.rate)
 		}
 		return ""
@@ -250,8 +254,6 @@ func worse(t *trial, a summary, target time.Duration) string {
 	switch {
 	case a.p99 > target:
 		return fmt.Sprintf("p99 %v over the target %v", a.p99, target)
-	case p99Worse:
-		return fmt.Sprintf("p99 %v at %.0f/s, was %v at %.0f/s", a.p99, a.rate, b.p99, b.rate)
 	case a.capacity > 0 && a.capacity < a.rate*(1+margin):
 		return fmt.Sprintf("capacity %.0f/s leaves no margin over %.0f/s", a.capacity, a.rate)
 	}
@@ -273,6 +275,9 @@ func (st *scaleState) up(f figures) scaleDecision {
 		want = max(want, int(math.Ceil(float64(cur.n)*f.rate*(1+margin)/f.capacity)))
 	}
 	want = min(want, st.b.maxN)
+	if r, ok := st.shortAt[cur]; !ok || f.rate < r {
+		st.shortAt[cur] = f.rate
+	}
 	for n := want; n > cur.n; n-- {
 		if s := st.b.at(n); !st.banned(s, f.at) {
 			return st.change(s, true, fmt.Sprintf("%.0f/s is short at %v (p99 %v, target %v; capacity %.0f/s): %v",
@@ -296,6 +301,9 @@ func (st *scaleState) down(last []figures, f figures) scaleDecision {
 	}
 	s := st.b.at(cur.n - 1)
 	if st.banned(s, f.at) {
+		return scaleDecision{}
+	}
+	if r, ok := st.shortAt[s]; ok && f.rate*(1+downMargin) > r {
 		return scaleDecision{}
 	}
 	est := 0.0

@@ -86,6 +86,20 @@ func scaleBoundsOf(cfg *modelconfig.ModelConfig, t Target) (scaleBounds, shape, 
 	return b, cur, ""
 }
 
+// shapeOf is the shape cfg sets, read as bounds b read it; false when
+// cfg has not the one CPU instance group a scaler tunes.
+func shapeOf(cfg *modelconfig.ModelConfig, b scaleBounds) (shape, bool) {
+	groups := cfg.GetInstanceGroup()
+	if len(groups) != 1 || groups[0].GetKind() != modelconfig.ModelInstanceGroup_KIND_CPU {
+		return shape{}, false
+	}
+	s := shape{n: int(groups[0].GetCount())}
+	if b.threads {
+		s.t, _ = strconv.Atoi(cfg.GetParameters()["intra_op_thread_count"].GetStringValue())
+	}
+	return s, true
+}
+
 func boolParam(cfg *modelconfig.ModelConfig, key string) bool {
 	v, _ := strconv.ParseBool(cfg.GetParameters()[key].GetStringValue())
 	return v
@@ -121,9 +135,15 @@ func (p *Pilot) attach(mv *core.ModelVersion, wt *watch, tuner core.Tuner, t Tar
 	key := mv.Namespace + "/" + mv.Name
 	sc := p.scalers[key]
 	b, cur, why := scaleBoundsOf(mv.Config, t)
+	if sc != nil && !sc.retired && sc.pending != nil {
+		// The reload of its own: the bounds are the first config's.
+		if s, ok := shapeOf(mv.Config, sc.st.b); ok && s == *sc.pending {
+			sc.handover(mv, wt, tuner)
+			wt.onPeriod = func(f figures) { sc.observe(wt, f) }
+			return &scaledWatch{watch: wt, sc: sc, shape: s}
+		}
+	}
 	switch {
-	case sc != nil && !sc.retired && sc.pending != nil && why == "" && *sc.pending == cur:
-		sc.handover(mv, wt, tuner)
 	case why != "":
 		log.Info("autopilot: instances not tuned", "why", why)
 		if sc != nil {

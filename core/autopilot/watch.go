@@ -88,6 +88,7 @@ const maxWindows = 10
 // too few requests to read a p99 from is left to grow, unless its delay
 // keeps batches from filling at all.
 func (wt *watch) period(now time.Time) {
+	wt.follow()
 	counts, n := wt.win.since(&wt.seen)
 	elapsed := now.Sub(wt.from)
 	snap := wt.stats.Snapshot()
