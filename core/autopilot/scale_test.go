@@ -58,20 +58,30 @@ func TestScaleNext(t *testing.T) {
 		{name: "slo_min_instances bounds the way down", b: scaleBounds{minN: 2, maxN: 4, cpus: 8, threads: true, target: 50 * time.Millisecond, period: period, dwell: 5},
 			cur: shape{2, 4}, feed: []figures{fig(5, 10, 1000, 5), fig(6, 10, 1000, 5)}},
 		{name: "a move up that measured less capacity is reverted", b: onnx, cur: shape{2, 4},
-			setup: func(st *scaleState) { st.trial = &trial{from: shape{1, 8}, up: true, before: summary{rate: 900, capacity: 800, p99: 80 * time.Millisecond}} },
-			feed:  []figures{fig(1, 900, 500, 90), fig(3, 900, 500, 90), fig(5, 900, 520, 90)}, want: shape{1, 8}, revert: true, why: "capacity 510/s, was 800/s"},
+			setup: func(st *scaleState) {
+				st.trial = &trial{from: shape{1, 8}, up: true, before: summary{rate: 900, capacity: 800, p99: 80 * time.Millisecond}}
+			},
+			feed: []figures{fig(1, 900, 500, 90), fig(3, 900, 500, 90), fig(5, 900, 520, 90)}, want: shape{1, 8}, revert: true, why: "capacity 510/s, was 800/s"},
 		{name: "a move up that measured more capacity is kept", b: onnx, cur: shape{2, 4},
-			setup: func(st *scaleState) { st.trial = &trial{from: shape{1, 8}, up: true, before: summary{rate: 900, capacity: 800, p99: 80 * time.Millisecond}} },
-			feed:  []figures{fig(3, 900, 1500, 30), fig(5, 900, 1500, 30)}, why: "kept"},
+			setup: func(st *scaleState) {
+				st.trial = &trial{from: shape{1, 8}, up: true, before: summary{rate: 900, capacity: 800, p99: 80 * time.Millisecond}}
+			},
+			feed: []figures{fig(3, 900, 1500, 30), fig(5, 900, 1500, 30)}, why: "kept"},
 		{name: "a move down whose p99 missed the target is reverted", b: onnx, cur: shape{1, 8},
-			setup: func(st *scaleState) { st.trial = &trial{from: shape{2, 4}, before: summary{rate: 100, capacity: 1000, p99: 10 * time.Millisecond}} },
-			feed:  []figures{fig(3, 100, 900, 60), fig(5, 100, 900, 60)}, want: shape{2, 4}, revert: true, why: "p99 60ms over the target 50ms"},
+			setup: func(st *scaleState) {
+				st.trial = &trial{from: shape{2, 4}, before: summary{rate: 100, capacity: 1000, p99: 10 * time.Millisecond}}
+			},
+			feed: []figures{fig(3, 100, 900, 60), fig(5, 100, 900, 60)}, want: shape{2, 4}, revert: true, why: "p99 60ms over the target 50ms"},
 		{name: "a move down whose p99 rose within the target is kept", b: onnx, cur: shape{1, 8},
-			setup: func(st *scaleState) { st.trial = &trial{from: shape{2, 4}, before: summary{rate: 100, capacity: 1000, p99: 10 * time.Millisecond}} },
-			feed:  []figures{fig(3, 100, 900, 30), fig(5, 100, 900, 30)}, why: "kept"},
+			setup: func(st *scaleState) {
+				st.trial = &trial{from: shape{2, 4}, before: summary{rate: 100, capacity: 1000, p99: 10 * time.Millisecond}}
+			},
+			feed: []figures{fig(3, 100, 900, 30), fig(5, 100, 900, 30)}, why: "kept"},
 		{name: "a move up at the same rate whose p99 rose is reverted", b: onnx, cur: shape{2, 4},
-			setup: func(st *scaleState) { st.trial = &trial{from: shape{1, 8}, up: true, before: summary{rate: 900, p99: 80 * time.Millisecond}} },
-			feed:  []figures{fig(3, 900, 0, 200), fig(5, 900, 0, 200)}, want: shape{1, 8}, revert: true, why: "p99 200ms at 900/s, was 80ms"},
+			setup: func(st *scaleState) {
+				st.trial = &trial{from: shape{1, 8}, up: true, before: summary{rate: 900, p99: 80 * time.Millisecond}}
+			},
+			feed: []figures{fig(3, 900, 0, 200), fig(5, 900, 0, 200)}, want: shape{1, 8}, revert: true, why: "p99 200ms at 900/s, was 80ms"},
 		{name: "down waits for a rate well below the one it left the shape at", b: onnx, cur: shape{2, 4},
 			setup: func(st *scaleState) { st.shortAt[shape{1, 8}] = 500 },
 			feed:  []figures{fig(5, 400, 2000, 10), fig(6, 400, 2000, 10)}},
@@ -79,8 +89,10 @@ func TestScaleNext(t *testing.T) {
 			setup: func(st *scaleState) { st.shortAt[shape{1, 8}] = 500 },
 			feed:  []figures{fig(5, 300, 2000, 10), fig(6, 300, 2000, 10)}, want: shape{1, 8}},
 		{name: "a trial waits for settled periods", b: onnx, cur: shape{1, 8},
-			setup: func(st *scaleState) { st.trial = &trial{from: shape{2, 4}, before: summary{rate: 100, capacity: 1000, p99: 10 * time.Millisecond}} },
-			feed:  []figures{fig(1, 100, 900, 30), fig(5, 100, 900, 30)}},
+			setup: func(st *scaleState) {
+				st.trial = &trial{from: shape{2, 4}, before: summary{rate: 100, capacity: 1000, p99: 10 * time.Millisecond}}
+			},
+			feed: []figures{fig(1, 100, 900, 30), fig(5, 100, 900, 30)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newScaleState(tc.b, tc.cur, t0)
