@@ -47,10 +47,18 @@ const (
 type shape struct{ n, t int }
 
 func (s shape) String() string {
-	if s.t == 0 {
-		return fmt.Sprintf("%d instances", s.n)
+	inst := "instances"
+	if s.n == 1 {
+		inst = "instance"
 	}
-	return fmt.Sprintf("%d instances × %d threads", s.n, s.t)
+	if s.t == 0 {
+		return fmt.Sprintf("%d %s", s.n, inst)
+	}
+	thr := "threads"
+	if s.t == 1 {
+		thr = "thread"
+	}
+	return fmt.Sprintf("%d %s × %d %s", s.n, inst, s.t, thr)
 }
 
 // scaleBounds are what the configuration allows the scaler.

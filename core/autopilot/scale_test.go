@@ -30,7 +30,7 @@ func TestScaleNext(t *testing.T) {
 		why    string
 	}{
 		{name: "short twice after the dwell: up to what the capacity says", b: onnx, cur: shape{1, 8},
-			feed: []figures{fig(5, 900, 500, 80), fig(6, 900, 500, 90)}, want: shape{3, 2}, why: "short at 1 instances × 8 threads"},
+			feed: []figures{fig(5, 900, 500, 80), fig(6, 900, 500, 90)}, want: shape{3, 2}, why: "short at 1 instance × 8 threads"},
 		{name: "short once: holds", b: onnx, cur: shape{1, 8},
 			feed: []figures{fig(5, 300, 1000, 20), fig(6, 900, 500, 90)}},
 		{name: "short within the dwell: holds", b: onnx, cur: shape{1, 8},

@@ -3,6 +3,7 @@ package autopilot_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,12 +50,26 @@ parameters { key: "slo_dwell_periods" value { string_value: "5" } }
 
 func startScaled(t *testing.T, b core.Backend, logs *logLines) *core.Server {
 	t.Helper()
+	return startScaledWith(t, b, scaledModel, nil, logs)
+}
+
+// startScaledWith serves model m of config cfg and files (path under the
+// model's folder → bytes) on backend b, with an autopilot.
+func startScaledWith(t *testing.T, b core.Backend, cfg string, files map[string][]byte, logs *logLines) *core.Server {
+	t.Helper()
 	root := t.TempDir()
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string][]byte{}
+	}
+	files["config.pbtxt"] = []byte(cfg)
 	if err := os.MkdirAll(filepath.Join(root, "m", "1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "m", "config.pbtxt"), []byte(scaledModel), 0o644); err != nil {
-		t.Fatal(err)
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(root, "m", name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	repos, err := repo.OpenAll(context.Background(), []string{root})
 	if err != nil {
