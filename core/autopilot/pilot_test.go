@@ -142,7 +142,7 @@ func TestScaleBoundsOf(t *testing.T) {
 // batching in force, and leaves the version's own config alone.
 func TestRetuned(t *testing.T) {
 	cfg := &modelconfig.ModelConfig{Backend: "onnxruntime",
-		InstanceGroup:   []*modelconfig.ModelInstanceGroup{{Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: 2}},
+		InstanceGroup:    []*modelconfig.ModelInstanceGroup{{Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: 2}},
 		SchedulingChoice: &modelconfig.ModelConfig_DynamicBatching{DynamicBatching: &modelconfig.ModelDynamicBatching{MaxQueueDelayMicroseconds: 40000, PreferredBatchSize: []int32{16}}}}
 	got := retuned(cfg, shape{1, 4}, 500*time.Microsecond, []int64{6})
 	if got.InstanceGroup[0].Count != 1 || got.Parameters["intra_op_thread_count"].GetStringValue() != "4" ||

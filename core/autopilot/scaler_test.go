@@ -138,11 +138,11 @@ func TestScalerFollowsTheLoad(t *testing.T) {
 		t.Fatalf("at 400/s: %d instances (config %d), want 1; decisions %+v", r.Instances, mv.Config.GetInstanceGroup()[0].GetCount(), instanceDecisions(r))
 	}
 	drive(t, s, 1400, 4*time.Second)
-	if mv, r = serving(t, s); r.Instances != 2 {
+	if mv, r = serving(t, s); r.Instances != 2 || mv.Config.GetInstanceGroup()[0].GetCount() != 2 {
 		for _, l := range logs.with("level") {
 			t.Log(strings.TrimSpace(l))
 		}
-		t.Fatalf("at 1400/s: %d instances, want 2; decisions %+v", r.Instances, instanceDecisions(r))
+		t.Fatalf("at 1400/s: %d instances (config %d), want 2; decisions %+v", r.Instances, mv.Config.GetInstanceGroup()[0].GetCount(), instanceDecisions(r))
 	}
 	drive(t, s, 300, 5*time.Second)
 	_, r = serving(t, s)
