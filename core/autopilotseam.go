@@ -27,9 +27,12 @@ type Reloader interface {
 }
 
 // AutopilotBinder is an Autopilot that reloads versions (core/autopilot's
-// Pilot): NewServer hands it the server.
+// Pilot): NewServer hands it the server, and Shutdown closes it first
+// (Close waits for its reloads in flight and starts no more), so that no
+// reload loads a model after the shutdown took them down.
 type AutopilotBinder interface {
 	Bind(r Reloader)
+	Close()
 }
 
 // SLOWatch is the autopilot's hold on one version.

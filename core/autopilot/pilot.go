@@ -1,6 +1,7 @@
 package autopilot
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -71,6 +72,9 @@ type Pilot struct {
 	scalers map[string]*scaler
 	closed  bool
 	wg      sync.WaitGroup // reloads in flight
+	// ctx is the reloads' context, which Close cancels.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New makes a Pilot.
@@ -81,7 +85,8 @@ func New(opts Options) *Pilot {
 	if opts.History <= 0 {
 		opts.History = 20
 	}
-	return &Pilot{opts: opts, log: opts.Logger, scalers: map[string]*scaler{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pilot{opts: opts, log: opts.Logger, scalers: map[string]*scaler{}, ctx: ctx, cancel: cancel}
 }
 
 // Bind gives the pilot the server whose models it reloads to change their
@@ -92,12 +97,14 @@ func (p *Pilot) Bind(r core.Reloader) {
 	p.reload = r
 }
 
-// Close waits for the reloads in flight and starts no more: call it
-// before the server shuts down, so that no reload loads a model after.
+// Close cancels the reloads in flight, waits for them and starts no more
+// (core.AutopilotBinder: the server's Shutdown calls it first, so that no
+// reload loads a model after the shutdown).
 func (p *Pilot) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.cancel()
 	p.wg.Wait()
 }
 

@@ -261,7 +261,7 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 	cfg := retuned(sc.mv.Config, to, delay, pref)
 	mv := sc.mv
 	p.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), retuneTimeout)
+		ctx, cancel := context.WithTimeout(p.ctx, retuneTimeout)
 		defer cancel()
 		err := p.reload.Retune(ctx, mv, cfg)
 		p.mu.Lock()

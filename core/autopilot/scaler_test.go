@@ -83,8 +83,7 @@ func startScaledWith(t *testing.T, b core.Backend, cfg string, files map[string]
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	t.Cleanup(pilot.Close) // first: no reload after the shutdown
+	t.Cleanup(func() { s.Shutdown(context.Background()) }) // closes the pilot first
 	return s
 }
 
