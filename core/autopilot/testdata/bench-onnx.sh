@@ -54,8 +54,13 @@ parameters { key: \"slo_max_cpus\" value { string_value: \"$CPUS\" } }"
 	--http-port="$PORT" --grpc-port=$((PORT + 1)) --metrics-port=$((PORT + 2)) >"$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
+for i in $(seq 150); do
 	curl -sf "localhost:$PORT/v2/health/ready" >/dev/null && break
+	if ! kill -0 $SERVER 2>/dev/null || [ "$i" = 150 ]; then
+		echo "the server did not start:" >&2
+		tail -5 "$OUT/server.log" >&2
+		exit 1
+	fi
 	sleep 0.2
 done
 U="-u localhost:$PORT"
