@@ -16,8 +16,11 @@ type autopilotView struct {
 	Capacity, Headroom   float64
 	Delay                int64
 	Preferred            []int64
-	Decisions            []autopilotDecision
-	start                time.Time
+	// Instances and Threads are in force where the autopilot scales the
+	// instances (0: it does not).
+	Instances, Threads int
+	Decisions          []autopilotDecision
+	start              time.Time
 }
 
 // autopilotDecision is one decision, at its offset from the run's start.
@@ -27,6 +30,21 @@ type autopilotDecision struct {
 	Preferred, FromPref    []int64
 	Reason                 string
 	MeasuredMS, Rate, Capa float64
+	// Instances, Threads and the From values are set on a change of the
+	// instances.
+	Instances, FromInstances, Threads, FromThreads int
+}
+
+// InstancesText is a change of the instances as "2 → 1 (× 1 → 2
+// threads)"; "" on a batching decision.
+func (d autopilotDecision) InstancesText() string {
+	if d.Instances == 0 {
+		return ""
+	}
+	if d.Threads == 0 {
+		return fmt.Sprintf("%d → %d", d.FromInstances, d.Instances)
+	}
+	return fmt.Sprintf("%d → %d (× %d → %d threads)", d.FromInstances, d.Instances, d.FromThreads, d.Threads)
 }
 
 // Offset is the decision's time from the run's start, in seconds
@@ -51,6 +69,8 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 				Headroom  float64 `json:"headroom"`
 				Delay     int64   `json:"max_queue_delay_us"`
 				Preferred []int64 `json:"preferred_batch_size"`
+				Instances int     `json:"instances"`
+				Threads   int     `json:"intra_op_threads"`
 				Decisions []struct {
 					TimeMS    int64   `json:"time_ms"`
 					Delay     int64   `json:"max_queue_delay_us"`
@@ -61,6 +81,10 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 					Measured  int64   `json:"measured_p99_us"`
 					Rate      float64 `json:"rate_infer_per_sec"`
 					Capacity  float64 `json:"capacity_infer_per_sec"`
+					Instances int     `json:"instances"`
+					FromInst  int     `json:"from_instances"`
+					Threads   int     `json:"intra_op_threads"`
+					FromThr   int     `json:"from_intra_op_threads"`
 				} `json:"decisions"`
 			} `json:"slo"`
 		} `json:"model_stats"`
@@ -74,10 +98,11 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 		return nil
 	}
 	v := &autopilotView{TargetMS: float64(s.Target) / 1000, MeasuredMS: float64(s.Measured) / 1000, Capacity: s.Capacity,
-		Headroom: s.Headroom, Delay: s.Delay, Preferred: s.Preferred, start: start}
+		Headroom: s.Headroom, Delay: s.Delay, Preferred: s.Preferred, Instances: s.Instances, Threads: s.Threads, start: start}
 	for _, d := range s.Decisions {
 		v.Decisions = append(v.Decisions, autopilotDecision{At: time.UnixMilli(d.TimeMS), Delay: d.Delay, FromDelay: d.FromDelay,
-			Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity})
+			Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity,
+			Instances: d.Instances, FromInstances: d.FromInst, Threads: d.Threads, FromThreads: d.FromThr})
 	}
 	return v
 }
@@ -111,6 +136,9 @@ func (v *autopilotView) chart() chartView {
 		step(t, d.Delay, d.Preferred)
 	}
 	ss := []series{delay, pref}
+	if inst := v.instanceSeries(); len(inst.X) > 0 {
+		ss = append(ss, inst)
+	}
 	svg, ok := lineSVG("chart-autopilot", "Time from the run's start (s)", "Setting", ss)
 	return newChart("autopilot", "Autopilot decisions over time", caption, "too few points to draw", svg, ok, ss)
 }
@@ -121,4 +149,21 @@ func maxOf(v []int64) int64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// instanceSeries is the instance count over the run as steps, where the
+// autopilot changed it (no points otherwise).
+func (v *autopilotView) instanceSeries() series {
+	inst := series{Name: "instances"}
+	for _, d := range v.Decisions {
+		if d.Instances == 0 {
+			continue
+		}
+		t := d.At.Sub(v.start).Seconds()
+		if len(inst.X) == 0 {
+			inst.X, inst.Y = append(inst.X, min(0, t)), append(inst.Y, float64(d.FromInstances))
+		}
+		inst.X, inst.Y = append(inst.X, t, t), append(inst.Y, inst.Y[len(inst.Y)-1], float64(d.Instances))
+	}
+	return inst
 }
