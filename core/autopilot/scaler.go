@@ -275,6 +275,9 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 		}
 		sc.st.failed(to, time.Now())
 		sc.log.Warn("autopilot instances: reload failed; the serving copy stays", "instances", to.n, "intra_op_threads", to.t, "err", err)
+		if len(sc.watches) == 0 && p.scalers[sc.name] == sc {
+			delete(p.scalers, sc.name) // unloaded meanwhile
+		}
 	})
 }
 
