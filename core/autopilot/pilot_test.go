@@ -156,3 +156,24 @@ func TestRetuned(t *testing.T) {
 		t.Fatalf("shapeOf the retuned config: %v %v", s, ok)
 	}
 }
+
+// FuzzTarget: the slo_* parameters come from config.pbtxt or a load
+// request's config override; any text gives a target or an error, never
+// a panic, and a target within the documented bounds.
+func FuzzTarget(f *testing.F) {
+	for _, seed := range [][2]string{{"50", "5"}, {"0.5", "4"}, {"NaN", "-1"}, {"1e9", "65536"}, {"", "1.5"}, {"25", "99999999999999999999"}} {
+		f.Add(seed[0], seed[1])
+	}
+	p := New(Options{})
+	f.Fuzz(func(t *testing.T, p99, n string) {
+		cfg := &modelconfig.ModelConfig{Parameters: map[string]*modelconfig.ModelParameter{
+			ParamP99: {StringValue: p99}, ParamMaxCPUs: {StringValue: n}, ParamMinInstances: {StringValue: n}, ParamDwell: {StringValue: n}}}
+		got, ok, err := p.target("m", cfg)
+		if err != nil || !ok {
+			return
+		}
+		if got.P99 <= 0 || got.MaxCPUs < 1 || got.MinInstances < 1 || got.Dwell < MinDwell || got.Dwell > 1<<16 {
+			t.Fatalf("target out of bounds: %+v", got)
+		}
+	})
+}
