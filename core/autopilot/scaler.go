@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -207,7 +208,7 @@ func (sc *scaler) observe(w *watch, f figures) {
 	if sc.retired || w != sc.cur || sc.pending != nil {
 		return
 	}
-	if len(sc.watches) > 1 && len(slices.Compact(slices.Sorted(mapValues(sc.watches)))) > 1 {
+	if len(slices.Compact(slices.Sorted(maps.Values(sc.watches)))) > 1 {
 		sc.note("several versions serve: instances left as they are")
 		return
 	}
@@ -217,16 +218,6 @@ func (sc *scaler) observe(w *watch, f figures) {
 		sc.start(d, f)
 	case d.why != "":
 		sc.note(d.why)
-	}
-}
-
-func mapValues(m map[*watch]int64) func(func(int64) bool) {
-	return func(yield func(int64) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
 	}
 }
 
