@@ -101,14 +101,19 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 		if findErr == nil {
 			fp, _ = loc.Source.Fingerprint(ctx, loc.Model)
 		}
-		if ov != nil && fp != s.loadedFingerprint(name) {
-			fp = "" // files changed since: a retune is an override like any
-		}
-		if ov == nil && fp != "" && s.unchanged(name, fp) {
+		switch {
+		case ov != nil:
+			// A retune: the fingerprints stay until it succeeds, and are
+			// kept only if the files did not change since the last load.
+			if fp != s.loadedFingerprint(name) {
+				fp = ""
+			}
+		case fp != "" && s.unchanged(name, fp):
 			s.log.Debug("model unchanged; not reloaded", "model", name)
 			return nil
+		default:
+			s.setFingerprints(name, "", fp)
 		}
-		s.setFingerprints(name, "", fp)
 	}
 	// A remote root's copy of the model is held from before it is fetched:
 	// it lives while this load or a version loaded from it holds it.

@@ -12,7 +12,8 @@ import (
 
 // TestRetune: a retune reloads the model with the config given, beside
 // the copy serving; the files' fingerprint is kept, so a plain load of
-// the unchanged model is a no-op that does not undo it; a retune of a
+// the unchanged model is a no-op that does not undo it; a failed retune
+// leaves the copy serving and the fingerprints; a retune of a
 // copy that no longer serves (replaced, or unloaded) is refused and loads
 // nothing.
 func TestRetune(t *testing.T) {
@@ -34,6 +35,15 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
 	}
 	if s.loadedFingerprint("m") != fp || s.attempted("m") != fp {
 		t.Fatalf("fingerprints %q %q after the retune, want %q kept", s.loadedFingerprint("m"), s.attempted("m"), fp)
+	}
+	// A retune that fails leaves the copy serving and the fingerprints.
+	bad := proto.Clone(cfg).(*modelconfig.ModelConfig)
+	bad.Backend = "nonexistent"
+	if err := s.Retune(ctx, second, bad); err == nil {
+		t.Fatal("a retune to a backend the server lacks loaded")
+	}
+	if served(t, s) != second || s.loadedFingerprint("m") != fp || s.attempted("m") != fp {
+		t.Fatalf("after a failed retune: same copy %v, fingerprints %q %q", served(t, s) == second, s.loadedFingerprint("m"), s.attempted("m"))
 	}
 	must(t, s.Load(ctx, "m", nil))
 	if served(t, s) != second {
