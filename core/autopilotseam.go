@@ -66,6 +66,11 @@ type SLOReport struct {
 	MeasuredP99 time.Duration
 	Requests    uint64
 	RatePerSec  float64
+	// Instances and Threads are the instance count and ONNX Runtime
+	// intra-op threads per instance in force where the autopilot tunes
+	// them (0: it does not; Threads 0 with Instances set: the backend's
+	// own threads).
+	Instances, Threads int
 	// CapacityPerSec is the inference rate the version could serve within
 	// its target at the settings in force (0: not yet estimated), from the
 	// execution costs measured per batch size; Headroom is 1 - rate ÷
@@ -74,12 +79,7 @@ type SLOReport struct {
 	Headroom       float64
 	Delay          time.Duration
 	Preferred      []int64
-	// Instances and Threads are the instance count and ONNX Runtime
-	// intra-op threads per instance in force where the autopilot tunes
-	// them (0: it does not; Threads 0 with Instances set: the backend's
-	// own threads).
-	Instances, Threads int
-	Decisions          []SLODecision
+	Decisions      []SLODecision
 }
 
 // SLODecision is one change the autopilot made, and why.

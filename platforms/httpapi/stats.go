@@ -94,6 +94,19 @@ func appendDuration(b []byte, key string, d core.Duration, comma bool) []byte {
 	return append(b, '}')
 }
 
+// appendShape writes ,"<prefix>instances":…,"<prefix>intra_op_threads":…,
+// the instances the autopilot tunes (threads 0: the backend's own).
+func appendShape(b []byte, prefix string, instances, threads int) []byte {
+	b = append(b, `,"`...)
+	b = append(b, prefix...)
+	b = append(b, `instances":`...)
+	b = strconv.AppendInt(b, int64(instances), 10)
+	b = append(b, `,"`...)
+	b = append(b, prefix...)
+	b = append(b, `intra_op_threads":`...)
+	return strconv.AppendInt(b, int64(threads), 10)
+}
+
 // appendSLO writes the autopilot's report (inferd's own block; Triton's
 // statistics have none): the target, the last window, the capacity at the
 // settings in force and the latest decisions, oldest first.
@@ -108,12 +121,12 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 	b = strconv.AppendFloat(b, r.RatePerSec, 'f', 1, 64)
 	b = append(b, `,"capacity_infer_per_sec":`...)
 	b = strconv.AppendFloat(b, r.CapacityPerSec, 'f', 1, 64)
-	b = append(b, `,"headroom":`...)
-	b = strconv.AppendFloat(b, r.Headroom, 'f', 3, 64)
-	b = appendTuning(b, "", r.Delay.Microseconds(), r.Preferred)
 	if r.Instances > 0 {
 		b = appendShape(b, "", r.Instances, r.Threads)
 	}
+	b = append(b, `,"headroom":`...)
+	b = strconv.AppendFloat(b, r.Headroom, 'f', 3, 64)
+	b = appendTuning(b, "", r.Delay.Microseconds(), r.Preferred)
 	b = append(b, `,"decisions":[`...)
 	for i, d := range r.Decisions {
 		if i > 0 {
@@ -123,12 +136,12 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 		b = strconv.AppendInt(b, d.At.UnixMilli(), 10)
 		b = appendTuning(b, "", d.Delay.Microseconds(), d.Preferred)
 		b = appendTuning(b, "from_", d.FromDelay.Microseconds(), d.FromPref)
+		b = append(b, `,"reason":`...)
+		b = tritonjson.AppendString(b, d.Reason)
 		if d.Instances > 0 {
 			b = appendShape(b, "", d.Instances, d.Threads)
 			b = appendShape(b, "from_", d.FromInstances, d.FromThreads)
 		}
-		b = append(b, `,"reason":`...)
-		b = tritonjson.AppendString(b, d.Reason)
 		b = append(b, `,"measured_p99_us":`...)
 		b = strconv.AppendInt(b, d.MeasuredP99.Microseconds(), 10)
 		b = append(b, `,"rate_infer_per_sec":`...)
@@ -138,19 +151,6 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
-}
-
-// appendShape writes ,"<prefix>instances":…,"<prefix>intra_op_threads":…,
-// the instances the autopilot tunes (threads 0: the backend's own).
-func appendShape(b []byte, prefix string, instances, threads int) []byte {
-	b = append(b, `,"`...)
-	b = append(b, prefix...)
-	b = append(b, `instances":`...)
-	b = strconv.AppendInt(b, int64(instances), 10)
-	b = append(b, `,"`...)
-	b = append(b, prefix...)
-	b = append(b, `intra_op_threads":`...)
-	return strconv.AppendInt(b, int64(threads), 10)
 }
 
 // appendTuning writes ,"<prefix>max_queue_delay_us":…,"<prefix>preferred_batch_size":[…].

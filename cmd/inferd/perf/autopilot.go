@@ -12,15 +12,16 @@ import (
 // inferd's autopilot tunes to a latency target (docs/autopilot.md): the
 // target, where it stands, and its decisions over the run.
 type autopilotView struct {
+	// Instances and Threads are in force where the autopilot scales the
+	// instances (0: it does not).
+	Instances, Threads int
+	// The rest of the slo block, and the run's start.
 	TargetMS, MeasuredMS float64
 	Capacity, Headroom   float64
 	Delay                int64
 	Preferred            []int64
-	// Instances and Threads are in force where the autopilot scales the
-	// instances (0: it does not).
-	Instances, Threads int
-	Decisions          []autopilotDecision
-	start              time.Time
+	Decisions            []autopilotDecision
+	start                time.Time
 }
 
 // autopilotDecision is one decision, at its offset from the run's start.
@@ -47,6 +48,17 @@ func (d autopilotDecision) InstancesText() string {
 	return fmt.Sprintf("%d → %d (× %d → %d threads)", d.FromInstances, d.Instances, d.FromThreads, d.Threads)
 }
 
+// InstanceChanges are the decisions that changed the instances.
+func (v *autopilotView) InstanceChanges() []autopilotDecision {
+	var out []autopilotDecision
+	for _, d := range v.Decisions {
+		if d.Instances > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Offset is the decision's time from the run's start, in seconds
 // (negative: before it).
 func (d autopilotDecision) Offset(start time.Time) string {
@@ -63,14 +75,14 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 	var body struct {
 		ModelStats []struct {
 			SLO *struct {
+				Instances int     `json:"instances"`
+				Threads   int     `json:"intra_op_threads"`
 				Target    int64   `json:"target_p99_us"`
 				Measured  int64   `json:"measured_p99_us"`
 				Capacity  float64 `json:"capacity_infer_per_sec"`
 				Headroom  float64 `json:"headroom"`
 				Delay     int64   `json:"max_queue_delay_us"`
 				Preferred []int64 `json:"preferred_batch_size"`
-				Instances int     `json:"instances"`
-				Threads   int     `json:"intra_op_threads"`
 				Decisions []struct {
 					TimeMS    int64   `json:"time_ms"`
 					Delay     int64   `json:"max_queue_delay_us"`
@@ -98,11 +110,15 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 		return nil
 	}
 	v := &autopilotView{TargetMS: float64(s.Target) / 1000, MeasuredMS: float64(s.Measured) / 1000, Capacity: s.Capacity,
-		Headroom: s.Headroom, Delay: s.Delay, Preferred: s.Preferred, Instances: s.Instances, Threads: s.Threads, start: start}
+		Headroom: s.Headroom, Delay: s.Delay, Preferred: s.Preferred, start: start}
 	for _, d := range s.Decisions {
 		v.Decisions = append(v.Decisions, autopilotDecision{At: time.UnixMilli(d.TimeMS), Delay: d.Delay, FromDelay: d.FromDelay,
-			Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity,
-			Instances: d.Instances, FromInstances: d.FromInst, Threads: d.Threads, FromThreads: d.FromThr})
+			Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity})
+	}
+
+	v.Instances, v.Threads = s.Instances, s.Threads
+	for i, d := range s.Decisions {
+		v.Decisions[i].Instances, v.Decisions[i].FromInstances, v.Decisions[i].Threads, v.Decisions[i].FromThreads = d.Instances, d.FromInst, d.Threads, d.FromThr
 	}
 	return v
 }
@@ -155,10 +171,7 @@ func maxOf(v []int64) int64 {
 // autopilot changed it (no points otherwise).
 func (v *autopilotView) instanceSeries() series {
 	inst := series{Name: "instances"}
-	for _, d := range v.Decisions {
-		if d.Instances == 0 {
-			continue
-		}
+	for _, d := range v.InstanceChanges() {
 		t := d.At.Sub(v.start).Seconds()
 		if len(inst.X) == 0 {
 			inst.X, inst.Y = append(inst.X, min(0, t)), append(inst.Y, float64(d.FromInstances))

@@ -25,6 +25,9 @@ func TestAutopilotInstances(t *testing.T) {
 	if !slices.Equal(s.X, []float64{0, 5, 5, 9, 9}) || !slices.Equal(s.Y, []float64{2, 2, 1, 1, 2}) {
 		t.Errorf("instance series %v %v", s.X, s.Y)
 	}
+	if got := v.InstanceChanges(); len(got) != 2 || got[0].Instances != 1 {
+		t.Errorf("instance changes %+v", got)
+	}
 	if got := (&autopilotView{start: start, Decisions: v.Decisions[:1]}).instanceSeries(); len(got.X) != 0 {
 		t.Errorf("a series without instance changes: %v", got.X)
 	}

@@ -275,13 +275,21 @@ td.why { text-align: left; font-size: 0.85em; }
 </table>
 {{end}}
 {{with .R.Autopilot}}<h2>Autopilot</h2>
-<p class="meta">Latency target p99 {{f1 .TargetMS}} ms; last window p99 {{f1 .MeasuredMS}} ms; capacity within the target {{f1 .Capacity}} infer/s (headroom {{printf "%.2f" .Headroom}}); in force: max_queue_delay {{.Delay}} µs, preferred batch size {{.Preferred}}{{if .Instances}}, {{.Instances}} instances{{if .Threads}} × {{.Threads}} intra-op threads{{end}}{{end}}.</p>
+<p class="meta">Latency target p99 {{f1 .TargetMS}} ms; last window p99 {{f1 .MeasuredMS}} ms; capacity within the target {{f1 .Capacity}} infer/s (headroom {{printf "%.2f" .Headroom}}); in force: max_queue_delay {{.Delay}} µs, preferred batch size {{.Preferred}}.</p>
 <table id="autopilot">
-<thead><tr><th>When</th><th>max_queue_delay µs</th><th>Preferred</th><th>Instances</th><th>p99 ms</th><th>Rate infer/s</th><th>Capacity infer/s</th><th>Why</th></tr></thead>
+<thead><tr><th>When</th><th>max_queue_delay µs</th><th>Preferred</th><th>p99 ms</th><th>Rate infer/s</th><th>Capacity infer/s</th><th>Why</th></tr></thead>
 <tbody>
-{{range .Decisions}}<tr class="decision"><td>{{.Offset $.R.Autopilot.Start}}</td><td>{{.FromDelay}} → {{.Delay}}</td><td>{{.FromPref}} → {{.Preferred}}</td><td>{{.InstancesText}}</td><td>{{f1 .MeasuredMS}}</td><td>{{f1 .Rate}}</td><td>{{f1 .Capa}}</td><td class="why">{{.Reason}}</td></tr>
+{{range .Decisions}}<tr class="decision"><td>{{.Offset $.R.Autopilot.Start}}</td><td>{{.FromDelay}} → {{.Delay}}</td><td>{{.FromPref}} → {{.Preferred}}</td><td>{{f1 .MeasuredMS}}</td><td>{{f1 .Rate}}</td><td>{{f1 .Capa}}</td><td class="why">{{.Reason}}</td></tr>
 {{end}}</tbody>
 </table>
+{{if .Instances}}<p class="meta">Instances in force: {{.Instances}}{{if .Threads}} × {{.Threads}} intra-op threads{{end}}.</p>{{end}}
+{{with .InstanceChanges}}<table id="autopilot-instances">
+<thead><tr><th>When</th><th>Instances</th><th>p99 ms</th><th>Rate infer/s</th><th>Capacity infer/s</th><th>Why</th></tr></thead>
+<tbody>
+{{range .}}<tr class="decision"><td>{{.Offset $.R.Autopilot.Start}}</td><td>{{.InstancesText}}</td><td>{{f1 .MeasuredMS}}</td><td>{{f1 .Rate}}</td><td>{{f1 .Capa}}</td><td class="why">{{.Reason}}</td></tr>
+{{end}}</tbody>
+</table>
+{{end}}
 {{end}}
 {{range .R.Runs}}{{if .Points}}<h3>{{.Name}}</h3>
 <table class="points">
