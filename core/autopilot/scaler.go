@@ -232,14 +232,15 @@ func (sc *scaler) note(why string) {
 // start logs and records decision d and starts its reload (under p.mu).
 func (sc *scaler) start(d scaleDecision, f figures) {
 	from := sc.st.cur
-	delay, pref := sc.tuner.Tuning()
+	delay, pref := inForce(sc.tuner)
 	sc.log.Info("autopilot instances", "decision", d.why, "instances", d.to.n, "intra_op_threads", d.to.t,
 		"from_instances", from.n, "from_intra_op_threads", from.t, "p99_ms", ms(f.p99), "rate", round1(f.rate),
 		"capacity", round1(f.capacity), "revert", d.revert)
 	sc.noted = ""
-	sc.history = append(sc.history, core.SLODecision{At: f.at, Delay: delay, FromDelay: delay, Preferred: pref, FromPref: pref,
-		Reason: d.why, MeasuredP99: f.p99, RatePerSec: f.rate, Capacity: f.capacity,
-		Instances: d.to.n, FromInstances: from.n, Threads: d.to.t, FromThreads: from.t})
+	rec := keptBatching(f.at, delay, pref)
+	rec.Reason, rec.MeasuredP99, rec.RatePerSec, rec.Capacity = d.why, f.p99, f.rate, f.capacity
+	rec.Instances, rec.FromInstances, rec.Threads, rec.FromThreads = d.to.n, from.n, d.to.t, from.t
+	sc.history = append(sc.history, rec)
 	sc.trim()
 	p := sc.p
 	if p.reload == nil || p.closed {
