@@ -19,10 +19,10 @@ func TestAppendSLO(t *testing.T) {
 		want map[string]any // top-level keys and values (absent: nil)
 		dec  map[string]any // the first decision's
 	}{
-		{name: "batching only", r: core.SLOReport{TargetP99: 50 * time.Millisecond, Preferred: []int64{4},
-			Decisions: []core.SLODecision{{At: at, Preferred: []int64{4}, FromPref: []int64{8}, Reason: "r"}}},
+		{name: "batching only", r: core.SLOReport{TargetP99: 50 * time.Millisecond,
+			Decisions: []core.SLODecision{{At: at, Reason: "r"}}},
 			want: map[string]any{"target_p99_us": 50000.0, "instances": nil, "intra_op_threads": nil},
-			dec:  map[string]any{"time_ms": 1700000000000.0, "instances": nil, "from_preferred_batch_size": []any{8.0}}},
+			dec:  map[string]any{"time_ms": 1700000000000.0, "reason": "r", "instances": nil, "from_instances": nil}},
 		{name: "instances", r: core.SLOReport{TargetP99: 50 * time.Millisecond, Instances: 2, Threads: 4,
 			Decisions: []core.SLODecision{{At: at, Reason: "short", Instances: 2, FromInstances: 1, Threads: 4, FromThreads: 8}}},
 			want: map[string]any{"instances": 2.0, "intra_op_threads": 4.0},
