@@ -2,6 +2,7 @@ package autopilot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -263,7 +264,7 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 		}
 		sc.pending = nil
 		if err == nil {
-			err = fmt.Errorf("the reload brought no watched copy")
+			err = errors.New("the reload brought no watched copy")
 		}
 		sc.st.failed(to, time.Now())
 		sc.log.Warn("autopilot instances: reload failed; the serving copy stays", "instances", to.n, "intra_op_threads", to.t, "err", err)
