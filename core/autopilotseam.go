@@ -1,6 +1,11 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
 
 // The autopilot (core/autopilot, docs/autopilot.md) tunes the dynamic
 // batching of versions that declare a p99 latency target while they
@@ -13,6 +18,21 @@ type Autopilot interface {
 	// Watch starts tuning mv, which runs on b, when mv declares a target;
 	// nil when it does not (or b cannot be tuned).
 	Watch(mv *ModelVersion, b BatchScheduler) SLOWatch
+}
+
+// Reloader is what an autopilot that changes the instance count or
+// ONNX Runtime's threads needs of the server: Server.Retune.
+type Reloader interface {
+	Retune(ctx context.Context, mv *ModelVersion, cfg *modelconfig.ModelConfig) error
+}
+
+// AutopilotBinder is an Autopilot that reloads versions (core/autopilot's
+// Pilot): NewServer hands it the server, and Shutdown closes it first
+// (Close waits for its reloads in flight and starts no more), so that no
+// reload loads a model after the shutdown took them down.
+type AutopilotBinder interface {
+	Bind(r Reloader)
+	Close()
 }
 
 // SLOWatch is the autopilot's hold on one version.
@@ -61,6 +81,11 @@ type SLOReport struct {
 	MeasuredP99 time.Duration
 	Requests    uint64
 	RatePerSec  float64
+	// Instances and Threads are the instance count and ONNX Runtime
+	// intra-op threads per instance in force where the autopilot tunes
+	// them (0: it does not; Threads 0 with Instances set: the backend's
+	// own threads).
+	Instances, Threads int
 	// CapacityPerSec is the inference rate the version could serve within
 	// its target at the settings in force (0: not yet estimated), from the
 	// execution costs measured per batch size; Headroom is 1 - rate ÷
@@ -78,6 +103,9 @@ type SLODecision struct {
 	Reason               string
 	MeasuredP99          time.Duration
 	RatePerSec, Capacity float64
+	// Instances and Threads, and the From values before, are set on a
+	// decision that changed the instances (0 on a batching decision).
+	Instances, FromInstances, Threads, FromThreads int
 }
 
 // SLO is the report of mv's autopilot watch; false when none watches it.

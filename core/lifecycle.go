@@ -23,6 +23,9 @@ import (
 type LoadOverride struct {
 	ConfigJSON string
 	Files      map[string][]byte
+	// replaces is set by Retune: the copy this load replaces, which must
+	// still serve, and whose files' fingerprint the load keeps.
+	replaces *ModelVersion
 }
 
 func pollFailure(name string) *Error {
@@ -74,6 +77,9 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	}
 	unlock := s.lockModel(name)
 	defer func() { unlock() }()
+	if ov != nil && ov.replaces != nil && !s.serves(ov.replaces) {
+		return fmt.Errorf("retune %s: %w", name, ErrRetuneStale)
+	}
 	// A load asked for the model itself, not only as an ensemble's
 	// composing model, marks it explicit once it has a state.
 	if ctx.Value(ensembleChainKey{}) == nil {
@@ -91,15 +97,23 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 	// Loading a model whose files did not change since it loaded is a
 	// no-op, as in Triton; an override always reloads.
 	var fp string
-	if ov == nil {
+	if ov == nil || ov.replaces != nil {
 		if findErr == nil {
 			fp, _ = loc.Source.Fingerprint(ctx, loc.Model)
 		}
-		if fp != "" && s.unchanged(name, fp) {
+		switch {
+		case ov != nil:
+			// A retune: the fingerprints stay until it succeeds, and are
+			// kept only if the files did not change since the last load.
+			if fp != s.loadedFingerprint(name) {
+				fp = ""
+			}
+		case fp != "" && s.unchanged(name, fp):
 			s.log.Debug("model unchanged; not reloaded", "model", name)
 			return nil
+		default:
+			s.setFingerprints(name, "", fp)
 		}
-		s.setFingerprints(name, "", fp)
 	}
 	// A remote root's copy of the model is held from before it is fetched:
 	// it lives while this load or a version loaded from it holds it.

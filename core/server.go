@@ -165,6 +165,9 @@ func NewServer(opts Options) *Server {
 	for _, b := range opts.Backends {
 		s.backends[b.Name()] = b
 	}
+	if b, ok := opts.Autopilot.(AutopilotBinder); ok {
+		b.Bind(s)
+	}
 	return s
 }
 
@@ -506,6 +509,9 @@ func (s *Server) lockModel(name string) (unlock func()) {
 // src/server.cc, InferenceServer::Stop), on which tritonserver exits with
 // status 1.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if b, ok := s.opts.Autopilot.(AutopilotBinder); ok {
+		b.Close()
+	}
 	s.mu.Lock()
 	var all []*ModelVersion
 	// Versions an unload is still closing in the background (one a model

@@ -13,4 +13,11 @@
 // or fails a request; it holds when the window has too few requests to
 // judge, and returns to unbatched execution when the rate falls too low
 // for a batch to fill.
+//
+// Where the configuration allows, it also scales the instances (scale.go,
+// scaler.go): from the instance group's count down to one and back, the
+// CPUs it may use split between them as ONNX Runtime intra-op threads,
+// each change a reload through core.Server.Retune (the new copy serves
+// before the old retires), at most one a dwell of periods, judged over
+// the periods after it and reverted when it measures worse.
 package autopilot

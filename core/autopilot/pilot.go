@@ -1,10 +1,12 @@
 package autopilot
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/inferd/inferd/core"
@@ -17,6 +19,12 @@ const (
 	ParamP99      = "slo_p99_ms"
 	ParamPeriod   = "slo_period_ms"
 	ParamMaxDelay = "slo_max_queue_delay_us"
+	// The instance scaler's bounds (scale.go): the CPUs the instances may
+	// use between them, the fewest instances, and the periods between two
+	// changes.
+	ParamMaxCPUs      = "slo_max_cpus"
+	ParamMinInstances = "slo_min_instances"
+	ParamDwell        = "slo_dwell_periods"
 )
 
 // DefaultPeriod is how often a watch measures and may decide: long enough
@@ -36,6 +44,9 @@ var errShortPeriod = fmt.Errorf("the period must be at least %v", MinPeriod)
 // it; zero fields take the config's parameters, then the defaults.
 type Target struct {
 	P99, Period, MaxDelay time.Duration
+	// MaxCPUs (0: GOMAXPROCS), MinInstances (0: 1) and Dwell (0:
+	// DefaultDwell, else at least MinDwell) bound the instance scaler.
+	MaxCPUs, MinInstances, Dwell int
 }
 
 // Options configure a Pilot.
@@ -48,10 +59,22 @@ type Options struct {
 	History int
 }
 
-// Pilot watches the versions with a target (core.Autopilot).
+// Pilot watches the versions with a target (core.Autopilot), and scales
+// their instances through the server it is bound to (core.AutopilotBinder).
 type Pilot struct {
 	opts Options
 	log  *slog.Logger
+
+	mu sync.Mutex
+	// reload is the server (Bind); scalers are the models' instance
+	// scalers, kept across their own reloads.
+	reload  core.Reloader
+	scalers map[string]*scaler
+	closed  bool
+	wg      sync.WaitGroup // reloads in flight
+	// ctx is the reloads' context, which Close cancels.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New makes a Pilot.
@@ -62,7 +85,27 @@ func New(opts Options) *Pilot {
 	if opts.History <= 0 {
 		opts.History = 20
 	}
-	return &Pilot{opts: opts, log: opts.Logger}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pilot{opts: opts, log: opts.Logger, scalers: map[string]*scaler{}, ctx: ctx, cancel: cancel}
+}
+
+// Bind gives the pilot the server whose models it reloads to change their
+// instances (core.AutopilotBinder; core.NewServer calls it).
+func (p *Pilot) Bind(r core.Reloader) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reload = r
+}
+
+// Close cancels the reloads in flight, waits for them and starts no more
+// (core.AutopilotBinder: the server's Shutdown calls it first, so that no
+// reload loads a model after the shutdown).
+func (p *Pilot) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
 }
 
 // ParseFlag reads one --model-slo value: <model>,p99_ms=<ms>[,period_ms=<ms>]
@@ -89,8 +132,14 @@ func ParseFlag(v string) (string, Target, error) {
 			}
 		case "max_queue_delay_us":
 			t.MaxDelay, err = positive(val, time.Microsecond)
+		case "max_cpus":
+			t.MaxCPUs, err = count(val, 1)
+		case "min_instances":
+			t.MinInstances, err = count(val, 1)
+		case "dwell_periods":
+			t.Dwell, err = count(val, MinDwell)
 		default:
-			err = fmt.Errorf("unknown key %q (p99_ms, period_ms, max_queue_delay_us)", k)
+			err = fmt.Errorf("unknown key %q (p99_ms, period_ms, max_queue_delay_us, max_cpus, min_instances, dwell_periods)", k)
 		}
 		if err != nil {
 			return "", Target{}, fmt.Errorf("--model-slo=%q: %w", v, err)
@@ -109,6 +158,15 @@ func positive(s string, unit time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a positive number", s)
 	}
 	return time.Duration(f * float64(unit)), nil
+}
+
+// count parses a whole number of at least least (and at most 1<<16).
+func count(s string, least int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < least || n > 1<<16 {
+		return 0, fmt.Errorf("%q is not a whole number from %d to %d", s, least, 1<<16)
+	}
+	return n, nil
 }
 
 // target is cfg's target, the command line's winning key by key; false
@@ -136,6 +194,21 @@ func (p *Pilot) target(name string, cfg *modelconfig.ModelConfig) (Target, bool,
 		if err := read(r.key, r.unit, r.into); err != nil {
 			return Target{}, false, err
 		}
+	}
+	for _, r := range []struct {
+		key   string
+		least int
+		into  *int
+	}{{ParamMaxCPUs, 1, &t.MaxCPUs}, {ParamMinInstances, 1, &t.MinInstances}, {ParamDwell, MinDwell, &t.Dwell}} {
+		v, ok := params[r.key]
+		if !ok || *r.into != 0 {
+			continue
+		}
+		n, err := count(v.GetStringValue(), r.least)
+		if err != nil {
+			return Target{}, false, fmt.Errorf("parameter %s: %w", r.key, err)
+		}
+		*r.into = n
 	}
 	if t.P99 == 0 {
 		return Target{}, false, nil
@@ -194,8 +267,9 @@ func (p *Pilot) Watch(mv *core.ModelVersion, b core.BatchScheduler) core.SLOWatc
 	wt := newWatch(t, bounds{target: t.P99, maxDelay: t.MaxDelay, maxBS: int64(mv.Config.GetMaxBatchSize()), instances: max(instances, 1)},
 		mv.Stats, w, tuner, log, p.opts.History)
 	log.Info("latency target", "slo_p99_ms", ms(t.P99), "period_ms", ms(t.Period), "max_queue_delay_us", t.MaxDelay.Microseconds())
+	sw := p.attach(mv, wt, tuner, t, log)
 	go wt.run()
-	return wt
+	return sw
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -38,6 +38,9 @@ type watch struct {
 
 	mu     sync.Mutex
 	report core.SLOReport
+	// onPeriod, when set, gets each decided period's figures (the
+	// instance scaler, scaler.go); called outside mu.
+	onPeriod func(figures)
 }
 
 func newWatch(t Target, b bounds, stats *core.Stats, w *window, tuner core.Tuner, log *slog.Logger, keep int) *watch {
@@ -88,6 +91,7 @@ const maxWindows = 10
 // too few requests to read a p99 from is left to grow, unless its delay
 // keeps batches from filling at all.
 func (wt *watch) period(now time.Time) {
+	wt.follow()
 	counts, n := wt.win.since(&wt.seen)
 	elapsed := now.Sub(wt.from)
 	snap := wt.stats.Snapshot()
@@ -144,6 +148,9 @@ func (wt *watch) period(now time.Time) {
 			"max_batch", d.cap, "from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "from_max_batch", cur.cap,
 			"p99_ms", ms(p99), "rate", round1(rate),
 			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma))
+	}
+	if wt.onPeriod != nil {
+		wt.onPeriod(figures{at: now, requests: n, rate: rate, p99: p99, capacity: d.capacity})
 	}
 	wt.mu.Lock()
 	defer wt.mu.Unlock()

@@ -76,3 +76,19 @@ func quantile(counts *[numBuckets]uint64, n uint64, q float64) time.Duration {
 	}
 	return upper(numBuckets - 1)
 }
+
+// follow makes the watch read the window its version's requests count
+// in now. A hot reload hands the replaced copy's observers, this window
+// among them, to the new copy (core's metricCarry, so that the latency
+// summaries go on), which leaves the new copy's own window uncounted:
+// the watch takes the one that counts, from what it holds now on.
+func (wt *watch) follow() {
+	w, ok := core.ObserverAs[*window](wt.stats.Observer())
+	if !ok || w == wt.win {
+		return
+	}
+	wt.win = w
+	for i := range w.counts {
+		wt.seen[i] = w.counts[i].Load()
+	}
+}

@@ -94,6 +94,19 @@ func appendDuration(b []byte, key string, d core.Duration, comma bool) []byte {
 	return append(b, '}')
 }
 
+// appendShape writes ,"<prefix>instances":…,"<prefix>intra_op_threads":…,
+// the instances the autopilot tunes (threads 0: the backend's own).
+func appendShape(b []byte, prefix string, instances, threads int) []byte {
+	b = append(b, `,"`...)
+	b = append(b, prefix...)
+	b = append(b, `instances":`...)
+	b = strconv.AppendInt(b, int64(instances), 10)
+	b = append(b, `,"`...)
+	b = append(b, prefix...)
+	b = append(b, `intra_op_threads":`...)
+	return strconv.AppendInt(b, int64(threads), 10)
+}
+
 // appendSLO writes the autopilot's report (inferd's own block; Triton's
 // statistics have none): the target, the last window, the capacity at the
 // settings in force and the latest decisions, oldest first.
@@ -108,6 +121,9 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 	b = strconv.AppendFloat(b, r.RatePerSec, 'f', 1, 64)
 	b = append(b, `,"capacity_infer_per_sec":`...)
 	b = strconv.AppendFloat(b, r.CapacityPerSec, 'f', 1, 64)
+	if r.Instances > 0 {
+		b = appendShape(b, "", r.Instances, r.Threads)
+	}
 	b = append(b, `,"headroom":`...)
 	b = strconv.AppendFloat(b, r.Headroom, 'f', 3, 64)
 	b = appendTuning(b, "", &r.BatchTuning)
@@ -122,6 +138,10 @@ func appendSLO(b []byte, r *core.SLOReport) []byte {
 		b = appendTuning(b, "from_", &d.From)
 		b = append(b, `,"reason":`...)
 		b = tritonjson.AppendString(b, d.Reason)
+		if d.Instances > 0 {
+			b = appendShape(b, "", d.Instances, d.Threads)
+			b = appendShape(b, "from_", d.FromInstances, d.FromThreads)
+		}
 		b = append(b, `,"measured_p99_us":`...)
 		b = strconv.AppendInt(b, d.MeasuredP99.Microseconds(), 10)
 		b = append(b, `,"rate_infer_per_sec":`...)

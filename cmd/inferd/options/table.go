@@ -69,7 +69,7 @@ func All() []*Option {
 		{Name: "model-load-thread-count", Group: "Model Repository", Kind: Int, Default: "4", Usage: "Models loaded in parallel at start-up."},
 		{Name: "model-load-retry-count", Group: "Model Repository", Kind: Int, Default: "0", Check: atLeast(0), Usage: "Times to retry a model version whose load fails."},
 		{Name: "model-slo", Group: "Model Repository", Kind: String, Repeat: true, Inferd: true, Label: "<model>,p99_ms=<ms>", Check: modelSLO,
-			Usage: "Latency target of a model with dynamic batching, which inferd then tunes while it serves (repeatable; wins over the config's slo_p99_ms; also period_ms=, max_queue_delay_us=): docs/autopilot.md."},
+			Usage: "Latency target of a model with dynamic batching, which inferd then tunes while it serves (repeatable; wins over the config's slo_p99_ms; also period_ms=, max_queue_delay_us=, and for the instances max_cpus=, min_instances=, dwell_periods=): docs/autopilot.md."},
 		{Name: "model-namespacing", Group: "Model Repository", Kind: Bool, Default: "false",
 			Usage: "Serve same-named models of different repositories under their repository's namespace."},
 		{Name: "enable-peer-access", Group: "Model Repository", Kind: Bool, Default: "true", Status: NoOp, Feature: noPeerAccess, Usage: "Enable CUDA peer access between GPUs."},

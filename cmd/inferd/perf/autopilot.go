@@ -12,6 +12,10 @@ import (
 // inferd's autopilot tunes to a latency target (docs/autopilot.md): the
 // target, where it stands, and its decisions over the run.
 type autopilotView struct {
+	// Instances and Threads are in force where the autopilot scales the
+	// instances (0: it does not).
+	Instances, Threads int
+	// The rest of the slo block, and the run's start.
 	TargetMS, MeasuredMS float64
 	Capacity, Headroom   float64
 	Delay, MaxBatch      int64
@@ -28,6 +32,32 @@ type autopilotDecision struct {
 	Preferred, FromPref    []int64
 	Reason                 string
 	MeasuredMS, Rate, Capa float64
+	// Instances, Threads and the From values are set on a change of the
+	// instances.
+	Instances, FromInstances, Threads, FromThreads int
+}
+
+// InstancesText is a change of the instances as "2 → 1 (× 1 → 2
+// threads)"; "" on a batching decision.
+func (d autopilotDecision) InstancesText() string {
+	if d.Instances == 0 {
+		return ""
+	}
+	if d.Threads == 0 {
+		return fmt.Sprintf("%d → %d", d.FromInstances, d.Instances)
+	}
+	return fmt.Sprintf("%d → %d (× %d → %d threads)", d.FromInstances, d.Instances, d.FromThreads, d.Threads)
+}
+
+// InstanceChanges are the decisions that changed the instances.
+func (v *autopilotView) InstanceChanges() []autopilotDecision {
+	var out []autopilotDecision
+	for _, d := range v.Decisions {
+		if d.Instances > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Offset is the decision's time from the run's start, in seconds
@@ -46,6 +76,8 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 	var body struct {
 		ModelStats []struct {
 			SLO *struct {
+				Instances int     `json:"instances"`
+				Threads   int     `json:"intra_op_threads"`
 				Target    int64   `json:"target_p99_us"`
 				Measured  int64   `json:"measured_p99_us"`
 				Capacity  float64 `json:"capacity_infer_per_sec"`
@@ -65,6 +97,10 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 					Measured  int64   `json:"measured_p99_us"`
 					Rate      float64 `json:"rate_infer_per_sec"`
 					Capacity  float64 `json:"capacity_infer_per_sec"`
+					Instances int     `json:"instances"`
+					FromInst  int     `json:"from_instances"`
+					Threads   int     `json:"intra_op_threads"`
+					FromThr   int     `json:"from_intra_op_threads"`
 				} `json:"decisions"`
 			} `json:"slo"`
 		} `json:"model_stats"`
@@ -82,6 +118,11 @@ func fetchAutopilot(ctx context.Context, o *options, start time.Time) *autopilot
 	for _, d := range s.Decisions {
 		v.Decisions = append(v.Decisions, autopilotDecision{At: time.UnixMilli(d.TimeMS), Delay: d.Delay, FromDelay: d.FromDelay,
 			MaxBatch: d.MaxBatch, FromMax: d.FromMax, Preferred: d.Preferred, FromPref: d.FromPref, Reason: d.Reason, MeasuredMS: float64(d.Measured) / 1000, Rate: d.Rate, Capa: d.Capacity})
+	}
+
+	v.Instances, v.Threads = s.Instances, s.Threads
+	for i, d := range s.Decisions {
+		v.Decisions[i].Instances, v.Decisions[i].FromInstances, v.Decisions[i].Threads, v.Decisions[i].FromThreads = d.Instances, d.FromInst, d.Threads, d.FromThr
 	}
 	return v
 }
@@ -115,6 +156,9 @@ func (v *autopilotView) chart() chartView {
 		step(t, d.Delay, d.Preferred)
 	}
 	ss := []series{delay, pref}
+	if inst := v.instanceSeries(); len(inst.X) > 0 {
+		ss = append(ss, inst)
+	}
 	svg, ok := lineSVG("chart-autopilot", "Time from the run's start (s)", "Setting", ss)
 	return newChart("autopilot", "Autopilot decisions over time", caption, "too few points to draw", svg, ok, ss)
 }
@@ -125,4 +169,18 @@ func maxOf(v []int64) int64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// instanceSeries is the instance count over the run as steps, where the
+// autopilot changed it (no points otherwise).
+func (v *autopilotView) instanceSeries() series {
+	inst := series{Name: "instances"}
+	for _, d := range v.InstanceChanges() {
+		t := d.At.Sub(v.start).Seconds()
+		if len(inst.X) == 0 {
+			inst.X, inst.Y = append(inst.X, min(0, t)), append(inst.Y, float64(d.FromInstances))
+		}
+		inst.X, inst.Y = append(inst.X, t, t), append(inst.Y, inst.Y[len(inst.Y)-1], float64(d.Instances))
+	}
+	return inst
 }

@@ -282,6 +282,14 @@ td.why { text-align: left; font-size: 0.85em; }
 {{range .Decisions}}<tr class="decision"><td>{{.Offset $.R.Autopilot.Start}}</td><td>{{.FromDelay}} → {{.Delay}}</td><td>{{.FromPref}} → {{.Preferred}}</td><td>{{.FromMax}} → {{.MaxBatch}}</td><td>{{f1 .MeasuredMS}}</td><td>{{f1 .Rate}}</td><td>{{f1 .Capa}}</td><td class="why">{{.Reason}}</td></tr>
 {{end}}</tbody>
 </table>
+{{if .Instances}}<p class="meta">Instances in force: {{.Instances}}{{if .Threads}} × {{.Threads}} intra-op threads{{end}}.</p>{{end}}
+{{with .InstanceChanges}}<table id="autopilot-instances">
+<thead><tr><th>When</th><th>Instances</th><th>p99 ms</th><th>Rate infer/s</th><th>Capacity infer/s</th><th>Why</th></tr></thead>
+<tbody>
+{{range .}}<tr class="decision"><td>{{.Offset $.R.Autopilot.Start}}</td><td>{{.InstancesText}}</td><td>{{f1 .MeasuredMS}}</td><td>{{f1 .Rate}}</td><td>{{f1 .Capa}}</td><td class="why">{{.Reason}}</td></tr>
+{{end}}</tbody>
+</table>
+{{end}}
 {{end}}
 {{range .R.Runs}}{{if .Points}}<h3>{{.Name}}</h3>
 <table class="points">

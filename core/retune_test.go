@@ -1,0 +1,70 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferd/inferd/repo/modelconfig"
+)
+
+// TestRetune: a retune reloads the model with the config given, beside
+// the copy serving; the files' fingerprint is kept, so a plain load of
+// the unchanged model is a no-op that does not undo it; a failed retune
+// leaves the copy serving and the fingerprints; a retune of a
+// copy that no longer serves (replaced, or unloaded) is refused and loads
+// nothing.
+func TestRetune(t *testing.T) {
+	s, _, err := startEcho(t, `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
+	must(t, err)
+	ctx := context.Background()
+	first := served(t, s)
+	fp := s.loadedFingerprint("m")
+	if fp == "" {
+		t.Fatal("no fingerprint after the first load")
+	}
+	cfg := proto.Clone(first.Config).(*modelconfig.ModelConfig)
+	cfg.InstanceGroup[0].Count = 2
+	must(t, s.Retune(ctx, first, cfg))
+	second := served(t, s)
+	if second == first || second.Config.GetInstanceGroup()[0].GetCount() != 2 {
+		t.Fatalf("after the retune: same copy %v, count %d", second == first, second.Config.GetInstanceGroup()[0].GetCount())
+	}
+	if s.loadedFingerprint("m") != fp || s.attempted("m") != fp {
+		t.Fatalf("fingerprints %q %q after the retune, want %q kept", s.loadedFingerprint("m"), s.attempted("m"), fp)
+	}
+	// A retune that fails leaves the copy serving and the fingerprints.
+	bad := proto.Clone(cfg).(*modelconfig.ModelConfig)
+	bad.Backend = "nonexistent"
+	if err := s.Retune(ctx, second, bad); err == nil {
+		t.Fatal("a retune to a backend the server lacks loaded")
+	}
+	if served(t, s) != second || s.loadedFingerprint("m") != fp || s.attempted("m") != fp {
+		t.Fatalf("after a failed retune: same copy %v, fingerprints %q %q", served(t, s) == second, s.loadedFingerprint("m"), s.attempted("m"))
+	}
+	must(t, s.Load(ctx, "m", nil))
+	if served(t, s) != second {
+		t.Fatal("a plain load of the unchanged model reloaded it")
+	}
+	if err := s.Retune(ctx, first, cfg); !errors.Is(err, ErrRetuneStale) {
+		t.Fatalf("retune of the replaced copy: %v", err)
+	}
+	must(t, s.Unload(ctx, "m"))
+	if err := s.Retune(ctx, second, cfg); !errors.Is(err, ErrRetuneStale) {
+		t.Fatalf("retune after the unload: %v", err)
+	}
+	if s.ModelReady("m", LatestVersion) {
+		t.Fatal("a retune brought back an unloaded model")
+	}
+}
+
+func served(t *testing.T, s *Server) *ModelVersion {
+	t.Helper()
+	mv, release, err := s.Acquire("m", LatestVersion)
+	must(t, err)
+	release()
+	return mv
+}
