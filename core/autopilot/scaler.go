@@ -238,7 +238,7 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 		"from_instances", from.n, "from_intra_op_threads", from.t, "p99_ms", ms(f.p99), "rate", round1(f.rate),
 		"capacity", round1(f.capacity), "revert", d.revert)
 	sc.noted = ""
-	rec := keptBatching(f.at, delay, pref)
+	rec := keptBatching(f.at, sc.tuner, int64(sc.mv.Config.GetMaxBatchSize()))
 	rec.Reason, rec.MeasuredP99, rec.RatePerSec, rec.Capacity = d.why, f.p99, f.rate, f.capacity
 	rec.Instances, rec.FromInstances, rec.Threads, rec.FromThreads = d.to.n, from.n, d.to.t, from.t
 	sc.history = append(sc.history, rec)
