@@ -9,7 +9,8 @@
 # largest instance count tried, default nproc), LOW (infer/s, default 200), HIGH (a perf
 # --request-rate-range S:E:STEP, default 1000:4000:1000), WINDOW_MS (perf's -p, default 3000), OUT
 # (scratch folder, default /tmp/ap-onnx), PORT (HTTP port, default 18000; gRPC and metrics take the
-# next two), DELAYS and CONCURRENCY (the search's lists), SEARCH_MS (its -p, default 2000),
+# next two), DELAYS and CONCURRENCY (the search's lists; SEARCH_RATES=S:E:STEP sweeps open-loop request
+# rates instead, like the autopilot's run), SEARCH_MS (its -p, default 2000),
 # SKIP_SEARCH=1 to run only the autopilot.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -72,7 +73,11 @@ U="-u localhost:$PORT"
 if [ -z "${SKIP_SEARCH:-}" ]; then
 	echo "== 1. inferd perf search: the best within p99 ${TARGET_MS} ms"
 	COUNTS=$(seq -s, 1 "$CPUS")
-	S="--max-batch-sizes 8 --dynamic-batching-delays $DELAYS --concurrency $CONCURRENCY --latency-budget $TARGET_MS -p $SEARCH_MS"
+	SWEEP="--concurrency $CONCURRENCY"
+	if [ -n "${SEARCH_RATES:-}" ]; then
+		SWEEP="--request-rate-range $SEARCH_RATES" # open loop, as the autopilot's run
+	fi
+	S="--max-batch-sizes 8 --dynamic-batching-delays $DELAYS $SWEEP --latency-budget $TARGET_MS -p $SEARCH_MS"
 	"$OUT/inferd" perf search -m mlp_t1 $U --instance-counts "$COUNTS" $S --config-out "$OUT/mlp_t1.best.pbtxt" | tee "$OUT/search_t1.txt" || true
 	"$OUT/inferd" perf search -m mlp_tn $U --instance-counts 1 $S --config-out "$OUT/mlp_tn.best.pbtxt" | tee "$OUT/search_tn.txt" || true
 fi
