@@ -71,6 +71,13 @@ func (c costs) add(sizes map[int64][2]float64) {
 // one-row executions cannot carry, and learns the rest from the batches
 // that load forms.
 func (c costs) fit() (a, s float64, ok bool) {
+	a, s, _, ok = c.fitSizes()
+	return a, s, ok
+}
+
+// fitSizes is fit, and whether one batch size alone was measured (the
+// line then assumes no gain from batching, which no measurement backs).
+func (c costs) fitSizes() (a, s float64, oneSize, ok bool) {
 	var sw, sk, sc, skk, skc float64
 	for k, p := range c {
 		if p.n < 1e-3 {
@@ -84,12 +91,12 @@ func (c costs) fit() (a, s float64, ok bool) {
 		skc += p.n * x * y
 	}
 	if sw == 0 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	mk, mc := sk/sw, sc/sw
 	varK := skk/sw - mk*mk
 	if varK < 1e-9 {
-		return 0, mc / mk, true
+		return 0, mc / mk, true, true
 	}
 	s = (skc/sw - mk*mc) / varK
 	a = mc - s*mk
@@ -99,7 +106,7 @@ func (c costs) fit() (a, s float64, ok bool) {
 	if a < 0 {
 		a, s = 0, mc/mk
 	}
-	return a, s, true
+	return a, s, false, true
 }
 
 // model is the cost line and the learnt tail factor of one decision.
@@ -113,6 +120,9 @@ type model struct {
 	// growing with the rate.
 	pipelined bool
 	observed  float64
+	// oneSize says the cost line comes from one batch size: it says
+	// nothing of larger batches, and caps none.
+	oneSize bool
 }
 
 func (m model) cost(k int64) time.Duration { return time.Duration(m.a + m.s*float64(k)) }
@@ -191,6 +201,10 @@ func (m model) undelayedCap(rate float64, limit int64) int64 {
 // limit is the largest batch whose execution, waited for and then run,
 // fits the target: what a saturating load may form.
 func (m model) limit() int64 {
+	if m.oneSize {
+		// Batches grow from what queues; their costs are learnt then.
+		return m.b.maxBS
+	}
 	best := int64(1)
 	for k := int64(1); k <= m.b.maxBS; k++ {
 		if m.gamma*float64(m.cost(k))*(1+1/float64(m.b.instances)) <= float64(m.b.target) {

@@ -218,3 +218,28 @@ func TestDecideLowestWhenNoneFits(t *testing.T) {
 		t.Errorf("%+v: %s (capacity %.0f)", d.setting, d.reason, d.capacity)
 	}
 }
+
+// TestOneSizeCapsNothing: a cost line measured at one batch size says
+// nothing of larger batches, so it caps none (a cap from it held a model
+// that had only run single rows to batches of 3 when its rate rose).
+func TestOneSizeCapsNothing(t *testing.T) {
+	c := costs{}
+	c.add(map[int64][2]float64{1: {100, 100 * 1e6}})
+	a, s, one, ok := c.fitSizes()
+	if !ok || !one {
+		t.Fatalf("one size: oneSize %v ok %v", one, ok)
+	}
+	m := model{a: a, s: s, gamma: 2.5, oneSize: true,
+		b: bounds{target: 20 * time.Millisecond, maxDelay: 10 * time.Millisecond, maxBS: 8, instances: 1}}
+	if d := decide(m, setting{0, 8, 8}, 200, 400, 5*time.Millisecond); d.cap != 8 {
+		t.Errorf("cap %d from one measured size, want max_batch_size 8 (%s)", d.cap, d.reason)
+	}
+	m.oneSize = false
+	if d := decide(m, setting{0, 8, 8}, 200, 400, 5*time.Millisecond); d.cap >= 8 {
+		t.Errorf("the same line measured over sizes: cap %d, want under 8 (%s)", d.cap, d.reason)
+	}
+	c.add(map[int64][2]float64{4: {50, 50 * 2e6}})
+	if _, _, one, _ := c.fitSizes(); one {
+		t.Error("two sizes: still oneSize")
+	}
+}

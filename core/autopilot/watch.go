@@ -111,8 +111,8 @@ func (wt *watch) period(now time.Time) {
 	wt.costs.add(batchDeltas(wt.last.Batches, snap.Batches, wt.tuner.Pipelined()))
 	wt.prev, wt.last, wt.from = wt.last, snap, now
 
-	a, s, known := wt.costs.fit()
-	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined()}
+	a, s, oneSize, known := wt.costs.fitSizes()
+	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize}
 	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 {
 		m.observed = rows / execs
 	}
