@@ -160,12 +160,19 @@ type decision struct {
 	capacity float64 // rows per second within the target at setting
 }
 
+// takesEarly says batches do not grow by themselves with no delay: a
+// pipelining instance takes its next batch while it runs the last, and
+// where instances are several one is mostly free to take what has just
+// arrived; their batches stay the size they are seen at, and only a delay
+// makes them larger.
+func (m model) takesEarly() bool { return m.pipelined || m.b.instances > 1 }
+
 // selfBatch is the batch size executions settle at with no queue delay at
 // rate: each instance takes what arrived while it ran the last batch,
 // k = rate·c(k)/instances, so k = rate·a / (instances - rate·s); capped
 // at limit, which is also the answer when the instances cannot keep up.
 func (m model) selfBatch(rate float64, limit int64) int64 {
-	if m.pipelined {
+	if m.takesEarly() {
 		return min(max(int64(math.Ceil(m.observed)), 1), limit)
 	}
 	den := float64(m.b.instances) - rate*m.s/1e9
@@ -192,7 +199,7 @@ func (m model) undelayed(rate float64, limit int64) time.Duration {
 // the cap itself where batches grow with the queue, the size they are
 // seen at where instances pipeline.
 func (m model) undelayedCap(rate float64, limit int64) int64 {
-	if m.pipelined {
+	if m.takesEarly() {
 		return m.selfBatch(rate, limit)
 	}
 	return limit
@@ -272,7 +279,7 @@ func decide(m model, cur setting, rate float64, n uint64, p99 time.Duration) dec
 	// they can do, so that the queue drains; the target is out of reach
 	// until the rate falls.
 	full := setting{0, b.maxBS, b.maxBS}
-	if m.pipelined && rate > 0 {
+	if m.takesEarly() && rate > 0 {
 		// Only a delay lets a pipelining instance's batches grow.
 		full.delay = min(b.maxDelay, time.Duration(1.5*float64(b.maxBS-1)/rate*1e9)).Round(time.Microsecond)
 	}

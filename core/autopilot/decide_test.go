@@ -243,3 +243,19 @@ func TestOneSizeCapsNothing(t *testing.T) {
 		t.Error("two sizes: still oneSize")
 	}
 }
+
+// TestSeveralInstancesTakeEarly: with several instances one is mostly
+// free to take what has just arrived, so with no delay batches stay the
+// size they are seen at, as a pipelining instance's do: a rate one-row
+// executions cannot carry gets a delay.
+func TestSeveralInstancesTakeEarly(t *testing.T) {
+	m := testModel()
+	m.b.instances, m.observed = 2, 1
+	if d := decide(m, setting{0, 16, 16}, 1500, 3000, 10*time.Millisecond); d.delay == 0 {
+		t.Errorf("two instances at 1500 rows/s (one-row executions carry 889/s): no delay (%s)", d.reason)
+	}
+	m.b.instances = 1
+	if d := decide(m, setting{0, 16, 16}, 1200, 2400, 10*time.Millisecond); d.delay != 0 {
+		t.Errorf("one instance at 1200 rows/s: delay %v, want batches formed from the queue (%s)", d.delay, d.reason)
+	}
+}
