@@ -27,7 +27,7 @@ func (c *metricCarry) replace(old, fresh *ModelVersion) {
 	// The latency summaries and histogram go on too. fresh serves nothing
 	// before the commit that calls this, so swapping its observer is safe.
 	if old.Stats.obs != nil {
-		fresh.Stats.obs = old.Stats.obs
+		fresh.Stats.setObserver(old.Stats.obs)
 	}
 }
 

@@ -420,7 +420,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 		mv.Labels = labels
 		mv.cache = s.responseCache(cfg)
 		if s.opts.Observers != nil {
-			mv.Stats.obs = s.opts.Observers(mv)
+			mv.Stats.setObserver(s.opts.Observers(mv))
 		}
 		mv.exec = external{s.opts.Ensembles.New(ensembleHost{s}, cfg)}
 		return mv, nil
@@ -466,7 +466,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	mv.starts = starts
 	mv.cache = s.responseCache(cfg)
 	if s.opts.Observers != nil {
-		mv.Stats.obs = s.opts.Observers(mv)
+		mv.Stats.setObserver(s.opts.Observers(mv))
 	}
 	// Warmup runs on every instance before the version can serve.
 	for _, inst := range append(slices.Clone(active), passive...) {

@@ -65,7 +65,8 @@ type Stats struct {
 	next   atomic.Uint32 // the shard take hands out when the pool has none
 	// obs, when set at load, also sees each request's durations (latency
 	// summaries and histograms live in the metrics package).
-	obs Observer
+	obs    Observer
+	obsNow atomic.Pointer[Observer]
 	// pending is the queued requests; the schedulers change it under
 	// their own queue's lock.
 	pending atomic.Int64
@@ -202,7 +203,23 @@ type StatsSnapshot struct {
 
 // Observer is the Observer the factory gave this version at load (nil:
 // none); the metrics package exports what its own observers hold.
-func (s *Stats) Observer() Observer { return s.obs }
+//
+// It reads the copy setObserver keeps for other goroutines: a hot reload
+// swaps a fresh version's observer at its commit, while that version's
+// autopilot watch may already be reading it (the request path reads obs,
+// which no request reaches before the commit).
+func (s *Stats) Observer() Observer {
+	if p := s.obsNow.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setObserver sets the version's observer.
+func (s *Stats) setObserver(o Observer) {
+	s.obs = o
+	s.obsNow.Store(&o)
+}
 
 // Snapshot copies the current values.
 func (s *Stats) Snapshot() StatsSnapshot {
