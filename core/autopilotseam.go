@@ -71,6 +71,18 @@ type BatchTuning struct {
 	MaxBatch  int64
 }
 
+// Apply writes b's queue delay and preferred sizes into db, a copy of a
+// configuration's dynamic_batching: what GET config shows once an
+// autopilot has tuned the version, and what its reloads start from. The
+// cap has no field there.
+func (b BatchTuning) Apply(db *modelconfig.ModelDynamicBatching) {
+	db.MaxQueueDelayMicroseconds = uint64(b.Delay.Microseconds())
+	db.PreferredBatchSize = db.PreferredBatchSize[:0]
+	for _, p := range b.Preferred {
+		db.PreferredBatchSize = append(db.PreferredBatchSize, int32(p))
+	}
+}
+
 // SLOReport is a watched version's target, what was measured in the last
 // window, the capacity the autopilot estimates at the settings in force,
 // and its latest decisions, newest last.

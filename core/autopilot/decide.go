@@ -65,18 +65,11 @@ func (c costs) add(sizes map[int64][2]float64) {
 	}
 }
 
-// fit is the line a + s·k through the measured costs (least squares,
-// weighted by executions). With one size measured, it assumes no gain
-// from batching (a = 0): the autopilot then batches only under a load
-// one-row executions cannot carry, and learns the rest from the batches
-// that load forms.
-func (c costs) fit() (a, s float64, ok bool) {
-	a, s, _, ok = c.fitSizes()
-	return a, s, ok
-}
-
-// fitSizes is fit, and whether one batch size alone was measured (the
-// line then assumes no gain from batching, which no measurement backs).
+// fitSizes is the line a + s·k through the measured costs (least
+// squares, weighted by executions). With one size measured (oneSize), it
+// assumes no gain from batching (a = 0), which no measurement backs: the
+// autopilot then caps no batch and learns the rest from the batches the
+// load forms.
 func (c costs) fitSizes() (a, s float64, oneSize, ok bool) {
 	var sw, sk, sc, skk, skc float64
 	for k, p := range c {

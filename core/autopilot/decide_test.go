@@ -112,22 +112,22 @@ func TestDecideWithinTarget(t *testing.T) {
 func TestCostFit(t *testing.T) {
 	c := costs{}
 	c.add(map[int64][2]float64{1: {100, 100 * 2.25e6}, 8: {50, 50 * 4e6}})
-	a, s, ok := c.fit()
+	a, s, _, ok := c.fitSizes()
 	if !ok || math.Abs(a-2e6) > 1e3 || math.Abs(s-0.25e6) > 1e3 {
 		t.Errorf("fit a=%v s=%v ok=%v, want 2e6, 0.25e6", a, s, ok)
 	}
 	// One size alone: no gain from batching assumed.
 	one := costs{}
 	one.add(map[int64][2]float64{4: {10, 10 * 4e6}})
-	if a, s, ok := one.fit(); !ok || a != 0 || math.Abs(s-1e6) > 1 {
+	if a, s, _, ok := one.fitSizes(); !ok || a != 0 || math.Abs(s-1e6) > 1 {
 		t.Errorf("one size: a=%v s=%v ok=%v, want 0, 1e6", a, s, ok)
 	}
-	if _, _, ok := (costs{}).fit(); ok {
+	if _, _, _, ok := (costs{}).fitSizes(); ok {
 		t.Error("no executions: a fit")
 	}
 	// Older periods weigh less: a change of cost is followed.
 	c.add(map[int64][2]float64{1: {100, 100 * 4.5e6}, 8: {50, 50 * 8e6}})
-	if a, _, _ := c.fit(); a < 3e6 {
+	if a, _, _, _ := c.fitSizes(); a < 3e6 {
 		t.Errorf("after costs doubled, a=%v: the old costs still dominate", a)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferd/inferd/core"
 	"github.com/inferd/inferd/repo/modelconfig"
 )
 
@@ -144,7 +145,7 @@ func TestRetuned(t *testing.T) {
 	cfg := &modelconfig.ModelConfig{Backend: "onnxruntime",
 		InstanceGroup:    []*modelconfig.ModelInstanceGroup{{Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: 2}},
 		SchedulingChoice: &modelconfig.ModelConfig_DynamicBatching{DynamicBatching: &modelconfig.ModelDynamicBatching{MaxQueueDelayMicroseconds: 40000, PreferredBatchSize: []int32{16}}}}
-	got := retuned(cfg, shape{1, 4}, 500*time.Microsecond, []int64{6})
+	got := retuned(cfg, shape{1, 4}, core.BatchTuning{Delay: 500 * time.Microsecond, Preferred: []int64{6}})
 	if got.InstanceGroup[0].Count != 1 || got.Parameters["intra_op_thread_count"].GetStringValue() != "4" ||
 		got.GetDynamicBatching().MaxQueueDelayMicroseconds != 500 || len(got.GetDynamicBatching().PreferredBatchSize) != 1 || got.GetDynamicBatching().PreferredBatchSize[0] != 6 {
 		t.Fatalf("retuned: %v", got)

@@ -77,11 +77,8 @@ func scaleBoundsOf(cfg *modelconfig.ModelConfig, t Target) (scaleBounds, shape, 
 	if b.dwell == 0 {
 		b.dwell = DefaultDwell
 	}
-	cur := shape{n: count}
-	if cfg.GetBackend() == onnxBackend && !boolParam(cfg, "share_session_between_instances") {
-		b.threads = true
-		cur.t, _ = strconv.Atoi(cfg.GetParameters()["intra_op_thread_count"].GetStringValue())
-	}
+	b.threads = cfg.GetBackend() == onnxBackend && !boolParam(cfg, "share_session_between_instances")
+	cur, _ := shapeOf(cfg, b)
 	if b.minN == b.maxN && !b.threads {
 		return scaleBounds{}, shape{}, fmt.Sprintf("count %d and %s %d leave no choice", count, ParamMinInstances, b.minN)
 	}
@@ -108,8 +105,9 @@ func boolParam(cfg *modelconfig.ModelConfig, key string) bool {
 }
 
 // retuned is cfg with shape s and the batching in force, for the reload
-// that sets s: the new copy starts where the batching was tuned to.
-func retuned(cfg *modelconfig.ModelConfig, s shape, delay time.Duration, pref []int64) *modelconfig.ModelConfig {
+// that sets s: the new copy starts where the batching was tuned to (the
+// cap, which no config field holds, its watch sets again).
+func retuned(cfg *modelconfig.ModelConfig, s shape, tu core.BatchTuning) *modelconfig.ModelConfig {
 	c := proto.Clone(cfg).(*modelconfig.ModelConfig)
 	c.InstanceGroup[0].Count = int32(s.n)
 	if s.t > 0 {
@@ -118,12 +116,8 @@ func retuned(cfg *modelconfig.ModelConfig, s shape, delay time.Duration, pref []
 		}
 		c.Parameters["intra_op_thread_count"] = &modelconfig.ModelParameter{StringValue: strconv.Itoa(s.t)}
 	}
-	if db := c.GetDynamicBatching(); db != nil && len(pref) > 0 {
-		db.MaxQueueDelayMicroseconds = uint64(delay.Microseconds())
-		db.PreferredBatchSize = db.PreferredBatchSize[:0]
-		for _, p := range pref {
-			db.PreferredBatchSize = append(db.PreferredBatchSize, int32(p))
-		}
+	if db := c.GetDynamicBatching(); db != nil && len(tu.Preferred) > 0 {
+		tu.Apply(db)
 	}
 	return c
 }
@@ -233,12 +227,14 @@ func (sc *scaler) note(why string) {
 // start logs and records decision d and starts its reload (under p.mu).
 func (sc *scaler) start(d scaleDecision, f figures) {
 	from := sc.st.cur
-	delay, pref := inForce(sc.tuner)
+	tu := sc.tuner.Tuning()
 	sc.log.Info("autopilot instances", "decision", d.why, "instances", d.to.n, "intra_op_threads", d.to.t,
 		"from_instances", from.n, "from_intra_op_threads", from.t, "p99_ms", ms(f.p99), "rate", round1(f.rate),
 		"capacity", round1(f.capacity), "revert", d.revert)
 	sc.noted = ""
-	rec := keptBatching(f.at, sc.tuner, int64(sc.mv.Config.GetMaxBatchSize()))
+	// The batching stays as it is, its cap shown as the reports show it.
+	kept := bounds{maxBS: int64(sc.mv.Config.GetMaxBatchSize())}.effective(tu)
+	rec := core.SLODecision{At: f.at, To: kept, From: kept}
 	rec.Reason, rec.MeasuredP99, rec.RatePerSec, rec.Capacity = d.why, f.p99, f.rate, f.capacity
 	rec.Instances, rec.FromInstances, rec.Threads, rec.FromThreads = d.to.n, from.n, d.to.t, from.t
 	sc.history = append(sc.history, rec)
@@ -251,7 +247,7 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 	}
 	to := d.to
 	sc.pending = &to
-	cfg := retuned(sc.mv.Config, to, delay, pref)
+	cfg := retuned(sc.mv.Config, to, tu)
 	mv := sc.mv
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(p.ctx, retuneTimeout)

@@ -97,11 +97,8 @@ func (wt *watch) period(now time.Time) {
 	snap := wt.stats.Snapshot()
 	rows := float64(snap.InferenceCount - wt.last.InferenceCount)
 	rate := rows / elapsed.Seconds()
-	tuning := wt.tuner.Tuning()
+	tuning := wt.b.effective(wt.tuner.Tuning())
 	cur := setting{tuning.Delay, slices.Max(tuning.Preferred), tuning.MaxBatch}
-	if cur.cap <= 0 {
-		cur.cap = wt.b.maxBS
-	}
 	thin := n < minRequests
 	if thin && elapsed < maxWindows*wt.t.Period && (cur.delay == 0 || rate*cur.delay.Seconds() >= 1) {
 		return
@@ -163,7 +160,7 @@ func (wt *watch) period(now time.Time) {
 	}
 	r.BatchTuning = wt.b.effective(wt.tuner.Tuning())
 	if changed {
-		r.Decisions = append(r.Decisions, core.SLODecision{At: now, To: wt.b.effective(to), From: wt.b.effective(tuning),
+		r.Decisions = append(r.Decisions, core.SLODecision{At: now, To: wt.b.effective(to), From: tuning,
 			Reason: d.reason, MeasuredP99: p99, RatePerSec: rate, Capacity: d.capacity})
 		if len(r.Decisions) > wt.keep {
 			r.Decisions = slices.Delete(r.Decisions, 0, len(r.Decisions)-wt.keep)

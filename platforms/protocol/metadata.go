@@ -108,11 +108,6 @@ func ModelConfig(c *core.Server, name string, version int64) (*modelconfig.Model
 	// batch cap is in the statistics' slo block, max_batch_size being the
 	// model's contract with its clients.
 	cfg := proto.Clone(mv.Config).(*modelconfig.ModelConfig)
-	db := cfg.GetDynamicBatching()
-	db.MaxQueueDelayMicroseconds = uint64(tu.Delay.Microseconds())
-	db.PreferredBatchSize = db.PreferredBatchSize[:0]
-	for _, p := range tu.Preferred {
-		db.PreferredBatchSize = append(db.PreferredBatchSize, int32(p))
-	}
+	tu.Apply(cfg.GetDynamicBatching())
 	return cfg, nil
 }
