@@ -20,6 +20,8 @@ import (
 //   - the cloud SDKs' own discovery (the AWS default credential chain, GCS
 //     Application Default Credentials, the Azure default credential) reads
 //     the environment itself, as each SDK documents;
+//   - prestart.go's constructor reads ORT_LIB_PATH and INFERD_ORT_PRESTART
+//     before the Go runtime starts, to begin ONNX Runtime's load then;
 //   - core/onnxrt reads ORT_LIB_PATH when it is given no library path
 //     (tests and benchmarks; this command always passes one, from Locate)
 //     and sets ORT_DISABLE_TELEMETRY unless it is set, the variable ONNX

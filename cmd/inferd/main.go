@@ -218,7 +218,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 
 	// Backends: stopped once no model uses them; the Python workers
 	// still running at the deadline are killed, with their children.
-	srv, custom, closeBackend, err := newCore(ctx, cfg, mcfg, mode, log)
+	srv, custom, closeBackend, ortLoaded, err := newCore(ctx, cfg, mcfg, mode, log)
 	if err != nil {
 		return g.Stop(err)
 	}
@@ -268,6 +268,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, ready func(addrs ma
 			// not answer, until they do or the stop begins.
 			g.Go(serve.Loop("repository retry", srv.RetryUnreachable))
 		}
+	}
+	// ONNX Runtime loads while the repository is read (newCore); a
+	// library that fails fails the start even where no ONNX model asked.
+	if err := ortLoaded(ctx); err != nil {
+		return g.Stop(err)
 	}
 	if resolveVertex != nil {
 		if err := resolveVertex(); err != nil {
@@ -435,24 +440,28 @@ func onnxruntimeOptions(settings map[string]string, log *slog.Logger) (onnxrt.Op
 //
 // mcfg holds the metrics settings, whose latency observers the core
 // feeds; custom are the backends' own metrics (Python models' custom
-// metrics).
-func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(context.Context) error, err error) {
+// metrics). ONNX Runtime loads in the background, from here until the
+// first ONNX model needs it; ortLoaded waits for it and returns its error.
+func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.ControlMode, log *slog.Logger) (srv *core.Server, custom []prometheus.Collector, closeBackend func(context.Context) error, ortLoaded func(context.Context) error, err error) {
 	ortSettings, err := cfg.backendSettings("onnxruntime")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	ortOpts, err := onnxruntimeOptions(ortSettings, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	lib, err := onnxrt.Locate(ortOpts.LibraryPath, cfg.env.get(onnxrt.LibraryEnv))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	ortOpts.LibraryPath = lib
+	ortOpts.LibraryPath, ortOpts.Background = lib, true
 	ortBackend, err := onnxrt.New(ortOpts)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	if state := ortPrestart(); state != "" {
+		log.Debug("ONNX Runtime's load began at process start (prestart.go)", "state", state)
 	}
 	pyOpts := cfg.python
 	pyOpts.LogVerbose, pyOpts.Logger = cfg.logVerbose, log
@@ -468,14 +477,14 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	cache, err := openRepoCache(cfg)
 	if err != nil {
 		_ = closeBackend(context.Background())
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	closeBackends := closeBackend
 	closeBackend = func(ctx context.Context) error { return errors.Join(closeBackends(ctx), cache.clean()) }
 	repos, err := repoOptions(cfg, cache.path, log).OpenAll(ctx, cfg.repos)
 	if err != nil {
 		_ = closeBackend(context.Background())
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	// Latency summaries and the first-response histogram observe each
 	// request from the moment a version loads.
@@ -490,7 +499,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 	respCache, cacheMetrics, err := newResponseCache(ctx, cfg.responseCache, cfg.env, log)
 	if err != nil {
 		_ = closeBackend(context.Background())
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if respCache != nil {
 		closeWithoutCache := closeBackend
@@ -517,7 +526,7 @@ func newCore(ctx context.Context, cfg *config, mcfg metrics.Config, mode core.Co
 		Sequences:       sequence.Batchers{},
 		Batching:        dynamic.Batchers{},
 		Autopilot:       pilot,
-	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, nil
+	}), append([]prometheus.Collector{pyBackend}, cacheMetrics...), closeBackend, ortBackend.Ready, nil
 }
 
 // newAPI builds the base v2 API server every frontend goes through.

@@ -481,6 +481,27 @@ func TestMissingLibrary(t *testing.T) {
 	}
 }
 
+// TestBrokenLibraryFailsStart checks that ONNX Runtime's load, which runs
+// beside the repository's read, still fails the start when it fails, even
+// with no ONNX model to load.
+func TestBrokenLibraryFailsStart(t *testing.T) {
+	broken := filepath.Join(t.TempDir(), "libonnxruntime.so")
+	if err := os.WriteFile(broken, []byte("not a library"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := parseFlags([]string{"--model-repository=" + t.TempDir(), "--backend-config=onnxruntime,library-path=" + broken,
+		"--http-port=0", "--grpc-port=0", "--metrics-port=0"}, io.Discard)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	err := run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(map[string]string) {
+		t.Error("served with a broken ONNX Runtime library")
+		stop()
+	})
+	if err == nil || !strings.Contains(err.Error(), broken) {
+		t.Fatalf("want the start to fail naming %s, got %v", broken, err)
+	}
+}
+
 func writeModel(t *testing.T, root, name, config string, model []byte) {
 	t.Helper()
 	dir := filepath.Join(root, name)

@@ -32,7 +32,7 @@ func (b *Backend) AutoComplete(ctx context.Context, v core.VersionFiles, cfg *mo
 	if err != nil {
 		return err
 	}
-	release, err := b.hold()
+	release, err := b.hold(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package onnxrt
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -33,6 +34,11 @@ type Options struct {
 	// LogLevel is the server's log level; ORT's log severity follows it
 	// (debug → verbose, info/warn → warning, error → error).
 	LogLevel slog.Level
+	// Background loads ONNX Runtime (the library and its environment, 40–50
+	// ms of one core) while New returns: the server reads its repository
+	// meanwhile, the first auto-complete or instance waits for the load,
+	// and Ready reports its outcome. Without it New returns once loaded.
+	Background bool
 }
 
 // Backend serves every model whose config says backend "onnxruntime". It
@@ -43,6 +49,11 @@ type Backend struct {
 	infos infoCache
 	// sessions are the sessions its instances opened (share.go).
 	sessions sessionTable
+
+	// loaded is closed once ONNX Runtime's load has ended, loadErr its
+	// failure (read after loaded is closed).
+	loaded  chan struct{}
+	loadErr error
 
 	mu     sync.Mutex
 	closed bool
@@ -67,11 +78,38 @@ func New(opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := acquireEnv(lib, opts.LogLevel); err != nil {
-		return nil, err
+	b := &Backend{opts: opts, log: log.With("backend", Name), loaded: make(chan struct{})}
+	load := func() {
+		defer close(b.loaded)
+		if b.loadErr = acquireEnv(lib, opts.LogLevel); b.loadErr == nil {
+			log.Info("ONNX Runtime loaded", "library", lib)
+		}
 	}
-	log.Info("ONNX Runtime loaded", "library", lib)
-	return &Backend{opts: opts, log: log.With("backend", Name)}, nil
+	if opts.Background {
+		go load()
+		return b, nil
+	}
+	load()
+	if b.loadErr != nil {
+		return nil, b.loadErr
+	}
+	return b, nil
+}
+
+// Ready waits for ONNX Runtime's load and returns its error: at once
+// unless Options.Background.
+func (b *Backend) Ready(ctx context.Context) error {
+	select {
+	case <-b.loaded:
+		return b.loadErr
+	default:
+	}
+	select {
+	case <-b.loaded:
+		return b.loadErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Name returns "onnxruntime".
@@ -86,7 +124,13 @@ func (b *Backend) ParallelInstances() bool { return true }
 // hold keeps the environment up while the backend uses ORT outside an
 // instance (auto-complete, loading), so a concurrent Close cannot tear it
 // down underneath.
-func (b *Backend) hold() (release func(), err error) {
+func (b *Backend) hold(ctx context.Context) (release func(), err error) {
+	if err := b.Ready(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, core.Errorf(core.CodeUnavailable, "the %s backend failed to load: %v", Name, err)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -99,12 +143,17 @@ func (b *Backend) hold() (release func(), err error) {
 // Close releases the backend's hold on the ORT environment. Instances it
 // created stay usable until they are closed themselves.
 func (b *Backend) Close() error {
+	// A load still running ends before its reference is given back.
+	<-b.loaded
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil
 	}
 	b.closed = true
+	if b.loadErr != nil {
+		return nil // it holds no reference
+	}
 	if err := releaseEnv(); err != nil {
 		return fmt.Errorf("close %s backend: %w", Name, err)
 	}

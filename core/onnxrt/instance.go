@@ -90,7 +90,7 @@ func (b *Backend) NewInstance(ctx context.Context, spec core.InstanceSpec) (core
 // the ORT session. KIND_CPU and KIND_MODEL run on the CPU; KIND_GPU adds the
 // CUDA provider (after any TensorRT one) on spec.DeviceID.
 func (b *Backend) NewBatchInstance(ctx context.Context, spec core.InstanceSpec) (core.BatchInstance, error) {
-	release, err := b.hold()
+	release, err := b.hold(ctx)
 	if err != nil {
 		return nil, err
 	}
