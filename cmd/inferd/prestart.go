@@ -15,8 +15,9 @@ package main
 //
 // It starts only where the server will load that same library: ORT_LIB_PATH
 // is set, no --backend-config=onnxruntime,library-path names another one,
-// and the command is the server (not perf, --help, --version or a test
-// binary). INFERD_ORT_PRESTART=0 turns it off (docs/environment.md).
+// the command is the server (not perf, --help, --version or a test binary)
+// and ORT's telemetry is off (unset or 1). INFERD_ORT_PRESTART=0 turns it
+// off (docs/environment.md).
 
 /*
 #cgo LDFLAGS: -ldl -lpthread
@@ -82,7 +83,12 @@ __attribute__((constructor)) static void inferd_prestart(int argc, char** argv, 
 			return;
 		}
 	}
-	// As core/onnxrt's defaultTelemetryOff: before CreateEnv, unless set.
+	// Only with telemetry off, as core/onnxrt's defaultTelemetryOff sets it
+	// unless the user set it: ORT 1.29.0's CreateEnv crashes with telemetry
+	// on in an image without a shell, and that crash is better met on the
+	// Go side, whose traceback names CreateOrtEnv (deploy's TestImage).
+	const char* telemetry = getenv("ORT_DISABLE_TELEMETRY");
+	if (telemetry != NULL && strcmp(telemetry, "1") != 0) return;
 	setenv("ORT_DISABLE_TELEMETRY", "1", 0);
 	// The file itself, so that a relative value means what it means to
 	// core/onnxrt (resolved against the working directory).

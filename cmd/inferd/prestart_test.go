@@ -48,6 +48,8 @@ func TestOrtPrestart(t *testing.T) {
 		{name: "tritonserver word", args: []string{"tritonserver"}, prestart: true},
 		{name: "library-path given", args: []string{"--backend-config=onnxruntime,library-path=" + link}},
 		{name: "turned off", env: []string{"INFERD_ORT_PRESTART=0"}},
+		{name: "telemetry set on", env: []string{"ORT_DISABLE_TELEMETRY=0"}},
+		{name: "telemetry set off", env: []string{"ORT_DISABLE_TELEMETRY=1"}, prestart: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(tc.args, "--model-repository="+repo, "--http-address=127.0.0.1", "--http-port=0",
