@@ -113,6 +113,10 @@ type model struct {
 	// growing with the rate.
 	pipelined bool
 	observed  float64
+	// observedRate is the rate observed was measured at: where one
+	// instance's batches stayed well under what the queue should have
+	// grown them to at that rate (smallBatches), they are taken early too.
+	observedRate float64
 	// oneSize says the cost line comes from one batch size: it says
 	// nothing of larger batches, and caps none.
 	oneSize bool
@@ -158,16 +162,37 @@ type decision struct {
 // where instances are several one is mostly free to take what has just
 // arrived; their batches stay the size they are seen at, and only a delay
 // makes them larger.
-func (m model) takesEarly() bool { return m.pipelined || m.b.instances > 1 }
+func (m model) takesEarly() bool { return m.pipelined || m.b.instances > 1 || m.smallBatches() }
+
+// smallBatches says batches measured with no delay stayed under half the
+// size the queue should have grown them to at the rate they were measured
+// at: the instance was free when most requests came, though its executions
+// say it should not have been. On a host whose cores the frontends (and a
+// load generator) share with the model, requests reach the queue as CPU
+// frees, one at a time; there, as with a pipelining instance, only a delay
+// makes batches larger (BENCHMARKS.md, issue 39's figure-1 MLP).
+func (m model) smallBatches() bool {
+	if m.observed <= 0 || m.observedRate <= 0 {
+		return false
+	}
+	return m.observed < 0.5*float64(m.queueBatch(m.observedRate, m.b.maxBS))
+}
 
 // selfBatch is the batch size executions settle at with no queue delay at
-// rate: each instance takes what arrived while it ran the last batch,
-// k = rate·c(k)/instances, so k = rate·a / (instances - rate·s); capped
-// at limit, which is also the answer when the instances cannot keep up.
+// rate: what they are seen at where batches are taken early, else what
+// the queue grows them to (queueBatch).
 func (m model) selfBatch(rate float64, limit int64) int64 {
 	if m.takesEarly() {
 		return min(max(int64(math.Ceil(m.observed)), 1), limit)
 	}
+	return m.queueBatch(rate, limit)
+}
+
+// queueBatch is the batch size each instance takes if it takes what
+// arrived while it ran the last batch: k = rate·c(k)/instances, so
+// k = rate·a / (instances - rate·s); capped at limit, which is also the
+// answer when the instances cannot keep up.
+func (m model) queueBatch(rate float64, limit int64) int64 {
 	den := float64(m.b.instances) - rate*m.s/1e9
 	if den <= 0 {
 		return limit

@@ -259,3 +259,35 @@ func TestSeveralInstancesTakeEarly(t *testing.T) {
 		t.Errorf("one instance at 1200 rows/s: delay %v, want batches formed from the queue (%s)", d.delay, d.reason)
 	}
 }
+
+// TestSmallBatchesTakeEarly: one instance whose batches, with no delay,
+// stayed under half of what the queue should have grown them to at the
+// rate they were measured at, batches as a pipelining one does: a rate
+// one-row executions cannot carry gets a delay. Batches that grew, or
+// small ones measured where the queue would not have grown them, keep
+// the queue's batching.
+func TestSmallBatchesTakeEarly(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		observed, measured float64 // rows an execution, at rows/s
+		delay              bool
+	}{
+		{"one row at 1200/s, where the queue grows batches of 4", 1, 1200, true},
+		{"one row at 1000/s (the queue: 3)", 1.2, 1000, true},
+		{"batches of 3.5 at 1200/s", 3.5, 1200, false},
+		{"one row at 200/s, where the queue grows none", 1, 200, false},
+		{"nothing measured", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testModel()
+			m.observed, m.observedRate = tc.observed, tc.measured
+			d := decide(m, setting{0, 16, 16}, 1200, 2400, 10*time.Millisecond)
+			if (d.delay > 0) != tc.delay {
+				t.Errorf("at 1200 rows/s: delay %v, want a delay %v (%s)", d.delay, tc.delay, d.reason)
+			}
+			if d.capacity < 1200 {
+				t.Errorf("capacity %.0f under the rate (%s)", d.capacity, d.reason)
+			}
+		})
+	}
+}

@@ -32,6 +32,10 @@ type watch struct {
 	prev  core.StatsSnapshot // the window's start, once last moved on
 	costs costs
 	gamma float64
+	// observed is the rows an execution took in the last window with no
+	// queue delay, at the rate observedRate: kept while a delay is in
+	// force, which hides it.
+	observed, observedRate float64
 	// moved says the last period changed the setting: the window since
 	// began under the old one.
 	moved bool
@@ -109,10 +113,11 @@ func (wt *watch) period(now time.Time) {
 	wt.prev, wt.last, wt.from = wt.last, snap, now
 
 	a, s, oneSize, known := wt.costs.fitSizes()
-	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize}
-	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 {
-		m.observed = rows / execs
+	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 && !thin {
+		wt.observed, wt.observedRate = rows/execs, rate
 	}
+	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize,
+		observed: wt.observed, observedRate: wt.observedRate}
 	steady := !wt.moved && snap.Pending <= 2*cur.cap*int64(wt.b.instances)
 	if known && !thin && steady && m.capacity(cur.cap) >= rate*(1+margin) {
 		// What the window teaches of the tail: p99 ÷ the modelled latency
