@@ -113,10 +113,10 @@ type model struct {
 	// growing with the rate.
 	pipelined bool
 	observed  float64
-	// observedRate is the rate observed was measured at: where one
-	// instance's batches stayed well under what the queue should have
-	// grown them to at that rate (smallBatches), they are taken early too.
-	observedRate float64
+	// small says batches measured with no delay stayed well under what
+	// the queue should have grown them to (smallBatches): they are taken
+	// early too. It outlasts the delay that hides it.
+	small bool
 	// oneSize says the cost line comes from one batch size: it says
 	// nothing of larger batches, and caps none.
 	oneSize bool
@@ -162,20 +162,20 @@ type decision struct {
 // where instances are several one is mostly free to take what has just
 // arrived; their batches stay the size they are seen at, and only a delay
 // makes them larger.
-func (m model) takesEarly() bool { return m.pipelined || m.b.instances > 1 || m.smallBatches() }
+func (m model) takesEarly() bool { return m.pipelined || m.b.instances > 1 || m.small }
 
-// smallBatches says batches measured with no delay stayed under half the
-// size the queue should have grown them to at the rate they were measured
-// at: the instance was free when most requests came, though its executions
-// say it should not have been. On a host whose cores the frontends (and a
-// load generator) share with the model, requests reach the queue as CPU
-// frees, one at a time; there, as with a pipelining instance, only a delay
-// makes batches larger (BENCHMARKS.md, issue 39's figure-1 MLP).
-func (m model) smallBatches() bool {
-	if m.observed <= 0 || m.observedRate <= 0 {
+// smallBatches says batches of observed rows, measured with no delay at
+// rate, stayed under half the size the queue should have grown them to:
+// the instance was free when most requests came, though its executions say
+// it should not have been. On a host whose cores the frontends (and a load
+// generator) share with the model, requests reach the queue as CPU frees,
+// one at a time; there, as with a pipelining instance, only a delay makes
+// batches larger (docs/autopilot.md).
+func (m model) smallBatches(observed, rate float64) bool {
+	if observed <= 0 || rate <= 0 {
 		return false
 	}
-	return m.observed < 0.5*float64(m.queueBatch(m.observedRate, m.b.maxBS))
+	return observed < 0.5*float64(m.queueBatch(rate, m.b.maxBS))
 }
 
 // selfBatch is the batch size executions settle at with no queue delay at

@@ -280,13 +280,24 @@ func TestSmallBatchesTakeEarly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := testModel()
-			m.observed, m.observedRate = tc.observed, tc.measured
+			m.small = m.smallBatches(tc.observed, tc.measured)
+			m.observed = tc.observed
 			d := decide(m, setting{0, 16, 16}, 1200, 2400, 10*time.Millisecond)
 			if (d.delay > 0) != tc.delay {
 				t.Errorf("at 1200 rows/s: delay %v, want a delay %v (%s)", d.delay, tc.delay, d.reason)
 			}
 			if d.capacity < 1200 {
 				t.Errorf("capacity %.0f under the rate (%s)", d.capacity, d.reason)
+			}
+			if !tc.delay {
+				return
+			}
+			// Under the delay no batch is measured with none; the flag the
+			// watch keeps holds the delay instead of trying none again
+			// each period.
+			m.observed = 0
+			if again := decide(m, d.setting, 1200, 2400, 10*time.Millisecond); again.delay == 0 {
+				t.Errorf("the next period under the delay: none (%s)", again.reason)
 			}
 		})
 	}

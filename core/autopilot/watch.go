@@ -32,10 +32,9 @@ type watch struct {
 	prev  core.StatsSnapshot // the window's start, once last moved on
 	costs costs
 	gamma float64
-	// observed is the rows an execution took in the last window with no
-	// queue delay, at the rate observedRate: kept while a delay is in
-	// force, which hides it.
-	observed, observedRate float64
+	// small is what the last window with no queue delay said of its
+	// batches (model.smallBatches), kept while a delay hides them.
+	small bool
 	// moved says the last period changed the setting: the window since
 	// began under the old one.
 	moved bool
@@ -113,11 +112,14 @@ func (wt *watch) period(now time.Time) {
 	wt.prev, wt.last, wt.from = wt.last, snap, now
 
 	a, s, oneSize, known := wt.costs.fitSizes()
-	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 && !thin {
-		wt.observed, wt.observedRate = rows/execs, rate
+	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize}
+	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 {
+		m.observed = rows / execs
+		if !thin {
+			wt.small = m.smallBatches(m.observed, rate)
+		}
 	}
-	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize,
-		observed: wt.observed, observedRate: wt.observedRate}
+	m.small = wt.small
 	steady := !wt.moved && snap.Pending <= 2*cur.cap*int64(wt.b.instances)
 	if known && !thin && steady && m.capacity(cur.cap) >= rate*(1+margin) {
 		// What the window teaches of the tail: p99 ÷ the modelled latency
