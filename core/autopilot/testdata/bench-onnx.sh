@@ -11,7 +11,9 @@
 # (scratch folder, default /tmp/ap-onnx), PORT (HTTP port, default 18000; gRPC and metrics take the
 # next two), DELAYS and CONCURRENCY (the search's lists; SEARCH_RATES=S:E:STEP sweeps open-loop request
 # rates instead, like the autopilot's run), SEARCH_MS (its -p, default 2000),
-# SKIP_SEARCH=1 to run only the autopilot.
+# SKIP_SEARCH=1 to run only the autopilot. SETTLE_RATES=R1,R2 then compares, at each rate, the search's
+# best configuration (mlp_t1's, loaded as mlp_best) with the autopilot settled there: from LOW, SETTLE_S
+# seconds at the rate (default 30), then 15 s measured; the best is measured before and after.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 TARGET_MS=${TARGET_MS:-20}
@@ -98,4 +100,23 @@ for d in slo.get("decisions", []):
 '
 { grep -E 'autopilot' "$OUT/server.log" || true; } | tee "$OUT/decisions.log" | tail -40
 grep -c 'level=ERROR' "$OUT/server.log" || true
+
+if [ -n "${SETTLE_RATES:-}" ] && [ -f "$OUT/mlp_t1.best.pbtxt" ]; then
+	echo "== 3. settled: the search's best against the autopilot after ${SETTLE_S:-30} s at each of $SETTLE_RATES infer/s"
+	mkdir -p "$OUT/repo/mlp_best/1"
+	ln -f "$OUT/gen/mlp_gpu/1/model.onnx" "$OUT/repo/mlp_best/1/model.onnx"
+	sed 's/^name: "mlp_t1"/name: "mlp_best"/' "$OUT/mlp_t1.best.pbtxt" >"$OUT/repo/mlp_best/config.pbtxt"
+	curl -sf -X POST "localhost:$PORT/v2/repository/models/mlp_best/load" >/dev/null
+	Q="$U -s 100000 --max-trials 3"
+	summary() { grep -E 'Throughput:|p99 latency' | tr -s ' \n' ' '; echo; }
+	for R in ${SETTLE_RATES//,/ }; do
+		"$OUT/inferd" perf -m mlp_best $Q --request-rate-range "$R" -p 3000 >/dev/null 2>&1 # warm
+		echo "best at $R: $("$OUT/inferd" perf -m mlp_best $Q --request-rate-range "$R" -p 5000 2>/dev/null | summary)"
+		"$OUT/inferd" perf -m mlp_ap $Q --request-rate-range "$LOW" -p 3000 >/dev/null 2>&1
+		echo "autopilot settling at $R: $("$OUT/inferd" perf -m mlp_ap $Q --request-rate-range "$R" -p $((${SETTLE_S:-30} * 1000 / 3)) 2>/dev/null | summary)"
+		echo "autopilot settled at $R: $("$OUT/inferd" perf -m mlp_ap $Q --request-rate-range "$R" -p 5000 2>/dev/null | summary)"
+		echo "best at $R again: $("$OUT/inferd" perf -m mlp_best $Q --request-rate-range "$R" -p 5000 2>/dev/null | summary)"
+	done
+	{ grep -E 'autopilot' "$OUT/server.log" || true; } | tail -20
+fi
 echo "figures in $OUT (ap.html: the decisions over time)"
