@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -159,43 +157,8 @@ func checkRefused(t *testing.T, bin, build string, args []string) {
 // listener named key in its "serving" log line.
 func smokeStart(t *testing.T, bin string, env []string, key string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	found := make(chan string, 1)
-	var log strings.Builder
-	go func() {
-		addr := regexp.MustCompile(`"serving" .*\b` + key + `=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := addr.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-			log.WriteString(sc.Text() + "\n")
-		}
-		close(found)
-	}()
-	select {
-	case a, ok := <-found:
-		if !ok {
-			t.Fatalf("exited before serving:\n%s", log.String())
-		}
-		go func() { // keep the pipe drained
-			for range found {
-			}
-		}()
-		return "http://" + strings.Replace(a, "0.0.0.0", "127.0.0.1", 1)
-	case <-time.After(time.Minute):
-		t.Fatal("not serving after a minute")
-	}
-	return ""
+	_, base, _ := startServing(t, bin, env, key, args)
+	return base
 }
 
 const smokeRequest = `{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},` +

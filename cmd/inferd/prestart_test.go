@@ -54,7 +54,7 @@ func TestOrtPrestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(tc.args, "--model-repository="+repo, "--http-address=127.0.0.1", "--http-port=0",
 				"--allow-grpc=false", "--allow-metrics=false", "--log-verbose=1")
-			log, base, pid := startServing(t, bin, append([]string{"ORT_LIB_PATH=" + lib}, tc.env...), args)
+			log, base, pid := startServing(t, bin, append([]string{"ORT_LIB_PATH=" + lib}, tc.env...), "http", args)
 			began := regexp.MustCompile(`ONNX Runtime's load began at process start.* state=(\S+)`).FindStringSubmatch(log)
 			switch {
 			case tc.prestart && began == nil:
@@ -82,9 +82,10 @@ func TestOrtPrestart(t *testing.T) {
 	}
 }
 
-// startServing starts bin and returns its log up to the "serving" line,
-// the HTTP listener's base URL and the process id.
-func startServing(t *testing.T, bin string, env, args []string) (log, base string, pid int) {
+// startServing starts bin with env added to the environment and returns
+// its log up to the "serving" line, the base URL of the listener named key
+// there and the process id; the process is killed when the test ends.
+func startServing(t *testing.T, bin string, env []string, key string, args []string) (log, base string, pid int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -99,7 +100,7 @@ func startServing(t *testing.T, bin string, env, args []string) (log, base strin
 	type result struct{ log, addr string }
 	found := make(chan result, 1)
 	go func() {
-		addr := regexp.MustCompile(`"serving" .*\bhttp=(\S+)`)
+		addr := regexp.MustCompile(`"serving" .*\b` + key + `=(\S+)`)
 		var b strings.Builder
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -118,7 +119,7 @@ func startServing(t *testing.T, bin string, env, args []string) (log, base strin
 		if r.addr == "" {
 			t.Fatalf("exited before serving:\n%s", r.log)
 		}
-		return r.log, "http://" + r.addr, cmd.Process.Pid
+		return r.log, "http://" + strings.Replace(r.addr, "0.0.0.0", "127.0.0.1", 1), cmd.Process.Pid
 	case <-time.After(time.Minute):
 		t.Fatal("not serving after a minute")
 	}
