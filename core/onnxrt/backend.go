@@ -2,6 +2,7 @@ package onnxrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -126,8 +127,8 @@ func (b *Backend) ParallelInstances() bool { return true }
 // down underneath.
 func (b *Backend) hold(ctx context.Context) (release func(), err error) {
 	if err := b.Ready(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil, err
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, err // the caller gave up waiting; the load goes on
 		}
 		return nil, core.Errorf(core.CodeUnavailable, "the %s backend failed to load: %v", Name, err)
 	}

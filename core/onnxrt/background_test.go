@@ -100,4 +100,10 @@ func TestBackgroundLoadWaitCancelled(t *testing.T) {
 	if _, err := b.hold(ctx); !errors.Is(err, context.Canceled) || core.CodeOf(err) == core.CodeUnavailable {
 		t.Errorf("hold: %v, want context.Canceled", err)
 	}
+	// A load that has failed is the answer even to a caller who has gone.
+	failed := &Backend{loaded: make(chan struct{}), loadErr: errors.New("no library")}
+	close(failed.loaded)
+	if _, err := failed.hold(ctx); core.CodeOf(err) != core.CodeUnavailable || !strings.Contains(err.Error(), "no library") {
+		t.Errorf("hold after a failed load, context cancelled: %v, want UNAVAILABLE naming the load's error", err)
+	}
 }
