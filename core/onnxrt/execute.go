@@ -312,10 +312,7 @@ func (in *instance) terminator() func() {
 
 // run runs the session once, honouring ctx through RunOptions.Terminate.
 func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, in.terminator())
-	}
+	watched := in.watchRun(ctx)
 	direct := !raw
 	for i, v := range r.outputs {
 		r.auto[i] = v == nil && r.outDev[i] == nil
@@ -338,9 +335,8 @@ func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 	} else {
 		err = in.session.RunWithOptions(r.inputs, r.outputs, in.runOpts)
 	}
-	if stop != nil && !stop() {
-		<-in.fired
-		_ = in.runOpts.UnsetTerminate() // the options are reused by the next run
+	if watched {
+		in.unwatch()
 	}
 	for i, v := range r.outputs {
 		switch {

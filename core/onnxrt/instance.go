@@ -30,9 +30,11 @@ type instance struct {
 	session     *ort.DynamicAdvancedSession
 	dropSession func()
 	runOpts     *ort.RunOptions
-	// terminate and fired stop a run whose context is done (terminator).
+	// terminate and fired stop a run whose context is done (terminator);
+	// watch arms that for a run that outlasts watchAfter.
 	terminate func()
 	fired     chan struct{}
+	watch     runWatch
 	scratch   runScratch
 	cache     valueCache
 	// For runRaw: the session's names as C strings, and each output's
@@ -322,6 +324,7 @@ func (in *instance) Close() error {
 		return nil
 	}
 	in.closed = true
+	in.watch.close()
 	in.cache.free()
 	in.dropSession()
 	if err := in.runOpts.Destroy(); err != nil {
