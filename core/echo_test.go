@@ -31,7 +31,16 @@ type echoBackend struct {
 	execs   atomic.Int64
 	panicOn atomic.Int32 // an execution whose first x is this (non-zero) value panics
 	failNew atomic.Int32 // instance creations still to fail
+	// parallel makes it a backend whose instances may be created at once;
+	// each creation then lasts createFor, and mostCreating records how
+	// many ran at once.
+	parallel               atomic.Bool
+	creating, mostCreating atomic.Int32
 }
+
+const createFor = 100 * time.Millisecond
+
+func (b *echoBackend) ParallelInstances() bool { return b.parallel.Load() }
 
 func (b *echoBackend) Name() string { return "echo" }
 func (b *echoBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.ModelConfig) error {
@@ -40,6 +49,13 @@ func (b *echoBackend) AutoComplete(context.Context, VersionFiles, *modelconfig.M
 func (b *echoBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instance, error) {
 	if b.failNew.Add(-1) >= 0 {
 		return nil, fmt.Errorf("echo: instance creation failed")
+	}
+	if b.parallel.Load() {
+		n := b.creating.Add(1)
+		for m := b.mostCreating.Load(); n > m && !b.mostCreating.CompareAndSwap(m, n); m = b.mostCreating.Load() {
+		}
+		time.Sleep(createFor)
+		b.creating.Add(-1)
 	}
 	return Concatenated(spec.Config, &echoInstance{b: b}), nil
 }

@@ -30,10 +30,17 @@ type InstanceStart struct {
 }
 
 // newInstances creates the instances refs name, all at once where backend
-// allows it, else one after another, and returns them in refs' order with
-// each one's start time. On a failure it closes the instances created and
-// returns the first failure in refs' order.
-func newInstances(ctx context.Context, backend Backend, refs []modelconfig.InstanceRef, spec func(modelconfig.InstanceRef) InstanceSpec) ([]Instance, []InstanceStart, error) {
+// allows it and serial is false, else one after another, and returns them
+// in refs' order with each one's start time. On a failure it closes the
+// instances created and returns the first failure in refs' order.
+//
+// serial is a retune's (Retune): the copy it replaces serves while it
+// loads, and instances created at once would take every core from it. An
+// ONNX Runtime session spends its start copying weights into fresh pages;
+// two at once on two cores held a copy serving 3,000 infer/s back by
+// tens to hundreds of milliseconds (BENCHMARKS.md "What a reload costs
+// under load").
+func newInstances(ctx context.Context, backend Backend, refs []modelconfig.InstanceRef, serial bool, spec func(modelconfig.InstanceRef) InstanceSpec) ([]Instance, []InstanceStart, error) {
 	insts := make([]Instance, len(refs))
 	starts := make([]InstanceStart, len(refs))
 	errs := make([]error, len(refs))
@@ -42,7 +49,7 @@ func newInstances(ctx context.Context, backend Backend, refs []modelconfig.Insta
 		insts[i], errs[i] = backend.NewInstance(ctx, spec(ref))
 		starts[i] = InstanceStart{Instance: ref.Name, Duration: time.Since(t0)}
 	}
-	if p, ok := backend.(ParallelInstances); ok && p.ParallelInstances() && len(refs) > 1 {
+	if p, ok := backend.(ParallelInstances); ok && p.ParallelInstances() && !serial && len(refs) > 1 {
 		var wg sync.WaitGroup
 		for i, ref := range refs {
 			wg.Go(func() { create(i, ref) })

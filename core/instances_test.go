@@ -76,21 +76,23 @@ func TestNewInstances(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		parallel bool
+		serial   bool // a retune's load
 		fail     map[string]error
 		most     int
 		err      error
 	}{
 		{name: "parallel", parallel: true, most: 4},
 		{name: "serial", parallel: false, most: 1},
+		{name: "parallel backend, a retune", parallel: true, serial: true, most: 1},
 		{name: "parallel, two fail", parallel: true, fail: map[string]error{"m_2": errTwo, "m_3": errThree}, most: 4, err: errTwo},
 		{name: "serial, one fails", parallel: false, fail: map[string]error{"m_2": errTwo}, most: 1, err: errTwo},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := &barrierBackend{parallel: c.parallel, want: len(refs), fail: c.fail, all: make(chan struct{})}
-			if !c.parallel {
+			if !c.parallel || c.serial {
 				b.want = 1 // one call at a time: the first releases all
 			}
-			insts, starts, err := newInstances(context.Background(), b, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
+			insts, starts, err := newInstances(context.Background(), b, refs, c.serial, func(ref modelconfig.InstanceRef) InstanceSpec {
 				return InstanceSpec{Name: ref.Name}
 			})
 			if b.most != c.most {

@@ -161,7 +161,7 @@ func (s *Server) load(ctx context.Context, name string, ov *LoadOverride) error 
 
 	// Load every selected version beside whatever serves now.
 	s.markLoading(name, selected)
-	fresh, failures := s.loadVersions(ctx, name, m, cfg, labels, selected, files, start)
+	fresh, failures := s.loadVersions(ctx, name, m, cfg, labels, selected, files, start, ov != nil && ov.replaces != nil)
 	s.commit(name, fresh, failures)
 	if len(failures) > 0 {
 		return versionFailures(name, failures)
@@ -235,16 +235,17 @@ func (s *Server) composingLabels(ctx context.Context, namespace string, cfg *mod
 
 // loadVersions loads each selected version of m (retried up to
 // LoadRetries times), each holding files when not nil; failures hold the
-// reasons of those that did not load.
-func (s *Server) loadVersions(ctx context.Context, name string, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, selected []int64, files *overrideDir, start time.Time) (fresh map[int64]*ModelVersion, failures map[int64]string) {
+// reasons of those that did not load. serial creates each version's
+// instances one after another (a retune: newInstances).
+func (s *Server) loadVersions(ctx context.Context, name string, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, selected []int64, files *overrideDir, start time.Time, serial bool) (fresh map[int64]*ModelVersion, failures map[int64]string) {
 	backend := s.backends[cfg.GetBackend()]
 	fresh = map[int64]*ModelVersion{}
 	failures = map[int64]string{}
 	for _, v := range selected {
-		mv, err := s.loadVersion(ctx, backend, m, cfg, labels, v)
+		mv, err := s.loadVersion(ctx, backend, m, cfg, labels, v, serial)
 		for try := 1; err != nil && try <= s.opts.LoadRetries && ctx.Err() == nil; try++ {
 			s.log.Warn("retrying a failed model version load", "model", name, "version", v, "retry", try, "of", s.opts.LoadRetries, "err", err)
-			mv, err = s.loadVersion(ctx, backend, m, cfg, labels, v)
+			mv, err = s.loadVersion(ctx, backend, m, cfg, labels, v, serial)
 		}
 		if err != nil {
 			failures[v] = err.Error()
@@ -412,7 +413,7 @@ func (s *Server) completeConfig(ctx context.Context, m *repo.Model, selected []i
 	return cfg, nil
 }
 
-func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64) (*ModelVersion, error) {
+func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model, cfg *modelconfig.ModelConfig, labels map[string][]string, v int64, serial bool) (*ModelVersion, error) {
 	if modelconfig.IsEnsemble(cfg) {
 		mv := newModelVersion(m.Name, v, cfg)
 		mv.Namespace, mv.Dir = m.Namespace, m.Dir
@@ -442,7 +443,7 @@ func (s *Server) loadVersion(ctx context.Context, backend Backend, m *repo.Model
 	// Passive instances are created (and so validated) but never get
 	// requests from the scheduler.
 	refs := modelconfig.Instances(cfg)
-	insts, starts, err := newInstances(ctx, backend, refs, func(ref modelconfig.InstanceRef) InstanceSpec {
+	insts, starts, err := newInstances(ctx, backend, refs, serial, func(ref modelconfig.InstanceRef) InstanceSpec {
 		return InstanceSpec{VersionFiles: files, Name: ref.Name, Kind: ref.Kind, DeviceID: ref.DeviceID, Config: cfg, Server: s}
 	})
 	if err != nil {

@@ -68,3 +68,30 @@ func served(t *testing.T, s *Server) *ModelVersion {
 	release()
 	return mv
 }
+
+// TestRetuneCreatesInstancesOneAtATime: a user's reload creates the
+// instances of a backend that allows it at once; a retune, whose replaced
+// copy serves meanwhile, one after another (newInstances).
+func TestRetuneCreatesInstancesOneAtATime(t *testing.T) {
+	s, b, err := startEcho(t, `input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
+	must(t, err)
+	ctx := context.Background()
+	b.parallel.Store(true)
+	cfg := proto.Clone(served(t, s).Config).(*modelconfig.ModelConfig)
+	cfg.InstanceGroup[0].Count = 3
+	js, err := modelconfig.MarshalJSON(cfg)
+	must(t, err)
+	must(t, s.Load(ctx, "m", &LoadOverride{ConfigJSON: string(js)}))
+	if n := b.mostCreating.Swap(0); n != 3 {
+		t.Errorf("a user's reload created %d instances at once, want 3", n)
+	}
+	cfg.InstanceGroup[0].Count = 2
+	must(t, s.Retune(ctx, served(t, s), cfg))
+	if n := b.mostCreating.Load(); n != 1 {
+		t.Errorf("a retune created %d instances at once, want 1", n)
+	}
+	if got := served(t, s).Config.GetInstanceGroup()[0].GetCount(); got != 2 {
+		t.Errorf("after the retune: %d instances, want 2", got)
+	}
+}
