@@ -28,6 +28,10 @@ type bounds struct {
 	maxBS    int64         // max_batch_size
 	// instances is the count of active instances executing batches.
 	instances int
+	// threads is the CPUs an execution keeps busy in this process (an
+	// ONNX Runtime instance's intra-op threads); 0 where executions run
+	// elsewhere (Python workers): no CPU bound then (cpu.go).
+	threads float64
 }
 
 // setting is a dynamic batching setting: delay 0 dispatches what is
@@ -120,17 +124,27 @@ type model struct {
 	// oneSize says the cost line comes from one batch size: it says
 	// nothing of larger batches, and caps none.
 	oneSize bool
+	// cpu is what the CPUs allow (cpu.go; zero: no bound).
+	cpu cpuBound
 }
 
 func (m model) cost(k int64) time.Duration { return time.Duration(m.a + m.s*float64(k)) }
 
-// capacity is the rows per second the instances serve in batches of k.
+// capacity is the rows per second the instances serve in batches of k,
+// and the CPUs carry.
 func (m model) capacity(k int64) float64 {
 	c := m.a + m.s*float64(k)
 	if c <= 0 {
 		return math.Inf(1)
 	}
-	return float64(m.b.instances) * float64(k) / (c / 1e9)
+	return min(float64(m.b.instances)*float64(k)/(c/1e9), m.cpu.rate(k, c))
+}
+
+// cpuBinds says the CPUs, not the instances, bound the capacity in
+// batches of k: more instances on the same CPUs would not add any.
+func (m model) cpuBinds(k int64) bool {
+	c := m.a + m.s*float64(k)
+	return c > 0 && m.cpu.rate(k, c) < float64(m.b.instances)*float64(k)/(c/1e9)
 }
 
 // latency is the modelled p99 at rate (rows per second) in batches of k

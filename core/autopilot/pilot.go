@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,7 +265,7 @@ func (p *Pilot) Watch(mv *core.ModelVersion, b core.BatchScheduler) core.SLOWatc
 		return nil
 	}
 	instances, _ := b.Load()
-	wt := newWatch(t, bounds{target: t.P99, maxDelay: t.MaxDelay, maxBS: int64(mv.Config.GetMaxBatchSize()), instances: max(instances, 1)},
+	wt := newWatch(t, bounds{target: t.P99, maxDelay: t.MaxDelay, maxBS: int64(mv.Config.GetMaxBatchSize()), instances: max(instances, 1), threads: execThreads(mv.Config)},
 		mv.Stats, w, tuner, log, p.opts.History)
 	log.Info("latency target", "slo_p99_ms", ms(t.P99), "period_ms", ms(t.Period), "max_queue_delay_us", t.MaxDelay.Microseconds())
 	sw := p.attach(mv, wt, tuner, t, log)
@@ -273,3 +274,17 @@ func (p *Pilot) Watch(mv *core.ModelVersion, b core.BatchScheduler) core.SLOWatc
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// execThreads is the CPUs an execution of cfg's model keeps busy in this
+// process (bounds.threads): an ONNX Runtime session's intra-op threads,
+// the config's or ORT's default (one a core); none for other backends,
+// whose executions run in other processes.
+func execThreads(cfg *modelconfig.ModelConfig) float64 {
+	if cfg.GetBackend() != onnxBackend {
+		return 0
+	}
+	if n, err := strconv.Atoi(cfg.GetParameters()["intra_op_thread_count"].GetStringValue()); err == nil && n > 0 {
+		return float64(n)
+	}
+	return float64(runtime.NumCPU())
+}

@@ -145,7 +145,7 @@ func TestRetuned(t *testing.T) {
 	cfg := &modelconfig.ModelConfig{Backend: "onnxruntime",
 		InstanceGroup:    []*modelconfig.ModelInstanceGroup{{Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: 2}},
 		SchedulingChoice: &modelconfig.ModelConfig_DynamicBatching{DynamicBatching: &modelconfig.ModelDynamicBatching{MaxQueueDelayMicroseconds: 40000, PreferredBatchSize: []int32{16}}}}
-	got := retuned(cfg, shape{1, 4}, core.BatchTuning{Delay: 500 * time.Microsecond, Preferred: []int64{6}})
+	got := retuned(cfg, shape{1, 4}, core.BatchTuning{Delay: 500 * time.Microsecond, Preferred: []int64{6}}, true)
 	if got.InstanceGroup[0].Count != 1 || got.Parameters["intra_op_thread_count"].GetStringValue() != "4" ||
 		got.GetDynamicBatching().MaxQueueDelayMicroseconds != 500 || len(got.GetDynamicBatching().PreferredBatchSize) != 1 || got.GetDynamicBatching().PreferredBatchSize[0] != 6 {
 		t.Fatalf("retuned: %v", got)
@@ -155,6 +155,20 @@ func TestRetuned(t *testing.T) {
 	}
 	if s, ok := shapeOf(got, scaleBounds{threads: true}); !ok || s != (shape{1, 4}) {
 		t.Fatalf("shapeOf the retuned config: %v %v", s, ok)
+	}
+	// Back to the first config's shape, which set no threads: the
+	// parameter goes, so the copy is that shape (it stayed at 4 threads,
+	// and the scaler took the reload for failed).
+	back := retuned(got, shape{2, 0}, core.BatchTuning{}, true)
+	if _, ok := back.Parameters["intra_op_thread_count"]; ok || back.InstanceGroup[0].Count != 2 {
+		t.Fatalf("retuned back: %v", back)
+	}
+	if s, ok := shapeOf(back, scaleBounds{threads: true}); !ok || s != (shape{2, 0}) {
+		t.Fatalf("shapeOf the config retuned back: %v %v", s, ok)
+	}
+	// Threads the scaler does not split (a shared session) stay as set.
+	if kept := retuned(got, shape{2, 0}, core.BatchTuning{}, false); kept.Parameters["intra_op_thread_count"].GetStringValue() != "4" {
+		t.Fatalf("retuned without threads: %v", kept)
 	}
 }
 

@@ -92,6 +92,9 @@ type figures struct {
 	rate     float64
 	p99      time.Duration
 	capacity float64
+	// cpuBound says the CPUs, not the instances, bound the capacity
+	// (model.cpuBinds): another instance on the same CPUs adds none.
+	cpuBound bool
 }
 
 func (f figures) thin() bool { return f.requests < minRequests }
@@ -198,6 +201,12 @@ func (st *scaleState) next(f figures) scaleDecision {
 	}
 	last := st.seen[len(st.seen)-2:]
 	if last[0].short(st.b.target) && last[1].short(st.b.target) {
+		if last[0].cpuBound && last[1].cpuBound {
+			// The instances share the CPUs the scaler may give them: a
+			// reload would only cost the serving copy its CPU meanwhile.
+			return scaleDecision{why: fmt.Sprintf("%.0f/s is short at %v (p99 %v, target %v), but the CPUs bound it (capacity %.0f/s): more instances would add no capacity",
+				f.rate, st.cur, f.p99, st.b.target, f.capacity)}
+		}
 		return st.up(f)
 	}
 	return st.down(last, f)

@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// byCPUs is f with the CPUs binding its capacity.
+func byCPUs(f figures) figures { f.cpuBound = true; return f }
+
 func TestScaleNext(t *testing.T) {
 	const period = time.Second
 	t0 := time.Unix(1000, 0)
@@ -31,6 +34,10 @@ func TestScaleNext(t *testing.T) {
 	}{
 		{name: "short twice after the dwell: up to what the capacity says", b: onnx, cur: shape{1, 8},
 			feed: []figures{fig(5, 900, 500, 80), fig(6, 900, 500, 90)}, want: shape{3, 2}, why: "short at 1 instance × 8 threads"},
+		{name: "short twice, bound by the CPUs: holds, says why", b: onnx, cur: shape{1, 8},
+			feed: []figures{byCPUs(fig(5, 900, 500, 80)), byCPUs(fig(6, 900, 500, 90))}, why: "the CPUs bound it"},
+		{name: "short twice, the CPUs binding once: up", b: onnx, cur: shape{1, 8},
+			feed: []figures{fig(5, 900, 500, 80), byCPUs(fig(6, 900, 500, 90))}, want: shape{3, 2}},
 		{name: "short once: holds", b: onnx, cur: shape{1, 8},
 			feed: []figures{fig(5, 300, 1000, 20), fig(6, 900, 500, 90)}},
 		{name: "short within the dwell: holds", b: onnx, cur: shape{1, 8},

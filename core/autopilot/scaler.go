@@ -106,15 +106,22 @@ func boolParam(cfg *modelconfig.ModelConfig, key string) bool {
 
 // retuned is cfg with shape s and the batching in force, for the reload
 // that sets s: the new copy starts where the batching was tuned to (the
-// cap, which no config field holds, its watch sets again).
-func retuned(cfg *modelconfig.ModelConfig, s shape, tu core.BatchTuning) *modelconfig.ModelConfig {
+// cap, which no config field holds, its watch sets again). With threads
+// (the scaler splits intra-op threads), a shape of t 0, the first
+// config's where it set none, takes the parameter out again: kept, it
+// made a revert to that shape a copy of its own, neither the shape asked
+// for nor one the scaler follows.
+func retuned(cfg *modelconfig.ModelConfig, s shape, tu core.BatchTuning, threads bool) *modelconfig.ModelConfig {
 	c := proto.Clone(cfg).(*modelconfig.ModelConfig)
 	c.InstanceGroup[0].Count = int32(s.n)
-	if s.t > 0 {
+	switch {
+	case s.t > 0:
 		if c.Parameters == nil {
 			c.Parameters = map[string]*modelconfig.ModelParameter{}
 		}
 		c.Parameters["intra_op_thread_count"] = &modelconfig.ModelParameter{StringValue: strconv.Itoa(s.t)}
+	case threads:
+		delete(c.Parameters, "intra_op_thread_count")
 	}
 	if db := c.GetDynamicBatching(); db != nil && len(tu.Preferred) > 0 {
 		tu.Apply(db)
@@ -230,7 +237,7 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 	tu := sc.tuner.Tuning()
 	sc.log.Info("autopilot instances", "decision", d.why, "instances", d.to.n, "intra_op_threads", d.to.t,
 		"from_instances", from.n, "from_intra_op_threads", from.t, "p99_ms", ms(f.p99), "rate", round1(f.rate),
-		"capacity", round1(f.capacity), "revert", d.revert)
+		"capacity", round1(f.capacity), "cpu_bound", f.cpuBound, "revert", d.revert)
 	sc.noted = ""
 	// The batching stays as it is, its cap shown as the reports show it.
 	kept := bounds{maxBS: int64(sc.mv.Config.GetMaxBatchSize())}.effective(tu)
@@ -247,7 +254,7 @@ func (sc *scaler) start(d scaleDecision, f figures) {
 	}
 	to := d.to
 	sc.pending = &to
-	cfg := retuned(sc.mv.Config, to, tu)
+	cfg := retuned(sc.mv.Config, to, tu, sc.st.b.threads)
 	mv := sc.mv
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(p.ctx, retuneTimeout)

@@ -27,6 +27,9 @@ type watch struct {
 	// with the latency counts at seen and the statistics at last; a
 	// window too thin to judge grows into the next periods (maxWindows).
 	from  time.Time
+	cpuAt cpuTimes // the CPU times at from (cpu.go)
+	cpu   cpuBound // what the windows so far measured of it
+	clock func() cpuTimes
 	seen  [numBuckets]uint64
 	last  core.StatsSnapshot
 	prev  core.StatsSnapshot // the window's start, once last moved on
@@ -47,7 +50,7 @@ type watch struct {
 }
 
 func newWatch(t Target, b bounds, stats *core.Stats, w *window, tuner core.Tuner, log *slog.Logger, keep int) *watch {
-	wt := &watch{t: t, b: b, stats: stats, win: w, tuner: tuner, log: log, keep: keep,
+	wt := &watch{t: t, b: b, stats: stats, win: w, tuner: tuner, log: log, keep: keep, clock: readCPU,
 		stop: make(chan struct{}), done: make(chan struct{}), costs: costs{}, gamma: gammaInit}
 	wt.report.TargetP99 = t.P99
 	wt.report.BatchTuning = b.effective(tuner.Tuning())
@@ -60,6 +63,7 @@ func (wt *watch) run() {
 	defer tick.Stop()
 	wt.last = wt.stats.Snapshot()
 	wt.from = time.Now()
+	wt.cpuAt = wt.clock()
 	for {
 		select {
 		case <-wt.stop:
@@ -108,11 +112,22 @@ func (wt *watch) period(now time.Time) {
 	}
 	p99 := quantile(&counts, n, 0.99)
 	advance(&wt.seen, &counts)
-	wt.costs.add(batchDeltas(wt.last.Batches, snap.Batches, wt.tuner.Pipelined()))
+	deltas := batchDeltas(wt.last.Batches, snap.Batches, wt.tuner.Pipelined())
+	wt.costs.add(deltas)
+	var cb cpuBound
+	if wt.b.threads > 0 {
+		cpuNow := wt.clock()
+		var execNs float64
+		for _, d := range deltas {
+			execNs += d[1]
+		}
+		wt.cpu = wt.cpu.fold(cpuBoundOf(wt.cpuAt, cpuNow, rows, execNs, wt.b.threads))
+		wt.cpuAt, cb = cpuNow, wt.cpu
+	}
 	wt.prev, wt.last, wt.from = wt.last, snap, now
 
 	a, s, oneSize, known := wt.costs.fitSizes()
-	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize}
+	m := model{a: a, s: s, gamma: wt.gamma, b: wt.b, pipelined: wt.tuner.Pipelined(), oneSize: oneSize, cpu: cb}
 	if execs := float64(snap.ExecutionCount - wt.prev.ExecutionCount); cur.delay == 0 && execs > 0 {
 		m.observed = rows / execs
 		if !thin {
@@ -151,10 +166,11 @@ func (wt *watch) period(now time.Time) {
 		wt.log.Info("autopilot", "decision", d.reason, "max_queue_delay_us", d.delay.Microseconds(), "preferred_batch_size", d.pref,
 			"max_batch", d.cap, "from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "from_max_batch", cur.cap,
 			"p99_ms", ms(p99), "rate", round1(rate),
-			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma))
+			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma),
+			"cpus_free", round1(cb.avail), "cpu_per_row_us", round1(cb.perRow/1e3), "cpu_bound", known && m.cpuBinds(max(d.cap, 1)))
 	}
 	if wt.onPeriod != nil {
-		wt.onPeriod(figures{at: now, requests: n, rate: rate, p99: p99, capacity: d.capacity})
+		wt.onPeriod(figures{at: now, requests: n, rate: rate, p99: p99, capacity: d.capacity, cpuBound: known && m.cpuBinds(max(d.cap, 1))})
 	}
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
