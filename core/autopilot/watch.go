@@ -121,7 +121,11 @@ func (wt *watch) period(now time.Time) {
 		for _, d := range deltas {
 			execNs += d[1]
 		}
-		wt.cpu = wt.cpu.fold(cpuBoundOf(wt.cpuAt, cpuNow, rows, execNs, wt.b.threads))
+		measured := cpuBoundOf(wt.cpuAt, cpuNow, rows, execNs, wt.b.threads)
+		wt.cpu = wt.cpu.fold(measured)
+		wt.log.Debug("autopilot CPU", "rate", round1(rate), "cpus", cpuNow.cpus, "process_cpus", round1(float64(cpuNow.proc-wt.cpuAt.proc)/float64(cpuNow.at.Sub(wt.cpuAt.at))),
+			"host_cpus", round1(float64(cpuNow.hostBusy-wt.cpuAt.hostBusy)/float64(cpuNow.at.Sub(wt.cpuAt.at))), "executions_s", round1(execNs/1e9),
+			"cpus_free", round1(measured.avail), "cpu_per_row_us", round1(measured.perRow/1e3), "threads", round1(measured.theta))
 		wt.cpuAt, cb = cpuNow, wt.cpu
 	}
 	wt.prev, wt.last, wt.from = wt.last, snap, now
