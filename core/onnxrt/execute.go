@@ -294,22 +294,6 @@ func (in *instance) allocOutputs(r *runScratch, batch int64) (raw bool, err erro
 	return raw, nil
 }
 
-// terminator is what a run's context calls once done: it terminates the
-// run and then signals in.fired, which the run waits for before it reuses
-// the options. Made once per instance (under in.mu, as every run), since
-// an instance runs one execution at a time and a closure and a channel per
-// run were two allocations for every request.
-func (in *instance) terminator() func() {
-	if in.terminate == nil {
-		in.fired = make(chan struct{}, 1)
-		in.terminate = func() {
-			_ = in.runOpts.Terminate()
-			in.fired <- struct{}{}
-		}
-	}
-	return in.terminate
-}
-
 // run runs the session once, honouring ctx through RunOptions.Terminate.
 func (in *instance) run(ctx context.Context, r *runScratch, raw bool) error {
 	watched := in.watchRun(ctx)

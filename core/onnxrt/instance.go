@@ -30,13 +30,10 @@ type instance struct {
 	session     *ort.DynamicAdvancedSession
 	dropSession func()
 	runOpts     *ort.RunOptions
-	// terminate and fired stop a run whose context is done (terminator);
-	// watch arms that for a run that outlasts watchAfter.
-	terminate func()
-	fired     chan struct{}
-	watch     runWatch
-	scratch   runScratch
-	cache     valueCache
+	// watch stops a run whose context ends once it outlasts watchAfter.
+	watch   runWatch
+	scratch runScratch
+	cache   valueCache
 	// For runRaw: the session's names as C strings, and each output's
 	// element size (0 for STRING).
 	inNames, outNames cNames

@@ -16,10 +16,18 @@ import (
 const watchAfter = time.Millisecond
 
 // runWatch is an instance's deferred watch over its running execution's
-// context (one run at a time: it is used under instance.mu).
+// context (one run at a time: it is used under instance.mu). Its timer,
+// terminate and fired are made with the first watched run and reused, as
+// a closure, a channel and a registration per run were allocations on
+// every request.
 type runWatch struct {
 	timer *time.Timer
 	after time.Duration // watchAfter; tests shorten it
+	// terminate is what the run's context calls once done: it terminates
+	// the run, then signals fired, which unwatch waits for before the
+	// options are reused.
+	terminate func()
+	fired     chan struct{}
 
 	mu sync.Mutex // between the run and the timer's goroutine
 	// ctx is the context of the run under way; nil between runs.
@@ -36,17 +44,25 @@ func (in *instance) watchRun(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return false // it never ends
 	}
-	terminate := in.terminator() // made here, on the run's side of in.mu
 	w := &in.watch
+	if w.terminate == nil {
+		// Made on the run's side of in.mu, before the timer that reads
+		// it exists.
+		w.fired = make(chan struct{}, 1)
+		w.terminate = func() {
+			_ = in.runOpts.Terminate()
+			w.fired <- struct{}{}
+		}
+		if w.after == 0 {
+			w.after = watchAfter
+		}
+	}
 	w.mu.Lock()
 	w.ctx = ctx
 	if ctx.Err() != nil {
-		w.stop = context.AfterFunc(ctx, terminate) // fires at once
+		w.stop = context.AfterFunc(ctx, w.terminate) // fires at once
 	}
 	w.mu.Unlock()
-	if w.after == 0 {
-		w.after = watchAfter
-	}
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.after, in.watchLate)
 	} else {
@@ -64,7 +80,7 @@ func (in *instance) watchLate() {
 	// A timer that fired as its run ended finds no run (or, late, the
 	// next one, whose unwatch undoes what it registers).
 	if w.ctx != nil && w.stop == nil {
-		w.stop = context.AfterFunc(w.ctx, in.terminate)
+		w.stop = context.AfterFunc(w.ctx, w.terminate)
 	}
 }
 
@@ -78,7 +94,7 @@ func (in *instance) unwatch() {
 	w.ctx, w.stop = nil, nil
 	w.mu.Unlock()
 	if stop != nil && !stop() {
-		<-in.fired
+		<-w.fired
 		_ = in.runOpts.UnsetTerminate() // the options are reused by the next run
 	}
 }
