@@ -35,7 +35,7 @@ type cpuTimes struct {
 // from /proc/stat where the process may use every CPU (cpu_linux.go).
 func readCPU() cpuTimes {
 	t := cpuTimes{at: time.Now(), proc: processCPU(), cpus: runtime.GOMAXPROCS(0)}
-	if runtime.GOMAXPROCS(0) >= runtime.NumCPU() {
+	if t.cpus >= runtime.NumCPU() {
 		if busy, ok := hostBusy(); ok {
 			t.hostBusy, t.host, t.cpus = busy, true, runtime.NumCPU()
 		}

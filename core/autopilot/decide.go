@@ -133,18 +133,25 @@ func (m model) cost(k int64) time.Duration { return time.Duration(m.a + m.s*floa
 // capacity is the rows per second the instances serve in batches of k,
 // and the CPUs carry.
 func (m model) capacity(k int64) float64 {
-	c := m.a + m.s*float64(k)
-	if c <= 0 {
-		return math.Inf(1)
-	}
-	return min(float64(m.b.instances)*float64(k)/(c/1e9), m.cpu.rate(k, c))
+	inst, cpu := m.rates(k)
+	return min(inst, cpu)
 }
 
 // cpuBinds says the CPUs, not the instances, bound the capacity in
 // batches of k: more instances on the same CPUs would not add any.
 func (m model) cpuBinds(k int64) bool {
+	inst, cpu := m.rates(k)
+	return cpu < inst
+}
+
+// rates are the rows per second in batches of k that the instances
+// execute and that the CPUs carry (+Inf where unbounded).
+func (m model) rates(k int64) (inst, cpu float64) {
 	c := m.a + m.s*float64(k)
-	return c > 0 && m.cpu.rate(k, c) < float64(m.b.instances)*float64(k)/(c/1e9)
+	if c <= 0 {
+		return math.Inf(1), math.Inf(1)
+	}
+	return float64(m.b.instances) * float64(k) / (c / 1e9), m.cpu.rate(k, c)
 }
 
 // latency is the modelled p99 at rate (rows per second) in batches of k

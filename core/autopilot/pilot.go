@@ -283,7 +283,7 @@ func execThreads(cfg *modelconfig.ModelConfig) float64 {
 	if cfg.GetBackend() != onnxBackend {
 		return 0
 	}
-	if n, err := strconv.Atoi(cfg.GetParameters()["intra_op_thread_count"].GetStringValue()); err == nil && n > 0 {
+	if n := intraOpThreads(cfg); n > 0 {
 		return float64(n)
 	}
 	return float64(runtime.NumCPU())

@@ -94,9 +94,20 @@ func shapeOf(cfg *modelconfig.ModelConfig, b scaleBounds) (shape, bool) {
 	}
 	s := shape{n: int(groups[0].GetCount())}
 	if b.threads {
-		s.t, _ = strconv.Atoi(cfg.GetParameters()["intra_op_thread_count"].GetStringValue())
+		s.t = intraOpThreads(cfg)
 	}
 	return s, true
+}
+
+// paramIntraOp is ONNX Runtime's intra-op thread count in a config
+// (core/onnxrt's parameter, as Triton's onnxruntime backend names it).
+const paramIntraOp = "intra_op_thread_count"
+
+// intraOpThreads is the config's intra-op thread count (0: unset or not
+// a number).
+func intraOpThreads(cfg *modelconfig.ModelConfig) int {
+	n, _ := strconv.Atoi(cfg.GetParameters()[paramIntraOp].GetStringValue())
+	return n
 }
 
 func boolParam(cfg *modelconfig.ModelConfig, key string) bool {
@@ -119,9 +130,9 @@ func retuned(cfg *modelconfig.ModelConfig, s shape, tu core.BatchTuning, threads
 		if c.Parameters == nil {
 			c.Parameters = map[string]*modelconfig.ModelParameter{}
 		}
-		c.Parameters["intra_op_thread_count"] = &modelconfig.ModelParameter{StringValue: strconv.Itoa(s.t)}
+		c.Parameters[paramIntraOp] = &modelconfig.ModelParameter{StringValue: strconv.Itoa(s.t)}
 	case threads:
-		delete(c.Parameters, "intra_op_thread_count")
+		delete(c.Parameters, paramIntraOp)
 	}
 	if db := c.GetDynamicBatching(); db != nil && len(tu.Preferred) > 0 {
 		tu.Apply(db)

@@ -123,8 +123,9 @@ func (wt *watch) period(now time.Time) {
 		}
 		measured := cpuBoundOf(wt.cpuAt, cpuNow, rows, execNs, wt.b.threads)
 		wt.cpu = wt.cpu.fold(measured)
-		wt.log.Debug("autopilot CPU", "rate", round1(rate), "cpus", cpuNow.cpus, "process_cpus", round1(float64(cpuNow.proc-wt.cpuAt.proc)/float64(cpuNow.at.Sub(wt.cpuAt.at))),
-			"host_cpus", round1(float64(cpuNow.hostBusy-wt.cpuAt.hostBusy)/float64(cpuNow.at.Sub(wt.cpuAt.at))), "executions_s", round1(execNs/1e9),
+		wall := float64(cpuNow.at.Sub(wt.cpuAt.at))
+		wt.log.Debug("autopilot CPU", "rate", round1(rate), "cpus", cpuNow.cpus, "process_cpus", round1(float64(cpuNow.proc-wt.cpuAt.proc)/wall),
+			"host_cpus", round1(float64(cpuNow.hostBusy-wt.cpuAt.hostBusy)/wall), "executions_s", round1(execNs/1e9),
 			"cpus_free", round1(measured.avail), "cpu_per_row_us", round1(measured.perRow/1e3), "threads", round1(measured.theta))
 		wt.cpuAt, cb = cpuNow, wt.cpu
 	}
@@ -162,6 +163,7 @@ func (wt *watch) period(now time.Time) {
 	if known {
 		d = decide(m, cur, rate, n, p99)
 	}
+	byCPUs := known && m.cpuBinds(max(d.cap, 1))
 	changed := !samePref(d.pref, cur.pref) || !samePref(d.cap, cur.cap) || !near(d.delay, cur.delay) || (d.delay == 0) != (cur.delay == 0)
 	to := wt.b.tuning(d.setting)
 	wt.moved = changed
@@ -171,10 +173,10 @@ func (wt *watch) period(now time.Time) {
 			"max_batch", d.cap, "from_delay_us", cur.delay.Microseconds(), "from_preferred", cur.pref, "from_max_batch", cur.cap,
 			"p99_ms", ms(p99), "rate", round1(rate),
 			"capacity", round1(d.capacity), "cost_fixed_us", round1(a/1e3), "cost_per_row_us", round1(s/1e3), "tail_factor", round1(wt.gamma),
-			"cpus_free", round1(cb.avail), "cpu_per_row_us", round1(cb.perRow/1e3), "cpu_bound", known && m.cpuBinds(max(d.cap, 1)))
+			"cpus_free", round1(cb.avail), "cpu_per_row_us", round1(cb.perRow/1e3), "cpu_bound", byCPUs)
 	}
 	if wt.onPeriod != nil {
-		wt.onPeriod(figures{at: now, requests: n, rate: rate, p99: p99, capacity: d.capacity, cpuBound: known && m.cpuBinds(max(d.cap, 1))})
+		wt.onPeriod(figures{at: now, requests: n, rate: rate, p99: p99, capacity: d.capacity, cpuBound: byCPUs})
 	}
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
