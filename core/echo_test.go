@@ -32,9 +32,11 @@ type echoBackend struct {
 	panicOn atomic.Int32 // an execution whose first x is this (non-zero) value panics
 	failNew atomic.Int32 // instance creations still to fail
 	// parallel makes it a backend whose instances may be created at once;
-	// each creation then lasts createFor, and mostCreating records how
-	// many ran at once.
+	// each creation then lasts createFor, or, with gather set, until that
+	// many run at once (10 s at most, so that a busy machine cannot make
+	// them miss each other), and mostCreating records how many did.
 	parallel               atomic.Bool
+	gather                 atomic.Int32
 	creating, mostCreating atomic.Int32
 }
 
@@ -54,7 +56,13 @@ func (b *echoBackend) NewInstance(_ context.Context, spec InstanceSpec) (Instanc
 		n := b.creating.Add(1)
 		for m := b.mostCreating.Load(); n > m && !b.mostCreating.CompareAndSwap(m, n); m = b.mostCreating.Load() {
 		}
-		time.Sleep(createFor)
+		if g := b.gather.Load(); g > 0 {
+			for end := time.Now().Add(10 * time.Second); b.mostCreating.Load() < g && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+		} else {
+			time.Sleep(createFor)
+		}
 		b.creating.Add(-1)
 	}
 	return Concatenated(spec.Config, &echoInstance{b: b}), nil

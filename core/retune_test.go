@@ -82,10 +82,12 @@ output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]`, true, nil)
 	cfg.InstanceGroup[0].Count = 3
 	js, err := modelconfig.MarshalJSON(cfg)
 	must(t, err)
+	b.gather.Store(3)
 	must(t, s.Load(ctx, "m", &LoadOverride{ConfigJSON: string(js)}))
 	if n := b.mostCreating.Swap(0); n != 3 {
 		t.Errorf("a user's reload created %d instances at once, want 3", n)
 	}
+	b.gather.Store(0) // each creation lasts createFor: created at once, they would overlap
 	cfg.InstanceGroup[0].Count = 2
 	must(t, s.Retune(ctx, served(t, s), cfg))
 	if n := b.mostCreating.Load(); n != 1 {
